@@ -1,0 +1,113 @@
+/* Backend registry: op-slot checks and creation by spec string. This is the
+ * only file above the backends that names them. */
+#include "backend.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define BT_OPS(X)                                                                  \
+    X(destroy) X(info) X(sync) X(alloc) X(free) X(upload) X(download) X(copy)     \
+    X(fill) X(gemm) X(bias_add) X(bias_grad) X(embed_fwd) X(embed_bwd)             \
+    X(layernorm_fwd) X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)          \
+    X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale) X(axpy)   \
+    X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum) X(all_finite)   \
+    X(adamw_step) X(lamb_update) X(cast)
+
+#define BT_OP_NAME(op) #op,
+const char *const bt_op_names[] = {BT_OPS(BT_OP_NAME)};
+const int bt_op_count = (int)(sizeof bt_op_names / sizeof bt_op_names[0]);
+
+bool bt_backend_complete(const bt_backend *be) {
+#define BT_OP_CHECK(op)                                                            \
+    if (!be->op) {                                                                 \
+        fprintf(stderr, "bertrain: backend '%s' lacks op '%s'\n", be->name, #op);  \
+        return false;                                                              \
+    }
+    BT_OPS(BT_OP_CHECK)
+#undef BT_OP_CHECK
+    return true;
+}
+
+#ifdef BT_HAVE_OPENCL
+bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t errlen,
+                                     bool *no_device);
+#endif
+#ifdef BT_HAVE_CUDA
+bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *no_device);
+#endif
+
+const char *bt_backends_built(void) {
+    return "cpu"
+#ifdef BT_HAVE_OPENCL
+           " opencl"
+#endif
+#ifdef BT_HAVE_CUDA
+           " cuda"
+#endif
+        ;
+}
+
+static bt_backend *checked(bt_backend *be, char *err, size_t errlen) {
+    if (be && !bt_backend_complete(be)) {
+        snprintf(err, errlen, "backend '%s' is incomplete", be->name);
+        be->destroy(be);
+        return NULL;
+    }
+    return be;
+}
+
+bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *no_device) {
+    bool nodev = false;
+    bt_backend *be = NULL;
+    (void)nodev;
+    (void)be;
+    if (no_device) *no_device = false;
+    if (!spec || !*spec) spec = "auto";
+    if (strcmp(spec, "cpu") == 0) return checked(bt_cpu_backend_create(0), err, errlen);
+    if (strncmp(spec, "opencl", 6) == 0) {
+#ifdef BT_HAVE_OPENCL
+        int p = 0, d = 0;
+        if (spec[6] && sscanf(spec + 6, ":%d:%d", &p, &d) != 2) {
+            snprintf(err, errlen, "device '%s': expected opencl or opencl:PLATFORM:DEVICE", spec);
+            return NULL;
+        }
+        be = bt_opencl_backend_create(p, d, err, errlen, &nodev);
+        if (no_device) *no_device = nodev;
+        return checked(be, err, errlen);
+#else
+        snprintf(err, errlen, "device '%s': this bertrain was built without OpenCL "
+                              "(configure --with-opencl)", spec);
+        return NULL;
+#endif
+    }
+    if (strncmp(spec, "cuda", 4) == 0) {
+#ifdef BT_HAVE_CUDA
+        int d = 0;
+        if (spec[4] && sscanf(spec + 4, ":%d", &d) != 1) {
+            snprintf(err, errlen, "device '%s': expected cuda or cuda:N", spec);
+            return NULL;
+        }
+        be = bt_cuda_backend_create(d, err, errlen, &nodev);
+        if (no_device) *no_device = nodev;
+        return checked(be, err, errlen);
+#else
+        snprintf(err, errlen, "device '%s': this bertrain was built without CUDA "
+                              "(configure --with-cuda)", spec);
+        return NULL;
+#endif
+    }
+    if (strcmp(spec, "auto") == 0) {
+#ifdef BT_HAVE_CUDA
+        be = bt_cuda_backend_create(0, err, errlen, &nodev);
+        if (be) return checked(be, err, errlen);
+#endif
+#ifdef BT_HAVE_OPENCL
+        be = bt_opencl_backend_create(-1, -1, err, errlen, &nodev); /* -1: first GPU */
+        if (be) return checked(be, err, errlen);
+#endif
+        return checked(bt_cpu_backend_create(0), err, errlen);
+    }
+    snprintf(err, errlen, "device '%s': unknown backend (built: %s, or auto)", spec,
+             bt_backends_built());
+    return NULL;
+}

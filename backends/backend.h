@@ -1,0 +1,182 @@
+/* The dispatch table every backend fills in.
+ *
+ * Device memory is an opaque bt_buffer; a device address is (buffer, byte
+ * offset), so no backend needs sub-buffers. All math is fp32 unless an op takes
+ * a dtype. Matrices are row-major. Ops that produce gradients say whether they
+ * overwrite (=) or accumulate (+=) their output; accumulation never uses atomics,
+ * so the same inputs give the same bits on the same backend. */
+#ifndef BT_BACKEND_H
+#define BT_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bt_buffer bt_buffer;
+
+/* A device address: a buffer and a byte offset into it. */
+typedef struct {
+    bt_buffer *buf;
+    size_t off;
+} bt_ptr;
+
+/* Address `count` fp32/int32 elements past p. */
+static inline bt_ptr bt_at(bt_ptr p, size_t count) {
+    p.off += count * 4;
+    return p;
+}
+
+typedef enum { BT_F32 = 0, BT_BF16 = 1, BT_F16 = 2 } bt_dtype;
+
+/* Bytes per element of a dtype. */
+static inline size_t bt_dtype_size(bt_dtype t) { return t == BT_F32 ? 4 : 2; }
+
+typedef struct {
+    char name[128];
+    char vendor[128];
+    size_t total_mem;     /* bytes */
+    size_t free_mem;      /* bytes, 0 if unknown */
+    int compute_units;
+    bool has_fp16;
+    bool has_fp64;
+} bt_device_info;
+
+/* Key of a counter-based random stream (Philox-4x32-10): the value for element
+ * e of sample s under (seed, stream) is the same on every backend. */
+typedef struct {
+    uint64_t seed;
+    uint64_t stream;
+} bt_rng_key;
+
+typedef struct bt_backend bt_backend;
+
+struct bt_backend {
+    const char *name; /* "cpu", "opencl", "cuda" */
+    void *ctx;
+
+    /* ---- device ---- */
+    void (*destroy)(bt_backend *be);
+    void (*info)(bt_backend *be, bt_device_info *out);
+    void (*sync)(bt_backend *be);
+
+    /* ---- memory ---- */
+    bt_buffer *(*alloc)(bt_backend *be, size_t bytes); /* NULL when out of memory */
+    void (*free)(bt_backend *be, bt_buffer *buf);
+    void (*upload)(bt_backend *be, bt_ptr dst, const void *src, size_t bytes);
+    void (*download)(bt_backend *be, void *dst, bt_ptr src, size_t bytes);
+    void (*copy)(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes);
+    /* dst[0..n) = value (fp32) */
+    void (*fill)(bt_backend *be, bt_ptr dst, float value, size_t n);
+
+    /* ---- math ---- */
+    /* For each b < batch: C_b = alpha * op(A_b) * op(B_b) + beta * C_b, where
+     * op(A_b) is (m, k), op(B_b) is (k, n), C_b is (m, n); X_b = X + b*stride_x
+     * elements; ld* are row strides in elements. beta = 0 ignores C's contents. */
+    void (*gemm)(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k,
+                 float alpha, bt_ptr a, int lda, long stride_a,
+                 bt_ptr b, int ldb, long stride_b,
+                 float beta, bt_ptr c, int ldc, long stride_c, int batch);
+    /* y[r, c] += bias[c]                       y: (rows, cols) */
+    void (*bias_add)(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols);
+    /* dbias[c] += sum_r dy[r, c] */
+    void (*bias_grad)(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols);
+    /* out[b,t,:] = wte[ids[b,t]] + wpe[t] + wtt[type_ids[b,t]]   out: (B, T, C);
+     * ids, type_ids: int32 (B, T) */
+    void (*embed_fwd)(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids,
+                      bt_ptr wte, bt_ptr wpe, bt_ptr wtt, int B, int T, int C);
+    /* dwte[ids] += dout (rows whose id == pad_id get nothing, as torch's
+     * padding_idx), dwpe[t] += sum_b dout[b,t], dwtt[type] += dout.
+     * V, TV: rows of dwte and dwtt. pad_id < 0 disables the exclusion. */
+    void (*embed_bwd)(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
+                      bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
+                      int pad_id);
+    /* out = (x - mean) * rstd * gamma + beta per row; saves mean, rstd (rows) */
+    void (*layernorm_fwd)(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
+                          bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps);
+    /* dx = ..., dgamma += ..., dbeta += ...   (x, mean, rstd from the forward) */
+    void (*layernorm_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
+                          bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
+                          int rows, int cols);
+    /* out = x * Phi(x), exact erf GELU */
+    void (*gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr x, size_t n);
+    /* dx = dout * gelu'(x) */
+    void (*gelu_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n);
+    /* out = tanh(x) */
+    void (*tanh_fwd)(bt_backend *be, bt_ptr out, bt_ptr x, size_t n);
+    /* dx = dout * (1 - y^2), y = tanh output */
+    void (*tanh_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n);
+    /* probs[b,h,i,:] = softmax_j(scale * scores[b,h,i,j]) over keys j with
+     * key_mask[b,j] != 0; masked keys get probability 0.
+     * scores, probs: (B, H, T, T); key_mask: int32 (B, T). In-place allowed. */
+    void (*softmax_fwd)(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask,
+                        int B, int H, int T, float scale);
+    /* dscores = scale * p * (dp - sum_j dp*p) per row of T.  In-place allowed. */
+    void (*softmax_bwd)(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
+                        int rows, int T, float scale);
+    /* out[i] = keep ? in[i] / (1 - p) : 0, where element i is element
+     * (i % per_sample) of sample first_sample + i / per_sample and keep is drawn
+     * from key. The same call on a gradient is the backward. In-place allowed. */
+    void (*dropout)(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
+                    uint32_t first_sample, float p, bt_rng_key key);
+    /* out = a + b */
+    void (*add)(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, size_t n);
+    /* x *= alpha */
+    void (*scale)(bt_backend *be, bt_ptr x, float alpha, size_t n);
+    /* y += alpha * x */
+    void (*axpy)(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n);
+    /* out[i, :] = src[idx[i], :]          idx: int32 (n_idx), rows of cols */
+    void (*gather_rows)(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, int n_idx,
+                        int cols);
+    /* dst[idx[i], :] += src[i, :]   (adjoint of gather_rows; in order of i) */
+    void (*scatter_rows)(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
+                         int cols);
+    /* Per row r of logits (rows, V) with label y = labels[r] (int32):
+     * loss[r] = logsumexp(logits[r]) - logits[r, y];  correct[r] = 1 if the
+     * first argmax == y else 0; dlogits[r] = grad_scale * (softmax - onehot(y)).
+     * A label < 0 gives loss 0, correct 0, dlogits 0. dlogits may alias logits. */
+    void (*xent_fwd_bwd)(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
+                         bt_ptr logits, bt_ptr labels, int rows, int V, float grad_scale);
+    /* sum of x[i]^2 (a deterministic reduction; the host gets the value) */
+    double (*sumsq)(bt_backend *be, bt_ptr x, size_t n);
+    /* sum of x[i] (deterministic; the host gets the value) */
+    double (*sum)(bt_backend *be, bt_ptr x, size_t n);
+    /* true when no x[i] is NaN or Inf */
+    bool (*all_finite)(bt_backend *be, bt_ptr x, size_t n);
+    /* torch.optim.AdamW on one tensor:  w *= 1 - lr*wd;  m = b1 m + (1-b1) g;
+     * v = b2 v + (1-b2) g^2;  w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
+     * bc1 = 1 - b1^t and bc2 = 1 - b2^t, or 1 without bias correction. */
+    void (*adamw_step)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float wd,
+                       float bc1, float bc2);
+    /* First half of a LAMB step (DeepSpeed semantics): update moments and write
+     * u = (m/bc1) / (sqrt(v/bc2) + eps) + wd * w. The host then takes ||w||, ||u||
+     * with sumsq and applies w -= lr * trust * u with axpy. */
+    void (*lamb_update)(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                        size_t n, float beta1, float beta2, float eps, float wd,
+                        float bc1, float bc2);
+    /* dst = src converted between dtypes (round to nearest even) */
+    void (*cast)(bt_backend *be, bt_ptr dst, bt_dtype dst_type, bt_ptr src,
+                 bt_dtype src_type, size_t n);
+};
+
+/* Names of every op slot in the table, in order, for start-up checks and the
+ * conformance suite: a backend with a NULL slot is refused. */
+extern const char *const bt_op_names[];
+extern const int bt_op_count;
+
+/* Check that every slot of be is filled; print the first missing op and return
+ * false otherwise (an op a backend lacks is an error, never a fallback). */
+bool bt_backend_complete(const bt_backend *be);
+
+/* Create a backend by spec: "cpu", "opencl[:P:D]", "cuda[:N]", or "auto".
+ * Returns NULL with a one-line reason in err (size errlen) when unavailable;
+ * *no_device is set when the reason is only that no such device exists. */
+bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *no_device);
+
+/* List the spec names of the backends this binary was built with. */
+const char *bt_backends_built(void);
+
+/* Create the CPU reference backend with `threads` OpenMP threads (0: default). */
+bt_backend *bt_cpu_backend_create(int threads);
+
+#endif

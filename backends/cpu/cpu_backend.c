@@ -1,0 +1,320 @@
+/* CPU reference backend: memory, GEMM (CBLAS), elementwise ops, reductions and
+ * optimizer steps. fp32, OpenMP-parallel over independent outputs, and
+ * bit-identical for any thread count. It is the oracle for the other backends. */
+#include "cpu_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    int threads;
+} cpu_ctx;
+
+static void cpu_destroy(bt_backend *be) {
+    free(be->ctx);
+    free(be);
+}
+
+static void cpu_info(bt_backend *be, bt_device_info *out) {
+    cpu_ctx *ctx = be->ctx;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "CPU reference (%d threads)", ctx->threads);
+    snprintf(out->vendor, sizeof out->vendor, "host");
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    long avail = sysconf(_SC_AVPHYS_PAGES);
+    if (pages > 0 && page > 0) out->total_mem = (size_t)pages * (size_t)page;
+    if (avail > 0 && page > 0) out->free_mem = (size_t)avail * (size_t)page;
+    out->compute_units = ctx->threads;
+    out->has_fp16 = true; /* emulated storage */
+    out->has_fp64 = true;
+}
+
+static void cpu_sync(bt_backend *be) { (void)be; }
+
+static bt_buffer *cpu_alloc(bt_backend *be, size_t bytes) {
+    (void)be;
+    bt_buffer *b = malloc(sizeof *b);
+    if (!b) return NULL;
+    b->bytes = bytes;
+    /* 64-byte alignment; round the size up as aligned_alloc requires */
+    b->data = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    if (!b->data) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static void cpu_free(bt_backend *be, bt_buffer *buf) {
+    (void)be;
+    if (!buf) return;
+    free(buf->data);
+    free(buf);
+}
+
+static void cpu_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
+    (void)be;
+    memcpy((char *)dst.buf->data + dst.off, src, bytes);
+}
+
+static void cpu_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
+    (void)be;
+    memcpy(dst, (char *)src.buf->data + src.off, bytes);
+}
+
+static void cpu_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
+    (void)be;
+    memmove((char *)dst.buf->data + dst.off, (char *)src.buf->data + src.off, bytes);
+}
+
+static void cpu_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
+    (void)be;
+    float *d = cpu_f32(dst);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) d[i] = value;
+}
+
+static void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                     bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb, float beta,
+                     bt_ptr c, int ldc, long sc, int batch) {
+    (void)be;
+    const float *A = cpu_f32(a), *B = cpu_f32(b);
+    float *C = cpu_f32(c);
+    for (int i = 0; i < batch; i++)
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                    tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A + (long)i * sa, lda,
+                    B + (long)i * sb, ldb, beta, C + (long)i * sc, ldc);
+}
+
+static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
+    (void)be;
+    float *Y = cpu_f32(y);
+    const float *bb = cpu_f32(bias);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) Y[(size_t)r * cols + c] += bb[c];
+}
+
+static void cpu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
+    (void)be;
+    float *db = cpu_f32(dbias);
+    const float *D = cpu_f32(dy);
+    int blocks = (cols + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        int c0 = blk * CPU_COL_BLOCK, c1 = c0 + CPU_COL_BLOCK < cols ? c0 + CPU_COL_BLOCK : cols;
+        float acc[CPU_COL_BLOCK] = {0};
+        for (int r = 0; r < rows; r++)
+            for (int c = c0; c < c1; c++) acc[c - c0] += D[(size_t)r * cols + c];
+        for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
+    }
+}
+
+static void cpu_add(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, size_t n) {
+    (void)be;
+    float *O = cpu_f32(out);
+    const float *A = cpu_f32(a), *B = cpu_f32(b);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) O[i] = A[i] + B[i];
+}
+
+static void cpu_scale(bt_backend *be, bt_ptr x, float alpha, size_t n) {
+    (void)be;
+    float *X = cpu_f32(x);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) X[i] *= alpha;
+}
+
+static void cpu_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) {
+    (void)be;
+    float *Y = cpu_f32(y);
+    const float *X = cpu_f32(x);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) Y[i] += alpha * X[i];
+}
+
+/* Deterministic reduction: per-chunk double partials, added in chunk order. */
+static double reduce_chunks(const float *x, size_t n, bool squares) {
+    size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
+    if (chunks == 0) return 0.0;
+    double *part = malloc(chunks * sizeof *part);
+    if (!part) {
+        fprintf(stderr, "bertrain: cpu backend: out of host memory in a reduction\n");
+        exit(1);
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t ch = 0; ch < chunks; ch++) {
+        size_t i0 = ch * CPU_REDUCE_CHUNK, i1 = i0 + CPU_REDUCE_CHUNK < n ? i0 + CPU_REDUCE_CHUNK : n;
+        double s = 0.0;
+        if (squares)
+            for (size_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
+        else
+            for (size_t i = i0; i < i1; i++) s += x[i];
+        part[ch] = s;
+    }
+    double total = 0.0;
+    for (size_t ch = 0; ch < chunks; ch++) total += part[ch];
+    free(part);
+    return total;
+}
+
+static double cpu_sumsq(bt_backend *be, bt_ptr x, size_t n) {
+    (void)be;
+    return reduce_chunks(cpu_f32(x), n, true);
+}
+
+static double cpu_sum(bt_backend *be, bt_ptr x, size_t n) {
+    (void)be;
+    return reduce_chunks(cpu_f32(x), n, false);
+}
+
+static bool cpu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
+    (void)be;
+    const float *X = cpu_f32(x);
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+    for (size_t i = 0; i < n; i++) bad |= !isfinite(X[i]);
+    return !bad;
+}
+
+static void cpu_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
+                           float lr, float beta1, float beta2, float eps, float wd, float bc1,
+                           float bc2) {
+    (void)be;
+    float *W = cpu_f32(w), *M = cpu_f32(m), *V = cpu_f32(v);
+    const float *G = cpu_f32(g);
+    const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = G[i];
+        float mi = beta1 * M[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * V[i] + (1.0f - beta2) * gi * gi;
+        M[i] = mi;
+        V[i] = vi;
+        W[i] = W[i] * decay - step * mi / (sqrtf(vi) / sqrt_bc2 + eps);
+    }
+}
+
+static void cpu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                            size_t n, float beta1, float beta2, float eps, float wd, float bc1,
+                            float bc2) {
+    (void)be;
+    float *U = cpu_f32(u), *M = cpu_f32(m), *V = cpu_f32(v);
+    const float *W = cpu_f32(w), *G = cpu_f32(g);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = G[i];
+        float mi = beta1 * M[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * V[i] + (1.0f - beta2) * gi * gi;
+        M[i] = mi;
+        V[i] = vi;
+        U[i] = (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * W[i];
+    }
+}
+
+/* ---- 16-bit conversions (round to nearest even) ---- */
+
+static uint16_t f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t h) {
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static uint16_t f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);             /* NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);            /* overflow to Inf */
+    if (ax < 0x38800000u) {                                              /* subnormal or 0 */
+        float a;
+        memcpy(&a, &ax, 4);
+        /* a * 2^24 rounded to nearest even is the subnormal mantissa */
+        return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
+    }
+    uint32_t mant = ax & 0x7fffffu;
+    uint32_t exp = (ax >> 23) - 112u;
+    uint32_t h = (exp << 10) | (mant >> 13);
+    uint32_t rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    float f;
+    if (exp == 0) {
+        f = ldexpf((float)mant, -24);
+        return sign ? -f : f;
+    }
+    uint32_t x = exp == 31 ? sign | 0x7f800000u | (mant << 13)
+                           : sign | ((exp + 112u) << 23) | (mant << 13);
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static void cpu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st,
+                     size_t n) {
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float f = st == BT_F32 ? cpu_f32(src)[i]
+                  : st == BT_BF16 ? bf16_to_f32(cpu_u16(src)[i])
+                                  : f16_to_f32(cpu_u16(src)[i]);
+        if (dt == BT_F32)
+            cpu_f32(dst)[i] = f;
+        else
+            cpu_u16(dst)[i] = dt == BT_BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+    }
+}
+
+bt_backend *bt_cpu_backend_create(int threads) {
+    bt_backend *be = calloc(1, sizeof *be);
+    cpu_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!be || !ctx) {
+        free(be);
+        free(ctx);
+        return NULL;
+    }
+    if (threads > 0) omp_set_num_threads(threads);
+    ctx->threads = omp_get_max_threads();
+    be->name = "cpu";
+    be->ctx = ctx;
+    be->destroy = cpu_destroy;
+    be->info = cpu_info;
+    be->sync = cpu_sync;
+    be->alloc = cpu_alloc;
+    be->free = cpu_free;
+    be->upload = cpu_upload;
+    be->download = cpu_download;
+    be->copy = cpu_copy;
+    be->fill = cpu_fill;
+    be->gemm = cpu_gemm;
+    be->bias_add = cpu_bias_add;
+    be->bias_grad = cpu_bias_grad;
+    be->add = cpu_add;
+    be->scale = cpu_scale;
+    be->axpy = cpu_axpy;
+    be->sumsq = cpu_sumsq;
+    be->sum = cpu_sum;
+    be->all_finite = cpu_all_finite;
+    be->adamw_step = cpu_adamw_step;
+    be->lamb_update = cpu_lamb_update;
+    be->cast = cpu_cast;
+    cpu_fill_nn_ops(be);
+    return be;
+}

@@ -1,0 +1,292 @@
+/* CPU reference backend: the neural-network ops (embeddings, LayerNorm, GELU,
+ * tanh, masked softmax, dropout, row gather/scatter, fused cross-entropy).
+ * Row statistics use double accumulators; gradient reductions over rows run
+ * column-parallel so every thread count gives the same bits. */
+#include "cpu_internal.h"
+
+#include "../philox.h"
+
+#include <math.h>
+
+static void cpu_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids, bt_ptr wte,
+                          bt_ptr wpe, bt_ptr wtt, int B, int T, int C) {
+    (void)be;
+    float *O = cpu_f32(out);
+    const int32_t *I = cpu_i32(ids), *TT = cpu_i32(type_ids);
+    const float *E = cpu_f32(wte), *P = cpu_f32(wpe), *Y = cpu_f32(wtt);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < B * T; n++) {
+        const float *e = E + (size_t)I[n] * C, *p = P + (size_t)(n % T) * C,
+                    *y = Y + (size_t)TT[n] * C;
+        float *o = O + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = e[c] + p[c] + y[c];
+    }
+}
+
+static void cpu_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
+                          bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
+                          int pad_id) {
+    (void)be;
+    (void)V;
+    (void)TV;
+    float *DE = cpu_f32(dwte), *DP = cpu_f32(dwpe), *DY = cpu_f32(dwtt);
+    const float *D = cpu_f32(dout);
+    const int32_t *I = cpu_i32(ids), *TT = cpu_i32(type_ids);
+    int blocks = (C + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
+    /* each task owns a block of columns and walks tokens in order: no races,
+     * and the summation order is fixed */
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        int c0 = blk * CPU_COL_BLOCK, c1 = c0 + CPU_COL_BLOCK < C ? c0 + CPU_COL_BLOCK : C;
+        for (int n = 0; n < B * T; n++) {
+            const float *d = D + (size_t)n * C;
+            float *dp = DP + (size_t)(n % T) * C, *dy = DY + (size_t)TT[n] * C;
+            for (int c = c0; c < c1; c++) {
+                dp[c] += d[c];
+                dy[c] += d[c];
+            }
+            if (I[n] == pad_id) continue;
+            float *de = DE + (size_t)I[n] * C;
+            for (int c = c0; c < c1; c++) de[c] += d[c];
+        }
+    }
+}
+
+static void cpu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
+                              bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
+    (void)be;
+    float *O = cpu_f32(out), *MU = cpu_f32(mean), *RS = cpu_f32(rstd);
+    const float *X = cpu_f32(x), *G = cpu_f32(gamma), *Bb = cpu_f32(beta);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = X + (size_t)r * cols;
+        double s = 0.0;
+        for (int c = 0; c < cols; c++) s += xr[c];
+        double mu = s / cols, v = 0.0;
+        for (int c = 0; c < cols; c++) v += ((double)xr[c] - mu) * ((double)xr[c] - mu);
+        float m = (float)mu, rs = (float)(1.0 / sqrt(v / cols + eps));
+        float *o = O + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) o[c] = (xr[c] - m) * rs * G[c] + Bb[c];
+        MU[r] = m;
+        RS[r] = rs;
+    }
+}
+
+static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
+                              bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
+                              int rows, int cols) {
+    (void)be;
+    float *DX = cpu_f32(dx), *DG = cpu_f32(dgamma), *DB = cpu_f32(dbeta);
+    const float *D = cpu_f32(dout), *X = cpu_f32(x), *MU = cpu_f32(mean), *RS = cpu_f32(rstd),
+                *G = cpu_f32(gamma);
+    /* parameter gradients first: dx may alias dout */
+    int blocks = (cols + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        int c0 = blk * CPU_COL_BLOCK, c1 = c0 + CPU_COL_BLOCK < cols ? c0 + CPU_COL_BLOCK : cols;
+        float ag[CPU_COL_BLOCK] = {0}, ab[CPU_COL_BLOCK] = {0};
+        for (int r = 0; r < rows; r++) {
+            const float *d = D + (size_t)r * cols, *xr = X + (size_t)r * cols;
+            for (int c = c0; c < c1; c++) {
+                ag[c - c0] += d[c] * ((xr[c] - MU[r]) * RS[r]);
+                ab[c - c0] += d[c];
+            }
+        }
+        for (int c = c0; c < c1; c++) {
+            DG[c] += ag[c - c0];
+            DB[c] += ab[c - c0];
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *d = D + (size_t)r * cols, *xr = X + (size_t)r * cols;
+        float mu = MU[r], rs = RS[r];
+        double sd = 0.0, sdx = 0.0;
+        for (int c = 0; c < cols; c++) {
+            double dn = (double)d[c] * G[c];
+            sd += dn;
+            sdx += dn * ((xr[c] - mu) * rs);
+        }
+        float mean_d = (float)(sd / cols), mean_dx = (float)(sdx / cols);
+        float *o = DX + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) {
+            float xhat = (xr[c] - mu) * rs;
+            o[c] = rs * (d[c] * G[c] - mean_d - xhat * mean_dx);
+        }
+    }
+}
+
+static void cpu_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+    (void)be;
+    float *O = cpu_f32(out);
+    const float *X = cpu_f32(x);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) O[i] = 0.5f * X[i] * (1.0f + erff(X[i] * (float)M_SQRT1_2));
+}
+
+static void cpu_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n) {
+    (void)be;
+    float *DX = cpu_f32(dx);
+    const float *D = cpu_f32(dout), *X = cpu_f32(x);
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float xi = X[i];
+        float cdf = 0.5f * (1.0f + erff(xi * (float)M_SQRT1_2));
+        float pdf = inv_sqrt_2pi * expf(-0.5f * xi * xi);
+        DX[i] = D[i] * (cdf + xi * pdf);
+    }
+}
+
+static void cpu_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+    (void)be;
+    float *O = cpu_f32(out);
+    const float *X = cpu_f32(x);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) O[i] = tanhf(X[i]);
+}
+
+static void cpu_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n) {
+    (void)be;
+    float *DX = cpu_f32(dx);
+    const float *D = cpu_f32(dout), *Y = cpu_f32(y);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) DX[i] = D[i] * (1.0f - Y[i] * Y[i]);
+}
+
+static void cpu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,
+                            int H, int T, float scale) {
+    (void)be;
+    float *P = cpu_f32(probs);
+    const float *S = cpu_f32(scores);
+    const int32_t *K = cpu_i32(key_mask);
+    int rows = B * H * T;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        int b = r / (H * T);
+        const int32_t *km = K + (size_t)b * T;
+        const float *s = S + (size_t)r * T;
+        float *p = P + (size_t)r * T;
+        float mx = -INFINITY;
+        for (int j = 0; j < T; j++)
+            if (km[j] && scale * s[j] > mx) mx = scale * s[j];
+        double sum = 0.0;
+        for (int j = 0; j < T; j++) {
+            float e = km[j] ? expf(scale * s[j] - mx) : 0.0f;
+            p[j] = e;
+            sum += e;
+        }
+        float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+        for (int j = 0; j < T; j++) p[j] *= inv;
+    }
+}
+
+static void cpu_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
+                            int rows, int T, float scale) {
+    (void)be;
+    float *DS = cpu_f32(dscores);
+    const float *DP = cpu_f32(dprobs), *P = cpu_f32(probs);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *dp = DP + (size_t)r * T, *p = P + (size_t)r * T;
+        double dot = 0.0;
+        for (int j = 0; j < T; j++) dot += (double)dp[j] * p[j];
+        float fdot = (float)dot;
+        float *ds = DS + (size_t)r * T;
+        for (int j = 0; j < T; j++) ds[j] = scale * p[j] * (dp[j] - fdot);
+    }
+}
+
+static void cpu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
+                        uint32_t first_sample, float p, bt_rng_key key) {
+    (void)be;
+    float *O = cpu_f32(out);
+    const float *X = cpu_f32(in);
+    const uint32_t thr = philox_drop_threshold(p);
+    const float keep_scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t sample = first_sample + (uint32_t)(i / per_sample);
+        uint32_t elem = (uint32_t)(i % per_sample);
+        uint32_t r = philox_draw(key.seed, key.stream, sample, elem);
+        O[i] = r >= thr ? X[i] * keep_scale : 0.0f;
+    }
+}
+
+static void cpu_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, int n_idx,
+                            int cols) {
+    (void)be;
+    float *O = cpu_f32(out);
+    const float *S = cpu_f32(src);
+    const int32_t *I = cpu_i32(idx);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n_idx; i++)
+        for (int c = 0; c < cols; c++) O[(size_t)i * cols + c] = S[(size_t)I[i] * cols + c];
+}
+
+static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
+                             int cols) {
+    (void)be;
+    float *D = cpu_f32(dst);
+    const float *S = cpu_f32(src);
+    const int32_t *I = cpu_i32(idx);
+    int blocks = (cols + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        int c0 = blk * CPU_COL_BLOCK, c1 = c0 + CPU_COL_BLOCK < cols ? c0 + CPU_COL_BLOCK : cols;
+        for (int i = 0; i < n_idx; i++)
+            for (int c = c0; c < c1; c++) D[(size_t)I[i] * cols + c] += S[(size_t)i * cols + c];
+    }
+}
+
+static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
+                             bt_ptr logits, bt_ptr labels, int rows, int V, float grad_scale) {
+    (void)be;
+    float *DL = cpu_f32(dlogits), *L = cpu_f32(loss), *CR = cpu_f32(correct);
+    const float *X = cpu_f32(logits);
+    const int32_t *Y = cpu_i32(labels);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *x = X + (size_t)r * V;
+        float *d = DL + (size_t)r * V;
+        int y = Y[r];
+        if (y < 0) {
+            L[r] = 0.0f;
+            CR[r] = 0.0f;
+            for (int j = 0; j < V; j++) d[j] = 0.0f;
+            continue;
+        }
+        float mx = x[0];
+        int arg = 0;
+        for (int j = 1; j < V; j++)
+            if (x[j] > mx) {
+                mx = x[j];
+                arg = j;
+            }
+        double sum = 0.0;
+        for (int j = 0; j < V; j++) sum += exp((double)x[j] - mx);
+        float x_y = x[y];
+        L[r] = (float)(log(sum) + mx - x_y);
+        CR[r] = arg == y ? 1.0f : 0.0f;
+        float inv = (float)(1.0 / sum);
+        for (int j = 0; j < V; j++) d[j] = grad_scale * (expf(x[j] - mx) * inv);
+        d[y] -= grad_scale;
+    }
+}
+
+void cpu_fill_nn_ops(bt_backend *be) {
+    be->embed_fwd = cpu_embed_fwd;
+    be->embed_bwd = cpu_embed_bwd;
+    be->layernorm_fwd = cpu_layernorm_fwd;
+    be->layernorm_bwd = cpu_layernorm_bwd;
+    be->gelu_fwd = cpu_gelu_fwd;
+    be->gelu_bwd = cpu_gelu_bwd;
+    be->tanh_fwd = cpu_tanh_fwd;
+    be->tanh_bwd = cpu_tanh_bwd;
+    be->softmax_fwd = cpu_softmax_fwd;
+    be->softmax_bwd = cpu_softmax_bwd;
+    be->dropout = cpu_dropout;
+    be->gather_rows = cpu_gather_rows;
+    be->scatter_rows = cpu_scatter_rows;
+    be->xent_fwd_bwd = cpu_xent_fwd_bwd;
+}

@@ -1,0 +1,385 @@
+/* BERT forward and backward as backend ops (llm.c style: one short function
+ * per block). Shapes: N = B*T token rows, M = masked rows, H hidden, I
+ * intermediate, NH heads of size D, V vocabulary. Post-LN, exactly as Hugging
+ * Face BertForPreTraining. */
+#include "bert.h"
+#include "bert_internal.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAR(off) ((bt_ptr){m->params, (size_t)(off) * 4})
+#define GRD(off) ((bt_ptr){m->grads, (size_t)(off) * 4})
+#define ACT(off) ((bt_ptr){m->acts, (size_t)(off) * 4})
+#define INT(off) ((bt_ptr){m->ints, (size_t)(off) * 4})
+
+enum { SITE_EMB = 1, SITE_ATTN_PROBS = 2, SITE_ATTN_OUT = 3, SITE_FFN_OUT = 4 };
+
+/* The dropout key of one site: the same on every backend, rank and resume. */
+static bt_rng_key dropout_key(const bert_pass *pass, int layer, int site) {
+    bt_rng_key k = {pass->seed, (pass->step << 24) | ((uint64_t)(layer + 1) << 12) |
+                                    ((uint64_t)site << 4) | RNG_STREAM_DROPOUT};
+    return k;
+}
+
+struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm, int Mm) {
+    int L = c->num_hidden_layers;
+    struct bert_act_layout *a =
+        calloc(1, sizeof *a + (size_t)L * sizeof(bert_layer_acts));
+    if (!a) return NULL;
+    const size_t N = (size_t)Bm * Tm, H = c->hidden_size, I = c->intermediate_size,
+                 P = (size_t)Bm * c->num_attention_heads * Tm * Tm, M = Mm > 0 ? Mm : 1,
+                 V = c->vocab_size;
+    size_t off = 0;
+#define TAKE(field, count) (a->field = off, off += ((count) + 15) / 16 * 16)
+    TAKE(emb_sum, N * H);
+    TAKE(emb_mean, N);
+    TAKE(emb_rstd, N);
+    TAKE(emb_out, N * H);
+    for (int l = 0; l < L; l++) {
+        TAKE(layer[l].qkv, N * 3 * H);
+        TAKE(layer[l].probs, P);
+        TAKE(layer[l].ctx, N * H);
+        TAKE(layer[l].res1, N * H);
+        TAKE(layer[l].mean1, N);
+        TAKE(layer[l].rstd1, N);
+        TAKE(layer[l].ln1, N * H);
+        TAKE(layer[l].fc1, N * I);
+        TAKE(layer[l].gelu, N * I);
+        TAKE(layer[l].res2, N * H);
+        TAKE(layer[l].mean2, N);
+        TAKE(layer[l].rstd2, N);
+        TAKE(layer[l].ln2, N * H);
+    }
+    TAKE(hm, M * H);
+    TAKE(t1, M * H);
+    TAKE(t2, M * H);
+    TAKE(t3, M * H);
+    TAKE(t3_mean, M);
+    TAKE(t3_rstd, M);
+    TAKE(logits, M * V);
+    TAKE(mlm_loss, M);
+    TAKE(mlm_correct, M);
+    TAKE(cls, (size_t)Bm * H);
+    TAKE(pool_pre, (size_t)Bm * H);
+    TAKE(pooled, (size_t)Bm * H);
+    TAKE(nsp_logits, (size_t)Bm * 2);
+    TAKE(nsp_loss, (size_t)Bm);
+    TAKE(nsp_correct, (size_t)Bm);
+    TAKE(dA, N * H);
+    TAKE(dH, N * H);
+    TAKE(dctx, N * H);
+    TAKE(dI, N * I);
+    TAKE(dqkv, N * 3 * H);
+    TAKE(dprobs, P);
+    TAKE(pdrop, P);
+    TAKE(dhm, M * H);
+    TAKE(dcls, (size_t)Bm * H);
+    a->total = off;
+    off = 0;
+    TAKE(ids, N);
+    TAKE(types, N);
+    TAKE(mask, N);
+    TAKE(mlm_pos, M);
+    TAKE(mlm_labels, M);
+    TAKE(nsp_labels, (size_t)Bm);
+    TAKE(cls_idx, (size_t)Bm);
+    a->ints_total = off;
+#undef TAKE
+    a->n_layers = L;
+    return a;
+}
+
+/* out (rows, out_f) = in (rows, in_f) @ W^T + b,  W: (out_f, in_f) */
+static void linear_fwd(bert_model *m, bt_ptr out, bt_ptr in, size_t w, size_t b, int rows,
+                       int in_f, int out_f) {
+    if (rows == 0) return;
+    bt_backend *be = m->be;
+    be->gemm(be, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 0.0f, out,
+             out_f, 0, 1);
+    be->bias_add(be, out, PAR(b), rows, out_f);
+}
+
+/* dW += dout^T @ in;  db += sum_rows dout;  din = dout @ W (skipped if din.buf NULL) */
+static void linear_bwd(bert_model *m, bt_ptr din, size_t w, size_t b, bt_ptr dout, bt_ptr in,
+                       int rows, int in_f, int out_f) {
+    if (rows == 0) return;
+    bt_backend *be = m->be;
+    be->gemm(be, true, false, out_f, in_f, rows, 1.0f, dout, out_f, 0, in, in_f, 0, 1.0f, GRD(w),
+             in_f, 0, 1);
+    be->bias_grad(be, GRD(b), dout, rows, out_f);
+    if (din.buf)
+        be->gemm(be, false, false, rows, in_f, out_f, 1.0f, dout, out_f, 0, PAR(w), in_f, 0, 0.0f,
+                 din, in_f, 0, 1);
+}
+
+static void upload_batch(bert_model *m, const bert_batch *bt) {
+    const struct bert_act_layout *a = m->act;
+    int32_t *host = calloc(a->ints_total, sizeof *host);
+    if (!host) {
+        fprintf(stderr, "bertrain: out of host memory staging a batch\n");
+        exit(1);
+    }
+    size_t N = (size_t)bt->B * bt->T;
+    memcpy(host + a->ids, bt->input_ids, N * 4);
+    memcpy(host + a->types, bt->token_type_ids, N * 4);
+    memcpy(host + a->mask, bt->attention_mask, N * 4);
+    if (bt->n_masked > 0) {
+        memcpy(host + a->mlm_pos, bt->mlm_positions, (size_t)bt->n_masked * 4);
+        memcpy(host + a->mlm_labels, bt->mlm_labels, (size_t)bt->n_masked * 4);
+    }
+    for (int b = 0; b < bt->B; b++) {
+        host[a->nsp_labels + b] = bt->nsp_labels ? bt->nsp_labels[b] : -1;
+        host[a->cls_idx + b] = b * bt->T;
+    }
+    m->be->upload(m->be, INT(0), host, a->ints_total * 4);
+    free(host);
+}
+
+/* Self-attention core for one layer: ctx = dropout(softmax(QK^T/sqrt(D))) V */
+static void attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const bert_layer_acts *la = &m->act->layer[l];
+    const int B = bt->B, T = bt->T, H = m->cfg.hidden_size, NH = m->cfg.num_attention_heads,
+              D = H / NH;
+    const size_t TT = (size_t)T * T, per_b = (size_t)NH * TT;
+    const float p = pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
+    for (int b = 0; b < B; b++) { /* scores (NH, T, T) = Q K^T per head */
+        size_t q = la->qkv + (size_t)b * T * 3 * H;
+        be->gemm(be, false, true, T, T, D, 1.0f, ACT(q), 3 * H, D, ACT(q + H), 3 * H, D, 0.0f,
+                 ACT(la->probs + b * per_b), T, (long)TT, NH);
+    }
+    be->softmax_fwd(be, ACT(la->probs), ACT(la->probs), INT(m->act->mask), B, NH, T,
+                    1.0f / sqrtf((float)D));
+    size_t src = la->probs;
+    if (p > 0.0f) {
+        be->dropout(be, ACT(m->act->pdrop), ACT(la->probs), B * per_b, per_b, bt->first_sample,
+                    p, dropout_key(pass, l, SITE_ATTN_PROBS));
+        src = m->act->pdrop;
+    }
+    for (int b = 0; b < B; b++) { /* ctx (T, D) per head, written as (B, T, H) */
+        size_t v = la->qkv + (size_t)b * T * 3 * H + 2 * H;
+        be->gemm(be, false, false, T, D, T, 1.0f, ACT(src + b * per_b), T, (long)TT, ACT(v),
+                 3 * H, D, 0.0f, ACT(la->ctx + (size_t)b * T * H), H, D, NH);
+    }
+}
+
+/* Backward of attention_fwd: dctx (N, H) -> dqkv (N, 3H) */
+static void attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const int B = bt->B, T = bt->T, H = m->cfg.hidden_size, NH = m->cfg.num_attention_heads,
+              D = H / NH;
+    const size_t TT = (size_t)T * T, per_b = (size_t)NH * TT;
+    const float p = pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
+    const bt_rng_key key = dropout_key(pass, l, SITE_ATTN_PROBS);
+    size_t src = la->probs;
+    if (p > 0.0f) { /* recompute the dropped probabilities */
+        be->dropout(be, ACT(a->pdrop), ACT(la->probs), B * per_b, per_b, bt->first_sample, p,
+                    key);
+        src = a->pdrop;
+    }
+    for (int b = 0; b < B; b++) {
+        size_t qkv = la->qkv + (size_t)b * T * 3 * H, dqkv = a->dqkv + (size_t)b * T * 3 * H;
+        size_t dctx = a->dctx + (size_t)b * T * H;
+        /* dV = P^T dctx */
+        be->gemm(be, true, false, T, D, T, 1.0f, ACT(src + b * per_b), T, (long)TT, ACT(dctx), H,
+                 D, 0.0f, ACT(dqkv + 2 * H), 3 * H, D, NH);
+        /* dP = dctx V^T */
+        be->gemm(be, false, true, T, T, D, 1.0f, ACT(dctx), H, D, ACT(qkv + 2 * H), 3 * H, D,
+                 0.0f, ACT(a->dprobs + b * per_b), T, (long)TT, NH);
+    }
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dprobs), ACT(a->dprobs), B * per_b, per_b, bt->first_sample, p,
+                    key);
+    be->softmax_bwd(be, ACT(a->dprobs), ACT(a->dprobs), ACT(la->probs), B * NH * T, T,
+                    1.0f / sqrtf((float)D));
+    for (int b = 0; b < B; b++) {
+        size_t qkv = la->qkv + (size_t)b * T * 3 * H, dqkv = a->dqkv + (size_t)b * T * 3 * H;
+        size_t ds = a->dprobs + b * per_b;
+        /* dQ = dS K */
+        be->gemm(be, false, false, T, D, T, 1.0f, ACT(ds), T, (long)TT, ACT(qkv + H), 3 * H, D,
+                 0.0f, ACT(dqkv), 3 * H, D, NH);
+        /* dK = dS^T Q */
+        be->gemm(be, true, false, T, D, T, 1.0f, ACT(ds), T, (long)TT, ACT(qkv), 3 * H, D, 0.0f,
+                 ACT(dqkv + H), 3 * H, D, NH);
+    }
+}
+
+/* x_in (N, H) -> ln2 (N, H) for layer l */
+static void layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
+                      const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const int N = bt->B * bt->T, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
+    const float p = pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
+    const float eps = m->cfg.layer_norm_eps;
+    const size_t per_sample = (size_t)bt->T * H;
+
+    linear_fwd(m, ACT(la->qkv), ACT(x_in), w->qkv_w, w->qkv_b, N, H, 3 * H);
+    attention_fwd(m, l, bt, pass);
+    linear_fwd(m, ACT(a->dH), ACT(la->ctx), w->ao_w, w->ao_b, N, H, H); /* dH: scratch */
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)N * H, per_sample, bt->first_sample, p,
+                    dropout_key(pass, l, SITE_ATTN_OUT));
+    be->add(be, ACT(la->res1), ACT(a->dH), ACT(x_in), (size_t)N * H);
+    be->layernorm_fwd(be, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(la->res1),
+                      PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
+    linear_fwd(m, ACT(la->fc1), ACT(la->ln1), w->fc1_w, w->fc1_b, N, H, I);
+    be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), (size_t)N * I);
+    linear_fwd(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, w->fc2_b, N, I, H);
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)N * H, per_sample, bt->first_sample, p,
+                    dropout_key(pass, l, SITE_FFN_OUT));
+    be->add(be, ACT(la->res2), ACT(a->dH), ACT(la->ln1), (size_t)N * H);
+    be->layernorm_fwd(be, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res2),
+                      PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+}
+
+/* dA holds d(layer output); on return it holds d(x_in). */
+static void layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
+                      const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const int N = bt->B * bt->T, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
+    const float p = pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
+    const size_t NH = (size_t)N * H, per_sample = (size_t)bt->T * H;
+
+    /* output LayerNorm: dA = d res2 */
+    be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dA), ACT(la->res2),
+                      ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
+    be->copy(be, ACT(a->dH), ACT(a->dA), NH * 4);
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), NH, per_sample, bt->first_sample, p,
+                    dropout_key(pass, l, SITE_FFN_OUT));
+    /* feed-forward */
+    linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), N, I, H);
+    be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)N * I);
+    linear_bwd(m, ACT(a->dH), w->fc1_w, w->fc1_b, ACT(a->dI), ACT(la->ln1), N, H, I);
+    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d ln1 */
+    /* attention LayerNorm: dA = d res1 */
+    be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dA), ACT(la->res1),
+                      ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+    be->copy(be, ACT(a->dH), ACT(a->dA), NH * 4);
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), NH, per_sample, bt->first_sample, p,
+                    dropout_key(pass, l, SITE_ATTN_OUT));
+    linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), N, H, H);
+    attention_bwd(m, l, bt, pass);
+    linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(x_in), N, H, 3 * H);
+    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d x_in */
+}
+
+static size_t layer_input(const bert_model *m, int l) {
+    return l == 0 ? m->act->emb_out : m->act->layer[l - 1].ln2;
+}
+
+void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, bert_stats *st) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    const int B = bt->B, T = bt->T, N = B * T, H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    const int L = m->cfg.num_hidden_layers, M = bt->n_masked;
+    const float eps = m->cfg.layer_norm_eps;
+    if (B > m->max_batch || T > m->max_seq || M > m->max_masked) {
+        fprintf(stderr, "bertrain: internal error: batch %dx%d with %d masked exceeds the "
+                        "model's capacity %dx%d/%d\n", B, T, M, m->max_batch, m->max_seq,
+                m->max_masked);
+        exit(1);
+    }
+    m->cur_B = B;
+    m->cur_T = T;
+    m->cur_masked = M;
+    upload_batch(m, bt);
+    memset(st, 0, sizeof *st);
+
+    /* embeddings -> LayerNorm -> dropout */
+    be->embed_fwd(be, ACT(a->emb_sum), INT(a->ids), INT(a->types), PAR(v->wte), PAR(v->wpe),
+                  PAR(v->wtt), B, T, H);
+    be->layernorm_fwd(be, ACT(a->emb_out), ACT(a->emb_mean), ACT(a->emb_rstd), ACT(a->emb_sum),
+                      PAR(v->emb_ln_w), PAR(v->emb_ln_b), N, H, eps);
+    if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)
+        be->dropout(be, ACT(a->emb_out), ACT(a->emb_out), (size_t)N * H, (size_t)T * H,
+                    bt->first_sample, m->cfg.hidden_dropout_prob,
+                    dropout_key(pass, -1, SITE_EMB));
+    for (int l = 0; l < L; l++) layer_fwd(m, l, layer_input(m, l), bt, pass);
+    const size_t hidden = a->layer[L - 1].ln2;
+
+    /* MLM head at masked rows: dense -> GELU -> LayerNorm -> tied decoder + bias */
+    if (M > 0) {
+        be->gather_rows(be, ACT(a->hm), ACT(hidden), INT(a->mlm_pos), M, H);
+        linear_fwd(m, ACT(a->t1), ACT(a->hm), v->head_w, v->head_b, M, H, H);
+        be->gelu_fwd(be, ACT(a->t2), ACT(a->t1), (size_t)M * H);
+        be->layernorm_fwd(be, ACT(a->t3), ACT(a->t3_mean), ACT(a->t3_rstd), ACT(a->t2),
+                          PAR(v->head_ln_w), PAR(v->head_ln_b), M, H, eps);
+        linear_fwd(m, ACT(a->logits), ACT(a->t3), v->wte, v->dec_b, M, H, V);
+        if (pass->mlm_logits_out)
+            be->download(be, pass->mlm_logits_out, ACT(a->logits), (size_t)M * V * 4);
+        be->xent_fwd_bwd(be, ACT(a->logits), ACT(a->mlm_loss), ACT(a->mlm_correct),
+                         ACT(a->logits), INT(a->mlm_labels), M, V, pass->mlm_grad_scale);
+        st->mlm_loss_sum = be->sum(be, ACT(a->mlm_loss), (size_t)M);
+        st->mlm_correct = be->sum(be, ACT(a->mlm_correct), (size_t)M);
+        st->n_masked = M;
+    }
+    /* NSP head on [CLS]: pooler dense -> tanh -> 2-way classifier */
+    if (m->cfg.nsp && bt->nsp_labels) {
+        be->gather_rows(be, ACT(a->cls), ACT(hidden), INT(a->cls_idx), B, H);
+        linear_fwd(m, ACT(a->pool_pre), ACT(a->cls), v->pool_w, v->pool_b, B, H, H);
+        be->tanh_fwd(be, ACT(a->pooled), ACT(a->pool_pre), (size_t)B * H);
+        linear_fwd(m, ACT(a->nsp_logits), ACT(a->pooled), v->nsp_w, v->nsp_b, B, H, 2);
+        if (pass->nsp_logits_out)
+            be->download(be, pass->nsp_logits_out, ACT(a->nsp_logits), (size_t)B * 2 * 4);
+        be->xent_fwd_bwd(be, ACT(a->nsp_logits), ACT(a->nsp_loss), ACT(a->nsp_correct),
+                         ACT(a->nsp_logits), INT(a->nsp_labels), B, 2, pass->nsp_grad_scale);
+        st->nsp_loss_sum = be->sum(be, ACT(a->nsp_loss), (size_t)B);
+        st->nsp_correct = be->sum(be, ACT(a->nsp_correct), (size_t)B);
+        st->n_nsp = B;
+    }
+}
+
+void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    const int B = bt->B, T = bt->T, N = B * T, H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    const int L = m->cfg.num_hidden_layers, M = bt->n_masked;
+    const bt_ptr none = {NULL, 0};
+
+    be->fill(be, ACT(a->dA), 0.0f, (size_t)N * H); /* d final hidden */
+    if (M > 0) {
+        /* logits now hold d loss / d logits */
+        linear_bwd(m, ACT(a->dhm), v->wte, v->dec_b, ACT(a->logits), ACT(a->t3), M, H, V);
+        be->layernorm_bwd(be, ACT(a->dhm), GRD(v->head_ln_w), GRD(v->head_ln_b), ACT(a->dhm),
+                          ACT(a->t2), ACT(a->t3_mean), ACT(a->t3_rstd), PAR(v->head_ln_w), M, H);
+        be->gelu_bwd(be, ACT(a->dhm), ACT(a->dhm), ACT(a->t1), (size_t)M * H);
+        linear_bwd(m, ACT(a->t2), v->head_w, v->head_b, ACT(a->dhm), ACT(a->hm), M, H, H);
+        be->scatter_rows(be, ACT(a->dA), ACT(a->t2), INT(a->mlm_pos), M, H); /* t2: scratch */
+    }
+    if (m->cfg.nsp && bt->nsp_labels) {
+        linear_bwd(m, ACT(a->dcls), v->nsp_w, v->nsp_b, ACT(a->nsp_logits), ACT(a->pooled), B, H,
+                   2);
+        be->tanh_bwd(be, ACT(a->dcls), ACT(a->dcls), ACT(a->pooled), (size_t)B * H);
+        linear_bwd(m, ACT(a->pool_pre), v->pool_w, v->pool_b, ACT(a->dcls), ACT(a->cls), B, H,
+                   H);
+        be->scatter_rows(be, ACT(a->dA), ACT(a->pool_pre), INT(a->cls_idx), B, H);
+    }
+    (void)none;
+    for (int l = L - 1; l >= 0; l--) layer_bwd(m, l, layer_input(m, l), bt, pass);
+    /* embeddings */
+    if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)
+        be->dropout(be, ACT(a->dA), ACT(a->dA), (size_t)N * H, (size_t)T * H, bt->first_sample,
+                    m->cfg.hidden_dropout_prob, dropout_key(pass, -1, SITE_EMB));
+    be->layernorm_bwd(be, ACT(a->dA), GRD(v->emb_ln_w), GRD(v->emb_ln_b), ACT(a->dA),
+                      ACT(a->emb_sum), ACT(a->emb_mean), ACT(a->emb_rstd), PAR(v->emb_ln_w), N,
+                      H);
+    be->embed_bwd(be, GRD(v->wte), GRD(v->wpe), GRD(v->wtt), ACT(a->dA), INT(a->ids),
+                  INT(a->types), B, T, H, V, m->cfg.type_vocab_size, m->cfg.pad_id);
+}

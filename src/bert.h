@@ -1,0 +1,141 @@
+/* BERT (Hugging Face BertForPreTraining semantics) as a sequence of backend
+ * ops: the flat parameter buffer with named views, forward and backward. */
+#ifndef BT_BERT_H
+#define BT_BERT_H
+
+#include "../backends/backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int vocab_size;
+    int hidden_size;
+    int num_hidden_layers;
+    int num_attention_heads;
+    int intermediate_size;
+    int max_position_embeddings;
+    int type_vocab_size;
+    float layer_norm_eps;
+    float hidden_dropout_prob;
+    float attention_probs_dropout_prob;
+    float initializer_range;
+    bool nsp;   /* pooler + next-sentence head */
+    int pad_id; /* [PAD]: no gradient through the embedding lookup (torch padding_idx) */
+} bert_config;
+
+/* One named tensor of the flat parameter buffer. Offsets count fp32 elements. */
+typedef struct {
+    char name[96]; /* Hugging Face name */
+    size_t offset;
+    size_t numel;
+    int ndim;
+    int shape[2];
+    bool decay; /* weight decay applies (not biases, not LayerNorm) */
+} bert_tensor;
+
+/* Offsets (in elements) of one encoder layer's parameters. q, k, v weights are
+ * adjacent so that one GEMM computes all three; likewise their biases. */
+typedef struct {
+    size_t qkv_w, qkv_b;   /* (3H, H), (3H) */
+    size_t ao_w, ao_b;     /* attention.output.dense (H, H), (H) */
+    size_t ln1_w, ln1_b;   /* attention.output.LayerNorm */
+    size_t fc1_w, fc1_b;   /* intermediate.dense (I, H), (I) */
+    size_t fc2_w, fc2_b;   /* output.dense (H, I), (H) */
+    size_t ln2_w, ln2_b;   /* output.LayerNorm */
+} bert_layer_views;
+
+typedef struct {
+    size_t wte, wpe, wtt, emb_ln_w, emb_ln_b;
+    bert_layer_views *layer;
+    size_t head_w, head_b, head_ln_w, head_ln_b, dec_b; /* MLM head; decoder tied to wte */
+    size_t pool_w, pool_b, nsp_w, nsp_b;                /* only when cfg.nsp */
+} bert_views;
+
+/* One micro-batch on the host. Rows are flattened b*T + t. */
+typedef struct {
+    int B, T;
+    const int32_t *input_ids;      /* (B, T) */
+    const int32_t *token_type_ids; /* (B, T) */
+    const int32_t *attention_mask; /* (B, T) 1 = real token */
+    int n_masked;
+    const int32_t *mlm_positions;  /* (n_masked) flat rows */
+    const int32_t *mlm_labels;     /* (n_masked) */
+    const int32_t *nsp_labels;     /* (B) or NULL */
+    uint32_t first_sample;         /* position of sample 0 in the global batch */
+} bert_batch;
+
+/* What one forward pass is for. */
+typedef struct {
+    bool train;           /* dropout on */
+    uint64_t seed;        /* run seed (dropout key) */
+    uint64_t step;        /* optimizer step (dropout stream) */
+    float mlm_grad_scale; /* d loss / d (sum of MLM token losses); 0: no gradient */
+    float nsp_grad_scale; /* same for NSP */
+    float *mlm_logits_out; /* optional host copy of MLM logits (n_masked, V) */
+    float *nsp_logits_out; /* optional host copy of NSP logits (B, 2) */
+} bert_pass;
+
+/* Sums over one micro-batch (the host divides by global counts). */
+typedef struct {
+    double mlm_loss_sum, mlm_correct;
+    long n_masked;
+    double nsp_loss_sum, nsp_correct;
+    long n_nsp;
+} bert_stats;
+
+typedef struct bert_model bert_model;
+
+struct bert_model {
+    bert_config cfg;
+    bt_backend *be;
+    int max_batch, max_seq, max_masked; /* activation capacity */
+    bert_tensor *tensors;
+    int n_tensors;
+    size_t n_params;
+    bert_views v;
+    bt_buffer *params; /* (n_params) fp32 master weights */
+    bt_buffer *grads;  /* (n_params) gradient sums */
+    bt_buffer *acts;   /* activations and backward scratch */
+    bt_buffer *ints;   /* uploaded int32 batch inputs */
+    struct bert_act_layout *act;
+    int cur_B, cur_T, cur_masked; /* shape of the batch in flight */
+};
+
+/* Fill cfg with a named preset (tiny, mini, small, medium, base, large);
+ * false if the name is unknown. Vocabulary and dropout keep BERT's defaults. */
+bool bert_preset(const char *name, bert_config *cfg);
+
+/* Check a config; on error write "key: problem" into err and return false. */
+bool bert_config_valid(const bert_config *cfg, char *err, size_t errlen);
+
+/* Build the tensor table and allocate parameters, gradients and activations for
+ * micro-batches up to (max_batch, max_seq) with up to max_masked MLM rows.
+ * NULL with a reason in err when memory runs out. */
+bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, int max_seq,
+                        int max_masked, char *err, size_t errlen);
+void bert_free(bert_model *m);
+
+/* Initialize parameters as BERT does (truncated normal(0, initializer_range)
+ * within 2 sigma, zero biases, unit LayerNorm, zero [PAD] row) from seed. */
+void bert_init_params(bert_model *m, uint64_t seed);
+
+/* Find a tensor by its Hugging Face name; NULL if absent. */
+const bert_tensor *bert_find_tensor(const bert_model *m, const char *name);
+
+/* Forward pass: loss sums and, when pass->mlm_grad_scale/nsp_grad_scale are
+ * nonzero, the loss gradients that bert_backward then propagates. */
+void bert_forward(bert_model *m, const bert_batch *batch, const bert_pass *pass,
+                  bert_stats *stats);
+
+/* Backward pass for the last forward: grads += d loss / d params. */
+void bert_backward(bert_model *m, const bert_batch *batch, const bert_pass *pass);
+
+/* Set all gradients to zero (start of an optimizer step). */
+void bert_zero_grads(bert_model *m);
+
+/* Training FLOPs of one sample (forward + backward, 6 per MAC plus attention). */
+double bert_train_flops_per_sample(const bert_config *cfg, int seq_len, double masked_per_seq);
+
+#endif

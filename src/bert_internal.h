@@ -1,0 +1,41 @@
+/* Activation layout of bert.c: where each saved tensor and scratch area lives
+ * in the model's activation buffer (offsets in fp32 elements) and where the
+ * int32 batch inputs live in the int buffer. */
+#ifndef BT_BERT_INTERNAL_H
+#define BT_BERT_INTERNAL_H
+
+#include "bert.h"
+
+typedef struct {
+    size_t qkv;          /* (N, 3H) */
+    size_t probs;        /* (B, NH, T, T) softmax output, before dropout */
+    size_t ctx;          /* (N, H) */
+    size_t res1;         /* (N, H) x + dropout(attention output), LayerNorm input */
+    size_t mean1, rstd1; /* (N) */
+    size_t ln1;          /* (N, H) */
+    size_t fc1;          /* (N, I) before GELU */
+    size_t gelu;         /* (N, I) */
+    size_t res2;         /* (N, H) */
+    size_t mean2, rstd2; /* (N) */
+    size_t ln2;          /* (N, H) layer output */
+} bert_layer_acts;
+
+struct bert_act_layout {
+    size_t emb_sum, emb_mean, emb_rstd, emb_out; /* (N, H), (N), (N), (N, H) */
+    size_t hm, t1, t2, t3, t3_mean, t3_rstd;     /* MLM head: (M, H) ... */
+    size_t logits, mlm_loss, mlm_correct;        /* (M, V), (M), (M) */
+    size_t cls, pool_pre, pooled, nsp_logits, nsp_loss, nsp_correct; /* NSP: (B, H) ... */
+    /* backward scratch */
+    size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;
+    size_t total;
+    /* int32 inputs */
+    size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx, ints_total;
+    int n_layers;
+    bert_layer_acts layer[]; /* n_layers */
+};
+
+/* Plan the activation buffer for the given capacity; NULL when out of memory. */
+struct bert_act_layout *bert_act_layout_new(const bert_config *c, int max_batch, int max_seq,
+                                            int max_masked);
+
+#endif

@@ -1,0 +1,528 @@
+/* JSON config -> bt_config. A table of keys drives parsing, type and range
+ * checks and "did you mean" suggestions; every error is one line that names
+ * the file and the key, and the caller exits 2 before any work starts. */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <strings.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { K_OBJECT, K_INT, K_LONG, K_FLOAT, K_DOUBLE, K_BOOL, K_STRING, K_SEED, K_BETAS,
+               K_CHOICE } key_kind;
+
+typedef struct {
+    const char *path;
+    key_kind kind;
+    size_t offset;      /* into bt_config */
+    double min, max;    /* numeric range, inclusive */
+    const char *choices; /* K_CHOICE: "a|b|c", stored as the index (int) */
+    size_t size;        /* K_STRING: buffer size */
+} key_spec;
+
+#define OFF(field) offsetof(bt_config, field)
+#define STR(field) OFF(field), 0, 0, NULL, sizeof(((bt_config *)0)->field)
+static const key_spec KEYS[] = {
+    {"train_batch_size", K_LONG, OFF(train_batch_size), 1, 1e9, NULL, 0},
+    {"train_micro_batch_size_per_gpu", K_LONG, OFF(micro_batch), 1, 1e7, NULL, 0},
+    {"gradient_accumulation_steps", K_LONG, OFF(grad_accum), 1, 1e7, NULL, 0},
+    {"train_steps", K_LONG, OFF(train_steps), 1, 1e12, NULL, 0},
+    {"seed", K_SEED, OFF(seed), 0, 18446744073709551615.0, NULL, 0},
+    {"output_dir", K_STRING, STR(output_dir)},
+    {"steps_per_print", K_INT, OFF(steps_per_print), 1, 1e9, NULL, 0},
+    {"gradient_clipping", K_FLOAT, OFF(gradient_clipping), 0, 1e9, NULL, 0},
+    {"device", K_STRING, STR(device)},
+    {"cpu_threads", K_INT, OFF(cpu_threads), 0, 4096, NULL, 0},
+    {"optimizer", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"optimizer.type", K_CHOICE, OFF(optim.type), 0, 0, "AdamW|Lamb", 0},
+    {"optimizer.params", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"optimizer.params.lr", K_FLOAT, OFF(optim.lr), 0, 10, NULL, 0},
+    {"optimizer.params.betas", K_BETAS, OFF(optim.beta1), 0, 0, NULL, 0},
+    {"optimizer.params.eps", K_FLOAT, OFF(optim.eps), 1e-30, 1, NULL, 0},
+    {"optimizer.params.weight_decay", K_FLOAT, OFF(optim.weight_decay), 0, 10, NULL, 0},
+    {"optimizer.params.bias_correction", K_BOOL, OFF(optim.bias_correction), 0, 0, NULL, 0},
+    {"optimizer.params.min_coeff", K_FLOAT, OFF(optim.min_coeff), 0, 1e9, NULL, 0},
+    {"optimizer.params.max_coeff", K_FLOAT, OFF(optim.max_coeff), 0, 1e9, NULL, 0},
+    {"scheduler", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"scheduler.type", K_CHOICE, OFF(sched.type), 0, 0,
+     "constant|WarmupLR|WarmupDecayLR|warmup_linear_decay_exp|inverse_sqrt|WarmupCosineLR", 0},
+    {"scheduler.params", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"scheduler.params.warmup_min_lr", K_DOUBLE, OFF(sched.warmup_min_lr), 0, 10, NULL, 0},
+    {"scheduler.params.warmup_max_lr", K_DOUBLE, OFF(sched.warmup_max_lr), 0, 10, NULL, 0},
+    {"scheduler.params.warmup_num_steps", K_LONG, OFF(sched.warmup_num_steps), 0, 1e12, NULL, 0},
+    {"scheduler.params.total_num_steps", K_LONG, OFF(sched.total_num_steps), 1, 1e12, NULL, 0},
+    {"scheduler.params.warmup_type", K_CHOICE, OFF(sched.warmup_log), 0, 0, "linear|log", 0},
+    {"scheduler.params.decay_rate", K_DOUBLE, OFF(sched.decay_rate), 1e-9, 1, NULL, 0},
+    {"scheduler.params.decay_step", K_LONG, OFF(sched.decay_step), 1, 1e12, NULL, 0},
+    {"scheduler.params.cos_min_ratio", K_DOUBLE, OFF(sched.cos_min_ratio), 0, 1, NULL, 0},
+    {"scheduler.params.warmup_min_ratio", K_DOUBLE, OFF(sched.warmup_min_ratio), 0, 1, NULL, 0},
+    {"model", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"model.preset", K_STRING, STR(preset)},
+    {"model.vocab_size", K_INT, OFF(model.vocab_size), 8, 1 << 24, NULL, 0},
+    {"model.hidden_size", K_INT, OFF(model.hidden_size), 1, 65536, NULL, 0},
+    {"model.num_hidden_layers", K_INT, OFF(model.num_hidden_layers), 1, 4096, NULL, 0},
+    {"model.num_attention_heads", K_INT, OFF(model.num_attention_heads), 1, 4096, NULL, 0},
+    {"model.intermediate_size", K_INT, OFF(model.intermediate_size), 1, 1 << 20, NULL, 0},
+    {"model.max_position_embeddings", K_INT, OFF(model.max_position_embeddings), 2, 1 << 16,
+     NULL, 0},
+    {"model.type_vocab_size", K_INT, OFF(model.type_vocab_size), 1, 1024, NULL, 0},
+    {"model.layer_norm_eps", K_FLOAT, OFF(model.layer_norm_eps), 1e-30, 0.5, NULL, 0},
+    {"model.hidden_dropout_prob", K_FLOAT, OFF(model.hidden_dropout_prob), 0, 0.9, NULL, 0},
+    {"model.attention_probs_dropout_prob", K_FLOAT, OFF(model.attention_probs_dropout_prob), 0,
+     0.9, NULL, 0},
+    {"model.initializer_range", K_FLOAT, OFF(model.initializer_range), 1e-9, 1, NULL, 0},
+    {"model.nsp", K_BOOL, OFF(model.nsp), 0, 0, NULL, 0},
+    {"data", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"data.train", K_STRING, STR(data.train)},
+    {"data.valid", K_STRING, STR(data.valid)},
+    {"data.vocab", K_STRING, STR(data.vocab)},
+    {"data.seq_len", K_INT, OFF(data.seq_len), 8, 1 << 16, NULL, 0},
+    {"data.mask_prob", K_FLOAT, OFF(data.mask_prob), 0.001, 0.9, NULL, 0},
+    {"data.max_predictions", K_INT, OFF(data.max_predictions), 0, 1 << 16, NULL, 0},
+    {"data.mode", K_CHOICE, OFF(data.sentence_pairs), 0, 0, "full_sentences|sentence_pairs", 0},
+};
+#define N_KEYS (sizeof KEYS / sizeof KEYS[0])
+
+int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    int *row = malloc((lb + 1) * sizeof *row);
+    if (!row) return 1 << 20;
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    int d = row[lb];
+    free(row);
+    return d;
+}
+
+static const key_spec *find_key(const char *path) {
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(KEYS[i].path, path) == 0) return &KEYS[i];
+    return NULL;
+}
+
+/* The valid key closest to path, or NULL if nothing is close. */
+static const char *closest_key(const char *path) {
+    const char *best = NULL;
+    int best_d = 1 << 20;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        int d = edit_distance(path, KEYS[i].path);
+        if (d < best_d) {
+            best_d = d;
+            best = KEYS[i].path;
+        }
+    }
+    int len = (int)strlen(path);
+    return best_d <= (len < 8 ? 2 : len / 3) ? best : NULL;
+}
+
+static void fail(const bt_config *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const bt_config *cfg, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "bertrain: %s: ", cfg->path);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static const char *json_type_name(const cJSON *v) {
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "null";
+}
+
+static bool set_number(bt_config *cfg, const key_spec *k, const cJSON *v, double *out) {
+    if (!cJSON_IsNumber(v)) {
+        fail(cfg, "%s: expected a number, got %s", k->path, json_type_name(v));
+        return false;
+    }
+    double x = v->valuedouble;
+    if (!(x >= k->min && x <= k->max)) {
+        fail(cfg, "%s: %g is out of range [%g, %g]", k->path, x, k->min, k->max);
+        return false;
+    }
+    if ((k->kind == K_INT || k->kind == K_LONG || k->kind == K_SEED) && x != floor(x)) {
+        fail(cfg, "%s: expected an integer, got %g", k->path, x);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static bool apply_key(bt_config *cfg, const key_spec *k, const cJSON *v) {
+    char *base = (char *)cfg + k->offset;
+    double x;
+    switch (k->kind) {
+    case K_OBJECT:
+        return true;
+    case K_INT:
+        if (!set_number(cfg, k, v, &x)) return false;
+        *(int *)base = (int)x;
+        return true;
+    case K_LONG:
+        if (!set_number(cfg, k, v, &x)) return false;
+        *(long *)base = (long)x;
+        return true;
+    case K_SEED:
+        if (!set_number(cfg, k, v, &x)) return false;
+        *(uint64_t *)base = (uint64_t)x;
+        return true;
+    case K_FLOAT:
+        if (!set_number(cfg, k, v, &x)) return false;
+        *(float *)base = (float)x;
+        return true;
+    case K_DOUBLE:
+        if (!set_number(cfg, k, v, &x)) return false;
+        *(double *)base = x;
+        return true;
+    case K_BOOL:
+        if (!cJSON_IsBool(v)) {
+            fail(cfg, "%s: expected true or false, got %s", k->path, json_type_name(v));
+            return false;
+        }
+        *(bool *)base = cJSON_IsTrue(v);
+        return true;
+    case K_STRING:
+        if (!cJSON_IsString(v)) {
+            fail(cfg, "%s: expected a string, got %s", k->path, json_type_name(v));
+            return false;
+        }
+        if (strlen(v->valuestring) >= k->size) {
+            fail(cfg, "%s: longer than %zu characters", k->path, k->size - 1);
+            return false;
+        }
+        strcpy(base, v->valuestring);
+        return true;
+    case K_BETAS: {
+        float *b = (float *)base; /* beta1, beta2 adjacent */
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 ||
+            !cJSON_IsNumber(cJSON_GetArrayItem(v, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(v, 1))) {
+            fail(cfg, "%s: expected [beta1, beta2], got %s", k->path, json_type_name(v));
+            return false;
+        }
+        for (int i = 0; i < 2; i++) {
+            double bi = cJSON_GetArrayItem(v, i)->valuedouble;
+            if (!(bi >= 0 && bi < 1)) {
+                fail(cfg, "%s: beta%d = %g is out of range [0, 1)", k->path, i + 1, bi);
+                return false;
+            }
+            b[i] = (float)bi;
+        }
+        return true;
+    }
+    case K_CHOICE: {
+        if (!cJSON_IsString(v)) {
+            fail(cfg, "%s: expected one of %s, got %s", k->path, k->choices, json_type_name(v));
+            return false;
+        }
+        const char *c = k->choices;
+        for (int idx = 0; *c; idx++) {
+            size_t len = strcspn(c, "|");
+            if (strlen(v->valuestring) == len && strncasecmp(c, v->valuestring, len) == 0) {
+                if (k->offset == OFF(sched.warmup_log) || k->offset == OFF(data.sentence_pairs))
+                    *(bool *)base = idx != 0;
+                else
+                    *(int *)base = idx;
+                return true;
+            }
+            c += len + (c[len] == '|');
+        }
+        fail(cfg, "%s: '%s' is not one of %s", k->path, v->valuestring, k->choices);
+        return false;
+    }
+    }
+    return false;
+}
+
+static bool walk(bt_config *cfg, const cJSON *obj, const char *prefix) {
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        char path[256];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", it->string);
+        const key_spec *k = find_key(path);
+        if (!k) {
+            const char *near = closest_key(path);
+            if (near)
+                fail(cfg, "%s: unknown key (did you mean '%s'?)", path, near);
+            else
+                fail(cfg, "%s: unknown key", path);
+            return false;
+        }
+        if (k->kind == K_OBJECT) {
+            if (!cJSON_IsObject(it)) {
+                fail(cfg, "%s: expected an object, got %s", path, json_type_name(it));
+                return false;
+            }
+            if (!walk(cfg, it, path)) return false;
+        } else if (!apply_key(cfg, k, it)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void config_defaults(bt_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    bert_preset("tiny", &cfg->model);
+    strcpy(cfg->preset, "tiny");
+    cfg->train_batch_size = cfg->micro_batch = cfg->grad_accum = -1;
+    cfg->train_steps = 100;
+    cfg->seed = 42;
+    strcpy(cfg->output_dir, "runs/demo");
+    cfg->steps_per_print = 10;
+    cfg->gradient_clipping = 1.0f;
+    cfg->optim = (bt_optim_config){OPT_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true, 0.01f,
+                                   10.0f};
+    cfg->sched = (bt_sched_config){SCHED_CONSTANT, 0.0, NAN, 0, -1, false, 0.5, 1000, 1e-4, 0.0};
+    cfg->data.seq_len = 128;
+    cfg->data.mask_prob = 0.15f;
+    strcpy(cfg->device, "cpu");
+}
+
+/* Set key.path = value (JSON, or a bare string) in the tree, creating objects. */
+static bool apply_override(bt_config *cfg, cJSON *root, const char *assign) {
+    const char *eq = strchr(assign, '=');
+    if (!eq || eq == assign) {
+        fail(cfg, "--set %s: expected key.path=value", assign);
+        return false;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%.*s", (int)(eq - assign), assign);
+    cJSON *val = cJSON_Parse(eq + 1);
+    if (!val) val = cJSON_CreateString(eq + 1);
+    cJSON *node = root;
+    char *save = NULL, *tok = strtok_r(path, ".", &save);
+    while (tok) {
+        char *next = strtok_r(NULL, ".", &save);
+        if (!next) {
+            cJSON_DeleteItemFromObjectCaseSensitive(node, tok);
+            cJSON_AddItemToObject(node, tok, val);
+            return true;
+        }
+        cJSON *child = cJSON_GetObjectItemCaseSensitive(node, tok);
+        if (!child) child = cJSON_AddObjectToObject(node, tok);
+        if (!cJSON_IsObject(child)) {
+            fail(cfg, "--set %s: '%s' is not an object", assign, tok);
+            cJSON_Delete(val);
+            return false;
+        }
+        node = child;
+        tok = next;
+    }
+    cJSON_Delete(val);
+    return false;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n < cap - 1) break;
+        char *bigger = realloc(buf, cap *= 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf = bigger;
+        }
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static bool resolve_batch(bt_config *cfg) {
+    long G = cfg->train_batch_size, mb = cfg->micro_batch, ga = cfg->grad_accum;
+    long W = cfg->world_size;
+    int given = (G > 0) + (mb > 0) + (ga > 0);
+    if (given == 3 && G != mb * ga * W) {
+        fail(cfg, "train_batch_size: %ld != train_micro_batch_size_per_gpu %ld x "
+                  "gradient_accumulation_steps %ld x %ld ranks", G, mb, ga, W);
+        return false;
+    }
+    if (G > 0 && mb > 0 && ga <= 0) {
+        if (G % (mb * W)) {
+            fail(cfg, "train_batch_size: %ld is not divisible by "
+                      "train_micro_batch_size_per_gpu %ld x %ld ranks", G, mb, W);
+            return false;
+        }
+        ga = G / (mb * W);
+    } else if (G > 0 && ga > 0 && mb <= 0) {
+        if (G % (ga * W)) {
+            fail(cfg, "train_batch_size: %ld is not divisible by gradient_accumulation_steps "
+                      "%ld x %ld ranks", G, ga, W);
+            return false;
+        }
+        mb = G / (ga * W);
+    } else if (G <= 0 && mb > 0) {
+        if (ga <= 0) ga = 1;
+        G = mb * ga * W;
+    } else if (G > 0 && given == 1) {
+        if (G % W) {
+            fail(cfg, "train_batch_size: %ld is not divisible by %ld ranks", G, W);
+            return false;
+        }
+        ga = 1;
+        mb = G / W;
+    } else if (given == 0) {
+        mb = 16;
+        ga = 1;
+        G = mb * W;
+    } else if (G <= 0 && ga > 0) {
+        fail(cfg, "gradient_accumulation_steps: also give train_batch_size or "
+                  "train_micro_batch_size_per_gpu");
+        return false;
+    }
+    cfg->train_batch_size = G;
+    cfg->micro_batch = mb;
+    cfg->grad_accum = ga;
+    return true;
+}
+
+bool config_load(bt_config *cfg, const char *path, const char *const *overrides, int n_over,
+                 int world_size) {
+    config_defaults(cfg);
+    snprintf(cfg->path, sizeof cfg->path, "%s", path ? path : "(built-in demo)");
+    cfg->world_size = world_size > 0 ? world_size : 1;
+    cJSON *root = NULL;
+    if (path) {
+        size_t len = 0;
+        char *text = read_file(path, &len);
+        if (!text) {
+            fail(cfg, "cannot read: %s", strerror(errno));
+            return false;
+        }
+        const char *end = NULL;
+        root = cJSON_ParseWithOpts(text, &end, 1);
+        if (!root) {
+            const char *at = cJSON_GetErrorPtr();
+            if (!at || at < text || at > text + len) at = end ? end : text;
+            int line = 1, col = 1;
+            for (const char *p = text; p < at; p++) {
+                if (*p == '\n') {
+                    line++;
+                    col = 1;
+                } else {
+                    col++;
+                }
+            }
+            fail(cfg, "JSON syntax error at line %d, column %d", line, col);
+            free(text);
+            return false;
+        }
+        free(text);
+        if (!cJSON_IsObject(root)) {
+            fail(cfg, "the top level must be a JSON object");
+            cJSON_Delete(root);
+            return false;
+        }
+    } else {
+        root = cJSON_CreateObject();
+    }
+    bool ok = true;
+    for (int i = 0; ok && i < n_over; i++) ok = apply_override(cfg, root, overrides[i]);
+    /* the preset first, so that explicit model keys override it */
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *preset = model ? cJSON_GetObjectItemCaseSensitive(model, "preset") : NULL;
+    if (ok && preset) {
+        if (!cJSON_IsString(preset) || !bert_preset(preset->valuestring, &cfg->model)) {
+            fail(cfg, "model.preset: expected one of tiny|mini|small|medium|base|large");
+            ok = false;
+        }
+    }
+    if (ok) ok = walk(cfg, root, "");
+    cJSON_Delete(root);
+    if (!ok) return false;
+
+    char err[256];
+    if (!bert_config_valid(&cfg->model, err, sizeof err)) {
+        fail(cfg, "%s", err);
+        return false;
+    }
+    if (cfg->data.seq_len > cfg->model.max_position_embeddings) {
+        fail(cfg, "data.seq_len: %d exceeds model.max_position_embeddings %d", cfg->data.seq_len,
+             cfg->model.max_position_embeddings);
+        return false;
+    }
+    if (cfg->optim.min_coeff > cfg->optim.max_coeff) {
+        fail(cfg, "optimizer.params.min_coeff: %g exceeds max_coeff %g", cfg->optim.min_coeff,
+             cfg->optim.max_coeff);
+        return false;
+    }
+    if (isnan(cfg->sched.warmup_max_lr)) cfg->sched.warmup_max_lr = cfg->optim.lr;
+    if (cfg->sched.total_num_steps < 0) cfg->sched.total_num_steps = cfg->train_steps;
+    if ((cfg->sched.type == SCHED_WARMUP_DECAY || cfg->sched.type == SCHED_COSINE) &&
+        cfg->sched.total_num_steps <= cfg->sched.warmup_num_steps) {
+        fail(cfg, "scheduler.params.total_num_steps: %ld must exceed warmup_num_steps %ld",
+             cfg->sched.total_num_steps, cfg->sched.warmup_num_steps);
+        return false;
+    }
+    if (cfg->model.nsp != cfg->data.sentence_pairs) {
+        fail(cfg, "model.nsp: the NSP head needs data.mode \"sentence_pairs\" and "
+                  "sentence pairs need model.nsp true");
+        return false;
+    }
+    return resolve_batch(cfg);
+}
+
+double sched_lr(const bt_config *cfg, long step) {
+    const bt_sched_config *s = &cfg->sched;
+    const double lr = cfg->optim.lr, wmax = s->warmup_max_lr, wmin = s->warmup_min_lr;
+    const double w = (double)s->warmup_num_steps, t = (double)step;
+    switch (s->type) {
+    case SCHED_CONSTANT:
+        return lr;
+    case SCHED_WARMUP:
+    case SCHED_WARMUP_DECAY: {
+        if (t < w) {
+            double f = s->warmup_log ? log(t + 1) / log(w) : t / w;
+            return wmin + (wmax - wmin) * f;
+        }
+        if (s->type == SCHED_WARMUP) return wmax;
+        double tot = (double)s->total_num_steps;
+        double f = (tot - t) / (tot - w);
+        return wmax * (f > 0 ? f : 0.0);
+    }
+    case SCHED_WARMUP_EXP_DECAY:
+        if (t < w) return lr * (t + 1) / w;
+        return lr * pow(s->decay_rate, (t - w) / (double)s->decay_step);
+    case SCHED_INVERSE_SQRT:
+        if (t < w) return wmin + (lr - wmin) * (t + 1) / w;
+        return lr * sqrt((w > 0 ? w : 1.0) / (t + 1));
+    case SCHED_COSINE: {
+        double tot = (double)s->total_num_steps;
+        if (t < w) {
+            double r = s->warmup_min_ratio + (1.0 - s->warmup_min_ratio) * t / w;
+            return lr * r;
+        }
+        double prog = (t - w) / (tot - w);
+        if (prog > 1) prog = 1;
+        double r = s->cos_min_ratio + (1 - s->cos_min_ratio) * 0.5 * (1 + cos(M_PI * prog));
+        return lr * r;
+    }
+    }
+    return lr;
+}

@@ -1,0 +1,80 @@
+/* The run configuration: a JSON file (DeepSpeed keys accepted as they are)
+ * parsed with cJSON into one validated struct. Every error names the key. */
+#ifndef BT_CONFIG_H
+#define BT_CONFIG_H
+
+#include "bert.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { OPT_ADAMW = 0, OPT_LAMB = 1 } bt_optim_type;
+typedef enum {
+    SCHED_CONSTANT = 0,
+    SCHED_WARMUP,            /* DeepSpeed WarmupLR: warmup, then constant */
+    SCHED_WARMUP_DECAY,      /* DeepSpeed WarmupDecayLR: warmup, then linear decay to 0 */
+    SCHED_WARMUP_EXP_DECAY,  /* DeepSpeed BERT: warmup, then decay_rate^((s-w)/decay_step) */
+    SCHED_INVERSE_SQRT,      /* fairseq: warmup, then lr * sqrt(warmup / s) */
+    SCHED_COSINE,            /* DeepSpeed WarmupCosineLR */
+} bt_sched_type;
+
+typedef struct {
+    bt_optim_type type;
+    float lr, beta1, beta2, eps, weight_decay;
+    bool bias_correction;
+    float min_coeff, max_coeff; /* LAMB trust-ratio clamp */
+} bt_optim_config;
+
+typedef struct {
+    bt_sched_type type;
+    double warmup_min_lr, warmup_max_lr; /* max: the optimizer's lr unless given */
+    long warmup_num_steps, total_num_steps;
+    bool warmup_log;         /* WarmupLR warmup_type "log" */
+    double decay_rate;       /* exp decay */
+    long decay_step;
+    double cos_min_ratio, warmup_min_ratio;
+} bt_sched_config;
+
+typedef struct {
+    char train[1024]; /* shard file or directory of *.shard */
+    char valid[1024];
+    char vocab[1024];
+    int seq_len;
+    float mask_prob;
+    int max_predictions; /* per sequence; 0: derived from seq_len and mask_prob */
+    bool sentence_pairs; /* false: full_sentences packing */
+} bt_data_config;
+
+typedef struct {
+    char path[1024]; /* the config file, for messages */
+    bert_config model;
+    char preset[16];
+    long train_batch_size, micro_batch, grad_accum; /* global, per rank, per rank */
+    int world_size;
+    long train_steps;
+    uint64_t seed;
+    char output_dir[1024];
+    int steps_per_print;
+    float gradient_clipping; /* 0: off */
+    bt_optim_config optim;
+    bt_sched_config sched;
+    bt_data_config data;
+    char device[64];
+    int cpu_threads;
+} bt_config;
+
+/* Load path, apply "key.path=value" overrides, validate. On any problem print
+ * one line naming the file and key to stderr and return false (exit 2). */
+bool config_load(bt_config *cfg, const char *path, const char *const *overrides, int n_over,
+                 int world_size);
+
+/* Fill defaults (the built-in demo: tiny model on the bundled data). */
+void config_defaults(bt_config *cfg);
+
+/* Learning rate at optimizer step `step` (0-based) under the schedule. */
+double sched_lr(const bt_config *cfg, long step);
+
+/* Levenshtein distance, for "did you mean" suggestions. */
+int edit_distance(const char *a, const char *b);
+
+#endif

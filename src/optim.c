@@ -1,0 +1,79 @@
+/* Optimizer steps: per-tensor backend ops, so decay flags and LAMB's
+ * per-tensor trust ratios follow the named-tensor table. */
+#include "optim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err, size_t errlen) {
+    bt_backend *be = m->be;
+    bt_optimizer *o = calloc(1, sizeof *o);
+    if (!o) {
+        snprintf(err, errlen, "out of host memory");
+        return NULL;
+    }
+    o->cfg = *cfg;
+    size_t largest = 1;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].numel > largest) largest = m->tensors[i].numel;
+    o->m = be->alloc(be, m->n_params * 4);
+    o->v = be->alloc(be, m->n_params * 4);
+    o->u = cfg->type == OPT_LAMB ? be->alloc(be, largest * 4) : NULL;
+    if (!o->m || !o->v || (cfg->type == OPT_LAMB && !o->u)) {
+        snprintf(err, errlen, "out of device memory on %s for optimizer state (%.1f MB)",
+                 be->name, 2.0 * m->n_params * 4 / 1e6);
+        optim_free(o, m);
+        return NULL;
+    }
+    be->fill(be, (bt_ptr){o->m, 0}, 0.0f, m->n_params);
+    be->fill(be, (bt_ptr){o->v, 0}, 0.0f, m->n_params);
+    return o;
+}
+
+void optim_free(bt_optimizer *o, bert_model *m) {
+    if (!o) return;
+    if (o->m) m->be->free(m->be, o->m);
+    if (o->v) m->be->free(m->be, o->v);
+    if (o->u) m->be->free(m->be, o->u);
+    free(o);
+}
+
+double optim_grad_norm(bert_model *m) {
+    return sqrt(m->be->sumsq(m->be, (bt_ptr){m->grads, 0}, m->n_params));
+}
+
+void optim_clip(bert_model *m, double norm, float max_norm) {
+    if (max_norm <= 0.0f) return;
+    double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0) m->be->scale(m->be, (bt_ptr){m->grads, 0}, (float)coef, m->n_params);
+}
+
+void optim_step(bt_optimizer *o, bert_model *m, float lr) {
+    bt_backend *be = m->be;
+    const bt_optim_config *c = &o->cfg;
+    o->step++;
+    float bc1 = 1.0f, bc2 = 1.0f;
+    if (c->bias_correction) {
+        bc1 = (float)(1.0 - pow(c->beta1, (double)o->step));
+        bc2 = (float)(1.0 - pow(c->beta2, (double)o->step));
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        bt_ptr w = {m->params, t->offset * 4}, g = {m->grads, t->offset * 4},
+               mm = {o->m, t->offset * 4}, vv = {o->v, t->offset * 4};
+        float wd = t->decay ? c->weight_decay : 0.0f;
+        if (c->type == OPT_ADAMW) {
+            be->adamw_step(be, w, g, mm, vv, t->numel, lr, c->beta1, c->beta2, c->eps, wd, bc1,
+                           bc2);
+            continue;
+        }
+        bt_ptr u = {o->u, 0};
+        be->lamb_update(be, u, w, g, mm, vv, t->numel, c->beta1, c->beta2, c->eps, wd, bc1, bc2);
+        double wn = sqrt(be->sumsq(be, w, t->numel)), un = sqrt(be->sumsq(be, u, t->numel));
+        double trust = (wn > 0.0 && un > 0.0) ? wn / un : 1.0;
+        if (trust < c->min_coeff) trust = c->min_coeff;
+        if (trust > c->max_coeff) trust = c->max_coeff;
+        be->axpy(be, w, (float)(-(double)lr * trust), u, t->numel);
+    }
+}

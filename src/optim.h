@@ -1,0 +1,30 @@
+/* AdamW and LAMB over the model's named tensors, plus global-norm clipping.
+ * Moments live in flat buffers laid out like the parameters. */
+#ifndef BT_OPTIM_H
+#define BT_OPTIM_H
+
+#include "bert.h"
+#include "config.h"
+
+typedef struct {
+    bt_optim_config cfg;
+    bt_buffer *m, *v; /* (n_params) first and second moments */
+    bt_buffer *u;     /* LAMB update scratch: the largest tensor */
+    long step;        /* updates applied so far */
+} bt_optimizer;
+
+/* Allocate moments (zeroed) for m; NULL with a reason in err. */
+bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err, size_t errlen);
+void optim_free(bt_optimizer *o, bert_model *m);
+
+/* L2 norm of all gradients. */
+double optim_grad_norm(bert_model *m);
+
+/* Scale gradients so their global norm is at most max_norm (torch's
+ * clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1). */
+void optim_clip(bert_model *m, double norm, float max_norm);
+
+/* One update of every tensor with learning rate lr. */
+void optim_step(bt_optimizer *o, bert_model *m, float lr);
+
+#endif

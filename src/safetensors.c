@@ -1,0 +1,117 @@
+/* safetensors reading with full bounds checks. */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t dtype_size(const char *d) {
+    if (!strcmp(d, "F32") || !strcmp(d, "I32") || !strcmp(d, "U32")) return 4;
+    if (!strcmp(d, "F16") || !strcmp(d, "BF16") || !strcmp(d, "I16")) return 2;
+    if (!strcmp(d, "F64") || !strcmp(d, "I64")) return 8;
+    if (!strcmp(d, "U8") || !strcmp(d, "I8") || !strcmp(d, "BOOL")) return 1;
+    return 0;
+}
+
+#define BAD(...)                                                                             \
+    do {                                                                                     \
+        int k_ = snprintf(err, errlen, "%s: ", path);                                        \
+        if (k_ > 0 && (size_t)k_ < errlen) snprintf(err + k_, errlen - (size_t)k_, __VA_ARGS__); \
+        cJSON_Delete(root);                                                                  \
+        st_close(f);                                                                         \
+        return false;                                                                        \
+    } while (0)
+
+bool st_open(st_file *f, const char *path, char *err, size_t errlen) {
+    cJSON *root = NULL;
+    memset(f, 0, sizeof *f);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) BAD("cannot open: %s", strerror(errno));
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    f->size = len > 0 ? (size_t)len : 0;
+    f->file = malloc(f->size + 1);
+    if (!f->file || fread(f->file, 1, f->size, fp) != f->size) {
+        fclose(fp);
+        BAD("cannot read %zu bytes", f->size);
+    }
+    fclose(fp);
+    if (f->size < 8) BAD("truncated (no header length)");
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | f->file[i];
+    if (hlen > f->size - 8) BAD("header length %llu exceeds the file", (unsigned long long)hlen);
+    f->data_start = 8 + (size_t)hlen;
+    root = cJSON_ParseWithLength((const char *)f->file + 8, (size_t)hlen);
+    if (!root || !cJSON_IsObject(root)) BAD("header is not a JSON object");
+    int count = cJSON_GetArraySize(root);
+    f->entries = calloc((size_t)count + 1, sizeof *f->entries);
+    if (!f->entries) BAD("out of memory");
+    size_t data_len = f->size - f->data_start;
+    for (cJSON *it = root->child; it; it = it->next) {
+        if (strcmp(it->string, "__metadata__") == 0) continue;
+        st_entry *e = &f->entries[f->n];
+        if (strlen(it->string) >= sizeof e->name) BAD("tensor name too long: %.40s...", it->string);
+        strcpy(e->name, it->string);
+        cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype");
+        cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
+        cJSON *of = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
+        if (!cJSON_IsString(dt) || !dtype_size(dt->valuestring) || !cJSON_IsArray(sh) ||
+            cJSON_GetArraySize(sh) > 8 || !cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2)
+            BAD("tensor %s: bad dtype, shape or data_offsets", e->name);
+        snprintf(e->dtype, sizeof e->dtype, "%s", dt->valuestring);
+        e->ndim = cJSON_GetArraySize(sh);
+        size_t numel = 1;
+        for (int d = 0; d < e->ndim; d++) {
+            cJSON *x = cJSON_GetArrayItem(sh, d);
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0) BAD("tensor %s: bad shape", e->name);
+            e->shape[d] = (long)x->valuedouble;
+            numel *= (size_t)e->shape[d];
+        }
+        double b = cJSON_GetArrayItem(of, 0)->valuedouble, en = cJSON_GetArrayItem(of, 1)->valuedouble;
+        if (b < 0 || en < b || en > (double)data_len)
+            BAD("tensor %s: data_offsets [%.0f, %.0f] outside the %zu data bytes", e->name, b, en,
+                data_len);
+        e->begin = (size_t)b;
+        e->end = (size_t)en;
+        if (e->end - e->begin != numel * dtype_size(e->dtype))
+            BAD("tensor %s: %zu bytes for shape of %zu %s elements", e->name, e->end - e->begin,
+                numel, e->dtype);
+        f->n++;
+    }
+    cJSON *meta = cJSON_DetachItemFromObjectCaseSensitive(root, "__metadata__");
+    f->meta = meta;
+    cJSON_Delete(root);
+    return true;
+}
+
+void st_close(st_file *f) {
+    free(f->file);
+    free(f->entries);
+    cJSON_Delete(f->meta);
+    memset(f, 0, sizeof *f);
+}
+
+const st_entry *st_find(const st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->entries[i].name, name) == 0) return &f->entries[i];
+    return NULL;
+}
+
+const void *st_data(const st_file *f, const st_entry *e) {
+    return f->file + f->data_start + e->begin;
+}
+
+size_t st_numel(const st_entry *e) {
+    size_t n = 1;
+    for (int d = 0; d < e->ndim; d++) n *= (size_t)e->shape[d];
+    return n;
+}
+
+const char *st_meta(const st_file *f, const char *key) {
+    cJSON *v = f->meta ? cJSON_GetObjectItemCaseSensitive(f->meta, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}

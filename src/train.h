@@ -1,0 +1,35 @@
+/* The step loop: micro-batches -> (allreduce) -> clip -> optimizer -> log. */
+#ifndef BT_TRAIN_H
+#define BT_TRAIN_H
+
+#include "bert.h"
+#include "config.h"
+#include "data.h"
+#include "optim.h"
+
+/* What one optimizer step did, summed over ranks. */
+typedef struct {
+    double loss;       /* mean MLM loss + mean NSP loss (as HF's total loss) */
+    double mlm_loss, mlm_acc, nsp_loss, nsp_acc;
+    long n_masked, n_nsp, n_samples, n_tokens;
+    double grad_norm;  /* before clipping */
+    double lr;
+} step_result;
+
+/* One optimizer step over micro-batches mb[0..n_micro) already filled on the
+ * host: global counts first, so each loss gradient is seeded with 1/count and
+ * the update is the same however the global batch is split. */
+step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
+                       bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr);
+
+/* `bertrain train`: the whole run described by cfg. Returns the exit code. */
+int train_main(const bt_config *cfg);
+
+/* train_main that also hands back the final parameters (malloc'd, n_params
+ * floats in the flat layout) when final_params is not NULL. */
+int train_run(const bt_config *cfg, float **final_params, size_t *n_params);
+
+/* Create the configured backend or print why not; NULL on failure. */
+bt_backend *open_backend(const char *spec, int cpu_threads);
+
+#endif

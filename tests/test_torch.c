@@ -1,0 +1,213 @@
+/* Whole-model conformance against PyTorch: loads a fixture written by
+ * tests/torch_ref.py (initial weights, a batch, float64 reference outputs),
+ * runs the same model on the CPU backend and requires
+ *   loss within 1e-5 relative, MLM/NSP logits within 1e-5 relative L2,
+ *   every parameter gradient within 1e-4 relative L2,
+ *   10 AdamW and 10 LAMB step losses within 1e-4 relative.
+ * usage: test_torch FIXTURE.safetensors */
+#include "../src/bert.h"
+#include "../src/config.h"
+#include "../src/data.h"
+#include "../src/optim.h"
+#include "../src/safetensors.h"
+#include "../src/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+static st_file fx;
+
+static const float *tensor(const char *name, size_t expect_numel) {
+    const st_entry *e = st_find(&fx, name);
+    if (!e || st_numel(e) != expect_numel) {
+        fprintf(stderr, "FAIL: fixture tensor %s missing or has %zu elements, expected %zu\n",
+                name, e ? st_numel(e) : 0, expect_numel);
+        exit(1);
+    }
+    return st_data(&fx, e);
+}
+
+static double meta_num(const char *key) {
+    const char *v = st_meta(&fx, key);
+    if (!v) {
+        fprintf(stderr, "FAIL: fixture metadata %s missing\n", key);
+        exit(1);
+    }
+    return atof(v);
+}
+
+static double rel_l2(const float *a, const float *ref, size_t n, double floor_norm) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    den = sqrt(den);
+    if (den < floor_norm) den = floor_norm;
+    return sqrt(num) / (den > 0 ? den : 1e-30);
+}
+
+static void check(bool ok, const char *what, double value, double tol) {
+    printf("%s %-64s %.3e (tol %.0e)\n", ok ? "ok  " : "FAIL", what, value, tol);
+    if (!ok) failures++;
+}
+
+static void load_weights(bert_model *m, const char *prefix) {
+    char name[200];
+    for (int i = 0; i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        snprintf(name, sizeof name, "%s%s", prefix, t->name);
+        m->be->upload(m->be, (bt_ptr){m->params, t->offset * 4}, tensor(name, t->numel),
+                      t->numel * 4);
+    }
+}
+
+static void run_optimizer(bert_model *m, bt_config *cfg, const char *opt_name, bt_batch_buf *mb) {
+    char key[64];
+    cfg->optim.type = strcmp(opt_name, "lamb") == 0 ? OPT_LAMB : OPT_ADAMW;
+#define META(field, suffix)                                                                  \
+    (snprintf(key, sizeof key, "%s_%s", opt_name, suffix), cfg->optim.field = (float)meta_num(key))
+    META(lr, "lr");
+    META(beta1, "beta1");
+    META(beta2, "beta2");
+    META(eps, "eps");
+    META(weight_decay, "weight_decay");
+    if (cfg->optim.type == OPT_LAMB) {
+        META(min_coeff, "min_coeff");
+        META(max_coeff, "max_coeff");
+    }
+#undef META
+    snprintf(key, sizeof key, "%s_clip", opt_name);
+    cfg->gradient_clipping = (float)meta_num(key);
+    cfg->optim.bias_correction = true;
+    load_weights(m, "init.");
+    char err[256];
+    bt_optimizer *opt = optim_create(m, &cfg->optim, err, sizeof err);
+    if (!opt) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        exit(1);
+    }
+    snprintf(key, sizeof key, "%s.losses", opt_name);
+    const float *ref = tensor(key, 10);
+    uint32_t first = 0;
+    for (int s = 0; s < 10; s++) {
+        step_result r = train_step(m, opt, cfg, s, mb, &first, 1, cfg->optim.lr);
+        char what[96];
+        snprintf(what, sizeof what, "%s step %d loss %.6f vs torch %.6f", opt_name, s, r.loss,
+                 ref[s]);
+        double rel = fabs(r.loss - ref[s]) / fabs(ref[s]);
+        check(rel <= 1e-4, what, rel, 1e-4);
+    }
+    optim_free(opt, m);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_torch FIXTURE.safetensors\n");
+        return 2;
+    }
+    char err[512];
+    if (!st_open(&fx, argv[1], err, sizeof err)) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        return 1;
+    }
+    bert_config c = {0};
+    c.vocab_size = (int)meta_num("vocab_size");
+    c.hidden_size = (int)meta_num("hidden_size");
+    c.num_hidden_layers = (int)meta_num("num_hidden_layers");
+    c.num_attention_heads = (int)meta_num("num_attention_heads");
+    c.intermediate_size = (int)meta_num("intermediate_size");
+    c.max_position_embeddings = (int)meta_num("max_position_embeddings");
+    c.type_vocab_size = (int)meta_num("type_vocab_size");
+    c.layer_norm_eps = (float)meta_num("layer_norm_eps");
+    c.nsp = meta_num("nsp") != 0;
+    c.initializer_range = 0.02f;
+    c.pad_id = 0;
+    const int B = (int)meta_num("batch"), T = (int)meta_num("seq_len");
+    const st_entry *pos_e = st_find(&fx, "batch.mlm_positions");
+    const int M = pos_e ? (int)st_numel(pos_e) : 0;
+    printf("fixture %s (torch %s): V=%d H=%d L=%d heads=%d I=%d B=%d T=%d masked=%d nsp=%d\n",
+           argv[1], st_meta(&fx, "torch_version") ? st_meta(&fx, "torch_version") : "?",
+           c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+           c.intermediate_size, B, T, M, c.nsp);
+
+    bt_backend *be = bt_cpu_backend_create(0);
+    bert_model *m = bert_create(be, &c, B, T, M, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        return 1;
+    }
+    load_weights(m, "init.");
+    bt_batch_buf mb;
+    batch_buf_alloc(&mb, B, T, M);
+    memcpy(mb.input_ids, tensor("batch.input_ids", (size_t)B * T), (size_t)B * T * 4);
+    memcpy(mb.token_type_ids, tensor("batch.token_type_ids", (size_t)B * T), (size_t)B * T * 4);
+    memcpy(mb.attention_mask, tensor("batch.attention_mask", (size_t)B * T), (size_t)B * T * 4);
+    memcpy(mb.mlm_positions, tensor("batch.mlm_positions", M), (size_t)M * 4);
+    memcpy(mb.mlm_labels, tensor("batch.mlm_labels", M), (size_t)M * 4);
+    if (c.nsp) memcpy(mb.nsp_labels, tensor("batch.nsp_labels", B), (size_t)B * 4);
+    mb.n_masked = M;
+
+    /* forward + backward at the initial weights */
+    float *logits = malloc((size_t)M * c.vocab_size * 4), nsp_logits[512];
+    bert_pass pass = {.train = false, .seed = 1, .step = 0, .mlm_grad_scale = 1.0f / M,
+                      .nsp_grad_scale = 1.0f / B, .mlm_logits_out = logits,
+                      .nsp_logits_out = c.nsp ? nsp_logits : NULL};
+    bert_batch b = {B, T, mb.input_ids, mb.token_type_ids, mb.attention_mask, M,
+                    mb.mlm_positions, mb.mlm_labels, c.nsp ? mb.nsp_labels : NULL, 0};
+    bert_stats st;
+    bert_zero_grads(m);
+    bert_forward(m, &b, &pass, &st);
+    bert_backward(m, &b, &pass);
+    double loss = st.mlm_loss_sum / M + (c.nsp ? st.nsp_loss_sum / B : 0.0);
+    double ref_loss = tensor("out.loss", 1)[0];
+    char what[160];
+    snprintf(what, sizeof what, "loss %.8f vs torch %.8f", loss, ref_loss);
+    check(fabs(loss - ref_loss) / fabs(ref_loss) <= 1e-5, what, fabs(loss - ref_loss) / fabs(ref_loss), 1e-5);
+    double e = rel_l2(logits, tensor("out.mlm_logits", (size_t)M * c.vocab_size),
+                      (size_t)M * c.vocab_size, 0);
+    check(e <= 1e-5, "MLM logits at masked positions (relative L2)", e, 1e-5);
+    if (c.nsp) {
+        e = rel_l2(nsp_logits, tensor("out.nsp_logits", (size_t)B * 2), (size_t)B * 2, 0);
+        check(e <= 1e-5, "NSP logits (relative L2)", e, 1e-5);
+    }
+    /* gradients: relative L2 against max(|ref|, 1e-4 |all ref grads|), so a
+     * tensor whose exact gradient is zero (the attention key bias: softmax is
+     * shift-invariant) is measured against the model's gradient scale */
+    float *grads = malloc(m->n_params * 4);
+    be->download(be, grads, (bt_ptr){m->grads, 0}, m->n_params * 4);
+    double total = 0;
+    char name[200];
+    for (int i = 0; i < m->n_tensors; i++) {
+        snprintf(name, sizeof name, "grad.%s", m->tensors[i].name);
+        const float *g = tensor(name, m->tensors[i].numel);
+        for (size_t j = 0; j < m->tensors[i].numel; j++) total += (double)g[j] * g[j];
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        snprintf(name, sizeof name, "grad.%s", t->name);
+        e = rel_l2(grads + t->offset, tensor(name, t->numel), t->numel, 1e-4 * sqrt(total));
+        check(e <= 1e-4, name, e, 1e-4);
+    }
+    free(grads);
+    free(logits);
+
+    /* 10 optimizer steps each, dropout 0, through the training step itself */
+    bt_config cfg;
+    config_defaults(&cfg);
+    cfg.model = c;
+    cfg.seed = 1;
+    run_optimizer(m, &cfg, "adamw", &mb);
+    run_optimizer(m, &cfg, "lamb", &mb);
+
+    batch_buf_free(&mb);
+    bert_free(m);
+    be->destroy(be);
+    st_close(&fx);
+    printf("%s: %d failure(s)\n", argv[1], failures);
+    return failures ? 1 : 0;
+}
