@@ -115,7 +115,8 @@ struct bt_backend {
                         int rows, int T, float scale);
     /* out[i] = keep ? in[i] / (1 - p) : 0, where element i is element
      * (i % per_sample) of sample first_sample + i / per_sample and keep is drawn
-     * from key. The same call on a gradient is the backward. In-place allowed. */
+     * from key; n is a multiple of per_sample. The same call on a gradient is
+     * the backward. In-place allowed. */
     void (*dropout)(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
                     uint32_t first_sample, float p, bt_rng_key key);
     /* out = a + b */

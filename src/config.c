@@ -84,6 +84,14 @@ static const key_spec KEYS[] = {
     {"data.seq_len", K_INT, OFF(data.seq_len), 8, 1 << 16, NULL, 0},
     {"data.mask_prob", K_FLOAT, OFF(data.mask_prob), 0.001, 0.9, NULL, 0},
     {"data.max_predictions", K_INT, OFF(data.max_predictions), 0, 1 << 16, NULL, 0},
+    {"data.limit_samples", K_LONG, OFF(data.limit_samples), 0, 1e15, NULL, 0},
+    {"checkpoint", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"checkpoint.interval", K_LONG, OFF(ckpt_interval), 0, 1e12, NULL, 0},
+    {"checkpoint.keep", K_INT, OFF(ckpt_keep), 1, 1e6, NULL, 0},
+    {"eval", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"eval.interval", K_LONG, OFF(eval_interval), 0, 1e12, NULL, 0},
+    {"eval.max_samples", K_LONG, OFF(eval_max_samples), 0, 1e15, NULL, 0},
+    {"eval.batch_size", K_INT, OFF(eval_batch), 0, 1e6, NULL, 0},
     {"data.mode", K_CHOICE, OFF(data.sentence_pairs), 0, 0, "full_sentences|sentence_pairs", 0},
 };
 #define N_KEYS (sizeof KEYS / sizeof KEYS[0])
@@ -295,6 +303,7 @@ void config_defaults(bt_config *cfg) {
     cfg->data.seq_len = 128;
     cfg->data.mask_prob = 0.15f;
     strcpy(cfg->device, "cpu");
+    cfg->ckpt_keep = 3;
 }
 
 /* Set key.path = value (JSON, or a bare string) in the tree, creating objects. */

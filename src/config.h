@@ -43,6 +43,7 @@ typedef struct {
     float mask_prob;
     int max_predictions; /* per sequence; 0: derived from seq_len and mask_prob */
     bool sentence_pairs; /* false: full_sentences packing */
+    long limit_samples;  /* use only the first N samples of the data (0: all) */
 } bt_data_config;
 
 typedef struct {
@@ -61,6 +62,11 @@ typedef struct {
     bt_data_config data;
     char device[64];
     int cpu_threads;
+    long ckpt_interval;    /* checkpoint.interval: steps between checkpoints (0: only the last) */
+    int ckpt_keep;         /* checkpoint.keep: newest checkpoints kept */
+    long eval_interval;    /* eval.interval: steps between evaluations (0: only after the last) */
+    long eval_max_samples; /* eval.max_samples: validation sequences used (0: all) */
+    int eval_batch;        /* eval.batch_size (0: the micro-batch) */
 } bt_config;
 
 /* Load path, apply "key.path=value" overrides, validate. On any problem print

@@ -1,5 +1,6 @@
 /* Shards -> samples -> masked micro-batches. */
 #include "data.h"
+#include "data_internal.h"
 
 #include "rng.h"
 
@@ -9,24 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#define EVAL_EPOCH 0xFFFFFFFFull /* masking key of evaluation: fixed across runs */
-
-struct bt_dataset {
-    bt_shard *shards;
-    int n_shards;
-    uint64_t *stream_start; /* per shard: first stream position (tokens + one [SEP] per doc) */
-    uint64_t stream_len, n_tokens;
-    int T, W; /* sequence length; tokens of the stream per sample (T - 2) */
-    uint64_t n_samples;
-    const bt_vocab *vocab;
-    int model_vocab;
-    float mask_prob;
-    int max_pred;
-    uint64_t seed;
-    uint32_t *perm;
-    uint64_t perm_epoch; /* epoch whose permutation perm holds, or UINT64_MAX */
-};
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -101,6 +84,14 @@ bt_dataset *dataset_open(const char *path, const bt_data_config *cfg, const bt_v
     ds->T = cfg->seq_len;
     ds->W = cfg->seq_len - 2;
     ds->n_samples = (ds->stream_len + (uint64_t)ds->W - 1) / (uint64_t)ds->W;
+    ds->seed = seed;
+    ds->pairs = cfg->sentence_pairs;
+    if (ds->pairs && !pairs_build(ds, err, errlen)) {
+        dataset_close(ds);
+        return NULL;
+    }
+    if (cfg->limit_samples > 0 && (uint64_t)cfg->limit_samples < ds->n_samples)
+        ds->n_samples = (uint64_t)cfg->limit_samples;
     if (ds->n_samples == 0) {
         snprintf(err, errlen, "%s: holds no tokens", path);
         dataset_close(ds);
@@ -115,7 +106,6 @@ bt_dataset *dataset_open(const char *path, const bt_data_config *cfg, const bt_v
         ds->max_pred = (int)ceil(n_tok * p + 4.0 * sqrt(n_tok * p * (1 - p))) + 1;
         if (ds->max_pred > ds->W) ds->max_pred = ds->W;
     }
-    ds->seed = seed;
     ds->perm_epoch = UINT64_MAX;
     return ds;
 }
@@ -126,6 +116,8 @@ void dataset_close(bt_dataset *ds) {
     free(ds->shards);
     free(ds->stream_start);
     free(ds->perm);
+    free(ds->chunks);
+    free(ds->doc_first);
     free(ds);
 }
 
@@ -257,20 +249,36 @@ void dataset_fill(bt_dataset *ds, uint64_t g0, int B, bool eval, bt_batch_buf *o
         int32_t *ids = out->input_ids + (size_t)b * T;
         int32_t *types = out->token_type_ids + (size_t)b * T;
         int32_t *att = out->attention_mask + (size_t)b * T;
-        ids[0] = ds->vocab->cls_id;
-        int n = read_stream(ds, sample * (uint64_t)ds->W, ds->W, ids + 1);
-        ids[n + 1] = ds->vocab->sep_id;
-        for (int t = 0; t < T; t++) {
-            types[t] = 0;
-            att[t] = t < n + 2;
-            if (t >= n + 2) ids[t] = ds->vocab->pad_id;
+        if (ds->pairs) {
+            pairs_fill(ds, epoch, sample, ids, types, att, &out->nsp_labels[b]);
+        } else {
+            ids[0] = ds->vocab->cls_id;
+            int n = read_stream(ds, sample * (uint64_t)ds->W, ds->W, ids + 1);
+            ids[n + 1] = ds->vocab->sep_id;
+            for (int t = 0; t < T; t++) {
+                types[t] = 0;
+                att[t] = t < n + 2;
+                if (t >= n + 2) ids[t] = ds->vocab->pad_id;
+            }
+            out->nsp_labels[b] = -1;
         }
-        out->nsp_labels[b] = -1;
         out->n_masked += mask_sequence(ids, T, ds->vocab, ds->model_vocab, ds->mask_prob,
                                        ds->max_pred, ds->seed, epoch, sample, b * T,
                                        out->mlm_positions + out->n_masked,
                                        out->mlm_labels + out->n_masked);
     }
+}
+
+int dataset_most_common_token(const bt_dataset *ds) {
+    uint64_t *count = calloc((size_t)ds->model_vocab, sizeof *count);
+    if (!count) return -1;
+    for (int s = 0; s < ds->n_shards; s++)
+        for (uint64_t i = 0; i < ds->shards[s].n_tokens; i++) count[shard_token(&ds->shards[s], i)]++;
+    int best = -1;
+    for (int t = 0; t < ds->model_vocab; t++)
+        if (!is_special(ds->vocab, t) && (best < 0 || count[t] > count[best])) best = t;
+    free(count);
+    return best;
 }
 
 bool batch_buf_alloc(bt_batch_buf *b, int B, int T, int cap_masked) {

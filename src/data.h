@@ -41,6 +41,10 @@ int dataset_max_predictions(const bt_dataset *ds);
  * with masking fixed across runs. */
 void dataset_fill(bt_dataset *ds, uint64_t g0, int B, bool eval, bt_batch_buf *out);
 
+/* The most frequent non-special token id of the data (the frequency
+ * baseline's constant prediction). */
+int dataset_most_common_token(const bt_dataset *ds);
+
 bool batch_buf_alloc(bt_batch_buf *b, int B, int T, int cap_masked);
 void batch_buf_free(bt_batch_buf *b);
 

@@ -2,6 +2,7 @@
 #include "../mpi/dist.h"
 #include "cli.h"
 #include "config.h"
+#include "eval.h"
 #include "train.h"
 
 #include <stdio.h>
@@ -18,41 +19,52 @@ static void usage(FILE *out) {
             "\n"
             "usage:\n"
             "  bertrain train CONFIG.json [--set key.path=value]...\n"
+            "  bertrain eval CONFIG.json --checkpoint DIR [--set key.path=value]...\n"
             "  bertrain bench --preset P --seq S --batch B [--backend NAME] [--steps N]\n"
+            "  bertrain vocab --size N --out vocab.txt [--lowercase] FILES...\n"
+            "  bertrain prep --vocab vocab.txt [--lowercase] --out DIR [--valid-fraction F] FILES...\n"
+            "  bertrain prep --inspect SHARD [--vocab vocab.txt]\n"
             "  bertrain version\n"
             "\n"
             "backends built: %s. Configuration keys: docs/CONFIG.md.\n",
             PACKAGE_VERSION, bt_backends_built());
 }
 
-static int cmd_train(int argc, char **argv) {
-    const char *path = NULL;
+static int cmd_train(int argc, char **argv, bool eval) {
+    const char *path = NULL, *checkpoint = NULL, *cmd = eval ? "eval" : "train";
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     int n_sets = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--set")) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "bertrain train: --set needs key.path=value\n");
+                fprintf(stderr, "bertrain %s: --set needs key.path=value\n", cmd);
                 free(sets);
                 return 2;
             }
             sets[n_sets++] = argv[++i];
+        } else if (eval && !strcmp(argv[i], "--checkpoint") && i + 1 < argc) {
+            checkpoint = argv[++i];
         } else if (!strncmp(argv[i], "--set=", 6)) {
             sets[n_sets++] = argv[i] + 6;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "bertrain train: unknown option %s\n", argv[i]);
+            fprintf(stderr, "bertrain %s: unknown option %s\n", cmd, argv[i]);
             free(sets);
             return 2;
         } else if (!path) {
             path = argv[i];
         } else {
-            fprintf(stderr, "bertrain train: more than one config file (%s, %s)\n", path, argv[i]);
+            fprintf(stderr, "bertrain %s: more than one config file (%s, %s)\n", cmd, path, argv[i]);
             free(sets);
             return 2;
         }
     }
     if (!path) {
-        fprintf(stderr, "bertrain train: missing CONFIG.json (try examples/demo.json)\n");
+        fprintf(stderr, "bertrain %s: missing CONFIG.json (try examples/demo.json)\n", cmd);
+        free(sets);
+        return 2;
+    }
+    if (eval && !checkpoint) {
+        fprintf(stderr, "bertrain eval: missing --checkpoint DIR\n");
         free(sets);
         return 2;
     }
@@ -60,7 +72,7 @@ static int cmd_train(int argc, char **argv) {
     bool ok = config_load(&cfg, path, sets, n_sets, dist_world());
     free(sets);
     if (!ok) return 2;
-    return train_main(&cfg);
+    return eval ? eval_main(&cfg, checkpoint) : train_main(&cfg);
 }
 
 int main(int argc, char **argv) {
@@ -70,9 +82,15 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         rc = argc < 2 ? 2 : 0;
     } else if (!strcmp(argv[1], "train")) {
-        rc = cmd_train(argc - 2, argv + 2);
+        rc = cmd_train(argc - 2, argv + 2, false);
+    } else if (!strcmp(argv[1], "eval")) {
+        rc = cmd_train(argc - 2, argv + 2, true);
     } else if (!strcmp(argv[1], "bench")) {
         rc = cli_bench(argc - 2, argv + 2);
+    } else if (!strcmp(argv[1], "vocab")) {
+        rc = cli_vocab(argc - 2, argv + 2);
+    } else if (!strcmp(argv[1], "prep")) {
+        rc = cli_prep(argc - 2, argv + 2);
     } else if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         printf("bertrain %s (backends: %s)\n", PACKAGE_VERSION, bt_backends_built());
         rc = 0;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static size_t dtype_size(const char *d) {
     if (!strcmp(d, "F32") || !strcmp(d, "I32") || !strcmp(d, "U32")) return 4;
@@ -114,4 +115,68 @@ size_t st_numel(const st_entry *e) {
 const char *st_meta(const st_file *f, const char *key) {
     cJSON *v = f->meta ? cJSON_GetObjectItemCaseSensitive(f->meta, key) : NULL;
     return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int cmp_tensor_name(const void *a, const void *b) {
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+}
+
+bool st_write(const char *path, const st_tensor *tensors, int n, const char *const *meta_kv,
+              int n_meta, char *err, size_t errlen) {
+    cJSON *root = NULL;
+    const st_tensor **order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
+    FILE *fp = NULL;
+    char *json = NULL;
+    bool ok = false;
+    if (!order) goto fail_oom;
+    for (int i = 0; i < n; i++) order[i] = &tensors[i];
+    qsort(order, (size_t)n, sizeof *order, cmp_tensor_name);
+    root = cJSON_CreateObject();
+    if (n_meta > 0) {
+        cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+        for (int i = 0; i < n_meta; i++) cJSON_AddStringToObject(meta, meta_kv[2 * i], meta_kv[2 * i + 1]);
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        cJSON *e = cJSON_AddObjectToObject(root, order[i]->name);
+        cJSON_AddStringToObject(e, "dtype", order[i]->dtype);
+        cJSON *shape = cJSON_AddArrayToObject(e, "shape");
+        for (int d = 0; d < order[i]->ndim; d++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)order[i]->shape[d]));
+        cJSON *offs = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + order[i]->bytes)));
+        off += order[i]->bytes;
+    }
+    json = cJSON_PrintUnformatted(root);
+    if (!json) goto fail_oom;
+    size_t hlen = strlen(json), padded = (hlen + 8 + 7) / 8 * 8 - 8; /* data 8-aligned */
+    unsigned char len_le[8];
+    for (int i = 0; i < 8; i++) len_le[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    fp = fopen(path, "wb");
+    if (!fp) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        goto out;
+    }
+    bool wrote = fwrite(len_le, 1, 8, fp) == 8 && fwrite(json, 1, hlen, fp) == hlen;
+    for (size_t i = hlen; wrote && i < padded; i++) wrote = fputc(' ', fp) != EOF;
+    for (int i = 0; wrote && i < n; i++)
+        wrote = fwrite(order[i]->data, 1, order[i]->bytes, fp) == order[i]->bytes;
+    wrote = wrote && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    if (fclose(fp) != 0) wrote = false;
+    fp = NULL;
+    if (!wrote) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        goto out;
+    }
+    ok = true;
+    goto out;
+fail_oom:
+    snprintf(err, errlen, "%s: out of memory", path);
+out:
+    if (fp) fclose(fp);
+    free(json);
+    cJSON_Delete(root);
+    free(order);
+    return ok;
 }

@@ -38,4 +38,20 @@ size_t st_numel(const st_entry *e);
 /* A __metadata__ string value, or NULL. */
 const char *st_meta(const st_file *f, const char *key);
 
+/* One tensor to write. */
+typedef struct {
+    const char *name;
+    const char *dtype; /* "F32", "I32" */
+    int ndim;
+    long shape[8];
+    const void *data;
+    size_t bytes;
+} st_tensor;
+
+/* Write tensors (sorted by name in the data section) and string metadata
+ * (meta_kv: key, value, key, value, ...; n_meta pairs) to path, then fsync.
+ * false with "path: problem" in err. */
+bool st_write(const char *path, const st_tensor *tensors, int n, const char *const *meta_kv,
+              int n_meta, char *err, size_t errlen);
+
 #endif

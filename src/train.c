@@ -3,6 +3,8 @@
 #include "train.h"
 
 #include "../mpi/dist.h"
+#include "ckpt.h"
+#include "eval.h"
 
 #include <errno.h>
 #include <math.h>
@@ -101,7 +103,8 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     char err[512];
     int rc = 1;
     bt_vocab vocab = {0};
-    bt_dataset *ds = NULL;
+    bt_dataset *ds = NULL, *valid = NULL;
+    int most_common = -1, eval_batch = 0;
     bert_model *m = NULL;
     bt_optimizer *opt = NULL;
     bt_backend *be = NULL;
@@ -131,12 +134,26 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         vocab_free(&vocab);
         return 2;
     }
+    if (cfg->data.valid[0]) {
+        valid = dataset_open(cfg->data.valid, &cfg->data, &vocab, cfg->model.vocab_size,
+                             cfg->seed, err, sizeof err);
+        if (!valid) {
+            fprintf(stderr, "bertrain: %s\n", err);
+            dataset_close(ds);
+            vocab_free(&vocab);
+            return 2;
+        }
+        most_common = dataset_most_common_token(ds);
+        eval_batch = cfg->eval_batch > 0 ? cfg->eval_batch : B;
+    }
     be = open_backend(cfg->device, cfg->cpu_threads);
     if (!be) goto out;
-    const int max_masked = B * dataset_max_predictions(ds);
+    int max_masked = B * dataset_max_predictions(ds);
+    if (valid && eval_batch * dataset_max_predictions(valid) > max_masked)
+        max_masked = eval_batch * dataset_max_predictions(valid);
     bert_config mc = cfg->model;
     mc.pad_id = vocab.pad_id;
-    m = bert_create(be, &mc, B, T, max_masked, err, sizeof err);
+    m = bert_create(be, &mc, eval_batch > B ? eval_batch : B, T, max_masked, err, sizeof err);
     if (!m) {
         fprintf(stderr, "bertrain: rank %d: %s\n", rank, err);
         goto out;
@@ -203,7 +220,8 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                                 "rate or enable gradient_clipping)\n", step + 1, r.loss);
             goto out;
         }
-        if (rank == 0 && ((step + 1) % cfg->steps_per_print == 0 || step + 1 == cfg->train_steps)) {
+        if (rank == 0 && (step == 0 || (step + 1) % cfg->steps_per_print == 0 ||
+                          step + 1 == cfg->train_steps)) {
             double t = now_s(), dt = t - t_window;
             double sps = samples_window / dt, tps = tokens_window / dt;
             double eta = (t - t_start) / (step + 1) * (cfg->train_steps - step - 1);
@@ -228,6 +246,41 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
             data_window = 0.0;
             samples_window = tokens_window = 0;
         }
+        const bool last = step + 1 == cfg->train_steps;
+        if (valid && (last || (cfg->eval_interval > 0 && (step + 1) % cfg->eval_interval == 0))) {
+            eval_result ev;
+            double te = now_s();
+            eval_run(m, valid, eval_batch, cfg->eval_max_samples, most_common, &ev);
+            if (rank == 0) {
+                printf("eval step %ld | mlm_acc %.4f | perplexity %.3f | mlm_loss %.4f | "
+                       "baseline_acc %.4f (most common token) | %ld masked tokens | %.1f s\n",
+                       step + 1, ev.mlm_acc, ev.perplexity, ev.mlm_loss, ev.baseline_acc,
+                       ev.n_masked, now_s() - te);
+                fprintf(metrics,
+                        "{\"step\": %ld, \"eval_mlm_loss\": %.9g, \"eval_mlm_acc\": %.6g, "
+                        "\"eval_perplexity\": %.6g, \"eval_baseline_acc\": %.6g, "
+                        "\"eval_masked\": %ld",
+                        step + 1, ev.mlm_loss, ev.mlm_acc, ev.perplexity, ev.baseline_acc,
+                        ev.n_masked);
+                if (m->cfg.nsp) fprintf(metrics, ", \"eval_nsp_acc\": %.6g", ev.nsp_acc);
+                fprintf(metrics, "}\n");
+                fflush(metrics);
+                fflush(stdout);
+            }
+            t_window += now_s() - te; /* evaluation is not training throughput */
+        }
+        if (rank == 0 &&
+            (last || (cfg->ckpt_interval > 0 && (step + 1) % cfg->ckpt_interval == 0))) {
+            double tc = now_s();
+            if (!ckpt_save(cfg, m, step + 1, (step + 1) * G, err, sizeof err)) {
+                fprintf(stderr, "bertrain: checkpoint at step %ld: %s\n", step + 1, err);
+                goto out;
+            }
+            printf("checkpoint step %ld -> %s/ckpt-%08ld (%.2f s)\n", step + 1, cfg->output_dir,
+                   step + 1, now_s() - tc);
+            fflush(stdout);
+            t_window += now_s() - tc;
+        }
     }
     if (rank == 0) {
         double total = now_s() - t_start;
@@ -250,6 +303,7 @@ out:
     bert_free(m);
     if (be) be->destroy(be);
     dataset_close(ds);
+    dataset_close(valid);
     vocab_free(&vocab);
     return rc;
 }

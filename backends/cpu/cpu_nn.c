@@ -204,12 +204,18 @@ static void cpu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
     const float *X = cpu_f32(in);
     const uint32_t thr = philox_drop_threshold(p);
     const float keep_scale = 1.0f / (1.0f - p);
+    /* one Philox block serves four consecutive elements of a sample */
+    const size_t blocks_per_sample = (per_sample + 3) / 4, samples = n / per_sample;
+    const size_t blocks = samples * blocks_per_sample;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        uint32_t sample = first_sample + (uint32_t)(i / per_sample);
-        uint32_t elem = (uint32_t)(i % per_sample);
-        uint32_t r = philox_draw(key.seed, key.stream, sample, elem);
-        O[i] = r >= thr ? X[i] * keep_scale : 0.0f;
+    for (size_t blk = 0; blk < blocks; blk++) {
+        size_t s = blk / blocks_per_sample, e0 = (blk % blocks_per_sample) * 4;
+        uint32_t r[4] = {(uint32_t)(e0 >> 2), first_sample + (uint32_t)s, (uint32_t)key.stream,
+                         (uint32_t)(key.stream >> 32)};
+        philox4x32(r, (uint32_t)key.seed, (uint32_t)(key.seed >> 32));
+        size_t base = s * per_sample;
+        for (size_t e = e0; e < e0 + 4 && e < per_sample; e++)
+            O[base + e] = r[e & 3] >= thr ? X[base + e] * keep_scale : 0.0f;
     }
 }
 
@@ -263,13 +269,17 @@ static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
                 mx = x[j];
                 arg = j;
             }
+        const float x_y = x[y]; /* saved: d may alias x */
         double sum = 0.0;
-        for (int j = 0; j < V; j++) sum += exp((double)x[j] - mx);
-        float x_y = x[y];
+        for (int j = 0; j < V; j++) {
+            float e = expf(x[j] - mx);
+            d[j] = e;
+            sum += e;
+        }
         L[r] = (float)(log(sum) + mx - x_y);
         CR[r] = arg == y ? 1.0f : 0.0f;
-        float inv = (float)(1.0 / sum);
-        for (int j = 0; j < V; j++) d[j] = grad_scale * (expf(x[j] - mx) * inv);
+        const float g = grad_scale * (float)(1.0 / sum);
+        for (int j = 0; j < V; j++) d[j] *= g;
         d[y] -= grad_scale;
     }
 }

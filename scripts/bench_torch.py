@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""PyTorch baseline for `bertrain bench`: the same BERT (Post-LN, exact GELU,
+MLM head at masked positions with the decoder tied to the word embeddings),
+the same preset sizes, random tokens with 15% masked, dropout 0.1, AdamW.
+Prints lines in bertrain bench's format; the last is `samples/s: X`.
+
+usage: /usr/bin/python3 scripts/bench_torch.py --preset mini --seq 128 --batch 8
+       [--steps N] [--warmup N] [--threads N]
+(Debian's python3-torch; CPU only.)"""
+import argparse
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PRESETS = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8),
+           "medium": (8, 512, 8), "base": (12, 768, 12), "large": (24, 1024, 16)}
+
+
+class Layer(nn.Module):
+    def __init__(self, H, NH, I, p):
+        super().__init__()
+        self.NH, self.p = NH, p
+        self.qkv = nn.Linear(H, 3 * H)
+        self.ao = nn.Linear(H, H)
+        self.ln1 = nn.LayerNorm(H, eps=1e-12)
+        self.fc1 = nn.Linear(H, I)
+        self.fc2 = nn.Linear(I, H)
+        self.ln2 = nn.LayerNorm(H, eps=1e-12)
+
+    def forward(self, x, mask_add):
+        B, T, H = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.NH, H // self.NH).permute(2, 0, 3, 1, 4)
+        s = q @ k.transpose(-1, -2) / math.sqrt(H // self.NH) + mask_add
+        a = F.dropout(s.softmax(-1), self.p, self.training) @ v
+        a = a.transpose(1, 2).reshape(B, T, H)
+        x = self.ln1(x + F.dropout(self.ao(a), self.p, self.training))
+        return self.ln2(x + F.dropout(self.fc2(F.gelu(self.fc1(x))), self.p, self.training))
+
+
+class Bert(nn.Module):
+    def __init__(self, V, L, H, NH, T, p=0.1):
+        super().__init__()
+        self.wte, self.wpe, self.wtt = nn.Embedding(V, H), nn.Embedding(T, H), nn.Embedding(2, H)
+        self.ln = nn.LayerNorm(H, eps=1e-12)
+        self.layers = nn.ModuleList(Layer(H, NH, 4 * H, p) for _ in range(L))
+        self.head = nn.Linear(H, H)
+        self.head_ln = nn.LayerNorm(H, eps=1e-12)
+        self.dec_b = nn.Parameter(torch.zeros(V))
+        self.p = p
+
+    def forward(self, ids, types, att, pos, labels):
+        B, T = ids.shape
+        x = self.wte(ids) + self.wpe.weight[:T] + self.wtt(types)
+        x = F.dropout(self.ln(x), self.p, self.training)
+        mask_add = ((1.0 - att[:, None, None, :]) * -1e9)
+        for layer in self.layers:
+            x = layer(x, mask_add)
+        h = x.reshape(B * T, -1)[pos]
+        h = self.head_ln(F.gelu(self.head(h)))
+        logits = h @ self.wte.weight.t() + self.dec_b
+        return F.cross_entropy(logits, labels)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="mini", choices=PRESETS)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0)
+    a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(42)
+    L, H, NH = PRESETS[a.preset]
+    V, T, B = 30522, a.seq, a.batch
+    model = Bert(V, L, H, NH, T)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+    g = torch.Generator().manual_seed(1)
+    t0 = None
+    for s in range(a.warmup + a.steps):
+        if s == a.warmup:
+            t0 = time.perf_counter()
+        ids = torch.randint(5, V, (B, T), generator=g)
+        types = (torch.arange(T) >= T // 2).long().expand(B, T)
+        att = torch.ones(B, T)
+        masked = torch.rand(B * T, generator=g) < 0.15
+        pos = masked.nonzero().flatten()
+        labels = ids.flatten()[pos]
+        opt.zero_grad(set_to_none=True)
+        loss = model(ids, types, att, pos, labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    dt = time.perf_counter() - t0
+    print(f"bench: preset {a.preset}, seq {T}, batch {B}, {a.steps} steps after {a.warmup} "
+          f"warm-up, pytorch {torch.__version__} ({torch.get_num_threads()} threads)")
+    print(f"ms/step: {1e3 * dt / a.steps:.1f}")
+    print(f"samples/s: {B * a.steps / dt:.2f}")
+
+
+if __name__ == "__main__":
+    main()

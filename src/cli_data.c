@@ -1,0 +1,173 @@
+/* Argument parsing of the data commands: `bertrain vocab` and `bertrain prep`. */
+#include "cli.h"
+#include "prep.h"
+#include "vocab_train.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The value of option name at argv[*i] ("--name V" or "--name=V"), advancing
+ * *i past it; NULL if argv[*i] is not that option. *missing is set when the
+ * option is there without a value. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, bool *missing) {
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0) return NULL;
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (argv[*i][n] != 0) return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end) return false;
+    *out = v;
+    return true;
+}
+
+#define VOCAB_USAGE                                                                          \
+    "usage: bertrain vocab --size N --out vocab.txt [--lowercase] [--min-frequency K]\n"      \
+    "                      [--limit-alphabet K] FILES...\n"
+#define PREP_USAGE                                                                           \
+    "usage: bertrain prep --vocab vocab.txt [--lowercase] --out DIR [--valid-fraction F]\n"   \
+    "                     [--seed S] [--shard-tokens N] FILES...\n"                           \
+    "       bertrain prep --inspect SHARD [--vocab vocab.txt]\n"
+
+int cli_vocab(int argc, char **argv) {
+    bt_vocab_train_options o = {.min_frequency = 2};
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    uint64_t num;
+    int rc = 2;
+    for (int i = 0; i < argc; i++) {
+        bool missing = false;
+        const char *v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf(VOCAB_USAGE);
+            rc = 0;
+            goto done;
+        } else if (!strcmp(argv[i], "--lowercase")) {
+            o.lowercase = true;
+        } else if ((v = option_value(argc, argv, &i, "--size", &missing))) {
+            if (!parse_u64(v, &num) || num < 6 || num > 1u << 30) {
+                fprintf(stderr, "bertrain vocab: --size %s is not a count between 6 and 2^30\n", v);
+                goto done;
+            }
+            o.vocab_size = (int)num;
+        } else if ((v = option_value(argc, argv, &i, "--out", &missing))) {
+            o.out_path = v;
+        } else if ((v = option_value(argc, argv, &i, "--min-frequency", &missing))) {
+            if (!parse_u64(v, &num) || num < 1 || num > 1u << 30) {
+                fprintf(stderr, "bertrain vocab: --min-frequency %s is not a count >= 1\n", v);
+                goto done;
+            }
+            o.min_frequency = (int)num;
+        } else if ((v = option_value(argc, argv, &i, "--limit-alphabet", &missing))) {
+            if (!parse_u64(v, &num) || num > 1u << 30) {
+                fprintf(stderr, "bertrain vocab: --limit-alphabet %s is not a count\n", v);
+                goto done;
+            }
+            o.limit_alphabet = (int)num;
+        } else if (missing) {
+            fprintf(stderr, "bertrain vocab: %s needs a value\n" VOCAB_USAGE, argv[i]);
+            goto done;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "bertrain vocab: unknown option %s\n" VOCAB_USAGE, argv[i]);
+            goto done;
+        } else {
+            files[o.n_files++] = argv[i];
+        }
+    }
+    if (!o.vocab_size || !o.out_path || !o.n_files) {
+        fprintf(stderr, "bertrain vocab: missing %s\n" VOCAB_USAGE,
+                !o.vocab_size ? "--size" : !o.out_path ? "--out" : "input FILES");
+        goto done;
+    }
+    o.files = files;
+    rc = vocab_train(&o);
+done:
+    free(files);
+    return rc;
+}
+
+int cli_prep(int argc, char **argv) {
+    bt_prep_options o = {.valid_fraction = PREP_DEFAULT_VALID_FRACTION,
+                         .shard_tokens = PREP_DEFAULT_SHARD_TOKENS};
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    const char *inspect = NULL;
+    int rc = 2;
+    for (int i = 0; i < argc; i++) {
+        bool missing = false;
+        const char *v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf(PREP_USAGE);
+            rc = 0;
+            goto done;
+        } else if (!strcmp(argv[i], "--lowercase")) {
+            o.lowercase = true;
+        } else if ((v = option_value(argc, argv, &i, "--vocab", &missing))) {
+            o.vocab_path = v;
+        } else if ((v = option_value(argc, argv, &i, "--out", &missing))) {
+            o.out_dir = v;
+        } else if ((v = option_value(argc, argv, &i, "--inspect", &missing))) {
+            inspect = v;
+        } else if ((v = option_value(argc, argv, &i, "--valid-fraction", &missing))) {
+            if (!parse_double(v, &o.valid_fraction) || !(o.valid_fraction >= 0) ||
+                !(o.valid_fraction < 1)) {
+                fprintf(stderr, "bertrain prep: --valid-fraction %s is not a number in [0, 1)\n", v);
+                goto done;
+            }
+        } else if ((v = option_value(argc, argv, &i, "--seed", &missing))) {
+            if (!parse_u64(v, &o.seed)) {
+                fprintf(stderr, "bertrain prep: --seed %s is not a non-negative integer\n", v);
+                goto done;
+            }
+        } else if ((v = option_value(argc, argv, &i, "--shard-tokens", &missing))) {
+            if (!parse_u64(v, &o.shard_tokens) || o.shard_tokens == 0) {
+                fprintf(stderr, "bertrain prep: --shard-tokens %s is not a count >= 1\n", v);
+                goto done;
+            }
+        } else if (missing) {
+            fprintf(stderr, "bertrain prep: %s needs a value\n" PREP_USAGE, argv[i]);
+            goto done;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "bertrain prep: unknown option %s\n" PREP_USAGE, argv[i]);
+            goto done;
+        } else {
+            files[o.n_files++] = argv[i];
+        }
+    }
+    if (inspect) {
+        if (o.n_files || o.out_dir) {
+            fprintf(stderr, "bertrain prep: --inspect takes one SHARD and optionally --vocab\n");
+            goto done;
+        }
+        rc = prep_inspect(inspect, o.vocab_path);
+        goto done;
+    }
+    if (!o.vocab_path || !o.out_dir || !o.n_files) {
+        fprintf(stderr, "bertrain prep: missing %s\n" PREP_USAGE,
+                !o.vocab_path ? "--vocab" : !o.out_dir ? "--out" : "input FILES");
+        goto done;
+    }
+    o.files = files;
+    rc = prep_run(&o);
+done:
+    free(files);
+    return rc;
+}

@@ -1,0 +1,67 @@
+#!/bin/sh
+# Every bad config gets exit 2 and exactly one stderr line naming the key,
+# before any work starts.
+. "$(dirname "$0")/lib.sh"
+cd "$top_srcdir" || fail "no source dir"
+failures=0
+
+# expect NAME JSON EXPECTED-SUBSTRING [extra bertrain args...]
+expect() {
+    name=$1 json=$2 want=$3
+    shift 3
+    printf '%s' "$json" > "$tmpdir/$name.json"
+    "$BERTRAIN" train "$tmpdir/$name.json" "$@" > "$tmpdir/out" 2> "$tmpdir/err"
+    rc=$?
+    lines=$(wc -l < "$tmpdir/err")
+    if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -qF -- "$want" "$tmpdir/err"; then
+        echo "ok   $name: $(cat "$tmpdir/err")"
+    else
+        echo "FAIL $name: exit $rc, $lines stderr line(s), wanted '$want', got:"
+        cat "$tmpdir/err"
+        failures=$((failures + 1))
+    fi
+}
+
+expect unknown-top '{"modle": {}}' "modle: unknown key (did you mean 'model'?)"
+expect unknown-nested '{"model": {"hiden_size": 64}}' \
+    "model.hiden_size: unknown key (did you mean 'model.hidden_size'?)"
+expect unknown-far '{"zzzzzzzzzzzzzz": 1}' "zzzzzzzzzzzzzz: unknown key"
+expect wrong-type '{"train_steps": "ten"}' "train_steps: expected a number, got a string"
+expect wrong-type-bool '{"model": {"nsp": 1}}' "model.nsp: expected true or false, got a number"
+expect not-integer '{"train_steps": 1.5}' "train_steps: expected an integer, got 1.5"
+expect out-of-range '{"data": {"mask_prob": 1.5}}' "data.mask_prob: 1.5 is out of range [0.001, 0.9]"
+expect negative '{"train_micro_batch_size_per_gpu": -4}' \
+    "train_micro_batch_size_per_gpu: -4 is out of range"
+expect syntax-error '{
+  "seed": 1,
+  "train_steps": 10,,
+  "steps_per_print": 1
+}' "JSON syntax error at line 3, column 2"
+expect batch-contradiction \
+    '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2}' \
+    "train_batch_size: 32 != train_micro_batch_size_per_gpu 8 x gradient_accumulation_steps 2 x 1 ranks"
+expect batch-indivisible '{"train_batch_size": 30, "train_micro_batch_size_per_gpu": 8}' \
+    "train_batch_size: 30 is not divisible by train_micro_batch_size_per_gpu 8"
+expect bad-choice '{"optimizer": {"type": "SGD"}}' "optimizer.type: 'SGD' is not one of AdamW|Lamb"
+expect bad-betas '{"optimizer": {"params": {"betas": [0.9]}}}' \
+    "optimizer.params.betas: expected [beta1, beta2], got an array"
+expect heads '{"model": {"hidden_size": 100, "num_attention_heads": 3}}' \
+    "model.num_attention_heads: must divide hidden_size 100 (got 3)"
+expect seq-too-long '{"model": {"max_position_embeddings": 64}, "data": {"seq_len": 128}}' \
+    "data.seq_len: 128 exceeds model.max_position_embeddings 64"
+expect bad-preset '{"model": {"preset": "huge"}}' "model.preset: expected one of tiny|mini|small|medium|base|large"
+expect not-object '{"model": 3}' "model: expected an object, got a number"
+expect top-array '[1, 2]' "the top level must be a JSON object"
+expect set-unknown '{}' "optimizer.params.lrr: unknown key (did you mean 'optimizer.params.lr'?)" \
+    --set optimizer.params.lrr=0.1
+expect set-range '{}' "model.hidden_dropout_prob: 2 is out of range" --set model.hidden_dropout_prob=2
+"$BERTRAIN" train "$tmpdir/does-not-exist.json" 2> "$tmpdir/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "does-not-exist.json: cannot read" "$tmpdir/err"; then
+    echo "ok   missing-file: $(cat "$tmpdir/err")"
+else
+    echo "FAIL missing-file: exit $rc"; failures=$((failures + 1))
+fi
+
+[ "$failures" -eq 0 ] || fail "$failures bad-config case(s)"
+echo "PASS: all bad configs rejected with exit 2 and one line"
