@@ -93,10 +93,14 @@ struct bt_backend {
     /* out = (x - mean) * rstd * gamma + beta per row; saves mean, rstd (rows) */
     void (*layernorm_fwd)(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
                           bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps);
-    /* dx = ..., dgamma += ..., dbeta += ...   (x, mean, rstd from the forward) */
+    /* dx = d out / d x (may alias dout), dgamma += sum_r dout * xhat,
+     * dbeta += sum_r dout   (x, mean, rstd from the forward) */
     void (*layernorm_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                           bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
                           int rows, int cols);
+    /* In-place: unless an op says otherwise, an output may alias an input of
+     * the same shape that is read at the same index only (dx = dout in the
+     * backward ops, out = a in add). */
     /* out = x * Phi(x), exact erf GELU */
     void (*gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr x, size_t n);
     /* dx = dout * gelu'(x) */
@@ -115,8 +119,8 @@ struct bt_backend {
                         int rows, int T, float scale);
     /* out[i] = keep ? in[i] / (1 - p) : 0, where element i is element
      * (i % per_sample) of sample first_sample + i / per_sample and keep is drawn
-     * from key; n is a multiple of per_sample. The same call on a gradient is
-     * the backward. In-place allowed. */
+     * from key; n is a multiple of per_sample and 0 <= p < 1. The same call on
+     * a gradient is the backward. In-place allowed. */
     void (*dropout)(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
                     uint32_t first_sample, float p, bt_rng_key key);
     /* out = a + b */

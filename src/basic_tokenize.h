@@ -40,6 +40,8 @@ typedef struct {
 
 /* Set up a basic tokenizer; false when out of memory. */
 bool basic_tokenizer_init(bt_basic_tokenizer *b, bool lowercase);
+
+/* Release the word buffer. */
 void basic_tokenizer_free(bt_basic_tokenizer *b);
 
 /* Split text (len bytes, any bytes at all) into normalized words, calling

@@ -41,13 +41,29 @@ static bool parse_double(const char *s, double *out) {
     return true;
 }
 
-#define VOCAB_USAGE                                                                          \
-    "usage: bertrain vocab --size N --out vocab.txt [--lowercase] [--min-frequency K]\n"      \
-    "                      [--limit-alphabet K] FILES...\n"
-#define PREP_USAGE                                                                           \
-    "usage: bertrain prep --vocab vocab.txt [--lowercase] --out DIR [--valid-fraction F]\n"   \
-    "                     [--seed S] [--shard-tokens N] FILES...\n"                           \
-    "       bertrain prep --inspect SHARD [--vocab vocab.txt]\n"
+#define VOCAB_USAGE                                                                        \
+    "usage: bertrain vocab --size N --out vocab.txt [options] FILES...\n"                  \
+    "\n"                                                                                   \
+    "Learn a WordPiece vocabulary: [PAD] [UNK] [CLS] [SEP] [MASK], every character, then\n" \
+    "pieces merged from the most frequent pairs (deterministic).\n"                         \
+    "  --size N             tokens in all (the characters alone may need more)\n"          \
+    "  --out FILE           the vocab.txt to write (one token per line)\n"                 \
+    "  --lowercase          lowercase and strip accents first (BERT uncased)\n"            \
+    "  --min-frequency K    a pair must occur K times to be merged (default 2)\n"          \
+    "  --limit-alphabet K   keep only the K most frequent characters (default: all)\n"
+#define PREP_USAGE                                                                         \
+    "usage: bertrain prep --vocab vocab.txt --out DIR [options] FILES...\n"                \
+    "       bertrain prep --inspect SHARD [--vocab vocab.txt]\n"                           \
+    "\n"                                                                                   \
+    "Tokenize text into shards: one sentence per line; a blank line, and the end of each\n" \
+    "file, ends a document. Writes DIR/train.shard (DIR/train/train-NNNNN.shard when it\n"  \
+    "takes several) and DIR/valid.shard.\n"                                                \
+    "  --lowercase          lowercase and strip accents (as when the vocab was made)\n"    \
+    "  --valid-fraction F   share of documents held out for validation (default 0.01;\n"   \
+    "                       at least one when F > 0 and there are two or more)\n"         \
+    "  --seed S             seed of that split (default 0)\n"                              \
+    "  --shard-tokens N     start another train shard after N tokens (default 67108864)\n" \
+    "  --inspect SHARD      print a shard's header and decode its first 64 tokens\n"
 
 int cli_vocab(int argc, char **argv) {
     bt_vocab_train_options o = {.min_frequency = 2};
@@ -84,17 +100,19 @@ int cli_vocab(int argc, char **argv) {
             }
             o.limit_alphabet = (int)num;
         } else if (missing) {
-            fprintf(stderr, "bertrain vocab: %s needs a value\n" VOCAB_USAGE, argv[i]);
+            fprintf(stderr, "bertrain vocab: %s needs a value; see bertrain vocab --help\n",
+                    argv[i]);
             goto done;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "bertrain vocab: unknown option %s\n" VOCAB_USAGE, argv[i]);
+            fprintf(stderr, "bertrain vocab: unknown option %s; see bertrain vocab --help\n",
+                    argv[i]);
             goto done;
         } else {
             files[o.n_files++] = argv[i];
         }
     }
     if (!o.vocab_size || !o.out_path || !o.n_files) {
-        fprintf(stderr, "bertrain vocab: missing %s\n" VOCAB_USAGE,
+        fprintf(stderr, "bertrain vocab: missing %s; see bertrain vocab --help\n",
                 !o.vocab_size ? "--size" : !o.out_path ? "--out" : "input FILES");
         goto done;
     }
@@ -129,7 +147,8 @@ int cli_prep(int argc, char **argv) {
         } else if ((v = option_value(argc, argv, &i, "--valid-fraction", &missing))) {
             if (!parse_double(v, &o.valid_fraction) || !(o.valid_fraction >= 0) ||
                 !(o.valid_fraction < 1)) {
-                fprintf(stderr, "bertrain prep: --valid-fraction %s is not a number in [0, 1)\n", v);
+                fprintf(stderr, "bertrain prep: --valid-fraction %s is not a number in [0, 1)\n",
+                        v);
                 goto done;
             }
         } else if ((v = option_value(argc, argv, &i, "--seed", &missing))) {
@@ -143,10 +162,12 @@ int cli_prep(int argc, char **argv) {
                 goto done;
             }
         } else if (missing) {
-            fprintf(stderr, "bertrain prep: %s needs a value\n" PREP_USAGE, argv[i]);
+            fprintf(stderr, "bertrain prep: %s needs a value; see bertrain prep --help\n",
+                    argv[i]);
             goto done;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "bertrain prep: unknown option %s\n" PREP_USAGE, argv[i]);
+            fprintf(stderr, "bertrain prep: unknown option %s; see bertrain prep --help\n",
+                    argv[i]);
             goto done;
         } else {
             files[o.n_files++] = argv[i];
@@ -154,14 +175,15 @@ int cli_prep(int argc, char **argv) {
     }
     if (inspect) {
         if (o.n_files || o.out_dir) {
-            fprintf(stderr, "bertrain prep: --inspect takes one SHARD and optionally --vocab\n");
+            fprintf(stderr, "bertrain prep: --inspect takes one SHARD and optionally --vocab; "
+                            "see bertrain prep --help\n");
             goto done;
         }
         rc = prep_inspect(inspect, o.vocab_path);
         goto done;
     }
     if (!o.vocab_path || !o.out_dir || !o.n_files) {
-        fprintf(stderr, "bertrain prep: missing %s\n" PREP_USAGE,
+        fprintf(stderr, "bertrain prep: missing %s; see bertrain prep --help\n",
                 !o.vocab_path ? "--vocab" : !o.out_dir ? "--out" : "input FILES");
         goto done;
     }

@@ -59,7 +59,9 @@ int eval_main(const bt_config *cfg, const char *checkpoint) {
         fprintf(stderr, "bertrain: %s\n", err);
         return 2;
     }
-    valid = dataset_open(cfg->data.valid, &cfg->data, &vocab, cfg->model.vocab_size, cfg->seed,
+    bt_data_config valid_cfg = cfg->data;
+    valid_cfg.limit_samples = 0; /* data.limit_samples limits training data only */
+    valid = dataset_open(cfg->data.valid, &valid_cfg, &vocab, cfg->model.vocab_size, cfg->seed,
                          err, sizeof err);
     if (!valid) {
         fprintf(stderr, "bertrain: %s\n", err);

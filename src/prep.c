@@ -257,7 +257,8 @@ int prep_run(const bt_prep_options *o) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!(o->valid_fraction >= 0 && o->valid_fraction < 1)) {
-        fprintf(stderr, "bertrain prep: --valid-fraction %g is outside [0, 1)\n", o->valid_fraction);
+        fprintf(stderr, "bertrain prep: --valid-fraction %g is outside [0, 1)\n",
+                o->valid_fraction);
         return 2;
     }
     uint64_t n_docs, n_bytes;
@@ -379,7 +380,8 @@ int prep_inspect(const char *shard_path, const char *vocab_path) {
     printf("  token width  %u bytes\n", s.token_width);
     printf("  vocab size   %u, hash %016llx%s\n", s.vocab_size, (unsigned long long)s.vocab_hash,
            have_vocab ? " (matches the vocab)" : "");
-    printf("  flags        0x%x%s\n", s.flags, s.flags & SHARD_FLAG_LOWERCASE ? " (lowercased)" : "");
+    printf("  flags        0x%x%s\n", s.flags,
+           s.flags & SHARD_FLAG_LOWERCASE ? " (lowercased)" : "");
     printf("  documents    %llu\n  sentences    %llu\n  tokens       %llu (largest id %u%s)\n",
            (unsigned long long)s.n_docs, (unsigned long long)s.n_sents,
            (unsigned long long)s.n_tokens, max_id,

@@ -58,7 +58,8 @@ bt_shard_writer *shard_writer_open(const char *path, uint32_t vocab_size, uint64
         w->path = strdup(path);
         w->tmp_path = malloc(n + 5);
     }
-    if (!w || !w->path || !w->tmp_path || !push_u64(&w->sent_offsets, &w->n_sent_offsets, &w->sent_cap, 0) ||
+    if (!w || !w->path || !w->tmp_path ||
+        !push_u64(&w->sent_offsets, &w->n_sent_offsets, &w->sent_cap, 0) ||
         !push_u64(&w->doc_offsets, &w->n_doc_offsets, &w->doc_cap, 0)) {
         snprintf(err, errlen, "%s: out of memory", path);
         shard_writer_abort(w);

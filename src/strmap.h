@@ -28,6 +28,8 @@ uint64_t strmap_hash(const void *key, size_t n);
 
 /* An empty map sized for about expected_keys entries; false when out of memory. */
 bool strmap_init(bt_strmap *m, size_t expected_keys);
+
+/* Release the slots and keys (the map is left empty and unusable). */
 void strmap_free(bt_strmap *m);
 
 /* The value slot of key, or NULL when absent. */

@@ -135,7 +135,9 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         return 2;
     }
     if (cfg->data.valid[0]) {
-        valid = dataset_open(cfg->data.valid, &cfg->data, &vocab, cfg->model.vocab_size,
+        bt_data_config valid_cfg = cfg->data;
+        valid_cfg.limit_samples = 0; /* data.limit_samples limits training data only */
+        valid = dataset_open(cfg->data.valid, &valid_cfg, &vocab, cfg->model.vocab_size,
                              cfg->seed, err, sizeof err);
         if (!valid) {
             fprintf(stderr, "bertrain: %s\n", err);

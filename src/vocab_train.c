@@ -250,9 +250,11 @@ static void build_words(trainer *t, bt_strmap *alphabet) {
     keyed_count *conts = malloc((n_syms_now ? n_syms_now : 1) * sizeof *conts);
     if (!conts) OOM_EXIT("pieces");
     size_t n_conts = 0;
-    for (size_t s = 0; s < n_syms_now; s++)
-        if (t->sym_len[s] > 2 && sym_str(t, (int32_t)s)[0] == '#' && sym_str(t, (int32_t)s)[1] == '#')
-            conts[n_conts++] = (keyed_count){sym_str(t, (int32_t)s), t->sym_len[s], 0};
+    for (size_t s = 0; s < n_syms_now; s++) {
+        const char *piece = sym_str(t, (int32_t)s);
+        if (t->sym_len[s] > 2 && piece[0] == '#' && piece[1] == '#')
+            conts[n_conts++] = (keyed_count){piece, t->sym_len[s], 0};
+    }
     qsort(conts, n_conts, sizeof *conts, cmp_by_bytes);
     for (size_t i = 0; i < n_conts; i++) vocab_add(t, conts[i].bytes, conts[i].len);
     free(conts);
@@ -454,7 +456,8 @@ int vocab_train(const bt_vocab_train_options *o) {
     for (int i = 0; i < o->n_files; i++)
         if (!count_file(&t, o->files[i])) return 1;
     if (t.word_counts.n_used == 0) {
-        fprintf(stderr, "bertrain vocab: the input holds no words (%zu bytes read from %d file%s)\n",
+        fprintf(stderr,
+                "bertrain vocab: the input holds no words (%zu bytes read from %d file%s)\n",
                 t.bytes_read, o->n_files, o->n_files == 1 ? "" : "s");
         return 1;
     }

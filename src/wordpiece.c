@@ -5,7 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A direct-mapped cache of recent words and their pieces: running text
+ * repeats a few thousand words, so most words skip the vocab lookups. One
+ * 64-byte line per entry; longer words or ones of more pieces are not cached. */
+#define WORD_CACHE_SLOTS 4096
+#define WORD_CACHE_BYTES 26
+#define WORD_CACHE_IDS 8
+typedef struct {
+    uint32_t tag;  /* high bits of the word's hash */
+    uint8_t len;   /* word bytes; 0: empty entry */
+    uint8_t n_ids;
+    char word[WORD_CACHE_BYTES];
+    int32_t ids[WORD_CACHE_IDS];
+} cached_word;
+
 struct bt_tokenizer {
+    cached_word *cache; /* WORD_CACHE_SLOTS */
     const bt_vocab *vocab;
     bt_basic_tokenizer basic;
     bt_strmap initial;    /* every token -> id (word-initial pieces) */
@@ -34,8 +49,10 @@ void ids_free(bt_ids *a) {
 
 bt_tokenizer *tokenizer_new(const bt_vocab *v, bool lowercase, char *err, size_t errlen) {
     bt_tokenizer *t = calloc(1, sizeof *t);
-    if (!t || !basic_tokenizer_init(&t->basic, lowercase) ||
-        !strmap_init(&t->initial, (size_t)v->size) || !strmap_init(&t->continued, (size_t)v->size)) {
+    if (!t || !(t->cache = calloc(WORD_CACHE_SLOTS, sizeof *t->cache)) ||
+        !basic_tokenizer_init(&t->basic, lowercase) ||
+        !strmap_init(&t->initial, (size_t)v->size) ||
+        !strmap_init(&t->continued, (size_t)v->size)) {
         snprintf(err, errlen, "tokenizer: out of memory for a vocab of %d tokens", v->size);
         tokenizer_free(t);
         return NULL;
@@ -68,6 +85,7 @@ bt_tokenizer *tokenizer_new(const bt_vocab *v, bool lowercase, char *err, size_t
 
 void tokenizer_free(bt_tokenizer *t) {
     if (!t) return;
+    free(t->cache);
     basic_tokenizer_free(&t->basic);
     strmap_free(&t->initial);
     strmap_free(&t->continued);
@@ -76,8 +94,9 @@ void tokenizer_free(bt_tokenizer *t) {
 
 static bool is_utf8_continuation(char c) { return ((unsigned char)c & 0xC0) == 0x80; }
 
-bool tokenizer_encode_word(bt_tokenizer *t, const char *word, size_t n_bytes, size_t n_chars,
-                           bt_ids *out) {
+/* WordPiece of a word, uncached; hash is strmap_hash of the whole word. */
+static bool encode_word_uncached(bt_tokenizer *t, const char *word, size_t n_bytes,
+                                 size_t n_chars, uint64_t hash, bt_ids *out) {
     /* a word yields at most one piece per code point */
     size_t most = n_chars <= BT_WORD_MAX_CHARS ? n_chars : 1;
     if (!ids_reserve(out, most ? most : 1)) return false;
@@ -93,7 +112,8 @@ bool tokenizer_encode_word(bt_tokenizer *t, const char *word, size_t n_bytes, si
         while (end < n_bytes && end > start && is_utf8_continuation(word[end])) end--;
         int64_t *id = NULL;
         while (end > start) { /* longest match first, one code point shorter each time */
-            id = strmap_find(map, word + start, end - start);
+            id = start == 0 && end == n_bytes ? strmap_find_hashed(map, word, n_bytes, hash)
+                                              : strmap_find(map, word + start, end - start);
             if (id) break;
             do end--;
             while (end > start && is_utf8_continuation(word[end]));
@@ -105,6 +125,32 @@ bool tokenizer_encode_word(bt_tokenizer *t, const char *word, size_t n_bytes, si
         }
         out->ids[out->n++] = (int32_t)*id;
         start = end;
+    }
+    return true;
+}
+
+bool tokenizer_encode_word(bt_tokenizer *t, const char *word, size_t n_bytes, size_t n_chars,
+                           bt_ids *out) {
+    uint64_t hash = strmap_hash(word, n_bytes);
+    if (n_bytes > WORD_CACHE_BYTES || n_chars > BT_WORD_MAX_CHARS)
+        return encode_word_uncached(t, word, n_bytes, n_chars, hash, out);
+    cached_word *c = &t->cache[hash & (WORD_CACHE_SLOTS - 1)];
+    uint32_t tag = (uint32_t)(hash >> 32);
+    if (c->len == n_bytes && c->tag == tag && memcmp(c->word, word, n_bytes) == 0) {
+        if (!ids_reserve(out, c->n_ids)) return false;
+        memcpy(out->ids + out->n, c->ids, c->n_ids * sizeof *c->ids);
+        out->n += c->n_ids;
+        return true;
+    }
+    size_t first = out->n;
+    if (!encode_word_uncached(t, word, n_bytes, n_chars, hash, out)) return false;
+    size_t n_ids = out->n - first;
+    if (n_ids <= WORD_CACHE_IDS) {
+        c->tag = tag;
+        c->len = (uint8_t)n_bytes;
+        c->n_ids = (uint8_t)n_ids;
+        memcpy(c->word, word, n_bytes);
+        memcpy(c->ids, out->ids + first, n_ids * sizeof *c->ids);
     }
     return true;
 }

@@ -22,11 +22,15 @@ typedef struct {
     size_t n, cap;
 } bt_ids;
 
+/* A tokenizer keeps per-call state and a cache of recent words: use one per
+ * thread. */
 typedef struct bt_tokenizer bt_tokenizer;
 
 /* A tokenizer over vocab v (which must outlive it); lowercase also strips
  * accents (BERT uncased). NULL with one line in err when out of memory. */
 bt_tokenizer *tokenizer_new(const bt_vocab *v, bool lowercase, char *err, size_t errlen);
+
+/* Release a tokenizer (NULL is fine). */
 void tokenizer_free(bt_tokenizer *t);
 
 /* Append the ids of text (len bytes, any bytes) to out; adds the number of
@@ -46,6 +50,8 @@ char *tokenizer_decode(const bt_vocab *v, const int32_t *ids, size_t n);
 
 /* Make room for n more ids; false when out of memory. */
 bool ids_reserve(bt_ids *a, size_t n);
+
+/* Release the ids and reset a to empty. */
 void ids_free(bt_ids *a);
 
 #endif

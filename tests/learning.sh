@@ -13,12 +13,15 @@ cat "$tmpdir/log"
 grep -q "effective global batch 32 = micro-batch 32 x accumulation 1 x 1 rank" "$tmpdir/log" ||
     fail "no effective-batch line"
 m="$tmpdir/run/metrics.jsonl"
-[ "$(wc -l < "$m")" -eq 11 ] || fail "expected 11 metrics lines (step 1, 10, ..., 100), got $(wc -l < "$m")"
+grep '"loss": ' "$m" > "$tmpdir/train.jsonl"
+[ "$(wc -l < "$tmpdir/train.jsonl")" -eq 11 ] ||
+    fail "expected 11 training metrics lines (step 1, 10, ..., 100), got $(wc -l < "$tmpdir/train.jsonl")"
+grep -q '"eval_mlm_acc": ' "$m" || fail "no evaluation line in metrics.jsonl"
 for key in step loss mlm_acc lr grad_norm samples_per_s tokens_per_s; do
     grep -q "\"$key\": " "$m" || fail "metrics.jsonl lacks $key"
 done
-first=$(head -1 "$m" | sed 's/.*"loss": \([^,]*\),.*/\1/')
-last=$(tail -1 "$m" | sed 's/.*"loss": \([^,]*\),.*/\1/')
+first=$(head -1 "$tmpdir/train.jsonl" | sed 's/.*"loss": \([^,]*\),.*/\1/')
+last=$(tail -1 "$tmpdir/train.jsonl" | sed 's/.*"loss": \([^,]*\),.*/\1/')
 echo "MLM loss: step 1 $first, step 100 $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 8 && b <= a / 2) }' ||
     fail "loss did not halve (from $first to $last)"

@@ -295,7 +295,8 @@ int main(int argc, char **argv) {
     write_file(bad, img, n - 1);
     expect_open_error(bad, v.hash, model, "(truncated or extended)", "truncated by 1 byte");
     write_file(bad, img, 40);
-    expect_open_error(bad, v.hash, model, "shorter than the 64-byte header", "truncated to 40 bytes");
+    expect_open_error(bad, v.hash, model, "shorter than the 64-byte header",
+                      "truncated to 40 bytes");
     img[41] ^= 0x01; /* n_sents */
     write_file(bad, img, n);
     expect_open_error(bad, v.hash, model, "header checksum mismatch", "flipped header byte");
