@@ -26,7 +26,11 @@ static char **list_shards(const char *path, int *n, char *err, size_t errlen) {
     char **names = NULL;
     if (!S_ISDIR(st.st_mode)) {
         names = malloc(sizeof *names);
-        names[0] = strdup(path);
+        if (!names || !(names[0] = strdup(path))) {
+            free(names);
+            snprintf(err, errlen, "%s: out of memory", path);
+            return NULL;
+        }
         *n = 1;
         return names;
     }
@@ -39,9 +43,13 @@ static char **list_shards(const char *path, int *n, char *err, size_t errlen) {
     for (struct dirent *e; (e = readdir(d));) {
         size_t len = strlen(e->d_name);
         if (len < 7 || strcmp(e->d_name + len - 6, ".shard") != 0) continue;
-        if (*n == cap) names = realloc(names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *names);
+        if (*n == cap) {
+            char **bigger = realloc(names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *names);
+            if (!bigger) break;
+            names = bigger;
+        }
         size_t full = strlen(path) + len + 2;
-        names[*n] = malloc(full);
+        if (!(names[*n] = malloc(full))) break;
         snprintf(names[*n], full, "%s/%s", path, e->d_name);
         (*n)++;
     }

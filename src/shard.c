@@ -2,6 +2,10 @@
 #include "shard.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,24 +40,24 @@ bool shard_open(bt_shard *s, const char *path, uint64_t vocab_hash, uint32_t mod
                 char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     snprintf(s->path, sizeof s->path, "%s", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) BAD("cannot open shard: %s", strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (len < SHARD_HEADER_BYTES) {
-        fclose(f);
-        BAD("truncated: %ld bytes, shorter than the %d-byte header", len, SHARD_HEADER_BYTES);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) BAD("cannot open shard: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        BAD("not a regular file");
     }
-    s->size = (size_t)len;
-    s->data = malloc(s->size);
-    if (!s->data) {
-        fclose(f);
-        BAD("out of memory reading %zu bytes", s->size);
+    if (st.st_size < SHARD_HEADER_BYTES) {
+        close(fd);
+        BAD("truncated: %lld bytes, shorter than the %d-byte header", (long long)st.st_size,
+            SHARD_HEADER_BYTES);
     }
-    size_t got = fread(s->data, 1, s->size, f);
-    fclose(f);
-    if (got != s->size) BAD("read error");
+    s->size = (size_t)st.st_size;
+    /* mapped read-only: memory is the page cache, not a private copy */
+    void *map = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) BAD("cannot map %zu bytes: %s", s->size, strerror(errno));
+    s->data = map;
     const unsigned char *h = s->data;
     if (memcmp(h, SHARD_MAGIC, 8) != 0) BAD("not a bertrain shard (bad magic)");
     if (rd32(h + 60) != crc_of(h, 60)) BAD("header checksum mismatch (damaged header)");
@@ -69,6 +73,8 @@ bool shard_open(bt_shard *s, const char *path, uint64_t vocab_hash, uint32_t mod
         BAD("format version %u, this bertrain reads version %d", s->version, SHARD_VERSION);
     if (s->token_width != 2 && s->token_width != 4) BAD("token width %u (expected 2 or 4)",
                                                           s->token_width);
+    if (s->token_width == 2 && s->vocab_size > 65536)
+        BAD("token width 2 cannot hold vocab_size %u (damaged header)", s->vocab_size);
     if (s->n_tokens > s->size || s->n_sents > s->size || s->n_docs > s->size)
         BAD("header counts exceed the file size (damaged header)");
     size_t tok_end = SHARD_HEADER_BYTES + (size_t)s->n_tokens * s->token_width;
@@ -105,6 +111,6 @@ bool shard_open(bt_shard *s, const char *path, uint64_t vocab_hash, uint32_t mod
 }
 
 void shard_close(bt_shard *s) {
-    free(s->data);
+    if (s->data) munmap(s->data, s->size);
     s->data = NULL;
 }

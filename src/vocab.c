@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
@@ -23,9 +24,13 @@ bool vocab_load(bt_vocab *v, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: cannot open vocab: %s", path, strerror(errno));
         return false;
     }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        fclose(f);
+        return false;
+    }
+    long len = (long)st.st_size;
     v->storage = malloc((size_t)len + 2);
     if (!v->storage || fread(v->storage, 1, (size_t)len, f) != (size_t)len) {
         snprintf(err, errlen, "%s: cannot read vocab", path);
@@ -44,12 +49,17 @@ bool vocab_load(bt_vocab *v, const char *path, char *err, size_t errlen) {
         vocab_free(v);
         return false;
     }
-    char *p = v->storage;
+    char *p = v->storage, *end = v->storage + len;
     v->hash = FNV1A64_INIT;
-    while (*p && v->size < lines) {
-        char *nl = strchr(p, '\n');
-        if (nl) *nl = 0;
-        size_t n = strlen(p);
+    while (p < end && v->size < lines) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = (size_t)((nl ? nl : end) - p);
+        if (memchr(p, 0, n)) {
+            snprintf(err, errlen, "%s: line %d contains a NUL byte", path, v->size + 1);
+            vocab_free(v);
+            return false;
+        }
+        p[n] = 0; /* the '\n', or the terminator after the last line */
         if (n && p[n - 1] == '\r') p[--n] = 0;
         v->tokens[v->size++] = p;
         v->hash = fnv1a64(v->hash, p, n);

@@ -131,6 +131,7 @@ static bool encode_word_uncached(bt_tokenizer *t, const char *word, size_t n_byt
 
 bool tokenizer_encode_word(bt_tokenizer *t, const char *word, size_t n_bytes, size_t n_chars,
                            bt_ids *out) {
+    if (n_bytes == 0) return true;
     uint64_t hash = strmap_hash(word, n_bytes);
     if (n_bytes > WORD_CACHE_BYTES || n_chars > BT_WORD_MAX_CHARS)
         return encode_word_uncached(t, word, n_bytes, n_chars, hash, out);
