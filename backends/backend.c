@@ -96,9 +96,12 @@ bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *
         return NULL;
 #endif
     }
-    if (strcmp(spec, "auto") == 0) {
+    if (strncmp(spec, "auto", 4) == 0) { /* auto[:LOCAL_RANK] picks the GPU by local rank */
+        int local = 0;
+        if (spec[4] && sscanf(spec + 4, ":%d", &local) != 1) local = 0;
+        (void)local;
 #ifdef BT_HAVE_CUDA
-        be = bt_cuda_backend_create(0, err, errlen, &nodev);
+        be = bt_cuda_backend_create(-1 - local, err, errlen, &nodev); /* -1-k: k-th of any count */
         if (be) return checked(be, err, errlen);
 #endif
 #ifdef BT_HAVE_OPENCL

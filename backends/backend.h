@@ -173,7 +173,9 @@ extern const int bt_op_count;
  * false otherwise (an op a backend lacks is an error, never a fallback). */
 bool bt_backend_complete(const bt_backend *be);
 
-/* Create a backend by spec: "cpu", "opencl[:P:D]", "cuda[:N]", or "auto".
+/* Create a backend by spec: "cpu", "opencl[:P:D]", "cuda[:N]", or
+ * "auto[:LOCAL_RANK]" (CUDA device LOCAL_RANK modulo the count, then the first
+ * OpenCL GPU, then the CPU).
  * Returns NULL with a one-line reason in err (size errlen) when unavailable;
  * *no_device is set when the reason is only that no such device exists. */
 bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *no_device);

@@ -3,6 +3,9 @@
 #ifndef BT_DIST_H
 #define BT_DIST_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 /* Start (MPI_Init when built with MPI). */
 void dist_init(int *argc, char ***argv);
 /* Finish (MPI_Finalize). */
@@ -14,8 +17,29 @@ int dist_rank(void);
 int dist_world(void);
 /* Rank among the processes on this host (device pick). */
 int dist_local_rank(void);
+/* This host's name. */
+const char *dist_hostname(void);
+/* True when built with MPI. */
+bool dist_is_mpi(void);
 
-/* x[i] = sum over ranks of x[i], in place (same order on every rank). */
+/* x[i] = sum over ranks of x[i], in place (the same bits on every rank). */
 void dist_allreduce_sum_f64(double *x, int n);
+/* x[i] = max over ranks of x[i], in place. */
+void dist_allreduce_max_f64(double *x, int n);
+/* all[r * n + i] = rank r's mine[i]. */
+void dist_allgather_f64(const double *mine, int n, double *all);
+/* all[r * len .. ] = rank r's string (len bytes each, NUL-padded). */
+void dist_allgather_str(const char *mine, size_t len, char *all);
+/* Copy rank 0's bytes to every rank. */
+void dist_broadcast(void *buf, size_t bytes);
+void dist_barrier(void);
+
+/* A nonblocking in-place sum of n floats over ranks. */
+typedef struct dist_request dist_request;
+dist_request *dist_iallreduce_sum_f32(float *buf, size_t n);
+/* Let MPI progress outstanding requests (cheap; call often). */
+void dist_progress(dist_request *r);
+/* Wait for r and free it. */
+void dist_wait(dist_request *r);
 
 #endif

@@ -8,7 +8,7 @@ set -eu
 what=${1:-build}
 pkgs="gcc make autoconf automake libtool pkg-config libcjson-dev libopenblas-dev zlib1g-dev libutf8proc-dev"
 if [ "$what" = test ]; then
-    pkgs="$pkgs python3 python3-torch python3-numpy"
+    pkgs="$pkgs python3 python3-torch python3-numpy openmpi-bin libopenmpi-dev"
 fi
 missing=""
 for p in $pkgs; do

@@ -372,7 +372,14 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
         be->scatter_rows(be, ACT(a->dA), ACT(a->pool_pre), INT(a->cls_idx), B, H);
     }
     (void)none;
-    for (int l = L - 1; l >= 0; l--) layer_bwd(m, l, layer_input(m, l), bt, pass);
+    /* the heads' parameters (after the layers in the flat buffer) are final */
+    if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, v->head_w, m->n_params);
+    for (int l = L - 1; l >= 0; l--) {
+        layer_bwd(m, l, layer_input(m, l), bt, pass);
+        if (pass->grads_ready)
+            pass->grads_ready(pass->grads_ready_ctx, v->layer[l].qkv_w,
+                              l + 1 < L ? v->layer[l + 1].qkv_w : v->head_w);
+    }
     /* embeddings */
     if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)
         be->dropout(be, ACT(a->dA), ACT(a->dA), (size_t)N * H, (size_t)T * H, bt->first_sample,
@@ -382,4 +389,5 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
                       H);
     be->embed_bwd(be, GRD(v->wte), GRD(v->wpe), GRD(v->wtt), ACT(a->dA), INT(a->ids),
                   INT(a->types), B, T, H, V, m->cfg.type_vocab_size, m->cfg.pad_id);
+    if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, 0, v->layer[0].qkv_w);
 }

@@ -75,6 +75,10 @@ typedef struct {
     float nsp_grad_scale; /* same for NSP */
     float *mlm_logits_out; /* optional host copy of MLM logits (n_masked, V) */
     float *nsp_logits_out; /* optional host copy of NSP logits (B, 2) */
+    /* optional: told during backward which gradient ranges [begin, end)
+     * (elements of the flat buffer) are final, so they can be reduced early */
+    void (*grads_ready)(void *ctx, size_t begin, size_t end);
+    void *grads_ready_ctx;
 } bert_pass;
 
 /* Sums over one micro-batch (the host divides by global counts). */

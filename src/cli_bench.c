@@ -8,12 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void usage(void) {
     fprintf(stderr, "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] "
                     "[--steps N] [--warmup N] [--threads N]\n");
@@ -96,7 +90,7 @@ int cli_bench(int argc, char **argv) {
                                          (uint64_t)s, (uint64_t)b, b * seq,
                                          mb.mlm_positions + mb.n_masked, mb.mlm_labels + mb.n_masked);
         }
-        train_step(m, opt, &cfg, s, &mb, &first, 1, 1e-4);
+        train_step(m, opt, &cfg, s, &mb, &first, 1, 1e-4, NULL);
     }
     be->sync(be);
     double dt = now_s() - t0;

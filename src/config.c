@@ -3,6 +3,8 @@
  * the file and the key, and the caller exits 2 before any work starts. */
 #include "config.h"
 
+#include "../mpi/dist.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -14,7 +16,7 @@
 #include <string.h>
 
 typedef enum { K_OBJECT, K_INT, K_LONG, K_FLOAT, K_DOUBLE, K_BOOL, K_STRING, K_SEED, K_BETAS,
-               K_CHOICE } key_kind;
+               K_CHOICE, K_SHARES, K_DEVICES } key_kind;
 
 typedef struct {
     const char *path;
@@ -92,6 +94,13 @@ static const key_spec KEYS[] = {
     {"eval.interval", K_LONG, OFF(eval_interval), 0, 1e12, NULL, 0},
     {"eval.max_samples", K_LONG, OFF(eval_max_samples), 0, 1e15, NULL, 0},
     {"eval.batch_size", K_INT, OFF(eval_batch), 0, 1e6, NULL, 0},
+    {"devices", K_DEVICES, STR(devices_json)},
+    {"distributed", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"distributed.shares", K_SHARES, OFF(shares), 0, 0, NULL, 0},
+    {"distributed.rebalance_interval", K_LONG, OFF(rebalance_interval), 0, 1e12, NULL, 0},
+    {"distributed.sync_check_interval", K_LONG, OFF(sync_check_interval), 0, 1e12, NULL, 0},
+    {"distributed.drift_tolerance", K_DOUBLE, OFF(drift_tolerance), 0, 1, NULL, 0},
+    {"distributed.bucket_mb", K_DOUBLE, OFF(bucket_mb), 0.001, 1e5, NULL, 0},
     {"data.mode", K_CHOICE, OFF(data.sentence_pairs), 0, 0, "full_sentences|sentence_pairs", 0},
 };
 #define N_KEYS (sizeof KEYS / sizeof KEYS[0])
@@ -141,6 +150,7 @@ static const char *closest_key(const char *path) {
 
 static void fail(const bt_config *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(const bt_config *cfg, const char *fmt, ...) {
+    if (dist_rank() != 0) return; /* every rank reads the same config: one report */
     va_list ap;
     fprintf(stderr, "bertrain: %s: ", cfg->path);
     va_start(ap, fmt);
@@ -237,6 +247,43 @@ static bool apply_key(bt_config *cfg, const key_spec *k, const cJSON *v) {
         }
         return true;
     }
+    case K_SHARES: {
+        if (cJSON_IsString(v) && strcmp(v->valuestring, "auto") == 0) {
+            cfg->shares_auto = true;
+            cfg->n_shares = 0;
+            return true;
+        }
+        int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+        if (n < 1 || n > BT_MAX_RANKS) {
+            fail(cfg, "%s: expected \"auto\" or a list of per-rank sample counts", k->path);
+            return false;
+        }
+        for (int i = 0; i < n; i++) {
+            cJSON *x = cJSON_GetArrayItem(v, i);
+            if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble != floor(x->valuedouble)) {
+                fail(cfg, "%s: entry %d must be an integer >= 1", k->path, i);
+                return false;
+            }
+            cfg->shares[i] = (long)x->valuedouble;
+        }
+        cfg->n_shares = n;
+        cfg->shares_auto = false;
+        return true;
+    }
+    case K_DEVICES: {
+        bool ok = cJSON_IsArray(v) || cJSON_IsObject(v);
+        for (cJSON *x = ok ? v->child : NULL; x; x = x->next) ok = ok && cJSON_IsString(x);
+        char *text = ok ? cJSON_PrintUnformatted(v) : NULL;
+        if (!text || strlen(text) >= k->size) {
+            fail(cfg, "%s: expected a list of device specs by rank, or an object of "
+                      "\"host:local_rank\" -> device spec", k->path);
+            free(text);
+            return false;
+        }
+        strcpy(base, text);
+        free(text);
+        return true;
+    }
     case K_CHOICE: {
         if (!cJSON_IsString(v)) {
             fail(cfg, "%s: expected one of %s, got %s", k->path, k->choices, json_type_name(v));
@@ -304,6 +351,9 @@ void config_defaults(bt_config *cfg) {
     cfg->data.mask_prob = 0.15f;
     strcpy(cfg->device, "cpu");
     cfg->ckpt_keep = 3;
+    cfg->sync_check_interval = 100;
+    cfg->drift_tolerance = 1e-6;
+    cfg->bucket_mb = 25.0;
 }
 
 /* Set key.path = value (JSON, or a bare string) in the tree, creating objects. */
@@ -366,6 +416,30 @@ static char *read_file(const char *path, size_t *len) {
 static bool resolve_batch(bt_config *cfg) {
     long G = cfg->train_batch_size, mb = cfg->micro_batch, ga = cfg->grad_accum;
     long W = cfg->world_size;
+    if (cfg->n_shares > 0) { /* explicit per-rank shares fix the global batch */
+        long sum = 0, most = 0;
+        for (int r = 0; r < cfg->n_shares; r++) {
+            sum += cfg->shares[r];
+            if (cfg->shares[r] > most) most = cfg->shares[r];
+        }
+        if (cfg->n_shares != W) {
+            fail(cfg, "distributed.shares: %d entries for %ld ranks", cfg->n_shares, W);
+            return false;
+        }
+        if (G > 0 && G != sum) {
+            fail(cfg, "train_batch_size: %ld != the sum %ld of distributed.shares", G, sum);
+            return false;
+        }
+        if (ga > 0) {
+            fail(cfg, "gradient_accumulation_steps: not with distributed.shares (each rank "
+                      "accumulates ceil(share / micro-batch) micro-batches)");
+            return false;
+        }
+        cfg->train_batch_size = sum;
+        cfg->micro_batch = mb > 0 ? mb : most;
+        cfg->grad_accum = (most + cfg->micro_batch - 1) / cfg->micro_batch;
+        return true;
+    }
     int given = (G > 0) + (mb > 0) + (ga > 0);
     if (given == 3 && G != mb * ga * W) {
         fail(cfg, "train_batch_size: %ld != train_micro_batch_size_per_gpu %ld x "

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#define BT_MAX_RANKS 1024
+
 typedef enum { OPT_ADAMW = 0, OPT_LAMB = 1 } bt_optim_type;
 typedef enum {
     SCHED_CONSTANT = 0,
@@ -67,6 +69,15 @@ typedef struct {
     long eval_interval;    /* eval.interval: steps between evaluations (0: only after the last) */
     long eval_max_samples; /* eval.max_samples: validation sequences used (0: all) */
     int eval_batch;        /* eval.batch_size (0: the micro-batch) */
+    /* distributed */
+    int n_shares;           /* distributed.shares given per rank (0: equal split) */
+    long shares[BT_MAX_RANKS];
+    bool shares_auto;       /* distributed.shares "auto": measured speed */
+    long rebalance_interval; /* steps between re-plans of auto shares (0: never) */
+    long sync_check_interval; /* steps between parameter checksum comparisons (0: never) */
+    double drift_tolerance;   /* relative checksum difference that triggers a re-sync */
+    double bucket_mb;         /* allreduce bucket size */
+    char devices_json[4096];  /* "devices": a list by rank or an object by host:local_rank */
 } bt_config;
 
 /* Load path, apply "key.path=value" overrides, validate. On any problem print

@@ -92,7 +92,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[1], "prep")) {
         rc = cli_prep(argc - 2, argv + 2);
     } else if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-        printf("bertrain %s (backends: %s)\n", PACKAGE_VERSION, bt_backends_built());
+        printf("bertrain %s (backends: %s; %s)\n", PACKAGE_VERSION, bt_backends_built(),
+               dist_is_mpi() ? "mpi" : "no mpi");
         rc = 0;
     } else {
         fprintf(stderr, "bertrain: unknown command '%s'\n", argv[1]);

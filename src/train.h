@@ -5,6 +5,7 @@
 #include "bert.h"
 #include "config.h"
 #include "data.h"
+#include "grad_sync.h"
 #include "optim.h"
 
 /* What one optimizer step did, summed over ranks. */
@@ -14,13 +15,26 @@ typedef struct {
     long n_masked, n_nsp, n_samples, n_tokens;
     double grad_norm;  /* before clipping */
     double lr;
+    double compute_s;  /* this rank: forward + backward */
+    double idle_s;     /* this rank: waiting for slower ranks */
+    double comm_s;     /* this rank: gradient communication not hidden behind compute */
 } step_result;
 
 /* One optimizer step over micro-batches mb[0..n_micro) already filled on the
  * host: global counts first, so each loss gradient is seeded with 1/count and
  * the update is the same however the global batch is split. */
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
-                       bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr);
+                       bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr,
+                       grad_sync *gs);
+
+/* Monotonic seconds. */
+double now_s(void);
+
+/* "1h02m03s" for a duration in seconds. */
+void format_eta(double s, char *out, size_t n);
+
+/* mkdir -p; false if a component cannot be created. */
+bool mkdir_p(const char *path);
 
 /* `bertrain train`: the whole run described by cfg. Returns the exit code. */
 int train_main(const bt_config *cfg);

@@ -1,0 +1,484 @@
+/* The training run: data, device, model, batch plan, the step loop with
+ * evaluation and checkpoints, console and JSONL metrics, and the checks that
+ * keep ranks consistent (initial broadcast, drift checks, re-balancing). */
+#include "../mpi/dist.h"
+#include "ckpt.h"
+#include "eval.h"
+#include "plan.h"
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Everything a run owns, freed in one place. */
+typedef struct {
+    bt_vocab vocab;
+    bt_dataset *ds, *valid;
+    bt_backend *be;
+    bert_model *m;
+    bt_optimizer *opt;
+    grad_sync *gs;
+    bt_batch_buf *mb;
+    uint32_t *first;
+    int n_mb_alloc;
+    FILE *metrics;
+} run_state;
+
+static void run_free(run_state *s) {
+    if (s->metrics) fclose(s->metrics);
+    for (int k = 0; s->mb && k < s->n_mb_alloc; k++) batch_buf_free(&s->mb[k]);
+    free(s->mb);
+    free(s->first);
+    grad_sync_free(s->gs);
+    optim_free(s->opt, s->m);
+    bert_free(s->m);
+    if (s->be) s->be->destroy(s->be);
+    dataset_close(s->ds);
+    dataset_close(s->valid);
+    vocab_free(&s->vocab);
+}
+
+/* Host buffers for this rank's micro-batches under plan p. */
+static bool alloc_micro(run_state *s, const batch_plan *p, int T, int max_masked) {
+    int n = (int)((p->share[dist_rank()] + p->micro - 1) / p->micro);
+    if (n <= s->n_mb_alloc) return true;
+    for (int k = 0; s->mb && k < s->n_mb_alloc; k++) batch_buf_free(&s->mb[k]);
+    free(s->mb);
+    free(s->first);
+    s->mb = calloc((size_t)n, sizeof *s->mb);
+    s->first = calloc((size_t)n, sizeof *s->first);
+    s->n_mb_alloc = 0;
+    if (!s->mb || !s->first) return false;
+    for (int k = 0; k < n; k++) {
+        if (!batch_buf_alloc(&s->mb[k], p->micro, T, max_masked)) return false;
+        s->n_mb_alloc++;
+    }
+    return true;
+}
+
+/* Fill this rank's micro-batches of `step`; returns their count. */
+static int fill_step(run_state *s, const batch_plan *p, long step) {
+    int sizes[4096];
+    int n = plan_micro_batches(p, dist_rank(), sizes);
+    long pos = p->offset[dist_rank()];
+    for (int k = 0; k < n; k++) {
+        s->first[k] = (uint32_t)pos;
+        dataset_fill(s->ds, (uint64_t)step * (uint64_t)p->global + (uint64_t)pos, sizes[k], false,
+                     &s->mb[k]);
+        pos += sizes[k];
+    }
+    return n;
+}
+
+/* Samples/s of this rank's device on real micro-batches (forward + backward,
+ * no update), for the auto plan: one warm-up, then `reps` timed. */
+static double measure_speed(run_state *s, const bt_config *cfg, int reps) {
+    bert_pass pass = {.train = true, .seed = cfg->seed, .mlm_grad_scale = 1e-3f,
+                      .nsp_grad_scale = 1e-3f};
+    bt_batch_buf *b = &s->mb[0];
+    dataset_fill(s->ds, (uint64_t)dist_rank() * (uint64_t)b->B, b->B, false, b);
+    bert_batch bb = {b->B, b->T, b->input_ids, b->token_type_ids, b->attention_mask, b->n_masked,
+                     b->mlm_positions, b->mlm_labels, s->m->cfg.nsp ? b->nsp_labels : NULL, 0};
+    bert_stats st;
+    double t0 = 0;
+    for (int i = 0; i <= reps; i++) {
+        if (i == 1) {
+            s->be->sync(s->be);
+            t0 = now_s();
+        }
+        bert_forward(s->m, &bb, &pass, &st);
+        bert_backward(s->m, &bb, &pass);
+    }
+    s->be->sync(s->be);
+    bert_zero_grads(s->m);
+    return reps * b->B / (now_s() - t0);
+}
+
+/* Rank 0 prints one row per rank: host, backend, device, memory, share, speed. */
+static void print_rank_table(run_state *s, const batch_plan *p, double speed) {
+    const int world = dist_world();
+    bt_device_info info;
+    s->be->info(s->be, &info);
+    char mine[256], *all = malloc((size_t)world * 256);
+    double nums[2] = {(double)info.total_mem, speed}, *allnums = malloc((size_t)world * 16);
+    if (!all || !allnums) dist_abort(1);
+    snprintf(mine, sizeof mine, "%s|%s|%s", dist_hostname(), s->be->name, info.name);
+    dist_allgather_str(mine, 256, all);
+    dist_allgather_f64(nums, 2, allnums);
+    if (dist_rank() == 0) {
+        printf("rank | host | backend | device | memory | share | samples/s\n");
+        for (int r = 0; r < world; r++) {
+            char *host = all + (size_t)r * 256, *be = strchr(host, '|'), *dev = NULL;
+            if (be) {
+                *be++ = 0;
+                dev = strchr(be, '|');
+                if (dev) *dev++ = 0;
+            }
+            char sp[32] = "-";
+            if (allnums[2 * r + 1] > 0) snprintf(sp, sizeof sp, "%.1f", allnums[2 * r + 1]);
+            printf("%4d | %s | %s | %s | %.1f GB | %ld | %s\n", r, host, be ? be : "?",
+                   dev ? dev : "?", allnums[2 * r] / 1e9, p->share[r], sp);
+        }
+        fflush(stdout);
+    }
+    free(all);
+    free(allnums);
+}
+
+/* Compare parameter checksums across ranks; on drift beyond the tolerance, log
+ * it and copy rank 0's parameters and moments to every rank. */
+static void check_drift(run_state *s, const bt_config *cfg, long step) {
+    const int world = dist_world();
+    bt_backend *be = s->be;
+    double mine[2] = {be->sum(be, (bt_ptr){s->m->params, 0}, s->m->n_params),
+                      be->sumsq(be, (bt_ptr){s->m->params, 0}, s->m->n_params)};
+    double *all = malloc((size_t)world * 2 * sizeof *all);
+    if (!all) dist_abort(1);
+    dist_allgather_f64(mine, 2, all);
+    double worst = 0;
+    int worst_rank = 0;
+    for (int r = 1; r < world; r++) {
+        double d = fabs(all[2 * r + 1] - all[1]) / (fabs(all[1]) > 0 ? fabs(all[1]) : 1.0);
+        d = fmax(d, fabs(all[2 * r] - all[0]) / sqrt(all[1] > 0 ? all[1] : 1.0));
+        if (d > worst) {
+            worst = d;
+            worst_rank = r;
+        }
+    }
+    free(all);
+    if (worst <= cfg->drift_tolerance) return;
+    if (dist_rank() == 0)
+        printf("drift step %ld | rank %d parameters differ from rank 0 by %.3e (relative, "
+               "tolerance %.1e); re-syncing from rank 0\n", step, worst_rank, worst,
+               cfg->drift_tolerance);
+    size_t bytes = s->m->n_params * sizeof(float);
+    float *host = malloc(bytes);
+    if (!host) dist_abort(1);
+    bt_buffer *bufs[3] = {s->m->params, s->opt->m, s->opt->v};
+    for (int i = 0; i < 3; i++) {
+        be->download(be, host, (bt_ptr){bufs[i], 0}, bytes);
+        dist_broadcast(host, bytes);
+        be->upload(be, (bt_ptr){bufs[i], 0}, host, bytes);
+    }
+    free(host);
+}
+
+/* Test hook: BERTRAIN_TEST_DIE="RANK,STEP" kills RANK with SIGKILL after STEP,
+ * to check that the job ends instead of hanging. */
+static void maybe_die(long step) {
+    const char *env = getenv("BERTRAIN_TEST_DIE");
+    int rank = -1;
+    long at = -1;
+    if (env && sscanf(env, "%d,%ld", &rank, &at) == 2 && rank == dist_rank() && at == step) {
+        fprintf(stderr, "bertrain: rank %d: test hook killing this rank after step %ld\n", rank,
+                step);
+        fflush(stderr);
+        raise(SIGKILL);
+    }
+}
+
+/* Test hook: BERTRAIN_TEST_PERTURB="RANK,STEP" adds 1e-2 to one parameter on
+ * RANK after STEP, so the drift check has something to find. */
+static void maybe_perturb(run_state *s, long step) {
+    const char *env = getenv("BERTRAIN_TEST_PERTURB");
+    int rank = -1;
+    long at = -1;
+    if (!env || sscanf(env, "%d,%ld", &rank, &at) != 2 || rank != dist_rank() || at != step)
+        return;
+    float x;
+    bt_ptr p = {s->m->params, 4 * 1000};
+    s->be->download(s->be, &x, p, 4);
+    x += 1e-2f;
+    s->be->upload(s->be, p, &x, 4);
+    fprintf(stderr, "bertrain: rank %d: test hook perturbed a parameter after step %ld\n",
+            dist_rank(), step);
+}
+
+int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
+    const int rank = dist_rank(), world = dist_world();
+    const int T = cfg->data.seq_len;
+    char err[512];
+    run_state s = {0};
+    int rc = 1;
+
+    if (!cfg->data.vocab[0] || !cfg->data.train[0]) {
+        fprintf(stderr, "bertrain: %s: data.train and data.vocab are required\n", cfg->path);
+        return 2;
+    }
+    if (!vocab_load(&s.vocab, cfg->data.vocab, err, sizeof err)) {
+        fprintf(stderr, "bertrain: rank %d: %s\n", rank, err);
+        return 2;
+    }
+    if (s.vocab.size > cfg->model.vocab_size) {
+        fprintf(stderr, "bertrain: %s: model.vocab_size %d is smaller than the vocab %s (%d)\n",
+                cfg->path, cfg->model.vocab_size, cfg->data.vocab, s.vocab.size);
+        run_free(&s);
+        return 2;
+    }
+    s.ds = dataset_open(cfg->data.train, &cfg->data, &s.vocab, cfg->model.vocab_size, cfg->seed,
+                        err, sizeof err);
+    if (!s.ds) {
+        fprintf(stderr, "bertrain: rank %d: %s\n", rank, err);
+        run_free(&s);
+        return 2;
+    }
+    int most_common = -1, eval_batch = 0;
+    if (cfg->data.valid[0]) {
+        bt_data_config valid_cfg = cfg->data;
+        valid_cfg.limit_samples = 0; /* data.limit_samples limits training data only */
+        s.valid = dataset_open(cfg->data.valid, &valid_cfg, &s.vocab, cfg->model.vocab_size,
+                               cfg->seed, err, sizeof err);
+        if (!s.valid) {
+            fprintf(stderr, "bertrain: rank %d: %s\n", rank, err);
+            run_free(&s);
+            return 2;
+        }
+        most_common = dataset_most_common_token(s.ds);
+        eval_batch = cfg->eval_batch > 0 ? cfg->eval_batch : (int)cfg->micro_batch;
+    }
+    char spec[256];
+    plan_device_spec(cfg, spec, sizeof spec);
+    s.be = open_backend(spec, cfg->cpu_threads);
+    if (!s.be) goto out;
+
+    batch_plan plan;
+    plan_from_config(&plan, cfg, world);
+    const int B = plan.micro;
+    int max_masked = B * dataset_max_predictions(s.ds);
+    if (s.valid && eval_batch * dataset_max_predictions(s.valid) > max_masked)
+        max_masked = eval_batch * dataset_max_predictions(s.valid);
+    bert_config mc = cfg->model;
+    mc.pad_id = s.vocab.pad_id;
+    s.m = bert_create(s.be, &mc, eval_batch > B ? eval_batch : B, T, max_masked, err, sizeof err);
+    if (!s.m) {
+        fprintf(stderr, "bertrain: rank %d (%s): %s\n", rank, dist_hostname(), err);
+        goto out;
+    }
+    bert_init_params(s.m, cfg->seed);
+    if (world > 1) { /* every rank starts from rank 0's parameters */
+        size_t bytes = s.m->n_params * sizeof(float);
+        float *host = malloc(bytes);
+        if (!host) goto out;
+        s.be->download(s.be, host, (bt_ptr){s.m->params, 0}, bytes);
+        dist_broadcast(host, bytes);
+        s.be->upload(s.be, (bt_ptr){s.m->params, 0}, host, bytes);
+        free(host);
+    }
+    s.opt = optim_create(s.m, &cfg->optim, err, sizeof err);
+    if (!s.opt) {
+        fprintf(stderr, "bertrain: rank %d (%s): %s\n", rank, dist_hostname(), err);
+        goto out;
+    }
+    s.gs = grad_sync_new(s.m, (size_t)(cfg->bucket_mb * 1e6));
+    if (!alloc_micro(&s, &plan, T, max_masked)) goto oom;
+    double speed = 0;
+    if (cfg->shares_auto && world > 1) { /* shares in proportion to measured speed */
+        speed = measure_speed(&s, cfg, 3);
+        double *all = malloc((size_t)world * sizeof *all);
+        if (!all) goto oom;
+        dist_allgather_f64(&speed, 1, all);
+        plan_proportional(&plan, all);
+        dist_broadcast(plan.share, sizeof plan.share); /* rank 0's plan is the plan */
+        dist_broadcast(plan.offset, sizeof plan.offset);
+        free(all);
+        if (!alloc_micro(&s, &plan, T, max_masked)) goto oom;
+    }
+    if (rank == 0) {
+        if (!mkdir_p(cfg->output_dir)) {
+            fprintf(stderr, "bertrain: %s: output_dir %s: cannot create: %s\n", cfg->path,
+                    cfg->output_dir, strerror(errno));
+            dist_abort(1);
+        }
+        char path[1200];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->output_dir);
+        s.metrics = fopen(path, "w");
+        if (!s.metrics) {
+            fprintf(stderr, "bertrain: %s: cannot write: %s\n", path, strerror(errno));
+            dist_abort(1);
+        }
+        bt_device_info info;
+        s.be->info(s.be, &info);
+        char shares[512];
+        plan_format(&plan, shares, sizeof shares);
+        printf("bertrain: model %s: %d layers, hidden %d, heads %d, vocab %d, %.2fM parameters\n",
+               cfg->preset[0] ? cfg->preset : "custom", mc.num_hidden_layers, mc.hidden_size,
+               mc.num_attention_heads, mc.vocab_size, s.m->n_params / 1e6);
+        printf("bertrain: data %s: %llu tokens, %llu samples of %d per epoch\n", cfg->data.train,
+               (unsigned long long)dataset_num_tokens(s.ds),
+               (unsigned long long)dataset_num_samples(s.ds), T);
+        printf("bertrain: device %s (%s)\n", info.name, s.be->name);
+        if (cfg->n_shares > 0 || cfg->shares_auto)
+            printf("bertrain: effective global batch %ld = shares %s over %d ranks "
+                   "(micro-batch <= %d)\n", plan.global, shares, world, B);
+        else
+            printf("bertrain: effective global batch %ld = micro-batch %ld x accumulation %ld x "
+                   "%d rank%s\n", cfg->train_batch_size, cfg->micro_batch, cfg->grad_accum,
+                   world, world == 1 ? "" : "s");
+        fflush(stdout);
+    }
+    if (world > 1) print_rank_table(&s, &plan, speed);
+
+    const long G = plan.global;
+    const double t_start = now_s();
+    double t_window = t_start, data_window = 0.0, data_time = 0.0;
+    double compute_window = 0, idle_window = 0, comm_window = 0;
+    long samples_window = 0, tokens_window = 0;
+    for (long step = 0; step < cfg->train_steps; step++) {
+        double t0 = now_s();
+        int n_micro = fill_step(&s, &plan, step);
+        double t_data = now_s() - t0;
+        data_time += t_data;
+        data_window += t_data;
+        step_result r = train_step(s.m, s.opt, cfg, step, s.mb, s.first, n_micro,
+                                   sched_lr(cfg, step), s.gs);
+        samples_window += r.n_samples;
+        tokens_window += r.n_tokens;
+        compute_window += r.compute_s;
+        idle_window += r.idle_s;
+        comm_window += r.comm_s;
+        if (!isfinite(r.loss)) {
+            if (rank == 0)
+                fprintf(stderr, "bertrain: step %ld: loss is %g; stopping (lower the learning "
+                                "rate or enable gradient_clipping)\n", step + 1, r.loss);
+            goto out;
+        }
+        maybe_perturb(&s, step + 1);
+        maybe_die(step + 1);
+        const bool last = step + 1 == cfg->train_steps;
+        if (world > 1 && cfg->sync_check_interval > 0 &&
+            ((step + 1) % cfg->sync_check_interval == 0 || last))
+            check_drift(&s, cfg, step + 1);
+        if (step == 0 || (step + 1) % cfg->steps_per_print == 0 || last) {
+            double t = now_s(), dt = t - t_window;
+            double per_rank[3] = {compute_window, comm_window, idle_window};
+            double *all = malloc((size_t)world * 3 * sizeof *all);
+            if (!all) goto oom;
+            dist_allgather_f64(per_rank, 3, all);
+            if (rank == 0) {
+                double sps = samples_window / dt, tps = tokens_window / dt;
+                double eta = (t - t_start) / (step + 1) * (cfg->train_steps - step - 1);
+                char eta_s[32];
+                format_eta(eta, eta_s, sizeof eta_s);
+                printf("step %6ld | loss %.4f | mlm_acc %.4f | lr %.3e | grad_norm %.3f | "
+                       "%.1f samples/s | %.0f tokens/s | data %.2f%% | ETA %s\n",
+                       step + 1, r.loss, r.mlm_acc, r.lr, r.grad_norm, sps, tps,
+                       100.0 * data_window / dt, eta_s);
+                fprintf(s.metrics,
+                        "{\"step\": %ld, \"loss\": %.9g, \"mlm_loss\": %.9g, \"mlm_acc\": %.6g, "
+                        "\"lr\": %.9g, \"grad_norm\": %.9g, \"samples_per_s\": %.4g, "
+                        "\"tokens_per_s\": %.4g, \"data_time_frac\": %.4g, \"eta_s\": %.0f",
+                        step + 1, r.loss, r.mlm_loss, r.mlm_acc, r.lr, r.grad_norm, sps, tps,
+                        data_window / dt, eta);
+                if (s.m->cfg.nsp)
+                    fprintf(s.metrics, ", \"nsp_loss\": %.9g, \"nsp_acc\": %.6g", r.nsp_loss,
+                            r.nsp_acc);
+                if (world > 1) {
+                    fprintf(s.metrics, ", \"ranks\": [");
+                    for (int q = 0; q < world; q++) {
+                        printf("  rank %d | compute %.3f s | communication not hidden %.3f s | "
+                               "idle (waiting for slower ranks) %.3f s | share %ld\n", q,
+                               all[3 * q], all[3 * q + 1], all[3 * q + 2], plan.share[q]);
+                        fprintf(s.metrics, "%s{\"compute_s\": %.4g, \"comm_s\": %.4g, "
+                                "\"idle_s\": %.4g, \"share\": %ld}", q ? ", " : "", all[3 * q],
+                                all[3 * q + 1], all[3 * q + 2], plan.share[q]);
+                    }
+                    fprintf(s.metrics, "]");
+                }
+                fprintf(s.metrics, ", \"samples\": %ld}\n", (step + 1) * G);
+                fflush(s.metrics);
+                fflush(stdout);
+            }
+            free(all);
+            t_window = t;
+            data_window = compute_window = idle_window = comm_window = 0.0;
+            samples_window = tokens_window = 0;
+        }
+        if (cfg->shares_auto && world > 1 && cfg->rebalance_interval > 0 &&
+            (step + 1) % cfg->rebalance_interval == 0 && !last) {
+            /* re-plan from this rank's measured compute speed over the last step */
+            double sp = r.compute_s > 0 ? plan.share[rank] / r.compute_s : 0;
+            double *all = malloc((size_t)world * sizeof *all);
+            if (!all) goto oom;
+            dist_allgather_f64(&sp, 1, all);
+            plan_proportional(&plan, all);
+            dist_broadcast(plan.share, sizeof plan.share);
+            dist_broadcast(plan.offset, sizeof plan.offset);
+            free(all);
+            if (!alloc_micro(&s, &plan, T, max_masked)) goto oom;
+            if (rank == 0) {
+                char shares[512];
+                plan_format(&plan, shares, sizeof shares);
+                printf("rebalance step %ld | shares %s\n", step + 1, shares);
+            }
+        }
+        if (s.valid && (last || (cfg->eval_interval > 0 && (step + 1) % cfg->eval_interval == 0))) {
+            eval_result ev;
+            double te = now_s();
+            eval_run(s.m, s.valid, eval_batch, cfg->eval_max_samples, most_common, &ev);
+            if (rank == 0) {
+                printf("eval step %ld | mlm_acc %.4f | perplexity %.3f | mlm_loss %.4f | "
+                       "baseline_acc %.4f (most common token) | %ld masked tokens | %.1f s\n",
+                       step + 1, ev.mlm_acc, ev.perplexity, ev.mlm_loss, ev.baseline_acc,
+                       ev.n_masked, now_s() - te);
+                fprintf(s.metrics,
+                        "{\"step\": %ld, \"eval_mlm_loss\": %.9g, \"eval_mlm_acc\": %.6g, "
+                        "\"eval_perplexity\": %.6g, \"eval_baseline_acc\": %.6g, "
+                        "\"eval_masked\": %ld",
+                        step + 1, ev.mlm_loss, ev.mlm_acc, ev.perplexity, ev.baseline_acc,
+                        ev.n_masked);
+                if (s.m->cfg.nsp) fprintf(s.metrics, ", \"eval_nsp_acc\": %.6g", ev.nsp_acc);
+                fprintf(s.metrics, "}\n");
+                fflush(s.metrics);
+                fflush(stdout);
+            }
+            t_window += now_s() - te; /* evaluation is not training throughput */
+        }
+        if (last || (cfg->ckpt_interval > 0 && (step + 1) % cfg->ckpt_interval == 0)) {
+            double tc = now_s();
+            dist_barrier(); /* every rank has reached the step boundary */
+            if (rank == 0) {
+                if (!ckpt_save(cfg, s.m, step + 1, (step + 1) * G, err, sizeof err)) {
+                    fprintf(stderr, "bertrain: checkpoint at step %ld: %s\n", step + 1, err);
+                    dist_abort(1);
+                }
+                printf("checkpoint step %ld -> %s/ckpt-%08ld (%.2f s)\n", step + 1,
+                       cfg->output_dir, step + 1, now_s() - tc);
+                fflush(stdout);
+            }
+            t_window += now_s() - tc;
+        }
+    }
+    if (rank == 0) {
+        double total = now_s() - t_start;
+        printf("bertrain: %ld steps in %.1f s (data %.2f%% of the time); metrics in "
+               "%s/metrics.jsonl\n", cfg->train_steps, total,
+               100.0 * data_time / (total > 0 ? total : 1), cfg->output_dir);
+    }
+    if (final_params) {
+        *final_params = malloc(s.m->n_params * sizeof(float));
+        *n_params = s.m->n_params;
+        if (*final_params)
+            s.be->download(s.be, *final_params, (bt_ptr){s.m->params, 0}, s.m->n_params * 4);
+    }
+    rc = 0;
+    goto out;
+oom:
+    fprintf(stderr, "bertrain: rank %d: out of host memory\n", rank);
+out:
+    run_free(&s);
+    return rc;
+}
+
+int train_main(const bt_config *cfg) {
+    int rc = train_run(cfg, NULL, NULL);
+    if (rc != 0 && dist_world() > 1) { /* stop the other ranks instead of leaving them waiting */
+        fprintf(stderr, "bertrain: rank %d (%s) failed; stopping the job\n", dist_rank(),
+                dist_hostname());
+        dist_abort(rc);
+    }
+    return rc;
+}
