@@ -36,6 +36,34 @@ bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t
 bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *no_device);
 #endif
 
+#ifdef BT_HAVE_OPENCL
+void bt_opencl_list_devices(FILE *out);
+#endif
+#ifdef BT_HAVE_CUDA
+void bt_cuda_list_devices(FILE *out);
+#endif
+
+void bt_backends_list_devices(FILE *out) {
+    bt_backend *cpu = bt_cpu_backend_create(0);
+    if (cpu) {
+        bt_device_info info;
+        cpu->info(cpu, &info);
+        fprintf(out, "cpu: %s, %.1f GB memory, %d threads\n", info.name, info.total_mem / 1e9,
+                info.compute_units);
+        cpu->destroy(cpu);
+    }
+#ifdef BT_HAVE_CUDA
+    bt_cuda_list_devices(out);
+#else
+    fprintf(out, "cuda: not built (configure --with-cuda)\n");
+#endif
+#ifdef BT_HAVE_OPENCL
+    bt_opencl_list_devices(out);
+#else
+    fprintf(out, "opencl: not built (configure --with-opencl)\n");
+#endif
+}
+
 const char *bt_backends_built(void) {
     return "cpu"
 #ifdef BT_HAVE_OPENCL

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct bt_buffer bt_buffer;
 
@@ -179,6 +180,10 @@ bool bt_backend_complete(const bt_backend *be);
  * Returns NULL with a one-line reason in err (size errlen) when unavailable;
  * *no_device is set when the reason is only that no such device exists. */
 bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *no_device);
+
+/* Print every device of every backend this binary was built with (for
+ * `bertrain devices`): the CPU, CUDA devices, OpenCL platforms and devices. */
+void bt_backends_list_devices(FILE *out);
 
 /* List the spec names of the backends this binary was built with. */
 const char *bt_backends_built(void);

@@ -24,6 +24,7 @@ static void usage(FILE *out) {
             "  bertrain vocab --size N --out vocab.txt [--lowercase] FILES...\n"
             "  bertrain prep --vocab vocab.txt [--lowercase] --out DIR [--valid-fraction F] FILES...\n"
             "  bertrain prep --inspect SHARD [--vocab vocab.txt]\n"
+            "  bertrain devices\n"
             "  bertrain version\n"
             "\n"
             "backends built: %s. Configuration keys: docs/CONFIG.md.\n",
@@ -91,6 +92,9 @@ int main(int argc, char **argv) {
         rc = cli_vocab(argc - 2, argv + 2);
     } else if (!strcmp(argv[1], "prep")) {
         rc = cli_prep(argc - 2, argv + 2);
+    } else if (!strcmp(argv[1], "devices")) {
+        bt_backends_list_devices(stdout);
+        rc = 0;
     } else if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         printf("bertrain %s (backends: %s; %s)\n", PACKAGE_VERSION, bt_backends_built(),
                dist_is_mpi() ? "mpi" : "no mpi");
