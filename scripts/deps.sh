@@ -9,6 +9,7 @@ what=${1:-build}
 pkgs="gcc make autoconf automake libtool pkg-config libcjson-dev libopenblas-dev zlib1g-dev libutf8proc-dev"
 if [ "$what" = test ]; then
     pkgs="$pkgs python3 python3-torch python3-numpy openmpi-bin libopenmpi-dev"
+    pkgs="$pkgs pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers libclblast-dev clinfo"
 fi
 missing=""
 for p in $pkgs; do

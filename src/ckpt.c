@@ -1,19 +1,24 @@
-/* Checkpoint writing (atomic) and weight loading. */
+/* Checkpoint writing: the atomic directory (ckpt_write_dir), optim.bin,
+ * state.json with checksums, and the background writer of the training run. */
 #define _XOPEN_SOURCE 700
 #include "ckpt.h"
 
 #include "safetensors.h"
+#include "train.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "dev"
@@ -36,36 +41,310 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 
 static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-static bool write_text(const char *path, const char *text, char *err, size_t errlen) {
-    FILE *f = fopen(path, "w");
+static bool write_bytes(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+    FILE *f = fopen(path, "wb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
         return false;
     }
-    bool ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (fclose(f) != 0) ok = false;
     if (!ok) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
     return ok;
 }
 
+/* Test hook: BERTRAIN_TEST_CKPT="POINT,STEP,ACTION" stops the writer of the
+ * checkpoint of STEP (0: any) at POINT (begin, model, optim, state, rename,
+ * latest) with ACTION "kill" (SIGKILL: a crash) or "pause:SECONDS". */
+static void test_point(const char *point, long step) {
+    const char *env = getenv("BERTRAIN_TEST_CKPT");
+    char where[32], action[32];
+    long at = -1;
+    if (!env || step <= 0 || sscanf(env, "%31[^,],%ld,%31s", where, &at, action) != 3) return;
+    if (strcmp(where, point) != 0 || (at != 0 && at != step)) return;
+    fprintf(stderr, "bertrain: test hook: checkpoint %ld writer at '%s': %s\n", step, point,
+            action);
+    fflush(stderr);
+    if (strcmp(action, "kill") == 0) raise(SIGKILL);
+    double secs = strncmp(action, "pause:", 6) == 0 ? atof(action + 6) : 0.0;
+    struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+bool ckpt_file_crc(const char *path, uint32_t *crc, long long *size) {
+    enum { CHUNK = 1 << 20 };
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = f ? malloc(CHUNK) : NULL;
+    if (!buf) {
+        if (f) fclose(f);
+        return false;
+    }
+    uLong c = crc32(0L, Z_NULL, 0);
+    long long n = 0;
+    for (size_t got; (got = fread(buf, 1, CHUNK, f)) > 0; n += (long long)got)
+        c = crc32(c, buf, (uInt)got);
+    bool ok = !ferror(f);
+    fclose(f);
+    free(buf);
+    *crc = (uint32_t)c;
+    *size = n;
+    return ok;
+}
+
+static void put_u32(unsigned char *p, uint32_t x) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(x >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t x) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(x >> (8 * i));
+}
+
+/* optim.bin: a 32-byte header (magic, version, optimizer type, step, tensor
+ * count, table bytes), a table of (u16 name length, name, u64 numel), then
+ * per tensor its m and its v as little-endian fp32. */
+static bool write_optim(const char *path, const ckpt_contents *c, char *err, size_t errlen) {
+    const bert_model *m = c->m;
+    size_t table = 0;
+    for (int i = 0; i < m->n_tensors; i++) table += 2 + strlen(m->tensors[i].name) + 8;
+    unsigned char *hdr = calloc(32 + table, 1);
+    FILE *f = hdr ? fopen(path, "wb") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, hdr ? strerror(errno) : "no memory");
+        free(hdr);
+        return false;
+    }
+    memcpy(hdr, OPTIM_MAGIC, 8);
+    put_u32(hdr + 8, OPTIM_VERSION);
+    put_u32(hdr + 12, (uint32_t)c->opt_type);
+    put_u64(hdr + 16, (uint64_t)c->opt_step);
+    put_u32(hdr + 24, (uint32_t)m->n_tensors);
+    put_u32(hdr + 28, (uint32_t)table);
+    unsigned char *p = hdr + 32;
+    for (int i = 0; i < m->n_tensors; i++) {
+        size_t len = strlen(m->tensors[i].name);
+        p[0] = (unsigned char)len;
+        p[1] = (unsigned char)(len >> 8);
+        memcpy(p + 2, m->tensors[i].name, len);
+        put_u64(p + 2 + len, (uint64_t)m->tensors[i].numel);
+        p += 2 + len + 8;
+    }
+    static const float zeros[4096];
+    bool ok = fwrite(hdr, 1, 32 + table, f) == 32 + table;
+    for (int i = 0; ok && i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        for (int k = 0; ok && k < 2; k++) {
+            const float *src = k == 0 ? c->mom1 : c->mom2;
+            if (src) {
+                ok = fwrite(src + t->offset, 4, t->numel, f) == t->numel;
+                continue;
+            }
+            for (size_t done = 0; ok && done < t->numel; done += 4096) {
+                size_t n = t->numel - done < 4096 ? t->numel - done : 4096;
+                ok = fwrite(zeros, 4, n, f) == n;
+            }
+        }
+    }
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0) ok = false;
+    free(hdr);
+    if (!ok) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+    return ok;
+}
+
+/* Record a written file's size and CRC-32 in state.files. */
+static bool add_file(cJSON *files, const char *dir, const char *name, char *err, size_t errlen) {
+    char path[1400], hex[16];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    uint32_t crc;
+    long long size;
+    if (!ckpt_file_crc(path, &crc, &size)) {
+        snprintf(err, errlen, "%s: cannot read back: %s", path, strerror(errno));
+        return false;
+    }
+    snprintf(hex, sizeof hex, "%08x", crc);
+    cJSON *f = cJSON_AddObjectToObject(files, name);
+    cJSON_AddNumberToObject(f, "bytes", (double)size);
+    cJSON_AddStringToObject(f, "crc32", hex);
+    return true;
+}
+
+/* state.json text whose "state_crc32" is the CRC-32 of the text with those
+ * 8 hex digits read as "00000000". */
+static char *state_text(cJSON *state) {
+    cJSON_DeleteItemFromObjectCaseSensitive(state, "state_crc32");
+    cJSON_AddStringToObject(state, "state_crc32", "00000000");
+    char *text = cJSON_Print(state);
+    if (!text) return NULL;
+    char *at = strstr(text, "\"state_crc32\"");
+    at = at ? strstr(at + 13, "\"00000000\"") : NULL;
+    if (!at) {
+        free(text);
+        return NULL;
+    }
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08x", (unsigned)crc32(0L, (const Bytef *)text, (uInt)strlen(text)));
+    memcpy(at + 1, hex, 8);
+    return text;
+}
+
+bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *err,
+                    size_t errlen) {
+    char tmp[1300], old[1300], path[1400];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid());
+    snprintf(old, sizeof old, "%s.old-%ld", dir, (long)getpid());
+    rm_tree(tmp);
+    if (mkdir(tmp, 0777) != 0) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        return false;
+    }
+    test_point("begin", step);
+    const bert_model *m = c->m;
+    st_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
+    bool ok = ts != NULL;
+    if (!ok) snprintf(err, errlen, "out of host memory writing a checkpoint");
+    if (ok) {
+        for (int i = 0; i < m->n_tensors; i++) {
+            const bert_tensor *t = &m->tensors[i];
+            ts[i] = (st_tensor){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
+                                c->params + t->offset, t->numel * sizeof(float)};
+        }
+        const char *meta[] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION};
+        snprintf(path, sizeof path, "%s/model.safetensors", tmp);
+        ok = st_write(path, ts, m->n_tensors, c->st_meta ? c->st_meta : meta,
+                      c->st_meta ? c->n_meta : 2, err, errlen);
+    }
+    free(ts);
+    if (ok) test_point("model", step);
+    snprintf(path, sizeof path, "%s/optim.bin", tmp);
+    ok = ok && write_optim(path, c, err, errlen);
+    if (ok) test_point("optim", step);
+    snprintf(path, sizeof path, "%s/vocab.txt", tmp);
+    if (ok && c->vocab) ok = write_bytes(path, c->vocab, c->vocab_len, err, errlen);
+    if (ok) {
+        cJSON_DeleteItemFromObjectCaseSensitive(c->state, "files");
+        cJSON *files = cJSON_AddObjectToObject(c->state, "files");
+        ok = add_file(files, tmp, "model.safetensors", err, errlen) &&
+             add_file(files, tmp, "optim.bin", err, errlen) &&
+             (!c->vocab || add_file(files, tmp, "vocab.txt", err, errlen));
+    }
+    if (ok) {
+        char *text = state_text(c->state);
+        snprintf(path, sizeof path, "%s/state.json", tmp);
+        if (!text) snprintf(err, errlen, "%s: out of memory", path);
+        ok = text && write_bytes(path, text, strlen(text), err, errlen);
+        free(text);
+    }
+    if (ok) test_point("state", step);
+    if (ok && !fsync_path(tmp)) {
+        snprintf(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
+        ok = false;
+    }
+    if (ok) test_point("rename", step);
+    if (ok) {
+        rm_tree(old); /* a checkpoint of the same name (an earlier run) is replaced */
+        bool had_old = rename(dir, old) == 0;
+        if (rename(tmp, dir) != 0) {
+            snprintf(err, errlen, "%s: rename failed: %s", dir, strerror(errno));
+            if (had_old) rename(old, dir);
+            ok = false;
+        } else if (had_old) {
+            rm_tree(old);
+        }
+        char parent[1300];
+        snprintf(parent, sizeof parent, "%s", dir);
+        char *slash = strrchr(parent, '/');
+        if (slash) *slash = 0;
+        fsync_path(slash ? parent : ".");
+    }
+    if (!ok) rm_tree(tmp);
+    return ok;
+}
+
+static const char *sched_name(bt_sched_type t) {
+    static const char *names[] = {"constant", "WarmupLR", "WarmupDecayLR",
+                                  "warmup_linear_decay_exp", "inverse_sqrt", "WarmupCosineLR"};
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_optimizer *o) {
+    cJSON *st = cJSON_CreateObject();
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)cfg->seed);
+    unsigned long long epoch = p->samples_per_epoch ? (unsigned long long)p->position /
+                                                          p->samples_per_epoch : 0;
+    cJSON_AddStringToObject(st, "format", "bertrain checkpoint");
+    cJSON_AddNumberToObject(st, "format_version", CKPT_FORMAT_VERSION);
+    cJSON_AddNumberToObject(st, "step", (double)p->step);
+    cJSON_AddNumberToObject(st, "samples", (double)p->position);
+    cJSON_AddNumberToObject(st, "epoch", (double)epoch);
+    cJSON *data = cJSON_AddObjectToObject(st, "data");
+    cJSON_AddNumberToObject(data, "position", (double)p->position);
+    cJSON_AddNumberToObject(data, "epoch", (double)epoch);
+    cJSON_AddNumberToObject(data, "samples_per_epoch", (double)p->samples_per_epoch);
+    cJSON_AddNumberToObject(data, "global_batch", (double)p->global_batch);
+    cJSON_AddBoolToObject(data, "lowercase", p->lowercase);
+    cJSON_AddStringToObject(st, "seed", seed);
+    cJSON *opt = cJSON_AddObjectToObject(st, "optimizer");
+    cJSON_AddStringToObject(opt, "type", o->cfg.type == OPT_LAMB ? "Lamb" : "AdamW");
+    cJSON_AddNumberToObject(opt, "step", (double)o->step);
+    cJSON *scaler = cJSON_AddObjectToObject(st, "loss_scaler"); /* fp32 training: no scaling */
+    cJSON_AddNumberToObject(scaler, "scale", 1.0);
+    cJSON *sched = cJSON_AddObjectToObject(st, "schedule");
+    cJSON_AddStringToObject(sched, "type", sched_name(cfg->sched.type));
+    cJSON_AddNumberToObject(sched, "next_step", (double)p->step);
+    cJSON_AddNumberToObject(sched, "next_lr", sched_lr(cfg, p->step));
+    cJSON_AddNumberToObject(st, "world_size", cfg->world_size);
+    cJSON_AddStringToObject(st, "bertrain_version", PACKAGE_VERSION);
+    cJSON_AddStringToObject(st, "config_file", cfg->path);
+    cJSON *conf = cfg->resolved_json ? cJSON_Parse(cfg->resolved_json) : NULL;
+    cJSON_AddItemToObject(st, "config", conf ? conf : cJSON_CreateObject());
+    return st;
+}
+
+/* ---- the background writer ---- */
+
+struct ckpt_writer {
+    const bt_config *cfg;
+    const bert_model *m;
+    float *host; /* params, m, v: 3 x n_params */
+    char *vocab;
+    size_t vocab_len;
+    pthread_t thread;
+    bool running;
+    /* the job in flight */
+    long step, opt_step;
+    int opt_type;
+    cJSON *state;
+    double t_boundary, t_start;
+    bool ok;
+    char err[1400];
+};
+
 static int cmp_name(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Delete the oldest ckpt-* directories beyond `keep`. */
+/* Delete the oldest complete ckpt-* directories beyond `keep`, and leftovers
+ * of interrupted writes (ckpt-*.tmp-*, ckpt-*.old-*). */
 static void prune(const char *out, int keep) {
     DIR *d = opendir(out);
     if (!d) return;
-    char *names[4096];
+    char *names[4096], path[2048];
     int n = 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 4096;)
-        if (strncmp(e->d_name, "ckpt-", 5) == 0 && !strchr(e->d_name, '.'))
+    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
+        if (strncmp(e->d_name, "ckpt-", 5) != 0) continue;
+        if (strchr(e->d_name, '.')) {
+            snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+            rm_tree(path);
+        } else {
             names[n++] = strdup(e->d_name);
+        }
+    }
     closedir(d);
     qsort(names, (size_t)n, sizeof *names, cmp_name);
     for (int i = 0; i < n; i++) {
         if (i < n - keep) {
-            char path[2048];
             snprintf(path, sizeof path, "%s/%s", out, names[i]);
             rm_tree(path);
         }
@@ -73,101 +352,117 @@ static void prune(const char *out, int keep) {
     }
 }
 
-bool ckpt_save(const bt_config *cfg, bert_model *m, long step, long samples, char *err,
-               size_t errlen) {
-    char final[1200], tmp[1300], path[1400];
-    snprintf(final, sizeof final, "%s/ckpt-%08ld", cfg->output_dir, step);
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, (long)getpid());
-    rm_tree(tmp);
-    if (mkdir(tmp, 0777) != 0) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        return false;
-    }
-    float *host = malloc(m->n_params * sizeof *host);
-    st_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
-    bool ok = host && ts;
-    if (!ok) snprintf(err, errlen, "out of host memory writing a checkpoint");
-    if (ok) {
-        m->be->download(m->be, host, (bt_ptr){m->params, 0}, m->n_params * sizeof *host);
-        for (int i = 0; i < m->n_tensors; i++) {
-            const bert_tensor *t = &m->tensors[i];
-            ts[i] = (st_tensor){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
-                                host + t->offset, t->numel * sizeof(float)};
-        }
-        const char *meta[] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION};
-        snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-        ok = st_write(path, ts, m->n_tensors, meta, 2, err, errlen);
-    }
-    if (ok) {
-        cJSON *st = cJSON_CreateObject();
-        char seed[32];
-        snprintf(seed, sizeof seed, "%llu", (unsigned long long)cfg->seed);
-        cJSON_AddNumberToObject(st, "step", (double)step);
-        cJSON_AddNumberToObject(st, "samples", (double)samples);
-        cJSON_AddStringToObject(st, "seed", seed);
-        cJSON_AddStringToObject(st, "bertrain_version", PACKAGE_VERSION);
-        cJSON_AddStringToObject(st, "config_file", cfg->path);
-        char *state = cJSON_Print(st);
-        cJSON_Delete(st);
-        snprintf(path, sizeof path, "%s/state.json", tmp);
-        ok = state && write_text(path, state, err, errlen);
-        free(state);
-    }
-    free(host);
-    free(ts);
-    if (ok) ok = fsync_path(tmp);
-    if (ok) {
-        rm_tree(final); /* a checkpoint of the same step from an earlier run */
-        if (rename(tmp, final) != 0) {
-            snprintf(err, errlen, "%s: rename failed: %s", final, strerror(errno));
-            ok = false;
-        }
-    }
-    if (ok) {
-        snprintf(path, sizeof path, "%s/latest.tmp", cfg->output_dir);
+static void *writer_main(void *arg) {
+    ckpt_writer *w = arg;
+    const size_t np = w->m->n_params;
+    char final[1200], path[1300];
+    snprintf(final, sizeof final, "%s/ckpt-%08ld", w->cfg->output_dir, w->step);
+    ckpt_contents c = {w->m, w->host, w->host + np, w->host + 2 * np, w->opt_step, w->opt_type,
+                       w->vocab, w->vocab_len, w->state, NULL, 0};
+    w->ok = ckpt_write_dir(final, &c, w->step, w->err, sizeof w->err);
+    if (w->ok) {
+        test_point("latest", w->step);
         char target[64];
-        snprintf(target, sizeof target, "ckpt-%08ld\n", step);
-        ok = write_text(path, target, err, errlen);
+        snprintf(path, sizeof path, "%s/latest.tmp", w->cfg->output_dir);
+        snprintf(target, sizeof target, "ckpt-%08ld\n", w->step);
+        w->ok = write_bytes(path, target, strlen(target), w->err, sizeof w->err);
         char latest[1200];
-        snprintf(latest, sizeof latest, "%s/latest", cfg->output_dir);
-        if (ok && rename(path, latest) != 0) {
-            snprintf(err, errlen, "%s: rename failed: %s", latest, strerror(errno));
-            ok = false;
+        snprintf(latest, sizeof latest, "%s/latest", w->cfg->output_dir);
+        if (w->ok && rename(path, latest) != 0) {
+            snprintf(w->err, sizeof w->err, "%s: rename failed: %s", latest, strerror(errno));
+            w->ok = false;
         }
-        fsync_path(cfg->output_dir);
-        if (ok) prune(cfg->output_dir, cfg->ckpt_keep);
+        fsync_path(w->cfg->output_dir);
+        if (w->ok) prune(w->cfg->output_dir, w->cfg->ckpt_keep);
     }
-    if (!ok) rm_tree(tmp);
-    return ok;
+    if (w->ok) {
+        printf("checkpoint step %ld -> %s (%.2f s at the step boundary, %.2f s writing in the "
+               "background)\n", w->step, final, w->t_boundary, now_s() - w->t_start);
+        fflush(stdout);
+    }
+    return NULL;
 }
 
-bool ckpt_load_weights(const char *dir, bert_model *m, char *err, size_t errlen) {
-    char path[1200];
-    struct stat st;
-    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    else
-        snprintf(path, sizeof path, "%s", dir);
-    st_file f;
-    if (!st_open(&f, path, err, errlen)) return false;
-    bool ok = true;
-    for (int i = 0; ok && i < m->n_tensors; i++) {
-        const bert_tensor *t = &m->tensors[i];
-        const st_entry *e = st_find(&f, t->name);
-        if (!e) {
-            snprintf(err, errlen, "%s: tensor %s is missing", path, t->name);
-            ok = false;
-        } else if (strcmp(e->dtype, "F32") != 0 || st_numel(e) != t->numel ||
-                   e->shape[0] != t->shape[0]) {
-            snprintf(err, errlen, "%s: tensor %s has dtype %s and %zu elements; the model "
-                                  "needs F32 with %zu (a different model shape?)",
-                     path, t->name, e->dtype, st_numel(e), t->numel);
-            ok = false;
-        } else {
-            m->be->upload(m->be, (bt_ptr){m->params, t->offset * 4}, st_data(&f, e),
-                          t->numel * 4);
-        }
+ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, char *err,
+                             size_t errlen) {
+    ckpt_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "out of host memory");
+        return NULL;
     }
-    st_close(&f);
-    return ok;
+    w->cfg = cfg;
+    w->m = m;
+    FILE *f = cfg->data.vocab[0] ? fopen(cfg->data.vocab, "rb") : NULL;
+    if (f) { /* the vocab goes into every checkpoint, for export */
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        w->vocab = len > 0 ? malloc((size_t)len) : NULL;
+        if (w->vocab && fread(w->vocab, 1, (size_t)len, f) == (size_t)len) {
+            w->vocab_len = (size_t)len;
+        } else {
+            free(w->vocab);
+            w->vocab = NULL;
+        }
+        fclose(f);
+    }
+    /* leftovers of writes that a crash interrupted */
+    prune(cfg->output_dir, 1 << 30);
+    return w;
+}
+
+bool ckpt_writer_wait(ckpt_writer *w, char *err, size_t errlen) {
+    if (!w || !w->running) return true;
+    pthread_join(w->thread, NULL);
+    w->running = false;
+    cJSON_Delete(w->state);
+    w->state = NULL;
+    if (!w->ok) snprintf(err, errlen, "%s", w->err);
+    return w->ok;
+}
+
+bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
+                       const ckpt_progress *p, char *err, size_t errlen) {
+    double t0 = now_s();
+    if (!ckpt_writer_wait(w, err, errlen)) return false;
+    const size_t np = m->n_params, bytes = np * sizeof(float);
+    if (!w->host && !(w->host = malloc(3 * bytes))) {
+        snprintf(err, errlen, "out of host memory for a checkpoint (%.1f MB)", 3.0 * bytes / 1e6);
+        return false;
+    }
+    m->be->download(m->be, w->host, (bt_ptr){m->params, 0}, bytes);
+    m->be->download(m->be, w->host + np, (bt_ptr){o->m, 0}, bytes);
+    m->be->download(m->be, w->host + 2 * np, (bt_ptr){o->v, 0}, bytes);
+    w->step = p->step;
+    w->opt_step = o->step;
+    w->opt_type = o->cfg.type;
+    w->state = ckpt_state_new(w->cfg, p, o);
+    w->t_start = now_s();
+    w->t_boundary = w->t_start - t0;
+    /* the writer thread takes no signals: they belong to the training loop */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        writer_main(w); /* no thread: write in the foreground */
+        w->running = false;
+        cJSON_Delete(w->state);
+        w->state = NULL;
+        if (!w->ok) snprintf(err, errlen, "%s", w->err);
+        return w->ok;
+    }
+    w->running = true;
+    return true;
+}
+
+void ckpt_writer_free(ckpt_writer *w) {
+    if (!w) return;
+    char err[512];
+    if (!ckpt_writer_wait(w, err, sizeof err))
+        fprintf(stderr, "bertrain: checkpoint at step %ld: %s\n", w->step, err);
+    free(w->host);
+    free(w->vocab);
+    free(w);
 }

@@ -13,4 +13,12 @@ int cli_vocab(int argc, char **argv);
 /* `bertrain prep ...`: text -> token shards, or --inspect one; the exit code. */
 int cli_prep(int argc, char **argv);
 
+/* `bertrain export CKPT_DIR OUT_DIR`: a checkpoint as a Hugging Face
+ * BertForPreTraining directory; the exit code. */
+int cli_export(int argc, char **argv);
+
+/* `bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]`: a Hugging Face BERT directory
+ * as a checkpoint that `train --resume OUT_CKPT` continues; the exit code. */
+int cli_import(int argc, char **argv);
+
 #endif

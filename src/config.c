@@ -90,6 +90,7 @@ static const key_spec KEYS[] = {
     {"checkpoint", K_OBJECT, 0, 0, 0, NULL, 0},
     {"checkpoint.interval", K_LONG, OFF(ckpt_interval), 0, 1e12, NULL, 0},
     {"checkpoint.keep", K_INT, OFF(ckpt_keep), 1, 1e6, NULL, 0},
+    {"checkpoint.max_runtime", K_DOUBLE, OFF(max_runtime), 0, 1e9, NULL, 0},
     {"eval", K_OBJECT, 0, 0, 0, NULL, 0},
     {"eval.interval", K_LONG, OFF(eval_interval), 0, 1e12, NULL, 0},
     {"eval.max_samples", K_LONG, OFF(eval_max_samples), 0, 1e15, NULL, 0},
@@ -568,7 +569,114 @@ bool config_load(bt_config *cfg, const char *path, const char *const *overrides,
                   "sentence pairs need model.nsp true");
         return false;
     }
-    return resolve_batch(cfg);
+    if (!resolve_batch(cfg)) return false;
+    cJSON *resolved = config_to_cjson(cfg);
+    cfg->resolved_json = resolved ? cJSON_PrintUnformatted(resolved) : NULL;
+    cJSON_Delete(resolved);
+    if (!cfg->resolved_json) {
+        fail(cfg, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+void config_free(bt_config *cfg) {
+    free(cfg->resolved_json);
+    cfg->resolved_json = NULL;
+}
+
+/* The shortest decimal that reads back as the same float (0.001, not
+ * 0.0010000000474974513), so logged and stored values look as written. */
+static double float_json(float f) {
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if ((float)strtod(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
+/* The object at the parent path of key (creating objects), and the last name. */
+static cJSON *parent_of(cJSON *root, const char *path, const char **leaf) {
+    char part[256];
+    cJSON *node = root;
+    for (const char *dot; (dot = strchr(path, '.'));) {
+        snprintf(part, sizeof part, "%.*s", (int)(dot - path), path);
+        cJSON *child = cJSON_GetObjectItemCaseSensitive(node, part);
+        node = child ? child : cJSON_AddObjectToObject(node, part);
+        path = dot + 1;
+    }
+    *leaf = path;
+    return node;
+}
+
+void *config_to_cjson(const bt_config *cfg) {
+    cJSON *root = cJSON_CreateObject();
+    for (size_t i = 0; root && i < N_KEYS; i++) {
+        const key_spec *k = &KEYS[i];
+        const char *base = (const char *)cfg + k->offset, *leaf;
+        if (k->kind == K_OBJECT) continue;
+        if (k->kind == K_SHARES && cfg->n_shares == 0 && !cfg->shares_auto) continue;
+        if (k->kind == K_DEVICES && !cfg->devices_json[0]) continue;
+        cJSON *parent = parent_of(root, k->path, &leaf), *v = NULL;
+        switch (k->kind) {
+        case K_OBJECT:
+            break;
+        case K_INT:
+            v = cJSON_CreateNumber(*(const int *)base);
+            break;
+        case K_LONG:
+            v = cJSON_CreateNumber((double)*(const long *)base);
+            break;
+        case K_SEED:
+            v = cJSON_CreateNumber((double)*(const uint64_t *)base);
+            break;
+        case K_FLOAT:
+            v = cJSON_CreateNumber(float_json(*(const float *)base));
+            break;
+        case K_DOUBLE: { /* a float stored as double (warmup_max_lr = lr) prints as the float */
+            double d = *(const double *)base;
+            v = cJSON_CreateNumber((double)(float)d == d ? float_json((float)d) : d);
+            break;
+        }
+        case K_BOOL:
+            v = cJSON_CreateBool(*(const bool *)base);
+            break;
+        case K_STRING:
+            v = cJSON_CreateString(base);
+            break;
+        case K_BETAS:
+            v = cJSON_CreateArray();
+            cJSON_AddItemToArray(v, cJSON_CreateNumber(float_json(cfg->optim.beta1)));
+            cJSON_AddItemToArray(v, cJSON_CreateNumber(float_json(cfg->optim.beta2)));
+            break;
+        case K_SHARES:
+            if (cfg->shares_auto) {
+                v = cJSON_CreateString("auto");
+            } else {
+                v = cJSON_CreateArray();
+                for (int r = 0; r < cfg->n_shares; r++)
+                    cJSON_AddItemToArray(v, cJSON_CreateNumber((double)cfg->shares[r]));
+            }
+            break;
+        case K_DEVICES:
+            v = cJSON_Parse(cfg->devices_json);
+            break;
+        case K_CHOICE: {
+            int idx = (k->offset == OFF(sched.warmup_log) || k->offset == OFF(data.sentence_pairs))
+                          ? *(const bool *)base
+                          : *(const int *)base;
+            const char *c = k->choices;
+            for (int j = 0; j < idx && strchr(c, '|'); j++) c = strchr(c, '|') + 1;
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(c, "|"), c);
+            v = cJSON_CreateString(name);
+            break;
+        }
+        }
+        if (v) cJSON_AddItemToObject(parent, leaf, v);
+    }
+    return root;
 }
 
 double sched_lr(const bt_config *cfg, long step) {

@@ -66,6 +66,7 @@ typedef struct {
     int cpu_threads;
     long ckpt_interval;    /* checkpoint.interval: steps between checkpoints (0: only the last) */
     int ckpt_keep;         /* checkpoint.keep: newest checkpoints kept */
+    double max_runtime;    /* checkpoint.max_runtime: seconds, then checkpoint and stop (0: off) */
     long eval_interval;    /* eval.interval: steps between evaluations (0: only after the last) */
     long eval_max_samples; /* eval.max_samples: validation sequences used (0: all) */
     int eval_batch;        /* eval.batch_size (0: the micro-batch) */
@@ -78,12 +79,24 @@ typedef struct {
     double drift_tolerance;   /* relative checksum difference that triggers a re-sync */
     double bucket_mb;         /* allreduce bucket size */
     char devices_json[4096];  /* "devices": a list by rank or an object by host:local_rank */
+    /* not keys */
+    char *resolved_json; /* every key's effective value after presets, --set and defaults
+                          * (JSON text, malloc'd by config_load, freed by config_free) */
+    char resume[1024];   /* train --resume: "" (fresh), "auto" or a checkpoint directory */
 } bt_config;
 
 /* Load path, apply "key.path=value" overrides, validate. On any problem print
  * one line naming the file and key to stderr and return false (exit 2). */
 bool config_load(bt_config *cfg, const char *path, const char *const *overrides, int n_over,
                  int world_size);
+
+/* Free what config_load allocated (resolved_json). */
+void config_free(bt_config *cfg);
+
+/* The effective value of every key of cfg as a JSON object (caller frees with
+ * cJSON_Delete; returned as void * so this header needs no cJSON). Checkpoints
+ * store it so that a resume can compare configs key by key. */
+void *config_to_cjson(const bt_config *cfg);
 
 /* Fill defaults (the built-in demo: tiny model on the bundled data). */
 void config_defaults(bt_config *cfg);

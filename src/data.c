@@ -132,6 +132,9 @@ void dataset_close(bt_dataset *ds) {
 uint64_t dataset_num_samples(const bt_dataset *ds) { return ds->n_samples; }
 uint64_t dataset_num_tokens(const bt_dataset *ds) { return ds->n_tokens; }
 int dataset_max_predictions(const bt_dataset *ds) { return ds->max_pred; }
+bool dataset_lowercase(const bt_dataset *ds) {
+    return ds->n_shards > 0 && (ds->shards[0].flags & 1u); /* SHARD_FLAG_LOWERCASE */
+}
 
 /* Copy stream positions [p, p + n) into out; positions past the end are not
  * read (the caller pads). Returns the count copied. */

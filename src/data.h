@@ -33,6 +33,9 @@ uint64_t dataset_num_samples(const bt_dataset *ds);
 /* Tokens of all shards (without added specials). */
 uint64_t dataset_num_tokens(const bt_dataset *ds);
 
+/* Whether the shards were made from lowercased text (shard flag bit 0). */
+bool dataset_lowercase(const bt_dataset *ds);
+
 /* Most MLM rows one sequence can produce (the per-sample cap). */
 int dataset_max_predictions(const bt_dataset *ds);
 

@@ -18,12 +18,14 @@ static void usage(FILE *out) {
             "bertrain %s: pretrain BERT on CPUs and GPUs of any vendor\n"
             "\n"
             "usage:\n"
-            "  bertrain train CONFIG.json [--set key.path=value]...\n"
+            "  bertrain train CONFIG.json [--resume auto|DIR] [--set key.path=value]...\n"
             "  bertrain eval CONFIG.json --checkpoint DIR [--set key.path=value]...\n"
             "  bertrain bench --preset P --seq S --batch B [--backend NAME] [--steps N]\n"
             "  bertrain vocab --size N --out vocab.txt [--lowercase] FILES...\n"
             "  bertrain prep --vocab vocab.txt [--lowercase] --out DIR [--valid-fraction F] FILES...\n"
             "  bertrain prep --inspect SHARD [--vocab vocab.txt]\n"
+            "  bertrain export CKPT_DIR OUT_DIR       (a Hugging Face BertForPreTraining directory)\n"
+            "  bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]  (then: train CONFIG --resume OUT_CKPT)\n"
             "  bertrain devices\n"
             "  bertrain version\n"
             "\n"
@@ -32,7 +34,7 @@ static void usage(FILE *out) {
 }
 
 static int cmd_train(int argc, char **argv, bool eval) {
-    const char *path = NULL, *checkpoint = NULL, *cmd = eval ? "eval" : "train";
+    const char *path = NULL, *checkpoint = NULL, *resume = NULL, *cmd = eval ? "eval" : "train";
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     int n_sets = 0;
     for (int i = 0; i < argc; i++) {
@@ -45,6 +47,15 @@ static int cmd_train(int argc, char **argv, bool eval) {
             sets[n_sets++] = argv[++i];
         } else if (eval && !strcmp(argv[i], "--checkpoint") && i + 1 < argc) {
             checkpoint = argv[++i];
+        } else if (!eval && !strncmp(argv[i], "--resume=", 9)) {
+            resume = argv[i] + 9;
+        } else if (!eval && !strcmp(argv[i], "--resume")) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "bertrain train: --resume needs auto or a checkpoint directory\n");
+                free(sets);
+                return 2;
+            }
+            resume = argv[++i];
         } else if (!strncmp(argv[i], "--set=", 6)) {
             sets[n_sets++] = argv[i] + 6;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -73,7 +84,16 @@ static int cmd_train(int argc, char **argv, bool eval) {
     bool ok = config_load(&cfg, path, sets, n_sets, dist_world());
     free(sets);
     if (!ok) return 2;
-    return eval ? eval_main(&cfg, checkpoint) : train_main(&cfg);
+    if (resume && strlen(resume) >= sizeof cfg.resume) {
+        fprintf(stderr, "bertrain train: --resume: path longer than %zu characters\n",
+                sizeof cfg.resume - 1);
+        config_free(&cfg);
+        return 2;
+    }
+    if (resume) snprintf(cfg.resume, sizeof cfg.resume, "%s", resume);
+    int rc = eval ? eval_main(&cfg, checkpoint) : train_main(&cfg);
+    config_free(&cfg);
+    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -95,6 +115,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[1], "devices")) {
         bt_backends_list_devices(stdout);
         rc = 0;
+    } else if (!strcmp(argv[1], "export")) {
+        rc = cli_export(argc - 2, argv + 2);
+    } else if (!strcmp(argv[1], "import")) {
+        rc = cli_import(argc - 2, argv + 2);
     } else if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         printf("bertrain %s (backends: %s; %s)\n", PACKAGE_VERSION, bt_backends_built(),
                dist_is_mpi() ? "mpi" : "no mpi");

@@ -5,6 +5,7 @@
 #include "ckpt.h"
 #include "eval.h"
 #include "plan.h"
+#include "resume.h"
 #include "train.h"
 
 #include <errno.h>
@@ -22,6 +23,7 @@ typedef struct {
     bert_model *m;
     bt_optimizer *opt;
     grad_sync *gs;
+    ckpt_writer *writer;
     bt_batch_buf *mb;
     uint32_t *first;
     int n_mb_alloc;
@@ -29,6 +31,8 @@ typedef struct {
 } run_state;
 
 static void run_free(run_state *s) {
+    stop_uninstall();
+    ckpt_writer_free(s->writer); /* waits for a write in flight */
     if (s->metrics) fclose(s->metrics);
     for (int k = 0; s->mb && k < s->n_mb_alloc; k++) batch_buf_free(&s->mb[k]);
     free(s->mb);
@@ -60,15 +64,15 @@ static bool alloc_micro(run_state *s, const batch_plan *p, int T, int max_masked
     return true;
 }
 
-/* Fill this rank's micro-batches of `step`; returns their count. */
-static int fill_step(run_state *s, const batch_plan *p, long step) {
+/* Fill this rank's micro-batches of the step whose first sample is at run
+ * position g0; returns their count. */
+static int fill_step(run_state *s, const batch_plan *p, uint64_t g0) {
     int sizes[4096];
     int n = plan_micro_batches(p, dist_rank(), sizes);
     long pos = p->offset[dist_rank()];
     for (int k = 0; k < n; k++) {
         s->first[k] = (uint32_t)pos;
-        dataset_fill(s->ds, (uint64_t)step * (uint64_t)p->global + (uint64_t)pos, sizes[k], false,
-                     &s->mb[k]);
+        dataset_fill(s->ds, g0 + (uint64_t)pos, sizes[k], false, &s->mb[k]);
         pos += sizes[k];
     }
     return n;
@@ -201,14 +205,19 @@ static void maybe_perturb(run_state *s, long step) {
 int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     const int rank = dist_rank(), world = dist_world();
     const int T = cfg->data.seq_len;
-    char err[512];
+    char err[1024];
     run_state s = {0};
     int rc = 1;
+    const double t_run = now_s();
 
     if (!cfg->data.vocab[0] || !cfg->data.train[0]) {
         fprintf(stderr, "bertrain: %s: data.train and data.vocab are required\n", cfg->path);
         return 2;
     }
+    resume_info ri;
+    rc = resume_prepare(cfg, &ri);
+    if (rc != 0) return rc;
+    rc = 1;
     if (!vocab_load(&s.vocab, cfg->data.vocab, err, sizeof err)) {
         fprintf(stderr, "bertrain: rank %d: %s\n", rank, err);
         return 2;
@@ -273,6 +282,10 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         fprintf(stderr, "bertrain: rank %d (%s): %s\n", rank, dist_hostname(), err);
         goto out;
     }
+    if (ri.active && !resume_load(&ri, s.m, s.opt)) {
+        rc = 2;
+        goto out;
+    }
     s.gs = grad_sync_new(s.m, (size_t)(cfg->bucket_mb * 1e6));
     if (!alloc_micro(&s, &plan, T, max_masked)) goto oom;
     double speed = 0;
@@ -295,9 +308,14 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         }
         char path[1200];
         snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->output_dir);
-        s.metrics = fopen(path, "w");
+        s.metrics = resume_open_metrics(path, &ri);
         if (!s.metrics) {
             fprintf(stderr, "bertrain: %s: cannot write: %s\n", path, strerror(errno));
+            dist_abort(1);
+        }
+        s.writer = ckpt_writer_new(cfg, s.m, err, sizeof err);
+        if (!s.writer) {
+            fprintf(stderr, "bertrain: %s\n", err);
             dist_abort(1);
         }
         bt_device_info info;
@@ -322,14 +340,19 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     }
     if (world > 1) print_rank_table(&s, &plan, speed);
 
-    const long G = plan.global;
+    const long G = plan.global, step0 = ri.step;
     const double t_start = now_s();
+    int stop = 0;
+    long reached = step0; /* steps done when the loop ends */
+    stop_install();
     double t_window = t_start, data_window = 0.0, data_time = 0.0;
     double compute_window = 0, idle_window = 0, comm_window = 0;
     long samples_window = 0, tokens_window = 0;
-    for (long step = 0; step < cfg->train_steps; step++) {
+    for (long step = step0; step < cfg->train_steps && !stop; step++) {
         double t0 = now_s();
-        int n_micro = fill_step(&s, &plan, step);
+        uint64_t g0 = (uint64_t)ri.position + (uint64_t)(step - step0) * (uint64_t)G;
+        reached = step + 1;
+        int n_micro = fill_step(&s, &plan, g0);
         double t_data = now_s() - t0;
         data_time += t_data;
         data_window += t_data;
@@ -348,11 +371,12 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         }
         maybe_perturb(&s, step + 1);
         maybe_die(step + 1);
-        const bool last = step + 1 == cfg->train_steps;
+        stop = stop_agree(cfg->max_runtime, now_s() - t_run); /* every rank: the same step */
+        const bool last = step + 1 == cfg->train_steps, final = last || stop;
         if (world > 1 && cfg->sync_check_interval > 0 &&
-            ((step + 1) % cfg->sync_check_interval == 0 || last))
+            ((step + 1) % cfg->sync_check_interval == 0 || final))
             check_drift(&s, cfg, step + 1);
-        if (step == 0 || (step + 1) % cfg->steps_per_print == 0 || last) {
+        if (step == step0 || (step + 1) % cfg->steps_per_print == 0 || final) {
             double t = now_s(), dt = t - t_window;
             double per_rank[3] = {compute_window, comm_window, idle_window};
             double *all = malloc((size_t)world * 3 * sizeof *all);
@@ -360,7 +384,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
             dist_allgather_f64(per_rank, 3, all);
             if (rank == 0) {
                 double sps = samples_window / dt, tps = tokens_window / dt;
-                double eta = (t - t_start) / (step + 1) * (cfg->train_steps - step - 1);
+                double eta = (t - t_start) / (step + 1 - step0) * (cfg->train_steps - step - 1);
                 char eta_s[32];
                 format_eta(eta, eta_s, sizeof eta_s);
                 printf("step %6ld | loss %.4f | mlm_acc %.4f | lr %.3e | grad_norm %.3f | "
@@ -388,7 +412,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                     }
                     fprintf(s.metrics, "]");
                 }
-                fprintf(s.metrics, ", \"samples\": %ld}\n", (step + 1) * G);
+                fprintf(s.metrics, ", \"samples\": %lld}\n", (long long)(g0 + (uint64_t)G));
                 fflush(s.metrics);
                 fflush(stdout);
             }
@@ -398,7 +422,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
             samples_window = tokens_window = 0;
         }
         if (cfg->shares_auto && world > 1 && cfg->rebalance_interval > 0 &&
-            (step + 1) % cfg->rebalance_interval == 0 && !last) {
+            (step + 1) % cfg->rebalance_interval == 0 && !final) {
             /* re-plan from this rank's measured compute speed over the last step */
             double sp = r.compute_s > 0 ? plan.share[rank] / r.compute_s : 0;
             double *all = malloc((size_t)world * sizeof *all);
@@ -437,26 +461,36 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
             }
             t_window += now_s() - te; /* evaluation is not training throughput */
         }
-        if (last || (cfg->ckpt_interval > 0 && (step + 1) % cfg->ckpt_interval == 0)) {
+        if (final || (cfg->ckpt_interval > 0 && (step + 1) % cfg->ckpt_interval == 0)) {
             double tc = now_s();
             dist_barrier(); /* every rank has reached the step boundary */
             if (rank == 0) {
-                if (!ckpt_save(cfg, s.m, step + 1, (step + 1) * G, err, sizeof err)) {
-                    fprintf(stderr, "bertrain: checkpoint at step %ld: %s\n", step + 1, err);
+                /* the host copy is taken now; the files are written in the background */
+                ckpt_progress pr = {step + 1, (long long)(g0 + (uint64_t)G), G,
+                                    (unsigned long long)dataset_num_samples(s.ds),
+                                    dataset_lowercase(s.ds)};
+                if (!ckpt_writer_start(s.writer, s.m, s.opt, &pr, err, sizeof err)) {
+                    fprintf(stderr, "bertrain: checkpoint: %s\n", err);
                     dist_abort(1);
                 }
-                printf("checkpoint step %ld -> %s/ckpt-%08ld (%.2f s)\n", step + 1,
-                       cfg->output_dir, step + 1, now_s() - tc);
-                fflush(stdout);
             }
             t_window += now_s() - tc;
         }
     }
+    if (rank == 0 && !ckpt_writer_wait(s.writer, err, sizeof err)) {
+        fprintf(stderr, "bertrain: checkpoint: %s\n", err);
+        dist_abort(1);
+    }
+    if (rank == 0 && stop)
+        printf("bertrain: %s: stopped after step %ld with checkpoint %s/ckpt-%08ld; the same "
+               "train command with --resume auto continues from it\n", stop_reason_name(stop),
+               reached, cfg->output_dir, reached);
+    const long done = reached - step0;
     if (rank == 0) {
         double total = now_s() - t_start;
         printf("bertrain: %ld steps in %.1f s (data %.2f%% of the time); metrics in "
-               "%s/metrics.jsonl\n", cfg->train_steps, total,
-               100.0 * data_time / (total > 0 ? total : 1), cfg->output_dir);
+               "%s/metrics.jsonl\n", done, total, 100.0 * data_time / (total > 0 ? total : 1),
+               cfg->output_dir);
     }
     if (final_params) {
         *final_params = malloc(s.m->n_params * sizeof(float));

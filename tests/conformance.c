@@ -1,6 +1,7 @@
 /* bertrain backend conformance suite.
  *
  *   conformance [--backend SPEC]... [--op NAME] [--seed N] [--quick] [--threads-check]
+ *   conformance --perf [--backend SPEC]... [--op NAME]
  *
  * Checks every op of the bt_backend dispatch table (backends/backend.h) on one
  * or more backends against the float64 references of conformance_ref.c, using
@@ -12,7 +13,8 @@
  *
  * One line per check: op, shape, backend, metric (NMSE unless noted), PASS|FAIL;
  * then "N passed, N failed, N skipped". Exit 1 on any failure, 77 when
- * everything was skipped, 0 otherwise.
+ * everything was skipped, 0 otherwise. --perf checks nothing: it times each
+ * op at its largest shape (conformance_perf.c).
  *
  * This file holds the driver (arguments, backend loop, summary);
  * conformance_harness.c the shared harness; conformance_ops_*.c the checks,
@@ -59,13 +61,14 @@ static void run_pass(bt_backend *be) {
 static void usage(FILE *f) {
     fprintf(f, "usage: conformance [--backend SPEC]... [--op NAME] [--seed N] [--quick] "
                "[--threads-check]\n"
+               "       conformance --perf [--backend SPEC]... [--op NAME]\n"
                "  SPEC: cpu (default), opencl[:P:D], cuda[:N], auto, all, or a comma list\n");
 }
 
 int main(int argc, char **argv) {
     char specs[16][64];
     int nspec = 0;
-    bool threads_check = false;
+    bool threads_check = false, perf = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
@@ -98,6 +101,8 @@ int main(int argc, char **argv) {
             g_quick = true;
         } else if (!strcmp(a, "--threads-check")) {
             threads_check = true;
+        } else if (!strcmp(a, "--perf")) {
+            perf = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -107,6 +112,26 @@ int main(int argc, char **argv) {
         }
     }
     if (!nspec) snprintf(specs[nspec++], sizeof specs[0], "cpu");
+    if (perf) { /* timings only */
+        int rc = 0;
+        for (int s = 0; s < nspec; s++) {
+            char err[256] = "";
+            bool nodev = false;
+            bt_backend *be = bt_backend_create(specs[s], err, sizeof err, &nodev);
+            if (!be) {
+                printf("%s backend %s: %s\n", nodev ? "SKIP" : "FAIL", specs[s], err);
+                rc = nodev ? rc : 1;
+                continue;
+            }
+            bt_device_info info;
+            be->info(be, &info);
+            printf("# %s: %s\n", specs[s], info.name);
+            g_backend_name = specs[s];
+            run_perf(be);
+            be->destroy(be);
+        }
+        return rc;
+    }
     struct timespec t0, t1;
     timespec_get(&t0, TIME_UTC);
     printf("# seed %llu%s\n", (unsigned long long)g_seed, g_quick ? ", quick" : "");

@@ -47,6 +47,11 @@ void test_optimizers(bt_backend *be);
 /* Check cast between f32, f16 and bf16 (rounding, specials, every 16-bit pattern). */
 void test_cast(bt_backend *be);
 
+/* ---- conformance_perf.c ---- */
+/* --perf: time every math op at its largest shape (gemm at BERT-mini training
+ * shapes) and print ms per call and GFLOP/s or GB/s. */
+void run_perf(bt_backend *be);
+
 /* ---- op runners that test_nan_propagation shares ---- */
 
 typedef struct {

@@ -1,0 +1,312 @@
+/* CUDA backend: device selection and listing, the context with its one stream
+ * and cuBLAS handle, the memory ops and the error reporting. Kernel launches
+ * are in cuda_ops.cu, GEMM in cuda_gemm.cu, the kernels in kernels_cu/. */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ================= errors ================= */
+
+/* "cudaFoo(a, b)" -> "cudaFoo" */
+static int call_name_len(const char *call) { return (int)strcspn(call, "( "); }
+
+void cu_fatal(const char *call, cudaError_t err, const char *file, int line) {
+    fprintf(stderr, "bertrain: cuda: %.*s failed: %s: %s at %s:%d\n", call_name_len(call), call,
+            cudaGetErrorName(err), cudaGetErrorString(err), file, line);
+    exit(1);
+}
+
+const char *cublas_status_name(cublasStatus_t st) {
+    switch (st) {
+#define S(x) case x: return #x;
+        S(CUBLAS_STATUS_SUCCESS) S(CUBLAS_STATUS_NOT_INITIALIZED) S(CUBLAS_STATUS_ALLOC_FAILED)
+        S(CUBLAS_STATUS_INVALID_VALUE) S(CUBLAS_STATUS_ARCH_MISMATCH)
+        S(CUBLAS_STATUS_MAPPING_ERROR) S(CUBLAS_STATUS_EXECUTION_FAILED)
+        S(CUBLAS_STATUS_INTERNAL_ERROR) S(CUBLAS_STATUS_NOT_SUPPORTED)
+        S(CUBLAS_STATUS_LICENSE_ERROR)
+#undef S
+    default: return "unknown cuBLAS status";
+    }
+}
+
+void cublas_fatal(const char *call, cublasStatus_t st, const char *file, int line) {
+    fprintf(stderr, "bertrain: cuda: %.*s failed: %s (%d) at %s:%d\n", call_name_len(call), call,
+            cublas_status_name(st), (int)st, file, line);
+    exit(1);
+}
+
+/* Creation-time checks fail the creation with a message instead of exiting. */
+#define CU_TRY(call)                                                                   \
+    do {                                                                               \
+        cudaError_t e_ = (call);                                                       \
+        if (e_ != cudaSuccess) {                                                       \
+            snprintf(err, errlen, "cuda: %.*s failed: %s: %s at %s:%d",                \
+                     call_name_len(#call), #call, cudaGetErrorName(e_),                \
+                     cudaGetErrorString(e_), __FILE__, __LINE__);                      \
+            (void)cudaGetLastError();                                                  \
+            goto fail;                                                                 \
+        }                                                                              \
+    } while (0)
+#define CUBLAS_TRY(call)                                                               \
+    do {                                                                               \
+        cublasStatus_t s_ = (call);                                                    \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                             \
+            snprintf(err, errlen, "cuda: %.*s failed: %s (%d) at %s:%d",               \
+                     call_name_len(#call), #call, cublas_status_name(s_), (int)s_,     \
+                     __FILE__, __LINE__);                                              \
+            goto fail;                                                                 \
+        }                                                                              \
+    } while (0)
+
+/* ================= device and addresses ================= */
+
+/* The device this thread last made current through use_device. */
+static thread_local int current_device = -1;
+
+static cudaError_t use_device(int device) {
+    if (current_device == device) return cudaSuccess;
+    cudaError_t e = cudaSetDevice(device);
+    current_device = e == cudaSuccess ? device : -1;
+    return e;
+}
+
+cu_ctx *cu(bt_backend *be) {
+    cu_ctx *c = (cu_ctx *)be->ctx;
+    CU_CHECK(use_device(c->device));
+    return c;
+}
+
+void *cu_addr(bt_ptr p, size_t esz) {
+    if (p.off % esz) {
+        fprintf(stderr, "bertrain: cuda: offset %zu is not a multiple of the element size %zu\n",
+                p.off, esz);
+        exit(1);
+    }
+    return (char *)p.buf->ptr + p.off;
+}
+
+/* The device count, or false with the reason in err; *no_device when the
+ * reason is that there is no usable device (no driver, a stub driver, no GPU). */
+static bool device_count(int *count, char *err, size_t errlen, bool *no_device) {
+    *count = 0;
+    cudaError_t e = cudaGetDeviceCount(count);
+    (void)cudaGetLastError(); /* not sticky, but leave nothing behind */
+    if (e == cudaSuccess && *count > 0) return true;
+    if (e == cudaSuccess || e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
+        e == cudaErrorStubLibrary) {
+        snprintf(err, errlen, "no CUDA device (cudaGetDeviceCount: %s)",
+                 e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+        if (no_device) *no_device = true;
+    } else {
+        snprintf(err, errlen, "cuda: cudaGetDeviceCount failed: %s: %s", cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+    }
+    *count = 0;
+    return false;
+}
+
+void bt_cuda_list_devices(FILE *out) {
+    int count;
+    char err[256];
+    if (!device_count(&count, err, sizeof err, NULL)) {
+        fprintf(out, "cuda: %s\n", err);
+        return;
+    }
+    for (int d = 0; d < count; d++) {
+        cudaDeviceProp p;
+        cudaError_t e = cudaGetDeviceProperties(&p, d);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            fprintf(out, "cuda:%d: cudaGetDeviceProperties failed: %s\n", d, cudaGetErrorString(e));
+            continue;
+        }
+        fprintf(out, "cuda:%d: %s, compute capability %d.%d, %d SMs, %.1f GB memory, PCI %04x:%02x:%02x\n",
+                d, p.name, p.major, p.minor, p.multiProcessorCount, p.totalGlobalMem / 1e9,
+                (unsigned)p.pciDomainID, (unsigned)p.pciBusID, (unsigned)p.pciDeviceID);
+    }
+}
+
+/* ================= memory ================= */
+
+void *cu_scratch(cu_ctx *c, size_t bytes) {
+    if (bytes > c->scratch_bytes) {
+        if (c->scratch) CU_CHECK(cudaFree(c->scratch));
+        c->scratch = NULL;
+        c->scratch_bytes = 0;
+        CU_CHECK(cudaMalloc(&c->scratch, bytes));
+        c->scratch_bytes = bytes;
+    }
+    return c->scratch;
+}
+
+static bt_buffer *cu_alloc(bt_backend *be, size_t bytes) {
+    cu(be);
+    if (bytes == 0) bytes = 4;
+    bt_buffer *b = (bt_buffer *)malloc(sizeof *b);
+    if (!b) return NULL;
+    b->bytes = bytes;
+    b->ptr = NULL;
+    cudaError_t e = cudaMalloc(&b->ptr, bytes);
+    if (e != cudaSuccess) { /* out of memory (or an absurd size): NULL, never an abort */
+        (void)cudaGetLastError();
+        if (e != cudaErrorMemoryAllocation)
+            fprintf(stderr, "bertrain: cuda: cudaMalloc(%zu) failed: %s: %s\n", bytes,
+                    cudaGetErrorName(e), cudaGetErrorString(e));
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static void cu_free(bt_backend *be, bt_buffer *buf) {
+    if (!buf) return;
+    cu(be);
+    CU_CHECK(cudaFree(buf->ptr)); /* waits for the work that uses it */
+    free(buf);
+}
+
+/* Blocking, as the contract lets the caller reuse src at once: from pageable
+ * host memory cudaMemcpyAsync "might be synchronous", which is no promise. */
+static void cu_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    cu_ctx *c = cu(be);
+    CU_CHECK(cudaMemcpyAsync((char *)dst.buf->ptr + dst.off, src, bytes, cudaMemcpyHostToDevice,
+                             c->stream));
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+static void cu_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
+    if (!bytes) return;
+    cu_ctx *c = cu(be);
+    CU_CHECK(cudaMemcpyAsync(dst, (char *)src.buf->ptr + src.off, bytes, cudaMemcpyDeviceToHost,
+                             c->stream));
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+/* Like memmove: overlapping ranges of one buffer go through the scratch
+ * buffer (cudaMemcpy* requires disjoint ranges). */
+static void cu_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
+    if (!bytes || (dst.buf == src.buf && dst.off == src.off)) return;
+    cu_ctx *c = cu(be);
+    char *d = (char *)dst.buf->ptr + dst.off;
+    const char *s = (const char *)src.buf->ptr + src.off;
+    bool overlap = dst.buf == src.buf && dst.off < src.off + bytes && src.off < dst.off + bytes;
+    if (!overlap) {
+        CU_CHECK(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, c->stream));
+        return;
+    }
+    void *tmp = cu_scratch(c, bytes);
+    CU_CHECK(cudaMemcpyAsync(tmp, s, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    CU_CHECK(cudaMemcpyAsync(d, tmp, bytes, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+/* ================= device ================= */
+
+static void cu_sync(bt_backend *be) { CU_CHECK(cudaStreamSynchronize(cu(be)->stream)); }
+
+static void cu_info(bt_backend *be, bt_device_info *out) {
+    cu_ctx *c = cu(be);
+    *out = c->info;
+    size_t free_b = 0, total_b = 0;
+    CU_CHECK(cudaMemGetInfo(&free_b, &total_b)); /* free memory now, for the batch planner */
+    out->free_mem = free_b;
+    out->total_mem = total_b;
+}
+
+/* Tears down what create made, also after a failed create; statuses are
+ * ignored on purpose: a broken context has nothing left to save. */
+static void cu_destroy(bt_backend *be) {
+    cu_ctx *c = (cu_ctx *)be->ctx;
+    if (c) {
+        if (use_device(c->device) == cudaSuccess) {
+            if (c->stream) (void)cudaStreamSynchronize(c->stream);
+            if (c->blas) (void)cublasDestroy(c->blas);
+            if (c->scratch) (void)cudaFree(c->scratch);
+            if (c->stream) (void)cudaStreamDestroy(c->stream);
+        }
+        (void)cudaGetLastError();
+        free(c->partials);
+        free(c);
+    }
+    free(be);
+}
+
+void bt_cuda_set_tf32(bt_backend *be, bool on) { ((cu_ctx *)be->ctx)->tf32 = on; }
+
+/* Every slot of the table, as create fills it. */
+static void fill_table(bt_backend *be) {
+    be->name = "cuda";
+    be->destroy = cu_destroy;
+    be->info = cu_info;
+    be->sync = cu_sync;
+    be->alloc = cu_alloc;
+    be->free = cu_free;
+    be->upload = cu_upload;
+    be->download = cu_download;
+    be->copy = cu_copy;
+    be->gemm = cu_gemm;
+    cu_fill_ops(be);
+}
+
+bool bt_cuda_op_table_complete(void) {
+    bt_backend be;
+    memset(&be, 0, sizeof be);
+    fill_table(&be);
+    return bt_backend_complete(&be);
+}
+
+bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *no_device) {
+    if (no_device) *no_device = false;
+    int count;
+    if (!device_count(&count, err, errlen, no_device)) return NULL;
+    int ord = device >= 0 ? device : (-device - 1) % count;
+    if (ord >= count) {
+        snprintf(err, errlen, "no CUDA device %d (%d device%s: cuda:0..cuda:%d)", ord, count,
+                 count == 1 ? "" : "s", count - 1);
+        if (no_device) *no_device = true;
+        return NULL;
+    }
+    cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
+    bt_backend *be = (bt_backend *)calloc(1, sizeof *be);
+    if (!c || !be) {
+        free(c);
+        free(be);
+        snprintf(err, errlen, "cuda: out of host memory");
+        return NULL;
+    }
+    be->ctx = c;
+    fill_table(be);
+    c->device = ord;
+    cudaDeviceProp prop;
+    CU_TRY(use_device(ord));
+    CU_TRY(cudaGetDeviceProperties(&prop, ord));
+    CU_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUBLAS_TRY(cublasCreate(&c->blas));
+    CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
+    CUBLAS_TRY(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
+    /* the same bits on every run: no atomics inside cuBLAS routines */
+    CUBLAS_TRY(cublasSetAtomicsMode(c->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    CUBLAS_TRY(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)); /* fp32; TF32 per call */
+    {
+        bt_device_info *i = &c->info;
+        memset(i, 0, sizeof *i);
+        snprintf(i->name, sizeof i->name, "%.*s", (int)sizeof i->name - 1, prop.name);
+        snprintf(i->vendor, sizeof i->vendor, "NVIDIA, compute capability %d.%d", prop.major,
+                 prop.minor);
+        i->total_mem = prop.totalGlobalMem;
+        i->compute_units = prop.multiProcessorCount;
+        i->has_fp16 = prop.major > 5 || (prop.major == 5 && prop.minor >= 3);
+        i->has_fp64 = true;
+    }
+    {
+        const char *tf32 = getenv("BERTRAIN_CUDA_TF32");
+        c->tf32 = tf32 && !strcmp(tf32, "1");
+        if (c->tf32)
+            fprintf(stderr, "bertrain: cuda: TF32 tensor-core GEMMs on (BERTRAIN_CUDA_TF32=1)\n");
+    }
+    return be;
+fail:
+    cu_destroy(be);
+    return NULL;
+}

@@ -1,0 +1,47 @@
+/* The CUDA backend's public entry points (built with configure --with-cuda).
+ * C-compatible: the backend is CUDA C++ compiled by nvcc, with C linkage at
+ * this interface. */
+#ifndef BT_CUDA_BACKEND_H
+#define BT_CUDA_BACKEND_H
+
+#include "../backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Create the CUDA backend on device ordinal `device` (>= 0), or with device
+ * < 0 on ordinal (-device - 1) % count (auto:LOCAL_RANK). Returns NULL with a
+ * one-line reason in err; *no_device is set when the reason is only that no
+ * such device exists (no driver, no GPU, or an ordinal beyond the count).
+ * BERTRAIN_CUDA_TF32=1 in the environment turns TF32 tensor-core GEMMs on
+ * (see bt_cuda_set_tf32). */
+bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *no_device);
+
+/* Print every CUDA device with its cuda:N spec, compute capability, SM count
+ * and memory, or why there is none (for `bertrain devices`). */
+void bt_cuda_list_devices(FILE *out);
+
+/* Fill a dispatch table with the CUDA backend's ops exactly as
+ * bt_cuda_backend_create does and check it with bt_backend_complete (which
+ * names the first empty slot), without touching a device: the slots are only
+ * filled, never called. True when every slot is filled. For
+ * tests/cuda-parity.sh. */
+bool bt_cuda_op_table_complete(void);
+
+/* GEMMs in TF32 on tensor cores (cublasGemmStridedBatchedEx with
+ * CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, fp32
+ * accumulation) when on, plain fp32 SGEMM when off (the default). `be` must be
+ * a CUDA backend (be->name is "cuda"). The conformance suite's GEMM
+ * thresholds assume fp32: TF32 fails them by design. */
+void bt_cuda_set_tf32(bt_backend *be, bool on);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,89 @@
+/* Internals shared by the CUDA backend's files: the context, error checks and
+ * launch helpers. Host code lives in cuda_backend.cu (devices, memory),
+ * cuda_ops.cu (kernel launches) and cuda_gemm.cu (cuBLAS); the kernels in
+ * kernels_cu/. All of it is CUDA C++ compiled by nvcc; the entry points in
+ * cuda_backend.h have C linkage. */
+#ifndef BT_CUDA_INTERNAL_H
+#define BT_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "../backend.h"
+}
+#include "cuda_backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Device memory: one cudaMalloc per bt_buffer; a bt_ptr is the pointer plus
+ * the byte offset. */
+struct bt_buffer {
+    void *ptr;
+    size_t bytes;
+};
+
+typedef struct {
+    int device;              /* CUDA ordinal */
+    cudaStream_t stream;     /* the one stream: every op is issued on it, in order */
+    cublasHandle_t blas;     /* bound to stream */
+    bool tf32;               /* GEMMs in TF32 (bt_cuda_set_tf32) */
+    void *scratch;           /* reduction partials, flags, overlapping copies; grown on demand */
+    size_t scratch_bytes;
+    float *partials;         /* host copy of the partials */
+    size_t partials_cap;
+    bt_device_info info;     /* static part; free_mem is queried by info() */
+} cu_ctx;
+
+/* Print "bertrain: cuda: CALL failed: NAME: description at FILE:LINE" and
+ * exit: a failed launch or transfer leaves device memory undefined. */
+[[noreturn]] void cu_fatal(const char *call, cudaError_t err, const char *file, int line);
+[[noreturn]] void cublas_fatal(const char *call, cublasStatus_t st, const char *file, int line);
+
+/* The symbolic name of a cuBLAS status ("CUBLAS_STATUS_INVALID_VALUE"). */
+const char *cublas_status_name(cublasStatus_t st);
+
+/* Check a CUDA runtime call. */
+#define CU_CHECK(call)                                                       \
+    do {                                                                     \
+        cudaError_t cu_err_ = (call);                                        \
+        if (cu_err_ != cudaSuccess) cu_fatal(#call, cu_err_, __FILE__, __LINE__); \
+    } while (0)
+
+/* Check a cuBLAS call. */
+#define CUBLAS_CHECK(call)                                                   \
+    do {                                                                     \
+        cublasStatus_t cb_st_ = (call);                                      \
+        if (cb_st_ != CUBLAS_STATUS_SUCCESS) cublas_fatal(#call, cb_st_, __FILE__, __LINE__); \
+    } while (0)
+
+/* Make the backend's device current on this thread (cached: a no-op when it
+ * already is) and return its context. Every op starts with it, so backends on
+ * different devices can share a thread. */
+cu_ctx *cu(bt_backend *be);
+
+/* A device buffer of at least `bytes` (the context's scratch, grown as
+ * needed; growing frees the old one, which cudaFree orders after the work
+ * that uses it). */
+void *cu_scratch(cu_ctx *c, size_t bytes);
+
+/* Device address of p for elements of esz bytes (exits when the offset is not
+ * a multiple of esz). */
+void *cu_addr(bt_ptr p, size_t esz);
+static inline float *cu_f32(bt_ptr p) { return (float *)cu_addr(p, 4); }
+static inline int *cu_i32(bt_ptr p) { return (int *)cu_addr(p, 4); }
+
+/* ---- cuda_ops.cu ---- */
+/* Fill the op slots that launch kernels into a table. */
+void cu_fill_ops(bt_backend *be);
+
+/* ---- cuda_gemm.cu ---- */
+/* The gemm op (cuBLAS). */
+void cu_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+             bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b, float beta,
+             bt_ptr c, int ldc, long stride_c, int batch);
+
+#endif

@@ -1,0 +1,316 @@
+/* CUDA backend: the launches of every op except gemm (opencl_ops.c's twin).
+ * Each op launches its kernel of kernels_cu/ on the backend's one stream with
+ * the geometry documented at the kernel: 1-D, blocks of BT_WG threads, the
+ * grid rounded up to whole blocks. Nothing here waits for the device except
+ * the reductions whose value the host needs (sum, sumsq, all_finite). */
+#include "cuda_internal.h"
+
+#include "../../kernels_cu/common.cuh"
+#include "../../kernels_cu/kernels.cuh"
+#include "../philox.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================= launch helpers ================= */
+
+/* Blocks for `items` threads, rounded up to whole blocks of BT_WG. */
+static unsigned grid_of(size_t items) {
+    size_t g = (items + BT_WG - 1) / BT_WG;
+    if (g > 0x7fffffffu) {
+        fprintf(stderr, "bertrain: cuda: %zu threads exceed the grid limit\n", items);
+        exit(1);
+    }
+    return (unsigned)g;
+}
+
+/* A launch error (bad configuration, missing kernel image for this GPU). */
+static void check_launch(const char *kernel, const char *file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "%s<<<>>>", kernel);
+        cu_fatal(what, e, file, line);
+    }
+}
+
+/* Launch kernel over `items` threads (rounded up to BT_WG) in blocks of
+ * BT_WG on context c's stream; nothing for 0 items. */
+#define LAUNCH(c, kernel, items, ...)                                                 \
+    do {                                                                              \
+        const size_t items_ = (items);                                                \
+        if (items_) {                                                                 \
+            kernel<<<grid_of(items_), BT_WG, 0, (c)->stream>>>(__VA_ARGS__);          \
+            check_launch(#kernel, __FILE__, __LINE__);                                \
+        }                                                                             \
+    } while (0)
+
+static const uint16_t *u16c(bt_ptr p) { return (const uint16_t *)cu_addr(p, 2); }
+static uint16_t *u16(bt_ptr p) { return (uint16_t *)cu_addr(p, 2); }
+static uint32_t *u32(bt_ptr p) { return (uint32_t *)cu_addr(p, 4); }
+
+/* ================= elementwise ================= */
+
+static void cu_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, fill, n, cu_f32(dst), value, n);
+}
+
+static void cu_add(bt_backend *be, bt_ptr out, bt_ptr x, bt_ptr y, size_t n) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, add, n, cu_f32(out), cu_f32(x), cu_f32(y), n);
+}
+
+static void cu_scale(bt_backend *be, bt_ptr x, float alpha, size_t n) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, scale, n, cu_f32(x), alpha, n);
+}
+
+static void cu_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, axpy, n, cu_f32(y), alpha, cu_f32(x), n);
+}
+
+static void cu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, bias_add, (size_t)rows * (size_t)cols, cu_f32(y), cu_f32(bias), rows, cols);
+}
+
+static void cu_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, gelu_fwd, n, cu_f32(out), cu_f32(x), n);
+}
+
+static void cu_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, gelu_bwd, n, cu_f32(dx), cu_f32(dout), cu_f32(x), n);
+}
+
+static void cu_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, tanh_fwd, n, cu_f32(out), cu_f32(x), n);
+}
+
+static void cu_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, tanh_bwd, n, cu_f32(dx), cu_f32(dout), cu_f32(y), n);
+}
+
+/* The keep threshold and 1/(1-p) are computed here, on the host, exactly as
+ * the CPU backend computes them, so the kept values are bit-identical. */
+static void cu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
+                       uint32_t first_sample, float p, bt_rng_key key) {
+    if (!n || !per_sample) return;
+    cu_ctx *c = cu(be);
+    const uint32_t thr = philox_drop_threshold(p);
+    const float keep_scale = 1.0f / (1.0f - p);
+    const size_t bps = (per_sample + 3) / 4, blocks = n / per_sample * bps;
+    LAUNCH(c, dropout, blocks, cu_f32(out), cu_f32(in), per_sample, bps, blocks, first_sample,
+           thr, keep_scale, (uint32_t)key.seed, (uint32_t)(key.seed >> 32), (uint32_t)key.stream,
+           (uint32_t)(key.stream >> 32));
+}
+
+/* ================= column and row reductions ================= */
+
+static void cu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, bias_grad, (size_t)cols, cu_f32(dbias), cu_f32(dy), rows, cols);
+}
+
+static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
+                             bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, layernorm_fwd, (size_t)rows * BT_WG, cu_f32(out), cu_f32(mean), cu_f32(rstd),
+           cu_f32(x), cu_f32(gamma), cu_f32(beta), cols, eps);
+}
+
+static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
+                             bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
+                             int rows, int cols) {
+    cu_ctx *c = cu(be);
+    /* parameter gradients first: dx may alias dout */
+    LAUNCH(c, layernorm_bwd_params, (size_t)cols, cu_f32(dgamma), cu_f32(dbeta), cu_f32(dout),
+           cu_f32(x), cu_f32(mean), cu_f32(rstd), rows, cols);
+    LAUNCH(c, layernorm_bwd_dx, (size_t)rows * BT_WG, cu_f32(dx), cu_f32(dout), cu_f32(x),
+           cu_f32(mean), cu_f32(rstd), cu_f32(gamma), cols);
+}
+
+static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,
+                           int H, int T, float scale) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, softmax_fwd, (size_t)B * H * T * BT_WG, cu_f32(probs), cu_f32(scores),
+           cu_i32(key_mask), H * T, T, scale);
+}
+
+static void cu_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
+                           int rows, int T, float scale) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, softmax_bwd, (size_t)rows * BT_WG, cu_f32(dscores), cu_f32(dprobs), cu_f32(probs),
+           T, scale);
+}
+
+static void cu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
+                            bt_ptr logits, bt_ptr labels, int rows, int V, float grad_scale) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, xent_fwd_bwd, (size_t)rows * BT_WG, cu_f32(dlogits), cu_f32(loss),
+           cu_f32(correct), cu_f32(logits), cu_i32(labels), V, grad_scale);
+}
+
+/* ================= embeddings, gather / scatter ================= */
+
+static void cu_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids, bt_ptr wte,
+                         bt_ptr wpe, bt_ptr wtt, int B, int T, int C) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, embed_fwd, (size_t)B * T * C, cu_f32(out), cu_i32(ids), cu_i32(type_ids),
+           cu_f32(wte), cu_f32(wpe), cu_f32(wtt), B * T, T, C);
+}
+
+static void cu_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
+                         bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
+                         int pad_id) {
+    (void)V;
+    (void)TV;
+    cu_ctx *c = cu(be);
+    LAUNCH(c, embed_bwd_word, (size_t)C, cu_f32(dwte), cu_f32(dwtt), cu_f32(dout), cu_i32(ids),
+           cu_i32(type_ids), B * T, C, pad_id);
+    LAUNCH(c, embed_bwd_pos, (size_t)T * C, cu_f32(dwpe), cu_f32(dout), B, T, C);
+}
+
+static void cu_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, int n_idx,
+                           int cols) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, gather_rows, (size_t)n_idx * cols, cu_f32(out), cu_f32(src), cu_i32(idx), n_idx,
+           cols);
+}
+
+static void cu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
+                            int cols) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, scatter_rows, (size_t)cols, cu_f32(dst), cu_f32(src), cu_i32(idx), n_idx, cols);
+}
+
+/* ================= reductions to the host ================= */
+
+typedef void (*partial_kernel)(float *, const float *, size_t);
+
+/* Per-chunk float partials on the device, added in chunk order in double on
+ * the host: deterministic and independent of the device's size. */
+static double reduce(bt_backend *be, partial_kernel kernel, const char *name, bt_ptr x,
+                     size_t n) {
+    cu_ctx *c = cu(be);
+    size_t chunks = (n + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
+    if (!chunks) return 0.0;
+    if (chunks > c->partials_cap) {
+        free(c->partials);
+        c->partials = (float *)malloc(chunks * sizeof *c->partials);
+        if (!c->partials) {
+            fprintf(stderr, "bertrain: cuda: out of host memory in a reduction\n");
+            exit(1);
+        }
+        c->partials_cap = chunks;
+    }
+    float *part = (float *)cu_scratch(c, chunks * sizeof(float));
+    kernel<<<grid_of(chunks * BT_WG), BT_WG, 0, c->stream>>>(part, cu_f32(x), n);
+    check_launch(name, __FILE__, __LINE__);
+    CU_CHECK(cudaMemcpyAsync(c->partials, part, chunks * sizeof(float), cudaMemcpyDeviceToHost,
+                             c->stream));
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+    double total = 0.0;
+    for (size_t i = 0; i < chunks; i++) total += c->partials[i];
+    return total;
+}
+
+static double cu_sum(bt_backend *be, bt_ptr x, size_t n) {
+    return reduce(be, sum_partial, "sum_partial", x, n);
+}
+
+static double cu_sumsq(bt_backend *be, bt_ptr x, size_t n) {
+    return reduce(be, sumsq_partial, "sumsq_partial", x, n);
+}
+
+static bool cu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
+    cu_ctx *c = cu(be);
+    int flag = 0;
+    int *f = (int *)cu_scratch(c, sizeof flag);
+    CU_CHECK(cudaMemsetAsync(f, 0, sizeof flag, c->stream));
+    LAUNCH(c, all_finite, n, f, cu_f32(x), n);
+    CU_CHECK(cudaMemcpyAsync(&flag, f, sizeof flag, cudaMemcpyDeviceToHost, c->stream));
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+    return flag == 0;
+}
+
+/* ================= optimizers ================= */
+
+static void cu_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
+                          float lr, float beta1, float beta2, float eps, float wd, float bc1,
+                          float bc2) {
+    cu_ctx *c = cu(be);
+    /* the CPU backend's per-call scalars, rounded on the host */
+    const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
+    LAUNCH(c, adamw_step, n, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v), n, beta1, beta2, eps,
+           decay, step, sqrt_bc2);
+}
+
+static void cu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                           size_t n, float beta1, float beta2, float eps, float wd, float bc1,
+                           float bc2) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, lamb_update, n, cu_f32(u), cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v), n, beta1,
+           beta2, eps, wd, bc1, bc2);
+}
+
+/* ================= cast ================= */
+
+static void cu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st, size_t n) {
+    if (dt == st) { /* the same format: a copy of the bits */
+        be->copy(be, dst, src, n * bt_dtype_size(dt));
+        return;
+    }
+    cu_ctx *c = cu(be);
+    if (st == BT_F32) {
+        if (dt == BT_BF16)
+            LAUNCH(c, cast_f32_to_bf16, n, u16(dst), u32(src), n);
+        else
+            LAUNCH(c, cast_f32_to_f16, n, u16(dst), u32(src), n);
+    } else if (st == BT_BF16) {
+        if (dt == BT_F32)
+            LAUNCH(c, cast_bf16_to_f32, n, u32(dst), u16c(src), n);
+        else
+            LAUNCH(c, cast_bf16_to_f16, n, u16(dst), u16c(src), n);
+    } else {
+        if (dt == BT_F32)
+            LAUNCH(c, cast_f16_to_f32, n, u32(dst), u16c(src), n);
+        else
+            LAUNCH(c, cast_f16_to_bf16, n, u16(dst), u16c(src), n);
+    }
+}
+
+void cu_fill_ops(bt_backend *be) {
+    be->fill = cu_fill;
+    be->bias_add = cu_bias_add;
+    be->bias_grad = cu_bias_grad;
+    be->embed_fwd = cu_embed_fwd;
+    be->embed_bwd = cu_embed_bwd;
+    be->layernorm_fwd = cu_layernorm_fwd;
+    be->layernorm_bwd = cu_layernorm_bwd;
+    be->gelu_fwd = cu_gelu_fwd;
+    be->gelu_bwd = cu_gelu_bwd;
+    be->tanh_fwd = cu_tanh_fwd;
+    be->tanh_bwd = cu_tanh_bwd;
+    be->softmax_fwd = cu_softmax_fwd;
+    be->softmax_bwd = cu_softmax_bwd;
+    be->dropout = cu_dropout;
+    be->add = cu_add;
+    be->scale = cu_scale;
+    be->axpy = cu_axpy;
+    be->gather_rows = cu_gather_rows;
+    be->scatter_rows = cu_scatter_rows;
+    be->xent_fwd_bwd = cu_xent_fwd_bwd;
+    be->sumsq = cu_sumsq;
+    be->sum = cu_sum;
+    be->all_finite = cu_all_finite;
+    be->adamw_step = cu_adamw_step;
+    be->lamb_update = cu_lamb_update;
+    be->cast = cu_cast;
+}

@@ -1,0 +1,492 @@
+/* OpenCL backend: platform and device selection, device listing, the context
+ * and its one in-order queue, the kernel program (built once per backend from
+ * the sources embedded at build time, every cl_kernel created once) and the
+ * memory ops. Kernel launches are in opencl_ops.c, GEMM in opencl_gemm.c. */
+#include "opencl_backend.h"
+#include "opencl_internal.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================= errors ================= */
+
+const char *ocl_error_name(cl_int err) {
+    switch (err) {
+#define E(x) case x: return #x;
+        E(CL_SUCCESS) E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE)
+        E(CL_COMPILER_NOT_AVAILABLE) E(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+        E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY) E(CL_PROFILING_INFO_NOT_AVAILABLE)
+        E(CL_MEM_COPY_OVERLAP) E(CL_IMAGE_FORMAT_MISMATCH) E(CL_IMAGE_FORMAT_NOT_SUPPORTED)
+        E(CL_BUILD_PROGRAM_FAILURE) E(CL_MAP_FAILURE) E(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+        E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) E(CL_COMPILE_PROGRAM_FAILURE)
+        E(CL_LINKER_NOT_AVAILABLE) E(CL_LINK_PROGRAM_FAILURE) E(CL_DEVICE_PARTITION_FAILED)
+        E(CL_KERNEL_ARG_INFO_NOT_AVAILABLE) E(CL_INVALID_VALUE) E(CL_INVALID_DEVICE_TYPE)
+        E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE) E(CL_INVALID_CONTEXT)
+        E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE) E(CL_INVALID_HOST_PTR)
+        E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)
+        E(CL_INVALID_IMAGE_SIZE) E(CL_INVALID_SAMPLER) E(CL_INVALID_BINARY)
+        E(CL_INVALID_BUILD_OPTIONS) E(CL_INVALID_PROGRAM) E(CL_INVALID_PROGRAM_EXECUTABLE)
+        E(CL_INVALID_KERNEL_NAME) E(CL_INVALID_KERNEL_DEFINITION) E(CL_INVALID_KERNEL)
+        E(CL_INVALID_ARG_INDEX) E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE)
+        E(CL_INVALID_KERNEL_ARGS) E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE)
+        E(CL_INVALID_WORK_ITEM_SIZE) E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST)
+        E(CL_INVALID_EVENT) E(CL_INVALID_OPERATION) E(CL_INVALID_GL_OBJECT)
+        E(CL_INVALID_BUFFER_SIZE) E(CL_INVALID_MIP_LEVEL) E(CL_INVALID_GLOBAL_WORK_SIZE)
+        E(CL_INVALID_PROPERTY) E(CL_INVALID_IMAGE_DESCRIPTOR) E(CL_INVALID_COMPILER_OPTIONS)
+        E(CL_INVALID_LINKER_OPTIONS) E(CL_INVALID_DEVICE_PARTITION_COUNT)
+#undef E
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+    default: return "unknown OpenCL error";
+    }
+}
+
+/* "clFoo(a, b)" -> "clFoo" */
+static int call_name_len(const char *call) { return (int)strcspn(call, "( "); }
+
+void ocl_fatal(const char *call, cl_int err, const char *file, int line) {
+    fprintf(stderr, "bertrain: opencl: %.*s failed: %s (%d) at %s:%d\n", call_name_len(call),
+            call, ocl_error_name(err), (int)err, file, line);
+    exit(1);
+}
+
+/* Creation-time checks fail the creation with a message (in err) instead of
+ * exiting: `name` failed with status e. */
+#define CL_TRY(name, e)                                                                \
+    do {                                                                               \
+        if ((e) != CL_SUCCESS) {                                                       \
+            snprintf(err, errlen, "opencl: %s failed: %s (%d) at %s:%d", name,         \
+                     ocl_error_name(e), (int)(e), __FILE__, __LINE__);                 \
+            goto fail;                                                                 \
+        }                                                                              \
+    } while (0)
+
+/* ================= device queries ================= */
+
+static void dev_str(cl_device_id d, cl_device_info what, char *out, size_t len) {
+    out[0] = 0;
+    if (clGetDeviceInfo(d, what, len, out, NULL) != CL_SUCCESS) snprintf(out, len, "?");
+    out[len - 1] = 0;
+}
+
+static cl_ulong dev_ulong(cl_device_id d, cl_device_info what) {
+    cl_ulong v = 0;
+    clGetDeviceInfo(d, what, sizeof v, &v, NULL);
+    return v;
+}
+
+static cl_uint dev_uint(cl_device_id d, cl_device_info what) {
+    cl_uint v = 0;
+    clGetDeviceInfo(d, what, sizeof v, &v, NULL);
+    return v;
+}
+
+static size_t dev_size(cl_device_id d, cl_device_info what) {
+    size_t v = 0;
+    clGetDeviceInfo(d, what, sizeof v, &v, NULL);
+    return v;
+}
+
+/* True when the device lists extension `ext`. */
+static bool dev_has_ext(cl_device_id d, const char *ext) {
+    size_t len = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &len) != CL_SUCCESS || !len) return false;
+    char *s = malloc(len + 1);
+    if (!s) return false;
+    bool found = false;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, len, s, NULL) == CL_SUCCESS) {
+        s[len] = 0;
+        size_t n = strlen(ext);
+        for (char *p = strstr(s, ext); p && !found; p = strstr(p + 1, ext))
+            found = (p == s || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ');
+    }
+    free(s);
+    return found;
+}
+
+static bool dev_has_fp64(cl_device_id d) {
+    return dev_has_ext(d, "cl_khr_fp64") || dev_ulong(d, CL_DEVICE_DOUBLE_FP_CONFIG) != 0;
+}
+
+/* The platforms (caller frees); 0 when there are none. */
+static cl_uint get_platforms(cl_platform_id **out) {
+    cl_uint n = 0;
+    *out = NULL;
+    if (clGetPlatformIDs(0, NULL, &n) != CL_SUCCESS || n == 0) return 0;
+    *out = calloc(n, sizeof **out);
+    if (!*out || clGetPlatformIDs(n, *out, NULL) != CL_SUCCESS) {
+        free(*out);
+        *out = NULL;
+        return 0;
+    }
+    return n;
+}
+
+/* The devices of a platform of a type (caller frees); 0 when there are none. */
+static cl_uint get_devices(cl_platform_id p, cl_device_type type, cl_device_id **out) {
+    cl_uint n = 0;
+    *out = NULL;
+    if (clGetDeviceIDs(p, type, 0, NULL, &n) != CL_SUCCESS || n == 0) return 0;
+    *out = calloc(n, sizeof **out);
+    if (!*out || clGetDeviceIDs(p, type, n, *out, NULL) != CL_SUCCESS) {
+        free(*out);
+        *out = NULL;
+        return 0;
+    }
+    return n;
+}
+
+static const char *type_name(cl_device_type t) {
+    return t & CL_DEVICE_TYPE_GPU           ? "GPU"
+           : t & CL_DEVICE_TYPE_CPU         ? "CPU"
+           : t & CL_DEVICE_TYPE_ACCELERATOR ? "accelerator"
+                                            : "other";
+}
+
+void bt_opencl_list_devices(FILE *out) {
+    cl_platform_id *plats;
+    cl_uint np = get_platforms(&plats);
+    if (!np) {
+        fprintf(out, "opencl: no platforms (is an ICD such as pocl-opencl-icd or a GPU driver installed?)\n");
+        return;
+    }
+    for (cl_uint p = 0; p < np; p++) {
+        char name[256] = "?", vendor[256] = "?", version[256] = "?";
+        clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof name, name, NULL);
+        clGetPlatformInfo(plats[p], CL_PLATFORM_VENDOR, sizeof vendor, vendor, NULL);
+        clGetPlatformInfo(plats[p], CL_PLATFORM_VERSION, sizeof version, version, NULL);
+        name[255] = vendor[255] = version[255] = 0;
+        fprintf(out, "opencl platform %u: %s (%s; %s)\n", p, name, vendor, version);
+        cl_device_id *devs;
+        cl_uint nd = get_devices(plats[p], CL_DEVICE_TYPE_ALL, &devs);
+        if (!nd) fprintf(out, "  no devices\n");
+        for (cl_uint d = 0; d < nd; d++) {
+            char dname[256], dvendor[256];
+            dev_str(devs[d], CL_DEVICE_NAME, dname, sizeof dname);
+            dev_str(devs[d], CL_DEVICE_VENDOR, dvendor, sizeof dvendor);
+            cl_device_type type = 0;
+            clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof type, &type, NULL);
+            fprintf(out,
+                    "  opencl:%u:%u  %s [%s]\n"
+                    "      vendor %s, global memory %llu MiB (max buffer %llu MiB), "
+                    "%u compute units,\n"
+                    "      max work-group %zu, local memory %llu KiB, fp16 %s, fp64 %s\n",
+                    p, d, dname, type_name(type), dvendor,
+                    (unsigned long long)(dev_ulong(devs[d], CL_DEVICE_GLOBAL_MEM_SIZE) >> 20),
+                    (unsigned long long)(dev_ulong(devs[d], CL_DEVICE_MAX_MEM_ALLOC_SIZE) >> 20),
+                    dev_uint(devs[d], CL_DEVICE_MAX_COMPUTE_UNITS),
+                    dev_size(devs[d], CL_DEVICE_MAX_WORK_GROUP_SIZE),
+                    (unsigned long long)(dev_ulong(devs[d], CL_DEVICE_LOCAL_MEM_SIZE) >> 10),
+                    dev_has_ext(devs[d], "cl_khr_fp16") ? "yes" : "no",
+                    dev_has_fp64(devs[d]) ? "yes" : "no");
+        }
+        free(devs);
+    }
+    free(plats);
+}
+
+/* Find device `device` of platform `platform`, or with (-1, -1) the first GPU
+ * of any platform. False with a reason in err when there is none. */
+static bool select_device(int platform, int device, cl_platform_id *pout, cl_device_id *dout,
+                          char *err, size_t errlen) {
+    cl_platform_id *plats;
+    cl_uint np = get_platforms(&plats);
+    bool found = false;
+    if (!np) {
+        snprintf(err, errlen, "no OpenCL platform (install a driver, e.g. pocl-opencl-icd)");
+        return false;
+    }
+    if (platform < 0) { /* auto: the first GPU */
+        for (cl_uint p = 0; p < np && !found; p++) {
+            cl_device_id *devs;
+            if (get_devices(plats[p], CL_DEVICE_TYPE_GPU, &devs)) {
+                *pout = plats[p];
+                *dout = devs[0];
+                found = true;
+            }
+            free(devs);
+        }
+        if (!found)
+            snprintf(err, errlen, "no OpenCL GPU (%u platform%s; opencl:P:D selects any device, "
+                                  "bertrain devices lists them)", np, np == 1 ? "" : "s");
+    } else if ((cl_uint)platform >= np) {
+        snprintf(err, errlen, "no OpenCL platform %d (%u platform%s)", platform, np,
+                 np == 1 ? "" : "s");
+    } else {
+        cl_device_id *devs;
+        cl_uint nd = get_devices(plats[platform], CL_DEVICE_TYPE_ALL, &devs);
+        if (device >= 0 && (cl_uint)device < nd) {
+            *pout = plats[platform];
+            *dout = devs[device];
+            found = true;
+        } else {
+            snprintf(err, errlen, "no OpenCL device %d on platform %d (%u device%s)", device,
+                     platform, nd, nd == 1 ? "" : "s");
+        }
+        free(devs);
+    }
+    free(plats);
+    return found;
+}
+
+/* ================= program ================= */
+
+static const char *const kernel_names[K_COUNT] = {
+#define OCL_KERNEL_NAME(name) #name,
+    OCL_KERNELS(OCL_KERNEL_NAME)
+#undef OCL_KERNEL_NAME
+};
+
+/* Build options: OpenCL C 1.2, the work-group size, correctly rounded fp32
+ * division and sqrt where the device offers them; never fast-math flags. */
+static void build_options(ocl_ctx *c, char *opt, size_t len) {
+    cl_device_fp_config fp = 0;
+    clGetDeviceInfo(c->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+    snprintf(opt, len, "-cl-std=CL1.2 -DBT_WG=%zu -DBT_REDUCE_CHUNK=%d%s", c->wg,
+             OCL_REDUCE_CHUNK,
+             fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
+#ifdef BT_CL_FAULT_INJECTION
+    /* test builds only: BERTRAIN_CL_FAULT=name compiles the fault BT_FAULT_NAME
+     * into the kernels (tests/opencl-fault.sh) */
+    const char *fault = getenv("BERTRAIN_CL_FAULT");
+    if (fault && *fault) {
+        size_t at = strlen(opt);
+        snprintf(opt + at, len - at, " -DBT_FAULT_");
+        at = strlen(opt);
+        for (const char *f = fault; *f && at + 1 < len; f++)
+            opt[at++] = isalnum((unsigned char)*f) ? (char)toupper((unsigned char)*f) : '_';
+        opt[at] = 0;
+        fprintf(stderr, "bertrain: opencl: fault injection: %s\n", opt);
+    }
+#endif
+}
+
+/* Build the program and create every kernel. On a build failure the build log
+ * goes to stderr. */
+static bool build_program(ocl_ctx *c, char *err, size_t errlen) {
+    cl_int e;
+    char opt[512];
+    build_options(c, opt, sizeof opt);
+    c->program = clCreateProgramWithSource(c->context, (cl_uint)bt_cl_source_count,
+                                           (const char **)bt_cl_source_lines, NULL, &e);
+    CL_TRY("clCreateProgramWithSource", e);
+    e = clBuildProgram(c->program, 1, &c->device, opt, NULL, NULL);
+    if (e != CL_SUCCESS) {
+        size_t len = 0;
+        clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
+        char *log = malloc(len + 1);
+        if (log && clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, len, log,
+                                         NULL) == CL_SUCCESS) {
+            log[len] = 0;
+            fprintf(stderr, "bertrain: opencl: kernel build log (options %s):\n%s\n", opt, log);
+        }
+        free(log);
+        snprintf(err, errlen, "opencl: building the kernels failed: %s (%d); build log above",
+                 ocl_error_name(e), (int)e);
+        return false;
+    }
+    for (int k = 0; k < K_COUNT; k++) {
+        c->kernels[k] = clCreateKernel(c->program, kernel_names[k], &e);
+        if (e != CL_SUCCESS) {
+            snprintf(err, errlen, "opencl: clCreateKernel(%s) failed: %s (%d)", kernel_names[k],
+                     ocl_error_name(e), (int)e);
+            return false;
+        }
+    }
+    return true;
+fail:
+    return false;
+}
+
+static void release_program(ocl_ctx *c) {
+    for (int k = 0; k < K_COUNT; k++)
+        if (c->kernels[k]) clReleaseKernel(c->kernels[k]);
+    memset(c->kernels, 0, sizeof c->kernels);
+    if (c->program) clReleaseProgram(c->program);
+    c->program = NULL;
+}
+
+/* The smallest per-kernel work-group limit (a kernel may allow less than the
+ * device maximum). */
+static size_t min_kernel_wg(ocl_ctx *c) {
+    size_t lim = SIZE_MAX;
+    for (int k = 0; k < K_COUNT; k++) {
+        size_t w = 0;
+        CL_CHECK(clGetKernelWorkGroupInfo(c->kernels[k], c->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                          sizeof w, &w, NULL));
+        if (w < lim) lim = w;
+    }
+    return lim;
+}
+
+/* ================= memory ================= */
+
+cl_mem ocl_scratch(ocl_ctx *c, size_t bytes) {
+    if (bytes > c->scratch_bytes) {
+        cl_int e;
+        if (c->scratch) CL_CHECK(clReleaseMemObject(c->scratch));
+        c->scratch = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
+        CL_CHECK_CODE("clCreateBuffer", e);
+        c->scratch_bytes = bytes;
+    }
+    return c->scratch;
+}
+
+static bt_buffer *ocl_alloc(bt_backend *be, size_t bytes) {
+    ocl_ctx *c = ocl(be);
+    if (bytes == 0) bytes = 4;
+    if (bytes > c->max_alloc) return NULL; /* beyond CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    bt_buffer *b = malloc(sizeof *b);
+    if (!b) return NULL;
+    cl_int e;
+    b->bytes = bytes;
+    b->mem = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
+    if (e != CL_SUCCESS) {
+        free(b);
+        return NULL;
+    }
+    /* drivers allocate on first use: touch the buffer now so that an
+     * allocation failure is a NULL here, not a fatal error in a later op */
+    static const unsigned char zero = 0;
+    e = clEnqueueWriteBuffer(c->queue, b->mem, CL_TRUE, 0, 1, &zero, 0, NULL, NULL);
+    if (e != CL_SUCCESS) {
+        if (e != CL_MEM_OBJECT_ALLOCATION_FAILURE && e != CL_OUT_OF_RESOURCES)
+            ocl_fatal("clEnqueueWriteBuffer", e, __FILE__, __LINE__);
+        clReleaseMemObject(b->mem);
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static void ocl_free(bt_backend *be, bt_buffer *buf) {
+    (void)be;
+    if (!buf) return;
+    CL_CHECK(clReleaseMemObject(buf->mem));
+    free(buf);
+}
+
+static void ocl_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    CL_CHECK(clEnqueueWriteBuffer(ocl(be)->queue, dst.buf->mem, CL_TRUE, dst.off, bytes, src, 0,
+                                  NULL, NULL));
+}
+
+static void ocl_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
+    if (!bytes) return;
+    CL_CHECK(clEnqueueReadBuffer(ocl(be)->queue, src.buf->mem, CL_TRUE, src.off, bytes, dst, 0,
+                                 NULL, NULL));
+}
+
+/* Like memmove: overlapping ranges of one buffer go through the scratch
+ * buffer (clEnqueueCopyBuffer refuses overlapping copies). */
+static void ocl_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
+    ocl_ctx *c = ocl(be);
+    if (!bytes || (dst.buf == src.buf && dst.off == src.off)) return;
+    bool overlap = dst.buf == src.buf && dst.off < src.off + bytes && src.off < dst.off + bytes;
+    if (!overlap) {
+        CL_CHECK(clEnqueueCopyBuffer(c->queue, src.buf->mem, dst.buf->mem, src.off, dst.off, bytes,
+                                     0, NULL, NULL));
+        return;
+    }
+    cl_mem tmp = ocl_scratch(c, bytes);
+    CL_CHECK(clEnqueueCopyBuffer(c->queue, src.buf->mem, tmp, src.off, 0, bytes, 0, NULL, NULL));
+    CL_CHECK(clEnqueueCopyBuffer(c->queue, tmp, dst.buf->mem, 0, dst.off, bytes, 0, NULL, NULL));
+}
+
+/* ================= device ================= */
+
+static void ocl_sync(bt_backend *be) { CL_CHECK(clFinish(ocl(be)->queue)); }
+
+static void ocl_info(bt_backend *be, bt_device_info *out) { *out = ocl(be)->info; }
+
+static void ocl_destroy(bt_backend *be) {
+    ocl_ctx *c = ocl(be);
+    if (c) {
+        if (c->queue) clFinish(c->queue);
+        ocl_gemm_release(c);
+        release_program(c);
+        if (c->scratch) clReleaseMemObject(c->scratch);
+        if (c->queue) clReleaseCommandQueue(c->queue);
+        if (c->context) clReleaseContext(c->context);
+        free(c->partials);
+        free(c);
+    }
+    free(be);
+}
+
+static void fill_info(ocl_ctx *c) {
+    bt_device_info *i = &c->info;
+    memset(i, 0, sizeof *i);
+    dev_str(c->device, CL_DEVICE_NAME, i->name, sizeof i->name);
+    dev_str(c->device, CL_DEVICE_VENDOR, i->vendor, sizeof i->vendor);
+    i->total_mem = (size_t)dev_ulong(c->device, CL_DEVICE_GLOBAL_MEM_SIZE);
+    i->free_mem = 0; /* OpenCL has no portable query */
+    i->compute_units = (int)dev_uint(c->device, CL_DEVICE_MAX_COMPUTE_UNITS);
+    i->has_fp16 = dev_has_ext(c->device, "cl_khr_fp16");
+    i->has_fp64 = dev_has_fp64(c->device);
+}
+
+/* The largest power of two <= x (x >= 1). */
+static size_t pow2_floor(size_t x) {
+    size_t p = 1;
+    while (p * 2 <= x) p *= 2;
+    return p;
+}
+
+bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t errlen,
+                                     bool *no_device) {
+    if (no_device) *no_device = false;
+    ocl_ctx *c = calloc(1, sizeof *c);
+    bt_backend *be = calloc(1, sizeof *be);
+    if (!c || !be) {
+        free(c);
+        free(be);
+        snprintf(err, errlen, "opencl: out of host memory");
+        return NULL;
+    }
+    be->name = "opencl";
+    be->ctx = c;
+    if (!select_device(platform, device, &c->platform, &c->device, err, errlen)) {
+        if (no_device) *no_device = true;
+        goto fail;
+    }
+    cl_int e;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)c->platform, 0};
+    c->context = clCreateContext(props, 1, &c->device, NULL, NULL, &e);
+    CL_TRY("clCreateContext", e);
+    c->queue = clCreateCommandQueue(c->context, c->device, 0, &e); /* in order */
+    CL_TRY("clCreateCommandQueue", e);
+    fill_info(c);
+    c->max_alloc = (size_t)dev_ulong(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+    /* work-group size: 256, or less where the device, its local memory (two
+     * words per work-item in xent_fwd_bwd) or a kernel allows less */
+    size_t local_mem = (size_t)dev_ulong(c->device, CL_DEVICE_LOCAL_MEM_SIZE);
+    size_t wg = dev_size(c->device, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+    if (wg > 256) wg = 256;
+    if (local_mem && wg > local_mem / 16) wg = local_mem / 16;
+    c->wg = pow2_floor(wg ? wg : 1);
+    for (;;) {
+        if (!build_program(c, err, errlen)) goto fail;
+        size_t lim = min_kernel_wg(c);
+        if (lim >= c->wg || c->wg == 1) break;
+        release_program(c); /* a kernel allows less: rebuild with a smaller BT_WG */
+        c->wg = pow2_floor(lim);
+    }
+    be->destroy = ocl_destroy;
+    be->info = ocl_info;
+    be->sync = ocl_sync;
+    be->alloc = ocl_alloc;
+    be->free = ocl_free;
+    be->upload = ocl_upload;
+    be->download = ocl_download;
+    be->copy = ocl_copy;
+    be->gemm = ocl_gemm;
+    ocl_fill_ops(be);
+    ocl_load_tuning(c);
+    return be;
+fail:
+    ocl_destroy(be);
+    return NULL;
+}

@@ -1,0 +1,23 @@
+/* The OpenCL backend's public entry points (built with configure --with-opencl). */
+#ifndef BT_OPENCL_BACKEND_H
+#define BT_OPENCL_BACKEND_H
+
+#include "../backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Create the OpenCL backend on device `device` of platform `platform`;
+ * (-1, -1) picks the first GPU of any platform. Returns NULL with a one-line
+ * reason in err; *no_device is set when the reason is only that no such
+ * device exists. */
+bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t errlen,
+                                     bool *no_device);
+
+/* Print every OpenCL platform and device with its opencl:P:D spec, vendor,
+ * memory, compute units, work-group and local-memory limits and fp16/fp64
+ * support (for `bertrain devices`). */
+void bt_opencl_list_devices(FILE *out);
+
+#endif

@@ -1,0 +1,115 @@
+/* Internals shared by the OpenCL backend's files: the context, the kernel
+ * table, error checks and launch helpers. Host code lives in
+ * opencl_backend.c (device, memory, program), opencl_ops.c (kernel launches)
+ * and opencl_gemm.c (CLBlast and its tuning); the kernels in kernels_cl/. */
+#ifndef BT_OPENCL_INTERNAL_H
+#define BT_OPENCL_INTERNAL_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
+#include "../backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Device memory: one cl_mem per bt_buffer; a bt_ptr offset becomes a kernel
+ * argument (buffer, offset in elements), never a sub-buffer. */
+struct bt_buffer {
+    cl_mem mem;
+    size_t bytes;
+};
+
+/* Every kernel of kernels_cl/, by its OpenCL name. Each is created once, at
+ * backend creation. */
+#define OCL_KERNELS(X)                                                                  \
+    X(fill) X(add) X(scale) X(axpy) X(bias_add) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)     \
+    X(tanh_bwd) X(dropout) X(bias_grad) X(sum_partial) X(sumsq_partial) X(all_finite)   \
+    X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_params) X(softmax_fwd)         \
+    X(softmax_bwd) X(embed_fwd) X(embed_bwd_word) X(embed_bwd_pos) X(gather_rows)       \
+    X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(cast_f32_to_bf16)    \
+    X(cast_f32_to_f16) X(cast_bf16_to_f32) X(cast_f16_to_f32) X(cast_bf16_to_f16)       \
+    X(cast_f16_to_bf16)
+
+#define OCL_KERNEL_ENUM(name) K_##name,
+typedef enum { OCL_KERNELS(OCL_KERNEL_ENUM) K_COUNT } ocl_kernel_id;
+#undef OCL_KERNEL_ENUM
+
+/* Elements each work-group of sum_partial / sumsq_partial reduces; the host
+ * adds the per-chunk partials in order, in double (as the CPU backend's
+ * CPU_REDUCE_CHUNK). Must match BT_REDUCE_CHUNK in kernels_cl/reduce.cl. */
+#define OCL_REDUCE_CHUNK 4096
+
+typedef struct {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue; /* the one in-order queue */
+    cl_program program;
+    cl_kernel kernels[K_COUNT];
+    size_t wg;         /* BT_WG: the fixed work-group size of every kernel (power of 2) */
+    size_t max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    cl_mem scratch;    /* reduction partials and flags, grown on demand */
+    size_t scratch_bytes;
+    float *partials;   /* host copy of the partials */
+    size_t partials_cap;
+    bt_device_info info;
+} ocl_ctx;
+
+/* The context of a backend. */
+static inline ocl_ctx *ocl(bt_backend *be) { return (ocl_ctx *)be->ctx; }
+
+/* The symbolic name of an OpenCL error code ("CL_OUT_OF_RESOURCES"). */
+const char *ocl_error_name(cl_int err);
+
+/* Print "bertrain: opencl: CALL failed: NAME (code) at FILE:LINE" and exit:
+ * a failed launch or transfer leaves device memory undefined. */
+void ocl_fatal(const char *call, cl_int err, const char *file, int line);
+
+/* Check an OpenCL call that returns its status. */
+#define CL_CHECK(call)                                                  \
+    do {                                                                \
+        cl_int cl_err_ = (call);                                        \
+        if (cl_err_ != CL_SUCCESS) ocl_fatal(#call, cl_err_, __FILE__, __LINE__); \
+    } while (0)
+
+/* Check the status an OpenCL call left in an errcode_ret variable. */
+#define CL_CHECK_CODE(name, err)                                        \
+    do {                                                                \
+        if ((err) != CL_SUCCESS) ocl_fatal(name, (err), __FILE__, __LINE__); \
+    } while (0)
+
+/* A device buffer of at least `bytes` for reduction partials (the context's
+ * scratch, grown as needed). */
+cl_mem ocl_scratch(ocl_ctx *c, size_t bytes);
+
+/* ---- kernel launch helpers (opencl_ops.c) ---- */
+
+/* Element offset of p for elements of esz bytes (the offset must be aligned). */
+size_t ocl_elem_off(bt_ptr p, size_t esz);
+
+/* ---- generated from the kernels_cl/ sources at build time (opencl_kernels.c) ---- */
+extern const char *const bt_cl_source_lines[];
+extern const size_t bt_cl_source_count;
+
+/* ---- opencl_ops.c ---- */
+/* Fill the op slots that launch kernels into a table. */
+void ocl_fill_ops(bt_backend *be);
+
+/* ---- opencl_gemm.c ---- */
+/* The gemm op (CLBlast). */
+void ocl_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+              bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b, float beta,
+              bt_ptr c, int ldc, long stride_c, int batch);
+/* Drop CLBlast's compiled kernels for this context (before it is released). */
+void ocl_gemm_release(ocl_ctx *c);
+/* Load tuned CLBlast parameters for this device, if a tuning file exists (see
+ * docs/OPENCL.md); prints what it loaded to stderr. */
+void ocl_load_tuning(ocl_ctx *c);
+/* A device name as a file name: lower case, runs of other characters as '_'. */
+void ocl_sanitize_name(const char *name, char *out, size_t outlen);
+
+#endif

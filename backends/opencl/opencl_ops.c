@@ -1,0 +1,459 @@
+/* OpenCL backend: the launches of every op except gemm. Each op sets its
+ * kernel's arguments (a tensor is a buffer and an offset in elements) and
+ * enqueues it on the one in-order queue with the geometry documented at the
+ * kernel in kernels_cl/. Reductions that return to the host (sum, sumsq,
+ * all_finite) read back their result, which synchronizes. */
+#include "opencl_internal.h"
+
+#include "../philox.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================= launch helpers ================= */
+
+size_t ocl_elem_off(bt_ptr p, size_t esz) {
+    if (p.off % esz) {
+        fprintf(stderr, "bertrain: opencl: offset %zu is not a multiple of the element size %zu\n",
+                p.off, esz);
+        exit(1);
+    }
+    return p.off / esz;
+}
+
+/* Arguments of one launch, set in order. */
+typedef struct {
+    cl_kernel k;
+    cl_uint n;
+} args;
+
+static args begin(bt_backend *be, ocl_kernel_id id) { return (args){ocl(be)->kernels[id], 0}; }
+
+static void set(args *a, size_t size, const void *value) {
+    cl_int e = clSetKernelArg(a->k, a->n, size, value);
+    if (e != CL_SUCCESS) {
+        char what[64];
+        snprintf(what, sizeof what, "clSetKernelArg(argument %u)", a->n);
+        ocl_fatal(what, e, __FILE__, __LINE__);
+    }
+    a->n++;
+}
+
+/* A tensor: its buffer and its offset in elements of esz bytes. */
+static void arg_ptr(args *a, bt_ptr p, size_t esz) {
+    cl_ulong off = ocl_elem_off(p, esz);
+    set(a, sizeof(cl_mem), &p.buf->mem);
+    set(a, sizeof off, &off);
+}
+static void arg_f32p(args *a, bt_ptr p) { arg_ptr(a, p, 4); }
+static void arg_mem(args *a, cl_mem m) { set(a, sizeof m, &m); }
+static void arg_f(args *a, float v) { set(a, sizeof v, &v); }
+static void arg_i(args *a, int v) {
+    cl_int x = v;
+    set(a, sizeof x, &x);
+}
+static void arg_u(args *a, uint32_t v) {
+    cl_uint x = v;
+    set(a, sizeof x, &x);
+}
+static void arg_ul(args *a, size_t v) {
+    cl_ulong x = v;
+    set(a, sizeof x, &x);
+}
+
+/* Enqueue the kernel over `items` work-items (rounded up to BT_WG) in
+ * work-groups of BT_WG. */
+static void launch(bt_backend *be, args *a, size_t items) {
+    ocl_ctx *c = ocl(be);
+    if (!items) return;
+    size_t local = c->wg, global = (items + local - 1) / local * local;
+    CL_CHECK(clEnqueueNDRangeKernel(c->queue, a->k, 1, NULL, &global, &local, 0, NULL, NULL));
+}
+
+/* ================= elementwise ================= */
+
+static void ocl_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
+    args a = begin(be, K_fill);
+    arg_f32p(&a, dst);
+    arg_f(&a, value);
+    arg_ul(&a, n);
+    launch(be, &a, n);
+}
+
+static void ocl_add(bt_backend *be, bt_ptr out, bt_ptr x, bt_ptr y, size_t n) {
+    args a = begin(be, K_add);
+    arg_f32p(&a, out);
+    arg_f32p(&a, x);
+    arg_f32p(&a, y);
+    arg_ul(&a, n);
+    launch(be, &a, n);
+}
+
+static void ocl_scale(bt_backend *be, bt_ptr x, float alpha, size_t n) {
+    args a = begin(be, K_scale);
+    arg_f32p(&a, x);
+    arg_f(&a, alpha);
+    arg_ul(&a, n);
+    launch(be, &a, n);
+}
+
+static void ocl_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) {
+    args a = begin(be, K_axpy);
+    arg_f32p(&a, y);
+    arg_f(&a, alpha);
+    arg_f32p(&a, x);
+    arg_ul(&a, n);
+    launch(be, &a, n);
+}
+
+static void ocl_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
+    args a = begin(be, K_bias_add);
+    arg_f32p(&a, y);
+    arg_f32p(&a, bias);
+    arg_i(&a, rows);
+    arg_i(&a, cols);
+    launch(be, &a, (size_t)rows * (size_t)cols);
+}
+
+/* y = f(x) or dx = f(dout, x): the four activation kernels */
+static void unary(bt_backend *be, ocl_kernel_id id, bt_ptr out, bt_ptr x, size_t n) {
+    args a = begin(be, id);
+    arg_f32p(&a, out);
+    arg_f32p(&a, x);
+    arg_ul(&a, n);
+    launch(be, &a, n);
+}
+static void binary(bt_backend *be, ocl_kernel_id id, bt_ptr out, bt_ptr x, bt_ptr y, size_t n) {
+    args a = begin(be, id);
+    arg_f32p(&a, out);
+    arg_f32p(&a, x);
+    arg_f32p(&a, y);
+    arg_ul(&a, n);
+    launch(be, &a, n);
+}
+
+static void ocl_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+    unary(be, K_gelu_fwd, out, x, n);
+}
+static void ocl_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n) {
+    binary(be, K_gelu_bwd, dx, dout, x, n);
+}
+static void ocl_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+    unary(be, K_tanh_fwd, out, x, n);
+}
+static void ocl_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n) {
+    binary(be, K_tanh_bwd, dx, dout, y, n);
+}
+
+/* The keep threshold and 1/(1-p) are computed here, on the host, exactly as
+ * the CPU backend computes them (OpenCL division need not round correctly). */
+static void ocl_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
+                        uint32_t first_sample, float p, bt_rng_key key) {
+    if (!n || !per_sample) return;
+    const uint32_t thr = philox_drop_threshold(p);
+    const float keep_scale = 1.0f / (1.0f - p);
+    const size_t bps = (per_sample + 3) / 4, blocks = n / per_sample * bps;
+    args a = begin(be, K_dropout);
+    arg_f32p(&a, out);
+    arg_f32p(&a, in);
+    arg_ul(&a, per_sample);
+    arg_ul(&a, bps);
+    arg_ul(&a, blocks);
+    arg_u(&a, first_sample);
+    arg_u(&a, thr);
+    arg_f(&a, keep_scale);
+    arg_u(&a, (uint32_t)key.seed);
+    arg_u(&a, (uint32_t)(key.seed >> 32));
+    arg_u(&a, (uint32_t)key.stream);
+    arg_u(&a, (uint32_t)(key.stream >> 32));
+    launch(be, &a, blocks);
+}
+
+/* ================= column and row reductions ================= */
+
+static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
+    args a = begin(be, K_bias_grad);
+    arg_f32p(&a, dbias);
+    arg_f32p(&a, dy);
+    arg_i(&a, rows);
+    arg_i(&a, cols);
+    launch(be, &a, (size_t)cols);
+}
+
+static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
+                              bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
+    args a = begin(be, K_layernorm_fwd);
+    arg_f32p(&a, out);
+    arg_f32p(&a, mean);
+    arg_f32p(&a, rstd);
+    arg_f32p(&a, x);
+    arg_f32p(&a, gamma);
+    arg_f32p(&a, beta);
+    arg_i(&a, cols);
+    arg_f(&a, eps);
+    launch(be, &a, (size_t)rows * ocl(be)->wg);
+}
+
+static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
+                              bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
+                              int rows, int cols) {
+    /* parameter gradients first: dx may alias dout */
+    args a = begin(be, K_layernorm_bwd_params);
+    arg_f32p(&a, dgamma);
+    arg_f32p(&a, dbeta);
+    arg_f32p(&a, dout);
+    arg_f32p(&a, x);
+    arg_f32p(&a, mean);
+    arg_f32p(&a, rstd);
+    arg_i(&a, rows);
+    arg_i(&a, cols);
+    launch(be, &a, (size_t)cols);
+    a = begin(be, K_layernorm_bwd_dx);
+    arg_f32p(&a, dx);
+    arg_f32p(&a, dout);
+    arg_f32p(&a, x);
+    arg_f32p(&a, mean);
+    arg_f32p(&a, rstd);
+    arg_f32p(&a, gamma);
+    arg_i(&a, cols);
+    launch(be, &a, (size_t)rows * ocl(be)->wg);
+}
+
+static void ocl_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,
+                            int H, int T, float scale) {
+    args a = begin(be, K_softmax_fwd);
+    arg_f32p(&a, probs);
+    arg_f32p(&a, scores);
+    arg_ptr(&a, key_mask, 4);
+    arg_i(&a, H * T);
+    arg_i(&a, T);
+    arg_f(&a, scale);
+    launch(be, &a, (size_t)B * H * T * ocl(be)->wg);
+}
+
+static void ocl_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
+                            int rows, int T, float scale) {
+    args a = begin(be, K_softmax_bwd);
+    arg_f32p(&a, dscores);
+    arg_f32p(&a, dprobs);
+    arg_f32p(&a, probs);
+    arg_i(&a, T);
+    arg_f(&a, scale);
+    launch(be, &a, (size_t)rows * ocl(be)->wg);
+}
+
+static void ocl_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
+                             bt_ptr logits, bt_ptr labels, int rows, int V, float grad_scale) {
+    args a = begin(be, K_xent_fwd_bwd);
+    arg_f32p(&a, dlogits);
+    arg_f32p(&a, loss);
+    arg_f32p(&a, correct);
+    arg_f32p(&a, logits);
+    arg_ptr(&a, labels, 4);
+    arg_i(&a, V);
+    arg_f(&a, grad_scale);
+    launch(be, &a, (size_t)rows * ocl(be)->wg);
+}
+
+/* ================= embeddings, gather / scatter ================= */
+
+static void ocl_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids, bt_ptr wte,
+                          bt_ptr wpe, bt_ptr wtt, int B, int T, int C) {
+    args a = begin(be, K_embed_fwd);
+    arg_f32p(&a, out);
+    arg_ptr(&a, ids, 4);
+    arg_ptr(&a, type_ids, 4);
+    arg_f32p(&a, wte);
+    arg_f32p(&a, wpe);
+    arg_f32p(&a, wtt);
+    arg_i(&a, B * T);
+    arg_i(&a, T);
+    arg_i(&a, C);
+    launch(be, &a, (size_t)B * T * C);
+}
+
+static void ocl_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
+                          bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
+                          int pad_id) {
+    (void)V;
+    (void)TV;
+    args a = begin(be, K_embed_bwd_word);
+    arg_f32p(&a, dwte);
+    arg_f32p(&a, dwtt);
+    arg_f32p(&a, dout);
+    arg_ptr(&a, ids, 4);
+    arg_ptr(&a, type_ids, 4);
+    arg_i(&a, B * T);
+    arg_i(&a, C);
+    arg_i(&a, pad_id);
+    launch(be, &a, (size_t)C);
+    a = begin(be, K_embed_bwd_pos);
+    arg_f32p(&a, dwpe);
+    arg_f32p(&a, dout);
+    arg_i(&a, B);
+    arg_i(&a, T);
+    arg_i(&a, C);
+    launch(be, &a, (size_t)T * C);
+}
+
+static void ocl_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, int n_idx,
+                            int cols) {
+    args a = begin(be, K_gather_rows);
+    arg_f32p(&a, out);
+    arg_f32p(&a, src);
+    arg_ptr(&a, idx, 4);
+    arg_i(&a, n_idx);
+    arg_i(&a, cols);
+    launch(be, &a, (size_t)n_idx * cols);
+}
+
+static void ocl_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
+                             int cols) {
+    args a = begin(be, K_scatter_rows);
+    arg_f32p(&a, dst);
+    arg_f32p(&a, src);
+    arg_ptr(&a, idx, 4);
+    arg_i(&a, n_idx);
+    arg_i(&a, cols);
+    launch(be, &a, (size_t)cols);
+}
+
+/* ================= reductions to the host ================= */
+
+/* Per-chunk float partials on the device, added in chunk order in double on
+ * the host: deterministic and independent of the device's size. */
+static double reduce(bt_backend *be, ocl_kernel_id id, bt_ptr x, size_t n) {
+    ocl_ctx *c = ocl(be);
+    size_t chunks = (n + OCL_REDUCE_CHUNK - 1) / OCL_REDUCE_CHUNK;
+    if (!chunks) return 0.0;
+    if (chunks > c->partials_cap) {
+        free(c->partials);
+        c->partials = malloc(chunks * sizeof *c->partials);
+        if (!c->partials) {
+            fprintf(stderr, "bertrain: opencl: out of host memory in a reduction\n");
+            exit(1);
+        }
+        c->partials_cap = chunks;
+    }
+    cl_mem part = ocl_scratch(c, chunks * sizeof(float));
+    args a = begin(be, id);
+    arg_mem(&a, part);
+    arg_f32p(&a, x);
+    arg_ul(&a, n);
+    launch(be, &a, chunks * c->wg);
+    CL_CHECK(clEnqueueReadBuffer(c->queue, part, CL_TRUE, 0, chunks * sizeof(float), c->partials,
+                                 0, NULL, NULL));
+    double total = 0.0;
+    for (size_t i = 0; i < chunks; i++) total += c->partials[i];
+    return total;
+}
+
+static double ocl_sum(bt_backend *be, bt_ptr x, size_t n) { return reduce(be, K_sum_partial, x, n); }
+
+static double ocl_sumsq(bt_backend *be, bt_ptr x, size_t n) {
+    return reduce(be, K_sumsq_partial, x, n);
+}
+
+static bool ocl_all_finite(bt_backend *be, bt_ptr x, size_t n) {
+    ocl_ctx *c = ocl(be);
+    static const cl_int zero = 0;
+    cl_int flag = 0;
+    cl_mem f = ocl_scratch(c, sizeof flag);
+    CL_CHECK(clEnqueueWriteBuffer(c->queue, f, CL_FALSE, 0, sizeof zero, &zero, 0, NULL, NULL));
+    args a = begin(be, K_all_finite);
+    arg_mem(&a, f);
+    arg_f32p(&a, x);
+    arg_ul(&a, n);
+    launch(be, &a, n);
+    CL_CHECK(clEnqueueReadBuffer(c->queue, f, CL_TRUE, 0, sizeof flag, &flag, 0, NULL, NULL));
+    return flag == 0;
+}
+
+/* ================= optimizers ================= */
+
+static void ocl_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
+                           float lr, float beta1, float beta2, float eps, float wd, float bc1,
+                           float bc2) {
+    /* the CPU backend's per-call scalars, rounded on the host */
+    const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
+    args a = begin(be, K_adamw_step);
+    arg_f32p(&a, w);
+    arg_f32p(&a, g);
+    arg_f32p(&a, m);
+    arg_f32p(&a, v);
+    arg_ul(&a, n);
+    arg_f(&a, beta1);
+    arg_f(&a, beta2);
+    arg_f(&a, eps);
+    arg_f(&a, decay);
+    arg_f(&a, step);
+    arg_f(&a, sqrt_bc2);
+    launch(be, &a, n);
+}
+
+static void ocl_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                            size_t n, float beta1, float beta2, float eps, float wd, float bc1,
+                            float bc2) {
+    args a = begin(be, K_lamb_update);
+    arg_f32p(&a, u);
+    arg_f32p(&a, w);
+    arg_f32p(&a, g);
+    arg_f32p(&a, m);
+    arg_f32p(&a, v);
+    arg_ul(&a, n);
+    arg_f(&a, beta1);
+    arg_f(&a, beta2);
+    arg_f(&a, eps);
+    arg_f(&a, wd);
+    arg_f(&a, bc1);
+    arg_f(&a, bc2);
+    launch(be, &a, n);
+}
+
+/* ================= cast ================= */
+
+static void ocl_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st, size_t n) {
+    if (dt == st) { /* the same format: a copy of the bits */
+        be->copy(be, dst, src, n * bt_dtype_size(dt));
+        return;
+    }
+    ocl_kernel_id id = st == BT_F32    ? (dt == BT_BF16 ? K_cast_f32_to_bf16 : K_cast_f32_to_f16)
+                       : st == BT_BF16 ? (dt == BT_F32 ? K_cast_bf16_to_f32 : K_cast_bf16_to_f16)
+                                       : (dt == BT_F32 ? K_cast_f16_to_f32 : K_cast_f16_to_bf16);
+    args a = begin(be, id);
+    arg_ptr(&a, dst, bt_dtype_size(dt));
+    arg_ptr(&a, src, bt_dtype_size(st));
+    arg_ul(&a, n);
+    launch(be, &a, n);
+}
+
+void ocl_fill_ops(bt_backend *be) {
+    be->fill = ocl_fill;
+    be->bias_add = ocl_bias_add;
+    be->bias_grad = ocl_bias_grad;
+    be->embed_fwd = ocl_embed_fwd;
+    be->embed_bwd = ocl_embed_bwd;
+    be->layernorm_fwd = ocl_layernorm_fwd;
+    be->layernorm_bwd = ocl_layernorm_bwd;
+    be->gelu_fwd = ocl_gelu_fwd;
+    be->gelu_bwd = ocl_gelu_bwd;
+    be->tanh_fwd = ocl_tanh_fwd;
+    be->tanh_bwd = ocl_tanh_bwd;
+    be->softmax_fwd = ocl_softmax_fwd;
+    be->softmax_bwd = ocl_softmax_bwd;
+    be->dropout = ocl_dropout;
+    be->add = ocl_add;
+    be->scale = ocl_scale;
+    be->axpy = ocl_axpy;
+    be->gather_rows = ocl_gather_rows;
+    be->scatter_rows = ocl_scatter_rows;
+    be->xent_fwd_bwd = ocl_xent_fwd_bwd;
+    be->sumsq = ocl_sumsq;
+    be->sum = ocl_sum;
+    be->all_finite = ocl_all_finite;
+    be->adamw_step = ocl_adamw_step;
+    be->lamb_update = ocl_lamb_update;
+    be->cast = ocl_cast;
+}

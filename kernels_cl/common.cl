@@ -1,0 +1,54 @@
+/* Shared definitions of the bertrain OpenCL kernels (OpenCL C 1.2).
+ *
+ * The host concatenates every kernels_cl/ file into one program (this file
+ * first) and builds it with -DBT_WG=<work-group size> (256, or the largest
+ * power of two the device allows) and -DBT_REDUCE_CHUNK=4096.
+ *
+ * Conventions, shared with the CUDA kernels in kernels_cu/:
+ *  - every tensor argument is (pointer, ulong offset in elements): the host
+ *    passes a bt_ptr's buffer and offset, never a sub-buffer;
+ *  - every launch is 1-D with work-groups of BT_WG work-items, the global size
+ *    rounded up to a multiple of BT_WG (extra work-items return early);
+ *  - no atomics: each output element has one owner, and reductions use fixed
+ *    trees whose shape depends only on BT_WG, so the same device gives the
+ *    same bits on every run;
+ *  - fp32 only; no fp16 or fp64 needed; no a*b+c contraction into fma, so the
+ *    elementwise ops round exactly as the CPU reference backend does. */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef BT_WG
+#define BT_WG 256
+#endif
+#ifndef BT_REDUCE_CHUNK
+#define BT_REDUCE_CHUNK 4096
+#endif
+
+/* Sum of v over the work-group by a fixed tree in red[BT_WG]; every
+ * work-item gets the total. Must be reached by all work-items. */
+float wg_sum(float v, __local float *red) {
+    const int lid = get_local_id(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = BT_WG / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float total = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red may be reused right away */
+    return total;
+}
+
+/* Maximum of v over the work-group (NaN-ignoring as `a > b`); every work-item
+ * gets it. */
+float wg_max(float v, __local float *red) {
+    const int lid = get_local_id(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = BT_WG / 2; s > 0; s >>= 1) {
+        if (lid < s && red[lid + s] > red[lid]) red[lid] = red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float m = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return m;
+}

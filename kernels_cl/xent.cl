@@ -1,0 +1,77 @@
+/* Fused cross-entropy forward and backward over rows of V logits. */
+
+/* Per row r with label y = labels[r]:
+ *   loss[r] = logsumexp(logits[r]) - logits[r, y];
+ *   correct[r] = 1 if the first argmax == y else 0;
+ *   dlogits[r] = grad_scale * (softmax(logits[r]) - onehot(y));
+ * a label < 0 gives loss 0, correct 0 and dlogits 0. dlogits may alias
+ * logits: every read of a logit precedes, in its own work-item, the write of
+ * the same element, and x_y is read before the first tree.
+ * Geometry: one work-group of BT_WG per row; work-item l handles logits l,
+ * l + BT_WG, ...; (max, first index) and the exp sum by fixed trees, ties to
+ * the lower index. global: rows * BT_WG. */
+__kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
+void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ulong l_off,
+                  __global float *correct, ulong c_off, __global const float *logits,
+                  ulong x_off, __global const int *labels, ulong y_off, int V,
+                  float grad_scale) {
+    __local float red[BT_WG];
+    __local int arg_red[BT_WG];
+    const int r = get_group_id(0), lid = get_local_id(0);
+    const size_t row = (size_t)r * V;
+    __global const float *x = logits + x_off + row;
+    __global float *d = dlogits + d_off + row;
+    const int y = labels[y_off + r];
+    if (y < 0) {
+        for (int j = lid; j < V; j += BT_WG) d[j] = 0.0f;
+        if (lid == 0) loss[l_off + r] = correct[c_off + r] = 0.0f;
+        return;
+    }
+    const float x_y = x[y];
+    /* first maximum: own logits in increasing order, then the tree */
+    float mx = -INFINITY;
+    int arg = INT_MAX;
+    if (lid < V) {
+        mx = x[lid];
+        arg = lid;
+    }
+    for (int j = lid + BT_WG; j < V; j += BT_WG)
+        if (x[j] > mx) {
+            mx = x[j];
+            arg = j;
+        }
+    red[lid] = mx;
+    arg_red[lid] = arg;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = BT_WG / 2; s > 0; s >>= 1) {
+        if (lid < s) {
+            const float mb = red[lid + s];
+            const int ib = arg_red[lid + s];
+            if (mb > red[lid] || (mb == red[lid] && ib < arg_red[lid])) {
+                red[lid] = mb;
+                arg_red[lid] = ib;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    mx = red[0];
+    arg = arg_red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float sum = 0.0f;
+    for (int j = lid; j < V; j += BT_WG) {
+        const float e = exp(x[j] - mx);
+        d[j] = e;
+        sum += e;
+    }
+    sum = wg_sum(sum, red);
+    const float g = grad_scale * (1.0f / sum);
+    for (int j = lid; j < V; j += BT_WG) {
+        float v = d[j] * g;
+        if (j == y) v -= grad_scale;
+        d[j] = v;
+    }
+    if (lid == 0) {
+        loss[l_off + r] = log(sum) + mx - x_y;
+        correct[c_off + r] = arg == y ? 1.0f : 0.0f;
+    }
+}

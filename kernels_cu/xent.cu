@@ -1,0 +1,81 @@
+/* Fused cross-entropy forward and backward over rows of V logits
+ * (kernels_cl/xent.cl's twin). */
+#include "common.cuh"
+#include "kernels.cuh"
+
+#include <limits.h>
+#include <math.h>
+
+/* Per row r with label y = labels[r]:
+ *   loss[r] = logsumexp(logits[r]) - logits[r, y];
+ *   correct[r] = 1 if the first argmax == y else 0;
+ *   dlogits[r] = grad_scale * (softmax(logits[r]) - onehot(y));
+ * a label < 0 gives loss 0, correct 0 and dlogits 0. dlogits may alias
+ * logits: every read of a logit precedes, in its own thread, the write of
+ * the same element, and x_y is read before the first tree.
+ * Geometry: one block of BT_WG per row; thread l handles logits l,
+ * l + BT_WG, ...; (max, first index) and the exp sum by fixed trees, ties to
+ * the lower index. grid: rows blocks. */
+__global__ void __launch_bounds__(BT_WG)
+xent_fwd_bwd(float *dlogits, float *loss, float *correct, const float *logits,
+             const int *labels, int V, float grad_scale) {
+    __shared__ float red[BT_WG];
+    __shared__ int arg_red[BT_WG];
+    const int r = group_id(), lid = local_id();
+    const size_t row = (size_t)r * V;
+    const float *x = logits + row;
+    float *d = dlogits + row;
+    const int y = labels[r];
+    if (y < 0) { /* the same for the whole block: no thread reaches a barrier */
+        for (int j = lid; j < V; j += BT_WG) d[j] = 0.0f;
+        if (lid == 0) loss[r] = correct[r] = 0.0f;
+        return;
+    }
+    const float x_y = x[y];
+    /* first maximum: own logits in increasing order, then the tree */
+    float mx = -INFINITY;
+    int arg = INT_MAX;
+    if (lid < V) {
+        mx = x[lid];
+        arg = lid;
+    }
+    for (int j = lid + BT_WG; j < V; j += BT_WG)
+        if (x[j] > mx) {
+            mx = x[j];
+            arg = j;
+        }
+    red[lid] = mx;
+    arg_red[lid] = arg;
+    __syncthreads();
+    for (int s = BT_WG / 2; s > 0; s >>= 1) {
+        if (lid < s) {
+            const float mb = red[lid + s];
+            const int ib = arg_red[lid + s];
+            if (mb > red[lid] || (mb == red[lid] && ib < arg_red[lid])) {
+                red[lid] = mb;
+                arg_red[lid] = ib;
+            }
+        }
+        __syncthreads();
+    }
+    mx = red[0];
+    arg = arg_red[0];
+    __syncthreads();
+    float sum = 0.0f;
+    for (int j = lid; j < V; j += BT_WG) {
+        const float e = expf(x[j] - mx);
+        d[j] = e;
+        sum += e;
+    }
+    sum = wg_sum(sum, red);
+    const float g = grad_scale * (1.0f / sum);
+    for (int j = lid; j < V; j += BT_WG) {
+        float v = d[j] * g;
+        if (j == y) v -= grad_scale;
+        d[j] = v;
+    }
+    if (lid == 0) {
+        loss[r] = logf(sum) + mx - x_y;
+        correct[r] = arg == y ? 1.0f : 0.0f;
+    }
+}

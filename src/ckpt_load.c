@@ -1,0 +1,280 @@
+/* Checkpoint reading: checksum verification, picking the newest usable
+ * checkpoint, the recorded model config, weights and optimizer moments. */
+#define _XOPEN_SOURCE 700
+#include "ckpt.h"
+
+#include "safetensors.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = (size_t)n;
+    }
+    return buf;
+}
+
+#define BAD(...)                                                                             \
+    do {                                                                                     \
+        int k_ = snprintf(err, errlen, "%s: ", dir);                                         \
+        if (k_ > 0 && (size_t)k_ < errlen) snprintf(err + k_, errlen - (size_t)k_, __VA_ARGS__); \
+        goto fail;                                                                           \
+    } while (0)
+
+bool ckpt_verify(const char *dir, cJSON **state, char *err, size_t errlen) {
+    char path[1400];
+    size_t len = 0;
+    cJSON *st = NULL;
+    *state = NULL;
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    char *text = slurp(path, &len);
+    if (!text) BAD("state.json: %s", errno == ENOENT ? "missing" : strerror(errno));
+    /* the 8 hex digits of "state_crc32" are the CRC-32 of the text with them as 0s */
+    if (strlen(text) != len) BAD("state.json: contains a NUL byte: the file is damaged");
+    char *key = strstr(text, "\"state_crc32\""), *digits = NULL;
+    if (key) digits = strchr(key + 13, '"');
+    if (!digits || strlen(digits) < 10 || digits[9] != '"')
+        BAD("state.json: no state_crc32 (truncated, or not a bertrain checkpoint of format %d)",
+            CKPT_FORMAT_VERSION);
+    char want[9];
+    memcpy(want, digits + 1, 8);
+    want[8] = 0;
+    memset(digits + 1, '0', 8);
+    char got[16];
+    snprintf(got, sizeof got, "%08x", (unsigned)crc32(0L, (const Bytef *)text, (uInt)len));
+    if (strcmp(got, want) != 0)
+        BAD("state.json: checksum mismatch (CRC-32 %s, recorded %s): the file is damaged", got,
+            want);
+    st = cJSON_Parse(text);
+    if (!cJSON_IsObject(st)) BAD("state.json: not a JSON object");
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(st, "files");
+    if (!cJSON_IsObject(files) ||
+        !cJSON_GetObjectItemCaseSensitive(files, "model.safetensors") ||
+        !cJSON_GetObjectItemCaseSensitive(files, "optim.bin"))
+        BAD("state.json: does not list model.safetensors and optim.bin");
+    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(st, "step")))
+        BAD("state.json: no step");
+    for (const cJSON *f = files->child; f; f = f->next) {
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(f, "bytes");
+        const cJSON *crc = cJSON_GetObjectItemCaseSensitive(f, "crc32");
+        if (strchr(f->string, '/') || !cJSON_IsNumber(bytes) || !cJSON_IsString(crc))
+            BAD("state.json: bad entry for %s", f->string);
+        snprintf(path, sizeof path, "%s/%s", dir, f->string);
+        struct stat sb;
+        if (stat(path, &sb) != 0) BAD("%s: missing", f->string);
+        long long want_size = (long long)bytes->valuedouble;
+        if ((long long)sb.st_size < want_size)
+            BAD("%s: truncated (%lld of %lld bytes)", f->string, (long long)sb.st_size,
+                want_size);
+        if ((long long)sb.st_size != want_size)
+            BAD("%s: %lld bytes, %lld expected", f->string, (long long)sb.st_size, want_size);
+        uint32_t c;
+        long long size;
+        if (!ckpt_file_crc(path, &c, &size)) BAD("%s: cannot read: %s", f->string, strerror(errno));
+        char hex[16];
+        snprintf(hex, sizeof hex, "%08x", c);
+        if (strcmp(hex, crc->valuestring) != 0)
+            BAD("%s: checksum mismatch (CRC-32 %s, recorded %s): the file is damaged", f->string,
+                hex, crc->valuestring);
+    }
+    free(text);
+    *state = st;
+    return true;
+fail:
+    free(text);
+    cJSON_Delete(st);
+    return false;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    return strcmp(*(char *const *)b, *(char *const *)a);
+}
+
+bool ckpt_find_auto(const char *out_dir, char *path, size_t pathlen, cJSON **state) {
+    DIR *d = opendir(out_dir);
+    if (!d) return false;
+    char *names[4096];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
+        const char *s = e->d_name;
+        if (strncmp(s, "ckpt-", 5) == 0 && s[5] && strspn(s + 5, "0123456789") == strlen(s + 5))
+            names[n++] = strdup(s);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_desc);
+    bool found = false;
+    for (int i = 0; i < n; i++) {
+        char dir[1400], err[1024];
+        snprintf(dir, sizeof dir, "%s/%s", out_dir, names[i]);
+        if (!found) {
+            if (ckpt_verify(dir, state, err, sizeof err)) {
+                snprintf(path, pathlen, "%s", dir);
+                found = true;
+            } else {
+                fprintf(stderr, "bertrain: resume: skipping damaged checkpoint %s\n", err);
+            }
+        }
+        free(names[i]);
+    }
+    return found;
+}
+
+bool ckpt_model_config(const cJSON *state, bert_config *mc, char *err, size_t errlen) {
+    const cJSON *conf = cJSON_GetObjectItemCaseSensitive(state, "config");
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(conf, "model");
+    if (!cJSON_IsObject(model)) {
+        snprintf(err, errlen, "state.json: no config.model");
+        return false;
+    }
+    bert_preset("tiny", mc);
+    static const struct {
+        const char *key;
+        size_t off;
+        bool is_float;
+    } keys[] = {
+#define K(f, fl) {#f, offsetof(bert_config, f), fl}
+        K(vocab_size, false), K(hidden_size, false), K(num_hidden_layers, false),
+        K(num_attention_heads, false), K(intermediate_size, false),
+        K(max_position_embeddings, false), K(type_vocab_size, false), K(layer_norm_eps, true),
+        K(hidden_dropout_prob, true), K(attention_probs_dropout_prob, true),
+        K(initializer_range, true),
+#undef K
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, keys[i].key);
+        if (!cJSON_IsNumber(v)) {
+            if (keys[i].is_float) continue; /* not shape-defining: the preset's default */
+            snprintf(err, errlen, "state.json: config.model.%s is missing", keys[i].key);
+            return false;
+        }
+        char *field = (char *)mc + keys[i].off;
+        if (keys[i].is_float)
+            *(float *)field = (float)v->valuedouble;
+        else
+            *(int *)field = (int)v->valuedouble;
+    }
+    mc->nsp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "nsp"));
+    return bert_config_valid(mc, err, errlen);
+}
+
+bool ckpt_load_weights(const char *dir, bert_model *m, char *err, size_t errlen) {
+    char path[1200];
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    else
+        snprintf(path, sizeof path, "%s", dir);
+    st_file f;
+    if (!st_open(&f, path, err, errlen)) return false;
+    bool ok = true;
+    for (int i = 0; ok && i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        const st_entry *e = st_find(&f, t->name);
+        if (!e) {
+            snprintf(err, errlen, "%s: tensor %s is missing", path, t->name);
+            ok = false;
+        } else if (strcmp(e->dtype, "F32") != 0 || st_numel(e) != t->numel ||
+                   e->shape[0] != t->shape[0]) {
+            snprintf(err, errlen, "%s: tensor %s has dtype %s and %zu elements; the model "
+                                  "needs F32 with %zu (a different model shape?)",
+                     path, t->name, e->dtype, st_numel(e), t->numel);
+            ok = false;
+        } else {
+            m->be->upload(m->be, (bt_ptr){m->params, t->offset * 4}, st_data(&f, e),
+                          t->numel * 4);
+        }
+    }
+    st_close(&f);
+    return ok;
+}
+
+static uint64_t get_le(const unsigned char *p, int bytes) {
+    uint64_t x = 0;
+    for (int i = bytes - 1; i >= 0; i--) x = (x << 8) | p[i];
+    return x;
+}
+
+#undef BAD
+#define BAD(...)                                                                             \
+    do {                                                                                     \
+        int k_ = snprintf(err, errlen, "%s: ", path);                                        \
+        if (k_ > 0 && (size_t)k_ < errlen) snprintf(err + k_, errlen - (size_t)k_, __VA_ARGS__); \
+        goto out;                                                                            \
+    } while (0)
+
+bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, char *err,
+                     size_t errlen) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/optim.bin", dir);
+    bool ok = false;
+    unsigned char hdr[32], *table = NULL;
+    float *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) BAD("cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || fread(hdr, 1, 32, f) != 32) BAD("truncated header");
+    if (memcmp(hdr, OPTIM_MAGIC, 8) != 0) BAD("not an optimizer state file (bad magic)");
+    if (get_le(hdr + 8, 4) != OPTIM_VERSION)
+        BAD("version %u; this bertrain reads version %d", (unsigned)get_le(hdr + 8, 4),
+            OPTIM_VERSION);
+    if ((int)get_le(hdr + 12, 4) != (int)o->cfg.type)
+        BAD("moments of %s; the config's optimizer.type is %s",
+            get_le(hdr + 12, 4) ? "Lamb" : "AdamW", o->cfg.type ? "Lamb" : "AdamW");
+    uint64_t n = get_le(hdr + 24, 4), tbytes = get_le(hdr + 28, 4);
+    if (n != (uint64_t)m->n_tensors)
+        BAD("%llu tensors; the model has %d", (unsigned long long)n, m->n_tensors);
+    table = malloc(tbytes + 1);
+    if (!table || fread(table, 1, tbytes, f) != tbytes) BAD("truncated tensor table");
+    size_t largest = 0, total = 0, pos = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        size_t len = pos + 2 <= tbytes ? (size_t)get_le(table + pos, 2) : (size_t)-1;
+        if (len == (size_t)-1 || pos + 2 + len + 8 > tbytes) BAD("truncated tensor table");
+        if (len != strlen(t->name) || memcmp(table + pos + 2, t->name, len) != 0 ||
+            get_le(table + pos + 2 + len, 8) != t->numel)
+            BAD("tensor %d is %.*s with %llu elements; the model has %s with %zu", i, (int)len,
+                (const char *)table + pos + 2,
+                (unsigned long long)get_le(table + pos + 2 + len, 8), t->name, t->numel);
+        pos += 2 + len + 8;
+        total += 2 * t->numel * 4;
+        if (t->numel > largest) largest = t->numel;
+    }
+    if ((uint64_t)sb.st_size != 32 + tbytes + total)
+        BAD("%lld bytes; header and table say %llu", (long long)sb.st_size,
+            (unsigned long long)(32 + tbytes + total));
+    buf = malloc(largest * 4 + 4);
+    if (!buf) BAD("out of host memory");
+    for (int i = 0; i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        bt_buffer *dst[2] = {o->m, o->v};
+        for (int k = 0; k < 2; k++) {
+            if (fread(buf, 4, t->numel, f) != t->numel) BAD("truncated data");
+            m->be->upload(m->be, (bt_ptr){dst[k], t->offset * 4}, buf, t->numel * 4);
+        }
+    }
+    o->step = (long)get_le(hdr + 16, 8);
+    ok = true;
+out:
+    if (f) fclose(f);
+    free(table);
+    free(buf);
+    return ok;
+}

@@ -1,0 +1,602 @@
+/* Hugging Face interchange. `export` writes a checkpoint as a directory that
+ * transformers' BertForPreTraining.from_pretrained loads (model.safetensors
+ * with the tied decoder tensors, config.json, vocab.txt, tokenizer files);
+ * `import` reads an HF BERT directory (BertForPreTraining, BertForMaskedLM or
+ * BertModel keys, old LayerNorm gamma/beta names, F32/F16/BF16) into a
+ * checkpoint at step 0 that `train --resume` continues (--no-nsp drops a
+ * trained NSP head, for MLM-only training). */
+#define _XOPEN_SOURCE 700
+#include "ckpt.h"
+#include "cli.h"
+#include "safetensors.h"
+#include "train.h"
+#include "vocab.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "dev"
+#endif
+
+/* The pooler and NSP head: absent from a model trained without model.nsp. */
+static const char *const NSP_TENSORS[] = {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
+                                          "cls.seq_relationship.weight",
+                                          "cls.seq_relationship.bias"};
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = (size_t)n;
+    }
+    return buf;
+}
+
+/* Write dir/name through a temporary file and a rename: never half-written. */
+static bool write_atomic(const char *dir, const char *name, const char *data, size_t n) {
+    char tmp[1400], path[1400];
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f && fclose(f) != 0) ok = false;
+    if (ok && rename(tmp, path) != 0) ok = false;
+    if (!ok) {
+        fprintf(stderr, "bertrain: %s: cannot write: %s\n", path, strerror(errno));
+        remove(tmp);
+    }
+    return ok;
+}
+
+static bool write_json(const char *dir, const char *name, cJSON *obj) {
+    char *text = cJSON_Print(obj);
+    bool ok = text && write_atomic(dir, name, text, strlen(text));
+    free(text);
+    return ok;
+}
+
+/* The shortest decimal that reads back as the same float (1e-12, not
+ * 9.9999999600419720e-13). */
+static double short_float(float f) {
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if ((float)strtod(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
+/* A CPU model of shape mc with its parameters initialized from seed, on the
+ * host in *host; NULL after printing why. */
+static bert_model *host_model(const bert_config *mc, uint64_t seed, bt_backend **be,
+                              float **host) {
+    char err[512];
+    *be = bt_cpu_backend_create(1);
+    bert_model *m = *be ? bert_create(*be, mc, 1, 2, 1, err, sizeof err) : NULL;
+    if (!m) {
+        fprintf(stderr, "bertrain: %s\n", *be ? err : "cannot create the CPU backend");
+        return NULL;
+    }
+    bert_init_params(m, seed);
+    *host = malloc(m->n_params * sizeof(float));
+    if (!*host) {
+        fprintf(stderr, "bertrain: out of host memory\n");
+        return m;
+    }
+    m->be->download(m->be, *host, (bt_ptr){m->params, 0}, m->n_params * sizeof(float));
+    return m;
+}
+
+/* ---- export ---- */
+
+static cJSON *hf_config(const bert_config *mc, int pad_id) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("BertForPreTraining"));
+    cJSON_AddStringToObject(c, "model_type", "bert");
+    cJSON_AddNumberToObject(c, "vocab_size", mc->vocab_size);
+    cJSON_AddNumberToObject(c, "hidden_size", mc->hidden_size);
+    cJSON_AddNumberToObject(c, "num_hidden_layers", mc->num_hidden_layers);
+    cJSON_AddNumberToObject(c, "num_attention_heads", mc->num_attention_heads);
+    cJSON_AddNumberToObject(c, "intermediate_size", mc->intermediate_size);
+    cJSON_AddStringToObject(c, "hidden_act", "gelu");
+    cJSON_AddNumberToObject(c, "hidden_dropout_prob", short_float(mc->hidden_dropout_prob));
+    cJSON_AddNumberToObject(c, "attention_probs_dropout_prob",
+                            short_float(mc->attention_probs_dropout_prob));
+    cJSON_AddNumberToObject(c, "max_position_embeddings", mc->max_position_embeddings);
+    cJSON_AddNumberToObject(c, "type_vocab_size", mc->type_vocab_size);
+    cJSON_AddNumberToObject(c, "initializer_range", short_float(mc->initializer_range));
+    cJSON_AddNumberToObject(c, "layer_norm_eps", short_float(mc->layer_norm_eps));
+    cJSON_AddNumberToObject(c, "pad_token_id", pad_id);
+    cJSON_AddStringToObject(c, "position_embedding_type", "absolute");
+    cJSON_AddBoolToObject(c, "use_cache", true);
+    cJSON_AddNullToObject(c, "classifier_dropout");
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", true);
+    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    return c;
+}
+
+static bool write_tokenizer_files(const char *out, bool lower, int max_len) {
+    static const char *const special[][2] = {{"unk_token", "[UNK]"}, {"sep_token", "[SEP]"},
+                                             {"pad_token", "[PAD]"}, {"cls_token", "[CLS]"},
+                                             {"mask_token", "[MASK]"}};
+    cJSON *tc = cJSON_CreateObject(), *sm = cJSON_CreateObject();
+    cJSON_AddStringToObject(tc, "tokenizer_class", "BertTokenizer");
+    cJSON_AddBoolToObject(tc, "do_lower_case", lower);
+    cJSON_AddBoolToObject(tc, "tokenize_chinese_chars", true);
+    cJSON_AddNullToObject(tc, "strip_accents");
+    cJSON_AddNumberToObject(tc, "model_max_length", max_len);
+    for (int i = 0; i < 5; i++) {
+        cJSON_AddStringToObject(tc, special[i][0], special[i][1]);
+        cJSON_AddStringToObject(sm, special[i][0], special[i][1]);
+    }
+    bool ok = write_json(out, "tokenizer_config.json", tc) &&
+              write_json(out, "special_tokens_map.json", sm);
+    cJSON_Delete(tc);
+    cJSON_Delete(sm);
+    return ok;
+}
+
+int cli_export(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: bertrain export CKPT_DIR OUT_DIR\n");
+        return 2;
+    }
+    char ckpt[1200], err[1024], path[1400];
+    snprintf(ckpt, sizeof ckpt, "%s", argv[0]);
+    snprintf(path, sizeof path, "%s/latest", argv[0]);
+    size_t len = 0;
+    char *latest = slurp(path, &len); /* a run's output_dir: its latest checkpoint */
+    if (latest) {
+        latest[strcspn(latest, "\n")] = 0;
+        snprintf(ckpt, sizeof ckpt, "%s/%s", argv[0], latest);
+        free(latest);
+    }
+    const char *out = argv[1];
+    cJSON *state = NULL;
+    bert_config mc;
+    st_file f = {0};
+    bt_vocab vocab = {0};
+    bt_backend *be = NULL;
+    bert_model *nsp_model = NULL;
+    float *init = NULL;
+    st_tensor *ts = NULL;
+    char *vocab_text = NULL;
+    int rc = 2;
+    if (!ckpt_verify(ckpt, &state, err, sizeof err) ||
+        !ckpt_model_config(state, &mc, err, sizeof err)) {
+        fprintf(stderr, "bertrain: export: %s\n", err);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/vocab.txt", ckpt);
+    const cJSON *conf = cJSON_GetObjectItemCaseSensitive(state, "config");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(conf, "data");
+    const cJSON *dv = cJSON_GetObjectItemCaseSensitive(data, "vocab");
+    if (access(path, R_OK) != 0 && cJSON_IsString(dv)) snprintf(path, sizeof path, "%s", dv->valuestring);
+    if (!vocab_load(&vocab, path, err, sizeof err) || !(vocab_text = slurp(path, &len))) {
+        fprintf(stderr, "bertrain: export: %s has no vocab.txt: %s\n", ckpt, err);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
+    if (!st_open(&f, path, err, sizeof err)) {
+        fprintf(stderr, "bertrain: export: %s\n", err);
+        goto out;
+    }
+    const st_entry *wte = st_find(&f, "bert.embeddings.word_embeddings.weight");
+    const st_entry *dec_b = st_find(&f, "cls.predictions.bias");
+    if (!wte || !dec_b) {
+        fprintf(stderr, "bertrain: export: %s: no word embeddings or cls.predictions.bias\n", path);
+        goto out;
+    }
+    ts = calloc((size_t)f.n + 6, sizeof *ts);
+    if (!ts) goto out;
+    int n = 0;
+    for (int i = 0; i < f.n; i++) {
+        const st_entry *e = &f.entries[i];
+        if (strcmp(e->dtype, "F32") != 0) {
+            fprintf(stderr, "bertrain: export: %s: tensor %s is %s, not F32\n", path, e->name,
+                    e->dtype);
+            goto out;
+        }
+        ts[n++] = (st_tensor){e->name, "F32", e->ndim, {e->shape[0], e->shape[1]},
+                              st_data(&f, e), e->end - e->begin};
+    }
+    /* transformers ties these to the word embeddings and cls.predictions.bias */
+    ts[n++] = (st_tensor){"cls.predictions.decoder.weight", "F32", 2,
+                          {wte->shape[0], wte->shape[1]}, st_data(&f, wte), wte->end - wte->begin};
+    ts[n++] = (st_tensor){"cls.predictions.decoder.bias", "F32", 1, {dec_b->shape[0], 0},
+                          st_data(&f, dec_b), dec_b->end - dec_b->begin};
+    const char *meta[] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION,
+                          "bertrain_nsp_head", "trained"};
+    if (!mc.nsp) {
+        /* BertForPreTraining has a pooler and NSP head: initialize them as a run
+         * with model.nsp would have (the run's seed), and mark them untrained */
+        const cJSON *seed = cJSON_GetObjectItemCaseSensitive(state, "seed");
+        bert_config with_nsp = mc;
+        with_nsp.nsp = true;
+        nsp_model = host_model(&with_nsp, cJSON_IsString(seed) ? strtoull(seed->valuestring, NULL, 10)
+                                                              : 42, &be, &init);
+        if (!nsp_model || !init) goto out;
+        for (int i = 0; i < 4; i++) {
+            const bert_tensor *t = bert_find_tensor(nsp_model, NSP_TENSORS[i]);
+            ts[n++] = (st_tensor){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
+                                  init + t->offset, t->numel * sizeof(float)};
+        }
+        meta[5] = "initialized";
+    }
+    if (!mkdir_p(out)) {
+        fprintf(stderr, "bertrain: export: %s: cannot create: %s\n", out, strerror(errno));
+        goto out;
+    }
+    char tmp[1400], final[1400];
+    snprintf(tmp, sizeof tmp, "%s/.model.safetensors.tmp", out);
+    snprintf(final, sizeof final, "%s/model.safetensors", out);
+    if (!st_write(tmp, ts, n, meta, 3, err, sizeof err) || rename(tmp, final) != 0) {
+        fprintf(stderr, "bertrain: export: %s\n", err);
+        remove(tmp);
+        goto out;
+    }
+    const cJSON *lower = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(state, "data"), "lowercase");
+    cJSON *hc = hf_config(&mc, vocab.pad_id);
+    bool ok = write_json(out, "config.json", hc) &&
+              write_atomic(out, "vocab.txt", vocab_text, len) &&
+              write_tokenizer_files(out, !cJSON_IsFalse(lower), mc.max_position_embeddings);
+    cJSON_Delete(hc);
+    if (!ok) goto out;
+    printf("export: %s -> %s: BertForPreTraining (%d layers, hidden %d, vocab %d), "
+           "model.safetensors with %d tensors, config.json, vocab.txt, tokenizer_config.json%s\n",
+           ckpt, out, mc.num_hidden_layers, mc.hidden_size, mc.vocab_size, n,
+           mc.nsp ? "" : "; the pooler and NSP head were not trained (model.nsp false): they "
+                         "are freshly initialized");
+    rc = 0;
+out:
+    free(ts);
+    free(init);
+    free(vocab_text);
+    st_close(&f);
+    vocab_free(&vocab);
+    bert_free(nsp_model);
+    if (be) be->destroy(be);
+    cJSON_Delete(state);
+    return rc;
+}
+
+/* ---- import ---- */
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    float f;
+    if (exp == 0) {
+        f = ldexpf((float)man, -24);
+    } else if (exp == 31) {
+        f = man ? NAN : INFINITY;
+    } else {
+        f = ldexpf((float)(man | 0x400u), (int)exp - 25);
+    }
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= sign;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Copy an HF tensor of dtype F32/F16/BF16/F64 into dst as fp32. */
+static bool to_f32(const st_file *f, const st_entry *e, float *dst) {
+    const unsigned char *p = st_data(f, e);
+    size_t n = st_numel(e);
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(e->dtype, "F32")) {
+            memcpy(&dst[i], p + 4 * i, 4);
+        } else if (!strcmp(e->dtype, "F16") || !strcmp(e->dtype, "BF16")) {
+            uint16_t h = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
+            if (e->dtype[0] == 'B') {
+                uint32_t u = (uint32_t)h << 16;
+                memcpy(&dst[i], &u, 4);
+            } else {
+                dst[i] = half_to_float(h);
+            }
+        } else if (!strcmp(e->dtype, "F64")) {
+            double d;
+            memcpy(&d, p + 8 * i, 8);
+            dst[i] = (float)d;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The HF entry for bertrain tensor `name`: the same name, without "bert."
+ * (BertModel), with old LayerNorm gamma/beta names, or the decoder bias. */
+static const st_entry *find_hf(const st_file *f, const char *name) {
+    char alt[2][200];
+    const char *bare = strncmp(name, "bert.", 5) == 0 ? name + 5 : NULL;
+    const char *cands[6] = {name, bare, NULL, NULL, NULL, NULL};
+    const char *ln = strstr(name, "LayerNorm.");
+    if (ln) {
+        bool w = strcmp(ln, "LayerNorm.weight") == 0;
+        snprintf(alt[0], sizeof alt[0], "%.*sLayerNorm.%s", (int)(ln - name), name,
+                 w ? "gamma" : "beta");
+        cands[2] = alt[0];
+        if (bare) {
+            memcpy(alt[1], alt[0] + 5, strlen(alt[0] + 5) + 1);
+            cands[3] = alt[1];
+        }
+    }
+    if (strcmp(name, "cls.predictions.bias") == 0) cands[4] = "cls.predictions.decoder.bias";
+    for (int i = 0; i < 6; i++) {
+        const st_entry *e = cands[i] ? st_find(f, cands[i]) : NULL;
+        if (e) return e;
+    }
+    return NULL;
+}
+
+static bool json_int(const cJSON *c, const char *key, int *out, bool required, const char *path) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    if (cJSON_IsNumber(v)) {
+        *out = (int)v->valuedouble;
+        return true;
+    }
+    if (required) fprintf(stderr, "bertrain: import: %s: %s is missing\n", path, key);
+    return !required;
+}
+
+static void json_float(const cJSON *c, const char *key, float *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    if (cJSON_IsNumber(v)) *out = (float)v->valuedouble;
+}
+
+/* bert_config from an HF config.json; false after a one-line error. */
+static bool read_hf_config(const char *path, bert_config *mc) {
+    size_t len;
+    char *text = slurp(path, &len);
+    cJSON *c = text ? cJSON_Parse(text) : NULL;
+    const char *why = !text ? strerror(errno) : "not a JSON object";
+    free(text);
+    if (!cJSON_IsObject(c)) {
+        fprintf(stderr, "bertrain: import: %s: %s\n", path, why);
+        cJSON_Delete(c);
+        return false;
+    }
+    bert_preset("base", mc);
+    bool ok = json_int(c, "vocab_size", &mc->vocab_size, true, path) &&
+              json_int(c, "hidden_size", &mc->hidden_size, true, path) &&
+              json_int(c, "num_hidden_layers", &mc->num_hidden_layers, true, path) &&
+              json_int(c, "num_attention_heads", &mc->num_attention_heads, true, path) &&
+              json_int(c, "intermediate_size", &mc->intermediate_size, true, path) &&
+              json_int(c, "max_position_embeddings", &mc->max_position_embeddings, true, path) &&
+              json_int(c, "type_vocab_size", &mc->type_vocab_size, false, path) &&
+              json_int(c, "pad_token_id", &mc->pad_id, false, path);
+    json_float(c, "layer_norm_eps", &mc->layer_norm_eps);
+    json_float(c, "hidden_dropout_prob", &mc->hidden_dropout_prob);
+    json_float(c, "attention_probs_dropout_prob", &mc->attention_probs_dropout_prob);
+    json_float(c, "initializer_range", &mc->initializer_range);
+    if (mc->pad_id < 0 || mc->pad_id >= mc->vocab_size) mc->pad_id = 0;
+    static const char *const must[][2] = {{"model_type", "bert"},
+                                          {"hidden_act", "gelu"},
+                                          {"position_embedding_type", "absolute"}};
+    for (int i = 0; ok && i < 3; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, must[i][0]);
+        if (v && (!cJSON_IsString(v) || strcmp(v->valuestring, must[i][1]) != 0)) {
+            char *shown = cJSON_PrintUnformatted(v);
+            fprintf(stderr, "bertrain: import: %s: %s is %s; bertrain implements %s only\n",
+                    path, must[i][0], shown ? shown : "?", must[i][1]);
+            free(shown);
+            ok = false;
+        }
+    }
+    cJSON_Delete(c);
+    char err[256];
+    if (ok && !bert_config_valid(mc, err, sizeof err)) {
+        fprintf(stderr, "bertrain: import: %s: %s\n", path, err);
+        ok = false;
+    }
+    return ok;
+}
+
+/* state.json of an imported checkpoint: step 0 and the model's shape. */
+static cJSON *import_state(const bert_config *mc, uint64_t seed, const char *from, bool lower) {
+    cJSON *st = cJSON_CreateObject();
+    char s[32];
+    snprintf(s, sizeof s, "%llu", (unsigned long long)seed);
+    cJSON_AddStringToObject(st, "format", "bertrain checkpoint");
+    cJSON_AddNumberToObject(st, "format_version", CKPT_FORMAT_VERSION);
+    cJSON_AddNumberToObject(st, "step", 0);
+    cJSON_AddNumberToObject(st, "samples", 0);
+    cJSON_AddNumberToObject(st, "epoch", 0);
+    cJSON *data = cJSON_AddObjectToObject(st, "data");
+    cJSON_AddNumberToObject(data, "position", 0);
+    cJSON_AddNumberToObject(data, "epoch", 0);
+    cJSON_AddBoolToObject(data, "lowercase", lower);
+    cJSON_AddStringToObject(st, "seed", s);
+    cJSON *opt = cJSON_AddObjectToObject(st, "optimizer");
+    cJSON_AddStringToObject(opt, "type", "AdamW");
+    cJSON_AddNumberToObject(opt, "step", 0);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(st, "loss_scaler"), "scale", 1.0);
+    cJSON_AddStringToObject(st, "bertrain_version", PACKAGE_VERSION);
+    cJSON_AddStringToObject(st, "imported_from", from);
+    cJSON *model = cJSON_AddObjectToObject(cJSON_AddObjectToObject(st, "config"), "model");
+    cJSON_AddNumberToObject(model, "vocab_size", mc->vocab_size);
+    cJSON_AddNumberToObject(model, "hidden_size", mc->hidden_size);
+    cJSON_AddNumberToObject(model, "num_hidden_layers", mc->num_hidden_layers);
+    cJSON_AddNumberToObject(model, "num_attention_heads", mc->num_attention_heads);
+    cJSON_AddNumberToObject(model, "intermediate_size", mc->intermediate_size);
+    cJSON_AddNumberToObject(model, "max_position_embeddings", mc->max_position_embeddings);
+    cJSON_AddNumberToObject(model, "type_vocab_size", mc->type_vocab_size);
+    cJSON_AddNumberToObject(model, "layer_norm_eps", short_float(mc->layer_norm_eps));
+    cJSON_AddNumberToObject(model, "hidden_dropout_prob", short_float(mc->hidden_dropout_prob));
+    cJSON_AddNumberToObject(model, "attention_probs_dropout_prob",
+                            short_float(mc->attention_probs_dropout_prob));
+    cJSON_AddNumberToObject(model, "initializer_range", short_float(mc->initializer_range));
+    cJSON_AddBoolToObject(model, "nsp", mc->nsp);
+    return st;
+}
+
+/* Whether the HF tokenizer lowercases (tokenizer_config.json; BERT's default: yes). */
+static bool hf_lowercase(const char *dir) {
+    char path[1400];
+    size_t len;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    char *text = slurp(path, &len);
+    cJSON *c = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    bool lower = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "do_lower_case"));
+    cJSON_Delete(c);
+    return lower;
+}
+
+int cli_import(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    uint64_t seed = 42;
+    bool no_nsp = false;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--no-nsp"))
+            no_nsp = true;
+        else if (!in && argv[i][0] != '-')
+            in = argv[i];
+        else if (!out && argv[i][0] != '-')
+            out = argv[i];
+        else
+            in = out = NULL, i = argc;
+    }
+    if (!in || !out) {
+        fprintf(stderr, "usage: bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]\n");
+        return 2;
+    }
+    char path[1400], err[1024];
+    bert_config mc;
+    snprintf(path, sizeof path, "%s/config.json", in);
+    if (!read_hf_config(path, &mc)) return 2;
+    snprintf(path, sizeof path, "%s/model.safetensors", in);
+    st_file f;
+    if (!st_open(&f, path, err, sizeof err)) {
+        char other[1400];
+        snprintf(other, sizeof other, "%s/pytorch_model.bin", in);
+        bool bin = access(other, R_OK) == 0;
+        fprintf(stderr, "bertrain: import: %s%s\n", err,
+                bin ? " (the directory has pytorch_model.bin only: save it as safetensors with "
+                      "transformers: model.save_pretrained(dir, safe_serialization=True))"
+                    : "");
+        return 2;
+    }
+    const char *head = st_meta(&f, "bertrain_nsp_head");
+    mc.nsp = !no_nsp && st_find(&f, "cls.seq_relationship.weight") &&
+             !(head && !strcmp(head, "initialized"));
+    int rc = 2;
+    bt_backend *be = NULL;
+    float *host = NULL;
+    char *vocab_text = NULL;
+    cJSON *state = NULL;
+    bool *used = calloc((size_t)f.n + 1, sizeof *used);
+    bert_model *m = used ? host_model(&mc, seed, &be, &host) : NULL;
+    if (!m || !host) goto out;
+    char missing[4096] = "";
+    int n_missing = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        const st_entry *e = find_hf(&f, t->name);
+        if (!e) {
+            size_t l = strlen(missing);
+            snprintf(missing + l, sizeof missing - l, "%s%s", n_missing++ ? ", " : "", t->name);
+            continue;
+        }
+        used[e - f.entries] = true;
+        if (st_numel(e) != t->numel || e->shape[0] != t->shape[0]) {
+            fprintf(stderr, "bertrain: import: %s: %s has shape [%ld, %ld]; config.json makes it "
+                            "[%d, %d]\n", path, e->name, e->shape[0], e->ndim > 1 ? e->shape[1] : 0,
+                    t->shape[0], t->shape[1]);
+            goto out;
+        }
+        if (!to_f32(&f, e, host + t->offset)) {
+            fprintf(stderr, "bertrain: import: %s: %s has dtype %s (F32, F16, BF16 or F64 "
+                            "needed)\n", path, e->name, e->dtype);
+            goto out;
+        }
+    }
+    const st_entry *dec = st_find(&f, "cls.predictions.decoder.weight");
+    const bert_tensor *wte = bert_find_tensor(m, "bert.embeddings.word_embeddings.weight");
+    const st_entry *dec_b = st_find(&f, "cls.predictions.decoder.bias");
+    const bert_tensor *bias = bert_find_tensor(m, "cls.predictions.bias");
+    if (dec_b && st_find(&f, "cls.predictions.bias")) { /* the tied copy of the bias */
+        used[dec_b - f.entries] = true;
+        if (strcmp(dec_b->dtype, "F32") == 0 && st_numel(dec_b) == bias->numel &&
+            memcmp(st_data(&f, dec_b), host + bias->offset, bias->numel * 4) != 0)
+            printf("import: cls.predictions.decoder.bias differs from cls.predictions.bias; "
+                   "bertrain keeps cls.predictions.bias\n");
+    }
+    if (dec) {
+        used[dec - f.entries] = true;
+        if (strcmp(dec->dtype, "F32") == 0 && st_numel(dec) == wte->numel &&
+            memcmp(st_data(&f, dec), host + wte->offset, wte->numel * 4) != 0)
+            printf("import: cls.predictions.decoder.weight differs from the word embeddings; "
+                   "bertrain ties them and keeps the word embeddings\n");
+    }
+    if (n_missing)
+        printf("import: %d tensor%s not in %s, initialized (seed %llu): %s\n", n_missing,
+               n_missing == 1 ? "" : "s", path, (unsigned long long)seed, missing);
+    for (int i = 0; i < f.n; i++)
+        if (!used[i] && !strstr(f.entries[i].name, "position_ids"))
+            printf("import: not used: %s%s\n", f.entries[i].name,
+                   strstr(f.entries[i].name, "pooler") || strstr(f.entries[i].name, "seq_rel")
+                       ? " (the pooler and NSP head are kept only with model.nsp)"
+                       : "");
+    snprintf(path, sizeof path, "%s/vocab.txt", in);
+    size_t vlen = 0;
+    bt_vocab vocab;
+    if (vocab_load(&vocab, path, err, sizeof err)) {
+        vocab_text = slurp(path, &vlen);
+        if (vocab.size != mc.vocab_size)
+            printf("import: %s has %d tokens; the model's vocab_size is %d\n", path, vocab.size,
+                   mc.vocab_size);
+        vocab_free(&vocab);
+    } else {
+        printf("import: no usable vocab.txt (%s); give the run's data.vocab yourself\n", err);
+    }
+    state = import_state(&mc, seed, in, hf_lowercase(in));
+    ckpt_contents c = {m, host, NULL, NULL, 0, OPT_ADAMW, vocab_text, vlen, state, NULL, 0};
+    if (!ckpt_write_dir(out, &c, 0, err, sizeof err)) {
+        fprintf(stderr, "bertrain: import: %s\n", err);
+        goto out;
+    }
+    printf("import: %s -> %s: %d layers, hidden %d, heads %d, intermediate %d, vocab %d, "
+           "positions %d, NSP head %s; step 0, zero optimizer moments\n", in, out,
+           mc.num_hidden_layers, mc.hidden_size, mc.num_attention_heads, mc.intermediate_size,
+           mc.vocab_size, mc.max_position_embeddings, mc.nsp ? "yes" : "no");
+    printf("import: continue with `bertrain train CONFIG.json --resume %s`; CONFIG.json needs\n"
+           "  \"model\": {\"vocab_size\": %d, \"hidden_size\": %d, \"num_hidden_layers\": %d, "
+           "\"num_attention_heads\": %d, \"intermediate_size\": %d, \"max_position_embeddings\": %d, "
+           "\"type_vocab_size\": %d, \"nsp\": %s}%s%s%s\n", out, mc.vocab_size, mc.hidden_size,
+           mc.num_hidden_layers, mc.num_attention_heads, mc.intermediate_size,
+           mc.max_position_embeddings, mc.type_vocab_size, mc.nsp ? "true" : "false",
+           vocab_text ? " and \"data\": {\"vocab\": \"" : "", vocab_text ? out : "",
+           vocab_text ? "/vocab.txt\", ...} with shards made from that vocab" : "");
+    rc = 0;
+out:
+    free(used);
+    free(host);
+    free(vocab_text);
+    cJSON_Delete(state);
+    bert_free(m);
+    if (be) be->destroy(be);
+    st_close(&f);
+    return rc;
+}

@@ -1,0 +1,195 @@
+/* Resume: choose and verify a checkpoint, compare configs key by key, load
+ * weights and moments on rank 0 and copy them to every rank, and keep
+ * metrics.jsonl continuous. */
+#define _XOPEN_SOURCE 700
+#include "resume.h"
+
+#include "../mpi/dist.h"
+#include "ckpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Keys whose change would change the parameters' shapes (or how the heads
+ * split them): a checkpoint cannot continue under a different value. */
+static const char *const SHAPE_KEYS[] = {
+    "model.vocab_size",        "model.hidden_size",       "model.num_hidden_layers",
+    "model.num_attention_heads", "model.intermediate_size", "model.max_position_embeddings",
+    "model.type_vocab_size",   "model.nsp"};
+
+static bool is_shape_key(const char *path) {
+    for (size_t i = 0; i < sizeof SHAPE_KEYS / sizeof SHAPE_KEYS[0]; i++)
+        if (strcmp(path, SHAPE_KEYS[i]) == 0) return true;
+    return false;
+}
+
+/* The item at dotted path in obj, or NULL. */
+static const cJSON *at_path(const cJSON *obj, const char *path) {
+    char part[256];
+    while (obj && *path) {
+        size_t len = strcspn(path, ".");
+        snprintf(part, sizeof part, "%.*s", (int)len, path);
+        obj = cJSON_GetObjectItemCaseSensitive(obj, part);
+        path += len + (path[len] == '.');
+    }
+    return obj;
+}
+
+/* Compare every leaf of the checkpoint's config `old` with `cur`: false after
+ * printing the first shape change; logs every other change. */
+static bool compare(const cJSON *old, const cJSON *cur, const char *prefix, const char *dir) {
+    for (const cJSON *it = old ? old->child : NULL; it; it = it->next) {
+        char path[256];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", it->string);
+        if (cJSON_IsObject(it)) {
+            if (!compare(it, cur, path, dir)) return false;
+            continue;
+        }
+        const cJSON *now = at_path(cur, path);
+        if (!now) continue; /* a key this version no longer has */
+        char *a = cJSON_PrintUnformatted(it), *b = cJSON_PrintUnformatted(now);
+        bool same = a && b && strcmp(a, b) == 0;
+        bool ok = true;
+        if (!same && is_shape_key(path)) {
+            fprintf(stderr, "bertrain: resume: %s: %s is %s in the checkpoint and %s in the "
+                            "config; the model's shape cannot change on resume\n",
+                    dir, path, a ? a : "?", b ? b : "?");
+            ok = false;
+        } else if (!same) {
+            printf("resume: %s %s -> %s\n", path, a ? a : "?", b ? b : "?");
+        }
+        free(a);
+        free(b);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static double num(const cJSON *obj, const char *path, double dflt) {
+    const cJSON *v = at_path(obj, path);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* Rank 0's half of resume_prepare. */
+static int prepare_rank0(const bt_config *cfg, resume_info *ri) {
+    cJSON *state = NULL;
+    char err[1024];
+    if (strcmp(cfg->resume, "auto") == 0) {
+        if (!ckpt_find_auto(cfg->output_dir, ri->dir, sizeof ri->dir, &state)) {
+            printf("resume: no usable checkpoint in %s; starting from step 0\n", cfg->output_dir);
+            return 0;
+        }
+    } else {
+        snprintf(ri->dir, sizeof ri->dir, "%s", cfg->resume);
+        if (!ckpt_verify(ri->dir, &state, err, sizeof err)) {
+            fprintf(stderr, "bertrain: resume: %s\n", err);
+            return 2;
+        }
+    }
+    ri->step = (long)num(state, "step", 0);
+    long old_batch = (long)num(state, "data.global_batch", (double)cfg->train_batch_size);
+    ri->position = (long long)num(state, "data.position", (double)ri->step * old_batch);
+    double old_lr = num(state, "schedule.next_lr", NAN), new_lr = sched_lr(cfg, ri->step);
+    printf("resume: from %s (step %ld, sample %lld, epoch %.0f)\n", ri->dir, ri->step,
+           ri->position, num(state, "data.epoch", 0));
+    cJSON *cur = cJSON_Parse(cfg->resolved_json ? cfg->resolved_json : "{}");
+    bool ok = compare(cJSON_GetObjectItemCaseSensitive(state, "config"), cur, "", ri->dir);
+    cJSON_Delete(cur);
+    if (!ok) {
+        cJSON_Delete(state);
+        return 2;
+    }
+    ri->active = true;
+    if (old_batch != cfg->train_batch_size)
+        printf("resume: the global batch changes from %ld to %ld samples; the data continues "
+               "at sample %lld\n", old_batch, cfg->train_batch_size, ri->position);
+    if (isfinite(old_lr) && fabs(old_lr - new_lr) > 1e-9 * fabs(old_lr))
+        printf("resume: the learning rate of step %ld is %.6g under this config (the "
+               "checkpoint's schedule gave %.6g)\n", ri->step + 1, new_lr, old_lr);
+    if (ri->step >= cfg->train_steps)
+        printf("resume: the checkpoint's step %ld already reaches train_steps %ld\n", ri->step,
+               cfg->train_steps);
+    fflush(stdout);
+    cJSON_Delete(state);
+    return 0;
+}
+
+int resume_prepare(const bt_config *cfg, resume_info *ri) {
+    memset(ri, 0, sizeof *ri);
+    if (!cfg->resume[0]) return 0;
+    struct {
+        int rc, active;
+        long step;
+        long long position;
+        char dir[1024];
+    } msg = {0, 0, 0, 0, ""};
+    if (dist_rank() == 0) {
+        msg.rc = prepare_rank0(cfg, ri);
+        msg.active = ri->active;
+        msg.step = ri->step;
+        msg.position = ri->position;
+        memcpy(msg.dir, ri->dir, sizeof msg.dir);
+    }
+    dist_broadcast(&msg, sizeof msg);
+    ri->active = msg.active;
+    ri->step = msg.step;
+    ri->position = msg.position;
+    memcpy(ri->dir, msg.dir, sizeof ri->dir);
+    return msg.rc;
+}
+
+bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
+    char err[1024];
+    double status[2] = {1, 0}; /* ok, optimizer step */
+    if (dist_rank() == 0) {
+        if (!ckpt_load_weights(ri->dir, m, err, sizeof err) ||
+            !ckpt_load_optim(ri->dir, m, o, err, sizeof err)) {
+            fprintf(stderr, "bertrain: resume: %s\n", err);
+            status[0] = 0;
+        }
+        status[1] = (double)o->step;
+    }
+    dist_broadcast(status, sizeof status);
+    if (status[0] == 0) return false;
+    o->step = (long)status[1];
+    if (dist_world() > 1) {
+        size_t bytes = m->n_params * sizeof(float);
+        float *host = malloc(bytes);
+        if (!host) {
+            fprintf(stderr, "bertrain: rank %d: out of host memory\n", dist_rank());
+            dist_abort(1);
+        }
+        bt_buffer *bufs[3] = {m->params, o->m, o->v};
+        for (int i = 0; i < 3; i++) {
+            m->be->download(m->be, host, (bt_ptr){bufs[i], 0}, bytes);
+            dist_broadcast(host, bytes);
+            m->be->upload(m->be, (bt_ptr){bufs[i], 0}, host, bytes);
+        }
+        free(host);
+    }
+    return true;
+}
+
+FILE *resume_open_metrics(const char *path, const resume_info *ri) {
+    if (!ri->active) return fopen(path, "w");
+    /* drop lines past the checkpoint (written before a crash), keep the rest */
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *in = fopen(path, "r"), *out = fopen(tmp, "w");
+    if (!out) {
+        if (in) fclose(in);
+        return NULL;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    while (in && getline(&line, &cap, in) > 0) {
+        long step;
+        if (sscanf(line, "{\"step\": %ld", &step) == 1 && step <= ri->step) fputs(line, out);
+    }
+    free(line);
+    if (in) fclose(in);
+    bool ok = fclose(out) == 0 && rename(tmp, path) == 0;
+    return ok ? fopen(path, "a") : NULL;
+}

@@ -1,0 +1,218 @@
+#!/bin/sh
+# GPU check of the CUDA backend, for a machine with an NVIDIA GPU. Build first:
+#
+#   ./configure --with-cuda && make && make check
+#   sh tests/gpu-check.sh [N]        # N: the CUDA device (default 0)
+#
+# (from a VPATH build directory: sh SRCDIR/tests/gpu-check.sh; top_builddir
+# and top_srcdir may also be set in the environment). It runs:
+#  1. the backend conformance suite on cuda:N (every op against float64);
+#  2. 20 training steps of examples/demo.json on the CPU and on cuda:N: the
+#     per-step losses (metrics.jsonl) within 1e-4 relative, and the final
+#     parameters (ckpt-00000020/model.safetensors) within 1e-4 relative L2
+#     (tests/st_compare, built by make check);
+#  3. bertrain bench --preset base and --preset large (seq 128, batch 32):
+#     samples/s, TFLOP/s and MFU, the achieved model FLOP/s over the card's
+#     peak (table below);
+#  4. compute-sanitizer memcheck and racecheck on the conformance suite
+#     (--quick), when compute-sanitizer is installed.
+# The conformance suite and the equivalence run in fp32 (BERTRAIN_CUDA_TF32 is
+# unset for them); the benches use BERTRAIN_CUDA_TF32 as set by the caller.
+# Prints a summary; exit status 0 when every check passed, 1 when one failed,
+# 77 when there is no CUDA device, 2 when bertrain was built without CUDA.
+set -u
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+if [ -z "${top_builddir:-}" ]; then
+    if [ -x ./bertrain ]; then top_builddir=$(pwd); else top_builddir=$top_srcdir; fi
+fi
+BERTRAIN="$top_builddir/bertrain"
+CONFORMANCE="$top_builddir/bertrain-conformance"
+DEV="cuda:${1:-0}"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bertrain-gpu-check.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+summary="$tmp/summary"
+: > "$summary"
+failed=0
+
+# record CHECK RESULT DETAIL: one row of the summary
+record() {
+    printf '%-38s %-5s %s\n' "$1" "$2" "$3" >> "$summary"
+    [ "$2" != FAIL ] || failed=1
+    echo "gpu-check: $1: $2 $3"
+}
+
+[ -x "$BERTRAIN" ] && [ -x "$CONFORMANCE" ] || {
+    echo "gpu-check: no bertrain in $top_builddir: build first (./configure --with-cuda && make)"
+    exit 2
+}
+built=$("$BERTRAIN" version | sed -n 's/.*(backends: \([^;)]*\).*/\1/p')
+case " $built " in
+*" cuda "*) ;;
+*)
+    echo "gpu-check: this bertrain was built without CUDA (backends: $built): ./configure --with-cuda && make"
+    exit 2
+    ;;
+esac
+
+# ---- is there a device? ----
+probe=$(BERTRAIN_CUDA_TF32= "$CONFORMANCE" --backend "$DEV" --op info 2>&1)
+case $probe in
+*"SKIP backend $DEV: "*)
+    echo "gpu-check: $(printf '%s\n' "$probe" | sed -n "s/^SKIP backend $DEV: //p" | head -1)"
+    echo "gpu-check: no CUDA device $DEV here: nothing to check"
+    exit 77
+    ;;
+esac
+card=$("$BERTRAIN" devices 2>/dev/null | sed -n "s/^$DEV: \([^,]*\),.*/\1/p" | head -1)
+[ -n "$card" ] || card="unknown card"
+echo "gpu-check: $DEV is $card"
+
+# ---- 1. conformance ----
+rc=0
+BERTRAIN_CUDA_TF32= "$CONFORMANCE" --backend "$DEV" > "$tmp/conformance.log" 2>&1 || rc=$?
+counts=$(tail -1 "$tmp/conformance.log")
+if [ $rc -eq 0 ]; then
+    record "conformance ($DEV)" PASS "$counts"
+else
+    grep -E 'FAIL' "$tmp/conformance.log" | head -20
+    record "conformance ($DEV)" FAIL "$counts (exit $rc)"
+fi
+
+# ---- 2. CPU vs CUDA training, 20 steps ----
+train() { # train DEVICE OUTDIR
+    (cd "$top_srcdir" && BERTRAIN_CUDA_TF32= "$BERTRAIN" train examples/demo.json \
+        --set train_steps=20 --set data.seq_len=64 --set steps_per_print=1 \
+        --set device="\"$1\"" --set output_dir="\"$2\"") > "$2.log" 2>&1
+}
+# per-step training losses of a metrics.jsonl: "STEP LOSS" lines
+losses() {
+    grep '"loss": ' "$1" | awk '{
+        s = $0; sub(/.*"step": /, "", s); sub(/[,}].*/, "", s)
+        l = $0; sub(/.*"loss": /, "", l); sub(/[,}].*/, "", l)
+        print s, l }'
+}
+# the final checkpoint's parameters: ckpt-00000020/model.safetensors, or the
+# newest checkpoint's if the layout differs
+final_params() {
+    f="$1/ckpt-00000020/model.safetensors"
+    [ -f "$f" ] || f=$(ls -d "$1"/ckpt-* 2>/dev/null | tail -1)/model.safetensors
+    echo "$f"
+}
+if train cpu "$tmp/cpu" && train "$DEV" "$tmp/cuda"; then
+    losses "$tmp/cpu/metrics.jsonl" > "$tmp/cpu.loss"
+    losses "$tmp/cuda/metrics.jsonl" > "$tmp/cuda.loss"
+    verdict=$(paste "$tmp/cpu.loss" "$tmp/cuda.loss" | awk '
+        function abs(x) { return x < 0 ? -x : x }
+        { n++
+          if ($1 != $3) { bad = "step numbers differ at line " n; exit }
+          m = abs($2) > abs($4) ? abs($2) : abs($4)
+          r = m > 0 ? abs($2 - $4) / m : abs($2 - $4)
+          if (n == 1 || r > worst) { worst = r; at = $1 } }
+        END {
+          if (bad != "") { print "FAIL", bad; exit }
+          if (n != 20) { print "FAIL", "expected 20 logged steps, got " n; exit }
+          printf "%s max relative difference %.2e at step %d over %d steps (tolerance 1e-4)\n",
+                 worst <= 1e-4 ? "PASS" : "FAIL", worst, at, n }')
+    record "CPU vs $DEV: 20 step losses" "${verdict%% *}" "${verdict#* }"
+    # The criterion is the relative L2 over all parameters. st_compare's worst
+    # tensor is usually an attention key bias, at a relative difference near
+    # 1: its exact gradient is zero (softmax ignores a constant added to a row),
+    # so AdamW turns rounding noise of either sign into lr-sized steps, on any
+    # two backends; those values stay tiny next to the weights.
+    st="$top_builddir/tests/st_compare"
+    [ -x "$st" ] || (cd "$top_builddir" && make tests/st_compare) > "$tmp/make.log" 2>&1
+    a=$(final_params "$tmp/cpu")
+    b=$(final_params "$tmp/cuda")
+    if [ ! -x "$st" ]; then
+        record "CPU vs $DEV: final parameters" FAIL "tests/st_compare missing (run make check)"
+    elif out=$("$st" "$a" "$b" 1e-4 2>&1); then
+        record "CPU vs $DEV: final parameters" PASS "$out"
+    else
+        record "CPU vs $DEV: final parameters" FAIL "$out"
+    fi
+else
+    for d in cpu cuda; do
+        [ -f "$tmp/$d.log" ] && { echo "--- $d run:"; tail -20 "$tmp/$d.log"; }
+    done
+    record "CPU vs $DEV: 20 step training" FAIL "a training run failed (log above)"
+fi
+
+# ---- 3. bench and MFU ----
+# Dense peak TFLOP/s (no 2:4 sparsity) per card: FP32 on CUDA cores, TF32
+# tensor cores, BF16/FP16 tensor cores (FP32 accumulate), from NVIDIA's
+# datasheets ("-": no such unit). Sparse datasheet figures are halved.
+#   A100 (SXM4, PCIe; NVIDIA A100 datasheet): FP32 19.5, TF32 156, BF16/FP16 312
+#   H100 SXM5 (NVIDIA H100 datasheet): FP32 67, TF32 989* -> 494.5, BF16 1,979* -> 989.5
+#   H100 PCIe: FP32 51, TF32 756* -> 378, BF16 1,513* -> 756.5
+#   H100 NVL: FP32 60, TF32 835* -> 417.5, BF16 1,671* -> 835.5
+#   H200 SXM (NVIDIA H200 datasheet): as H100 SXM5: 67, 494.5, 989.5
+#   H200 NVL: as H100 NVL: 60, 417.5, 835.5
+#   L40S (NVIDIA L40S datasheet): FP32 91.6, TF32 183 (366*), BF16/FP16 362.05 (733*)
+#   V100 SXM2 (NVIDIA V100 datasheet): FP32 15.7, FP16 tensor 125; V100 PCIe: 14, 112;
+#     V100S PCIe: 16.4, 130 (Volta has no TF32 and no BF16)
+#   RTX 4090 (NVIDIA Ada Lovelace architecture whitepaper, appendix): FP32 82.6,
+#     TF32 tensor 82.6, FP16/BF16 tensor with FP32 accumulate 165.2
+#   (* with sparsity)
+peaks() { # card name -> "FP32 TF32 BF16" or nothing
+    case $1 in
+    *A100*) echo "19.5 156 312" ;;
+    *H100*PCIe*) echo "51 378 756.5" ;;
+    *H100*NVL* | *H200*NVL*) echo "60 417.5 835.5" ;;
+    *H100* | *H200*) echo "67 494.5 989.5" ;;
+    *L40S*) echo "91.6 183 362.05" ;;
+    *V100S*) echo "16.4 - 130" ;;
+    *V100*PCIE*) echo "14 - 112" ;;
+    *V100*) echo "15.7 - 125" ;;
+    *"RTX 4090"*) echo "82.6 82.6 165.2" ;;
+    esac
+}
+# MFU is taken against the peak of the arithmetic the GEMMs use: FP32 (the
+# default), or TF32 with BERTRAIN_CUDA_TF32=1; the BF16/FP16 tensor peak is
+# shown beside it for scale.
+mfu() { # achieved-TFLOP/s card -> text
+    p=$(peaks "$2")
+    echo "$1 $p ${BERTRAIN_CUDA_TF32:-0}" | awk '{
+        t = $1 + 0
+        if ($1 !~ /^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$/ || t <= 0) { print "TFLOP/s n/a: no MFU"; exit }
+        if (NF < 5) { printf "%.2f TFLOP/s; MFU n/a (no peak known for this card)\n", t; exit }
+        tf32 = $5 == "1" && $3 != "-"
+        peak = tf32 ? $3 : $2
+        printf "%.2f TFLOP/s, MFU %.1f%% of the %s peak %s TFLOP/s (%.1f%% of the BF16/FP16 tensor peak %s)\n",
+               t, 100 * t / peak, tf32 ? "TF32 tensor" : "FP32", peak, 100 * t / $4, $4 }'
+}
+for preset in base large; do
+    log="$tmp/bench-$preset.log"
+    if "$BERTRAIN" bench --preset $preset --seq 128 --batch 32 --backend "$DEV" > "$log" 2>&1; then
+        sps=$(sed -n 's/^samples\/s: //p' "$log")
+        tfl=$(sed -n 's/^TFLOP\/s: //p' "$log")
+        record "bench $preset (seq 128, batch 32)" PASS "${sps:-?} samples/s, $(mfu "${tfl:-x}" "$card")"
+    elif grep -qi 'out of .*memory\|out of memory' "$log"; then
+        record "bench $preset (seq 128, batch 32)" SKIP "out of device memory: $(tail -1 "$log")"
+    else
+        tail -20 "$log"
+        record "bench $preset (seq 128, batch 32)" FAIL "bertrain bench failed (log above)"
+    fi
+done
+
+# ---- 4. compute-sanitizer (optional) ----
+san=$(command -v compute-sanitizer 2>/dev/null || true)
+for d in "${CUDA_HOME:-}" /usr/local/cuda; do
+    [ -n "$san" ] || [ -z "$d" ] || [ ! -x "$d/bin/compute-sanitizer" ] || san="$d/bin/compute-sanitizer"
+done
+for tool in memcheck racecheck; do
+    if [ -z "$san" ]; then
+        record "compute-sanitizer $tool" SKIP "compute-sanitizer not installed"
+    elif BERTRAIN_CUDA_TF32= "$san" --tool $tool --error-exitcode 99 "$CONFORMANCE" --backend "$DEV" \
+            --quick > "$tmp/san-$tool.log" 2>&1; then
+        record "compute-sanitizer $tool" PASS "conformance --quick: $(grep 'ERROR SUMMARY' "$tmp/san-$tool.log" | tail -1)"
+    else
+        grep -A8 -E '=+ (Invalid|Race|Error)' "$tmp/san-$tool.log" | head -40
+        record "compute-sanitizer $tool" FAIL "$(grep 'ERROR SUMMARY' "$tmp/san-$tool.log" | tail -1)"
+    fi
+done
+
+echo
+echo "==== gpu-check: $DEV, $card ===="
+cat "$summary"
+if [ $failed -eq 0 ]; then echo "result: PASS"; else echo "result: FAIL"; fi
+exit $failed

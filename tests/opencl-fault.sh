@@ -1,0 +1,33 @@
+#!/bin/sh
+# The conformance suite catches a broken OpenCL kernel. tests/conformance_clfault
+# is the suite linked with a test-only build of the OpenCL host code that
+# compiles BERTRAIN_CL_FAULT=NAME into the kernels as -DBT_FAULT_NAME:
+#   bias_add_off_by_one  bias_add adds the bias of the next column
+#   gelu_tanh_approx     gelu_fwd uses the tanh approximation (|err| ~ 1e-3)
+# Each fault must fail its op and only its op; without a fault every op
+# passes. Skips (77) without an OpenCL build or device.
+. "$(dirname "$0")/lib.sh"
+spec=${BERTRAIN_TEST_OPENCL_DEVICE:-opencl:0:0}
+: "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
+export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT
+suite="$top_builddir/tests/conformance_clfault"
+[ -x "$suite" ] || skip "bertrain was built without OpenCL (configure --with-opencl)"
+
+rc=0
+"$suite" --backend "$spec" --quick > "$tmpdir/clean" 2>&1 || rc=$?
+[ "$rc" -eq 77 ] && skip "no OpenCL device $spec"
+[ "$rc" -eq 0 ] || { cat "$tmpdir/clean"; fail "the fault build fails without a fault"; }
+echo "no fault: $(tail -1 "$tmpdir/clean")"
+
+for case in bias_add_off_by_one:bias_add gelu_tanh_approx:gelu_fwd; do
+    fault=${case%%:*} op=${case#*:}
+    rc=0
+    BERTRAIN_CL_FAULT=$fault "$suite" --backend "$spec" --quick > "$tmpdir/$fault" 2>&1 || rc=$?
+    grep " FAIL" "$tmpdir/$fault" | sed "s/^/  /"
+    [ "$rc" -eq 1 ] || { cat "$tmpdir/$fault"; fail "$fault: the suite exited $rc, not 1"; }
+    grep -q "^$op .* FAIL" "$tmpdir/$fault" || fail "$fault: no FAIL row for $op"
+    others=$(grep " FAIL" "$tmpdir/$fault" | grep -v "^$op " || true)
+    [ -z "$others" ] || fail "$fault: other ops failed too"
+    echo "$fault: $op FAILs as it must; $(tail -1 "$tmpdir/$fault")"
+done
+echo "PASS: the suite catches both injected kernel faults"

@@ -1,0 +1,36 @@
+#!/bin/sh
+# 20 training steps of the tiny model on the demo data, dropout on, on the
+# OpenCL backend and on the CPU backend: every step's loss agrees within 1e-4
+# relative, and the final parameters within 1e-4 relative L2. Skips (77)
+# without an OpenCL build or device (BERTRAIN_TEST_OPENCL_DEVICE, default
+# opencl:0:0: PoCL's CPU device where there is no GPU).
+. "$(dirname "$0")/lib.sh"
+cd "$top_srcdir" || fail "no source dir"
+spec=${BERTRAIN_TEST_OPENCL_DEVICE:-opencl:0:0}
+: "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
+export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT
+"$BERTRAIN" version | grep -q "opencl" || skip "bertrain was built without OpenCL (configure --with-opencl)"
+"$BERTRAIN" bench --preset tiny --seq 16 --batch 1 --steps 1 --warmup 0 --backend "$spec" \
+    > "$tmpdir/probe" 2>&1 || skip "no OpenCL device $spec: $(tail -1 "$tmpdir/probe")"
+
+for dev in cpu "$spec"; do
+    name=${dev%%:*}
+    "$BERTRAIN" train examples/demo.json --set train_steps=20 --set steps_per_print=1 \
+        --set data.seq_len=64 --set data.valid='""' --set device="\"$dev\"" \
+        --set output_dir="\"$tmpdir/$name\"" > "$tmpdir/$name.log" 2>&1 ||
+        { cat "$tmpdir/$name.log"; fail "training on $dev failed"; }
+    grep '"loss": ' "$tmpdir/$name/metrics.jsonl" | sed 's/.*"loss": \([^,}]*\).*/\1/' \
+        > "$tmpdir/$name.loss"
+    [ "$(wc -l < "$tmpdir/$name.loss")" -eq 20 ] ||
+        fail "$dev: expected 20 per-step losses in metrics.jsonl, got $(wc -l < "$tmpdir/$name.loss")"
+done
+grep "device\|steps in" "$tmpdir/opencl.log"
+paste "$tmpdir/cpu.loss" "$tmpdir/opencl.loss" | awk '
+    { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r
+      printf "step %2d  cpu %s  opencl %s  rel %.2e\n", NR, $1, $2, r }
+    END { printf "max loss rel diff %.3e\n", m; exit !(m <= 1e-4) }' ||
+    fail "per-step losses differ by more than 1e-4 relative"
+"$top_builddir/tests/st_compare" "$tmpdir/cpu/ckpt-00000020/model.safetensors" \
+    "$tmpdir/opencl/ckpt-00000020/model.safetensors" 1e-4 ||
+    fail "final parameters differ by more than 1e-4 relative L2"
+echo "PASS: 20 steps on $spec match the CPU backend"
