@@ -31,6 +31,8 @@ bool bt_backend_complete(const bt_backend *be) {
 #ifdef BT_HAVE_OPENCL
 bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t errlen,
                                      bool *no_device);
+int bt_opencl_find_device(const char *substr, int *platform, int *device, char *err,
+                           size_t errlen);
 #endif
 #ifdef BT_HAVE_CUDA
 bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *no_device);
@@ -41,7 +43,16 @@ void bt_opencl_list_devices(FILE *out);
 #endif
 #ifdef BT_HAVE_CUDA
 void bt_cuda_list_devices(FILE *out);
+void bt_cuda_set_tf32(bt_backend *be, bool on);
 #endif
+
+void bt_backend_allow_tf32(bt_backend *be, bool on) {
+#ifdef BT_HAVE_CUDA
+    if (strcmp(be->name, "cuda") == 0) bt_cuda_set_tf32(be, on);
+#endif
+    (void)be;
+    (void)on;
+}
 
 void bt_backends_list_devices(FILE *out) {
     bt_backend *cpu = bt_cpu_backend_create(0);
@@ -95,9 +106,18 @@ bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *
     if (strncmp(spec, "opencl", 6) == 0) {
 #ifdef BT_HAVE_OPENCL
         int p = 0, d = 0;
-        if (spec[6] && sscanf(spec + 6, ":%d:%d", &p, &d) != 2) {
-            snprintf(err, errlen, "device '%s': expected opencl or opencl:PLATFORM:DEVICE", spec);
+        char tail;
+        if (spec[6] && (spec[6] != ':' || !spec[7])) {
+            snprintf(err, errlen, "device '%s': expected opencl, opencl:PLATFORM:DEVICE or "
+                                  "opencl:NAME", spec);
             return NULL;
+        }
+        if (spec[6] && sscanf(spec + 6, ":%d:%d%c", &p, &d, &tail) != 2) {
+            int matches = bt_opencl_find_device(spec + 7, &p, &d, err, errlen);
+            if (matches != 1) {
+                if (no_device) *no_device = matches == 0;
+                return NULL;
+            }
         }
         be = bt_opencl_backend_create(p, d, err, errlen, &nodev);
         if (no_device) *no_device = nodev;

@@ -40,6 +40,7 @@ static const key_spec KEYS[] = {
     {"gradient_clipping", K_FLOAT, OFF(gradient_clipping), 0, 1e9, NULL, 0},
     {"device", K_STRING, STR(device)},
     {"cpu_threads", K_INT, OFF(cpu_threads), 0, 4096, NULL, 0},
+    {"tf32", K_BOOL, OFF(tf32), 0, 0, NULL, 0},
     {"optimizer", K_OBJECT, 0, 0, 0, NULL, 0},
     {"optimizer.type", K_CHOICE, OFF(optim.type), 0, 0, "AdamW|Lamb", 0},
     {"optimizer.params", K_OBJECT, 0, 0, 0, NULL, 0},

@@ -76,6 +76,7 @@ int eval_main(const bt_config *cfg, const char *checkpoint) {
     }
     be = open_backend(cfg->device, cfg->cpu_threads);
     if (!be) goto out;
+    if (cfg->tf32) bt_backend_allow_tf32(be, true);
     int batch = cfg->eval_batch > 0 ? cfg->eval_batch : (int)cfg->micro_batch;
     bert_config mc = cfg->model;
     mc.pad_id = vocab.pad_id;

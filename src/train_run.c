@@ -253,6 +253,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     plan_device_spec(cfg, spec, sizeof spec);
     s.be = open_backend(spec, cfg->cpu_threads);
     if (!s.be) goto out;
+    if (cfg->tf32) bt_backend_allow_tf32(s.be, true);
 
     batch_plan plan;
     plan_from_config(&plan, cfg, world);

@@ -13,6 +13,27 @@ export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT
 "$BERTRAIN" bench --preset tiny --seq 16 --batch 1 --steps 1 --warmup 0 --backend "$spec" \
     > "$tmpdir/probe" 2>&1 || skip "no OpenCL device $spec: $(tail -1 "$tmpdir/probe")"
 
+# a device by name substring: the device name of $spec (any case) picks it, or
+# names every device that shares it; a name nothing has is one clear line
+name=$("$BERTRAIN" devices | sed -n "s/^  $spec  \(.*\) \[.*\]\$/\1/p")
+[ -n "$name" ] || fail "bertrain devices does not list $spec"
+upper=$(printf '%s' "$name" | tr '[:lower:]' '[:upper:]')
+if "$BERTRAIN" bench --preset tiny --seq 16 --batch 1 --steps 1 --warmup 0 \
+        --backend "opencl:$upper" > "$tmpdir/byname" 2>&1; then
+    grep -qF "($name)" "$tmpdir/byname" || { cat "$tmpdir/byname"; fail "opencl:NAME picked another device"; }
+    echo "ok   opencl:$upper selects $spec ($name)"
+else
+    grep -q "devices match" "$tmpdir/byname" || { cat "$tmpdir/byname"; fail "opencl:NAME failed"; }
+    echo "ok   opencl:$upper: several devices share the name: $(cat "$tmpdir/byname")"
+fi
+rc=0
+"$BERTRAIN" bench --preset tiny --seq 16 --batch 1 --steps 1 --warmup 0 \
+    --backend opencl:no-such-device-xyz > "$tmpdir/noname" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && [ "$(wc -l < "$tmpdir/noname")" -eq 1 ] &&
+    grep -q "no OpenCL device name or vendor contains 'no-such-device-xyz'" "$tmpdir/noname" ||
+    { cat "$tmpdir/noname"; fail "an unknown device name must give one clear line and fail"; }
+echo "ok   opencl:no-such-device-xyz: $(cat "$tmpdir/noname")"
+
 for dev in cpu "$spec"; do
     name=${dev%%:*}
     "$BERTRAIN" train examples/demo.json --set train_steps=20 --set steps_per_print=1 \

@@ -232,7 +232,11 @@ static void cu_destroy(bt_backend *be) {
     free(be);
 }
 
-void bt_cuda_set_tf32(bt_backend *be, bool on) { ((cu_ctx *)be->ctx)->tf32 = on; }
+void bt_cuda_set_tf32(bt_backend *be, bool on) {
+    cu_ctx *c = (cu_ctx *)be->ctx;
+    if (on && !c->tf32) fprintf(stderr, "bertrain: cuda: TF32 tensor-core GEMMs on (config tf32)\n");
+    c->tf32 = on;
+}
 
 /* Every slot of the table, as create fills it. */
 static void fill_table(bt_backend *be) {

@@ -186,6 +186,54 @@ void bt_opencl_list_devices(FILE *out) {
     free(plats);
 }
 
+static bool contains_nocase(const char *hay, const char *needle) {
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (needle[i] && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (!needle[i]) return true;
+    }
+    return false;
+}
+
+/* Find the one device whose name or vendor contains `substr` (any case), so a
+ * config can say "opencl:Radeon" on any machine. Returns the number of
+ * matches; unless it is 1, err says why. */
+int bt_opencl_find_device(const char *substr, int *platform, int *device, char *err,
+                           size_t errlen) {
+    cl_platform_id *plats;
+    cl_uint np = get_platforms(&plats);
+    int matches = 0;
+    char first[256] = "", second[256] = "";
+    for (cl_uint p = 0; p < np; p++) {
+        cl_device_id *devs;
+        cl_uint nd = get_devices(plats[p], CL_DEVICE_TYPE_ALL, &devs);
+        for (cl_uint d = 0; d < nd; d++) {
+            char dname[256], dvendor[256];
+            dev_str(devs[d], CL_DEVICE_NAME, dname, sizeof dname);
+            dev_str(devs[d], CL_DEVICE_VENDOR, dvendor, sizeof dvendor);
+            if (!contains_nocase(dname, substr) && !contains_nocase(dvendor, substr)) continue;
+            if (matches++ == 0) {
+                *platform = (int)p;
+                *device = (int)d;
+                snprintf(first, sizeof first, "opencl:%u:%u %s", p, d, dname);
+            } else if (matches == 2) {
+                snprintf(second, sizeof second, "opencl:%u:%u %s", p, d, dname);
+            }
+        }
+        free(devs);
+    }
+    free(plats);
+    if (matches == 1) return 1;
+    if (matches == 0)
+        snprintf(err, errlen, "device 'opencl:%s': no OpenCL device name or vendor contains '%s' "
+                              "(bertrain devices lists them)", substr, substr);
+    else
+        snprintf(err, errlen, "device 'opencl:%s': %d devices match (%s; %s%s): use opencl:P:D",
+                 substr, matches, first, second, matches > 2 ? "; ..." : "");
+    return matches;
+}
+
 /* Find device `device` of platform `platform`, or with (-1, -1) the first GPU
  * of any platform. False with a reason in err when there is none. */
 static bool select_device(int platform, int device, cl_platform_id *pout, cl_device_id *dout,
