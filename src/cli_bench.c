@@ -90,7 +90,7 @@ int cli_bench(int argc, char **argv) {
                                          (uint64_t)s, (uint64_t)b, b * seq,
                                          mb.mlm_positions + mb.n_masked, mb.mlm_labels + mb.n_masked);
         }
-        train_step(m, opt, &cfg, s, &mb, &first, 1, 1e-4, NULL);
+        train_step(m, opt, &cfg, s, &mb, &first, 1, 1e-4, NULL, NULL);
     }
     be->sync(be);
     double dt = now_s() - t0;

@@ -96,6 +96,11 @@ static const key_spec KEYS[] = {
     {"eval.interval", K_LONG, OFF(eval_interval), 0, 1e12, NULL, 0},
     {"eval.max_samples", K_LONG, OFF(eval_max_samples), 0, 1e15, NULL, 0},
     {"eval.batch_size", K_INT, OFF(eval_batch), 0, 1e6, NULL, 0},
+    {"guard", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"guard.loss_spike_factor", K_DOUBLE, OFF(guard_spike_factor), 0, 1e9, NULL, 0},
+    {"guard.median_window", K_INT, OFF(guard_median_window), 1, 10000, NULL, 0},
+    {"guard.max_bad_steps", K_INT, OFF(guard_max_bad), 1, 1000000, NULL, 0},
+    {"guard.window", K_INT, OFF(guard_window), 1, 1000000000, NULL, 0},
     {"devices", K_DEVICES, STR(devices_json)},
     {"distributed", K_OBJECT, 0, 0, 0, NULL, 0},
     {"distributed.shares", K_SHARES, OFF(shares), 0, 0, NULL, 0},
@@ -353,6 +358,10 @@ void config_defaults(bt_config *cfg) {
     cfg->data.mask_prob = 0.15f;
     strcpy(cfg->device, "cpu");
     cfg->ckpt_keep = 3;
+    cfg->guard_spike_factor = 10.0;
+    cfg->guard_median_window = 100;
+    cfg->guard_max_bad = 10;
+    cfg->guard_window = 100;
     cfg->sync_check_interval = 100;
     cfg->drift_tolerance = 1e-6;
     cfg->bucket_mb = 25.0;

@@ -71,6 +71,11 @@ typedef struct {
     long eval_interval;    /* eval.interval: steps between evaluations (0: only after the last) */
     long eval_max_samples; /* eval.max_samples: validation sequences used (0: all) */
     int eval_batch;        /* eval.batch_size (0: the micro-batch) */
+    /* guard: skip non-finite or spiking steps; stop after max_bad within window */
+    double guard_spike_factor; /* guard.loss_spike_factor: k x running median (0: off) */
+    int guard_median_window;   /* guard.median_window: accepted losses in the median */
+    int guard_max_bad;         /* guard.max_bad_steps */
+    int guard_window;          /* guard.window: steps */
     /* distributed */
     int n_shares;           /* distributed.shares given per rank (0: equal split) */
     long shares[BT_MAX_RANKS];

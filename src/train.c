@@ -32,9 +32,23 @@ bt_backend *open_backend(const char *spec, int cpu_threads) {
     return be;
 }
 
+/* Test hook: is 1-based step listed in $name ("3,5,6")? */
+static bool test_step_listed(const char *name, long step) {
+    const char *env = getenv(name);
+    if (!env) return false;
+    for (const char *p = env; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) return false;
+        if (v == step) return true;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
                        bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr,
-                       grad_sync *gs) {
+                       grad_sync *gs, const bt_guard *guard) {
     step_result r = {0};
     double t0 = now_s();
     /* global counts before any backward: [masked tokens, NSP samples] */
@@ -74,6 +88,10 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     dist_allreduce_sum_f64(sums, 6); /* returns when the slowest rank has computed */
     double t2 = now_s();
     double comm = grad_sync_finish(gs);
+    /* test hooks, on every rank alike: a NaN in the summed gradients (as a NaN
+     * batch on any rank gives after the allreduce), or a 1000x loss */
+    if (test_step_listed("BERTRAIN_TEST_NAN_STEPS", step + 1)) m->be->fill(m->be, (bt_ptr){m->grads, 4 * 7}, NAN, 1);
+    if (test_step_listed("BERTRAIN_TEST_SPIKE_STEPS", step + 1)) sums[0] *= 1000.0;
     r.compute_s = t1 - t0;
     r.idle_s = t2 - t1;
     r.comm_s = comm;
@@ -87,8 +105,12 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     r.n_samples = (long)sums[4];
     r.n_tokens = (long)sums[5];
     r.grad_norm = optim_grad_norm(m);
-    optim_clip(m, r.grad_norm, cfg->gradient_clipping);
     r.lr = lr;
+    if (guard && guard_check(guard, r.loss, r.grad_norm, r.skip_why, sizeof r.skip_why)) {
+        r.skipped = true; /* no update: parameters and optimizer moments untouched */
+        return r;
+    }
+    optim_clip(m, r.grad_norm, cfg->gradient_clipping);
     optim_step(opt, m, (float)lr);
     return r;
 }

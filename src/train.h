@@ -6,6 +6,7 @@
 #include "config.h"
 #include "data.h"
 #include "grad_sync.h"
+#include "guard.h"
 #include "optim.h"
 
 /* What one optimizer step did, summed over ranks. */
@@ -18,14 +19,17 @@ typedef struct {
     double compute_s;  /* this rank: forward + backward */
     double idle_s;     /* this rank: waiting for slower ranks */
     double comm_s;     /* this rank: gradient communication not hidden behind compute */
+    bool skipped;      /* the divergence guard refused the update (parameters untouched) */
+    char skip_why[96];
 } step_result;
 
 /* One optimizer step over micro-batches mb[0..n_micro) already filled on the
  * host: global counts first, so each loss gradient is seeded with 1/count and
- * the update is the same however the global batch is split. */
+ * the update is the same however the global batch is split. A guard (or
+ * NULL) may refuse the update: the result says skipped, and why. */
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
                        bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr,
-                       grad_sync *gs);
+                       grad_sync *gs, const bt_guard *guard);
 
 /* Monotonic seconds. */
 double now_s(void);

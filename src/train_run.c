@@ -207,6 +207,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     const int T = cfg->data.seq_len;
     char err[1024];
     run_state s = {0};
+    bt_guard guard = {0};
     int rc = 1;
     const double t_run = now_s();
 
@@ -341,6 +342,9 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     }
     if (world > 1) print_rank_table(&s, &plan, speed);
 
+    if (!guard_init(&guard, cfg->guard_spike_factor, cfg->guard_median_window, cfg->guard_max_bad,
+                    cfg->guard_window))
+        goto oom;
     const long G = plan.global, step0 = ri.step;
     const double t_start = now_s();
     int stop = 0;
@@ -358,17 +362,35 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         data_time += t_data;
         data_window += t_data;
         step_result r = train_step(s.m, s.opt, cfg, step, s.mb, s.first, n_micro,
-                                   sched_lr(cfg, step), s.gs);
+                                   sched_lr(cfg, step), s.gs, &guard);
         samples_window += r.n_samples;
         tokens_window += r.n_tokens;
         compute_window += r.compute_s;
         idle_window += r.idle_s;
         comm_window += r.comm_s;
-        if (!isfinite(r.loss)) {
-            if (rank == 0)
-                fprintf(stderr, "bertrain: step %ld: loss is %g; stopping (lower the learning "
-                                "rate or enable gradient_clipping)\n", step + 1, r.loss);
-            goto out;
+        if (r.skipped) { /* every rank skipped it: the guard sees global values */
+            bool too_many = guard_reject(&guard, step + 1);
+            if (rank == 0) {
+                fprintf(stderr, "bertrain: step %ld skipped: %s; parameters and optimizer state "
+                                "unchanged, samples [%llu, %llu) not learned from\n",
+                        step + 1, r.skip_why, (unsigned long long)g0,
+                        (unsigned long long)(g0 + (uint64_t)G));
+                fprintf(s.metrics, "{\"step\": %ld, \"skipped\": \"%s\", \"samples_from\": %llu, "
+                                   "\"samples_to\": %llu}\n", step + 1, r.skip_why,
+                        (unsigned long long)g0, (unsigned long long)(g0 + (uint64_t)G));
+                fflush(s.metrics);
+            }
+            if (too_many) {
+                if (rank == 0)
+                    fprintf(stderr, "bertrain: step %ld: %d of the last %d steps were skipped "
+                                    "(guard.max_bad_steps, guard.window): stopping; resume from "
+                                    "the last checkpoint in %s with a lower learning rate\n",
+                            step + 1, cfg->guard_max_bad, cfg->guard_window, cfg->output_dir);
+                rc = 3;
+                goto out;
+            }
+        } else {
+            guard_accept(&guard, r.loss);
         }
         maybe_perturb(&s, step + 1);
         maybe_die(step + 1);
@@ -377,7 +399,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         if (world > 1 && cfg->sync_check_interval > 0 &&
             ((step + 1) % cfg->sync_check_interval == 0 || final))
             check_drift(&s, cfg, step + 1);
-        if (step == step0 || (step + 1) % cfg->steps_per_print == 0 || final) {
+        if (!r.skipped && (step == step0 || (step + 1) % cfg->steps_per_print == 0 || final)) {
             double t = now_s(), dt = t - t_window;
             double per_rank[3] = {compute_window, comm_window, idle_window};
             double *all = malloc((size_t)world * 3 * sizeof *all);
@@ -504,6 +526,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
 oom:
     fprintf(stderr, "bertrain: rank %d: out of host memory\n", rank);
 out:
+    guard_free(&guard);
     run_free(&s);
     return rc;
 }
