@@ -1,7 +1,8 @@
 /* BERT forward and backward as backend ops (llm.c style: one short function
  * per block). Shapes: N = B*T token rows, M = masked rows, H hidden, I
  * intermediate, NH heads of size D, V vocabulary. Post-LN, exactly as Hugging
- * Face BertForPreTraining. */
+ * Face BertForPreTraining, or (model.norm "pre") Pre-LN: x + f(LN(x)) per block
+ * and one LayerNorm after the last layer. */
 #include "bert.h"
 #include "bert_internal.h"
 #include "rng.h"
@@ -69,6 +70,11 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(nsp_logits, (size_t)Bm * 2);
     TAKE(nsp_loss, (size_t)Bm);
     TAKE(nsp_correct, (size_t)Bm);
+    if (c->norm == BERT_NORM_PRE) {
+        TAKE(final_out, N * H);
+        TAKE(final_mean, N);
+        TAKE(final_rstd, N);
+    }
     TAKE(dA, N * H);
     TAKE(dH, N * H);
     TAKE(dctx, N * H);
@@ -278,8 +284,81 @@ static void layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
     be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d x_in */
 }
 
+/* Pre-LN layer: res1 = x + drop(attn(LN1(x))); res2 = res1 + drop(ffn(LN2(res1))).
+ * x_in (N, H) -> res2 (N, H) for layer l */
+static void pre_layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
+                          const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const int N = bt->B * bt->T, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
+    const float p = pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
+    const float eps = m->cfg.layer_norm_eps;
+    const size_t per_sample = (size_t)bt->T * H;
+
+    be->layernorm_fwd(be, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(x_in),
+                      PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
+    linear_fwd(m, ACT(la->qkv), ACT(la->ln1), w->qkv_w, w->qkv_b, N, H, 3 * H);
+    attention_fwd(m, l, bt, pass);
+    linear_fwd(m, ACT(a->dH), ACT(la->ctx), w->ao_w, w->ao_b, N, H, H); /* dH: scratch */
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)N * H, per_sample, bt->first_sample, p,
+                    dropout_key(pass, l, SITE_ATTN_OUT));
+    be->add(be, ACT(la->res1), ACT(a->dH), ACT(x_in), (size_t)N * H);
+    be->layernorm_fwd(be, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res1),
+                      PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+    linear_fwd(m, ACT(la->fc1), ACT(la->ln2), w->fc1_w, w->fc1_b, N, H, I);
+    be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), (size_t)N * I);
+    linear_fwd(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, w->fc2_b, N, I, H);
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)N * H, per_sample, bt->first_sample, p,
+                    dropout_key(pass, l, SITE_FFN_OUT));
+    be->add(be, ACT(la->res2), ACT(a->dH), ACT(la->res1), (size_t)N * H);
+}
+
+/* Backward of pre_layer_fwd: dA holds d res2; on return it holds d x_in. */
+static void pre_layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
+                          const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const int N = bt->B * bt->T, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
+    const float p = pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
+    const size_t NH = (size_t)N * H, per_sample = (size_t)bt->T * H;
+
+    /* feed-forward branch: dH = d(ffn output) */
+    be->copy(be, ACT(a->dH), ACT(a->dA), NH * 4);
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), NH, per_sample, bt->first_sample, p,
+                    dropout_key(pass, l, SITE_FFN_OUT));
+    linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), N, I, H);
+    be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)N * I);
+    linear_bwd(m, ACT(a->dH), w->fc1_w, w->fc1_b, ACT(a->dI), ACT(la->ln2), N, H, I);
+    be->layernorm_bwd(be, ACT(a->dH), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dH), ACT(la->res1),
+                      ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
+    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d res1 */
+    /* attention branch */
+    be->copy(be, ACT(a->dH), ACT(a->dA), NH * 4);
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), NH, per_sample, bt->first_sample, p,
+                    dropout_key(pass, l, SITE_ATTN_OUT));
+    linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), N, H, H);
+    attention_bwd(m, l, bt, pass);
+    linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(la->ln1), N, H, 3 * H);
+    be->layernorm_bwd(be, ACT(a->dH), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dH), ACT(x_in),
+                      ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d x_in */
+}
+
+/* The output of layer l (its input when l is the layer after). */
+static size_t layer_output(const bert_model *m, int l) {
+    return m->cfg.norm == BERT_NORM_PRE ? m->act->layer[l].res2 : m->act->layer[l].ln2;
+}
+
 static size_t layer_input(const bert_model *m, int l) {
-    return l == 0 ? m->act->emb_out : m->act->layer[l - 1].ln2;
+    return l == 0 ? m->act->emb_out : layer_output(m, l - 1);
 }
 
 void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, bert_stats *st) {
@@ -310,8 +389,15 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         be->dropout(be, ACT(a->emb_out), ACT(a->emb_out), (size_t)N * H, (size_t)T * H,
                     bt->first_sample, m->cfg.hidden_dropout_prob,
                     dropout_key(pass, -1, SITE_EMB));
-    for (int l = 0; l < L; l++) layer_fwd(m, l, layer_input(m, l), bt, pass);
-    const size_t hidden = a->layer[L - 1].ln2;
+    const bool pre = m->cfg.norm == BERT_NORM_PRE;
+    for (int l = 0; l < L; l++)
+        (pre ? pre_layer_fwd : layer_fwd)(m, l, layer_input(m, l), bt, pass);
+    size_t hidden = layer_output(m, L - 1);
+    if (pre) { /* the final LayerNorm of Pre-LN */
+        be->layernorm_fwd(be, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
+                          ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), N, H, eps);
+        hidden = a->final_out;
+    }
 
     /* MLM head at masked rows: dense -> GELU -> LayerNorm -> tied decoder + bias */
     if (M > 0) {
@@ -374,8 +460,13 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
     (void)none;
     /* the heads' parameters (after the layers in the flat buffer) are final */
     if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, v->head_w, m->n_params);
+    const bool pre = m->cfg.norm == BERT_NORM_PRE;
+    if (pre) /* final LayerNorm: its parameters lie before head_w, reduced with layer L-1 */
+        be->layernorm_bwd(be, ACT(a->dA), GRD(v->final_ln_w), GRD(v->final_ln_b), ACT(a->dA),
+                          ACT(layer_output(m, L - 1)), ACT(a->final_mean), ACT(a->final_rstd),
+                          PAR(v->final_ln_w), N, H);
     for (int l = L - 1; l >= 0; l--) {
-        layer_bwd(m, l, layer_input(m, l), bt, pass);
+        (pre ? pre_layer_bwd : layer_bwd)(m, l, layer_input(m, l), bt, pass);
         if (pass->grads_ready)
             pass->grads_ready(pass->grads_ready_ctx, v->layer[l].qkv_w,
                               l + 1 < L ? v->layer[l + 1].qkv_w : v->head_w);

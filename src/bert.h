@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum { BERT_NORM_POST = 0, BERT_NORM_PRE = 1 };
+
 typedef struct {
     int vocab_size;
     int hidden_size;
@@ -22,6 +24,8 @@ typedef struct {
     float attention_probs_dropout_prob;
     float initializer_range;
     bool nsp;   /* pooler + next-sentence head */
+    int norm;   /* BERT_NORM_POST (BERT, HF) or BERT_NORM_PRE (LayerNorm before each block
+                 * and once after the last layer) */
     int pad_id; /* [PAD]: no gradient through the embedding lookup (torch padding_idx) */
 } bert_config;
 
@@ -49,6 +53,7 @@ typedef struct {
 typedef struct {
     size_t wte, wpe, wtt, emb_ln_w, emb_ln_b;
     bert_layer_views *layer;
+    size_t final_ln_w, final_ln_b; /* Pre-LN only: after the last layer (else 0) */
     size_t head_w, head_b, head_ln_w, head_ln_b, dec_b; /* MLM head; decoder tied to wte */
     size_t pool_w, pool_b, nsp_w, nsp_b;                /* only when cfg.nsp */
 } bert_views;

@@ -10,14 +10,14 @@ typedef struct {
     size_t qkv;          /* (N, 3H) */
     size_t probs;        /* (B, NH, T, T) softmax output, before dropout */
     size_t ctx;          /* (N, H) */
-    size_t res1;         /* (N, H) x + dropout(attention output), LayerNorm input */
+    size_t res1;         /* (N, H) x + dropout(attention output); Post-LN: LayerNorm input */
     size_t mean1, rstd1; /* (N) */
-    size_t ln1;          /* (N, H) */
+    size_t ln1;          /* (N, H) Post-LN: LN(res1); Pre-LN: LN(x), the attention input */
     size_t fc1;          /* (N, I) before GELU */
     size_t gelu;         /* (N, I) */
-    size_t res2;         /* (N, H) */
+    size_t res2;         /* (N, H) Pre-LN: layer output */
     size_t mean2, rstd2; /* (N) */
-    size_t ln2;          /* (N, H) layer output */
+    size_t ln2;          /* (N, H) Post-LN: layer output; Pre-LN: LN(res1), the FFN input */
 } bert_layer_acts;
 
 struct bert_act_layout {
@@ -25,6 +25,7 @@ struct bert_act_layout {
     size_t hm, t1, t2, t3, t3_mean, t3_rstd;     /* MLM head: (M, H) ... */
     size_t logits, mlm_loss, mlm_correct;        /* (M, V), (M), (M) */
     size_t cls, pool_pre, pooled, nsp_logits, nsp_loss, nsp_correct; /* NSP: (B, H) ... */
+    size_t final_out, final_mean, final_rstd; /* Pre-LN final LayerNorm: (N, H), (N), (N) */
     /* backward scratch */
     size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;
     size_t total;

@@ -61,6 +61,8 @@ bool bert_config_valid(const bert_config *c, char *err, size_t errlen) {
     REQUIRE(c->attention_probs_dropout_prob >= 0 && c->attention_probs_dropout_prob <= 0.9f,
             "model.attention_probs_dropout_prob: must be in [0, 0.9] (got %g)",
             c->attention_probs_dropout_prob);
+    REQUIRE(c->norm == BERT_NORM_POST || c->norm == BERT_NORM_PRE,
+            "model.norm: must be post or pre (got %d)", c->norm);
     REQUIRE(c->initializer_range > 0 && c->initializer_range < 1,
             "model.initializer_range: must be in (0, 1) (got %g)", c->initializer_range);
 #undef REQUIRE
@@ -129,6 +131,10 @@ static bool build_table(bert_model *m) {
         lv->ln2_w = LAYER_TENSOR("output.LayerNorm.weight", H, 0, false);
         lv->ln2_b = LAYER_TENSOR("output.LayerNorm.bias", H, 0, false);
 #undef LAYER_TENSOR
+    }
+    if (c->norm == BERT_NORM_PRE) { /* between the layers and the heads: see bert_backward */
+        v->final_ln_w = add_tensor(&tb, "bert.encoder.final_layernorm.weight", H, 0, false);
+        v->final_ln_b = add_tensor(&tb, "bert.encoder.final_layernorm.bias", H, 0, false);
     }
     v->head_w = add_tensor(&tb, "cls.predictions.transform.dense.weight", H, H, true);
     v->head_b = add_tensor(&tb, "cls.predictions.transform.dense.bias", H, 0, false);

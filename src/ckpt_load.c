@@ -172,6 +172,9 @@ bool ckpt_model_config(const cJSON *state, bert_config *mc, char *err, size_t er
             *(int *)field = (int)v->valuedouble;
     }
     mc->nsp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "nsp"));
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(model, "norm");
+    mc->norm = cJSON_IsString(norm) && !strcmp(norm->valuestring, "pre") ? BERT_NORM_PRE
+                                                                         : BERT_NORM_POST;
     return bert_config_valid(mc, err, errlen);
 }
 

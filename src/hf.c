@@ -184,6 +184,11 @@ int cli_export(int argc, char **argv) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         goto out;
     }
+    if (mc.norm != BERT_NORM_POST) {
+        fprintf(stderr, "bertrain: export: %s is a Pre-LN model (model.norm \"pre\"); Hugging "
+                        "Face BertForPreTraining is Post-LN and cannot hold it\n", ckpt);
+        goto out;
+    }
     snprintf(path, sizeof path, "%s/vocab.txt", ckpt);
     const cJSON *conf = cJSON_GetObjectItemCaseSensitive(state, "config");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(conf, "data");

@@ -125,15 +125,17 @@ int main(int argc, char **argv) {
     c.type_vocab_size = (int)meta_num("type_vocab_size");
     c.layer_norm_eps = (float)meta_num("layer_norm_eps");
     c.nsp = meta_num("nsp") != 0;
+    const char *norm = st_meta(&fx, "norm"); /* absent in fixtures older than Pre-LN */
+    c.norm = norm && !strcmp(norm, "pre") ? BERT_NORM_PRE : BERT_NORM_POST;
     c.initializer_range = 0.02f;
     c.pad_id = 0;
     const int B = (int)meta_num("batch"), T = (int)meta_num("seq_len");
     const st_entry *pos_e = st_find(&fx, "batch.mlm_positions");
     const int M = pos_e ? (int)st_numel(pos_e) : 0;
-    printf("fixture %s (torch %s): V=%d H=%d L=%d heads=%d I=%d B=%d T=%d masked=%d nsp=%d\n",
+    printf("fixture %s (torch %s): V=%d H=%d L=%d heads=%d I=%d B=%d T=%d masked=%d nsp=%d norm=%s\n",
            argv[1], st_meta(&fx, "torch_version") ? st_meta(&fx, "torch_version") : "?",
            c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
-           c.intermediate_size, B, T, M, c.nsp);
+           c.intermediate_size, B, T, M, c.nsp, c.norm == BERT_NORM_PRE ? "pre" : "post");
 
     bt_backend *be = bt_cpu_backend_create(0);
     bert_model *m = bert_create(be, &c, B, T, M, err, sizeof err);

@@ -47,6 +47,10 @@ CONFIGS = {
     "torch_ref_mlm": dict(vocab_size=61, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
                           intermediate_size=72, max_position_embeddings=16, type_vocab_size=2,
                           layer_norm_eps=1e-5, nsp=False, batch=3, seq_len=13, seed=5678),
+    # Pre-LN (model.norm "pre"): LayerNorm before each block, one after the last layer
+    "torch_ref_pre": dict(vocab_size=71, hidden_size=40, num_hidden_layers=3, num_attention_heads=5,
+                          intermediate_size=56, max_position_embeddings=20, type_vocab_size=2,
+                          layer_norm_eps=1e-6, nsp=True, batch=3, seq_len=17, seed=9012, norm="pre"),
 }
 ADAMW = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01, clip=1.0)
 LAMB = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01, min_coeff=0.01,
@@ -71,6 +75,8 @@ def param_shapes(c):
         s[p + "intermediate.dense.weight"], s[p + "intermediate.dense.bias"] = (I, H), (I,)
         s[p + "output.dense.weight"], s[p + "output.dense.bias"] = (H, I), (H,)
         s[p + "output.LayerNorm.weight"] = s[p + "output.LayerNorm.bias"] = (H,)
+    if c.get("norm") == "pre":
+        s["bert.encoder.final_layernorm.weight"] = s["bert.encoder.final_layernorm.bias"] = (H,)
     if c["nsp"]:
         s["bert.pooler.dense.weight"], s["bert.pooler.dense.bias"] = (H, H), (H,)
         s["cls.seq_relationship.weight"], s["cls.seq_relationship.bias"] = (2, H), (2,)
@@ -90,9 +96,9 @@ def init_params(c, g):
     params = {}
     for name, shape in param_shapes(c).items():
         z = torch.randn(shape, generator=g, dtype=DT)
-        if "LayerNorm.weight" in name:
+        if "LayerNorm.weight" in name or "layernorm.weight" in name:
             t = 1.0 + 0.1 * z
-        elif "LayerNorm.bias" in name:
+        elif "LayerNorm.bias" in name or "layernorm.bias" in name:
             t = 0.05 * z
         elif name.endswith("bias"):
             t = 0.02 * z
@@ -103,7 +109,7 @@ def init_params(c, g):
 
 
 def no_decay(name):
-    return "bias" in name or "LayerNorm" in name
+    return "bias" in name or "LayerNorm" in name or "layernorm" in name
 
 
 # ----------------------------------------------------------------------------- batch
@@ -168,6 +174,15 @@ def encoder(p, c, batch):
     for i in range(c["num_hidden_layers"]):
         pre = f"bert.encoder.layer.{i}."
         q, k, v = (heads(linear(x, p, pre + "attention.self." + n)) for n in ("query", "key", "value"))
+        if c.get("norm") == "pre":  # x + f(LN(x)) per block
+            ln = lambda y, n: layer_norm(y, p[pre + n + ".weight"], p[pre + n + ".bias"], eps)
+            h = ln(x, "attention.output.LayerNorm")
+            q, k, v = (heads(linear(h, p, pre + "attention.self." + n)) for n in ("query", "key", "value"))
+            probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + neg, dim=-1)
+            x = x + linear((probs @ v).transpose(1, 2).reshape(B, T, H), p, pre + "attention.output.dense")
+            x = x + linear(gelu(linear(ln(x, "output.LayerNorm"), p, pre + "intermediate.dense")), p,
+                           pre + "output.dense")
+            continue
         probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + neg, dim=-1)
         ctx = (probs @ v).transpose(1, 2).reshape(B, T, H)
         a = layer_norm(x + linear(ctx, p, pre + "attention.output.dense"),
@@ -175,6 +190,8 @@ def encoder(p, c, batch):
                        p[pre + "attention.output.LayerNorm.bias"], eps)
         f = linear(gelu(linear(a, p, pre + "intermediate.dense")), p, pre + "output.dense")
         x = layer_norm(a + f, p[pre + "output.LayerNorm.weight"], p[pre + "output.LayerNorm.bias"], eps)
+    if c.get("norm") == "pre":
+        x = layer_norm(x, p["bert.encoder.final_layernorm.weight"], p["bert.encoder.final_layernorm.bias"], eps)
     return x
 
 
@@ -256,6 +273,8 @@ def fd_check(p, c, batch, grads, g, n_checks=20, eps=1e-4):
     picks = [("bert.embeddings.word_embeddings.weight", (0, int(torch.randint(c["hidden_size"], (1,), generator=g)))),
              ("bert.embeddings.LayerNorm.weight", (3,)),
              ("bert.encoder.layer.0.attention.output.LayerNorm.weight", (5,))]
+    if c.get("norm") == "pre":
+        picks.append(("bert.encoder.final_layernorm.weight", (2,)))
     while len(picks) < n_checks:
         n = names[int(torch.randint(len(names), (1,), generator=g))]
         idx = tuple(int(torch.randint(s, (1,), generator=g)) for s in p[n].shape)
@@ -276,7 +295,9 @@ def fd_check(p, c, batch, grads, g, n_checks=20, eps=1e-4):
 
 
 def encoder_crosscheck(p, c, batch):
-    """Compare our encoder with torch.nn.TransformerEncoderLayer (Post-LN, exact gelu)."""
+    """Compare our encoder with torch.nn.TransformerEncoderLayer (exact gelu; Post-LN, or
+    norm_first=True and a final torch LayerNorm for Pre-LN)."""
+    pre_ln = c.get("norm") == "pre"
     H, B, T = c["hidden_size"], *batch["input_ids"].shape
     q = dict(p)
     q_emb = layer_norm(p["bert.embeddings.word_embeddings.weight"][batch["input_ids"]]
@@ -289,7 +310,8 @@ def encoder_crosscheck(p, c, batch):
         pre = f"bert.encoder.layer.{i}."
         lay = torch.nn.TransformerEncoderLayer(H, c["num_attention_heads"], c["intermediate_size"],
                                                dropout=0.0, activation="gelu", batch_first=True,
-                                               layer_norm_eps=c["layer_norm_eps"], dtype=DT)
+                                               layer_norm_eps=c["layer_norm_eps"], norm_first=pre_ln,
+                                               dtype=DT)
         sa = pre + "attention.self."
         with torch.no_grad():
             lay.self_attn.in_proj_weight.copy_(torch.cat([q[sa + n + ".weight"] for n in ("query", "key", "value")]))
@@ -300,6 +322,10 @@ def encoder_crosscheck(p, c, batch):
                 mod.weight.copy_(q[pre + n + ".weight"])
                 mod.bias.copy_(q[pre + n + ".bias"])
             x = lay(x, src_key_padding_mask=batch["attention_mask"] == 0)
+    if pre_ln:
+        with torch.no_grad():
+            x = F.layer_norm(x, (H,), q["bert.encoder.final_layernorm.weight"],
+                             q["bert.encoder.final_layernorm.bias"], c["layer_norm_eps"])
     with torch.no_grad():
         ours = encoder(p, c, batch)
     real = batch["attention_mask"].bool()
@@ -355,6 +381,7 @@ def build(name, c, out_dir):
                                     "intermediate_size", "max_position_embeddings", "type_vocab_size")}
     meta["layer_norm_eps"] = repr(c["layer_norm_eps"])
     meta["nsp"] = "1" if c["nsp"] else "0"
+    meta["norm"] = c.get("norm", "post")
     meta["batch"], meta["seq_len"] = str(c["batch"]), str(c["seq_len"])
     for prefix, h in (("adamw", ADAMW), ("lamb", LAMB)):
         meta.update({f"{prefix}_{k}": repr(float(v)) for k, v in h.items()})
