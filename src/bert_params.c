@@ -133,8 +133,8 @@ static bool build_table(bert_model *m) {
 #undef LAYER_TENSOR
     }
     if (c->norm == BERT_NORM_PRE) { /* between the layers and the heads: see bert_backward */
-        v->final_ln_w = add_tensor(&tb, "bert.encoder.final_layernorm.weight", H, 0, false);
-        v->final_ln_b = add_tensor(&tb, "bert.encoder.final_layernorm.bias", H, 0, false);
+        v->final_ln_w = add_tensor(&tb, "bert.encoder.LayerNorm.weight", H, 0, false);
+        v->final_ln_b = add_tensor(&tb, "bert.encoder.LayerNorm.bias", H, 0, false);
     }
     v->head_w = add_tensor(&tb, "cls.predictions.transform.dense.weight", H, H, true);
     v->head_b = add_tensor(&tb, "cls.predictions.transform.dense.bias", H, 0, false);

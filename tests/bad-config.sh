@@ -28,6 +28,8 @@ expect unknown-nested '{"model": {"hiden_size": 64}}' \
 expect unknown-far '{"zzzzzzzzzzzzzz": 1}' "zzzzzzzzzzzzzz: unknown key"
 expect wrong-type '{"train_steps": "ten"}' "train_steps: expected a number, got a string"
 expect wrong-type-bool '{"model": {"nsp": 1}}' "model.nsp: expected true or false, got a number"
+expect bad-norm '{"model": {"norm": "sandwich"}}' "model.norm: 'sandwich' is not one of post|pre"
+expect guard-window '{"guard": {"window": 0}}' "guard.window: 0 is out of range"
 expect not-integer '{"train_steps": 1.5}' "train_steps: expected an integer, got 1.5"
 expect out-of-range '{"data": {"mask_prob": 1.5}}' "data.mask_prob: 1.5 is out of range [0.001, 0.9]"
 expect negative '{"train_micro_batch_size_per_gpu": -4}' \

@@ -76,7 +76,7 @@ def param_shapes(c):
         s[p + "output.dense.weight"], s[p + "output.dense.bias"] = (H, I), (H,)
         s[p + "output.LayerNorm.weight"] = s[p + "output.LayerNorm.bias"] = (H,)
     if c.get("norm") == "pre":
-        s["bert.encoder.final_layernorm.weight"] = s["bert.encoder.final_layernorm.bias"] = (H,)
+        s["bert.encoder.LayerNorm.weight"] = s["bert.encoder.LayerNorm.bias"] = (H,)
     if c["nsp"]:
         s["bert.pooler.dense.weight"], s["bert.pooler.dense.bias"] = (H, H), (H,)
         s["cls.seq_relationship.weight"], s["cls.seq_relationship.bias"] = (2, H), (2,)
@@ -96,9 +96,9 @@ def init_params(c, g):
     params = {}
     for name, shape in param_shapes(c).items():
         z = torch.randn(shape, generator=g, dtype=DT)
-        if "LayerNorm.weight" in name or "layernorm.weight" in name:
+        if "LayerNorm.weight" in name:
             t = 1.0 + 0.1 * z
-        elif "LayerNorm.bias" in name or "layernorm.bias" in name:
+        elif "LayerNorm.bias" in name:
             t = 0.05 * z
         elif name.endswith("bias"):
             t = 0.02 * z
@@ -109,7 +109,7 @@ def init_params(c, g):
 
 
 def no_decay(name):
-    return "bias" in name or "LayerNorm" in name or "layernorm" in name
+    return "bias" in name or "LayerNorm" in name
 
 
 # ----------------------------------------------------------------------------- batch
@@ -191,7 +191,7 @@ def encoder(p, c, batch):
         f = linear(gelu(linear(a, p, pre + "intermediate.dense")), p, pre + "output.dense")
         x = layer_norm(a + f, p[pre + "output.LayerNorm.weight"], p[pre + "output.LayerNorm.bias"], eps)
     if c.get("norm") == "pre":
-        x = layer_norm(x, p["bert.encoder.final_layernorm.weight"], p["bert.encoder.final_layernorm.bias"], eps)
+        x = layer_norm(x, p["bert.encoder.LayerNorm.weight"], p["bert.encoder.LayerNorm.bias"], eps)
     return x
 
 
@@ -274,7 +274,7 @@ def fd_check(p, c, batch, grads, g, n_checks=20, eps=1e-4):
              ("bert.embeddings.LayerNorm.weight", (3,)),
              ("bert.encoder.layer.0.attention.output.LayerNorm.weight", (5,))]
     if c.get("norm") == "pre":
-        picks.append(("bert.encoder.final_layernorm.weight", (2,)))
+        picks.append(("bert.encoder.LayerNorm.weight", (2,)))
     while len(picks) < n_checks:
         n = names[int(torch.randint(len(names), (1,), generator=g))]
         idx = tuple(int(torch.randint(s, (1,), generator=g)) for s in p[n].shape)
@@ -324,8 +324,8 @@ def encoder_crosscheck(p, c, batch):
             x = lay(x, src_key_padding_mask=batch["attention_mask"] == 0)
     if pre_ln:
         with torch.no_grad():
-            x = F.layer_norm(x, (H,), q["bert.encoder.final_layernorm.weight"],
-                             q["bert.encoder.final_layernorm.bias"], c["layer_norm_eps"])
+            x = F.layer_norm(x, (H,), q["bert.encoder.LayerNorm.weight"],
+                             q["bert.encoder.LayerNorm.bias"], c["layer_norm_eps"])
     with torch.no_grad():
         ours = encoder(p, c, batch)
     real = batch["attention_mask"].bool()
