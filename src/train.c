@@ -90,7 +90,8 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     double comm = grad_sync_finish(gs);
     /* test hooks, on every rank alike: a NaN in the summed gradients (as a NaN
      * batch on any rank gives after the allreduce), or a 1000x loss */
-    if (test_step_listed("BERTRAIN_TEST_NAN_STEPS", step + 1)) m->be->fill(m->be, (bt_ptr){m->grads, 4 * 7}, NAN, 1);
+    if (test_step_listed("BERTRAIN_TEST_NAN_STEPS", step + 1))
+        m->be->fill(m->be, (bt_ptr){m->grads, 4 * 7}, NAN, 1);
     if (test_step_listed("BERTRAIN_TEST_SPIKE_STEPS", step + 1)) sums[0] *= 1000.0;
     r.compute_s = t1 - t0;
     r.idle_s = t2 - t1;
