@@ -216,140 +216,144 @@ static void attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert
     }
 }
 
-/* x_in (N, H) -> ln2 (N, H) for layer l */
-static void layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
-                      const bert_pass *pass) {
+/* Geometry shared by a layer's blocks. */
+typedef struct {
+    int N, H, I;
+    float p; /* hidden dropout (0 outside training) */
+    size_t per_sample;
+} layer_dims;
+
+static layer_dims dims_of(const bert_model *m, const bert_batch *bt, const bert_pass *pass) {
+    layer_dims d = {bt->B * bt->T, m->cfg.hidden_size, m->cfg.intermediate_size,
+                    pass->train ? m->cfg.hidden_dropout_prob : 0.0f,
+                    (size_t)bt->T * m->cfg.hidden_size};
+    return d;
+}
+
+/* Attention block: res1 = resid + dropout(attention(in) Wo + bo).  in, resid: (N, H) */
+static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const bert_batch *bt,
+                           const bert_pass *pass) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
-    const int N = bt->B * bt->T, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
-    const float p = pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
-    const float eps = m->cfg.layer_norm_eps;
-    const size_t per_sample = (size_t)bt->T * H;
-
-    linear_fwd(m, ACT(la->qkv), ACT(x_in), w->qkv_w, w->qkv_b, N, H, 3 * H);
+    const layer_dims d = dims_of(m, bt, pass);
+    linear_fwd(m, ACT(la->qkv), ACT(in), w->qkv_w, w->qkv_b, d.N, d.H, 3 * d.H);
     attention_fwd(m, l, bt, pass);
-    linear_fwd(m, ACT(a->dH), ACT(la->ctx), w->ao_w, w->ao_b, N, H, H); /* dH: scratch */
-    if (p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)N * H, per_sample, bt->first_sample, p,
-                    dropout_key(pass, l, SITE_ATTN_OUT));
-    be->add(be, ACT(la->res1), ACT(a->dH), ACT(x_in), (size_t)N * H);
-    be->layernorm_fwd(be, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(la->res1),
-                      PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
-    linear_fwd(m, ACT(la->fc1), ACT(la->ln1), w->fc1_w, w->fc1_b, N, H, I);
-    be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), (size_t)N * I);
-    linear_fwd(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, w->fc2_b, N, I, H);
-    if (p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)N * H, per_sample, bt->first_sample, p,
-                    dropout_key(pass, l, SITE_FFN_OUT));
-    be->add(be, ACT(la->res2), ACT(a->dH), ACT(la->ln1), (size_t)N * H);
-    be->layernorm_fwd(be, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res2),
-                      PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+    linear_fwd(m, ACT(a->dH), ACT(la->ctx), w->ao_w, w->ao_b, d.N, d.H, d.H); /* dH: scratch */
+    if (d.p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
+                    bt->first_sample, d.p, dropout_key(pass, l, SITE_ATTN_OUT));
+    be->add(be, ACT(la->res1), ACT(a->dH), ACT(resid), (size_t)d.N * d.H);
 }
 
-/* dA holds d(layer output); on return it holds d(x_in). */
+/* Feed-forward block: res2 = resid + dropout(gelu(in W1 + b1) W2 + b2).  (N, H) */
+static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const bert_batch *bt,
+                          const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const layer_dims d = dims_of(m, bt, pass);
+    linear_fwd(m, ACT(la->fc1), ACT(in), w->fc1_w, w->fc1_b, d.N, d.H, d.I);
+    be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), (size_t)d.N * d.I);
+    linear_fwd(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, w->fc2_b, d.N, d.I, d.H);
+    if (d.p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
+                    bt->first_sample, d.p, dropout_key(pass, l, SITE_FFN_OUT));
+    be->add(be, ACT(la->res2), ACT(a->dH), ACT(resid), (size_t)d.N * d.H);
+}
+
+/* Backward of ffn_block_fwd's branch: dA holds d res2; dH gets d in (the
+ * residual's share is the caller's). */
+static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
+                          const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const layer_dims d = dims_of(m, bt, pass);
+    be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
+    if (d.p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
+                    bt->first_sample, d.p, dropout_key(pass, l, SITE_FFN_OUT));
+    linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), d.N, d.I, d.H);
+    be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)d.N * d.I);
+    linear_bwd(m, ACT(a->dH), w->fc1_w, w->fc1_b, ACT(a->dI), ACT(in), d.N, d.H, d.I);
+}
+
+/* Backward of attn_block_fwd's branch: dA holds d res1; dH gets d in. */
+static void attn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
+                           const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const layer_dims d = dims_of(m, bt, pass);
+    be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
+    if (d.p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
+                    bt->first_sample, d.p, dropout_key(pass, l, SITE_ATTN_OUT));
+    linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), d.N, d.H, d.H);
+    attention_bwd(m, l, bt, pass);
+    linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(in), d.N, d.H, 3 * d.H);
+}
+
+/* One encoder layer, x_in (N, H) -> layer output (N, H).
+ * Post-LN: ln1 = LN1(x + attn(x)); ln2 = LN2(ln1 + ffn(ln1)), the output.
+ * Pre-LN:  res1 = x + attn(LN1(x)); res2 = res1 + ffn(LN2(res1)), the output. */
+static void layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
+                      const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const bert_layer_acts *la = &m->act->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const int N = bt->B * bt->T, H = m->cfg.hidden_size;
+    const float eps = m->cfg.layer_norm_eps;
+    if (m->cfg.norm == BERT_NORM_PRE) {
+        be->layernorm_fwd(be, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(x_in),
+                          PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
+        attn_block_fwd(m, l, la->ln1, x_in, bt, pass);
+        be->layernorm_fwd(be, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res1),
+                          PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+        ffn_block_fwd(m, l, la->ln2, la->res1, bt, pass);
+    } else {
+        attn_block_fwd(m, l, x_in, x_in, bt, pass);
+        be->layernorm_fwd(be, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(la->res1),
+                          PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
+        ffn_block_fwd(m, l, la->ln1, la->ln1, bt, pass);
+        be->layernorm_fwd(be, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res2),
+                          PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+    }
+}
+
+/* Backward of layer_fwd: dA holds d(layer output); on return it holds d(x_in). */
 static void layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
                       const bert_pass *pass) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
-    const int N = bt->B * bt->T, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
-    const float p = pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
-    const size_t NH = (size_t)N * H, per_sample = (size_t)bt->T * H;
-
-    /* output LayerNorm: dA = d res2 */
-    be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dA), ACT(la->res2),
-                      ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
-    be->copy(be, ACT(a->dH), ACT(a->dA), NH * 4);
-    if (p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), NH, per_sample, bt->first_sample, p,
-                    dropout_key(pass, l, SITE_FFN_OUT));
-    /* feed-forward */
-    linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), N, I, H);
-    be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)N * I);
-    linear_bwd(m, ACT(a->dH), w->fc1_w, w->fc1_b, ACT(a->dI), ACT(la->ln1), N, H, I);
-    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d ln1 */
-    /* attention LayerNorm: dA = d res1 */
-    be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dA), ACT(la->res1),
-                      ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
-    be->copy(be, ACT(a->dH), ACT(a->dA), NH * 4);
-    if (p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), NH, per_sample, bt->first_sample, p,
-                    dropout_key(pass, l, SITE_ATTN_OUT));
-    linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), N, H, H);
-    attention_bwd(m, l, bt, pass);
-    linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(x_in), N, H, 3 * H);
-    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d x_in */
-}
-
-/* Pre-LN layer: res1 = x + drop(attn(LN1(x))); res2 = res1 + drop(ffn(LN2(res1))).
- * x_in (N, H) -> res2 (N, H) for layer l */
-static void pre_layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
-                          const bert_pass *pass) {
-    bt_backend *be = m->be;
-    const struct bert_act_layout *a = m->act;
-    const bert_layer_acts *la = &a->layer[l];
-    const bert_layer_views *w = &m->v.layer[l];
-    const int N = bt->B * bt->T, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
-    const float p = pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
-    const float eps = m->cfg.layer_norm_eps;
-    const size_t per_sample = (size_t)bt->T * H;
-
-    be->layernorm_fwd(be, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(x_in),
-                      PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
-    linear_fwd(m, ACT(la->qkv), ACT(la->ln1), w->qkv_w, w->qkv_b, N, H, 3 * H);
-    attention_fwd(m, l, bt, pass);
-    linear_fwd(m, ACT(a->dH), ACT(la->ctx), w->ao_w, w->ao_b, N, H, H); /* dH: scratch */
-    if (p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)N * H, per_sample, bt->first_sample, p,
-                    dropout_key(pass, l, SITE_ATTN_OUT));
-    be->add(be, ACT(la->res1), ACT(a->dH), ACT(x_in), (size_t)N * H);
-    be->layernorm_fwd(be, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res1),
-                      PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
-    linear_fwd(m, ACT(la->fc1), ACT(la->ln2), w->fc1_w, w->fc1_b, N, H, I);
-    be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), (size_t)N * I);
-    linear_fwd(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, w->fc2_b, N, I, H);
-    if (p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)N * H, per_sample, bt->first_sample, p,
-                    dropout_key(pass, l, SITE_FFN_OUT));
-    be->add(be, ACT(la->res2), ACT(a->dH), ACT(la->res1), (size_t)N * H);
-}
-
-/* Backward of pre_layer_fwd: dA holds d res2; on return it holds d x_in. */
-static void pre_layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
-                          const bert_pass *pass) {
-    bt_backend *be = m->be;
-    const struct bert_act_layout *a = m->act;
-    const bert_layer_acts *la = &a->layer[l];
-    const bert_layer_views *w = &m->v.layer[l];
-    const int N = bt->B * bt->T, H = m->cfg.hidden_size, I = m->cfg.intermediate_size;
-    const float p = pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
-    const size_t NH = (size_t)N * H, per_sample = (size_t)bt->T * H;
-
-    /* feed-forward branch: dH = d(ffn output) */
-    be->copy(be, ACT(a->dH), ACT(a->dA), NH * 4);
-    if (p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), NH, per_sample, bt->first_sample, p,
-                    dropout_key(pass, l, SITE_FFN_OUT));
-    linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), N, I, H);
-    be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)N * I);
-    linear_bwd(m, ACT(a->dH), w->fc1_w, w->fc1_b, ACT(a->dI), ACT(la->ln2), N, H, I);
-    be->layernorm_bwd(be, ACT(a->dH), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dH), ACT(la->res1),
-                      ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
-    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d res1 */
-    /* attention branch */
-    be->copy(be, ACT(a->dH), ACT(a->dA), NH * 4);
-    if (p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), NH, per_sample, bt->first_sample, p,
-                    dropout_key(pass, l, SITE_ATTN_OUT));
-    linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), N, H, H);
-    attention_bwd(m, l, bt, pass);
-    linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(la->ln1), N, H, 3 * H);
-    be->layernorm_bwd(be, ACT(a->dH), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dH), ACT(x_in),
-                      ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
-    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d x_in */
+    const int N = bt->B * bt->T, H = m->cfg.hidden_size;
+    const size_t NH = (size_t)N * H;
+    if (m->cfg.norm == BERT_NORM_PRE) {
+        ffn_block_bwd(m, l, la->ln2, bt, pass);
+        be->layernorm_bwd(be, ACT(a->dH), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dH),
+                          ACT(la->res1), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
+        be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d res1 */
+        attn_block_bwd(m, l, la->ln1, bt, pass);
+        be->layernorm_bwd(be, ACT(a->dH), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dH), ACT(x_in),
+                          ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+        be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d x_in */
+    } else {
+        be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dA),
+                          ACT(la->res2), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
+        ffn_block_bwd(m, l, la->ln1, bt, pass);
+        be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d ln1 */
+        be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dA),
+                          ACT(la->res1), ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+        attn_block_bwd(m, l, x_in, bt, pass);
+        be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d x_in */
+    }
 }
 
 /* The output of layer l (its input when l is the layer after). */
@@ -389,11 +393,9 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         be->dropout(be, ACT(a->emb_out), ACT(a->emb_out), (size_t)N * H, (size_t)T * H,
                     bt->first_sample, m->cfg.hidden_dropout_prob,
                     dropout_key(pass, -1, SITE_EMB));
-    const bool pre = m->cfg.norm == BERT_NORM_PRE;
-    for (int l = 0; l < L; l++)
-        (pre ? pre_layer_fwd : layer_fwd)(m, l, layer_input(m, l), bt, pass);
+    for (int l = 0; l < L; l++) layer_fwd(m, l, layer_input(m, l), bt, pass);
     size_t hidden = layer_output(m, L - 1);
-    if (pre) { /* the final LayerNorm of Pre-LN */
+    if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */
         be->layernorm_fwd(be, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
                           ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), N, H, eps);
         hidden = a->final_out;
@@ -460,13 +462,12 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
     (void)none;
     /* the heads' parameters (after the layers in the flat buffer) are final */
     if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, v->head_w, m->n_params);
-    const bool pre = m->cfg.norm == BERT_NORM_PRE;
-    if (pre) /* final LayerNorm: its parameters lie before head_w, reduced with layer L-1 */
+    if (m->cfg.norm == BERT_NORM_PRE) /* final LayerNorm: its parameters lie before head_w, reduced with layer L-1 */
         be->layernorm_bwd(be, ACT(a->dA), GRD(v->final_ln_w), GRD(v->final_ln_b), ACT(a->dA),
                           ACT(layer_output(m, L - 1)), ACT(a->final_mean), ACT(a->final_rstd),
                           PAR(v->final_ln_w), N, H);
     for (int l = L - 1; l >= 0; l--) {
-        (pre ? pre_layer_bwd : layer_bwd)(m, l, layer_input(m, l), bt, pass);
+        layer_bwd(m, l, layer_input(m, l), bt, pass);
         if (pass->grads_ready)
             pass->grads_ready(pass->grads_ready_ctx, v->layer[l].qkv_w,
                               l + 1 < L ? v->layer[l + 1].qkv_w : v->head_w);
