@@ -264,6 +264,18 @@ static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const b
     be->add(be, ACT(la->res2), ACT(a->dH), ACT(resid), (size_t)d.N * d.H);
 }
 
+/* dH = the gradient reaching a residual branch through its output dropout:
+ * dropout(dA) with the forward's mask. */
+static void branch_grad(bert_model *m, int l, int site, const bert_batch *bt,
+                        const bert_pass *pass, layer_dims d) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
+    if (d.p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
+                    bt->first_sample, d.p, dropout_key(pass, l, site));
+}
+
 /* Backward of ffn_block_fwd's branch: dA holds d res2; dH gets d in (the
  * residual's share is the caller's). */
 static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
@@ -273,10 +285,7 @@ static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
     const layer_dims d = dims_of(m, bt, pass);
-    be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
-    if (d.p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
-                    bt->first_sample, d.p, dropout_key(pass, l, SITE_FFN_OUT));
+    branch_grad(m, l, SITE_FFN_OUT, bt, pass, d);
     linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), d.N, d.I, d.H);
     be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)d.N * d.I);
     linear_bwd(m, ACT(a->dH), w->fc1_w, w->fc1_b, ACT(a->dI), ACT(in), d.N, d.H, d.I);
@@ -285,15 +294,11 @@ static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
 /* Backward of attn_block_fwd's branch: dA holds d res1; dH gets d in. */
 static void attn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
                            const bert_pass *pass) {
-    bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
     const layer_dims d = dims_of(m, bt, pass);
-    be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
-    if (d.p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
-                    bt->first_sample, d.p, dropout_key(pass, l, SITE_ATTN_OUT));
+    branch_grad(m, l, SITE_ATTN_OUT, bt, pass, d);
     linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), d.N, d.H, d.H);
     attention_bwd(m, l, bt, pass);
     linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(in), d.N, d.H, 3 * d.H);

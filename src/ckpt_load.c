@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-static char *slurp(const char *path, size_t *len) {
+char *ckpt_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -45,7 +45,7 @@ bool ckpt_verify(const char *dir, cJSON **state, char *err, size_t errlen) {
     cJSON *st = NULL;
     *state = NULL;
     snprintf(path, sizeof path, "%s/state.json", dir);
-    char *text = slurp(path, &len);
+    char *text = ckpt_read_file(path, &len);
     if (!text) BAD("state.json: %s", errno == ENOENT ? "missing" : strerror(errno));
     /* the 8 hex digits of "state_crc32" are the CRC-32 of the text with them as 0s */
     if (strlen(text) != len) BAD("state.json: contains a NUL byte: the file is damaged");

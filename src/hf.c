@@ -29,25 +29,6 @@ static const char *const NSP_TENSORS[] = {"bert.pooler.dense.weight", "bert.pool
                                           "cls.seq_relationship.weight",
                                           "cls.seq_relationship.bias"};
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    return buf;
-}
-
 /* Write dir/name through a temporary file and a rename: never half-written. */
 static bool write_atomic(const char *dir, const char *name, const char *data, size_t n) {
     char tmp[1400], path[1400];
@@ -162,7 +143,7 @@ int cli_export(int argc, char **argv) {
     snprintf(ckpt, sizeof ckpt, "%s", argv[0]);
     snprintf(path, sizeof path, "%s/latest", argv[0]);
     size_t len = 0;
-    char *latest = slurp(path, &len); /* a run's output_dir: its latest checkpoint */
+    char *latest = ckpt_read_file(path, &len); /* a run's output_dir: its latest checkpoint */
     if (latest) {
         latest[strcspn(latest, "\n")] = 0;
         snprintf(ckpt, sizeof ckpt, "%s/%s", argv[0], latest);
@@ -194,7 +175,8 @@ int cli_export(int argc, char **argv) {
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(conf, "data");
     const cJSON *dv = cJSON_GetObjectItemCaseSensitive(data, "vocab");
     if (access(path, R_OK) != 0 && cJSON_IsString(dv)) snprintf(path, sizeof path, "%s", dv->valuestring);
-    if (!vocab_load(&vocab, path, err, sizeof err) || !(vocab_text = slurp(path, &len))) {
+    if (!vocab_load(&vocab, path, err, sizeof err) ||
+        !(vocab_text = ckpt_read_file(path, &len))) {
         fprintf(stderr, "bertrain: export: %s has no vocab.txt: %s\n", ckpt, err);
         goto out;
     }
@@ -371,7 +353,7 @@ static void json_float(const cJSON *c, const char *key, float *out) {
 /* bert_config from an HF config.json; false after a one-line error. */
 static bool read_hf_config(const char *path, bert_config *mc) {
     size_t len;
-    char *text = slurp(path, &len);
+    char *text = ckpt_read_file(path, &len);
     cJSON *c = text ? cJSON_Parse(text) : NULL;
     const char *why = !text ? strerror(errno) : "not a JSON object";
     free(text);
@@ -459,7 +441,7 @@ static bool hf_lowercase(const char *dir) {
     char path[1400];
     size_t len;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    char *text = slurp(path, &len);
+    char *text = ckpt_read_file(path, &len);
     cJSON *c = text ? cJSON_Parse(text) : NULL;
     free(text);
     bool lower = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "do_lower_case"));
@@ -568,7 +550,7 @@ int cli_import(int argc, char **argv) {
     size_t vlen = 0;
     bt_vocab vocab;
     if (vocab_load(&vocab, path, err, sizeof err)) {
-        vocab_text = slurp(path, &vlen);
+        vocab_text = ckpt_read_file(path, &vlen);
         if (vocab.size != mc.vocab_size)
             printf("import: %s has %d tokens; the model's vocab_size is %d\n", path, vocab.size,
                    mc.vocab_size);
