@@ -230,10 +230,20 @@ static layer_dims dims_of(const bert_model *m, const bert_batch *bt, const bert_
     return d;
 }
 
+/* out = resid + dropout(dH): a residual branch's output (in dH) joins the stream. */
+static void branch_out(bert_model *m, int l, int site, size_t out, size_t resid,
+                       const bert_batch *bt, const bert_pass *pass, layer_dims d) {
+    bt_backend *be = m->be;
+    const size_t dH = m->act->dH;
+    if (d.p > 0.0f)
+        be->dropout(be, ACT(dH), ACT(dH), (size_t)d.N * d.H, d.per_sample, bt->first_sample, d.p,
+                    dropout_key(pass, l, site));
+    be->add(be, ACT(out), ACT(dH), ACT(resid), (size_t)d.N * d.H);
+}
+
 /* Attention block: res1 = resid + dropout(attention(in) Wo + bo).  in, resid: (N, H) */
 static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const bert_batch *bt,
                            const bert_pass *pass) {
-    bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
@@ -241,10 +251,7 @@ static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const 
     linear_fwd(m, ACT(la->qkv), ACT(in), w->qkv_w, w->qkv_b, d.N, d.H, 3 * d.H);
     attention_fwd(m, l, bt, pass);
     linear_fwd(m, ACT(a->dH), ACT(la->ctx), w->ao_w, w->ao_b, d.N, d.H, d.H); /* dH: scratch */
-    if (d.p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
-                    bt->first_sample, d.p, dropout_key(pass, l, SITE_ATTN_OUT));
-    be->add(be, ACT(la->res1), ACT(a->dH), ACT(resid), (size_t)d.N * d.H);
+    branch_out(m, l, SITE_ATTN_OUT, la->res1, resid, bt, pass, d);
 }
 
 /* Feed-forward block: res2 = resid + dropout(gelu(in W1 + b1) W2 + b2).  (N, H) */
@@ -258,10 +265,7 @@ static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const b
     linear_fwd(m, ACT(la->fc1), ACT(in), w->fc1_w, w->fc1_b, d.N, d.H, d.I);
     be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), (size_t)d.N * d.I);
     linear_fwd(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, w->fc2_b, d.N, d.I, d.H);
-    if (d.p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
-                    bt->first_sample, d.p, dropout_key(pass, l, SITE_FFN_OUT));
-    be->add(be, ACT(la->res2), ACT(a->dH), ACT(resid), (size_t)d.N * d.H);
+    branch_out(m, l, SITE_FFN_OUT, la->res2, resid, bt, pass, d);
 }
 
 /* dH = the gradient reaching a residual branch through its output dropout:
