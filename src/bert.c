@@ -370,8 +370,29 @@ static size_t layer_output(const bert_model *m, int l) {
     return m->cfg.norm == BERT_NORM_PRE ? m->act->layer[l].res2 : m->act->layer[l].ln2;
 }
 
-static size_t layer_input(const bert_model *m, int l) {
-    return l == 0 ? m->act->emb_out : layer_output(m, l - 1);
+static bool layer_skipped(const bert_pass *pass, int l) {
+    return pass->layer_skip && pass->layer_skip[l];
+}
+
+/* The input of layer l: the output of the last layer before it that runs in
+ * this pass (a skipped layer passes its input through), or the embeddings.
+ * l = num_hidden_layers gives the encoder's output. */
+static size_t layer_input(const bert_model *m, int l, const bert_pass *pass) {
+    for (int k = l - 1; k >= 0; k--)
+        if (!layer_skipped(pass, k)) return layer_output(m, k);
+    return m->act->emb_out;
+}
+
+int bert_layerdrop_draw(const bert_config *cfg, uint64_t seed, uint64_t step,
+                        unsigned char *skip) {
+    int n = 0;
+    for (int l = 0; l < cfg->num_hidden_layers; l++) {
+        skip[l] = cfg->layerdrop > 0.0f &&
+                  rng_uniform(seed, RNG_STREAM_LAYERDROP, (uint32_t)step, (uint32_t)l) <
+                      cfg->layerdrop;
+        n += skip[l];
+    }
+    return n;
 }
 
 void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, bert_stats *st) {
@@ -402,8 +423,9 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         be->dropout(be, ACT(a->emb_out), ACT(a->emb_out), (size_t)N * H, (size_t)T * H,
                     bt->first_sample, m->cfg.hidden_dropout_prob,
                     dropout_key(pass, -1, SITE_EMB));
-    for (int l = 0; l < L; l++) layer_fwd(m, l, layer_input(m, l), bt, pass);
-    size_t hidden = layer_output(m, L - 1);
+    for (int l = 0; l < L; l++)
+        if (!layer_skipped(pass, l)) layer_fwd(m, l, layer_input(m, l, pass), bt, pass);
+    size_t hidden = layer_input(m, L, pass);
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */
         be->layernorm_fwd(be, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
                           ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), N, H, eps);
@@ -448,7 +470,6 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
     const bert_views *v = &m->v;
     const int B = bt->B, T = bt->T, N = B * T, H = m->cfg.hidden_size, V = m->cfg.vocab_size;
     const int L = m->cfg.num_hidden_layers, M = bt->n_masked;
-    const bt_ptr none = {NULL, 0};
 
     be->fill(be, ACT(a->dA), 0.0f, (size_t)N * H); /* d final hidden */
     if (M > 0) {
@@ -468,18 +489,22 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
                    H);
         be->scatter_rows(be, ACT(a->dA), ACT(a->pool_pre), INT(a->cls_idx), B, H);
     }
-    (void)none;
     /* the heads' parameters (after the layers in the flat buffer) are final */
     if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, v->head_w, m->n_params);
-    if (m->cfg.norm == BERT_NORM_PRE) /* final LayerNorm: its parameters lie before head_w, reduced with layer L-1 */
+    size_t layers_end = v->head_w; /* where the last layer's parameters end */
+    if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm lies between layers and heads */
         be->layernorm_bwd(be, ACT(a->dA), GRD(v->final_ln_w), GRD(v->final_ln_b), ACT(a->dA),
-                          ACT(layer_output(m, L - 1)), ACT(a->final_mean), ACT(a->final_rstd),
-                          PAR(v->final_ln_w), N, H);
+                          ACT(layer_input(m, L, pass)), ACT(a->final_mean),
+                          ACT(a->final_rstd), PAR(v->final_ln_w), N, H);
+        if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, v->final_ln_w, v->head_w);
+        layers_end = v->final_ln_w;
+    }
     for (int l = L - 1; l >= 0; l--) {
-        layer_bwd(m, l, layer_input(m, l), bt, pass);
-        if (pass->grads_ready)
+        if (layer_skipped(pass, l)) continue; /* identity: dA passes through; no gradient */
+        layer_bwd(m, l, layer_input(m, l, pass), bt, pass);
+        if (pass->grads_ready) /* a skipped layer's range is never reported: not reduced */
             pass->grads_ready(pass->grads_ready_ctx, v->layer[l].qkv_w,
-                              l + 1 < L ? v->layer[l + 1].qkv_w : v->head_w);
+                              l + 1 < L ? v->layer[l + 1].qkv_w : layers_end);
     }
     /* embeddings */
     if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)

@@ -27,6 +27,7 @@ typedef struct {
     int norm;   /* BERT_NORM_POST (BERT, HF) or BERT_NORM_PRE (LayerNorm before each block
                  * and once after the last layer) */
     int pad_id; /* [PAD]: no gradient through the embedding lookup (torch padding_idx) */
+    float layerdrop; /* LayerDrop: probability that a training step skips a layer (0: off) */
 } bert_config;
 
 /* One named tensor of the flat parameter buffer. Offsets count fp32 elements. */
@@ -37,6 +38,7 @@ typedef struct {
     int ndim;
     int shape[2];
     bool decay; /* weight decay applies (not biases, not LayerNorm) */
+    int layer;  /* encoder layer the tensor belongs to, or -1 */
 } bert_tensor;
 
 /* Offsets (in elements) of one encoder layer's parameters. q, k, v weights are
@@ -84,6 +86,9 @@ typedef struct {
      * (elements of the flat buffer) are final, so they can be reduced early */
     void (*grads_ready)(void *ctx, size_t begin, size_t end);
     void *grads_ready_ctx;
+    /* optional (num_hidden_layers): nonzero = this pass skips the layer
+     * (LayerDrop, or evaluating a pruned model); NULL: every layer runs */
+    const unsigned char *layer_skip;
 } bert_pass;
 
 /* Sums over one micro-batch (the host divides by global counts). */
@@ -140,6 +145,12 @@ void bert_forward(bert_model *m, const bert_batch *batch, const bert_pass *pass,
 
 /* Backward pass for the last forward: grads += d loss / d params. */
 void bert_backward(bert_model *m, const bert_batch *batch, const bert_pass *pass);
+
+/* LayerDrop's decisions for optimizer step `step`: skip[l] = 1 for each layer
+ * the step leaves out, a pure function of (seed, step), so every rank, backend
+ * and resume drops the same layers. Returns how many are skipped. */
+int bert_layerdrop_draw(const bert_config *cfg, uint64_t seed, uint64_t step,
+                        unsigned char *skip);
 
 /* Set all gradients to zero (start of an optimizer step). */
 void bert_zero_grads(bert_model *m);

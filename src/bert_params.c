@@ -63,6 +63,8 @@ bool bert_config_valid(const bert_config *c, char *err, size_t errlen) {
             c->attention_probs_dropout_prob);
     REQUIRE(c->norm == BERT_NORM_POST || c->norm == BERT_NORM_PRE,
             "model.norm: must be post or pre (got %d)", c->norm);
+    REQUIRE(c->layerdrop >= 0 && c->layerdrop < 1,
+            "model.layerdrop: must be in [0, 1) (got %g)", c->layerdrop);
     REQUIRE(c->initializer_range > 0 && c->initializer_range < 1,
             "model.initializer_range: must be in (0, 1) (got %g)", c->initializer_range);
 #undef REQUIRE
@@ -75,6 +77,7 @@ typedef struct {
     bert_tensor *t;
     int n, cap;
     size_t total;
+    int layer; /* encoder layer of the tensors being added, or -1 */
 } table_builder;
 
 static size_t add_tensor(table_builder *tb, const char *name, int rows, int cols, bool decay) {
@@ -92,6 +95,7 @@ static size_t add_tensor(table_builder *tb, const char *name, int rows, int cols
     t->shape[1] = cols > 0 ? cols : 0;
     t->numel = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
     t->decay = decay;
+    t->layer = tb->layer;
     tb->total += (t->numel + 15) / 16 * 16; /* 64-byte aligned tensors */
     return t->offset;
 }
@@ -99,7 +103,7 @@ static size_t add_tensor(table_builder *tb, const char *name, int rows, int cols
 static bool build_table(bert_model *m) {
     const bert_config *c = &m->cfg;
     const int H = c->hidden_size, I = c->intermediate_size;
-    table_builder tb = {0};
+    table_builder tb = {.layer = -1};
     char name[96];
     bert_views *v = &m->v;
     v->layer = calloc((size_t)c->num_hidden_layers, sizeof *v->layer);
@@ -113,6 +117,7 @@ static bool build_table(bert_model *m) {
     v->emb_ln_b = add_tensor(&tb, "bert.embeddings.LayerNorm.bias", H, 0, false);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         bert_layer_views *lv = &v->layer[l];
+        tb.layer = l;
 #define LAYER_TENSOR(suffix, rows, cols, decay)                                              \
     (snprintf(name, sizeof name, "bert.encoder.layer.%d.%s", l, suffix),                     \
      add_tensor(&tb, name, rows, cols, decay))
@@ -132,6 +137,7 @@ static bool build_table(bert_model *m) {
         lv->ln2_b = LAYER_TENSOR("output.LayerNorm.bias", H, 0, false);
 #undef LAYER_TENSOR
     }
+    tb.layer = -1;
     if (c->norm == BERT_NORM_PRE) { /* between the layers and the heads: see bert_backward */
         v->final_ln_w = add_tensor(&tb, "bert.encoder.LayerNorm.weight", H, 0, false);
         v->final_ln_b = add_tensor(&tb, "bert.encoder.LayerNorm.bias", H, 0, false);

@@ -288,6 +288,9 @@ cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_opt
     cJSON *opt = cJSON_AddObjectToObject(st, "optimizer");
     cJSON_AddStringToObject(opt, "type", o->cfg.type == OPT_LAMB ? "Lamb" : "AdamW");
     cJSON_AddNumberToObject(opt, "step", (double)o->step);
+    cJSON *layer_steps = cJSON_AddArrayToObject(opt, "layer_steps"); /* fewer under LayerDrop */
+    for (int l = 0; l < o->n_layers; l++)
+        cJSON_AddItemToArray(layer_steps, cJSON_CreateNumber((double)o->layer_steps[l]));
     cJSON *scaler = cJSON_AddObjectToObject(st, "loss_scaler"); /* fp32 training: no scaling */
     cJSON_AddNumberToObject(scaler, "scale", 1.0);
     cJSON *sched = cJSON_AddObjectToObject(st, "schedule");

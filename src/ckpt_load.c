@@ -274,6 +274,7 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, char *err,
         }
     }
     o->step = (long)get_le(hdr + 16, 8);
+    for (int l = 0; l < o->n_layers; l++) o->layer_steps[l] = o->step; /* state.json may refine */
     ok = true;
 out:
     if (f) fclose(f);

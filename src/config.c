@@ -81,6 +81,7 @@ static const key_spec KEYS[] = {
     {"model.initializer_range", K_FLOAT, OFF(model.initializer_range), 1e-9, 1, NULL, 0},
     {"model.nsp", K_BOOL, OFF(model.nsp), 0, 0, NULL, 0},
     {"model.norm", K_CHOICE, OFF(model.norm), 0, 0, "post|pre", 0},
+    {"model.layerdrop", K_FLOAT, OFF(model.layerdrop), 0, 0.95, NULL, 0},
     {"data", K_OBJECT, 0, 0, 0, NULL, 0},
     {"data.train", K_STRING, STR(data.train)},
     {"data.valid", K_STRING, STR(data.valid)},

@@ -134,22 +134,70 @@ static bool write_tokenizer_files(const char *out, bool lower, int max_len) {
     return ok;
 }
 
+/* Parses --keep-layers "0,2,4" against a model of n_layers: new_index[l] is the
+ * layer's index in the pruned model or -1 (dropped); returns how many are kept,
+ * or 0 after printing why (out of range, repeated, not ascending, empty). */
+static int parse_keep_layers(const char *list, int n_layers, int *new_index) {
+    for (int l = 0; l < n_layers; l++) new_index[l] = -1;
+    int kept = 0, prev = -1;
+    const char *s = list;
+    while (*s) {
+        char *end;
+        long l = strtol(s, &end, 10);
+        if (end == s || (*end && *end != ',') || l < 0 || l >= n_layers || l <= prev) {
+            fprintf(stderr, "bertrain: export: --keep-layers \"%s\": expected ascending layer "
+                            "indices in 0..%d separated by commas\n", list, n_layers - 1);
+            return 0;
+        }
+        new_index[l] = kept++;
+        prev = (int)l;
+        s = *end ? end + 1 : end;
+    }
+    if (!kept) fprintf(stderr, "bertrain: export: --keep-layers is empty\n");
+    return kept;
+}
+
+/* The exported name of a checkpoint tensor after pruning: the encoder layer
+ * renumbered, NULL for a dropped layer's tensor; *owned is set when allocated. */
+static const char *pruned_name(const char *name, const int *new_index, char **owned) {
+    static const char prefix[] = "bert.encoder.layer.";
+    *owned = NULL;
+    if (!new_index || strncmp(name, prefix, sizeof prefix - 1) != 0) return name;
+    char *rest;
+    long l = strtol(name + sizeof prefix - 1, &rest, 10);
+    if (new_index[l] < 0) return NULL;
+    size_t n = strlen(name) + 16;
+    if (!(*owned = malloc(n))) return NULL;
+    snprintf(*owned, n, "%s%d%s", prefix, new_index[l], rest);
+    return *owned;
+}
+
 int cli_export(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: bertrain export CKPT_DIR OUT_DIR\n");
+    const char *keep = NULL, *pos[2] = {NULL, NULL};
+    int n_pos = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--keep-layers") && i + 1 < argc)
+            keep = argv[++i];
+        else if (argv[i][0] != '-' && n_pos < 2)
+            pos[n_pos++] = argv[i];
+        else
+            n_pos = 3;
+    }
+    if (n_pos != 2) {
+        fprintf(stderr, "usage: bertrain export CKPT_DIR OUT_DIR [--keep-layers 0,2,4,...]\n");
         return 2;
     }
     char ckpt[1200], err[1024], path[1400];
-    snprintf(ckpt, sizeof ckpt, "%s", argv[0]);
-    snprintf(path, sizeof path, "%s/latest", argv[0]);
+    snprintf(ckpt, sizeof ckpt, "%s", pos[0]);
+    snprintf(path, sizeof path, "%s/latest", pos[0]);
     size_t len = 0;
     char *latest = ckpt_read_file(path, &len); /* a run's output_dir: its latest checkpoint */
     if (latest) {
         latest[strcspn(latest, "\n")] = 0;
-        snprintf(ckpt, sizeof ckpt, "%s/%s", argv[0], latest);
+        snprintf(ckpt, sizeof ckpt, "%s/%s", pos[0], latest);
         free(latest);
     }
-    const char *out = argv[1];
+    const char *out = pos[1];
     cJSON *state = NULL;
     bert_config mc;
     st_file f = {0};
@@ -158,7 +206,8 @@ int cli_export(int argc, char **argv) {
     bert_model *nsp_model = NULL;
     float *init = NULL;
     st_tensor *ts = NULL;
-    char *vocab_text = NULL;
+    char *vocab_text = NULL, **names = NULL;
+    int *new_index = NULL;
     int rc = 2;
     if (!ckpt_verify(ckpt, &state, err, sizeof err) ||
         !ckpt_model_config(state, &mc, err, sizeof err)) {
@@ -169,6 +218,11 @@ int cli_export(int argc, char **argv) {
         fprintf(stderr, "bertrain: export: %s is a Pre-LN model (model.norm \"pre\"); Hugging "
                         "Face BertForPreTraining is Post-LN and cannot hold it\n", ckpt);
         goto out;
+    }
+    const int n_layers_ckpt = mc.num_hidden_layers;
+    if (keep) {
+        if (!(new_index = malloc((size_t)n_layers_ckpt * sizeof *new_index))) goto out;
+        if (!(mc.num_hidden_layers = parse_keep_layers(keep, n_layers_ckpt, new_index))) goto out;
     }
     snprintf(path, sizeof path, "%s/vocab.txt", ckpt);
     const cJSON *conf = cJSON_GetObjectItemCaseSensitive(state, "config");
@@ -192,7 +246,8 @@ int cli_export(int argc, char **argv) {
         goto out;
     }
     ts = calloc((size_t)f.n + 6, sizeof *ts);
-    if (!ts) goto out;
+    names = calloc((size_t)f.n, sizeof *names);
+    if (!ts || !names) goto out;
     int n = 0;
     for (int i = 0; i < f.n; i++) {
         const st_entry *e = &f.entries[i];
@@ -201,7 +256,9 @@ int cli_export(int argc, char **argv) {
                     e->dtype);
             goto out;
         }
-        ts[n++] = (st_tensor){e->name, "F32", e->ndim, {e->shape[0], e->shape[1]},
+        const char *name = pruned_name(e->name, new_index, &names[i]);
+        if (!name) continue; /* a layer --keep-layers leaves out */
+        ts[n++] = (st_tensor){name, "F32", e->ndim, {e->shape[0], e->shape[1]},
                               st_data(&f, e), e->end - e->begin};
     }
     /* transformers ties these to the word embeddings and cls.predictions.bias */
@@ -247,13 +304,18 @@ int cli_export(int argc, char **argv) {
               write_tokenizer_files(out, !cJSON_IsFalse(lower), mc.max_position_embeddings);
     cJSON_Delete(hc);
     if (!ok) goto out;
-    printf("export: %s -> %s: BertForPreTraining (%d layers, hidden %d, vocab %d), "
+    printf("export: %s -> %s: BertForPreTraining (%d layers%s%s, hidden %d, vocab %d), "
            "model.safetensors with %d tensors, config.json, vocab.txt, tokenizer_config.json%s\n",
-           ckpt, out, mc.num_hidden_layers, mc.hidden_size, mc.vocab_size, n,
+           ckpt, out, mc.num_hidden_layers, keep ? " kept: " : "", keep ? keep : "",
+           mc.hidden_size, mc.vocab_size, n,
            mc.nsp ? "" : "; the pooler and NSP head were not trained (model.nsp false): they "
                          "are freshly initialized");
     rc = 0;
 out:
+    if (names)
+        for (int i = 0; i < f.n; i++) free(names[i]);
+    free(names);
+    free(new_index);
     free(ts);
     free(init);
     free(vocab_text);

@@ -24,7 +24,7 @@ static void usage(FILE *out) {
             "  bertrain vocab --size N --out vocab.txt [--lowercase] FILES...\n"
             "  bertrain prep --vocab vocab.txt [--lowercase] --out DIR [--valid-fraction F] FILES...\n"
             "  bertrain prep --inspect SHARD [--vocab vocab.txt]\n"
-            "  bertrain export CKPT_DIR OUT_DIR       (a Hugging Face BertForPreTraining directory)\n"
+            "  bertrain export CKPT_DIR OUT_DIR [--keep-layers 0,2,...]  (a Hugging Face BertForPreTraining directory)\n"
             "  bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]  (then: train CONFIG --resume OUT_CKPT)\n"
             "  bertrain devices\n"
             "  bertrain version\n"

@@ -14,6 +14,13 @@ bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err,
         return NULL;
     }
     o->cfg = *cfg;
+    o->n_layers = m->cfg.num_hidden_layers;
+    o->layer_steps = calloc((size_t)o->n_layers, sizeof *o->layer_steps);
+    if (!o->layer_steps) {
+        snprintf(err, errlen, "out of host memory");
+        free(o);
+        return NULL;
+    }
     size_t largest = 1;
     for (int i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].numel > largest) largest = m->tensors[i].numel;
@@ -36,6 +43,7 @@ void optim_free(bt_optimizer *o, bert_model *m) {
     if (o->m) m->be->free(m->be, o->m);
     if (o->v) m->be->free(m->be, o->v);
     if (o->u) m->be->free(m->be, o->u);
+    free(o->layer_steps);
     free(o);
 }
 
@@ -49,17 +57,25 @@ void optim_clip(bert_model *m, double norm, float max_norm) {
     if (coef < 1.0) m->be->scale(m->be, (bt_ptr){m->grads, 0}, (float)coef, m->n_params);
 }
 
-void optim_step(bt_optimizer *o, bert_model *m, float lr) {
+/* Adam's bias corrections after t updates (1 without bias correction). */
+static void bias_corrections(const bt_optim_config *c, long t, float *bc1, float *bc2) {
+    *bc1 = *bc2 = 1.0f;
+    if (!c->bias_correction) return;
+    *bc1 = (float)(1.0 - pow(c->beta1, (double)t));
+    *bc2 = (float)(1.0 - pow(c->beta2, (double)t));
+}
+
+void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip) {
     bt_backend *be = m->be;
     const bt_optim_config *c = &o->cfg;
     o->step++;
-    float bc1 = 1.0f, bc2 = 1.0f;
-    if (c->bias_correction) {
-        bc1 = (float)(1.0 - pow(c->beta1, (double)o->step));
-        bc2 = (float)(1.0 - pow(c->beta2, (double)o->step));
-    }
+    for (int l = 0; l < o->n_layers; l++)
+        if (!layer_skip || !layer_skip[l]) o->layer_steps[l]++;
     for (int i = 0; i < m->n_tensors; i++) {
         const bert_tensor *t = &m->tensors[i];
+        if (t->layer >= 0 && layer_skip && layer_skip[t->layer]) continue;
+        float bc1, bc2;
+        bias_corrections(c, t->layer >= 0 ? o->layer_steps[t->layer] : o->step, &bc1, &bc2);
         bt_ptr w = {m->params, t->offset * 4}, g = {m->grads, t->offset * 4},
                mm = {o->m, t->offset * 4}, vv = {o->v, t->offset * 4};
         float wd = t->decay ? c->weight_decay : 0.0f;

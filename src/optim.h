@@ -11,6 +11,9 @@ typedef struct {
     bt_buffer *m, *v; /* (n_params) first and second moments */
     bt_buffer *u;     /* LAMB update scratch: the largest tensor */
     long step;        /* updates applied so far */
+    long *layer_steps; /* (num_hidden_layers) updates each encoder layer received: fewer
+                        * than step under LayerDrop; its bias correction counts these */
+    int n_layers;
 } bt_optimizer;
 
 /* Allocate moments (zeroed) for m; NULL with a reason in err. */
@@ -24,7 +27,9 @@ double optim_grad_norm(bert_model *m);
  * clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1). */
 void optim_clip(bert_model *m, double norm, float max_norm);
 
-/* One update of every tensor with learning rate lr. */
-void optim_step(bt_optimizer *o, bert_model *m, float lr);
+/* One update with learning rate lr of every tensor except those of the
+ * encoder layers with layer_skip[l] set (LayerDrop: their weights and
+ * moments stay as they are); layer_skip may be NULL. */
+void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip);
 
 #endif

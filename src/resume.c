@@ -17,7 +17,7 @@
 static const char *const SHAPE_KEYS[] = {
     "model.vocab_size",        "model.hidden_size",       "model.num_hidden_layers",
     "model.num_attention_heads", "model.intermediate_size", "model.max_position_embeddings",
-    "model.type_vocab_size",   "model.nsp"};
+    "model.type_vocab_size",   "model.nsp",               "model.norm"};
 
 static bool is_shape_key(const char *path) {
     for (size_t i = 0; i < sizeof SHAPE_KEYS / sizeof SHAPE_KEYS[0]; i++)
@@ -140,6 +140,23 @@ int resume_prepare(const bt_config *cfg, resume_info *ri) {
     return msg.rc;
 }
 
+/* The per-layer update counts of state.json's optimizer.layer_steps (they
+ * differ from the step under LayerDrop); older checkpoints lack them and
+ * keep the optimizer step for every layer. */
+static void read_layer_steps(const char *dir, bt_optimizer *o) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    size_t len;
+    char *text = ckpt_read_file(path, &len);
+    cJSON *state = text ? cJSON_Parse(text) : NULL;
+    const cJSON *arr = state ? at_path(state, "optimizer.layer_steps") : NULL;
+    if (cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == o->n_layers)
+        for (int l = 0; l < o->n_layers; l++)
+            o->layer_steps[l] = (long)cJSON_GetNumberValue(cJSON_GetArrayItem(arr, l));
+    cJSON_Delete(state);
+    free(text);
+}
+
 bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
     char err[1024];
     double status[2] = {1, 0}; /* ok, optimizer step */
@@ -154,6 +171,8 @@ bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
     dist_broadcast(status, sizeof status);
     if (status[0] == 0) return false;
     o->step = (long)status[1];
+    if (dist_rank() == 0) read_layer_steps(ri->dir, o);
+    dist_broadcast(o->layer_steps, (size_t)o->n_layers * sizeof *o->layer_steps);
     if (dist_world() > 1) {
         size_t bytes = m->n_params * sizeof(float);
         float *host = malloc(bytes);

@@ -17,6 +17,7 @@ enum {
     RNG_STREAM_BENCH = 4,   /* bench's random tokens */
     RNG_STREAM_PAIRS = 5,   /* sentence-pair sampling */
     RNG_STREAM_DROPOUT = 6, /* (step << 20) | (layer << 8) | site */
+    RNG_STREAM_LAYERDROP = 7, /* counter (step, layer) */
 };
 
 /* Four 32-bit draws for counter (a, b) in (seed, stream). */

@@ -63,6 +63,22 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
                       .step = (uint64_t)step,
                       .mlm_grad_scale = counts[0] > 0 ? (float)(1.0 / counts[0]) : 0.0f,
                       .nsp_grad_scale = counts[1] > 0 ? (float)(1.0 / counts[1]) : 0.0f};
+    unsigned char *skip = NULL; /* LayerDrop: the same layers on every rank (seed, step) */
+    if (m->cfg.layerdrop > 0.0f) {
+        skip = calloc((size_t)m->cfg.num_hidden_layers, 1);
+        if (!skip) {
+            fprintf(stderr, "bertrain: out of host memory\n");
+            exit(1);
+        }
+        r.layers_dropped = bert_layerdrop_draw(&m->cfg, cfg->seed, (uint64_t)step, skip);
+        pass.layer_skip = skip;
+        if (getenv("BERTRAIN_TEST_LOG_LAYERDROP")) { /* test hook: what this rank drops */
+            fprintf(stderr, "layerdrop rank %d step %ld:", dist_rank(), step + 1);
+            for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+                if (skip[l]) fprintf(stderr, " %d", l);
+            fprintf(stderr, "\n");
+        }
+    }
     bert_zero_grads(m);
     double sums[6] = {0}; /* mlm loss, mlm correct, nsp loss, nsp correct, samples, tokens */
     for (int k = 0; k < n_micro; k++) {
@@ -109,10 +125,12 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     r.lr = lr;
     if (guard && guard_check(guard, r.loss, r.grad_norm, r.skip_why, sizeof r.skip_why)) {
         r.skipped = true; /* no update: parameters and optimizer moments untouched */
+        free(skip);
         return r;
     }
     optim_clip(m, r.grad_norm, cfg->gradient_clipping);
-    optim_step(opt, m, (float)lr);
+    optim_step(opt, m, (float)lr, skip);
+    free(skip);
     return r;
 }
 

@@ -19,6 +19,7 @@ typedef struct {
     double compute_s;  /* this rank: forward + backward */
     double idle_s;     /* this rank: waiting for slower ranks */
     double comm_s;     /* this rank: gradient communication not hidden behind compute */
+    int layers_dropped; /* LayerDrop: encoder layers this step skipped */
     bool skipped;      /* the divergence guard refused the update (parameters untouched) */
     char skip_why[96];
 } step_result;

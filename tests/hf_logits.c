@@ -4,18 +4,21 @@
  * real token as an MLM row, and writes a safetensors file with input_ids,
  * token_type_ids, attention_mask (I32, (2, 16)), positions (I32, flat rows),
  * mlm_logits (F32, (rows, V)) and, with the NSP head, nsp_logits (F32, (2, 2)).
- * usage: hf_logits CKPT_DIR OUT.safetensors */
+ * With --skip-layers 1,3 those encoder layers are skipped (as LayerDrop does),
+ * to compare with an export pruned by --keep-layers.
+ * usage: hf_logits CKPT_DIR OUT.safetensors [--skip-layers L,L,...] */
 #include "../src/ckpt.h"
 #include "../src/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { B = 2, T = 16, REAL1 = 11 };
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: hf_logits CKPT_DIR OUT.safetensors\n");
+    if (argc != 3 && !(argc == 5 && !strcmp(argv[3], "--skip-layers"))) {
+        fprintf(stderr, "usage: hf_logits CKPT_DIR OUT.safetensors [--skip-layers L,L,...]\n");
         return 2;
     }
     char err[1024];
@@ -55,6 +58,17 @@ int main(int argc, char **argv) {
     bert_batch batch = {B, T, ids, types, mask, n, pos, labels, mc.nsp ? nsp : NULL, 0};
     bert_pass pass = {.train = false, .mlm_logits_out = logits,
                       .nsp_logits_out = mc.nsp ? nsp_logits : NULL};
+    unsigned char *skip = calloc((size_t)mc.num_hidden_layers, 1);
+    if (!skip) return 1;
+    for (char *s = argc == 5 ? argv[4] : NULL; s && *s; s += *s == ',') {
+        long l = strtol(s, &s, 10);
+        if (l < 0 || l >= mc.num_hidden_layers || (*s && *s != ',')) {
+            fprintf(stderr, "hf_logits: bad --skip-layers %s\n", argv[4]);
+            return 2;
+        }
+        skip[l] = 1;
+    }
+    pass.layer_skip = skip;
     bert_stats st;
     bert_forward(m, &batch, &pass, &st);
     st_tensor out[6] = {
@@ -72,6 +86,7 @@ int main(int argc, char **argv) {
     printf("hf_logits: %d MLM rows x %d logits%s -> %s\n", n, mc.vocab_size,
            mc.nsp ? " and NSP logits" : "", argv[2]);
     free(logits);
+    free(skip);
     bert_free(m);
     be->destroy(be);
     return 0;
