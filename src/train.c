@@ -73,10 +73,11 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
         r.layers_dropped = bert_layerdrop_draw(&m->cfg, cfg->seed, (uint64_t)step, skip);
         pass.layer_skip = skip;
         if (getenv("BERTRAIN_TEST_LOG_LAYERDROP")) { /* test hook: what this rank drops */
-            fprintf(stderr, "layerdrop rank %d step %ld:", dist_rank(), step + 1);
-            for (int l = 0; l < m->cfg.num_hidden_layers; l++)
-                if (skip[l]) fprintf(stderr, " %d", l);
-            fprintf(stderr, "\n");
+            char line[4096]; /* one write, so ranks' lines do not interleave */
+            int n = snprintf(line, sizeof line, "layerdrop rank %d step %ld:", dist_rank(), step + 1);
+            for (int l = 0; l < m->cfg.num_hidden_layers && n < (int)sizeof line - 16; l++)
+                if (skip[l]) n += snprintf(line + n, sizeof line - (size_t)n, " %d", l);
+            fprintf(stderr, "%s\n", line);
         }
     }
     bert_zero_grads(m);
