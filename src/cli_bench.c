@@ -10,12 +10,13 @@
 
 static void usage(void) {
     fprintf(stderr, "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] "
-                    "[--steps N] [--warmup N] [--threads N]\n");
+                    "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n");
 }
 
 int cli_bench(int argc, char **argv) {
     const char *preset = "mini", *backend = "cpu";
-    int seq = 128, batch = 8, steps = 10, warmup = 2, threads = 0;
+    int seq = 128, batch = 8, steps = 10, warmup = 2, threads = 0, layers = 0;
+    double layerdrop = 0.0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -29,6 +30,8 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = atoi(v);
         else if (!strcmp(a, "--warmup")) warmup = atoi(v);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--layers")) layers = atoi(v);
+        else if (!strcmp(a, "--layerdrop")) layerdrop = atof(v);
         else {
             fprintf(stderr, "bertrain bench: unknown option %s\n", a);
             usage();
@@ -43,8 +46,12 @@ int cli_bench(int argc, char **argv) {
                 preset);
         return 2;
     }
-    if (seq < 8 || seq > cfg.model.max_position_embeddings || batch < 1 || steps < 1 || warmup < 0) {
-        fprintf(stderr, "bertrain bench: need 8 <= --seq <= %d, --batch >= 1, --steps >= 1\n",
+    if (layers) cfg.model.num_hidden_layers = layers;
+    cfg.model.layerdrop = (float)layerdrop;
+    if (seq < 8 || seq > cfg.model.max_position_embeddings || batch < 1 || steps < 1 ||
+        warmup < 0 || layers < 0 || !(layerdrop >= 0.0 && layerdrop < 1.0)) {
+        fprintf(stderr, "bertrain bench: need 8 <= --seq <= %d, --batch >= 1, --steps >= 1, "
+                        "--layers >= 1, 0 <= --layerdrop < 1\n",
                 cfg.model.max_position_embeddings);
         return 2;
     }
@@ -71,6 +78,7 @@ int cli_bench(int argc, char **argv) {
     bert_init_params(m, cfg.seed);
     uint32_t first = 0;
     double t0 = 0.0;
+    long layers_dropped = 0; /* LayerDrop: layers the timed steps skipped */
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
             be->sync(be);
@@ -90,17 +98,28 @@ int cli_bench(int argc, char **argv) {
                                          (uint64_t)s, (uint64_t)b, b * seq,
                                          mb.mlm_positions + mb.n_masked, mb.mlm_labels + mb.n_masked);
         }
-        train_step(m, opt, &cfg, s, &mb, &first, 1, 1e-4, NULL, NULL);
+        step_result r = train_step(m, opt, &cfg, s, &mb, &first, 1, 1e-4, NULL, NULL);
+        if (s >= warmup) layers_dropped += r.layers_dropped;
     }
     be->sync(be);
     double dt = now_s() - t0;
     double sps = (double)batch * steps / dt;
-    double flops = bert_train_flops_per_sample(&cfg.model, seq, 0.15 * seq) * sps;
+    /* FLOPs of the layers that ran: a dropped layer costs one layer's FLOPs less */
+    bert_config one_less = cfg.model;
+    one_less.num_hidden_layers--;
+    double per_sample = bert_train_flops_per_sample(&cfg.model, seq, 0.15 * seq),
+           per_layer = per_sample - bert_train_flops_per_sample(&one_less, seq, 0.15 * seq);
+    double mean_dropped = (double)layers_dropped / steps;
+    double flops = (per_sample - mean_dropped * per_layer) * sps;
     bt_device_info info;
     be->info(be, &info);
-    printf("bench: preset %s, seq %d, batch %d, %d steps after %d warm-up, backend %s (%s)\n",
-           preset, seq, batch, steps, warmup, be->name, info.name);
+    printf("bench: preset %s (%d layers, layerdrop %g), seq %d, batch %d, %d steps after %d "
+           "warm-up, backend %s (%s)\n", preset, cfg.model.num_hidden_layers,
+           (double)cfg.model.layerdrop, seq, batch, steps, warmup, be->name, info.name);
     printf("ms/step: %.1f\n", 1e3 * dt / steps);
+    if (cfg.model.layerdrop > 0.0f)
+        printf("layers run per step: %.2f of %d (LayerDrop)\n",
+               cfg.model.num_hidden_layers - mean_dropped, cfg.model.num_hidden_layers);
     printf("TFLOP/s: %.3f\n", flops / 1e12);
     printf("samples/s: %.2f\n", sps);
     batch_buf_free(&mb);
