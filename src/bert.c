@@ -230,15 +230,52 @@ static layer_dims dims_of(const bert_model *m, const bert_batch *bt, const bert_
     return d;
 }
 
-/* out = resid + dropout(dH): a residual branch's output (in dH) joins the stream. */
+/* Admin's residual scale at the join `site` of layer l (1 but for Admin). */
+static float omega_at(const bert_model *m, int l, int site) {
+    return m->cfg.norm == BERT_NORM_ADMIN ? m->cfg.admin_omega[2 * l + (site == SITE_FFN_OUT)]
+                                          : 1.0f;
+}
+
+/* Admin profiling at a join: omega_i = sqrt(1 + the variances of the branches
+ * before it), then this branch's variance (dH, all N x H values) joins the sum. */
+static void admin_measure(bert_model *m, int l, int site, layer_dims d) {
+    bt_backend *be = m->be;
+    const size_t n = (size_t)d.N * d.H;
+    const int i = 2 * l + (site == SITE_FFN_OUT);
+    double mean = be->sum(be, ACT(m->act->dH), n) / (double)n;
+    double var = be->sumsq(be, ACT(m->act->dH), n) / (double)n - mean * mean;
+    if (i == 0) m->admin_variance_sum = 1.0; /* the embeddings: unit variance after LN */
+    m->cfg.admin_omega[i] = (float)sqrt(m->admin_variance_sum);
+    m->admin_variance_sum += var;
+}
+
+/* out = omega * resid + dropout(dH): a residual branch's output (in dH) joins
+ * the stream; omega = 1 (a plain add) but for Admin. */
 static void branch_out(bert_model *m, int l, int site, size_t out, size_t resid,
                        const bert_batch *bt, const bert_pass *pass, layer_dims d) {
     bt_backend *be = m->be;
-    const size_t dH = m->act->dH;
+    const size_t dH = m->act->dH, n = (size_t)d.N * d.H;
+    if (pass->admin_profile) admin_measure(m, l, site, d);
     if (d.p > 0.0f)
-        be->dropout(be, ACT(dH), ACT(dH), (size_t)d.N * d.H, d.per_sample, bt->first_sample, d.p,
+        be->dropout(be, ACT(dH), ACT(dH), n, d.per_sample, bt->first_sample, d.p,
                     dropout_key(pass, l, site));
-    be->add(be, ACT(out), ACT(dH), ACT(resid), (size_t)d.N * d.H);
+    const float omega = omega_at(m, l, site);
+    if (omega == 1.0f) {
+        be->add(be, ACT(out), ACT(dH), ACT(resid), n);
+    } else {
+        be->copy(be, ACT(out), ACT(dH), n * 4);
+        be->axpy(be, ACT(out), omega, ACT(resid), n);
+    }
+}
+
+/* dA = omega * dA + dH: the gradient of a residual join's input, through the
+ * residual (dA holds d out) and the branch (dH). */
+static void residual_grad(bert_model *m, int l, int site, size_t n) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const float omega = omega_at(m, l, site);
+    if (omega != 1.0f) be->scale(be, ACT(a->dA), omega, n);
+    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), n);
 }
 
 /* Attention block: res1 = resid + dropout(attention(in) Wo + bo).  in, resid: (N, H) */
@@ -310,6 +347,7 @@ static void attn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt
 
 /* One encoder layer, x_in (N, H) -> layer output (N, H).
  * Post-LN: ln1 = LN1(x + attn(x)); ln2 = LN2(ln1 + ffn(ln1)), the output.
+ * Admin:   as Post-LN with x and ln1 scaled by their omegas in the sums.
  * Pre-LN:  res1 = x + attn(LN1(x)); res2 = res1 + ffn(LN2(res1)), the output. */
 static void layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
                       const bert_pass *pass) {
@@ -357,11 +395,11 @@ static void layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
         be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dA),
                           ACT(la->res2), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
         ffn_block_bwd(m, l, la->ln1, bt, pass);
-        be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d ln1 */
+        residual_grad(m, l, SITE_FFN_OUT, NH); /* d ln1 */
         be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dA),
                           ACT(la->res1), ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
         attn_block_bwd(m, l, x_in, bt, pass);
-        be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d x_in */
+        residual_grad(m, l, SITE_ATTN_OUT, NH); /* d x_in */
     }
 }
 
@@ -393,6 +431,18 @@ int bert_layerdrop_draw(const bert_config *cfg, uint64_t seed, uint64_t step,
         n += skip[l];
     }
     return n;
+}
+
+void bert_admin_closed_form(bert_config *cfg) {
+    const double n = 2.0 * cfg->num_hidden_layers;
+    const float omega = (float)sqrt((n + 1.0) / log(n + 1.0) - 1.0);
+    for (int i = 0; i < 2 * cfg->num_hidden_layers; i++) cfg->admin_omega[i] = omega;
+}
+
+void bert_admin_profile(bert_model *m, const bert_batch *bt) {
+    bert_pass pass = {.train = false, .admin_profile = true};
+    bert_stats st;
+    bert_forward(m, bt, &pass, &st);
 }
 
 void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, bert_stats *st) {

@@ -9,7 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { BERT_NORM_POST = 0, BERT_NORM_PRE = 1 };
+enum { BERT_NORM_POST = 0, BERT_NORM_PRE = 1, BERT_NORM_ADMIN = 2 };
+enum { BERT_ADMIN_PROFILE = 0, BERT_ADMIN_CLOSED_FORM = 1 };
+#define BERT_MAX_LAYERS 256
 
 typedef struct {
     int vocab_size;
@@ -24,8 +26,15 @@ typedef struct {
     float attention_probs_dropout_prob;
     float initializer_range;
     bool nsp;   /* pooler + next-sentence head */
-    int norm;   /* BERT_NORM_POST (BERT, HF) or BERT_NORM_PRE (LayerNorm before each block
-                 * and once after the last layer) */
+    int norm;   /* BERT_NORM_POST (BERT, HF), BERT_NORM_PRE (LayerNorm before each block
+                 * and once after the last layer) or BERT_NORM_ADMIN (Post-LN with the
+                 * residual scaled: x = LN(omega * x + f(x))) */
+    int admin_init; /* Admin: BERT_ADMIN_PROFILE (omega from a profiling forward) or
+                     * BERT_ADMIN_CLOSED_FORM */
+    /* Admin's residual scales, sublayer 2l (attention) and 2l+1 (feed-forward) of
+     * layer l; 1 for the other norms. Set at initialization, then fixed (saved in
+     * state.json, folded away by export). */
+    float admin_omega[2 * BERT_MAX_LAYERS];
     int pad_id; /* [PAD]: no gradient through the embedding lookup (torch padding_idx) */
     float layerdrop; /* LayerDrop: probability that a training step skips a layer (0: off) */
 } bert_config;
@@ -89,6 +98,9 @@ typedef struct {
     /* optional (num_hidden_layers): nonzero = this pass skips the layer
      * (LayerDrop, or evaluating a pruned model); NULL: every layer runs */
     const unsigned char *layer_skip;
+    /* Admin profiling (bert_admin_profile): each residual join sets its omega from
+     * the variances of the branches before it */
+    bool admin_profile;
 } bert_pass;
 
 /* Sums over one micro-batch (the host divides by global counts). */
@@ -115,6 +127,7 @@ struct bert_model {
     bt_buffer *ints;   /* uploaded int32 batch inputs */
     struct bert_act_layout *act;
     int cur_B, cur_T, cur_masked; /* shape of the batch in flight */
+    double admin_variance_sum;    /* Admin profiling: 1 + the branch variances so far */
 };
 
 /* Fill cfg with a named preset (tiny, mini, small, medium, base, large);
@@ -151,6 +164,15 @@ void bert_backward(bert_model *m, const bert_batch *batch, const bert_pass *pass
  * and resume drops the same layers. Returns how many are skipped. */
 int bert_layerdrop_draw(const bert_config *cfg, uint64_t seed, uint64_t step,
                         unsigned char *skip);
+
+/* Admin's omega for every sublayer from the closed form sqrt((N+1)/ln(N+1) - 1),
+ * N = 2 num_hidden_layers: no data needed. */
+void bert_admin_closed_form(bert_config *cfg);
+
+/* Admin's profiling forward pass on one batch (no dropout): omega_0 = 1 and
+ * omega_i^2 = omega_{i-1}^2 + Var f_{i-1}, each branch's variance measured
+ * with the omegas before it in place. Sets m->cfg.admin_omega. */
+void bert_admin_profile(bert_model *m, const bert_batch *batch);
 
 /* Set all gradients to zero (start of an optimizer step). */
 void bert_zero_grads(bert_model *m);

@@ -30,6 +30,7 @@ bool bert_preset(const char *name, bert_config *cfg) {
                              .initializer_range = 0.02f,
                              .nsp = false,
                              .pad_id = 0};
+        for (int i = 0; i < 2 * BERT_MAX_LAYERS; i++) cfg->admin_omega[i] = 1.0f;
         return true;
     }
     return false;
@@ -43,7 +44,8 @@ bool bert_config_valid(const bert_config *c, char *err, size_t errlen) {
     }
     REQUIRE(c->vocab_size >= 8, "model.vocab_size: must be >= 8 (got %d)", c->vocab_size);
     REQUIRE(c->hidden_size >= 1, "model.hidden_size: must be >= 1 (got %d)", c->hidden_size);
-    REQUIRE(c->num_hidden_layers >= 1, "model.num_hidden_layers: must be >= 1 (got %d)",
+    REQUIRE(c->num_hidden_layers >= 1 && c->num_hidden_layers <= BERT_MAX_LAYERS,
+            "model.num_hidden_layers: must be in [1, %d] (got %d)", BERT_MAX_LAYERS,
             c->num_hidden_layers);
     REQUIRE(c->num_attention_heads >= 1 && c->hidden_size % c->num_attention_heads == 0,
             "model.num_attention_heads: must divide hidden_size %d (got %d)", c->hidden_size,
@@ -61,8 +63,11 @@ bool bert_config_valid(const bert_config *c, char *err, size_t errlen) {
     REQUIRE(c->attention_probs_dropout_prob >= 0 && c->attention_probs_dropout_prob <= 0.9f,
             "model.attention_probs_dropout_prob: must be in [0, 0.9] (got %g)",
             c->attention_probs_dropout_prob);
-    REQUIRE(c->norm == BERT_NORM_POST || c->norm == BERT_NORM_PRE,
-            "model.norm: must be post or pre (got %d)", c->norm);
+    REQUIRE(c->norm == BERT_NORM_POST || c->norm == BERT_NORM_PRE || c->norm == BERT_NORM_ADMIN,
+            "model.norm: must be post, pre or admin (got %d)", c->norm);
+    for (int i = 0; i < 2 * c->num_hidden_layers; i++)
+        REQUIRE(c->admin_omega[i] > 0 && c->admin_omega[i] < 1e6f,
+                "admin_omega[%d]: must be in (0, 1e6) (got %g)", i, c->admin_omega[i]);
     REQUIRE(c->layerdrop >= 0 && c->layerdrop < 1,
             "model.layerdrop: must be in [0, 1) (got %g)", c->layerdrop);
     REQUIRE(c->initializer_range > 0 && c->initializer_range < 1,

@@ -267,7 +267,8 @@ static const char *sched_name(bt_sched_type t) {
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
 
-cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_optimizer *o) {
+cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_optimizer *o,
+                      const bert_config *model) {
     cJSON *st = cJSON_CreateObject();
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)cfg->seed);
@@ -291,6 +292,11 @@ cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_opt
     cJSON *layer_steps = cJSON_AddArrayToObject(opt, "layer_steps"); /* fewer under LayerDrop */
     for (int l = 0; l < o->n_layers; l++)
         cJSON_AddItemToArray(layer_steps, cJSON_CreateNumber((double)o->layer_steps[l]));
+    if (model->norm == BERT_NORM_ADMIN) { /* set at initialization (profiled), then fixed */
+        cJSON *omega = cJSON_AddArrayToObject(st, "admin_omega");
+        for (int i = 0; i < 2 * model->num_hidden_layers; i++)
+            cJSON_AddItemToArray(omega, cJSON_CreateNumber((double)model->admin_omega[i]));
+    }
     cJSON *scaler = cJSON_AddObjectToObject(st, "loss_scaler"); /* fp32 training: no scaling */
     cJSON_AddNumberToObject(scaler, "scale", 1.0);
     cJSON *sched = cJSON_AddObjectToObject(st, "schedule");
@@ -439,7 +445,7 @@ bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
     w->step = p->step;
     w->opt_step = o->step;
     w->opt_type = o->cfg.type;
-    w->state = ckpt_state_new(w->cfg, p, o);
+    w->state = ckpt_state_new(w->cfg, p, o, &m->cfg);
     w->t_start = now_s();
     w->t_boundary = w->t_start - t0;
     /* the writer thread takes no signals: they belong to the training loop */

@@ -53,9 +53,11 @@ typedef struct {
 bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long hook_step, char *err,
                     size_t errlen);
 
-/* state.json fields of a training checkpoint at progress p (the caller adds
+/* state.json fields of a training checkpoint at progress p, with the model's
+ * state beyond its weights (Admin's omegas) from `model` (the caller adds
  * nothing; ckpt_write_dir adds the checksums). */
-cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_optimizer *o);
+cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_optimizer *o,
+                      const bert_config *model);
 
 /* ---- the training writer: one write in flight, in a background thread ---- */
 

@@ -173,8 +173,23 @@ bool ckpt_model_config(const cJSON *state, bert_config *mc, char *err, size_t er
     }
     mc->nsp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "nsp"));
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(model, "norm");
-    mc->norm = cJSON_IsString(norm) && !strcmp(norm->valuestring, "pre") ? BERT_NORM_PRE
-                                                                         : BERT_NORM_POST;
+    mc->norm = !cJSON_IsString(norm)                  ? BERT_NORM_POST
+               : !strcmp(norm->valuestring, "pre")    ? BERT_NORM_PRE
+               : !strcmp(norm->valuestring, "admin")  ? BERT_NORM_ADMIN
+                                                      : BERT_NORM_POST;
+    if (mc->norm == BERT_NORM_ADMIN) { /* the omegas the model was initialized with */
+        const cJSON *omega = cJSON_GetObjectItemCaseSensitive(state, "admin_omega");
+        int n = 2 * mc->num_hidden_layers;
+        if (!cJSON_IsArray(omega) || cJSON_GetArraySize(omega) != n ||
+            mc->num_hidden_layers > BERT_MAX_LAYERS) {
+            snprintf(err, errlen, "state.json: an Admin model needs admin_omega, %d numbers", n);
+            return false;
+        }
+        for (int i = 0; i < n; i++) {
+            const cJSON *v = cJSON_GetArrayItem(omega, i);
+            mc->admin_omega[i] = cJSON_IsNumber(v) ? (float)v->valuedouble : -1.0f;
+        }
+    }
     return bert_config_valid(mc, err, errlen);
 }
 

@@ -172,6 +172,41 @@ static const char *pruned_name(const char *name, const int *new_index, char **ow
     return *owned;
 }
 
+/* The first layer at or after l that the export keeps (all without
+ * --keep-layers), or -1. */
+static int next_kept(const int *new_index, int n_layers, int l) {
+    for (; l < n_layers; l++)
+        if (!new_index || new_index[l] >= 0) return l;
+    return -1;
+}
+
+/* Admin folded into Post-LN: the factor export multiplies checkpoint tensor
+ * `name` by. Sublayer i computes LN(omega_i x + f(x)); scaling the LayerNorm
+ * that produces x by omega_i, and dividing the linear weights that read x by
+ * it, gives LN(x' + f(x')) with the same outputs, a plain BertForPreTraining.
+ * 1 for every other tensor (and for any tensor of a non-Admin model). */
+static double admin_fold_factor(const bert_config *mc, const int *new_index, const char *name) {
+    if (mc->norm != BERT_NORM_ADMIN) return 1.0;
+    const int L = mc->num_hidden_layers;
+    const float *omega = mc->admin_omega;
+    if (!strncmp(name, "bert.embeddings.LayerNorm.", 26)) /* feeds the first kept layer */
+        return omega[2 * next_kept(new_index, L, 0)];
+    int l, at = 0;
+    if (sscanf(name, "bert.encoder.layer.%d.%n", &l, &at) != 1 || at == 0 || l < 0 || l >= L)
+        return 1.0;
+    const char *rest = name + at;
+    if (!strcmp(rest, "attention.self.query.weight") || !strcmp(rest, "attention.self.key.weight") ||
+        !strcmp(rest, "attention.self.value.weight"))
+        return 1.0 / omega[2 * l];
+    if (!strncmp(rest, "attention.output.LayerNorm.", 27)) return omega[2 * l + 1];
+    if (!strcmp(rest, "intermediate.dense.weight")) return 1.0 / omega[2 * l + 1];
+    if (!strncmp(rest, "output.LayerNorm.", 17)) { /* feeds the next kept layer, or the heads */
+        int next = next_kept(new_index, L, l + 1);
+        return next < 0 ? 1.0 : omega[2 * next];
+    }
+    return 1.0;
+}
+
 int cli_export(int argc, char **argv) {
     const char *keep = NULL, *pos[2] = {NULL, NULL};
     int n_pos = 0;
@@ -207,6 +242,7 @@ int cli_export(int argc, char **argv) {
     float *init = NULL;
     st_tensor *ts = NULL;
     char *vocab_text = NULL, **names = NULL;
+    float **folded = NULL; /* Admin: scaled copies of tensors */
     int *new_index = NULL;
     int rc = 2;
     if (!ckpt_verify(ckpt, &state, err, sizeof err) ||
@@ -214,12 +250,13 @@ int cli_export(int argc, char **argv) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         goto out;
     }
-    if (mc.norm != BERT_NORM_POST) {
+    if (mc.norm == BERT_NORM_PRE) {
         fprintf(stderr, "bertrain: export: %s is a Pre-LN model (model.norm \"pre\"); Hugging "
                         "Face BertForPreTraining is Post-LN and cannot hold it\n", ckpt);
         goto out;
     }
     const int n_layers_ckpt = mc.num_hidden_layers;
+    const bert_config mc_ckpt = mc; /* before pruning: Admin's omegas by checkpoint layer */
     if (keep) {
         if (!(new_index = malloc((size_t)n_layers_ckpt * sizeof *new_index))) goto out;
         if (!(mc.num_hidden_layers = parse_keep_layers(keep, n_layers_ckpt, new_index))) goto out;
@@ -247,7 +284,8 @@ int cli_export(int argc, char **argv) {
     }
     ts = calloc((size_t)f.n + 6, sizeof *ts);
     names = calloc((size_t)f.n, sizeof *names);
-    if (!ts || !names) goto out;
+    folded = calloc((size_t)f.n, sizeof *folded);
+    if (!ts || !names || !folded) goto out;
     int n = 0;
     for (int i = 0; i < f.n; i++) {
         const st_entry *e = &f.entries[i];
@@ -258,8 +296,17 @@ int cli_export(int argc, char **argv) {
         }
         const char *name = pruned_name(e->name, new_index, &names[i]);
         if (!name) continue; /* a layer --keep-layers leaves out */
-        ts[n++] = (st_tensor){name, "F32", e->ndim, {e->shape[0], e->shape[1]},
-                              st_data(&f, e), e->end - e->begin};
+        const void *data = st_data(&f, e);
+        const double factor = admin_fold_factor(&mc_ckpt, new_index, e->name);
+        if (factor != 1.0) {
+            size_t count = (e->end - e->begin) / sizeof(float);
+            if (!(folded[i] = malloc(e->end - e->begin))) goto out;
+            memcpy(folded[i], data, e->end - e->begin);
+            for (size_t j = 0; j < count; j++) folded[i][j] = (float)(folded[i][j] * factor);
+            data = folded[i];
+        }
+        ts[n++] = (st_tensor){name, "F32", e->ndim, {e->shape[0], e->shape[1]}, data,
+                              e->end - e->begin};
     }
     /* transformers ties these to the word embeddings and cls.predictions.bias */
     ts[n++] = (st_tensor){"cls.predictions.decoder.weight", "F32", 2,
@@ -305,16 +352,21 @@ int cli_export(int argc, char **argv) {
     cJSON_Delete(hc);
     if (!ok) goto out;
     printf("export: %s -> %s: BertForPreTraining (%d layers%s%s, hidden %d, vocab %d), "
-           "model.safetensors with %d tensors, config.json, vocab.txt, tokenizer_config.json%s\n",
+           "model.safetensors with %d tensors, config.json, vocab.txt, tokenizer_config.json%s%s\n",
            ckpt, out, mc.num_hidden_layers, keep ? " kept: " : "", keep ? keep : "",
            mc.hidden_size, mc.vocab_size, n,
            mc.nsp ? "" : "; the pooler and NSP head were not trained (model.nsp false): they "
-                         "are freshly initialized");
+                         "are freshly initialized",
+           mc.norm == BERT_NORM_ADMIN ? "; Admin's omegas folded into the LayerNorms and the "
+                                        "linear layers after them (a plain Post-LN model)" : "");
     rc = 0;
 out:
-    if (names)
-        for (int i = 0; i < f.n; i++) free(names[i]);
+    for (int i = 0; i < f.n; i++) {
+        if (names) free(names[i]);
+        if (folded) free(folded[i]);
+    }
     free(names);
+    free(folded);
     free(new_index);
     free(ts);
     free(init);

@@ -140,10 +140,12 @@ int resume_prepare(const bt_config *cfg, resume_info *ri) {
     return msg.rc;
 }
 
-/* The per-layer update counts of state.json's optimizer.layer_steps (they
- * differ from the step under LayerDrop); older checkpoints lack them and
- * keep the optimizer step for every layer. */
-static void read_layer_steps(const char *dir, bt_optimizer *o) {
+/* From state.json: the per-layer update counts of optimizer.layer_steps (they
+ * differ from the step under LayerDrop; older checkpoints lack them and keep
+ * the optimizer step for every layer), and an Admin model's omegas. false
+ * with a reason when the omegas are missing or bad. */
+static bool read_state_arrays(const char *dir, bt_optimizer *o, bert_model *m, char *err,
+                              size_t errlen) {
     char path[1200];
     snprintf(path, sizeof path, "%s/state.json", dir);
     size_t len;
@@ -153,8 +155,16 @@ static void read_layer_steps(const char *dir, bt_optimizer *o) {
     if (cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == o->n_layers)
         for (int l = 0; l < o->n_layers; l++)
             o->layer_steps[l] = (long)cJSON_GetNumberValue(cJSON_GetArrayItem(arr, l));
+    bool ok = true;
+    if (m->cfg.norm == BERT_NORM_ADMIN) {
+        bert_config saved;
+        ok = state && ckpt_model_config(state, &saved, err, errlen);
+        if (!state) snprintf(err, errlen, "state.json is unreadable");
+        if (ok) memcpy(m->cfg.admin_omega, saved.admin_omega, sizeof saved.admin_omega);
+    }
     cJSON_Delete(state);
     free(text);
+    return ok;
 }
 
 bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
@@ -171,8 +181,14 @@ bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
     dist_broadcast(status, sizeof status);
     if (status[0] == 0) return false;
     o->step = (long)status[1];
-    if (dist_rank() == 0) read_layer_steps(ri->dir, o);
+    if (dist_rank() == 0 && !read_state_arrays(ri->dir, o, m, err, sizeof err)) {
+        fprintf(stderr, "bertrain: resume: %s: %s\n", ri->dir, err);
+        status[0] = 0;
+    }
+    dist_broadcast(status, sizeof status);
+    if (status[0] == 0) return false;
     dist_broadcast(o->layer_steps, (size_t)o->n_layers * sizeof *o->layer_steps);
+    dist_broadcast(m->cfg.admin_omega, sizeof m->cfg.admin_omega);
     if (dist_world() > 1) {
         size_t bytes = m->n_params * sizeof(float);
         float *host = malloc(bytes);

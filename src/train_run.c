@@ -202,6 +202,32 @@ static void maybe_perturb(run_state *s, long step) {
             dist_rank(), step);
 }
 
+/* Admin's omegas for a fresh model: the closed form, or rank 0's profiling
+ * forward on the run's first min(8, micro-batch) samples, given to every rank. */
+static void admin_init(run_state *s, int micro) {
+    bert_config *c = &s->m->cfg;
+    const int n = 2 * c->num_hidden_layers, k = micro < 8 ? micro : 8;
+    if (c->admin_init == BERT_ADMIN_CLOSED_FORM) {
+        bert_admin_closed_form(c);
+    } else if (dist_rank() == 0) {
+        bt_batch_buf *b = &s->mb[0];
+        dataset_fill(s->ds, 0, k, false, b);
+        bert_batch bb = {k, b->T, b->input_ids, b->token_type_ids, b->attention_mask,
+                         b->n_masked, b->mlm_positions, b->mlm_labels,
+                         c->nsp ? b->nsp_labels : NULL, 0};
+        bert_admin_profile(s->m, &bb);
+    }
+    dist_broadcast(c->admin_omega, sizeof c->admin_omega);
+    if (dist_rank() == 0) {
+        printf("bertrain: Admin omega (%s", c->admin_init == BERT_ADMIN_CLOSED_FORM
+                                               ? "closed form" : "profiled on");
+        if (c->admin_init != BERT_ADMIN_CLOSED_FORM) printf(" %d samples", k);
+        printf("), sublayers 0..%d:", n - 1);
+        for (int i = 0; i < n; i++) printf(" %.4g", (double)c->admin_omega[i]);
+        printf("\n");
+    }
+}
+
 int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     const int rank = dist_rank(), world = dist_world();
     const int T = cfg->data.seq_len;
@@ -290,6 +316,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     }
     s.gs = grad_sync_new(s.m, (size_t)(cfg->bucket_mb * 1e6));
     if (!alloc_micro(&s, &plan, T, max_masked)) goto oom;
+    if (mc.norm == BERT_NORM_ADMIN && !ri.active) admin_init(&s, B);
     double speed = 0;
     if (cfg->shares_auto && world > 1) { /* shares in proportion to measured speed */
         speed = measure_speed(&s, cfg, 3);
