@@ -1,9 +1,11 @@
 /* Compare the tensors of two safetensors files: prints the relative L2
  * difference over all tensors (and the worst tensor) and exits 0 when it is
- * at most TOL. usage: st_compare A.safetensors B.safetensors TOL */
+ * at most TOL. I32 tensors (a batch's inputs) must be equal exactly.
+ * usage: st_compare A.safetensors B.safetensors TOL */
 #include "../src/safetensors.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +25,18 @@ int main(int argc, char **argv) {
     const char *worst_name = "";
     for (int i = 0; i < a.n; i++) {
         const st_entry *ea = &a.entries[i], *eb = st_find(&b, ea->name);
-        if (!eb || strcmp(ea->dtype, "F32") || strcmp(eb->dtype, "F32") ||
+        bool i32 = !strcmp(ea->dtype, "I32");
+        if (!eb || (strcmp(ea->dtype, "F32") && !i32) || strcmp(eb->dtype, ea->dtype) ||
             st_numel(ea) != st_numel(eb)) {
             fprintf(stderr, "st_compare: %s differs in presence, dtype or shape\n", ea->name);
             return 1;
+        }
+        if (i32) {
+            if (memcmp(st_data(&a, ea), st_data(&b, eb), st_numel(ea) * 4) != 0) {
+                fprintf(stderr, "st_compare: %s (I32) differs\n", ea->name);
+                return 1;
+            }
+            continue;
         }
         const float *x = st_data(&a, ea), *y = st_data(&b, eb);
         double tn = 0, td = 0;

@@ -126,7 +126,19 @@ int main(int argc, char **argv) {
     c.layer_norm_eps = (float)meta_num("layer_norm_eps");
     c.nsp = meta_num("nsp") != 0;
     const char *norm = st_meta(&fx, "norm"); /* absent in fixtures older than Pre-LN */
-    c.norm = norm && !strcmp(norm, "pre") ? BERT_NORM_PRE : BERT_NORM_POST;
+    c.norm = !norm                   ? BERT_NORM_POST
+             : !strcmp(norm, "pre")   ? BERT_NORM_PRE
+             : !strcmp(norm, "admin") ? BERT_NORM_ADMIN
+                                      : BERT_NORM_POST;
+    for (int i = 0; i < 2 * BERT_MAX_LAYERS; i++) c.admin_omega[i] = 1.0f;
+    if (c.norm == BERT_NORM_ADMIN) { /* "w0,w1,...": one per sublayer */
+        const char *w = st_meta(&fx, "admin_omega");
+        for (int i = 0; w && i < 2 * c.num_hidden_layers; i++) {
+            char *end;
+            c.admin_omega[i] = strtof(w, &end);
+            w = *end == ',' ? end + 1 : NULL;
+        }
+    }
     c.initializer_range = 0.02f;
     c.pad_id = 0;
     const int B = (int)meta_num("batch"), T = (int)meta_num("seq_len");
@@ -135,7 +147,7 @@ int main(int argc, char **argv) {
     printf("fixture %s (torch %s): V=%d H=%d L=%d heads=%d I=%d B=%d T=%d masked=%d nsp=%d norm=%s\n",
            argv[1], st_meta(&fx, "torch_version") ? st_meta(&fx, "torch_version") : "?",
            c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
-           c.intermediate_size, B, T, M, c.nsp, c.norm == BERT_NORM_PRE ? "pre" : "post");
+           c.intermediate_size, B, T, M, c.nsp, norm ? norm : "post");
 
     bt_backend *be = bt_cpu_backend_create(0);
     bert_model *m = bert_create(be, &c, B, T, M, err, sizeof err);

@@ -51,6 +51,12 @@ CONFIGS = {
     "torch_ref_pre": dict(vocab_size=71, hidden_size=40, num_hidden_layers=3, num_attention_heads=5,
                           intermediate_size=56, max_position_embeddings=20, type_vocab_size=2,
                           layer_norm_eps=1e-6, nsp=True, batch=3, seq_len=17, seed=9012, norm="pre"),
+    # Admin (model.norm "admin"): Post-LN with the residual scaled, LN(omega_i x + f_i(x)),
+    # omega per sublayer (attention 2l, feed-forward 2l+1), distinct so an index slip shows
+    "torch_ref_admin": dict(vocab_size=67, hidden_size=36, num_hidden_layers=3, num_attention_heads=3,
+                            intermediate_size=60, max_position_embeddings=18, type_vocab_size=2,
+                            layer_norm_eps=1e-6, nsp=True, batch=3, seq_len=15, seed=3456, norm="admin",
+                            admin_omega=[1.0, 1.75, 2.375, 2.8125, 3.25, 3.5625]),
 }
 ADAMW = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01, clip=1.0)
 LAMB = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01, min_coeff=0.01,
@@ -185,11 +191,12 @@ def encoder(p, c, batch):
             continue
         probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + neg, dim=-1)
         ctx = (probs @ v).transpose(1, 2).reshape(B, T, H)
-        a = layer_norm(x + linear(ctx, p, pre + "attention.output.dense"),
+        w_attn, w_ffn = c["admin_omega"][2 * i:2 * i + 2] if c.get("norm") == "admin" else (1.0, 1.0)
+        a = layer_norm(w_attn * x + linear(ctx, p, pre + "attention.output.dense"),
                        p[pre + "attention.output.LayerNorm.weight"],
                        p[pre + "attention.output.LayerNorm.bias"], eps)
         f = linear(gelu(linear(a, p, pre + "intermediate.dense")), p, pre + "output.dense")
-        x = layer_norm(a + f, p[pre + "output.LayerNorm.weight"], p[pre + "output.LayerNorm.bias"], eps)
+        x = layer_norm(w_ffn * a + f, p[pre + "output.LayerNorm.weight"], p[pre + "output.LayerNorm.bias"], eps)
     if c.get("norm") == "pre":
         x = layer_norm(x, p["bert.encoder.LayerNorm.weight"], p["bert.encoder.LayerNorm.bias"], eps)
     return x
@@ -296,7 +303,10 @@ def fd_check(p, c, batch, grads, g, n_checks=20, eps=1e-4):
 
 def encoder_crosscheck(p, c, batch):
     """Compare our encoder with torch.nn.TransformerEncoderLayer (exact gelu; Post-LN, or
-    norm_first=True and a final torch LayerNorm for Pre-LN)."""
+    norm_first=True and a final torch LayerNorm for Pre-LN). Admin has no torch module: its
+    residual scale is checked by the finite differences and by folding in tests/admin.sh."""
+    if c.get("norm") == "admin":
+        return 0.0
     pre_ln = c.get("norm") == "pre"
     H, B, T = c["hidden_size"], *batch["input_ids"].shape
     q = dict(p)
@@ -382,6 +392,8 @@ def build(name, c, out_dir):
     meta["layer_norm_eps"] = repr(c["layer_norm_eps"])
     meta["nsp"] = "1" if c["nsp"] else "0"
     meta["norm"] = c.get("norm", "post")
+    if "admin_omega" in c:
+        meta["admin_omega"] = ",".join(repr(float(w)) for w in c["admin_omega"])
     meta["batch"], meta["seq_len"] = str(c["batch"]), str(c["seq_len"])
     for prefix, h in (("adamw", ADAMW), ("lamb", LAMB)):
         meta.update({f"{prefix}_{k}": repr(float(v)) for k, v in h.items()})
