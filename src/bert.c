@@ -16,6 +16,9 @@
 #define GRD(off) ((bt_ptr){m->grads, (size_t)(off) * 4})
 #define ACT(off) ((bt_ptr){m->acts, (size_t)(off) * 4})
 #define INT(off) ((bt_ptr){m->ints, (size_t)(off) * 4})
+/* mixed precision: an activation (or its gradient) is stored in 16 bits */
+#define STORE16(off, n) bert_store16(m, m->acts, (off), (size_t)(n))
+#define STORE16_PTR(p, n) bert_store16(m, (p).buf, (p).off / 4, (size_t)(n))
 
 enum { SITE_EMB = 1, SITE_ATTN_PROBS = 2, SITE_ATTN_OUT = 3, SITE_FFN_OUT = 4 };
 
@@ -107,6 +110,7 @@ static void linear_fwd(bert_model *m, bt_ptr out, bt_ptr in, size_t w, size_t b,
     be->gemm(be, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 0.0f, out,
              out_f, 0, 1);
     be->bias_add(be, out, PAR(b), rows, out_f);
+    STORE16_PTR(out, (size_t)rows * out_f);
 }
 
 /* dW += dout^T @ in;  db += sum_rows dout;  din = dout @ W (skipped if din.buf NULL) */
@@ -117,9 +121,25 @@ static void linear_bwd(bert_model *m, bt_ptr din, size_t w, size_t b, bt_ptr dou
     be->gemm(be, true, false, out_f, in_f, rows, 1.0f, dout, out_f, 0, in, in_f, 0, 1.0f, GRD(w),
              in_f, 0, 1);
     be->bias_grad(be, GRD(b), dout, rows, out_f);
-    if (din.buf)
+    if (din.buf) {
         be->gemm(be, false, false, rows, in_f, out_f, 1.0f, dout, out_f, 0, PAR(w), in_f, 0, 0.0f,
                  din, in_f, 0, 1);
+        STORE16_PTR(din, (size_t)rows * in_f);
+    }
+}
+
+/* LayerNorm forward over rows of cols, the output stored as an activation. */
+static void ln_fwd(bert_model *m, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr in, bt_ptr w,
+                   bt_ptr b, int rows, int cols, float eps) {
+    m->be->layernorm_fwd(m->be, out, mean, rstd, in, w, b, rows, cols, eps);
+    STORE16_PTR(out, (size_t)rows * cols);
+}
+
+/* LayerNorm backward: dx (stored as an activation gradient), dw and db += . */
+static void ln_bwd(bert_model *m, bt_ptr dx, bt_ptr dw, bt_ptr db, bt_ptr dy, bt_ptr x,
+                   bt_ptr mean, bt_ptr rstd, bt_ptr w, int rows, int cols) {
+    m->be->layernorm_bwd(m->be, dx, dw, db, dy, x, mean, rstd, w, rows, cols);
+    STORE16_PTR(dx, (size_t)rows * cols);
 }
 
 static void upload_batch(bert_model *m, const bert_batch *bt) {
@@ -160,6 +180,7 @@ static void attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert
     }
     be->softmax_fwd(be, ACT(la->probs), ACT(la->probs), INT(m->act->mask), B, NH, T,
                     1.0f / sqrtf((float)D));
+    STORE16(la->probs, B * per_b);
     size_t src = la->probs;
     if (p > 0.0f) {
         be->dropout(be, ACT(m->act->pdrop), ACT(la->probs), B * per_b, per_b, bt->first_sample,
@@ -171,6 +192,7 @@ static void attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert
         be->gemm(be, false, false, T, D, T, 1.0f, ACT(src + b * per_b), T, (long)TT, ACT(v),
                  3 * H, D, 0.0f, ACT(la->ctx + (size_t)b * T * H), H, D, NH);
     }
+    STORE16(la->ctx, (size_t)B * T * H);
 }
 
 /* Backward of attention_fwd: dctx (N, H) -> dqkv (N, 3H) */
@@ -204,6 +226,7 @@ static void attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert
                     key);
     be->softmax_bwd(be, ACT(a->dprobs), ACT(a->dprobs), ACT(la->probs), B * NH * T, T,
                     1.0f / sqrtf((float)D));
+    STORE16(a->dprobs, B * per_b);
     for (int b = 0; b < B; b++) {
         size_t qkv = la->qkv + (size_t)b * T * 3 * H, dqkv = a->dqkv + (size_t)b * T * 3 * H;
         size_t ds = a->dprobs + b * per_b;
@@ -214,6 +237,7 @@ static void attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert
         be->gemm(be, true, false, T, D, T, 1.0f, ACT(ds), T, (long)TT, ACT(qkv), 3 * H, D, 0.0f,
                  ACT(dqkv + H), 3 * H, D, NH);
     }
+    STORE16(a->dqkv, (size_t)B * T * 3 * H);
 }
 
 /* Geometry shared by a layer's blocks. */
@@ -266,6 +290,7 @@ static void branch_out(bert_model *m, int l, int site, size_t out, size_t resid,
         be->copy(be, ACT(out), ACT(dH), n * 4);
         be->axpy(be, ACT(out), omega, ACT(resid), n);
     }
+    STORE16(out, n);
 }
 
 /* dA = omega * dA + dH: the gradient of a residual join's input, through the
@@ -276,6 +301,7 @@ static void residual_grad(bert_model *m, int l, int site, size_t n) {
     const float omega = omega_at(m, l, site);
     if (omega != 1.0f) be->scale(be, ACT(a->dA), omega, n);
     be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), n);
+    STORE16(a->dA, n);
 }
 
 /* Attention block: res1 = resid + dropout(attention(in) Wo + bo).  in, resid: (N, H) */
@@ -301,6 +327,7 @@ static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const b
     const layer_dims d = dims_of(m, bt, pass);
     linear_fwd(m, ACT(la->fc1), ACT(in), w->fc1_w, w->fc1_b, d.N, d.H, d.I);
     be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), (size_t)d.N * d.I);
+    STORE16(la->gelu, (size_t)d.N * d.I);
     linear_fwd(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, w->fc2_b, d.N, d.I, d.H);
     branch_out(m, l, SITE_FFN_OUT, la->res2, resid, bt, pass, d);
 }
@@ -329,6 +356,7 @@ static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
     branch_grad(m, l, SITE_FFN_OUT, bt, pass, d);
     linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), d.N, d.I, d.H);
     be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)d.N * d.I);
+    STORE16(a->dI, (size_t)d.N * d.I);
     linear_bwd(m, ACT(a->dH), w->fc1_w, w->fc1_b, ACT(a->dI), ACT(in), d.N, d.H, d.I);
 }
 
@@ -351,32 +379,30 @@ static void attn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt
  * Pre-LN:  res1 = x + attn(LN1(x)); res2 = res1 + ffn(LN2(res1)), the output. */
 static void layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
                       const bert_pass *pass) {
-    bt_backend *be = m->be;
     const bert_layer_acts *la = &m->act->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
     const int N = bt->B * bt->T, H = m->cfg.hidden_size;
     const float eps = m->cfg.layer_norm_eps;
     if (m->cfg.norm == BERT_NORM_PRE) {
-        be->layernorm_fwd(be, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(x_in),
-                          PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
+        ln_fwd(m, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(x_in),
+               PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
         attn_block_fwd(m, l, la->ln1, x_in, bt, pass);
-        be->layernorm_fwd(be, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res1),
-                          PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+        ln_fwd(m, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res1),
+               PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
         ffn_block_fwd(m, l, la->ln2, la->res1, bt, pass);
     } else {
         attn_block_fwd(m, l, x_in, x_in, bt, pass);
-        be->layernorm_fwd(be, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(la->res1),
-                          PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
+        ln_fwd(m, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(la->res1),
+               PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
         ffn_block_fwd(m, l, la->ln1, la->ln1, bt, pass);
-        be->layernorm_fwd(be, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res2),
-                          PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+        ln_fwd(m, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res2),
+               PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
     }
 }
 
 /* Backward of layer_fwd: dA holds d(layer output); on return it holds d(x_in). */
 static void layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
                       const bert_pass *pass) {
-    bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
@@ -384,20 +410,20 @@ static void layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
     const size_t NH = (size_t)N * H;
     if (m->cfg.norm == BERT_NORM_PRE) {
         ffn_block_bwd(m, l, la->ln2, bt, pass);
-        be->layernorm_bwd(be, ACT(a->dH), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dH),
-                          ACT(la->res1), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
-        be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d res1 */
+        ln_bwd(m, ACT(a->dH), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dH),
+               ACT(la->res1), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
+        residual_grad(m, l, SITE_FFN_OUT, NH); /* d res1 */
         attn_block_bwd(m, l, la->ln1, bt, pass);
-        be->layernorm_bwd(be, ACT(a->dH), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dH), ACT(x_in),
-                          ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
-        be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), NH); /* residual: d x_in */
+        ln_bwd(m, ACT(a->dH), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dH), ACT(x_in),
+               ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+        residual_grad(m, l, SITE_ATTN_OUT, NH); /* d x_in */
     } else {
-        be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dA),
-                          ACT(la->res2), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
+        ln_bwd(m, ACT(a->dA), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dA),
+               ACT(la->res2), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
         ffn_block_bwd(m, l, la->ln1, bt, pass);
         residual_grad(m, l, SITE_FFN_OUT, NH); /* d ln1 */
-        be->layernorm_bwd(be, ACT(a->dA), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dA),
-                          ACT(la->res1), ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+        ln_bwd(m, ACT(a->dA), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dA),
+               ACT(la->res1), ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
         attn_block_bwd(m, l, x_in, bt, pass);
         residual_grad(m, l, SITE_ATTN_OUT, NH); /* d x_in */
     }
@@ -467,18 +493,19 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     /* embeddings -> LayerNorm -> dropout */
     be->embed_fwd(be, ACT(a->emb_sum), INT(a->ids), INT(a->types), PAR(v->wte), PAR(v->wpe),
                   PAR(v->wtt), B, T, H);
-    be->layernorm_fwd(be, ACT(a->emb_out), ACT(a->emb_mean), ACT(a->emb_rstd), ACT(a->emb_sum),
-                      PAR(v->emb_ln_w), PAR(v->emb_ln_b), N, H, eps);
+    ln_fwd(m, ACT(a->emb_out), ACT(a->emb_mean), ACT(a->emb_rstd), ACT(a->emb_sum),
+           PAR(v->emb_ln_w), PAR(v->emb_ln_b), N, H, eps);
     if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)
         be->dropout(be, ACT(a->emb_out), ACT(a->emb_out), (size_t)N * H, (size_t)T * H,
                     bt->first_sample, m->cfg.hidden_dropout_prob,
                     dropout_key(pass, -1, SITE_EMB));
+    STORE16(a->emb_out, (size_t)N * H);
     for (int l = 0; l < L; l++)
         if (!layer_skipped(pass, l)) layer_fwd(m, l, layer_input(m, l, pass), bt, pass);
     size_t hidden = layer_input(m, L, pass);
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */
-        be->layernorm_fwd(be, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
-                          ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), N, H, eps);
+        ln_fwd(m, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
+               ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), N, H, eps);
         hidden = a->final_out;
     }
 
@@ -487,13 +514,15 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         be->gather_rows(be, ACT(a->hm), ACT(hidden), INT(a->mlm_pos), M, H);
         linear_fwd(m, ACT(a->t1), ACT(a->hm), v->head_w, v->head_b, M, H, H);
         be->gelu_fwd(be, ACT(a->t2), ACT(a->t1), (size_t)M * H);
-        be->layernorm_fwd(be, ACT(a->t3), ACT(a->t3_mean), ACT(a->t3_rstd), ACT(a->t2),
-                          PAR(v->head_ln_w), PAR(v->head_ln_b), M, H, eps);
+        STORE16(a->t2, (size_t)M * H);
+        ln_fwd(m, ACT(a->t3), ACT(a->t3_mean), ACT(a->t3_rstd), ACT(a->t2),
+               PAR(v->head_ln_w), PAR(v->head_ln_b), M, H, eps);
         linear_fwd(m, ACT(a->logits), ACT(a->t3), v->wte, v->dec_b, M, H, V);
         if (pass->mlm_logits_out)
             be->download(be, pass->mlm_logits_out, ACT(a->logits), (size_t)M * V * 4);
         be->xent_fwd_bwd(be, ACT(a->logits), ACT(a->mlm_loss), ACT(a->mlm_correct),
                          ACT(a->logits), INT(a->mlm_labels), M, V, pass->mlm_grad_scale);
+        STORE16(a->logits, (size_t)M * V); /* now d loss / d logits */
         st->mlm_loss_sum = be->sum(be, ACT(a->mlm_loss), (size_t)M);
         st->mlm_correct = be->sum(be, ACT(a->mlm_correct), (size_t)M);
         st->n_masked = M;
@@ -503,15 +532,24 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         be->gather_rows(be, ACT(a->cls), ACT(hidden), INT(a->cls_idx), B, H);
         linear_fwd(m, ACT(a->pool_pre), ACT(a->cls), v->pool_w, v->pool_b, B, H, H);
         be->tanh_fwd(be, ACT(a->pooled), ACT(a->pool_pre), (size_t)B * H);
+        STORE16(a->pooled, (size_t)B * H);
         linear_fwd(m, ACT(a->nsp_logits), ACT(a->pooled), v->nsp_w, v->nsp_b, B, H, 2);
         if (pass->nsp_logits_out)
             be->download(be, pass->nsp_logits_out, ACT(a->nsp_logits), (size_t)B * 2 * 4);
         be->xent_fwd_bwd(be, ACT(a->nsp_logits), ACT(a->nsp_loss), ACT(a->nsp_correct),
                          ACT(a->nsp_logits), INT(a->nsp_labels), B, 2, pass->nsp_grad_scale);
+        STORE16(a->nsp_logits, (size_t)B * 2);
         st->nsp_loss_sum = be->sum(be, ACT(a->nsp_loss), (size_t)B);
         st->nsp_correct = be->sum(be, ACT(a->nsp_correct), (size_t)B);
         st->n_nsp = B;
     }
+}
+
+/* The gradients of parameters [begin, end) are complete for this micro-batch:
+ * stored in 16 bits (mixed precision), and reported for an early allreduce. */
+static void grads_final(bert_model *m, const bert_pass *pass, size_t begin, size_t end) {
+    bert_store16(m, m->grads, begin, end - begin);
+    if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, begin, end);
 }
 
 void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
@@ -525,9 +563,10 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
     if (M > 0) {
         /* logits now hold d loss / d logits */
         linear_bwd(m, ACT(a->dhm), v->wte, v->dec_b, ACT(a->logits), ACT(a->t3), M, H, V);
-        be->layernorm_bwd(be, ACT(a->dhm), GRD(v->head_ln_w), GRD(v->head_ln_b), ACT(a->dhm),
-                          ACT(a->t2), ACT(a->t3_mean), ACT(a->t3_rstd), PAR(v->head_ln_w), M, H);
+        ln_bwd(m, ACT(a->dhm), GRD(v->head_ln_w), GRD(v->head_ln_b), ACT(a->dhm),
+               ACT(a->t2), ACT(a->t3_mean), ACT(a->t3_rstd), PAR(v->head_ln_w), M, H);
         be->gelu_bwd(be, ACT(a->dhm), ACT(a->dhm), ACT(a->t1), (size_t)M * H);
+        STORE16(a->dhm, (size_t)M * H);
         linear_bwd(m, ACT(a->t2), v->head_w, v->head_b, ACT(a->dhm), ACT(a->hm), M, H, H);
         be->scatter_rows(be, ACT(a->dA), ACT(a->t2), INT(a->mlm_pos), M, H); /* t2: scratch */
     }
@@ -535,35 +574,37 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
         linear_bwd(m, ACT(a->dcls), v->nsp_w, v->nsp_b, ACT(a->nsp_logits), ACT(a->pooled), B, H,
                    2);
         be->tanh_bwd(be, ACT(a->dcls), ACT(a->dcls), ACT(a->pooled), (size_t)B * H);
+        STORE16(a->dcls, (size_t)B * H);
         linear_bwd(m, ACT(a->pool_pre), v->pool_w, v->pool_b, ACT(a->dcls), ACT(a->cls), B, H,
                    H);
         be->scatter_rows(be, ACT(a->dA), ACT(a->pool_pre), INT(a->cls_idx), B, H);
     }
+    STORE16(a->dA, (size_t)N * H);
     /* the heads' parameters (after the layers in the flat buffer) are final */
-    if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, v->head_w, m->n_params);
+    grads_final(m, pass, v->head_w, m->n_params);
     size_t layers_end = v->head_w; /* where the last layer's parameters end */
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm lies between layers and heads */
-        be->layernorm_bwd(be, ACT(a->dA), GRD(v->final_ln_w), GRD(v->final_ln_b), ACT(a->dA),
-                          ACT(layer_input(m, L, pass)), ACT(a->final_mean),
-                          ACT(a->final_rstd), PAR(v->final_ln_w), N, H);
-        if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, v->final_ln_w, v->head_w);
+        ln_bwd(m, ACT(a->dA), GRD(v->final_ln_w), GRD(v->final_ln_b), ACT(a->dA),
+               ACT(layer_input(m, L, pass)), ACT(a->final_mean),
+               ACT(a->final_rstd), PAR(v->final_ln_w), N, H);
+        grads_final(m, pass, v->final_ln_w, v->head_w);
         layers_end = v->final_ln_w;
     }
     for (int l = L - 1; l >= 0; l--) {
         if (layer_skipped(pass, l)) continue; /* identity: dA passes through; no gradient */
         layer_bwd(m, l, layer_input(m, l, pass), bt, pass);
-        if (pass->grads_ready) /* a skipped layer's range is never reported: not reduced */
-            pass->grads_ready(pass->grads_ready_ctx, v->layer[l].qkv_w,
-                              l + 1 < L ? v->layer[l + 1].qkv_w : layers_end);
+        /* a skipped layer's range is never reported: not reduced */
+        grads_final(m, pass, v->layer[l].qkv_w, l + 1 < L ? v->layer[l + 1].qkv_w : layers_end);
     }
     /* embeddings */
     if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)
         be->dropout(be, ACT(a->dA), ACT(a->dA), (size_t)N * H, (size_t)T * H, bt->first_sample,
                     m->cfg.hidden_dropout_prob, dropout_key(pass, -1, SITE_EMB));
-    be->layernorm_bwd(be, ACT(a->dA), GRD(v->emb_ln_w), GRD(v->emb_ln_b), ACT(a->dA),
-                      ACT(a->emb_sum), ACT(a->emb_mean), ACT(a->emb_rstd), PAR(v->emb_ln_w), N,
-                      H);
+    STORE16(a->dA, (size_t)N * H);
+    ln_bwd(m, ACT(a->dA), GRD(v->emb_ln_w), GRD(v->emb_ln_b), ACT(a->dA),
+           ACT(a->emb_sum), ACT(a->emb_mean), ACT(a->emb_rstd), PAR(v->emb_ln_w), N,
+           H);
     be->embed_bwd(be, GRD(v->wte), GRD(v->wpe), GRD(v->wtt), ACT(a->dA), INT(a->ids),
                   INT(a->types), B, T, H, V, m->cfg.type_vocab_size, m->cfg.pad_id);
-    if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, 0, v->layer[0].qkv_w);
+    grads_final(m, pass, 0, v->layer[0].qkv_w);
 }

@@ -37,6 +37,9 @@ typedef struct {
     float admin_omega[2 * BERT_MAX_LAYERS];
     int pad_id; /* [PAD]: no gradient through the embedding lookup (torch padding_idx) */
     float layerdrop; /* LayerDrop: probability that a training step skips a layer (0: off) */
+    int storage;     /* BT_F32, or BT_BF16 / BT_F16 (mixed precision): activations and
+                      * gradients are stored with 16-bit precision, the math and the master
+                      * weights and moments stay fp32 */
 } bert_config;
 
 /* One named tensor of the flat parameter buffer. Offsets count fp32 elements. */
@@ -128,6 +131,7 @@ struct bert_model {
     struct bert_act_layout *act;
     int cur_B, cur_T, cur_masked; /* shape of the batch in flight */
     double admin_variance_sum;    /* Admin profiling: 1 + the branch variances so far */
+    bt_buffer *half;              /* 16-bit staging for rounding to cfg.storage (or NULL) */
 };
 
 /* Fill cfg with a named preset (tiny, mini, small, medium, base, large);
@@ -173,6 +177,11 @@ void bert_admin_closed_form(bert_config *cfg);
  * omega_i^2 = omega_{i-1}^2 + Var f_{i-1}, each branch's variance measured
  * with the omegas before it in place. Sets m->cfg.admin_omega. */
 void bert_admin_profile(bert_model *m, const bert_batch *batch);
+
+/* Mixed precision: round n values of buf from element off to the model's
+ * 16-bit storage dtype (they become the fp32 values a bf16/fp16 tensor would
+ * hold; beyond fp16's range, +-Inf); nothing in fp32. */
+void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n);
 
 /* Set all gradients to zero (start of an optimizer step). */
 void bert_zero_grads(bert_model *m);

@@ -202,6 +202,8 @@ const bert_tensor *bert_find_tensor(const bert_model *m, const char *name) {
 
 /* ---- allocation ---- */
 
+enum { BERT_HALF_CHUNK = 1 << 20 }; /* elements rounded to 16 bits per staging pass */
+
 bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, int max_seq,
                         int max_masked, char *err, size_t errlen) {
     if (!bert_config_valid(cfg, err, errlen)) return NULL;
@@ -233,6 +235,11 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
         bert_free(m);
         return NULL;
     }
+    if (cfg->storage != BT_F32 && !(m->half = be->alloc(be, BERT_HALF_CHUNK * 2))) {
+        snprintf(err, errlen, "out of device memory on %s for 16-bit staging", be->name);
+        bert_free(m);
+        return NULL;
+    }
     be->fill(be, (bt_ptr){m->params, 0}, 0.0f, m->n_params);
     be->fill(be, (bt_ptr){m->grads, 0}, 0.0f, m->n_params);
     return m;
@@ -249,10 +256,23 @@ void bert_free(bert_model *m) {
     if (m->grads) be->free(be, m->grads);
     if (m->acts) be->free(be, m->acts);
     if (m->ints) be->free(be, m->ints);
+    if (m->half) be->free(be, m->half);
     free(m->act);
     free(m->tensors);
     free(m->v.layer);
     free(m);
+}
+
+void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
+    if (m->cfg.storage == BT_F32) return;
+    bt_backend *be = m->be;
+    const bt_dtype dt = (bt_dtype)m->cfg.storage;
+    for (size_t done = 0; done < n; done += BERT_HALF_CHUNK) { /* through the staging */
+        size_t k = n - done < BERT_HALF_CHUNK ? n - done : BERT_HALF_CHUNK;
+        bt_ptr x = {buf, (off + done) * 4}, h = {m->half, 0};
+        be->cast(be, h, dt, x, BT_F32, k);
+        be->cast(be, x, BT_F32, h, dt, k);
+    }
 }
 
 void bert_zero_grads(bert_model *m) {

@@ -297,8 +297,15 @@ cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_opt
         for (int i = 0; i < 2 * model->num_hidden_layers; i++)
             cJSON_AddItemToArray(omega, cJSON_CreateNumber((double)model->admin_omega[i]));
     }
-    cJSON *scaler = cJSON_AddObjectToObject(st, "loss_scaler"); /* fp32 training: no scaling */
-    cJSON_AddNumberToObject(scaler, "scale", 1.0);
+    cJSON *scaler = cJSON_AddObjectToObject(st, "loss_scaler"); /* scale 1: not fp16 */
+    const loss_scaler *ls = p->scaler;
+    cJSON_AddNumberToObject(scaler, "scale", ls ? ls->scale : 1.0);
+    if (ls) { /* what the dynamic scaler needs to continue exactly */
+        cJSON_AddNumberToObject(scaler, "cur_hysteresis", ls->cur_hysteresis);
+        cJSON_AddNumberToObject(scaler, "iter", (double)ls->iter);
+        cJSON_AddNumberToObject(scaler, "last_overflow", (double)ls->last_overflow);
+        cJSON_AddNumberToObject(scaler, "skipped", (double)ls->skipped);
+    }
     cJSON *sched = cJSON_AddObjectToObject(st, "schedule");
     cJSON_AddStringToObject(sched, "type", sched_name(cfg->sched.type));
     cJSON_AddNumberToObject(sched, "next_step", (double)p->step);

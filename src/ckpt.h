@@ -15,6 +15,7 @@
 
 #include "bert.h"
 #include "config.h"
+#include "loss_scale.h"
 #include "optim.h"
 
 #include <cjson/cJSON.h>
@@ -32,6 +33,7 @@ typedef struct {
     long global_batch;           /* samples per step */
     unsigned long long samples_per_epoch;
     bool lowercase;              /* the shards were lowercased (the tokenizer's do_lower_case) */
+    const loss_scaler *scaler;   /* fp16's dynamic loss scaler, or NULL */
 } ckpt_progress;
 
 /* One checkpoint's contents on the host, for ckpt_write_dir. */

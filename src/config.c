@@ -104,6 +104,16 @@ static const key_spec KEYS[] = {
     {"guard.median_window", K_INT, OFF(guard_median_window), 1, 10000, NULL, 0},
     {"guard.max_bad_steps", K_INT, OFF(guard_max_bad), 1, 1000000, NULL, 0},
     {"guard.window", K_INT, OFF(guard_window), 1, 1000000000, NULL, 0},
+    {"fp16", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"fp16.enabled", K_BOOL, OFF(fp16), 0, 0, NULL, 0},
+    {"fp16.loss_scale", K_DOUBLE, OFF(fp16_loss_scale), 0, 1e30, NULL, 0},
+    {"fp16.initial_scale_power", K_INT, OFF(fp16_initial_scale_power), 0, 100, NULL, 0},
+    {"fp16.loss_scale_window", K_LONG, OFF(fp16_loss_scale_window), 1, 1e12, NULL, 0},
+    {"fp16.hysteresis", K_INT, OFF(fp16_hysteresis), 1, 1000000, NULL, 0},
+    {"fp16.consecutive_hysteresis", K_BOOL, OFF(fp16_consecutive_hysteresis), 0, 0, NULL, 0},
+    {"fp16.min_loss_scale", K_DOUBLE, OFF(fp16_min_loss_scale), 1e-30, 1e30, NULL, 0},
+    {"bf16", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"bf16.enabled", K_BOOL, OFF(bf16), 0, 0, NULL, 0},
     {"devices", K_DEVICES, STR(devices_json)},
     {"distributed", K_OBJECT, 0, 0, 0, NULL, 0},
     {"distributed.shares", K_SHARES, OFF(shares), 0, 0, NULL, 0},
@@ -361,6 +371,10 @@ void config_defaults(bt_config *cfg) {
     cfg->data.mask_prob = 0.15f;
     strcpy(cfg->device, "cpu");
     cfg->ckpt_keep = 3;
+    cfg->fp16_initial_scale_power = 16; /* DeepSpeed's defaults */
+    cfg->fp16_loss_scale_window = 1000;
+    cfg->fp16_hysteresis = 2;
+    cfg->fp16_min_loss_scale = 1.0;
     cfg->guard_spike_factor = 10.0;
     cfg->guard_median_window = 100;
     cfg->guard_max_bad = 10;
@@ -554,6 +568,17 @@ bool config_load(bt_config *cfg, const char *path, const char *const *overrides,
     cJSON_Delete(root);
     if (!ok) return false;
 
+    if (cfg->fp16 && cfg->bf16) {
+        fail(cfg, "fp16.enabled and bf16.enabled are both true: choose one");
+        return false;
+    }
+    if (cfg->fp16 && cfg->fp16_loss_scale == 0 &&
+        cfg->fp16_min_loss_scale > ldexp(1.0, cfg->fp16_initial_scale_power)) {
+        fail(cfg, "fp16.min_loss_scale: %g exceeds the initial scale 2^%d", cfg->fp16_min_loss_scale,
+             cfg->fp16_initial_scale_power);
+        return false;
+    }
+    cfg->model.storage = cfg->fp16 ? BT_F16 : cfg->bf16 ? BT_BF16 : BT_F32;
     char err[256];
     if (!bert_config_valid(&cfg->model, err, sizeof err)) {
         fail(cfg, "%s", err);

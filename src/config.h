@@ -76,6 +76,15 @@ typedef struct {
     int guard_median_window;   /* guard.median_window: accepted losses in the median */
     int guard_max_bad;         /* guard.max_bad_steps */
     int guard_window;          /* guard.window: steps */
+    /* mixed precision (DeepSpeed's keys): fp16 with dynamic loss scaling, or bf16 */
+    bool fp16;                        /* fp16.enabled */
+    bool bf16;                        /* bf16.enabled */
+    double fp16_loss_scale;           /* fp16.loss_scale: 0 dynamic, > 0 a static scale */
+    int fp16_initial_scale_power;     /* fp16.initial_scale_power: the dynamic scale starts at 2^this */
+    long fp16_loss_scale_window;      /* fp16.loss_scale_window: clean steps before doubling */
+    int fp16_hysteresis;              /* fp16.hysteresis: overflows tolerated before halving */
+    bool fp16_consecutive_hysteresis; /* fp16.consecutive_hysteresis */
+    double fp16_min_loss_scale;       /* fp16.min_loss_scale: an overflow here stops the run */
     /* distributed */
     int n_shares;           /* distributed.shares given per rank (0: equal split) */
     long shares[BT_MAX_RANKS];

@@ -167,6 +167,35 @@ static bool read_state_arrays(const char *dir, bt_optimizer *o, bert_model *m, c
     return ok;
 }
 
+void resume_scaler(const resume_info *ri, loss_scaler *s) {
+    if (dist_rank() == 0) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/state.json", ri->dir);
+        size_t len;
+        char *text = ckpt_read_file(path, &len);
+        cJSON *state = text ? cJSON_Parse(text) : NULL;
+        const cJSON *scale = state ? at_path(state, "loss_scaler.scale") : NULL,
+                    *hyst = state ? at_path(state, "loss_scaler.cur_hysteresis") : NULL,
+                    *iter = state ? at_path(state, "loss_scaler.iter") : NULL,
+                    *last = state ? at_path(state, "loss_scaler.last_overflow") : NULL,
+                    *skipped = state ? at_path(state, "loss_scaler.skipped") : NULL;
+        if (cJSON_IsNumber(hyst) && cJSON_IsNumber(iter) && cJSON_IsNumber(last)) {
+            if (s->dynamic && cJSON_IsNumber(scale)) s->scale = scale->valuedouble;
+            s->cur_hysteresis = (int)hyst->valuedouble;
+            s->iter = (long)iter->valuedouble;
+            s->last_overflow = (long)last->valuedouble;
+            s->skipped = cJSON_IsNumber(skipped) ? (long)skipped->valuedouble : 0;
+            printf("resume: fp16 loss scale %g (%ld overflow steps so far)\n", s->scale, s->skipped);
+        } else {
+            printf("resume: the checkpoint was not trained with fp16: the loss scale starts "
+                   "at %g\n", s->scale);
+        }
+        cJSON_Delete(state);
+        free(text);
+    }
+    dist_broadcast(s, sizeof *s);
+}
+
 bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
     char err[1024];
     double status[2] = {1, 0}; /* ok, optimizer step */

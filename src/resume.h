@@ -3,6 +3,7 @@
 #ifndef BT_RESUME_H
 #define BT_RESUME_H
 
+#include "loss_scale.h"
 #include "bert.h"
 #include "config.h"
 #include "optim.h"
@@ -29,6 +30,11 @@ int resume_prepare(const bt_config *cfg, resume_info *ri);
 /* Load the chosen checkpoint's weights, moments and optimizer step on rank 0
  * and copy them to every rank. false (on every rank) after a one-line error. */
 bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o);
+
+/* fp16: continue the dynamic loss scaler s (initialized from the config) from
+ * the checkpoint's state.json, when it was trained with fp16; rank 0 reads,
+ * every rank gets the same state. */
+void resume_scaler(const resume_info *ri, loss_scaler *s);
 
 /* Open OUTPUT_DIR/metrics.jsonl: truncated for a fresh run; when resuming,
  * keeping the lines up to the checkpoint's step and appending after them. */

@@ -48,8 +48,9 @@ static bool test_step_listed(const char *name, long step) {
 
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
                        bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr,
-                       grad_sync *gs, const bt_guard *guard) {
+                       grad_sync *gs, const bt_guard *guard, loss_scaler *scaler) {
     step_result r = {0};
+    const double scale = scaler ? scaler->scale : 1.0; /* fp16: the loss is scaled by this */
     double t0 = now_s();
     /* global counts before any backward: [masked tokens, NSP samples] */
     double counts[2] = {0, 0};
@@ -61,8 +62,8 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     bert_pass pass = {.train = true,
                       .seed = cfg->seed,
                       .step = (uint64_t)step,
-                      .mlm_grad_scale = counts[0] > 0 ? (float)(1.0 / counts[0]) : 0.0f,
-                      .nsp_grad_scale = counts[1] > 0 ? (float)(1.0 / counts[1]) : 0.0f};
+                      .mlm_grad_scale = counts[0] > 0 ? (float)(scale / counts[0]) : 0.0f,
+                      .nsp_grad_scale = counts[1] > 0 ? (float)(scale / counts[1]) : 0.0f};
     unsigned char *skip = NULL; /* LayerDrop: the same layers on every rank (seed, step) */
     if (m->cfg.layerdrop > 0.0f) {
         skip = calloc((size_t)m->cfg.num_hidden_layers, 1);
@@ -122,8 +123,27 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     r.loss = r.mlm_loss + r.nsp_loss;
     r.n_samples = (long)sums[4];
     r.n_tokens = (long)sums[5];
-    r.grad_norm = optim_grad_norm(m);
     r.lr = lr;
+    r.loss_scale = scale;
+    if (scaler) { /* fp16: an overflow anywhere (the same on every rank after the allreduce) */
+        if (test_step_listed("BERTRAIN_TEST_OVERFLOW_STEPS", step + 1))
+            m->be->fill(m->be, (bt_ptr){m->grads, 4 * 11}, INFINITY, 1);
+        bool overflow = !m->be->all_finite(m->be, (bt_ptr){m->grads, 0}, m->n_params);
+        loss_scale_verdict v = loss_scaler_update(scaler, overflow);
+        if (v != SCALE_STEP_OK) {
+            r.skipped = r.overflow = true;
+            r.at_min_scale = v == SCALE_STEP_AT_MIN;
+            r.next_loss_scale = scaler->scale;
+            r.grad_norm = INFINITY;
+            snprintf(r.skip_why, sizeof r.skip_why, "fp16 gradient overflow at loss scale %.10g",
+                     scale);
+            free(skip);
+            return r;
+        }
+        if (scale != 1.0) m->be->scale(m->be, (bt_ptr){m->grads, 0}, (float)(1.0 / scale), m->n_params);
+    }
+    r.next_loss_scale = scaler ? scaler->scale : 1.0;
+    r.grad_norm = optim_grad_norm(m);
     if (guard && guard_check(guard, r.loss, r.grad_norm, r.skip_why, sizeof r.skip_why)) {
         r.skipped = true; /* no update: parameters and optimizer moments untouched */
         free(skip);

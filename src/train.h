@@ -7,6 +7,7 @@
 #include "data.h"
 #include "grad_sync.h"
 #include "guard.h"
+#include "loss_scale.h"
 #include "optim.h"
 
 /* What one optimizer step did, summed over ranks. */
@@ -20,17 +21,22 @@ typedef struct {
     double idle_s;     /* this rank: waiting for slower ranks */
     double comm_s;     /* this rank: gradient communication not hidden behind compute */
     int layers_dropped; /* LayerDrop: encoder layers this step skipped */
-    bool skipped;      /* the divergence guard refused the update (parameters untouched) */
+    bool skipped;      /* no update (parameters untouched): the guard refused it, or fp16 overflowed */
+    bool overflow;     /* fp16: the gradients overflowed (skipped by the loss scaler) */
+    bool at_min_scale; /* fp16: ... at the minimum loss scale: the run must stop */
+    double loss_scale, next_loss_scale; /* fp16: the scale this step used, the next one's */
     char skip_why[96];
 } step_result;
 
 /* One optimizer step over micro-batches mb[0..n_micro) already filled on the
  * host: global counts first, so each loss gradient is seeded with 1/count and
  * the update is the same however the global batch is split. A guard (or
- * NULL) may refuse the update: the result says skipped, and why. */
+ * NULL) may refuse the update: the result says skipped, and why. With fp16 a
+ * loss scaler (else NULL) scales the loss, and skips the update when the
+ * gradients overflow. */
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
                        bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr,
-                       grad_sync *gs, const bt_guard *guard);
+                       grad_sync *gs, const bt_guard *guard, loss_scaler *scaler);
 
 /* Monotonic seconds. */
 double now_s(void);

@@ -228,6 +228,28 @@ static void admin_init(run_state *s, int micro) {
     }
 }
 
+/* fp16: log a step the loss scaler skipped (console and metrics, rank 0), or
+ * why the run stops when it happened at the minimum scale. */
+static void log_overflow(run_state *s, const bt_config *cfg, const step_result *r, long step,
+                         const loss_scaler *scaler) {
+    if (dist_rank() != 0) return;
+    if (r->at_min_scale) {
+        fprintf(stderr, "bertrain: step %ld: fp16 gradient overflow at the minimum loss scale %.10g "
+                        "(fp16.min_loss_scale): the gradients overflow even at the smallest "
+                        "scale allowed, so every step would be skipped; stopping. Resume from "
+                        "the last checkpoint in %s with bf16, a lower learning rate or a "
+                        "smaller fp16.min_loss_scale\n", step, r->loss_scale, cfg->output_dir);
+    } else {
+        fprintf(stderr, "bertrain: step %ld skipped: %s; parameters and optimizer state "
+                        "unchanged; loss scale %.10g -> %.10g (%ld overflow steps so far)\n",
+                step, r->skip_why, r->loss_scale, r->next_loss_scale, scaler->skipped);
+    }
+    fprintf(s->metrics, "{\"step\": %ld, \"skipped\": \"%s\", \"loss_scale\": %.9g, "
+                        "\"next_loss_scale\": %.9g}\n", step, r->skip_why, r->loss_scale,
+            r->next_loss_scale);
+    fflush(s->metrics);
+}
+
 int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     const int rank = dist_rank(), world = dist_world();
     const int T = cfg->data.seq_len;
@@ -369,6 +391,11 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     }
     if (world > 1) print_rank_table(&s, &plan, speed);
 
+    loss_scaler scaler; /* fp16 */
+    loss_scaler_init(&scaler, cfg->fp16_loss_scale, cfg->fp16_initial_scale_power,
+                     cfg->fp16_loss_scale_window, cfg->fp16_hysteresis,
+                     cfg->fp16_consecutive_hysteresis, cfg->fp16_min_loss_scale);
+    if (cfg->fp16 && ri.active) resume_scaler(&ri, &scaler);
     if (!guard_init(&guard, cfg->guard_spike_factor, cfg->guard_median_window, cfg->guard_max_bad,
                     cfg->guard_window))
         goto oom;
@@ -389,13 +416,19 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         data_time += t_data;
         data_window += t_data;
         step_result r = train_step(s.m, s.opt, cfg, step, s.mb, s.first, n_micro,
-                                   sched_lr(cfg, step), s.gs, &guard);
+                                   sched_lr(cfg, step), s.gs, &guard, cfg->fp16 ? &scaler : NULL);
         samples_window += r.n_samples;
         tokens_window += r.n_tokens;
         compute_window += r.compute_s;
         idle_window += r.idle_s;
         comm_window += r.comm_s;
-        if (r.skipped) { /* every rank skipped it: the guard sees global values */
+        if (r.overflow) { /* the loss scaler's skip, not a bad step for the guard */
+            log_overflow(&s, cfg, &r, step + 1, &scaler);
+            if (r.at_min_scale) {
+                rc = 3;
+                goto out;
+            }
+        } else if (r.skipped) { /* every rank skipped it: the guard sees global values */
             bool too_many = guard_reject(&guard, step + 1);
             if (rank == 0) {
                 fprintf(stderr, "bertrain: step %ld skipped: %s; parameters and optimizer state "
@@ -437,9 +470,11 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                 double eta = (t - t_start) / (step + 1 - step0) * (cfg->train_steps - step - 1);
                 char eta_s[32];
                 format_eta(eta, eta_s, sizeof eta_s);
-                printf("step %6ld | loss %.4f | mlm_acc %.4f | lr %.3e | grad_norm %.3f | "
+                char scale_s[48] = "";
+                if (cfg->fp16) snprintf(scale_s, sizeof scale_s, " | loss_scale %.10g", r.loss_scale);
+                printf("step %6ld | loss %.4f | mlm_acc %.4f | lr %.3e | grad_norm %.3f%s | "
                        "%.1f samples/s | %.0f tokens/s | data %.2f%% | ETA %s\n",
-                       step + 1, r.loss, r.mlm_acc, r.lr, r.grad_norm, sps, tps,
+                       step + 1, r.loss, r.mlm_acc, r.lr, r.grad_norm, scale_s, sps, tps,
                        100.0 * data_window / dt, eta_s);
                 fprintf(s.metrics,
                         "{\"step\": %ld, \"loss\": %.9g, \"mlm_loss\": %.9g, \"mlm_acc\": %.6g, "
@@ -450,6 +485,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                 if (s.m->cfg.nsp)
                     fprintf(s.metrics, ", \"nsp_loss\": %.9g, \"nsp_acc\": %.6g", r.nsp_loss,
                             r.nsp_acc);
+                if (cfg->fp16) fprintf(s.metrics, ", \"loss_scale\": %.9g", r.loss_scale);
                 if (world > 1) {
                     fprintf(s.metrics, ", \"ranks\": [");
                     for (int q = 0; q < world; q++) {
@@ -518,7 +554,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                 /* the host copy is taken now; the files are written in the background */
                 ckpt_progress pr = {step + 1, (long long)(g0 + (uint64_t)G), G,
                                     (unsigned long long)dataset_num_samples(s.ds),
-                                    dataset_lowercase(s.ds)};
+                                    dataset_lowercase(s.ds), cfg->fp16 ? &scaler : NULL};
                 if (!ckpt_writer_start(s.writer, s.m, s.opt, &pr, err, sizeof err)) {
                     fprintf(stderr, "bertrain: checkpoint: %s\n", err);
                     dist_abort(1);

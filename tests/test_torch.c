@@ -95,7 +95,7 @@ static void run_optimizer(bert_model *m, bt_config *cfg, const char *opt_name, b
     const float *ref = tensor(key, 10);
     uint32_t first = 0;
     for (int s = 0; s < 10; s++) {
-        step_result r = train_step(m, opt, cfg, s, mb, &first, 1, cfg->optim.lr, NULL, NULL);
+        step_result r = train_step(m, opt, cfg, s, mb, &first, 1, cfg->optim.lr, NULL, NULL, NULL);
         char what[96];
         snprintf(what, sizeof what, "%s step %d loss %.6f vs torch %.6f", opt_name, s, r.loss,
                  ref[s]);
