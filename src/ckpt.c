@@ -285,6 +285,8 @@ cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_opt
     cJSON_AddNumberToObject(data, "samples_per_epoch", (double)p->samples_per_epoch);
     cJSON_AddNumberToObject(data, "global_batch", (double)p->global_batch);
     cJSON_AddBoolToObject(data, "lowercase", p->lowercase);
+    if (p->skips && p->skips->n > 0) /* after a rollback: batches never to train on */
+        cJSON_AddItemToObject(data, "skipped_samples", skips_to_json(p->skips));
     cJSON_AddStringToObject(st, "seed", seed);
     cJSON *opt = cJSON_AddObjectToObject(st, "optimizer");
     cJSON_AddStringToObject(opt, "type", o->cfg.type == OPT_LAMB ? "Lamb" : "AdamW");

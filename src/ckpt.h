@@ -17,6 +17,7 @@
 #include "config.h"
 #include "loss_scale.h"
 #include "optim.h"
+#include "sample_skips.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -34,6 +35,7 @@ typedef struct {
     unsigned long long samples_per_epoch;
     bool lowercase;              /* the shards were lowercased (the tokenizer's do_lower_case) */
     const loss_scaler *scaler;   /* fp16's dynamic loss scaler, or NULL */
+    const sample_skips *skips;   /* samples the data cursor passes over, or NULL */
 } ckpt_progress;
 
 /* One checkpoint's contents on the host, for ckpt_write_dir. */

@@ -104,6 +104,7 @@ static const key_spec KEYS[] = {
     {"guard.median_window", K_INT, OFF(guard_median_window), 1, 10000, NULL, 0},
     {"guard.max_bad_steps", K_INT, OFF(guard_max_bad), 1, 1000000, NULL, 0},
     {"guard.window", K_INT, OFF(guard_window), 1, 1000000000, NULL, 0},
+    {"guard.max_rollbacks", K_INT, OFF(guard_max_rollbacks), 0, 1000000, NULL, 0},
     {"fp16", K_OBJECT, 0, 0, 0, NULL, 0},
     {"fp16.enabled", K_BOOL, OFF(fp16), 0, 0, NULL, 0},
     {"fp16.loss_scale", K_DOUBLE, OFF(fp16_loss_scale), 0, 1e30, NULL, 0},
@@ -379,6 +380,7 @@ void config_defaults(bt_config *cfg) {
     cfg->guard_median_window = 100;
     cfg->guard_max_bad = 10;
     cfg->guard_window = 100;
+    cfg->guard_max_rollbacks = 3;
     cfg->sync_check_interval = 100;
     cfg->drift_tolerance = 1e-6;
     cfg->bucket_mb = 25.0;

@@ -76,6 +76,7 @@ typedef struct {
     int guard_median_window;   /* guard.median_window: accepted losses in the median */
     int guard_max_bad;         /* guard.max_bad_steps */
     int guard_window;          /* guard.window: steps */
+    int guard_max_rollbacks;   /* guard.max_rollbacks: rollbacks before the run stops */
     /* mixed precision (DeepSpeed's keys): fp16 with dynamic loss scaling, or bf16 */
     bool fp16;                        /* fp16.enabled */
     bool bf16;                        /* bf16.enabled */

@@ -71,3 +71,8 @@ bool guard_reject(bt_guard *g, long step) {
     long oldest = g->bad_steps[g->next_bad]; /* the ring is full: next is the oldest */
     return step - oldest < g->bad_window;
 }
+
+void guard_forget_bad(bt_guard *g) {
+    g->n_bad = 0;
+    g->next_bad = 0;
+}

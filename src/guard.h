@@ -42,4 +42,7 @@ void guard_accept(bt_guard *g, double loss);
  * steps (the run should stop rather than skip on). */
 bool guard_reject(bt_guard *g, long step);
 
+/* Forget the skipped steps (after a rollback, the window starts over). */
+void guard_forget_bad(bt_guard *g);
+
 #endif

@@ -38,6 +38,13 @@ bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err,
     return o;
 }
 
+void optim_reset(bt_optimizer *o, bert_model *m) {
+    m->be->fill(m->be, (bt_ptr){o->m, 0}, 0.0f, m->n_params);
+    m->be->fill(m->be, (bt_ptr){o->v, 0}, 0.0f, m->n_params);
+    o->step = 0;
+    for (int l = 0; l < o->n_layers; l++) o->layer_steps[l] = 0;
+}
+
 void optim_free(bt_optimizer *o, bert_model *m) {
     if (!o) return;
     if (o->m) m->be->free(m->be, o->m);

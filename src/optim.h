@@ -20,6 +20,9 @@ typedef struct {
 bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err, size_t errlen);
 void optim_free(bt_optimizer *o, bert_model *m);
 
+/* Back to the state of a fresh optimizer: zero moments, no updates. */
+void optim_reset(bt_optimizer *o, bert_model *m);
+
 /* L2 norm of all gradients. */
 double optim_grad_norm(bert_model *m);
 

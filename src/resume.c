@@ -196,6 +196,29 @@ void resume_scaler(const resume_info *ri, loss_scaler *s) {
     dist_broadcast(s, sizeof *s);
 }
 
+bool resume_skips(const resume_info *ri, sample_skips *s) {
+    int ok = 1;
+    if (dist_rank() == 0) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/state.json", ri->dir);
+        size_t len;
+        char *text = ckpt_read_file(path, &len);
+        cJSON *state = text ? cJSON_Parse(text) : NULL;
+        ok = state && skips_from_json(s, at_path(state, "data.skipped_samples"));
+        if (!ok)
+            fprintf(stderr, "bertrain: resume: %s: data.skipped_samples is not a list of "
+                            "[from, to] sample ranges\n", path);
+        else if (s->n > 0)
+            printf("resume: %d sample ranges skipped after earlier rollbacks stay skipped\n",
+                   s->n);
+        cJSON_Delete(state);
+        free(text);
+    }
+    dist_broadcast(&ok, sizeof ok);
+    if (ok) skips_broadcast(s);
+    return ok;
+}
+
 bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
     char err[1024];
     double status[2] = {1, 0}; /* ok, optimizer step */

@@ -7,6 +7,7 @@
 #include "bert.h"
 #include "config.h"
 #include "optim.h"
+#include "sample_skips.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,6 +36,10 @@ bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o);
  * the checkpoint's state.json, when it was trained with fp16; rank 0 reads,
  * every rank gets the same state. */
 void resume_scaler(const resume_info *ri, loss_scaler *s);
+
+/* The sample ranges the checkpoint's run skipped after rollbacks (state.json
+ * data.skipped_samples) into s, on every rank; false after a one-line error. */
+bool resume_skips(const resume_info *ri, sample_skips *s);
 
 /* Open OUTPUT_DIR/metrics.jsonl: truncated for a fresh run; when resuming,
  * keeping the lines up to the checkpoint's step and appending after them. */

@@ -46,6 +46,10 @@ static bool test_step_listed(const char *name, long step) {
     return false;
 }
 
+static bool poison_next_step; /* test hook: BERTRAIN_TEST_NAN_SAMPLES (train_run.c) */
+
+void train_test_poison_next_step(void) { poison_next_step = true; }
+
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
                        bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr,
                        grad_sync *gs, const bt_guard *guard, loss_scaler *scaler) {
@@ -108,8 +112,9 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     double comm = grad_sync_finish(gs);
     /* test hooks, on every rank alike: a NaN in the summed gradients (as a NaN
      * batch on any rank gives after the allreduce), or a 1000x loss */
-    if (test_step_listed("BERTRAIN_TEST_NAN_STEPS", step + 1))
+    if (test_step_listed("BERTRAIN_TEST_NAN_STEPS", step + 1) || poison_next_step)
         m->be->fill(m->be, (bt_ptr){m->grads, 4 * 7}, NAN, 1);
+    poison_next_step = false;
     if (test_step_listed("BERTRAIN_TEST_SPIKE_STEPS", step + 1)) sums[0] *= 1000.0;
     r.compute_s = t1 - t0;
     r.idle_s = t2 - t1;

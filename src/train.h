@@ -38,6 +38,10 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
                        bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr,
                        grad_sync *gs, const bt_guard *guard, loss_scaler *scaler);
 
+/* Test hook: the next train_step's summed gradients get a NaN (as a bad batch
+ * gives), so the divergence guard's rollback can be tested on chosen samples. */
+void train_test_poison_next_step(void);
+
 /* Monotonic seconds. */
 double now_s(void);
 

@@ -7,6 +7,7 @@
 #include "plan.h"
 #include "resume.h"
 #include "train.h"
+#include "train_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,20 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Everything a run owns, freed in one place. */
-typedef struct {
-    bt_vocab vocab;
-    bt_dataset *ds, *valid;
-    bt_backend *be;
-    bert_model *m;
-    bt_optimizer *opt;
-    grad_sync *gs;
-    ckpt_writer *writer;
-    bt_batch_buf *mb;
-    uint32_t *first;
-    int n_mb_alloc;
-    FILE *metrics;
-} run_state;
 
 static void run_free(run_state *s) {
     stop_uninstall();
@@ -202,34 +189,42 @@ static void maybe_perturb(run_state *s, long step) {
             dist_rank(), step);
 }
 
-/* Admin's omegas for a fresh model: the closed form, or rank 0's profiling
- * forward on the run's first min(8, micro-batch) samples, given to every rank. */
-static void admin_init(run_state *s, int micro) {
-    bert_config *c = &s->m->cfg;
-    const int n = 2 * c->num_hidden_layers, k = micro < 8 ? micro : 8;
-    if (c->admin_init == BERT_ADMIN_CLOSED_FORM) {
-        bert_admin_closed_form(c);
-    } else if (dist_rank() == 0) {
-        bt_batch_buf *b = &s->mb[0];
-        dataset_fill(s->ds, 0, k, false, b);
-        bert_batch bb = {k, b->T, b->input_ids, b->token_type_ids, b->attention_mask,
-                         b->n_masked, b->mlm_positions, b->mlm_labels,
-                         c->nsp ? b->nsp_labels : NULL, 0};
-        bert_admin_profile(s->m, &bb);
-    }
-    dist_broadcast(c->admin_omega, sizeof c->admin_omega);
-    if (dist_rank() == 0) {
-        printf("bertrain: Admin omega (%s", c->admin_init == BERT_ADMIN_CLOSED_FORM
-                                               ? "closed form" : "profiled on");
-        if (c->admin_init != BERT_ADMIN_CLOSED_FORM) printf(" %d samples", k);
-        printf("), sublayers 0..%d:", n - 1);
-        for (int i = 0; i < n; i++) printf(" %.4g", (double)c->admin_omega[i]);
-        printf("\n");
-    }
-}
 
 /* fp16: log a step the loss scaler skipped (console and metrics, rank 0), or
  * why the run stops when it happened at the minimum scale. */
+/* Rank 0 logs a rollback: console and metrics.jsonl (a line with the step it
+ * went back to and every sample range now skipped after it). */
+static void log_rollback(run_state *s, long at_step, long back_to, uint64_t cursor,
+                         const sample_skips *skips) {
+    if (dist_rank() != 0) return;
+    char ranges[1024];
+    skips_format(skips, cursor, ranges, sizeof ranges);
+    printf("bertrain: rolled back from step %ld to step %ld; the data continues at sample %llu "
+           "and never trains on samples %s\n", at_step, back_to, (unsigned long long)cursor,
+           ranges);
+    fprintf(s->metrics, "{\"step\": %ld, \"rollback_to_step\": %ld, \"skipped_samples\": [",
+            at_step, back_to);
+    for (int i = 0; i < skips->n; i++)
+        fprintf(s->metrics, "%s[%llu, %llu]", i ? ", " : "", (unsigned long long)skips->r[i].from,
+                (unsigned long long)skips->r[i].to);
+    fprintf(s->metrics, "]}\n");
+    fflush(s->metrics);
+    fflush(stdout);
+}
+
+/* Test hook: does $name ("64,1000") list a run position in [from, to)? */
+static bool test_samples_listed(const char *name, uint64_t from, uint64_t to) {
+    const char *env = getenv(name);
+    for (const char *p = env; p && *p;) {
+        char *end;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p) return false;
+        if (v >= from && v < to) return true;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
 static void log_overflow(run_state *s, const bt_config *cfg, const step_result *r, long step,
                          const loss_scaler *scaler) {
     if (dist_rank() != 0) return;
@@ -256,6 +251,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     char err[1024];
     run_state s = {0};
     bt_guard guard = {0};
+    sample_skips skips = {0}, rejected = {0}; /* never trained on; rejected since a rollback */
     int rc = 1;
     const double t_run = now_s();
 
@@ -317,16 +313,6 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         fprintf(stderr, "bertrain: rank %d (%s): %s\n", rank, dist_hostname(), err);
         goto out;
     }
-    bert_init_params(s.m, cfg->seed);
-    if (world > 1) { /* every rank starts from rank 0's parameters */
-        size_t bytes = s.m->n_params * sizeof(float);
-        float *host = malloc(bytes);
-        if (!host) goto out;
-        s.be->download(s.be, host, (bt_ptr){s.m->params, 0}, bytes);
-        dist_broadcast(host, bytes);
-        s.be->upload(s.be, (bt_ptr){s.m->params, 0}, host, bytes);
-        free(host);
-    }
     s.opt = optim_create(s.m, &cfg->optim, err, sizeof err);
     if (!s.opt) {
         fprintf(stderr, "bertrain: rank %d (%s): %s\n", rank, dist_hostname(), err);
@@ -338,7 +324,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     }
     s.gs = grad_sync_new(s.m, (size_t)(cfg->bucket_mb * 1e6));
     if (!alloc_micro(&s, &plan, T, max_masked)) goto oom;
-    if (mc.norm == BERT_NORM_ADMIN && !ri.active) admin_init(&s, B);
+    if (!ri.active && !run_start_fresh(&s, cfg, B)) goto oom;
     double speed = 0;
     if (cfg->shares_auto && world > 1) { /* shares in proportion to measured speed */
         speed = measure_speed(&s, cfg, 3);
@@ -396,6 +382,10 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                      cfg->fp16_loss_scale_window, cfg->fp16_hysteresis,
                      cfg->fp16_consecutive_hysteresis, cfg->fp16_min_loss_scale);
     if (cfg->fp16 && ri.active) resume_scaler(&ri, &scaler);
+    if (ri.active && !resume_skips(&ri, &skips)) {
+        rc = 2;
+        goto out;
+    }
     if (!guard_init(&guard, cfg->guard_spike_factor, cfg->guard_median_window, cfg->guard_max_bad,
                     cfg->guard_window))
         goto oom;
@@ -407,10 +397,15 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     double t_window = t_start, data_window = 0.0, data_time = 0.0;
     double compute_window = 0, idle_window = 0, comm_window = 0;
     long samples_window = 0, tokens_window = 0;
+    uint64_t cursor = (uint64_t)ri.position; /* run position of the next step's first sample */
+    int rollbacks = 0;
     for (long step = step0; step < cfg->train_steps && !stop; step++) {
         double t0 = now_s();
-        uint64_t g0 = (uint64_t)ri.position + (uint64_t)(step - step0) * (uint64_t)G;
+        cursor = skips_next(&skips, cursor); /* batches rejected before a rollback: never again */
+        const uint64_t g0 = cursor;
+        cursor += (uint64_t)G;
         reached = step + 1;
+        if (test_samples_listed("BERTRAIN_TEST_NAN_SAMPLES", g0, cursor)) train_test_poison_next_step();
         int n_micro = fill_step(&s, &plan, g0);
         double t_data = now_s() - t0;
         data_time += t_data;
@@ -430,6 +425,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
             }
         } else if (r.skipped) { /* every rank skipped it: the guard sees global values */
             bool too_many = guard_reject(&guard, step + 1);
+            if (!skips_add(&rejected, g0, cursor)) goto oom;
             if (rank == 0) {
                 fprintf(stderr, "bertrain: step %ld skipped: %s; parameters and optimizer state "
                                 "unchanged, samples [%llu, %llu) not learned from\n",
@@ -440,12 +436,31 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                         (unsigned long long)g0, (unsigned long long)(g0 + (uint64_t)G));
                 fflush(s.metrics);
             }
+            if (too_many && rollbacks < cfg->guard_max_rollbacks) {
+                rollbacks++;
+                if (rank == 0)
+                    printf("bertrain: step %ld: %d of the last %d steps were skipped "
+                           "(guard.max_bad_steps, guard.window): rolling back (%d of "
+                           "guard.max_rollbacks %d)\n", step + 1, cfg->guard_max_bad,
+                           cfg->guard_window, rollbacks, cfg->guard_max_rollbacks);
+                long back = run_rollback(&s, cfg, &ri, B, &skips, &rejected, &cursor, &scaler);
+                if (back < 0) {
+                    rc = 2;
+                    goto out;
+                }
+                guard_forget_bad(&guard);
+                log_rollback(&s, step + 1, back, cursor, &skips);
+                step = back - 1; /* the loop's step++ continues at step back + 1 */
+                continue;
+            }
             if (too_many) {
                 if (rank == 0)
                     fprintf(stderr, "bertrain: step %ld: %d of the last %d steps were skipped "
-                                    "(guard.max_bad_steps, guard.window): stopping; resume from "
+                                    "(guard.max_bad_steps, guard.window)%s: stopping; resume from "
                                     "the last checkpoint in %s with a lower learning rate\n",
-                            step + 1, cfg->guard_max_bad, cfg->guard_window, cfg->output_dir);
+                            step + 1, cfg->guard_max_bad, cfg->guard_window,
+                            rollbacks ? " after guard.max_rollbacks rollbacks" : "",
+                            cfg->output_dir);
                 rc = 3;
                 goto out;
             }
@@ -554,7 +569,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                 /* the host copy is taken now; the files are written in the background */
                 ckpt_progress pr = {step + 1, (long long)(g0 + (uint64_t)G), G,
                                     (unsigned long long)dataset_num_samples(s.ds),
-                                    dataset_lowercase(s.ds), cfg->fp16 ? &scaler : NULL};
+                                    dataset_lowercase(s.ds), cfg->fp16 ? &scaler : NULL, &skips};
                 if (!ckpt_writer_start(s.writer, s.m, s.opt, &pr, err, sizeof err)) {
                     fprintf(stderr, "bertrain: checkpoint: %s\n", err);
                     dist_abort(1);
@@ -590,6 +605,8 @@ oom:
     fprintf(stderr, "bertrain: rank %d: out of host memory\n", rank);
 out:
     guard_free(&guard);
+    skips_free(&skips);
+    skips_free(&rejected);
     run_free(&s);
     return rc;
 }

@@ -3,8 +3,10 @@
 # batch gives after the allreduce) is skipped and logged, the run completes,
 # and the parameters are untouched: skipping step 3 of 3 leaves exactly the
 # parameters of a 2-step run. (2) A 1000x loss spike is skipped by the median rule.
-# (3) guard.max_bad_steps skips within guard.window stop the run with one
-# clear line and a non-zero status.
+# (3) guard.max_bad_steps skips within guard.window roll the run back to its
+# last checkpoint (or its initial state), the rejected batches are never
+# trained on again and the run completes; once guard.max_rollbacks are used
+# up (or with 0), the run stops with one clear line and a non-zero status.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 train() { # NAME STEPS [--set ...]
@@ -47,9 +49,47 @@ echo "ok   guard.loss_spike_factor=0 turns the spike rule off"
 
 # (3) 3 bad steps within 4 steps: stop, non-zero, one line saying why
 rc=0
-BERTRAIN_TEST_NAN_STEPS=2,3,5 train stop 8 --set guard.max_bad_steps=3 --set guard.window=4 || rc=$?
+BERTRAIN_TEST_NAN_STEPS=2,3,5 train stop 8 --set guard.max_bad_steps=3 --set guard.window=4 \
+    --set guard.max_rollbacks=0 || rc=$?
 [ "$rc" -ne 0 ] || fail "too many skipped steps did not stop the run"
 grep -q "step 5: 3 of the last 4 steps were skipped" "$tmpdir/stop.log" ||
     { cat "$tmpdir/stop.log"; fail "no clear line for the stop"; }
 grep -q "^step      6" "$tmpdir/stop.log" && fail "the run went on after the stop"
-echo "ok   3 bad steps within 4: stopped at step 5 with status $rc"
+echo "ok   3 bad steps within 4 (guard.max_rollbacks 0): stopped at step 5 with status $rc"
+
+# bad batches at run positions 200 and 230 (steps 7 and 8 of 32 samples): the
+# second rejection within 3 steps rolls back to ckpt-00000004 (position 128);
+# the data then passes over [192, 256), and the run completes
+samples() { grep -o '"step": [0-9]*, "loss".*"samples": [0-9]*' "$1" | sed 's/"step": \([0-9]*\),.*"samples": \([0-9]*\)/\1:\2/' | tr '\n' ' '; }
+BERTRAIN_TEST_NAN_SAMPLES=200,230 train rollback 12 --set checkpoint.interval=4 \
+    --set guard.max_bad_steps=2 --set guard.window=3 || { cat "$tmpdir/rollback.log"; fail "the rollback run failed"; }
+grep -q "^bertrain: step 8: 2 of the last 3 steps were skipped (guard.max_bad_steps, guard.window): rolling back (1 of guard.max_rollbacks 3)" \
+    "$tmpdir/rollback.log" && grep -q "^resume: from $tmpdir/rollback/ckpt-00000004 (step 4, sample 128" "$tmpdir/rollback.log" &&
+    grep -q "^bertrain: rolled back from step 8 to step 4; the data continues at sample 128 and never trains on samples \[192, 224), \[224, 256)$" \
+    "$tmpdir/rollback.log" || { cat "$tmpdir/rollback.log"; fail "the rollback was not logged as expected"; }
+grep -q '"step": 8, "rollback_to_step": 4, "skipped_samples": \[\[192, 224\], \[224, 256\]\]' "$tmpdir/rollback/metrics.jsonl" ||
+    { cat "$tmpdir/rollback/metrics.jsonl"; fail "metrics.jsonl lacks the rollback"; }
+got=$(samples "$tmpdir/rollback/metrics.jsonl")
+want="1:32 2:64 3:96 4:128 5:160 6:192 5:160 6:192 7:288 8:320 9:352 10:384 11:416 12:448 "
+[ "$got" = "$want" ] || fail "data cursor per logged step: got '$got', want '$want'"
+tr -d ' \t\n' < "$tmpdir/rollback/ckpt-00000012/state.json" | grep -q '"position":448,' &&
+    tr -d ' \t\n' < "$tmpdir/rollback/ckpt-00000012/state.json" | grep -q '"skipped_samples":\[\[192,224\],\[224,256\]\]' ||
+    fail "the final checkpoint does not record the cursor and the skipped samples"
+echo "ok   bad batches at steps 7-8: rolled back to step 4, replayed without samples [192, 256), completed 12 steps (cursor per step: $got)"
+
+# no checkpoint yet: back to the initial state
+BERTRAIN_TEST_NAN_SAMPLES=40,70 train initial 5 --set guard.max_bad_steps=2 --set guard.window=3 ||
+    { cat "$tmpdir/initial.log"; fail "the rollback to the initial state failed"; }
+grep -q "^bertrain: rolled back from step 3 to step 0; the data continues at sample 0 and never trains on samples \[32, 64), \[64, 96)$" \
+    "$tmpdir/initial.log" || { cat "$tmpdir/initial.log"; fail "no rollback to the initial state"; }
+got=$(samples "$tmpdir/initial/metrics.jsonl")
+[ "$got" = "1:32 1:32 2:128 3:160 4:192 5:224 " ] || fail "initial-state rollback: cursor per step '$got'"
+echo "ok   bad batches at steps 2-3 before any checkpoint: back to the initial state, completed (cursor per step: $got)"
+
+# every batch from sample 64 on is bad: one rollback, then the stop
+rc=0
+BERTRAIN_TEST_NAN_SAMPLES=$(seq -s, 64 32 2000) train exhausted 20 --set guard.max_bad_steps=2 --set guard.window=3 \
+    --set guard.max_rollbacks=1 || rc=$?
+[ "$rc" -eq 3 ] && grep -q "were skipped (guard.max_bad_steps, guard.window) after guard.max_rollbacks rollbacks: stopping" \
+    "$tmpdir/exhausted.log" || { cat "$tmpdir/exhausted.log"; fail "exhausted rollbacks did not stop the run (exit $rc)"; }
+echo "ok   rollbacks used up: stopped with status 3"

@@ -1,0 +1,42 @@
+/* What the training run (train_run.c) shares with its rollback (rollback.c). */
+#ifndef BT_TRAIN_INTERNAL_H
+#define BT_TRAIN_INTERNAL_H
+
+#include "ckpt.h"
+#include "loss_scale.h"
+#include "resume.h"
+#include "sample_skips.h"
+#include "train.h"
+
+#include <stdio.h>
+
+/* Everything a run owns, freed in one place. */
+typedef struct {
+    bt_vocab vocab;
+    bt_dataset *ds, *valid;
+    bt_backend *be;
+    bert_model *m;
+    bt_optimizer *opt;
+    grad_sync *gs;
+    ckpt_writer *writer;
+    bt_batch_buf *mb;
+    uint32_t *first;
+    int n_mb_alloc;
+    FILE *metrics;
+} run_state;
+
+/* A fresh model on every rank: BERT's initialization from cfg->seed (rank 0's
+ * values everywhere), zero optimizer state, and Admin's omegas. s->mb must be
+ * allocated for micro-batches of `micro`. false when out of host memory. */
+bool run_start_fresh(run_state *s, const bt_config *cfg, int micro);
+
+/* The divergence guard gave up on the current state: reload the newest
+ * checkpoint in output_dir (else the one the run resumed from, else the fresh
+ * initial state), add the rejected batches after it to skips, and log what
+ * happens. Every rank alike. Returns the step to continue from and sets
+ * *cursor, the data position; -1 after a one-line error. */
+long run_rollback(run_state *s, const bt_config *cfg, const resume_info *start, int micro,
+                  sample_skips *skips, sample_skips *rejected, uint64_t *cursor,
+                  loss_scaler *scaler);
+
+#endif
