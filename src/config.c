@@ -64,6 +64,12 @@ static const key_spec KEYS[] = {
     {"scheduler.params.decay_step", K_LONG, OFF(sched.decay_step), 1, 1e12, NULL, 0},
     {"scheduler.params.cos_min_ratio", K_DOUBLE, OFF(sched.cos_min_ratio), 0, 1, NULL, 0},
     {"scheduler.params.warmup_min_ratio", K_DOUBLE, OFF(sched.warmup_min_ratio), 0, 1, NULL, 0},
+    {"scheduler.unit", K_CHOICE, OFF(sched.unit), 0, 0, "steps|samples", 0},
+    {"batch_rampup", K_OBJECT, 0, 0, 0, NULL, 0},
+    {"batch_rampup.start_batch_size", K_LONG, OFF(rampup_start), 0, 1e9, NULL, 0},
+    {"batch_rampup.samples", K_LONG, OFF(rampup_samples), 1, 1e15, NULL, 0},
+    {"batch_rampup.type", K_CHOICE, OFF(rampup_type), 0, 0, "linear|stepwise", 0},
+    {"batch_rampup.stages", K_INT, OFF(rampup_stages), 1, 1000000, NULL, 0},
     {"model", K_OBJECT, 0, 0, 0, NULL, 0},
     {"model.preset", K_STRING, STR(preset)},
     {"model.vocab_size", K_INT, OFF(model.vocab_size), 8, 1 << 24, NULL, 0},
@@ -367,7 +373,8 @@ void config_defaults(bt_config *cfg) {
     cfg->gradient_clipping = 1.0f;
     cfg->optim = (bt_optim_config){OPT_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true, 0.01f,
                                    10.0f};
-    cfg->sched = (bt_sched_config){SCHED_CONSTANT, 0.0, NAN, 0, -1, false, 0.5, 1000, 1e-4, 0.0};
+    cfg->sched = (bt_sched_config){SCHED_CONSTANT, 0.0, NAN, 0, -1, false, 0.5, 1000, 1e-4, 0.0,
+                                   SCHED_UNIT_STEPS};
     cfg->data.seq_len = 128;
     cfg->data.mask_prob = 0.15f;
     strcpy(cfg->device, "cpu");
@@ -381,6 +388,8 @@ void config_defaults(bt_config *cfg) {
     cfg->guard_max_bad = 10;
     cfg->guard_window = 100;
     cfg->guard_max_rollbacks = 3;
+    cfg->rampup_samples = 1;
+    cfg->rampup_stages = 4;
     cfg->sync_check_interval = 100;
     cfg->drift_tolerance = 1e-6;
     cfg->bucket_mb = 25.0;
@@ -597,7 +606,8 @@ bool config_load(bt_config *cfg, const char *path, const char *const *overrides,
         return false;
     }
     if (isnan(cfg->sched.warmup_max_lr)) cfg->sched.warmup_max_lr = cfg->optim.lr;
-    if (cfg->sched.total_num_steps < 0) cfg->sched.total_num_steps = cfg->train_steps;
+    if (cfg->sched.total_num_steps < 0 && cfg->sched.unit == SCHED_UNIT_STEPS)
+        cfg->sched.total_num_steps = cfg->train_steps;
     if ((cfg->sched.type == SCHED_WARMUP_DECAY || cfg->sched.type == SCHED_COSINE) &&
         cfg->sched.total_num_steps <= cfg->sched.warmup_num_steps) {
         fail(cfg, "scheduler.params.total_num_steps: %ld must exceed warmup_num_steps %ld",
@@ -610,6 +620,39 @@ bool config_load(bt_config *cfg, const char *path, const char *const *overrides,
         return false;
     }
     if (!resolve_batch(cfg)) return false;
+    if (cfg->rampup_start > 0) {
+        const long unit = cfg->micro_batch * cfg->world_size;
+        if (cfg->n_shares > 0 || cfg->shares_auto) {
+            fail(cfg, "batch_rampup: needs the equal split of the batch (no distributed.shares): "
+                      "the rampup grows every rank's accumulation count alike");
+            return false;
+        }
+        if (cfg->rampup_start % unit != 0 || cfg->rampup_start >= cfg->train_batch_size) {
+            fail(cfg, "batch_rampup.start_batch_size: %ld must be a multiple of "
+                      "train_micro_batch_size_per_gpu x ranks = %ld and below train_batch_size %ld",
+                 cfg->rampup_start, unit, cfg->train_batch_size);
+            return false;
+        }
+    }
+    if (cfg->sched.total_num_steps < 0) { /* in samples: what the whole run trains on */
+        long long total = 0;
+        for (long step = 0; step < cfg->train_steps; step++) {
+            long acc = rampup_accum(cfg, total);
+            if (acc == cfg->grad_accum) { /* the rampup is over: full batches from here */
+                total += (long long)(cfg->train_steps - step) * cfg->train_batch_size;
+                break;
+            }
+            total += (long long)acc * cfg->micro_batch * cfg->world_size;
+        }
+        cfg->sched.total_num_steps = (long)total;
+        if ((cfg->sched.type == SCHED_WARMUP_DECAY || cfg->sched.type == SCHED_COSINE) &&
+            cfg->sched.total_num_steps <= cfg->sched.warmup_num_steps) {
+            fail(cfg, "scheduler.params.total_num_steps: the run's %ld samples must exceed "
+                      "warmup_num_steps %ld (scheduler.unit samples)",
+                 cfg->sched.total_num_steps, cfg->sched.warmup_num_steps);
+            return false;
+        }
+    }
     cJSON *resolved = config_to_cjson(cfg);
     cfg->resolved_json = resolved ? cJSON_PrintUnformatted(resolved) : NULL;
     cJSON_Delete(resolved);
@@ -717,6 +760,24 @@ void *config_to_cjson(const bt_config *cfg) {
         if (v) cJSON_AddItemToObject(parent, leaf, v);
     }
     return root;
+}
+
+long sched_position(const bt_config *cfg, long step, long long samples) {
+    return cfg->sched.unit == SCHED_UNIT_SAMPLES ? (long)samples : step;
+}
+
+long rampup_accum(const bt_config *cfg, long long samples) {
+    const long full = cfg->grad_accum;
+    if (cfg->rampup_start <= 0 || samples >= cfg->rampup_samples) return full;
+    const long a0 = cfg->rampup_start / (cfg->micro_batch * cfg->world_size);
+    /* exact integer floors: linear a0 + floor((full - a0) samples / R); stepwise the
+     * same at the start of stage k = floor(stages samples / R) */
+    unsigned __int128 s = (unsigned long long)samples, r = (unsigned long long)cfg->rampup_samples;
+    if (cfg->rampup_type == RAMPUP_STEPWISE) {
+        unsigned long long k = (unsigned long long)(s * (unsigned)cfg->rampup_stages / r);
+        return a0 + (long)((unsigned long long)(full - a0) * k / (unsigned)cfg->rampup_stages);
+    }
+    return a0 + (long)((unsigned long long)(s * (unsigned long long)(full - a0) / r));
 }
 
 double sched_lr(const bt_config *cfg, long step) {

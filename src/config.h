@@ -35,7 +35,11 @@ typedef struct {
     double decay_rate;       /* exp decay */
     long decay_step;
     double cos_min_ratio, warmup_min_ratio;
+    int unit;                /* scheduler.unit: 0 steps, 1 samples (SCHED_UNIT_SAMPLES) */
 } bt_sched_config;
+
+enum { SCHED_UNIT_STEPS = 0, SCHED_UNIT_SAMPLES = 1 };
+enum { RAMPUP_LINEAR = 0, RAMPUP_STEPWISE = 1 };
 
 typedef struct {
     char train[1024]; /* shard file or directory of *.shard */
@@ -77,6 +81,11 @@ typedef struct {
     int guard_max_bad;         /* guard.max_bad_steps */
     int guard_window;          /* guard.window: steps */
     int guard_max_rollbacks;   /* guard.max_rollbacks: rollbacks before the run stops */
+    /* batch-size rampup: the global batch grows with the samples trained on */
+    long rampup_start;   /* batch_rampup.start_batch_size (0: no rampup) */
+    long rampup_samples; /* batch_rampup.samples: samples over which it grows */
+    int rampup_type;     /* batch_rampup.type: RAMPUP_LINEAR or RAMPUP_STEPWISE */
+    int rampup_stages;   /* batch_rampup.stages: increases of a stepwise rampup */
     /* mixed precision (DeepSpeed's keys): fp16 with dynamic loss scaling, or bf16 */
     bool fp16;                        /* fp16.enabled */
     bool bf16;                        /* bf16.enabled */
@@ -119,6 +128,16 @@ void config_defaults(bt_config *cfg);
 
 /* Learning rate at optimizer step `step` (0-based) under the schedule. */
 double sched_lr(const bt_config *cfg, long step);
+
+/* The scheduler's position before optimizer step `step` whose first sample is
+ * at run position `samples`: the step, or with scheduler.unit "samples" the
+ * samples trained on so far. */
+long sched_position(const bt_config *cfg, long step, long long samples);
+
+/* Batch-size rampup: the gradient accumulation count of the step that starts
+ * at run position `samples` (the global batch is micro-batch x this x ranks);
+ * gradient_accumulation_steps when there is no rampup or it is complete. */
+long rampup_accum(const bt_config *cfg, long long samples);
 
 /* Levenshtein distance, for "did you mean" suggestions. */
 int edit_distance(const char *a, const char *b);

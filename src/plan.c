@@ -93,3 +93,12 @@ void plan_format(const batch_plan *p, char *out, size_t n) {
         used += (size_t)k;
     }
 }
+
+void plan_set_accum(batch_plan *p, long accum) {
+    p->global = 0;
+    for (int r = 0; r < p->world; r++) {
+        p->share[r] = (long)p->micro * accum;
+        p->offset[r] = p->global;
+        p->global += p->share[r];
+    }
+}

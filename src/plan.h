@@ -22,6 +22,10 @@ void plan_from_config(batch_plan *p, const bt_config *cfg, int world);
  * global batch (largest remainders, ties to the lower rank). */
 void plan_proportional(batch_plan *p, const double *speed);
 
+/* An equal split where every rank accumulates `accum` full micro-batches
+ * (batch-size rampup: the global batch grows through the accumulation). */
+void plan_set_accum(batch_plan *p, long accum);
+
 /* Number of micro-batches of rank r and their sizes (sizes has room for
  * ceil(share / micro) entries). */
 int plan_micro_batches(const batch_plan *p, int rank, int *sizes);

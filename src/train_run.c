@@ -53,13 +53,18 @@ static bool alloc_micro(run_state *s, const batch_plan *p, int T, int max_masked
 
 /* Fill this rank's micro-batches of the step whose first sample is at run
  * position g0; returns their count. */
-static int fill_step(run_state *s, const batch_plan *p, uint64_t g0) {
+static int fill_step(run_state *s, const batch_plan *p, uint64_t g0, long step) {
     int sizes[4096];
     int n = plan_micro_batches(p, dist_rank(), sizes);
     long pos = p->offset[dist_rank()];
+    const bool log = getenv("BERTRAIN_TEST_LOG_SAMPLES") != NULL; /* test hook */
     for (int k = 0; k < n; k++) {
         s->first[k] = (uint32_t)pos;
         dataset_fill(s->ds, g0 + (uint64_t)pos, sizes[k], false, &s->mb[k]);
+        if (log)
+            fprintf(stderr, "samples rank %d step %ld: %llu %llu\n", dist_rank(), step,
+                    (unsigned long long)(g0 + (uint64_t)pos),
+                    (unsigned long long)(g0 + (uint64_t)pos + (uint64_t)sizes[k]));
         pos += sizes[k];
     }
     return n;
@@ -373,6 +378,11 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
             printf("bertrain: effective global batch %ld = micro-batch %ld x accumulation %ld x "
                    "%d rank%s\n", cfg->train_batch_size, cfg->micro_batch, cfg->grad_accum,
                    world, world == 1 ? "" : "s");
+        if (cfg->rampup_start > 0)
+            printf("bertrain: batch-size rampup (%s): the global batch grows from %ld to %ld "
+                   "samples over the first %ld samples, through each rank's accumulation count\n",
+                   cfg->rampup_type == RAMPUP_STEPWISE ? "stepwise" : "linear",
+                   cfg->rampup_start, plan.global, cfg->rampup_samples);
         fflush(stdout);
     }
     if (world > 1) print_rank_table(&s, &plan, speed);
@@ -389,7 +399,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     if (!guard_init(&guard, cfg->guard_spike_factor, cfg->guard_median_window, cfg->guard_max_bad,
                     cfg->guard_window))
         goto oom;
-    const long G = plan.global, step0 = ri.step;
+    const long step0 = ri.step;
     const double t_start = now_s();
     int stop = 0;
     long reached = step0; /* steps done when the loop ends */
@@ -403,15 +413,19 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         double t0 = now_s();
         cursor = skips_next(&skips, cursor); /* batches rejected before a rollback: never again */
         const uint64_t g0 = cursor;
+        batch_plan step_plan = plan; /* batch-size rampup: fewer micro-batches per rank */
+        if (cfg->rampup_start > 0) plan_set_accum(&step_plan, rampup_accum(cfg, (long long)g0));
+        const long G = step_plan.global;
         cursor += (uint64_t)G;
         reached = step + 1;
         if (test_samples_listed("BERTRAIN_TEST_NAN_SAMPLES", g0, cursor)) train_test_poison_next_step();
-        int n_micro = fill_step(&s, &plan, g0);
+        int n_micro = fill_step(&s, &step_plan, g0, step + 1);
         double t_data = now_s() - t0;
         data_time += t_data;
         data_window += t_data;
         step_result r = train_step(s.m, s.opt, cfg, step, s.mb, s.first, n_micro,
-                                   sched_lr(cfg, step), s.gs, &guard, cfg->fp16 ? &scaler : NULL);
+                                   sched_lr(cfg, sched_position(cfg, step, (long long)g0)), s.gs,
+                                   &guard, cfg->fp16 ? &scaler : NULL);
         samples_window += r.n_samples;
         tokens_window += r.n_tokens;
         compute_window += r.compute_s;
@@ -485,11 +499,14 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                 double eta = (t - t_start) / (step + 1 - step0) * (cfg->train_steps - step - 1);
                 char eta_s[32];
                 format_eta(eta, eta_s, sizeof eta_s);
-                char scale_s[48] = "";
-                if (cfg->fp16) snprintf(scale_s, sizeof scale_s, " | loss_scale %.10g", r.loss_scale);
+                char extra_s[96] = "";
+                if (cfg->fp16) snprintf(extra_s, sizeof extra_s, " | loss_scale %.10g", r.loss_scale);
+                if (cfg->rampup_start > 0)
+                    snprintf(extra_s + strlen(extra_s), sizeof extra_s - strlen(extra_s),
+                             " | batch %ld", G);
                 printf("step %6ld | loss %.4f | mlm_acc %.4f | lr %.3e | grad_norm %.3f%s | "
                        "%.1f samples/s | %.0f tokens/s | data %.2f%% | ETA %s\n",
-                       step + 1, r.loss, r.mlm_acc, r.lr, r.grad_norm, scale_s, sps, tps,
+                       step + 1, r.loss, r.mlm_acc, r.lr, r.grad_norm, extra_s, sps, tps,
                        100.0 * data_window / dt, eta_s);
                 fprintf(s.metrics,
                         "{\"step\": %ld, \"loss\": %.9g, \"mlm_loss\": %.9g, \"mlm_acc\": %.6g, "
@@ -513,7 +530,8 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                     }
                     fprintf(s.metrics, "]");
                 }
-                fprintf(s.metrics, ", \"samples\": %lld}\n", (long long)(g0 + (uint64_t)G));
+                fprintf(s.metrics, ", \"batch_size\": %ld, \"samples\": %lld}\n", G,
+                        (long long)(g0 + (uint64_t)G));
                 fflush(s.metrics);
                 fflush(stdout);
             }
