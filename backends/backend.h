@@ -138,10 +138,13 @@ struct bt_backend {
                          int cols);
     /* Per row r of logits (rows, V) with label y = labels[r] (int32):
      * loss[r] = logsumexp(logits[r]) - logits[r, y];  correct[r] = 1 if the
-     * first argmax == y else 0; dlogits[r] = grad_scale * (softmax - onehot(y)).
-     * A label < 0 gives loss 0, correct 0, dlogits 0. dlogits may alias logits. */
+     * first argmax == y else 0; log_z[r] = logsumexp(logits[r]);
+     * dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax - onehot(y)),
+     * the gradient of loss + z_loss * log_z^2 (z-loss, PaLM; 0: plain cross-entropy).
+     * A label < 0 gives loss, correct, log_z and dlogits 0. dlogits may alias logits. */
     void (*xent_fwd_bwd)(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
-                         bt_ptr logits, bt_ptr labels, int rows, int V, float grad_scale);
+                         bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
+                         float grad_scale, float z_loss);
     /* sum of x[i]^2 (a deterministic reduction; the host gets the value) */
     double (*sumsq)(bt_backend *be, bt_ptr x, size_t n);
     /* sum of x[i] (deterministic; the host gets the value) */

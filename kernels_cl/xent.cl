@@ -3,8 +3,10 @@
 /* Per row r with label y = labels[r]:
  *   loss[r] = logsumexp(logits[r]) - logits[r, y];
  *   correct[r] = 1 if the first argmax == y else 0;
- *   dlogits[r] = grad_scale * (softmax(logits[r]) - onehot(y));
- * a label < 0 gives loss 0, correct 0 and dlogits 0. dlogits may alias
+ *   log_z[r] = logsumexp(logits[r]);
+ *   dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax(logits[r]) - onehot(y))
+ *   (the gradient of loss + z_loss * log_z^2);
+ * a label < 0 gives loss, correct, log_z and dlogits 0. dlogits may alias
  * logits: every read of a logit precedes, in its own work-item, the write of
  * the same element, and x_y is read before the first tree.
  * Geometry: one work-group of BT_WG per row; work-item l handles logits l,
@@ -12,9 +14,9 @@
  * the lower index. global: rows * BT_WG. */
 __kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
 void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ulong l_off,
-                  __global float *correct, ulong c_off, __global const float *logits,
-                  ulong x_off, __global const int *labels, ulong y_off, int V,
-                  float grad_scale) {
+                  __global float *correct, ulong c_off, __global float *log_z, ulong z_off,
+                  __global const float *logits, ulong x_off, __global const int *labels,
+                  ulong y_off, int V, float grad_scale, float z_loss) {
     __local float red[BT_WG];
     __local int arg_red[BT_WG];
     const int r = get_group_id(0), lid = get_local_id(0);
@@ -24,7 +26,7 @@ void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ul
     const int y = labels[y_off + r];
     if (y < 0) {
         for (int j = lid; j < V; j += BT_WG) d[j] = 0.0f;
-        if (lid == 0) loss[l_off + r] = correct[c_off + r] = 0.0f;
+        if (lid == 0) loss[l_off + r] = correct[c_off + r] = log_z[z_off + r] = 0.0f;
         return;
     }
     const float x_y = x[y];
@@ -64,14 +66,16 @@ void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ul
         sum += e;
     }
     sum = wg_sum(sum, red);
-    const float g = grad_scale * (1.0f / sum);
+    const float lz = log(sum) + mx;
+    const float g = grad_scale * (1.0f + 2.0f * z_loss * lz) * (1.0f / sum);
     for (int j = lid; j < V; j += BT_WG) {
         float v = d[j] * g;
         if (j == y) v -= grad_scale;
         d[j] = v;
     }
     if (lid == 0) {
-        loss[l_off + r] = log(sum) + mx - x_y;
+        loss[l_off + r] = lz - x_y;
         correct[c_off + r] = arg == y ? 1.0f : 0.0f;
+        log_z[z_off + r] = lz;
     }
 }

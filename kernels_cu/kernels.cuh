@@ -56,8 +56,9 @@ __global__ void gather_rows(float *out, const float *src, const int *idx, int n_
 __global__ void scatter_rows(float *dst, const float *src, const int *idx, int n_idx, int cols);
 
 /* ---- xent.cu ---- */
-__global__ void xent_fwd_bwd(float *dlogits, float *loss, float *correct, const float *logits,
-                             const int *labels, int V, float grad_scale);
+__global__ void xent_fwd_bwd(float *dlogits, float *loss, float *correct, float *log_z,
+                             const float *logits, const int *labels, int V, float grad_scale,
+                             float z_loss);
 
 /* ---- optim.cu ---- */
 __global__ void adamw_step(float *w, const float *g, float *m, float *v, size_t n, float beta1,

@@ -9,16 +9,18 @@
 /* Per row r with label y = labels[r]:
  *   loss[r] = logsumexp(logits[r]) - logits[r, y];
  *   correct[r] = 1 if the first argmax == y else 0;
- *   dlogits[r] = grad_scale * (softmax(logits[r]) - onehot(y));
- * a label < 0 gives loss 0, correct 0 and dlogits 0. dlogits may alias
+ *   log_z[r] = logsumexp(logits[r]);
+ *   dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax(logits[r]) - onehot(y))
+ *   (the gradient of loss + z_loss * log_z^2);
+ * a label < 0 gives loss, correct, log_z and dlogits 0. dlogits may alias
  * logits: every read of a logit precedes, in its own thread, the write of
  * the same element, and x_y is read before the first tree.
  * Geometry: one block of BT_WG per row; thread l handles logits l,
  * l + BT_WG, ...; (max, first index) and the exp sum by fixed trees, ties to
  * the lower index. grid: rows blocks. */
 __global__ void __launch_bounds__(BT_WG)
-xent_fwd_bwd(float *dlogits, float *loss, float *correct, const float *logits,
-             const int *labels, int V, float grad_scale) {
+xent_fwd_bwd(float *dlogits, float *loss, float *correct, float *log_z, const float *logits,
+             const int *labels, int V, float grad_scale, float z_loss) {
     __shared__ float red[BT_WG];
     __shared__ int arg_red[BT_WG];
     const int r = group_id(), lid = local_id();
@@ -28,7 +30,7 @@ xent_fwd_bwd(float *dlogits, float *loss, float *correct, const float *logits,
     const int y = labels[r];
     if (y < 0) { /* the same for the whole block: no thread reaches a barrier */
         for (int j = lid; j < V; j += BT_WG) d[j] = 0.0f;
-        if (lid == 0) loss[r] = correct[r] = 0.0f;
+        if (lid == 0) loss[r] = correct[r] = log_z[r] = 0.0f;
         return;
     }
     const float x_y = x[y];
@@ -68,14 +70,16 @@ xent_fwd_bwd(float *dlogits, float *loss, float *correct, const float *logits,
         sum += e;
     }
     sum = wg_sum(sum, red);
-    const float g = grad_scale * (1.0f / sum);
+    const float lz = logf(sum) + mx;
+    const float g = grad_scale * (1.0f + 2.0f * z_loss * lz) * (1.0f / sum);
     for (int j = lid; j < V; j += BT_WG) {
         float v = d[j] * g;
         if (j == y) v -= grad_scale;
         d[j] = v;
     }
     if (lid == 0) {
-        loss[r] = logf(sum) + mx - x_y;
+        loss[r] = lz - x_y;
         correct[r] = arg == y ? 1.0f : 0.0f;
+        log_z[r] = lz;
     }
 }

@@ -67,12 +67,14 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(logits, M * V);
     TAKE(mlm_loss, M);
     TAKE(mlm_correct, M);
+    TAKE(mlm_log_z, M);
     TAKE(cls, (size_t)Bm * H);
     TAKE(pool_pre, (size_t)Bm * H);
     TAKE(pooled, (size_t)Bm * H);
     TAKE(nsp_logits, (size_t)Bm * 2);
     TAKE(nsp_loss, (size_t)Bm);
     TAKE(nsp_correct, (size_t)Bm);
+    TAKE(nsp_log_z, (size_t)Bm);
     if (c->norm == BERT_NORM_PRE) {
         TAKE(final_out, N * H);
         TAKE(final_mean, N);
@@ -165,6 +167,20 @@ static void upload_batch(bert_model *m, const bert_batch *bt) {
     free(host);
 }
 
+/* out (B, NH, T, T) = Q K^T per head (unscaled: the softmax applies 1/sqrt(D)). */
+static void attention_scores(bert_model *m, int l, const bert_batch *bt, size_t out) {
+    bt_backend *be = m->be;
+    const bert_layer_acts *la = &m->act->layer[l];
+    const int B = bt->B, T = bt->T, H = m->cfg.hidden_size, NH = m->cfg.num_attention_heads,
+              D = H / NH;
+    const size_t TT = (size_t)T * T, per_b = (size_t)NH * TT;
+    for (int b = 0; b < B; b++) {
+        size_t q = la->qkv + (size_t)b * T * 3 * H;
+        be->gemm(be, false, true, T, T, D, 1.0f, ACT(q), 3 * H, D, ACT(q + H), 3 * H, D, 0.0f,
+                 ACT(out + b * per_b), T, (long)TT, NH);
+    }
+}
+
 /* Self-attention core for one layer: ctx = dropout(softmax(QK^T/sqrt(D))) V */
 static void attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert_pass *pass) {
     bt_backend *be = m->be;
@@ -173,11 +189,9 @@ static void attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert
               D = H / NH;
     const size_t TT = (size_t)T * T, per_b = (size_t)NH * TT;
     const float p = pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
-    for (int b = 0; b < B; b++) { /* scores (NH, T, T) = Q K^T per head */
-        size_t q = la->qkv + (size_t)b * T * 3 * H;
-        be->gemm(be, false, true, T, T, D, 1.0f, ACT(q), 3 * H, D, ACT(q + H), 3 * H, D, 0.0f,
-                 ACT(la->probs + b * per_b), T, (long)TT, NH);
-    }
+    attention_scores(m, l, bt, la->probs);
+    if (m->cfg.attention_logit_penalty > 0.0f) /* sum of (QK^T/sqrt(D))^2 */
+        m->attn_score_sq += be->sumsq(be, ACT(la->probs), B * per_b) / D;
     be->softmax_fwd(be, ACT(la->probs), ACT(la->probs), INT(m->act->mask), B, NH, T,
                     1.0f / sqrtf((float)D));
     STORE16(la->probs, B * per_b);
@@ -226,6 +240,11 @@ static void attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert
                     key);
     be->softmax_bwd(be, ACT(a->dprobs), ACT(a->dprobs), ACT(la->probs), B * NH * T, T,
                     1.0f / sqrtf((float)D));
+    if (pass->attn_penalty_grad_scale > 0.0f) { /* + d(c sum (S/sqrt(D))^2)/dS = 2c S / D */
+        attention_scores(m, l, bt, a->pdrop); /* pdrop is free again: recompute S */
+        be->axpy(be, ACT(a->dprobs), 2.0f * pass->attn_penalty_grad_scale / (float)D,
+                 ACT(a->pdrop), B * per_b);
+    }
     STORE16(a->dprobs, B * per_b);
     for (int b = 0; b < B; b++) {
         size_t qkv = la->qkv + (size_t)b * T * 3 * H, dqkv = a->dqkv + (size_t)b * T * 3 * H;
@@ -489,6 +508,7 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     m->cur_masked = M;
     upload_batch(m, bt);
     memset(st, 0, sizeof *st);
+    m->attn_score_sq = 0.0;
 
     /* embeddings -> LayerNorm -> dropout */
     be->embed_fwd(be, ACT(a->emb_sum), INT(a->ids), INT(a->types), PAR(v->wte), PAR(v->wpe),
@@ -503,6 +523,7 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     for (int l = 0; l < L; l++)
         if (!layer_skipped(pass, l)) layer_fwd(m, l, layer_input(m, l, pass), bt, pass);
     size_t hidden = layer_input(m, L, pass);
+    st->attn_score_sq = m->attn_score_sq;
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */
         ln_fwd(m, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
                ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), N, H, eps);
@@ -521,7 +542,9 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         if (pass->mlm_logits_out)
             be->download(be, pass->mlm_logits_out, ACT(a->logits), (size_t)M * V * 4);
         be->xent_fwd_bwd(be, ACT(a->logits), ACT(a->mlm_loss), ACT(a->mlm_correct),
-                         ACT(a->logits), INT(a->mlm_labels), M, V, pass->mlm_grad_scale);
+                         ACT(a->mlm_log_z), ACT(a->logits), INT(a->mlm_labels), M, V,
+                         pass->mlm_grad_scale, m->cfg.z_loss);
+        if (m->cfg.z_loss > 0.0f) st->mlm_log_z_sq = be->sumsq(be, ACT(a->mlm_log_z), (size_t)M);
         STORE16(a->logits, (size_t)M * V); /* now d loss / d logits */
         st->mlm_loss_sum = be->sum(be, ACT(a->mlm_loss), (size_t)M);
         st->mlm_correct = be->sum(be, ACT(a->mlm_correct), (size_t)M);
@@ -537,7 +560,8 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         if (pass->nsp_logits_out)
             be->download(be, pass->nsp_logits_out, ACT(a->nsp_logits), (size_t)B * 2 * 4);
         be->xent_fwd_bwd(be, ACT(a->nsp_logits), ACT(a->nsp_loss), ACT(a->nsp_correct),
-                         ACT(a->nsp_logits), INT(a->nsp_labels), B, 2, pass->nsp_grad_scale);
+                         ACT(a->nsp_log_z), ACT(a->nsp_logits), INT(a->nsp_labels), B, 2,
+                         pass->nsp_grad_scale, 0.0f);
         STORE16(a->nsp_logits, (size_t)B * 2);
         st->nsp_loss_sum = be->sum(be, ACT(a->nsp_loss), (size_t)B);
         st->nsp_correct = be->sum(be, ACT(a->nsp_correct), (size_t)B);

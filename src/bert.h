@@ -37,6 +37,9 @@ typedef struct {
     float admin_omega[2 * BERT_MAX_LAYERS];
     int pad_id; /* [PAD]: no gradient through the embedding lookup (torch padding_idx) */
     float layerdrop; /* LayerDrop: probability that a training step skips a layer (0: off) */
+    float z_loss;    /* z-loss: + z_loss * mean over MLM rows of logsumexp(logits)^2 (0: off) */
+    float attention_logit_penalty; /* + this * mean of (QK^T/sqrt(d))^2 over every attention
+                                    * score of the layers run (0: off) */
     int storage;     /* BT_F32, or BT_BF16 / BT_F16 (mixed precision): activations and
                       * gradients are stored with 16-bit precision, the math and the master
                       * weights and moments stay fp32 */
@@ -104,6 +107,9 @@ typedef struct {
     /* Admin profiling (bert_admin_profile): each residual join sets its omega from
      * the variances of the branches before it */
     bool admin_profile;
+    /* d loss / d (sum of squared attention scores QK^T/sqrt(d)): the attention-logit
+     * penalty over the global batch (0: no gradient) */
+    float attn_penalty_grad_scale;
 } bert_pass;
 
 /* Sums over one micro-batch (the host divides by global counts). */
@@ -112,6 +118,8 @@ typedef struct {
     long n_masked;
     double nsp_loss_sum, nsp_correct;
     long n_nsp;
+    double mlm_log_z_sq; /* sum over MLM rows of logsumexp(logits)^2 (with z_loss) */
+    double attn_score_sq; /* sum of squared attention scores (with the penalty, training) */
 } bert_stats;
 
 typedef struct bert_model bert_model;
@@ -131,6 +139,7 @@ struct bert_model {
     struct bert_act_layout *act;
     int cur_B, cur_T, cur_masked; /* shape of the batch in flight */
     double admin_variance_sum;    /* Admin profiling: 1 + the branch variances so far */
+    double attn_score_sq;         /* this forward's sum of squared attention scores */
     bt_buffer *half;              /* 16-bit staging for rounding to cfg.storage (or NULL) */
 };
 

@@ -23,8 +23,8 @@ typedef struct {
 struct bert_act_layout {
     size_t emb_sum, emb_mean, emb_rstd, emb_out; /* (N, H), (N), (N), (N, H) */
     size_t hm, t1, t2, t3, t3_mean, t3_rstd;     /* MLM head: (M, H) ... */
-    size_t logits, mlm_loss, mlm_correct;        /* (M, V), (M), (M) */
-    size_t cls, pool_pre, pooled, nsp_logits, nsp_loss, nsp_correct; /* NSP: (B, H) ... */
+    size_t logits, mlm_loss, mlm_correct, mlm_log_z; /* (M, V), (M), (M), (M) */
+    size_t cls, pool_pre, pooled, nsp_logits, nsp_loss, nsp_correct, nsp_log_z; /* NSP: (B, H) ... */
     size_t final_out, final_mean, final_rstd; /* Pre-LN final LayerNorm: (N, H), (N), (N) */
     /* backward scratch */
     size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;

@@ -87,6 +87,8 @@ static const key_spec KEYS[] = {
     {"model.initializer_range", K_FLOAT, OFF(model.initializer_range), 1e-9, 1, NULL, 0},
     {"model.nsp", K_BOOL, OFF(model.nsp), 0, 0, NULL, 0},
     {"model.norm", K_CHOICE, OFF(model.norm), 0, 0, "post|pre|admin", 0},
+    {"model.z_loss", K_FLOAT, OFF(model.z_loss), 0, 1, NULL, 0},
+    {"model.attention_logit_penalty", K_FLOAT, OFF(model.attention_logit_penalty), 0, 1, NULL, 0},
     {"model.admin_init", K_CHOICE, OFF(model.admin_init), 0, 0, "profile|closed_form", 0},
     {"model.layerdrop", K_FLOAT, OFF(model.layerdrop), 0, 0.95, NULL, 0},
     {"data", K_OBJECT, 0, 0, 0, NULL, 0},

@@ -56,13 +56,15 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     step_result r = {0};
     const double scale = scaler ? scaler->scale : 1.0; /* fp16: the loss is scaled by this */
     double t0 = now_s();
-    /* global counts before any backward: [masked tokens, NSP samples] */
-    double counts[2] = {0, 0};
+    /* global counts before any backward: [masked tokens, NSP samples, attention scores
+     * per layer (samples x heads x T x T)] */
+    double counts[3] = {0, 0, 0};
     for (int k = 0; k < n_micro; k++) {
         counts[0] += mb[k].n_masked;
         counts[1] += m->cfg.nsp ? mb[k].B : 0;
+        counts[2] += (double)mb[k].B * m->cfg.num_attention_heads * mb[k].T * mb[k].T;
     }
-    dist_allreduce_sum_f64(counts, 2);
+    dist_allreduce_sum_f64(counts, 3);
     bert_pass pass = {.train = true,
                       .seed = cfg->seed,
                       .step = (uint64_t)step,
@@ -85,8 +87,14 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
             fprintf(stderr, "%s\n", line);
         }
     }
+    /* the attention-logit penalty averages over the scores of the layers that run */
+    const double n_scores = counts[2] * (m->cfg.num_hidden_layers - r.layers_dropped);
+    if (m->cfg.attention_logit_penalty > 0.0f && n_scores > 0)
+        pass.attn_penalty_grad_scale = (float)(scale * m->cfg.attention_logit_penalty / n_scores);
     bert_zero_grads(m);
-    double sums[6] = {0}; /* mlm loss, mlm correct, nsp loss, nsp correct, samples, tokens */
+    /* mlm loss, mlm correct, nsp loss, nsp correct, samples, tokens, sum log_z^2,
+     * sum of squared attention scores */
+    double sums[8] = {0};
     for (int k = 0; k < n_micro; k++) {
         bert_batch b = {mb[k].B, mb[k].T, mb[k].input_ids, mb[k].token_type_ids,
                         mb[k].attention_mask, mb[k].n_masked, mb[k].mlm_positions,
@@ -104,10 +112,12 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
         sums[3] += st.nsp_correct;
         sums[4] += mb[k].B;
         for (size_t i = 0; i < (size_t)mb[k].B * mb[k].T; i++) sums[5] += mb[k].attention_mask[i];
+        sums[6] += st.mlm_log_z_sq;
+        sums[7] += st.attn_score_sq;
     }
     m->be->sync(m->be);
     double t1 = now_s();
-    dist_allreduce_sum_f64(sums, 6); /* returns when the slowest rank has computed */
+    dist_allreduce_sum_f64(sums, 8); /* returns when the slowest rank has computed */
     double t2 = now_s();
     double comm = grad_sync_finish(gs);
     /* test hooks, on every rank alike: a NaN in the summed gradients (as a NaN
@@ -126,6 +136,8 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     r.nsp_loss = counts[1] > 0 ? sums[2] / counts[1] : 0.0;
     r.nsp_acc = counts[1] > 0 ? sums[3] / counts[1] : 0.0;
     r.loss = r.mlm_loss + r.nsp_loss;
+    r.z_loss = counts[0] > 0 ? m->cfg.z_loss * sums[6] / counts[0] : 0.0;
+    r.attn_penalty = n_scores > 0 ? m->cfg.attention_logit_penalty * sums[7] / n_scores : 0.0;
     r.n_samples = (long)sums[4];
     r.n_tokens = (long)sums[5];
     r.lr = lr;

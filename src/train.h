@@ -13,6 +13,8 @@
 /* What one optimizer step did, summed over ranks. */
 typedef struct {
     double loss;       /* mean MLM loss + mean NSP loss (as HF's total loss) */
+    double z_loss;       /* model.z_loss x mean log_z^2 over MLM rows (also minimized) */
+    double attn_penalty; /* model.attention_logit_penalty x mean squared score (also minimized) */
     double mlm_loss, mlm_acc, nsp_loss, nsp_acc;
     long n_masked, n_nsp, n_samples, n_tokens;
     double grad_norm;  /* before clipping */

@@ -518,6 +518,9 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                     fprintf(s.metrics, ", \"nsp_loss\": %.9g, \"nsp_acc\": %.6g", r.nsp_loss,
                             r.nsp_acc);
                 if (cfg->fp16) fprintf(s.metrics, ", \"loss_scale\": %.9g", r.loss_scale);
+                if (s.m->cfg.z_loss > 0) fprintf(s.metrics, ", \"z_loss\": %.9g", r.z_loss);
+                if (s.m->cfg.attention_logit_penalty > 0)
+                    fprintf(s.metrics, ", \"attn_penalty\": %.9g", r.attn_penalty);
                 if (world > 1) {
                     fprintf(s.metrics, ", \"ranks\": [");
                     for (int q = 0; q < world; q++) {

@@ -118,13 +118,13 @@ void test_gather_scatter(bt_backend *be) {
 
 typedef struct {
     int rows, V, inplace;
-    float gs;
+    float gs, z; /* grad_scale, z_loss */
 } xent_args;
 static void run_xent(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
-    xent_args *q = a; /* logits, labels, loss, correct, [dlogits] */
-    be->xent_fwd_bwd(be, q->inplace ? t[0].p : t[4].p, t[2].p, t[3].p, t[0].p, t[1].p, q->rows,
-                     q->V, q->gs);
+    xent_args *q = a; /* logits, labels, loss, correct, log_z, [dlogits] */
+    be->xent_fwd_bwd(be, q->inplace ? t[0].p : t[5].p, t[2].p, t[3].p, t[4].p, t[0].p, t[1].p,
+                     q->rows, q->V, q->gs, q->z);
 }
 
 typedef struct {
@@ -133,11 +133,13 @@ typedef struct {
     double *logits;
     int row;
 } xe_fd_ctx;
-static void fwd_xent(void *c, double *out) { /* grad_scale * loss of one row */
+static void fwd_xent(void *c, double *out) { /* grad_scale * (loss + z lse^2) of one row */
     xe_fd_ctx *x = c;
     memset(out, 0, (size_t)x->q.rows * sizeof *out);
-    ref_xent(NULL, out, NULL, x->logits, x->labels, x->row, x->row + 1, x->q.V, 1.0);
-    out[x->row] *= x->q.gs;
+    double *lz = ref_zalloc((size_t)x->q.rows * sizeof *lz);
+    ref_xent(NULL, out, NULL, lz, x->logits, x->labels, x->row, x->row + 1, x->q.V, 1.0, 0.0);
+    out[x->row] = x->q.gs * (out[x->row] + x->q.z * lz[x->row] * lz[x->row]);
+    free(lz);
 }
 
 void test_xent(bt_backend *be) {
@@ -148,7 +150,7 @@ void test_xent(bt_backend *be) {
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         if (skip_shape(shapes[si][2] == 1)) continue;
         reseed("xent", si);
-        xent_args q = {shapes[si][0], shapes[si][1], 0, 0};
+        xent_args q = {shapes[si][0], shapes[si][1], 0, 0, si % 2 ? 0.03f : 0.0f}; /* z-loss on odd */
         size_t n = (size_t)q.rows * q.V, R = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.0);
         int32_t *lab = rand_ints(R, 0, q.V);
@@ -166,31 +168,40 @@ void test_xent(bt_backend *be) {
             }
         q.gs = 1.0f / (float)(valid ? valid : 1);
         double *rx = ref_dup(x, n), *rd = ref_alloc(n * 8), *rl = ref_alloc(R * 8), *rc = ref_alloc(R * 8);
-        ref_xent(rd, rl, rc, rx, lab, 0, q.rows, q.V, q.gs);
+        double *rz = ref_alloc(R * 8), *mz = ref_zalloc(R * 8);
+        ref_xent(rd, rl, rc, rz, rx, lab, 0, q.rows, q.V, q.gs, q.z);
         float *cf = ref_alloc(R * 4);
         for (size_t r = 0; r < R; r++) cf[r] = (float)rc[r];
-        /* |terms|: gs (p + onehot) for dlogits, |lse| + |x_y| for the loss */
+        /* |terms|: gs ((1 + 2 z |lse|) p + onehot) for dlogits, |lse| + |x_y| for the loss,
+         * |max| + |log sum| for log_z */
         double *md = ref_alloc(n * 8), *ml = ref_zalloc(R * 8);
         for (size_t i = 0; i < n; i++) md[i] = fabs(rd[i]);
         for (size_t r = 0; r < R; r++)
             if (lab[r] >= 0) {
                 double xy = rx[r * q.V + (size_t)lab[r]];
-                md[r * q.V + (size_t)lab[r]] = q.gs * (rd[r * q.V + (size_t)lab[r]] / q.gs + 2.0);
+                const double zf = 1.0 + 2.0 * q.z * rz[r], zm = fabs(zf) + 2.0 * q.z * fabs(rz[r]);
+                for (int j = 0; j < q.V; j++) md[r * q.V + (size_t)j] *= zm / fabs(zf);
+                const double p_y = (rd[r * q.V + (size_t)lab[r]] / q.gs + 1.0) / zf;
+                md[r * q.V + (size_t)lab[r]] = q.gs * (zm * p_y + 1.0);
                 ml[r] = fabs(rl[r] + xy) + fabs(xy);
+                mz[r] = fabs(rz[r]) + 1.0;
             }
         for (int inpl = 0; inpl < 2; inpl++) {
             q.inplace = inpl;
             tensor t[] = {inpl ? tensor_out("logits", x, n) : tensor_in("logits", x, n),
                           tensor_in("labels", lab, R), tensor_out("loss", NULL, R),
-                          tensor_out("correct", NULL, R), tensor_out("dlogits", NULL, n)};
+                          tensor_out("correct", NULL, R), tensor_out("log_z", NULL, R),
+                          tensor_out("dlogits", NULL, n)};
             verdict v = v_new();
-            if (exec_op(&v, be, t, inpl ? 4 : 5, run_xent, &q, NULL)) {
-                v_nmse(&v, "dlogits", RES(t[inpl ? 0 : 4]), rd, md, n, THR_MATH);
+            if (exec_op(&v, be, t, inpl ? 5 : 6, run_xent, &q, NULL)) {
+                v_nmse(&v, "dlogits", RES(t[inpl ? 0 : 5]), rd, md, n, THR_MATH);
                 v_nmse(&v, "loss", RES(t[2]), rl, ml, R, THR_MATH);
                 v_bits(&v, "correct", RES(t[3]), cf, R);
+                v_nmse(&v, "log_z", RES(t[4]), rz, mz, R, THR_MATH);
             }
-            v_report(&v, "xent_fwd_bwd", "%dx%d gs=%.3g%s", q.rows, q.V, q.gs, inpl ? " in-place" : "");
-            tensors_free(t, 5);
+            v_report(&v, "xent_fwd_bwd", "%dx%d gs=%.3g z=%.3g%s", q.rows, q.V, q.gs, q.z,
+                     inpl ? " in-place" : "");
+            tensors_free(t, 6);
         }
         if (g_check_references) { /* dlogits = d(grad_scale * loss) / dlogits */
             verdict f = v_new();
@@ -207,8 +218,9 @@ void test_xent(bt_backend *be) {
                 fd_point(&f, "dlogits", ref_fd(fwd_xent, &ctx, R, NULL, rx, idx, FD_H), rd[idx],
                          1e-4 * max_abs(dr, (size_t)q.V));
             }
-            FD_REPORT(f, "xent_fwd_bwd", "%dx%d vs FD of loss", q.rows, q.V);
+            FD_REPORT(f, "xent_fwd_bwd", "%dx%d z=%.3g vs FD of loss + z lse^2", q.rows, q.V, q.z);
         }
         free(x), free(lab), free(rx), free(rd), free(rl), free(rc), free(cf), free(md), free(ml);
+        free(rz), free(mz);
     }
 }

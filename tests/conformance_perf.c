@@ -156,8 +156,9 @@ static void call_scatter(bt_backend *be, perf_case *c) {
     be->scatter_rows(be, c->t[0], c->t[1], c->t[2], c->i[0], c->i[1]);
 }
 static void call_xent(bt_backend *be, perf_case *c) {
-    /* t: logits, labels, loss, correct, dlogits */
-    be->xent_fwd_bwd(be, c->t[4], c->t[2], c->t[3], c->t[0], c->t[1], c->i[0], c->i[1], 0.01f);
+    /* t: logits, labels, loss, correct, log_z, dlogits */
+    be->xent_fwd_bwd(be, c->t[5], c->t[2], c->t[3], c->t[4], c->t[0], c->t[1], c->i[0], c->i[1],
+                     0.01f, 1e-4f);
 }
 static void call_sum(bt_backend *be, perf_case *c) { (void)be->sum(be, c->t[0], c->n); }
 static void call_sumsq(bt_backend *be, perf_case *c) { (void)be->sumsq(be, c->t[0], c->n); }
@@ -273,7 +274,7 @@ void run_perf(bt_backend *be) {
     { /* 40 x 30522 */
         size_t X = 40u * 30522;
         CASE("xent_fwd_bwd", call_xent, 8.0 * X, "40x30522", .i = {40, 30522});
-        run_case(be, c, (size_t[]){X, 40, 40, 40, X}, (int[]){0, 30522, 0, 0, 0}, 5);
+        run_case(be, c, (size_t[]){X, 40, 40, 40, 40, X}, (int[]){0, 30522, 0, 0, 0, 0}, 6);
     }
     CASE("sum", call_sum, 4.0 * N, "n=196608", .n = N);
     run_case(be, c, (size_t[]){N}, NULL, 1);

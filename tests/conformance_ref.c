@@ -259,8 +259,8 @@ void ref_softmax_bwd(double *ds, const double *dp, const double *p, int rows, in
     }
 }
 
-void ref_xent(double *dlogits, double *loss, double *correct, const double *logits,
-              const int32_t *labels, int r0, int r1, int V, double grad_scale) {
+void ref_xent(double *dlogits, double *loss, double *correct, double *log_z, const double *logits,
+              const int32_t *labels, int r0, int r1, int V, double grad_scale, double z_loss) {
     for (int r = r0; r < r1; r++) {
         const double *x = logits + (size_t)r * V;
         double *d = dlogits ? dlogits + (size_t)r * V : NULL;
@@ -268,6 +268,7 @@ void ref_xent(double *dlogits, double *loss, double *correct, const double *logi
         if (y < 0) {
             if (loss) loss[r] = 0.0;
             if (correct) correct[r] = 0.0;
+            if (log_z) log_z[r] = 0.0;
             if (d)
                 for (int j = 0; j < V; j++) d[j] = 0.0;
             continue;
@@ -281,9 +282,11 @@ void ref_xent(double *dlogits, double *loss, double *correct, const double *logi
         long double lse = mx + logl(s);
         if (loss) loss[r] = (double)(lse - x[y]);
         if (correct) correct[r] = arg == y ? 1.0 : 0.0;
+        if (log_z) log_z[r] = (double)lse;
+        const double zf = 1.0 + 2.0 * z_loss * (double)lse; /* d (z lse^2) / d lse, plus 1 */
         if (d)
             for (int j = 0; j < V; j++)
-                d[j] = grad_scale * ((double)expl(x[j] - lse) - (j == y ? 1.0 : 0.0));
+                d[j] = grad_scale * (zf * (double)expl(x[j] - lse) - (j == y ? 1.0 : 0.0));
     }
 }
 

@@ -70,8 +70,8 @@ void ref_softmax_fwd(double *p, const double *s, const int32_t *mask, int B, int
 void ref_softmax_bwd(double *ds, const double *dp, const double *p, int rows, int T,
                      double scale);
 /* rows [r0, r1) only; loss, correct and dlogits may be NULL */
-void ref_xent(double *dlogits, double *loss, double *correct, const double *logits,
-              const int32_t *labels, int r0, int r1, int V, double grad_scale);
+void ref_xent(double *dlogits, double *loss, double *correct, double *log_z, const double *logits,
+              const int32_t *labels, int r0, int r1, int V, double grad_scale, double z_loss);
 void ref_gather_rows(double *out, const double *src, const int32_t *idx, int n_idx, int cols);
 void ref_scatter_rows(double *dst, const double *src, const int32_t *idx, int n_idx, int cols);
 

@@ -11,7 +11,7 @@ if [ -n "${TORCH_PYTHON:-}" ]; then
 else
     echo "no python with torch: comparing against the committed fixtures"
 fi
-for f in torch_ref_nsp torch_ref_mlm torch_ref_pre torch_ref_admin; do
+for f in torch_ref_nsp torch_ref_mlm torch_ref_pre torch_ref_admin torch_ref_reg; do
     "$top_builddir/tests/test_torch" "$dir/$f.safetensors" || fail "$f"
 done
 echo "PASS: model, gradients and optimizer steps match PyTorch"

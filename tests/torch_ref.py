@@ -57,6 +57,12 @@ CONFIGS = {
                             intermediate_size=60, max_position_embeddings=18, type_vocab_size=2,
                             layer_norm_eps=1e-6, nsp=True, batch=3, seq_len=15, seed=3456, norm="admin",
                             admin_omega=[1.0, 1.75, 2.375, 2.8125, 3.25, 3.5625]),
+    # the extra objectives: z-loss on the MLM logits (z_loss * mean lse^2) and the
+    # attention-logit penalty (attn_penalty * mean of every (QK^T/sqrt(d))^2 of every layer)
+    "torch_ref_reg": dict(vocab_size=59, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                          intermediate_size=48, max_position_embeddings=16, type_vocab_size=2,
+                          layer_norm_eps=1e-6, nsp=True, batch=3, seq_len=14, seed=7890,
+                          z_loss=0.05, attn_penalty=0.02),
 }
 ADAMW = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01, clip=1.0)
 LAMB = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01, min_coeff=0.01,
@@ -165,7 +171,7 @@ def linear(x, p, name):
     return x @ p[name + ".weight"].t() + p[name + ".bias"]
 
 
-def encoder(p, c, batch):
+def encoder(p, c, batch, scores_sq=None):
     B, T = batch["input_ids"].shape
     H, NH, eps = c["hidden_size"], c["num_attention_heads"], c["layer_norm_eps"]
     d = H // NH
@@ -189,7 +195,10 @@ def encoder(p, c, batch):
             x = x + linear(gelu(linear(ln(x, "output.LayerNorm"), p, pre + "intermediate.dense")), p,
                            pre + "output.dense")
             continue
-        probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + neg, dim=-1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d)
+        if scores_sq is not None:
+            scores_sq.append((scores ** 2).sum())
+        probs = torch.softmax(scores + neg, dim=-1)
         ctx = (probs @ v).transpose(1, 2).reshape(B, T, H)
         w_attn, w_ffn = c["admin_omega"][2 * i:2 * i + 2] if c.get("norm") == "admin" else (1.0, 1.0)
         a = layer_norm(w_attn * x + linear(ctx, p, pre + "attention.output.dense"),
@@ -204,7 +213,8 @@ def encoder(p, c, batch):
 
 def forward(p, c, batch):
     B, T = batch["input_ids"].shape
-    hid = encoder(p, c, batch)
+    scores_sq = []
+    hid = encoder(p, c, batch, scores_sq)
     h = hid.reshape(B * T, -1)[batch["mlm_positions"]]
     h = gelu(linear(h, p, "cls.predictions.transform.dense"))
     h = layer_norm(h, p["cls.predictions.transform.LayerNorm.weight"],
@@ -213,6 +223,11 @@ def forward(p, c, batch):
     ce = lambda logits, y: -torch.log_softmax(logits, -1).gather(1, y.view(-1, 1)).mean()
     out = {"mlm_logits": mlm_logits, "mlm_loss": ce(mlm_logits, batch["mlm_labels"])}
     out["loss"] = out["mlm_loss"]
+    if c.get("z_loss"):  # z-loss: z * mean over MLM rows of logsumexp^2
+        out["loss"] = out["loss"] + c["z_loss"] * (torch.logsumexp(mlm_logits, -1) ** 2).mean()
+    if c.get("attn_penalty"):  # mean over every score of every layer (masked keys too)
+        n = c["num_hidden_layers"] * B * c["num_attention_heads"] * T * T
+        out["loss"] = out["loss"] + c["attn_penalty"] * sum(scores_sq) / n
     if c["nsp"]:
         pooled = torch.tanh(linear(hid[:, 0], p, "bert.pooler.dense"))
         out["nsp_logits"] = linear(pooled, p, "cls.seq_relationship")
@@ -277,7 +292,11 @@ def train(p0, c, batch, step_fn, h):
 # ----------------------------------------------------------------------------- self-checks
 def fd_check(p, c, batch, grads, g, n_checks=20, eps=1e-4):
     names = sorted(p)
-    picks = [("bert.embeddings.word_embeddings.weight", (0, int(torch.randint(c["hidden_size"], (1,), generator=g)))),
+    # the [PAD] row (0) gets no gradient from the lookup (padding_idx) but still feeds the
+    # padded positions; with the attention-logit penalty, whose mean covers padded positions
+    # too, finite differences see that path, so that fixture checks row 1 instead
+    pad_row = 1 if c.get("attn_penalty") else 0
+    picks = [("bert.embeddings.word_embeddings.weight", (pad_row, int(torch.randint(c["hidden_size"], (1,), generator=g)))),
              ("bert.embeddings.LayerNorm.weight", (3,)),
              ("bert.encoder.layer.0.attention.output.LayerNorm.weight", (5,))]
     if c.get("norm") == "pre":
@@ -392,6 +411,9 @@ def build(name, c, out_dir):
     meta["layer_norm_eps"] = repr(c["layer_norm_eps"])
     meta["nsp"] = "1" if c["nsp"] else "0"
     meta["norm"] = c.get("norm", "post")
+    for key in ("z_loss", "attn_penalty"):
+        if key in c:
+            meta[key] = repr(float(c[key]))
     if "admin_omega" in c:
         meta["admin_omega"] = ",".join(repr(float(w)) for w in c["admin_omega"])
     meta["batch"], meta["seq_len"] = str(c["batch"]), str(c["seq_len"])

@@ -246,9 +246,10 @@ static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx,
 }
 
 static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
-                             bt_ptr logits, bt_ptr labels, int rows, int V, float grad_scale) {
+                             bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
+                             float grad_scale, float z_loss) {
     (void)be;
-    float *DL = cpu_f32(dlogits), *L = cpu_f32(loss), *CR = cpu_f32(correct);
+    float *DL = cpu_f32(dlogits), *L = cpu_f32(loss), *CR = cpu_f32(correct), *LZ = cpu_f32(log_z);
     const float *X = cpu_f32(logits);
     const int32_t *Y = cpu_i32(labels);
 #pragma omp parallel for schedule(static)
@@ -259,6 +260,7 @@ static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
         if (y < 0) {
             L[r] = 0.0f;
             CR[r] = 0.0f;
+            LZ[r] = 0.0f;
             for (int j = 0; j < V; j++) d[j] = 0.0f;
             continue;
         }
@@ -278,7 +280,8 @@ static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
         }
         L[r] = (float)(log(sum) + mx - x_y);
         CR[r] = arg == y ? 1.0f : 0.0f;
-        const float g = grad_scale * (float)(1.0 / sum);
+        LZ[r] = (float)(log(sum) + mx);
+        const float g = grad_scale * (1.0f + 2.0f * z_loss * LZ[r]) * (float)(1.0 / sum);
         for (int j = 0; j < V; j++) d[j] *= g;
         d[y] -= grad_scale;
     }

@@ -151,10 +151,12 @@ static void cu_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr
 }
 
 static void cu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
-                            bt_ptr logits, bt_ptr labels, int rows, int V, float grad_scale) {
+                            bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
+                            float grad_scale, float z_loss) {
     cu_ctx *c = cu(be);
     LAUNCH(c, xent_fwd_bwd, (size_t)rows * BT_WG, cu_f32(dlogits), cu_f32(loss),
-           cu_f32(correct), cu_f32(logits), cu_i32(labels), V, grad_scale);
+           cu_f32(correct), cu_f32(log_z), cu_f32(logits), cu_i32(labels), V, grad_scale,
+           z_loss);
 }
 
 /* ================= embeddings, gather / scatter ================= */

@@ -245,15 +245,18 @@ static void ocl_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_pt
 }
 
 static void ocl_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
-                             bt_ptr logits, bt_ptr labels, int rows, int V, float grad_scale) {
+                             bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
+                             float grad_scale, float z_loss) {
     args a = begin(be, K_xent_fwd_bwd);
     arg_f32p(&a, dlogits);
     arg_f32p(&a, loss);
     arg_f32p(&a, correct);
+    arg_f32p(&a, log_z);
     arg_f32p(&a, logits);
     arg_ptr(&a, labels, 4);
     arg_i(&a, V);
     arg_f(&a, grad_scale);
+    arg_f(&a, z_loss);
     launch(be, &a, (size_t)rows * ocl(be)->wg);
 }
 
