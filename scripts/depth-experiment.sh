@@ -1,7 +1,7 @@
 #!/bin/sh
 # The depth experiment of docs/STABILITY.md: a deep, narrow BERT trained at a
 # high learning rate with no warmup, once per norm placement (post, pre,
-# admin), on a synthetic corpus where every word has one fixed successor (so a
+# admin, and admin_profile: Admin with the profiled omega), on a synthetic corpus where every word has one fixed successor (so a
 # masked word is predictable from its neighbours and a working encoder drives
 # the MLM loss far below the unigram plateau, ln 400 = 6.0, within a few
 # hundred steps). Writes OUT/<norm>/metrics.jsonl, OUT/summary.txt and, with
@@ -11,7 +11,7 @@ set -eu
 out=${1:?usage: depth-experiment.sh OUT [LAYERS] [LR] [STEPS] [NORMS...]}
 layers=${2:-24} lr=${3:-2e-3} steps=${4:-300}
 shift $(( $# < 4 ? $# : 4 ))
-norms=${*:-post pre admin}
+norms=${*:-post pre admin admin_profile}
 top=$(cd "$(dirname "$0")/.." && pwd)
 BERTRAIN=${BERTRAIN:-$top/bertrain}
 mkdir -p "$out/data"
@@ -52,7 +52,11 @@ cat > "$out/config.json" <<JSON
 JSON
 : > "$out/summary.txt"
 for n in $norms; do
-    "$BERTRAIN" train "$out/config.json" --set model.norm="\"$n\"" --set output_dir="\"$out/$n\"" \
+    case $n in # admin_profile: Admin with the profiled omega instead of the closed form
+        admin_profile) set -- --set model.norm='"admin"' --set model.admin_init='"profile"';;
+        *) set -- --set model.norm="\"$n\"";;
+    esac
+    "$BERTRAIN" train "$out/config.json" "$@" --set output_dir="\"$out/$n\"" \
         > "$out/$n.log" 2>&1 || echo "$n: exit $?" >> "$out/summary.txt"
     grep -o '"step": [0-9]*, "loss": [^,]*' "$out/$n/metrics.jsonl" |
         sed 's/"step": \([0-9]*\), "loss": \(.*\)/\1 \2/' > "$out/$n.dat"

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 enum { BERT_NORM_POST = 0, BERT_NORM_PRE = 1, BERT_NORM_ADMIN = 2 };
-enum { BERT_ADMIN_PROFILE = 0, BERT_ADMIN_CLOSED_FORM = 1 };
+enum { BERT_ADMIN_CLOSED_FORM = 0, BERT_ADMIN_PROFILE = 1 };
 #define BERT_MAX_LAYERS 256
 
 typedef struct {
@@ -29,8 +29,8 @@ typedef struct {
     int norm;   /* BERT_NORM_POST (BERT, HF), BERT_NORM_PRE (LayerNorm before each block
                  * and once after the last layer) or BERT_NORM_ADMIN (Post-LN with the
                  * residual scaled: x = LN(omega * x + f(x))) */
-    int admin_init; /* Admin: BERT_ADMIN_PROFILE (omega from a profiling forward) or
-                     * BERT_ADMIN_CLOSED_FORM */
+    int admin_init; /* Admin: BERT_ADMIN_CLOSED_FORM or BERT_ADMIN_PROFILE (omega from a
+                     * profiling forward) */
     /* Admin's residual scales, sublayer 2l (attention) and 2l+1 (feed-forward) of
      * layer l; 1 for the other norms. Set at initialization, then fixed (saved in
      * state.json, folded away by export). */

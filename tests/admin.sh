@@ -16,7 +16,7 @@ cd "$top_srcdir" || fail "no source dir"
 export OMP_NUM_THREADS=1
 CMP="$top_builddir/tests/st_compare"
 LOGITS="$top_builddir/tests/hf_logits"
-common="--set model.norm=admin --set model.num_hidden_layers=4 --set model.initializer_range=0.2
+common="--set model.norm=admin --set model.admin_init=profile --set model.num_hidden_layers=4 --set model.initializer_range=0.2
         --set data.seq_len=32 --set data.valid=\"\" --set steps_per_print=1 --set train_batch_size=8
         --set train_micro_batch_size_per_gpu=8"
 train() { # NAME ARGS...
