@@ -140,17 +140,24 @@ int resume_prepare(const bt_config *cfg, resume_info *ri) {
     return msg.rc;
 }
 
+/* The checkpoint's state.json, parsed (NULL when unreadable; the caller frees). */
+static cJSON *read_state(const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    size_t len;
+    char *text = ckpt_read_file(path, &len);
+    cJSON *state = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    return state;
+}
+
 /* From state.json: the per-layer update counts of optimizer.layer_steps (they
  * differ from the step under LayerDrop; older checkpoints lack them and keep
  * the optimizer step for every layer), and an Admin model's omegas. false
  * with a reason when the omegas are missing or bad. */
 static bool read_state_arrays(const char *dir, bt_optimizer *o, bert_model *m, char *err,
                               size_t errlen) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/state.json", dir);
-    size_t len;
-    char *text = ckpt_read_file(path, &len);
-    cJSON *state = text ? cJSON_Parse(text) : NULL;
+    cJSON *state = read_state(dir);
     const cJSON *arr = state ? at_path(state, "optimizer.layer_steps") : NULL;
     if (cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == o->n_layers)
         for (int l = 0; l < o->n_layers; l++)
@@ -163,17 +170,12 @@ static bool read_state_arrays(const char *dir, bt_optimizer *o, bert_model *m, c
         if (ok) memcpy(m->cfg.admin_omega, saved.admin_omega, sizeof saved.admin_omega);
     }
     cJSON_Delete(state);
-    free(text);
     return ok;
 }
 
 void resume_scaler(const resume_info *ri, loss_scaler *s) {
     if (dist_rank() == 0) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/state.json", ri->dir);
-        size_t len;
-        char *text = ckpt_read_file(path, &len);
-        cJSON *state = text ? cJSON_Parse(text) : NULL;
+        cJSON *state = read_state(ri->dir);
         const cJSON *scale = state ? at_path(state, "loss_scaler.scale") : NULL,
                     *hyst = state ? at_path(state, "loss_scaler.cur_hysteresis") : NULL,
                     *iter = state ? at_path(state, "loss_scaler.iter") : NULL,
@@ -191,7 +193,6 @@ void resume_scaler(const resume_info *ri, loss_scaler *s) {
                    "at %g\n", s->scale);
         }
         cJSON_Delete(state);
-        free(text);
     }
     dist_broadcast(s, sizeof *s);
 }
@@ -199,20 +200,15 @@ void resume_scaler(const resume_info *ri, loss_scaler *s) {
 bool resume_skips(const resume_info *ri, sample_skips *s) {
     int ok = 1;
     if (dist_rank() == 0) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/state.json", ri->dir);
-        size_t len;
-        char *text = ckpt_read_file(path, &len);
-        cJSON *state = text ? cJSON_Parse(text) : NULL;
+        cJSON *state = read_state(ri->dir);
         ok = state && skips_from_json(s, at_path(state, "data.skipped_samples"));
         if (!ok)
-            fprintf(stderr, "bertrain: resume: %s: data.skipped_samples is not a list of "
-                            "[from, to] sample ranges\n", path);
+            fprintf(stderr, "bertrain: resume: %s/state.json: data.skipped_samples is not a "
+                            "list of [from, to] sample ranges\n", ri->dir);
         else if (s->n > 0)
             printf("resume: %d sample ranges skipped after earlier rollbacks stay skipped\n",
                    s->n);
         cJSON_Delete(state);
-        free(text);
     }
     dist_broadcast(&ok, sizeof ok);
     if (ok) skips_broadcast(s);

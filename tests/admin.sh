@@ -108,13 +108,7 @@ echo "ok   folded export (imported as Post-LN) = the Admin model's logits (1e-5)
     fail "the folded, pruned export differs from evaluating with layers 1,3 skipped"
 echo "ok   folded and pruned (--keep-layers 0,2) = the Admin model with layers 1,3 skipped (1e-5)"
 
-TPY=""
-for p in /usr/bin/python3 python3 ${TORCH_PYTHON:-}; do
-    if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import transformers, torch' > /dev/null 2>&1; then
-        TPY=$p
-        break
-    fi
-done
+find_transformers_python
 if [ -n "$TPY" ]; then
     "$TPY" tests/hf_check.py "$tmpdir/hf" "$tmpdir/admin.safetensors" ||
         fail "transformers on the folded export does not match the Admin model"

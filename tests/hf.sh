@@ -99,13 +99,7 @@ rc=$?
 echo "ok   train --resume IMPORTED continues; another shape is refused: $(sed "s|$tmpdir/||" "$tmpdir/bad.err")"
 
 # transformers
-TPY=""
-for p in /usr/bin/python3 python3 ${TORCH_PYTHON:-}; do
-    if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import transformers, torch' > /dev/null 2>&1; then
-        TPY=$p
-        break
-    fi
-done
+find_transformers_python
 if [ -z "$TPY" ]; then
     echo "SKIP transformers part: neither /usr/bin/python3 nor python3 imports transformers and torch (scripts/check.sh installs transformers); checked against the fixture only"
     echo "PASS: export/import round trip (without transformers)"

@@ -84,13 +84,7 @@ for bad in 0,4 2,0 0,,1 x; do
 done
 echo "ok   bad --keep-layers (0,4  2,0  0,,1  x): $(cat "$tmpdir/bad.err")"
 
-TPY=""
-for p in /usr/bin/python3 python3 ${TORCH_PYTHON:-}; do
-    if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import transformers, torch' > /dev/null 2>&1; then
-        TPY=$p
-        break
-    fi
-done
+find_transformers_python
 if [ -n "$TPY" ]; then
     "$TPY" tests/hf_check.py "$tmpdir/hf" "$tmpdir/skip.safetensors" ||
         fail "transformers on the pruned export does not match evaluation with layers skipped"

@@ -9,3 +9,15 @@ trap 'rm -rf "$tmpdir"' EXIT
 
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
+
+# TPY: a python that imports transformers and torch (Debian's /usr/bin/python3,
+# python3 on PATH, or configure's TORCH_PYTHON), or "" when none does.
+find_transformers_python() {
+    TPY=""
+    for p in /usr/bin/python3 python3 ${TORCH_PYTHON:-}; do
+        if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import transformers, torch' > /dev/null 2>&1; then
+            TPY=$p
+            return
+        fi
+    done
+}
