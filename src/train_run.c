@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static void run_free(run_state *s) {
     stop_uninstall();
     ckpt_writer_free(s->writer); /* waits for a write in flight */
@@ -52,7 +51,7 @@ static bool alloc_micro(run_state *s, const batch_plan *p, int T, int max_masked
 }
 
 /* Fill this rank's micro-batches of the step whose first sample is at run
- * position g0; returns their count. */
+ * position g0 (step: 1-based, for the sample log test hook); returns their count. */
 static int fill_step(run_state *s, const batch_plan *p, uint64_t g0, long step) {
     int sizes[4096];
     int n = plan_micro_batches(p, dist_rank(), sizes);
@@ -194,9 +193,6 @@ static void maybe_perturb(run_state *s, long step) {
             dist_rank(), step);
 }
 
-
-/* fp16: log a step the loss scaler skipped (console and metrics, rank 0), or
- * why the run stops when it happened at the minimum scale. */
 /* Rank 0 logs a rollback: console and metrics.jsonl (a line with the step it
  * went back to and every sample range now skipped after it). */
 static void log_rollback(run_state *s, long at_step, long back_to, uint64_t cursor,
@@ -230,6 +226,8 @@ static bool test_samples_listed(const char *name, uint64_t from, uint64_t to) {
     return false;
 }
 
+/* fp16: log a step the loss scaler skipped (console and metrics, rank 0), or
+ * why the run stops when it happened at the minimum scale. */
 static void log_overflow(run_state *s, const bt_config *cfg, const step_result *r, long step,
                          const loss_scaler *scaler) {
     if (dist_rank() != 0) return;
