@@ -70,13 +70,10 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
                       .step = (uint64_t)step,
                       .mlm_grad_scale = counts[0] > 0 ? (float)(scale / counts[0]) : 0.0f,
                       .nsp_grad_scale = counts[1] > 0 ? (float)(scale / counts[1]) : 0.0f};
-    unsigned char *skip = NULL; /* LayerDrop: the same layers on every rank (seed, step) */
+    unsigned char skip_mask[BERT_MAX_LAYERS], *skip = NULL; /* LayerDrop: the same layers on
+                                                             * every rank (seed, step) */
     if (m->cfg.layerdrop > 0.0f) {
-        skip = calloc((size_t)m->cfg.num_hidden_layers, 1);
-        if (!skip) {
-            fprintf(stderr, "bertrain: out of host memory\n");
-            exit(1);
-        }
+        skip = skip_mask;
         r.layers_dropped = bert_layerdrop_draw(&m->cfg, cfg->seed, (uint64_t)step, skip);
         pass.layer_skip = skip;
         if (getenv("BERTRAIN_TEST_LOG_LAYERDROP")) { /* test hook: what this rank drops */
@@ -154,21 +151,19 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
             r.grad_norm = INFINITY;
             snprintf(r.skip_why, sizeof r.skip_why, "fp16 gradient overflow at loss scale %.10g",
                      scale);
-            free(skip);
             return r;
         }
-        if (scale != 1.0) m->be->scale(m->be, (bt_ptr){m->grads, 0}, (float)(1.0 / scale), m->n_params);
+        if (scale != 1.0) /* unscale: a power of 2, exact */
+            m->be->scale(m->be, (bt_ptr){m->grads, 0}, (float)(1.0 / scale), m->n_params);
     }
     r.next_loss_scale = scaler ? scaler->scale : 1.0;
     r.grad_norm = optim_grad_norm(m);
     if (guard && guard_check(guard, r.loss, r.grad_norm, r.skip_why, sizeof r.skip_why)) {
         r.skipped = true; /* no update: parameters and optimizer moments untouched */
-        free(skip);
         return r;
     }
     optim_clip(m, r.grad_norm, cfg->gradient_clipping);
     optim_step(opt, m, (float)lr, skip);
-    free(skip);
     return r;
 }
 
