@@ -153,7 +153,7 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
                      scale);
             return r;
         }
-        if (scale != 1.0) /* unscale: a power of 2, exact */
+        if (scale != 1.0) /* unscale (exact for the dynamic scaler's powers of 2) */
             m->be->scale(m->be, (bt_ptr){m->grads, 0}, (float)(1.0 / scale), m->n_params);
     }
     r.next_loss_scale = scaler ? scaler->scale : 1.0;
