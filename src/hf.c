@@ -157,19 +157,37 @@ static int parse_keep_layers(const char *list, int n_layers, int *new_index) {
     return kept;
 }
 
-/* The exported name of a checkpoint tensor after pruning: the encoder layer
- * renumbered, NULL for a dropped layer's tensor; *owned is set when allocated. */
-static const char *pruned_name(const char *name, const int *new_index, char **owned) {
+/* The encoder layer a tensor name belongs to ("bert.encoder.layer.L.<rest>"),
+ * with *rest after "L.", or -1 for a tensor outside the layers. */
+static int layer_of(const char *name, const char **rest) {
     static const char prefix[] = "bert.encoder.layer.";
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0) return -1;
+    char *end;
+    long l = strtol(name + sizeof prefix - 1, &end, 10);
+    if (end == name + sizeof prefix - 1 || *end != '.' || l < 0 || l >= BERT_MAX_LAYERS) return -1;
+    *rest = end + 1;
+    return (int)l;
+}
+
+/* The exported name of a checkpoint tensor after pruning into *out: the encoder
+ * layer renumbered (allocated into *owned), NULL for a dropped layer's tensor.
+ * false when out of memory. */
+static bool pruned_name(const char *name, const int *new_index, int n_layers, const char **out,
+                        char **owned) {
+    const char *rest;
+    int l = layer_of(name, &rest);
     *owned = NULL;
-    if (!new_index || strncmp(name, prefix, sizeof prefix - 1) != 0) return name;
-    char *rest;
-    long l = strtol(name + sizeof prefix - 1, &rest, 10);
-    if (new_index[l] < 0) return NULL;
+    *out = name;
+    if (!new_index || l < 0 || l >= n_layers) return true;
+    if (new_index[l] < 0) {
+        *out = NULL;
+        return true;
+    }
     size_t n = strlen(name) + 16;
-    if (!(*owned = malloc(n))) return NULL;
-    snprintf(*owned, n, "%s%d%s", prefix, new_index[l], rest);
-    return *owned;
+    if (!(*owned = malloc(n))) return false;
+    snprintf(*owned, n, "bert.encoder.layer.%d.%s", new_index[l], rest);
+    *out = *owned;
+    return true;
 }
 
 /* The first layer at or after l that the export keeps (all without
@@ -191,10 +209,9 @@ static double admin_fold_factor(const bert_config *mc, const int *new_index, con
     const float *omega = mc->admin_omega;
     if (!strncmp(name, "bert.embeddings.LayerNorm.", 26)) /* feeds the first kept layer */
         return omega[2 * next_kept(new_index, L, 0)];
-    int l, at = 0;
-    if (sscanf(name, "bert.encoder.layer.%d.%n", &l, &at) != 1 || at == 0 || l < 0 || l >= L)
-        return 1.0;
-    const char *rest = name + at;
+    const char *rest;
+    const int l = layer_of(name, &rest);
+    if (l < 0 || l >= L) return 1.0;
     if (!strcmp(rest, "attention.self.query.weight") || !strcmp(rest, "attention.self.key.weight") ||
         !strcmp(rest, "attention.self.value.weight"))
         return 1.0 / omega[2 * l];
@@ -294,7 +311,11 @@ int cli_export(int argc, char **argv) {
                     e->dtype);
             goto out;
         }
-        const char *name = pruned_name(e->name, new_index, &names[i]);
+        const char *name;
+        if (!pruned_name(e->name, new_index, n_layers_ckpt, &name, &names[i])) {
+            fprintf(stderr, "bertrain: export: out of host memory\n");
+            goto out;
+        }
         if (!name) continue; /* a layer --keep-layers leaves out */
         const void *data = st_data(&f, e);
         const double factor = admin_fold_factor(&mc_ckpt, new_index, e->name);
