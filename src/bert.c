@@ -43,20 +43,31 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(emb_mean, N);
     TAKE(emb_rstd, N);
     TAKE(emb_out, N * H);
-    for (int l = 0; l < L; l++) {
+    /* With the 16-bit stash one working set of the big fields serves every
+     * layer; without it each layer has its own. */
+    const bool stash = c->storage != BT_F32 && !c->fp32_stash;
+    a->work_base = off;
+    for (int l = 0; l < (stash ? 1 : L); l++) {
         TAKE(layer[l].qkv, N * 3 * H);
         TAKE(layer[l].probs, P);
         TAKE(layer[l].ctx, N * H);
         TAKE(layer[l].res1, N * H);
-        TAKE(layer[l].mean1, N);
-        TAKE(layer[l].rstd1, N);
         TAKE(layer[l].ln1, N * H);
         TAKE(layer[l].fc1, N * I);
         TAKE(layer[l].gelu, N * I);
         TAKE(layer[l].res2, N * H);
+        TAKE(layer[l].ln2, N * H);
+    }
+    if (stash) {
+        a->stash_per_layer = off - a->work_base;
+        for (int l = 1; l < L; l++) a->layer[l] = a->layer[0];
+        TAKE(xin, N * H);
+    }
+    for (int l = 0; l < L; l++) { /* LayerNorm statistics: fp32, per layer */
+        TAKE(layer[l].mean1, N);
+        TAKE(layer[l].rstd1, N);
         TAKE(layer[l].mean2, N);
         TAKE(layer[l].rstd2, N);
-        TAKE(layer[l].ln2, N * H);
     }
     TAKE(hm, M * H);
     TAKE(t1, M * H);
@@ -457,13 +468,72 @@ static bool layer_skipped(const bert_pass *pass, int l) {
     return pass->layer_skip && pass->layer_skip[l];
 }
 
+/* The last layer before l that runs in this pass, or -1. */
+static int layer_before(const bert_pass *pass, int l) {
+    for (int k = l - 1; k >= 0; k--)
+        if (!layer_skipped(pass, k)) return k;
+    return -1;
+}
+
 /* The input of layer l: the output of the last layer before it that runs in
  * this pass (a skipped layer passes its input through), or the embeddings.
- * l = num_hidden_layers gives the encoder's output. */
+ * l = num_hidden_layers gives the encoder's output. With the 16-bit stash that
+ * output is a copy in xin (the working set is the layer's own). */
 static size_t layer_input(const bert_model *m, int l, const bert_pass *pass) {
-    for (int k = l - 1; k >= 0; k--)
-        if (!layer_skipped(pass, k)) return layer_output(m, k);
-    return m->act->emb_out;
+    const int k = layer_before(pass, l);
+    if (k < 0) return m->act->emb_out;
+    return m->act->stash_per_layer ? m->act->xin : layer_output(m, k);
+}
+
+/* The saved activations of the layer in flight that the 16-bit stash holds
+ * (offsets into the working set, sizes for this batch); returns the count. */
+static int stashed_spans(const bert_model *m, size_t off[9], size_t n[9]) {
+    const bert_layer_acts *la = &m->act->layer[0];
+    const size_t N = (size_t)m->cur_B * m->cur_T, H = m->cfg.hidden_size,
+                 I = m->cfg.intermediate_size,
+                 P = (size_t)m->cur_B * m->cfg.num_attention_heads * m->cur_T * m->cur_T;
+    const size_t offs[9] = {la->qkv, la->probs, la->ctx, la->res1, la->ln1,
+                            la->fc1, la->gelu,  la->res2, la->ln2};
+    const size_t counts[9] = {N * 3 * H, P, N * H, N * H, N * H, N * I, N * I, N * H, N * H};
+    memcpy(off, offs, sizeof offs);
+    memcpy(n, counts, sizeof counts);
+    return 9;
+}
+
+/* Where field `work_off` of layer l lives in the stash. */
+static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
+    const struct bert_act_layout *a = m->act;
+    return (bt_ptr){m->stash, (l * a->stash_per_layer + (work_off - a->work_base)) * 2};
+}
+
+/* After layer l's forward: its saved activations go to the stash in 16 bits
+ * (exact: every one was rounded when stored), and its output to xin, the next
+ * layer's input. Nothing without a stash. */
+static void stash_layer(bert_model *m, int l) {
+    if (!m->act->stash_per_layer) return;
+    bt_backend *be = m->be;
+    const bt_dtype dt = (bt_dtype)m->cfg.storage;
+    size_t off[9], n[9];
+    for (int i = 0, k = stashed_spans(m, off, n); i < k; i++)
+        be->cast(be, stash_at(m, l, off[i]), dt, ACT(off[i]), BT_F32, n[i]);
+    be->copy(be, ACT(m->act->xin), ACT(layer_output(m, l)),
+             (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size * 4);
+}
+
+/* Before layer l's backward: its saved activations back from the stash into
+ * the working set, and its input (the output of the layer run before it)
+ * into xin. Nothing without a stash. */
+static void unstash_layer(bert_model *m, int l, const bert_pass *pass) {
+    if (!m->act->stash_per_layer) return;
+    bt_backend *be = m->be;
+    const bt_dtype dt = (bt_dtype)m->cfg.storage;
+    size_t off[9], n[9];
+    for (int i = 0, k = stashed_spans(m, off, n); i < k; i++)
+        be->cast(be, ACT(off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
+    const int before = layer_before(pass, l);
+    if (before >= 0)
+        be->cast(be, ACT(m->act->xin), BT_F32, stash_at(m, before, layer_output(m, before)), dt,
+                 (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size);
 }
 
 int bert_layerdrop_draw(const bert_config *cfg, uint64_t seed, uint64_t step,
@@ -521,7 +591,10 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
                     dropout_key(pass, -1, SITE_EMB));
     STORE16(a->emb_out, (size_t)N * H);
     for (int l = 0; l < L; l++)
-        if (!layer_skipped(pass, l)) layer_fwd(m, l, layer_input(m, l, pass), bt, pass);
+        if (!layer_skipped(pass, l)) {
+            layer_fwd(m, l, layer_input(m, l, pass), bt, pass);
+            stash_layer(m, l);
+        }
     size_t hidden = layer_input(m, L, pass);
     st->attn_score_sq = m->attn_score_sq;
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */
@@ -616,6 +689,7 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
     }
     for (int l = L - 1; l >= 0; l--) {
         if (layer_skipped(pass, l)) continue; /* identity: dA passes through; no gradient */
+        unstash_layer(m, l, pass);
         layer_bwd(m, l, layer_input(m, l, pass), bt, pass);
         /* a skipped layer's range is never reported: not reduced */
         grads_final(m, pass, v->layer[l].qkv_w, l + 1 < L ? v->layer[l + 1].qkv_w : layers_end);

@@ -43,6 +43,9 @@ typedef struct {
     int storage;     /* BT_F32, or BT_BF16 / BT_F16 (mixed precision): activations and
                       * gradients are stored with 16-bit precision, the math and the master
                       * weights and moments stay fp32 */
+    bool fp32_stash; /* 16-bit storage only: keep every layer's saved activations in
+                      * fp32 buffers (still rounded to 16 bits) instead of the 16-bit
+                      * stash; the same bits, twice the memory (tests compare them) */
 } bert_config;
 
 /* One named tensor of the flat parameter buffer. Offsets count fp32 elements. */
@@ -141,6 +144,8 @@ struct bert_model {
     double admin_variance_sum;    /* Admin profiling: 1 + the branch variances so far */
     double attn_score_sq;         /* this forward's sum of squared attention scores */
     bt_buffer *half;              /* 16-bit staging for rounding to cfg.storage (or NULL) */
+    bt_buffer *stash;             /* 16-bit storage: every layer's saved activations between
+                                   * forward and backward, in cfg.storage (or NULL) */
 };
 
 /* Fill cfg with a named preset (tiny, mini, small, medium, base, large);
@@ -191,6 +196,10 @@ void bert_admin_profile(bert_model *m, const bert_batch *batch);
  * 16-bit storage dtype (they become the fp32 values a bf16/fp16 tensor would
  * hold; beyond fp16's range, +-Inf); nothing in fp32. */
 void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n);
+
+/* Device bytes that activations take (fp32 buffers, the 16-bit stash and
+ * staging, int32 inputs): what mixed precision saves is visible here. */
+size_t bert_activation_bytes(const bert_model *m);
 
 /* Set all gradients to zero (start of an optimizer step). */
 void bert_zero_grads(bert_model *m);

@@ -26,12 +26,22 @@ struct bert_act_layout {
     size_t logits, mlm_loss, mlm_correct, mlm_log_z; /* (M, V), (M), (M), (M) */
     size_t cls, pool_pre, pooled, nsp_logits, nsp_loss, nsp_correct, nsp_log_z; /* NSP: (B, H) ... */
     size_t final_out, final_mean, final_rstd; /* Pre-LN final LayerNorm: (N, H), (N), (N) */
+    /* mixed precision: the input of the layer in flight (N, H), unpacked from
+     * the stash (0 without a stash) */
+    size_t xin;
     /* backward scratch */
     size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;
     size_t total;
     /* int32 inputs */
     size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx, ints_total;
     int n_layers;
+    /* Mixed precision with the 16-bit stash: the big saved activations of
+     * every layer (qkv .. ln2, not the LayerNorm statistics) share one fp32
+     * working set from work_base; between a layer's forward and its backward
+     * they live in the model's stash buffer, stash_per_layer 16-bit elements
+     * per layer, each field at its offset from work_base. 0: no stash, every
+     * layer has its own fp32 activations. */
+    size_t work_base, stash_per_layer;
     bert_layer_acts layer[]; /* n_layers */
 };
 

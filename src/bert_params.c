@@ -235,8 +235,11 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
         bert_free(m);
         return NULL;
     }
-    if (cfg->storage != BT_F32 && !(m->half = be->alloc(be, BERT_HALF_CHUNK * 2))) {
-        snprintf(err, errlen, "out of device memory on %s for 16-bit staging", be->name);
+    const size_t stash_bytes = (size_t)cfg->num_hidden_layers * m->act->stash_per_layer * 2;
+    if (cfg->storage != BT_F32 && (!(m->half = be->alloc(be, BERT_HALF_CHUNK * 2)) ||
+                                   (stash_bytes && !(m->stash = be->alloc(be, stash_bytes))))) {
+        snprintf(err, errlen, "out of device memory on %s for the 16-bit activations "
+                 "(%.1f MB; reduce train_micro_batch_size_per_gpu)", be->name, stash_bytes / 1e6);
         bert_free(m);
         return NULL;
     }
@@ -257,6 +260,7 @@ void bert_free(bert_model *m) {
     if (m->acts) be->free(be, m->acts);
     if (m->ints) be->free(be, m->ints);
     if (m->half) be->free(be, m->half);
+    if (m->stash) be->free(be, m->stash);
     free(m->act);
     free(m->tensors);
     free(m->v.layer);
@@ -273,6 +277,13 @@ void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
         be->cast(be, h, dt, x, BT_F32, k);
         be->cast(be, x, BT_F32, h, dt, k);
     }
+}
+
+size_t bert_activation_bytes(const bert_model *m) {
+    const struct bert_act_layout *a = m->act;
+    size_t bytes = (a->total + a->ints_total) * 4;
+    if (m->half) bytes += BERT_HALF_CHUNK * 2;
+    return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_per_layer * 2;
 }
 
 void bert_zero_grads(bert_model *m) {

@@ -10,11 +10,12 @@
 
 static void usage(void) {
     fprintf(stderr, "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] "
-                    "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n");
+                    "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"
+                    "       [--precision fp32|bf16|fp16]\n");
 }
 
 int cli_bench(int argc, char **argv) {
-    const char *preset = "mini", *backend = "cpu";
+    const char *preset = "mini", *backend = "cpu", *precision = "fp32";
     int seq = 128, batch = 8, steps = 10, warmup = 2, threads = 0, layers = 0;
     double layerdrop = 0.0;
     for (int i = 0; i < argc; i++) {
@@ -32,6 +33,7 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--layers")) layers = atoi(v);
         else if (!strcmp(a, "--layerdrop")) layerdrop = atof(v);
+        else if (!strcmp(a, "--precision")) precision = v;
         else {
             fprintf(stderr, "bertrain bench: unknown option %s\n", a);
             usage();
@@ -55,6 +57,14 @@ int cli_bench(int argc, char **argv) {
                 cfg.model.max_position_embeddings);
         return 2;
     }
+    if (strcmp(precision, "fp32") && strcmp(precision, "bf16") && strcmp(precision, "fp16")) {
+        fprintf(stderr, "bertrain bench: --precision %s: expected fp32|bf16|fp16\n", precision);
+        return 2;
+    }
+    /* 16-bit storage as bf16.enabled / fp16.enabled give it (fp16: a fixed loss
+     * scale of 1, so no step is skipped and every timed step does the same work) */
+    cfg.model.storage = !strcmp(precision, "bf16") ? BT_BF16 : !strcmp(precision, "fp16") ? BT_F16
+                                                                                        : BT_F32;
     snprintf(cfg.preset, sizeof cfg.preset, "%s", preset);
     cfg.micro_batch = cfg.train_batch_size = batch;
     cfg.grad_accum = 1;
@@ -117,6 +127,7 @@ int cli_bench(int argc, char **argv) {
            "warm-up, backend %s (%s)\n", preset, cfg.model.num_hidden_layers,
            (double)cfg.model.layerdrop, seq, batch, steps, warmup, be->name, info.name);
     printf("ms/step: %.1f\n", 1e3 * dt / steps);
+    printf("activations: %.1f MB (%s storage)\n", bert_activation_bytes(m) / 1e6, precision);
     if (cfg.model.layerdrop > 0.0f)
         printf("layers run per step: %.2f of %d (LayerDrop)\n",
                cfg.model.num_hidden_layers - mean_dropped, cfg.model.num_hidden_layers);

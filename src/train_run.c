@@ -368,7 +368,9 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         printf("bertrain: data %s: %llu tokens, %llu samples of %d per epoch\n", cfg->data.train,
                (unsigned long long)dataset_num_tokens(s.ds),
                (unsigned long long)dataset_num_samples(s.ds), T);
-        printf("bertrain: device %s (%s)\n", info.name, s.be->name);
+        printf("bertrain: device %s (%s); activations %.1f MB, stored in %s\n", info.name,
+               s.be->name, bert_activation_bytes(s.m) / 1e6,
+               mc.storage == BT_BF16 ? "bf16" : mc.storage == BT_F16 ? "fp16" : "fp32");
         if (cfg->n_shares > 0 || cfg->shares_auto)
             printf("bertrain: effective global batch %ld = shares %s over %d ranks "
                    "(micro-batch <= %d)\n", plan.global, shares, world, B);

@@ -1,0 +1,191 @@
+/* Mixed precision's 16-bit activation stash, on the CPU backend and (when
+ * built and present) OpenCL:
+ *  - a model whose saved activations live in the 16-bit stash between forward
+ *    and backward gives the same bits as one keeping them in fp32 buffers
+ *    (rounded to 16 bits alike): losses, MLM and NSP logits and accumulated
+ *    gradients, for bf16 and fp16, Post-LN, Pre-LN and Admin, with dropout on,
+ *    every layer or LayerDrop's skips, over two micro-batches of different
+ *    shapes accumulated into one gradient;
+ *  - the stash takes the memory the layout promises: (L - 1) fp32 working
+ *    sets fewer, L 16-bit copies and one fp32 layer input more.
+ * Parameters and inputs are fresh seeded random values (no zeros). */
+#include "../src/bert.h"
+#include "../src/bert_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { BMAX = 3, TMAX = 16, MMAX = 12, L = 4, V = 300 };
+static int failures;
+
+static void check(bool ok, const char *what) {
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    if (!ok) failures++;
+}
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static double uniform01(void) { /* xorshift64*: the test's own input stream */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+static bert_model *make(bt_backend *be, const bert_config *c) {
+    char err[256];
+    bert_model *m = bert_create(be, c, BMAX, TMAX, MMAX, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        exit(1);
+    }
+    return m;
+}
+
+/* One random micro-batch of B sequences of T tokens (the last padded). */
+typedef struct {
+    int32_t ids[BMAX * TMAX], types[BMAX * TMAX], mask[BMAX * TMAX], pos[MMAX], labels[MMAX],
+        nsp[BMAX];
+    bert_batch b;
+} test_batch;
+
+static void make_batch(test_batch *tb, int B, int T, int M) {
+    for (int i = 0; i < B * T; i++) {
+        bool real = i < (B - 1) * T || i % T < T - 3;
+        tb->ids[i] = real ? 5 + (int)(uniform01() * (V - 5)) : 0;
+        tb->types[i] = real && i % T >= T / 2;
+        tb->mask[i] = real;
+    }
+    for (int k = 0; k < M; k++) {
+        tb->pos[k] = (k * 5 + 1) % (B * T - 3);
+        tb->labels[k] = 5 + (int)(uniform01() * (V - 5));
+    }
+    for (int b = 0; b < B; b++) tb->nsp[b] = uniform01() < 0.5;
+    tb->b = (bert_batch){B, T, tb->ids, tb->types, tb->mask, M, tb->pos, tb->labels, tb->nsp, 0};
+}
+
+/* Two micro-batches' forward and backward into one gradient; the first
+ * micro-batch's MLM and NSP logits and both losses go to the outputs. */
+static void run(bert_model *m, test_batch *mb, const unsigned char *skip, float *logits,
+                float *nsp_logits, double loss[4]) {
+    bert_zero_grads(m);
+    for (int i = 0; i < 2; i++) {
+        bert_pass pass = {.train = true, .seed = 11, .step = 3, .mlm_grad_scale = 0.05f,
+                          .nsp_grad_scale = 0.2f, .layer_skip = skip,
+                          .mlm_logits_out = i ? NULL : logits,
+                          .nsp_logits_out = i ? NULL : nsp_logits};
+        bert_stats st;
+        bert_forward(m, &mb[i].b, &pass, &st);
+        bert_backward(m, &mb[i].b, &pass);
+        loss[2 * i] = st.mlm_loss_sum;
+        loss[2 * i + 1] = st.nsp_loss_sum;
+    }
+}
+
+static float *download_grads(bert_model *m) {
+    float *h = malloc(m->n_params * 4);
+    if (!h) exit(1);
+    m->be->download(m->be, h, (bt_ptr){m->grads, 0}, m->n_params * 4);
+    return h;
+}
+
+static size_t pad16(size_t n) { return (n + 15) / 16 * 16; }
+
+static void run_case(bt_backend *be, int norm, bt_dtype storage) {
+    const char *nn = norm == BERT_NORM_PRE ? "Pre-LN" : norm == BERT_NORM_ADMIN ? "Admin" : "Post-LN";
+    const char *dn = storage == BT_BF16 ? "bf16" : "fp16";
+    char what[256];
+    bert_config c;
+    bert_preset("tiny", &c);
+    c.vocab_size = V;
+    c.hidden_size = 32;
+    c.num_attention_heads = 4;
+    c.intermediate_size = 64;
+    c.max_position_embeddings = 32;
+    c.num_hidden_layers = L;
+    c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.1f;
+    c.nsp = true;
+    c.norm = norm;
+    c.storage = storage;
+    if (norm == BERT_NORM_ADMIN) bert_admin_closed_form(&c);
+    bert_model *st = make(be, &c);
+    c.fp32_stash = true;
+    bert_model *fp = make(be, &c);
+    if (!st->stash || fp->stash || st->act->stash_per_layer == 0) {
+        check(false, "the stash is allocated only without fp32_stash");
+        exit(1);
+    }
+    /* random parameters everywhere (LayerNorm and biases too) */
+    float *h = malloc(st->n_params * 4);
+    if (!h) exit(1);
+    for (size_t i = 0; i < st->n_params; i++) h[i] = (float)(0.2 * uniform01() - 0.1);
+    for (int i = 0; i < st->n_tensors; i++)
+        if (strstr(st->tensors[i].name, "LayerNorm.weight"))
+            for (size_t j = 0; j < st->tensors[i].numel; j++) h[st->tensors[i].offset + j] += 1.0f;
+    be->upload(be, (bt_ptr){st->params, 0}, h, st->n_params * 4);
+    be->upload(be, (bt_ptr){fp->params, 0}, h, st->n_params * 4);
+    free(h);
+
+    test_batch mb[2];
+    make_batch(&mb[0], BMAX, TMAX, MMAX);
+    make_batch(&mb[1], 2, 9, 5); /* smaller: the stash spans follow the batch */
+    const unsigned char skips[3][L] = {{0, 0, 0, 0}, {0, 1, 0, 1}, {1, 0, 1, 0}};
+    for (int k = 0; k < 3; k++) {
+        const unsigned char *skip = k ? skips[k] : NULL;
+        float ls[MMAX * V], lf[MMAX * V], ns[BMAX * 2], nf[BMAX * 2];
+        double loss_s[4], loss_f[4];
+        run(st, mb, skip, ls, ns, loss_s);
+        run(fp, mb, skip, lf, nf, loss_f);
+        float *gs = download_grads(st), *gf = download_grads(fp);
+        size_t nonzero = 0;
+        for (size_t i = 0; i < st->n_params; i++) nonzero += gs[i] != 0.0f;
+        snprintf(what, sizeof what, "%s %s %s, skip %d%d%d%d: 16-bit stash == fp32 buffers "
+                 "(bits): MLM loss %.6f, logits, NSP, %zu nonzero gradients of %zu", be->name,
+                 nn, dn, skips[k][0], skips[k][1], skips[k][2], skips[k][3], loss_s[0] / MMAX,
+                 nonzero, st->n_params);
+        check(!memcmp(loss_s, loss_f, sizeof loss_s) && !memcmp(ls, lf, sizeof ls) &&
+                  !memcmp(ns, nf, sizeof ns) && !memcmp(gs, gf, st->n_params * 4) &&
+                  nonzero > st->n_params / 2,
+              what);
+        free(gs);
+        free(gf);
+    }
+    /* memory: one working set of the big fields instead of L, L 16-bit copies, xin */
+    const size_t N = BMAX * TMAX, H = 32, I = 64, P = (size_t)BMAX * 4 * TMAX * TMAX;
+    const size_t work = 5 * pad16(N * H) + pad16(N * 3 * H) + pad16(P) + 2 * pad16(N * I);
+    const size_t bs = bert_activation_bytes(st), bf = bert_activation_bytes(fp);
+    snprintf(what, sizeof what, "%s %s %s: activations %zu bytes with the stash, %zu without "
+             "(the layout's promise: %zu fewer)", be->name, nn, dn, bs, bf,
+             (L - 1) * work * 4 - L * work * 2 - pad16(N * H) * 4);
+    check(bf - bs == (L - 1) * work * 4 - L * work * 2 - pad16(N * H) * 4 &&
+              st->act->stash_per_layer == work,
+          what);
+    bert_free(st);
+    bert_free(fp);
+}
+
+static void run_backend(bt_backend *be) {
+    const int norms[3] = {BERT_NORM_POST, BERT_NORM_PRE, BERT_NORM_ADMIN};
+    for (int i = 0; i < 3; i++) {
+        run_case(be, norms[i], BT_BF16);
+        run_case(be, norms[i], BT_F16);
+    }
+}
+
+int main(void) {
+    bt_backend *cpu = bt_cpu_backend_create(1);
+    if (!cpu) return 99;
+    run_backend(cpu);
+    cpu->destroy(cpu);
+    char err[256];
+    bool no_device = false;
+    bt_backend *cl = bt_backend_create("opencl:0:0", err, sizeof err, &no_device);
+    if (cl) {
+        run_backend(cl);
+        cl->destroy(cl);
+    } else {
+        printf("skip OpenCL: %s\n", err);
+    }
+    printf("%s: 16-bit activation stash (%d failures)\n", failures ? "FAIL" : "PASS", failures);
+    return failures != 0;
+}
