@@ -506,15 +506,22 @@ static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
     return (bt_ptr){m->stash, (l * a->stash_per_layer + (work_off - a->work_base)) * 2};
 }
 
-/* After layer l's forward: its saved activations go to the stash in 16 bits
- * (exact: every one was rounded when stored), and its output to xin, the next
- * layer's input. Nothing without a stash. */
-static void stash_layer(bert_model *m, int l) {
+/* Whether a backward pass may follow this forward (training, or a loss
+ * gradient asked for): only then are the activations worth saving. */
+static bool backward_follows(const bert_pass *pass) {
+    return pass->train || pass->mlm_grad_scale != 0.0f || pass->nsp_grad_scale != 0.0f ||
+           pass->attn_penalty_grad_scale != 0.0f;
+}
+
+/* After layer l's forward: when a backward may follow, its saved activations
+ * go to the stash in 16 bits (exact: every one was rounded when stored); its
+ * output goes to xin, the next layer's input. Nothing without a stash. */
+static void stash_layer(bert_model *m, int l, const bert_pass *pass) {
     if (!m->act->stash_per_layer) return;
     bt_backend *be = m->be;
     const bt_dtype dt = (bt_dtype)m->cfg.storage;
     size_t off[9], n[9];
-    for (int i = 0, k = stashed_spans(m, off, n); i < k; i++)
+    for (int i = 0, k = backward_follows(pass) ? stashed_spans(m, off, n) : 0; i < k; i++)
         be->cast(be, stash_at(m, l, off[i]), dt, ACT(off[i]), BT_F32, n[i]);
     be->copy(be, ACT(m->act->xin), ACT(layer_output(m, l)),
              (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size * 4);
@@ -577,6 +584,7 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     m->cur_T = T;
     m->cur_masked = M;
     upload_batch(m, bt);
+    m->backward_ready = backward_follows(pass);
     memset(st, 0, sizeof *st);
     m->attn_score_sq = 0.0;
 
@@ -593,7 +601,7 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     for (int l = 0; l < L; l++)
         if (!layer_skipped(pass, l)) {
             layer_fwd(m, l, layer_input(m, l, pass), bt, pass);
-            stash_layer(m, l);
+            stash_layer(m, l, pass);
         }
     size_t hidden = layer_input(m, L, pass);
     st->attn_score_sq = m->attn_score_sq;
@@ -655,6 +663,12 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
     const bert_views *v = &m->v;
     const int B = bt->B, T = bt->T, N = B * T, H = m->cfg.hidden_size, V = m->cfg.vocab_size;
     const int L = m->cfg.num_hidden_layers, M = bt->n_masked;
+    if (!m->backward_ready) {
+        fprintf(stderr, "bertrain: internal error: backward after a forward pass that "
+                        "neither trains nor asks for a gradient\n");
+        exit(1);
+    }
+    m->backward_ready = false;
 
     be->fill(be, ACT(a->dA), 0.0f, (size_t)N * H); /* d final hidden */
     if (M > 0) {

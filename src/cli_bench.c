@@ -73,7 +73,7 @@ int cli_bench(int argc, char **argv) {
     /* random tokens with BERT's special ids at 0..4 */
     bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,
                       .sep_id = 3, .mask_id = 4};
-    const int max_pred = seq; /* no cap */
+    const int max_pred = mask_cap_default(seq - 2, 0.15f); /* as training's default cap */
     char err[256];
     bert_model *m = bert_create(be, &cfg.model, batch, seq, batch * max_pred, err, sizeof err);
     bt_optimizer *opt = m ? optim_create(m, &cfg.optim, err, sizeof err) : NULL;

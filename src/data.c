@@ -109,13 +109,15 @@ bt_dataset *dataset_open(const char *path, const bt_data_config *cfg, const bt_v
     ds->model_vocab = model_vocab;
     ds->mask_prob = cfg->mask_prob;
     ds->max_pred = cfg->max_predictions;
-    if (ds->max_pred <= 0) { /* a cap that binds with probability < 1e-4 */
-        double n_tok = ds->W, p = cfg->mask_prob;
-        ds->max_pred = (int)ceil(n_tok * p + 4.0 * sqrt(n_tok * p * (1 - p))) + 1;
-        if (ds->max_pred > ds->W) ds->max_pred = ds->W;
-    }
+    if (ds->max_pred <= 0) ds->max_pred = mask_cap_default(ds->W, cfg->mask_prob);
     ds->perm_epoch = UINT64_MAX;
     return ds;
+}
+
+int mask_cap_default(int n_tokens, float mask_prob) {
+    const double n = n_tokens, p = mask_prob; /* mean + 4 standard deviations */
+    const int cap = (int)ceil(n * p + 4.0 * sqrt(n * p * (1 - p))) + 1;
+    return cap < n_tokens ? cap : n_tokens;
 }
 
 void dataset_close(bt_dataset *ds) {

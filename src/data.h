@@ -51,6 +51,10 @@ int dataset_most_common_token(const bt_dataset *ds);
 bool batch_buf_alloc(bt_batch_buf *b, int B, int T, int cap_masked);
 void batch_buf_free(bt_batch_buf *b);
 
+/* The cap on masked tokens per sequence of n_tokens that binds with
+ * probability < 1e-4 (data.max_predictions 0): sizes the MLM head's buffers. */
+int mask_cap_default(int n_tokens, float mask_prob);
+
 /* Mask one sequence in place: ids (T), special tokens and padding excluded.
  * Appends flat rows (row_base + t) and labels; returns the count appended. */
 int mask_sequence(int32_t *ids, int T, const bt_vocab *vocab, int vocab_size, float mask_prob,

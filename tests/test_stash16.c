@@ -150,6 +150,20 @@ static void run_case(bt_backend *be, int norm, bt_dtype storage) {
         free(gs);
         free(gf);
     }
+    /* evaluation (no backward follows: nothing is stashed, the layer inputs still
+     * pass through xin) */
+    for (int k = 0; k < 2; k++) {
+        float ls[MMAX * V], lf[MMAX * V];
+        bert_pass eval = {.mlm_logits_out = ls, .layer_skip = k ? skips[1] : NULL};
+        bert_stats ss, sf;
+        bert_forward(st, &mb[0].b, &eval, &ss);
+        eval.mlm_logits_out = lf;
+        bert_forward(fp, &mb[0].b, &eval, &sf);
+        snprintf(what, sizeof what, "%s %s %s, evaluation%s: stash == fp32 buffers (bits), "
+                 "MLM loss %.6f", be->name, nn, dn, k ? " skipping 1,3" : "",
+                 ss.mlm_loss_sum / MMAX);
+        check(ss.mlm_loss_sum == sf.mlm_loss_sum && !memcmp(ls, lf, sizeof ls), what);
+    }
     /* memory: one working set of the big fields instead of L, L 16-bit copies, xin */
     const size_t N = BMAX * TMAX, H = 32, I = 64, P = (size_t)BMAX * 4 * TMAX * TMAX;
     const size_t work = 5 * pad16(N * H) + pad16(N * 3 * H) + pad16(P) + 2 * pad16(N * I);
