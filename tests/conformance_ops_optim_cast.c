@@ -127,9 +127,15 @@ static float *cast_inputs(bt_dtype t, size_t *count) {
         0x1.8p-24f, 0x1.ff8p-15f, 0x1.ffcp-15f, 0x1p-14f, 0x1.002p0f, 0x1.006p0f, 1e-8f,
         0x1p-149f, 0x1p-126f, 0x1.01p0f, 0x1.03p0f, 0x1.ffp127f, 0x1.fefffep127f, 0x1p-133f,
         0x1p-134f, 0x1.8p-133f, -0x1.8p-133f, -0x1p-25f, -65520.0f};
-    size_t ns = sizeof spec / sizeof *spec, n = ns + 3000 + 3000;
+    /* NaNs whose payload sits in the low bits (signaling, all ones): rounding
+     * must not carry them into Inf or flip the sign */
+    static const uint32_t nan_bits[] = {0x7f800001u, 0x7fffffffu, 0xff800001u, 0xffffffffu,
+                                        0x7f80ffffu, 0x7fa00000u};
+    const size_t nn = sizeof nan_bits / sizeof *nan_bits;
+    size_t ns = sizeof spec / sizeof *spec + nn, n = ns + 3000 + 3000;
     float *x = ref_alloc(n * 4);
     memcpy(x, spec, sizeof spec);
+    memcpy(x + ns - nn, nan_bits, sizeof nan_bits);
     uint16_t top = t == BT_F16 ? 0x7bfe : 0x7f7e; /* last finite with a finite successor */
     for (size_t i = ns; i < ns + 3000; i++) { /* midpoints between neighbours: exact ties */
         uint16_t h = (uint16_t)(1 + ref_int(&g_input_rng, top));

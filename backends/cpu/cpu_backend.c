@@ -267,18 +267,47 @@ static float f16_to_f32(uint16_t h) {
     return f;
 }
 
+/* One loop per conversion, each free of per-element dispatch: f32 <-> bf16
+ * vectorize (the NaN case is a select), and rounding to 16 bits (mixed
+ * precision) runs over every stored activation. */
 static void cpu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st,
                      size_t n) {
     (void)be;
+    if (st == BT_F32 && dt == BT_BF16) {
+        const uint32_t *x = (const uint32_t *)cpu_f32(src);
+        uint16_t *h = cpu_u16(dst);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float f = st == BT_F32 ? cpu_f32(src)[i]
-                  : st == BT_BF16 ? bf16_to_f32(cpu_u16(src)[i])
-                                  : f16_to_f32(cpu_u16(src)[i]);
-        if (dt == BT_F32)
-            cpu_f32(dst)[i] = f;
-        else
-            cpu_u16(dst)[i] = dt == BT_BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+        for (size_t i = 0; i < n; i++) { /* as f32_to_bf16 */
+            const uint32_t v = x[i], nan = (v & 0x7fffffffu) > 0x7f800000u;
+            const uint32_t rounded = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
+            h[i] = (uint16_t)(nan ? (v >> 16) | 0x40u : rounded);
+        }
+    } else if (st == BT_BF16 && dt == BT_F32) {
+        const uint16_t *h = cpu_u16(src);
+        uint32_t *x = (uint32_t *)cpu_f32(dst);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = (uint32_t)h[i] << 16;
+    } else if (st == BT_F32 && dt == BT_F16) {
+        const float *x = cpu_f32(src);
+        uint16_t *h = cpu_u16(dst);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) h[i] = f32_to_f16(x[i]);
+    } else if (st == BT_F16 && dt == BT_F32) {
+        const uint16_t *h = cpu_u16(src);
+        float *x = cpu_f32(dst);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = f16_to_f32(h[i]);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float f = st == BT_F32 ? cpu_f32(src)[i]
+                      : st == BT_BF16 ? bf16_to_f32(cpu_u16(src)[i])
+                                      : f16_to_f32(cpu_u16(src)[i]);
+            if (dt == BT_F32)
+                cpu_f32(dst)[i] = f;
+            else
+                cpu_u16(dst)[i] = dt == BT_BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+        }
     }
 }
 
