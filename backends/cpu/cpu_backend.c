@@ -288,15 +288,38 @@ static void cpu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dty
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) x[i] = (uint32_t)h[i] << 16;
     } else if (st == BT_F32 && dt == BT_F16) {
-        const float *x = cpu_f32(src);
+        const uint32_t *x = (const uint32_t *)cpu_f32(src);
         uint16_t *h = cpu_u16(dst);
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) h[i] = f32_to_f16(x[i]);
+        for (size_t i = 0; i < n; i++) { /* f32_to_f16 with every case computed, one selected */
+            const uint32_t v = x[i], sign = (v >> 16) & 0x8000u, ax = v & 0x7fffffffu;
+            float a, sub;
+            memcpy(&a, &ax, 4);
+            /* a * 2^24 (exact) + 2^23 rounds to an integer, to nearest even */
+            sub = (a * 16777216.0f + 8388608.0f) - 8388608.0f;
+            const uint32_t mant = ax & 0x7fffffu, rest = mant & 0x1fffu;
+            uint32_t normal = (((ax >> 23) - 112u) << 10) | (mant >> 13);
+            normal += (rest > 0x1000u) | ((rest == 0x1000u) & normal);
+            const uint32_t bits = ax > 0x7f800000u   ? 0x7e00u
+                                  : ax >= 0x477ff000u ? 0x7c00u
+                                  : ax < 0x38800000u  ? (uint32_t)sub
+                                                      : normal;
+            h[i] = (uint16_t)(sign | bits);
+        }
     } else if (st == BT_F16 && dt == BT_F32) {
         const uint16_t *h = cpu_u16(src);
-        float *x = cpu_f32(dst);
+        uint32_t *x = (uint32_t *)cpu_f32(dst);
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) x[i] = f16_to_f32(h[i]);
+        for (size_t i = 0; i < n; i++) { /* f16_to_f32, likewise */
+            const uint32_t sign = (uint32_t)(h[i] & 0x8000u) << 16, exp = (h[i] >> 10) & 0x1fu,
+                           mant = h[i] & 0x3ffu;
+            const float sub = (float)mant * 0x1p-24f; /* exact */
+            uint32_t sub_bits;
+            memcpy(&sub_bits, &sub, 4);
+            x[i] = sign | (exp == 0    ? sub_bits
+                           : exp == 31 ? 0x7f800000u | (mant << 13)
+                                       : ((exp + 112u) << 23) | (mant << 13));
+        }
     } else {
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) {
