@@ -17,8 +17,31 @@
 #define ACT(off) ((bt_ptr){m->acts, (size_t)(off) * 4})
 #define INT(off) ((bt_ptr){m->ints, (size_t)(off) * 4})
 /* mixed precision: an activation (or its gradient) is stored in 16 bits */
-#define STORE16(off, n) bert_store16(m, m->acts, (off), (size_t)(n))
-#define STORE16_PTR(p, n) bert_store16(m, (p).buf, (p).off / 4, (size_t)(n))
+#define STORE16(off, n) store16(m, m->acts, (off), (size_t)(n))
+#define STORE16_PTR(p, n) store16(m, (p).buf, (p).off / 4, (size_t)(n))
+
+/* Where field `work_off` of layer l lives in the stash. */
+static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
+    const struct bert_act_layout *a = m->act;
+    return (bt_ptr){m->stash, (l * a->stash_per_layer + (work_off - a->work_base)) * 2};
+}
+
+/* Round n values of buf from element off to the 16-bit storage dtype. A
+ * value of the working set during layer l's forward goes through that
+ * layer's stash slot: the one 16-bit copy both rounds it and keeps it for
+ * the backward pass. */
+static void store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
+    const struct bert_act_layout *a = m->act;
+    if (buf == m->acts && a->stash_per_layer && m->layer_in_flight >= 0 &&
+        off >= a->work_base && off < a->work_base + a->stash_per_layer) {
+        const bt_dtype dt = (bt_dtype)m->cfg.storage;
+        const bt_ptr slot = stash_at(m, m->layer_in_flight, off);
+        m->be->cast(m->be, slot, dt, ACT(off), BT_F32, n);
+        m->be->cast(m->be, ACT(off), BT_F32, slot, dt, n);
+    } else {
+        bert_store16(m, buf, off, n);
+    }
+}
 
 enum { SITE_EMB = 1, SITE_ATTN_PROBS = 2, SITE_ATTN_OUT = 3, SITE_FFN_OUT = 4 };
 
@@ -500,31 +523,13 @@ static int stashed_spans(const bert_model *m, size_t off[9], size_t n[9]) {
     return 9;
 }
 
-/* Where field `work_off` of layer l lives in the stash. */
-static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
-    const struct bert_act_layout *a = m->act;
-    return (bt_ptr){m->stash, (l * a->stash_per_layer + (work_off - a->work_base)) * 2};
-}
-
-/* Whether a backward pass may follow this forward (training, or a loss
- * gradient asked for): only then are the activations worth saving. */
-static bool backward_follows(const bert_pass *pass) {
-    return pass->train || pass->mlm_grad_scale != 0.0f || pass->nsp_grad_scale != 0.0f ||
-           pass->attn_penalty_grad_scale != 0.0f;
-}
-
-/* After layer l's forward: when a backward may follow, its saved activations
- * go to the stash in 16 bits (exact: every one was rounded when stored); its
- * output goes to xin, the next layer's input. Nothing without a stash. */
-static void stash_layer(bert_model *m, int l, const bert_pass *pass) {
+/* After layer l's forward (its saved activations already in the stash: see
+ * store16): its output goes to xin, the next layer's input. Nothing without
+ * a stash. */
+static void stash_layer(bert_model *m, int l) {
     if (!m->act->stash_per_layer) return;
-    bt_backend *be = m->be;
-    const bt_dtype dt = (bt_dtype)m->cfg.storage;
-    size_t off[9], n[9];
-    for (int i = 0, k = backward_follows(pass) ? stashed_spans(m, off, n) : 0; i < k; i++)
-        be->cast(be, stash_at(m, l, off[i]), dt, ACT(off[i]), BT_F32, n[i]);
-    be->copy(be, ACT(m->act->xin), ACT(layer_output(m, l)),
-             (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size * 4);
+    m->be->copy(m->be, ACT(m->act->xin), ACT(layer_output(m, l)),
+                (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size * 4);
 }
 
 /* Before layer l's backward: its saved activations back from the stash into
@@ -584,7 +589,7 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     m->cur_T = T;
     m->cur_masked = M;
     upload_batch(m, bt);
-    m->backward_ready = backward_follows(pass);
+    m->backward_ready = true;
     memset(st, 0, sizeof *st);
     m->attn_score_sq = 0.0;
 
@@ -600,8 +605,10 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     STORE16(a->emb_out, (size_t)N * H);
     for (int l = 0; l < L; l++)
         if (!layer_skipped(pass, l)) {
+            m->layer_in_flight = l;
             layer_fwd(m, l, layer_input(m, l, pass), bt, pass);
-            stash_layer(m, l, pass);
+            m->layer_in_flight = -1;
+            stash_layer(m, l);
         }
     size_t hidden = layer_input(m, L, pass);
     st->attn_score_sq = m->attn_score_sq;
@@ -664,8 +671,7 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
     const int B = bt->B, T = bt->T, N = B * T, H = m->cfg.hidden_size, V = m->cfg.vocab_size;
     const int L = m->cfg.num_hidden_layers, M = bt->n_masked;
     if (!m->backward_ready) {
-        fprintf(stderr, "bertrain: internal error: backward after a forward pass that "
-                        "neither trains nor asks for a gradient\n");
+        fprintf(stderr, "bertrain: internal error: backward without a forward pass before it\n");
         exit(1);
     }
     m->backward_ready = false;

@@ -146,7 +146,8 @@ struct bert_model {
     bt_buffer *half;              /* 16-bit staging for rounding to cfg.storage (or NULL) */
     bt_buffer *stash;             /* 16-bit storage: every layer's saved activations between
                                    * forward and backward, in cfg.storage (or NULL) */
-    bool backward_ready;          /* the last forward saved what bert_backward needs */
+    bool backward_ready;          /* a forward pass ran since the last backward */
+    int layer_in_flight;          /* the layer whose forward runs (16-bit stash), or -1 */
 };
 
 /* Fill cfg with a named preset (tiny, mini, small, medium, base, large);

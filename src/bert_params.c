@@ -219,6 +219,7 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
     m->max_batch = max_batch;
     m->max_seq = max_seq;
     m->max_masked = max_masked;
+    m->layer_in_flight = -1;
     if (!build_table(m)) goto oom;
     m->act = bert_act_layout_new(cfg, max_batch, max_seq, max_masked);
     if (!m->act) goto oom;
