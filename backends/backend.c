@@ -11,7 +11,7 @@
     X(layernorm_fwd) X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)          \
     X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale) X(axpy)   \
     X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum) X(all_finite)   \
-    X(adamw_step) X(lamb_update) X(cast)
+    X(adamw_step) X(lamb_update) X(cast) X(round16)
 
 #define BT_OP_NAME(op) #op,
 const char *const bt_op_names[] = {BT_OPS(BT_OP_NAME)};

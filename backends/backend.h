@@ -166,6 +166,11 @@ struct bt_backend {
     /* dst = src converted between dtypes (round to nearest even) */
     void (*cast)(bt_backend *be, bt_ptr dst, bt_dtype dst_type, bt_ptr src,
                  bt_dtype src_type, size_t n);
+    /* x = x rounded to dtype (BT_BF16 or BT_F16), in place: the fp32 values a
+     * tensor of that dtype would hold (nearest even; beyond fp16's range +-Inf;
+     * NaN stays NaN). Mixed precision's storage rounding in one pass, with no
+     * 16-bit staging buffer. */
+    void (*round16)(bt_backend *be, bt_ptr x, bt_dtype dtype, size_t n);
 };
 
 /* Names of every op slot in the table, in order, for start-up checks and the

@@ -70,3 +70,15 @@ __kernel void cast_f16_to_bf16(__global ushort *dst, ulong dst_off, __global con
     const size_t i = get_global_id(0);
     if (i < n) dst[dst_off + i] = f32_to_bf16(f16_to_f32(src[src_off + i]));
 }
+
+/* x rounded to bf16 and back, in place (mixed precision's storage rounding). */
+__kernel void round16_bf16(__global uint *x, ulong x_off, ulong n) {
+    const size_t i = get_global_id(0);
+    if (i < n) x[x_off + i] = bf16_to_f32(f32_to_bf16(x[x_off + i]));
+}
+
+/* x rounded to f16 and back, in place. */
+__kernel void round16_f16(__global uint *x, ulong x_off, ulong n) {
+    const size_t i = get_global_id(0);
+    if (i < n) x[x_off + i] = f16_to_f32(f32_to_f16(x[x_off + i]));
+}

@@ -70,3 +70,15 @@ __global__ void cast_f16_to_bf16(uint16_t *dst, const uint16_t *src, size_t n) {
     const size_t i = global_id();
     if (i < n) dst[i] = f32_to_bf16(f16_to_f32(src[i]));
 }
+
+/* x rounded to bf16 and back, in place (mixed precision's storage rounding). */
+__global__ void round16_bf16(uint32_t *x, size_t n) {
+    const size_t i = global_id();
+    if (i < n) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
+/* x rounded to f16 and back, in place. */
+__global__ void round16_f16(uint32_t *x, size_t n) {
+    const size_t i = global_id();
+    if (i < n) x[i] = f16_to_f32(f32_to_f16(x[i]));
+}

@@ -74,5 +74,7 @@ __global__ void cast_bf16_to_f32(uint32_t *dst, const uint16_t *src, size_t n);
 __global__ void cast_f16_to_f32(uint32_t *dst, const uint16_t *src, size_t n);
 __global__ void cast_bf16_to_f16(uint16_t *dst, const uint16_t *src, size_t n);
 __global__ void cast_f16_to_bf16(uint16_t *dst, const uint16_t *src, size_t n);
+__global__ void round16_bf16(uint32_t *x, size_t n);
+__global__ void round16_f16(uint32_t *x, size_t n);
 
 #endif

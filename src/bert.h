@@ -143,7 +143,6 @@ struct bert_model {
     int cur_B, cur_T, cur_masked; /* shape of the batch in flight */
     double admin_variance_sum;    /* Admin profiling: 1 + the branch variances so far */
     double attn_score_sq;         /* this forward's sum of squared attention scores */
-    bt_buffer *half;              /* 16-bit staging for rounding to cfg.storage (or NULL) */
     bt_buffer *stash;             /* 16-bit storage: every layer's saved activations between
                                    * forward and backward, in cfg.storage (or NULL) */
     bool backward_ready;          /* a forward pass ran since the last backward */
@@ -199,8 +198,8 @@ void bert_admin_profile(bert_model *m, const bert_batch *batch);
  * hold; beyond fp16's range, +-Inf); nothing in fp32. */
 void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n);
 
-/* Device bytes that activations take (fp32 buffers, the 16-bit stash and
- * staging, int32 inputs): what mixed precision saves is visible here. */
+/* Device bytes that activations take (fp32 buffers, the 16-bit stash, int32
+ * inputs): what mixed precision saves is visible here. */
 size_t bert_activation_bytes(const bert_model *m);
 
 /* Set all gradients to zero (start of an optimizer step). */

@@ -202,8 +202,6 @@ const bert_tensor *bert_find_tensor(const bert_model *m, const char *name) {
 
 /* ---- allocation ---- */
 
-enum { BERT_HALF_CHUNK = 1 << 20 }; /* elements rounded to 16 bits per staging pass */
-
 bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, int max_seq,
                         int max_masked, char *err, size_t errlen) {
     if (!bert_config_valid(cfg, err, errlen)) return NULL;
@@ -237,8 +235,7 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
         return NULL;
     }
     const size_t stash_bytes = (size_t)cfg->num_hidden_layers * m->act->stash_per_layer * 2;
-    if (cfg->storage != BT_F32 && (!(m->half = be->alloc(be, BERT_HALF_CHUNK * 2)) ||
-                                   (stash_bytes && !(m->stash = be->alloc(be, stash_bytes))))) {
+    if (stash_bytes && !(m->stash = be->alloc(be, stash_bytes))) {
         snprintf(err, errlen, "out of device memory on %s for the 16-bit activations "
                  "(%.1f MB; reduce train_micro_batch_size_per_gpu)", be->name, stash_bytes / 1e6);
         bert_free(m);
@@ -260,7 +257,6 @@ void bert_free(bert_model *m) {
     if (m->grads) be->free(be, m->grads);
     if (m->acts) be->free(be, m->acts);
     if (m->ints) be->free(be, m->ints);
-    if (m->half) be->free(be, m->half);
     if (m->stash) be->free(be, m->stash);
     free(m->act);
     free(m->tensors);
@@ -269,21 +265,13 @@ void bert_free(bert_model *m) {
 }
 
 void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
-    if (m->cfg.storage == BT_F32) return;
-    bt_backend *be = m->be;
-    const bt_dtype dt = (bt_dtype)m->cfg.storage;
-    for (size_t done = 0; done < n; done += BERT_HALF_CHUNK) { /* through the staging */
-        size_t k = n - done < BERT_HALF_CHUNK ? n - done : BERT_HALF_CHUNK;
-        bt_ptr x = {buf, (off + done) * 4}, h = {m->half, 0};
-        be->cast(be, h, dt, x, BT_F32, k);
-        be->cast(be, x, BT_F32, h, dt, k);
-    }
+    if (m->cfg.storage == BT_F32 || n == 0) return;
+    m->be->round16(m->be, (bt_ptr){buf, off * 4}, (bt_dtype)m->cfg.storage, n);
 }
 
 size_t bert_activation_bytes(const bert_model *m) {
     const struct bert_act_layout *a = m->act;
     size_t bytes = (a->total + a->ints_total) * 4;
-    if (m->half) bytes += BERT_HALF_CHUNK * 2;
     return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_per_layer * 2;
 }
 

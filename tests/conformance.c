@@ -49,6 +49,7 @@ static void run_pass(bt_backend *be) {
     test_reductions(be);
     test_optimizers(be);
     test_cast(be);
+    test_round16(be);
     test_nan_propagation(be);
     be->destroy(be);
     if (want_op("destroy")) {

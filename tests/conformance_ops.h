@@ -46,6 +46,8 @@ void test_xent(bt_backend *be);
 void test_optimizers(bt_backend *be);
 /* Check cast between f32, f16 and bf16 (rounding, specials, every 16-bit pattern). */
 void test_cast(bt_backend *be);
+/* round16: in-place rounding to bf16/f16 against the float64 reference's rounding. */
+void test_round16(bt_backend *be);
 
 /* ---- conformance_perf.c ---- */
 /* --perf: time every math op at its largest shape (gemm at BERT-mini training

@@ -231,3 +231,50 @@ void test_cast(bt_backend *be) {
         free(x);
     }
 }
+
+/* ================= round16 ================= */
+
+typedef struct {
+    size_t n;
+    bt_dtype t;
+} round16_args;
+static void run_round16(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    round16_args *r = a;
+    be->round16(be, t[0].p, r->t, r->n);
+}
+
+void test_round16(bt_backend *be) {
+    if (!want_op("round16")) return;
+    static const bt_dtype fmts[2] = {BT_F16, BT_BF16};
+    for (int fi = 0; fi < 2; fi++) {
+        const bt_dtype t = fmts[fi];
+        reseed("round16", (size_t)fi);
+        size_t count;
+        float *pool = cast_inputs(t, &count); /* specials first, random bits last */
+        for (int si = 0; si < 8; si++) {
+            const vector_shape *sh = &VECTOR_SHAPES[si];
+            if (skip_shape(sh->quick)) continue;
+            const size_t n = sh->n, start = n < count ? count - n : 0; /* small: random values */
+            float *x = ref_alloc(n * 4);
+            for (size_t i = 0; i < n; i++) x[i] = pool[(start + i) % count];
+            round16_args r = {n, t};
+            tensor tt[] = {tensor_out("x", x, n)};
+            verdict v = v_new();
+            if (exec_op(&v, be, tt, 1, run_round16, &r, NULL)) {
+                size_t bad = 0, first = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (!same32(RES(tt[0])[i], round_to(t, x[i])) && !bad++) first = i;
+                v_metric(&v, "mismatches", (double)bad, 0.0);
+                if (bad)
+                    v_fail(&v, "%zu wrong, first %.9g -> %.9g, want %.9g", bad, x[first],
+                           RES(tt[0])[first], round_to(t, x[first]));
+            }
+            v_report(&v, "round16", "%s in place, %zu values%s (mismatches)", dtype_name(t), n,
+                     n >= count ? " +specials" : "");
+            tensors_free(tt, 1);
+            free(x);
+        }
+        free(pool);
+    }
+}

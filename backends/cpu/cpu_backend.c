@@ -217,120 +217,85 @@ static void cpu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr
     }
 }
 
-/* ---- 16-bit conversions (round to nearest even) ---- */
+/* ---- 16-bit conversions (round to nearest even) ----
+ * On the bits, every case computed and one selected (no branches), so the
+ * loops over them vectorize. */
 
-static uint16_t f32_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
+static inline uint16_t f32_to_bf16(uint32_t x) {
+    const uint32_t nan = (x & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    return (uint16_t)(nan ? (x >> 16) | 0x40u : rounded); /* NaN: quiet, never Inf */
 }
 
-static float bf16_to_f32(uint16_t h) {
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
+static inline uint32_t bf16_to_f32(uint16_t h) { return (uint32_t)h << 16; }
+
+static inline uint16_t f32_to_f16(uint32_t x) {
+    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    float a;
+    memcpy(&a, &ax, 4);
+    /* subnormal or 0: a * 2^24 (exact) + 2^23 rounds to an integer, to nearest even */
+    const float sub = (a * 16777216.0f + 8388608.0f) - 8388608.0f;
+    const uint32_t mant = ax & 0x7fffffu, rest = mant & 0x1fffu;
+    uint32_t normal = (((ax >> 23) - 112u) << 10) | (mant >> 13);
+    normal += (rest > 0x1000u) | ((rest == 0x1000u) & normal);
+    const uint32_t bits = ax > 0x7f800000u   ? 0x7e00u /* NaN */
+                          : ax >= 0x477ff000u ? 0x7c00u /* overflow to Inf */
+                          : ax < 0x38800000u  ? (uint32_t)sub
+                                              : normal;
+    return (uint16_t)(sign | bits);
 }
 
-static uint16_t f32_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);             /* NaN */
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);            /* overflow to Inf */
-    if (ax < 0x38800000u) {                                              /* subnormal or 0 */
-        float a;
-        memcpy(&a, &ax, 4);
-        /* a * 2^24 rounded to nearest even is the subnormal mantissa */
-        return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
-    }
-    uint32_t mant = ax & 0x7fffffu;
-    uint32_t exp = (ax >> 23) - 112u;
-    uint32_t h = (exp << 10) | (mant >> 13);
-    uint32_t rest = mant & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
-    return (uint16_t)(sign | h);
+static inline uint32_t f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu,
+                   mant = h & 0x3ffu;
+    const float sub = (float)mant * 0x1p-24f; /* exact */
+    uint32_t sub_bits;
+    memcpy(&sub_bits, &sub, 4);
+    return sign | (exp == 0    ? sub_bits
+                   : exp == 31 ? 0x7f800000u | (mant << 13)
+                               : ((exp + 112u) << 23) | (mant << 13));
 }
 
-static float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    float f;
-    if (exp == 0) {
-        f = ldexpf((float)mant, -24);
-        return sign ? -f : f;
-    }
-    uint32_t x = exp == 31 ? sign | 0x7f800000u | (mant << 13)
-                           : sign | ((exp + 112u) << 23) | (mant << 13);
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-/* One loop per conversion, each free of per-element dispatch: f32 <-> bf16
- * vectorize (the NaN case is a select), and rounding to 16 bits (mixed
- * precision) runs over every stored activation. */
+/* One loop per conversion, free of per-element dispatch. */
 static void cpu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st,
                      size_t n) {
     (void)be;
-    if (st == BT_F32 && dt == BT_BF16) {
-        const uint32_t *x = (const uint32_t *)cpu_f32(src);
-        uint16_t *h = cpu_u16(dst);
+    const uint32_t *x = (const uint32_t *)cpu_f32(src);
+    const uint16_t *h = cpu_u16(src);
+    uint32_t *y = (uint32_t *)cpu_f32(dst);
+    uint16_t *g = cpu_u16(dst);
+    if (st == dt) {
+        memmove(g, h, n * bt_dtype_size(st));
+    } else if (st == BT_F32 && dt == BT_BF16) {
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) { /* as f32_to_bf16 */
-            const uint32_t v = x[i], nan = (v & 0x7fffffffu) > 0x7f800000u;
-            const uint32_t rounded = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
-            h[i] = (uint16_t)(nan ? (v >> 16) | 0x40u : rounded);
-        }
-    } else if (st == BT_BF16 && dt == BT_F32) {
-        const uint16_t *h = cpu_u16(src);
-        uint32_t *x = (uint32_t *)cpu_f32(dst);
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) x[i] = (uint32_t)h[i] << 16;
+        for (size_t i = 0; i < n; i++) g[i] = f32_to_bf16(x[i]);
     } else if (st == BT_F32 && dt == BT_F16) {
-        const uint32_t *x = (const uint32_t *)cpu_f32(src);
-        uint16_t *h = cpu_u16(dst);
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) { /* f32_to_f16 with every case computed, one selected */
-            const uint32_t v = x[i], sign = (v >> 16) & 0x8000u, ax = v & 0x7fffffffu;
-            float a, sub;
-            memcpy(&a, &ax, 4);
-            /* a * 2^24 (exact) + 2^23 rounds to an integer, to nearest even */
-            sub = (a * 16777216.0f + 8388608.0f) - 8388608.0f;
-            const uint32_t mant = ax & 0x7fffffu, rest = mant & 0x1fffu;
-            uint32_t normal = (((ax >> 23) - 112u) << 10) | (mant >> 13);
-            normal += (rest > 0x1000u) | ((rest == 0x1000u) & normal);
-            const uint32_t bits = ax > 0x7f800000u   ? 0x7e00u
-                                  : ax >= 0x477ff000u ? 0x7c00u
-                                  : ax < 0x38800000u  ? (uint32_t)sub
-                                                      : normal;
-            h[i] = (uint16_t)(sign | bits);
-        }
+        for (size_t i = 0; i < n; i++) g[i] = f32_to_f16(x[i]);
+    } else if (st == BT_BF16 && dt == BT_F32) {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) y[i] = bf16_to_f32(h[i]);
     } else if (st == BT_F16 && dt == BT_F32) {
-        const uint16_t *h = cpu_u16(src);
-        uint32_t *x = (uint32_t *)cpu_f32(dst);
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) { /* f16_to_f32, likewise */
-            const uint32_t sign = (uint32_t)(h[i] & 0x8000u) << 16, exp = (h[i] >> 10) & 0x1fu,
-                           mant = h[i] & 0x3ffu;
-            const float sub = (float)mant * 0x1p-24f; /* exact */
-            uint32_t sub_bits;
-            memcpy(&sub_bits, &sub, 4);
-            x[i] = sign | (exp == 0    ? sub_bits
-                           : exp == 31 ? 0x7f800000u | (mant << 13)
-                                       : ((exp + 112u) << 23) | (mant << 13));
-        }
+        for (size_t i = 0; i < n; i++) y[i] = f16_to_f32(h[i]);
+    } else if (st == BT_BF16) { /* -> f16 */
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) g[i] = f32_to_f16(bf16_to_f32(h[i]));
+    } else { /* f16 -> bf16 */
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) g[i] = f32_to_bf16(f16_to_f32(h[i]));
+    }
+}
+
+static void cpu_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
+    (void)be;
+    uint32_t *v = (uint32_t *)cpu_f32(x);
+    if (dt == BT_BF16) {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) v[i] = bf16_to_f32(f32_to_bf16(v[i]));
     } else {
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            float f = st == BT_F32 ? cpu_f32(src)[i]
-                      : st == BT_BF16 ? bf16_to_f32(cpu_u16(src)[i])
-                                      : f16_to_f32(cpu_u16(src)[i]);
-            if (dt == BT_F32)
-                cpu_f32(dst)[i] = f;
-            else
-                cpu_u16(dst)[i] = dt == BT_BF16 ? f32_to_bf16(f) : f32_to_f16(f);
-        }
+        for (size_t i = 0; i < n; i++) v[i] = f16_to_f32(f32_to_f16(v[i]));
     }
 }
 
@@ -367,6 +332,7 @@ bt_backend *bt_cpu_backend_create(int threads) {
     be->adamw_step = cpu_adamw_step;
     be->lamb_update = cpu_lamb_update;
     be->cast = cpu_cast;
+    be->round16 = cpu_round16;
     cpu_fill_nn_ops(be);
     return be;
 }

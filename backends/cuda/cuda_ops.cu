@@ -288,6 +288,14 @@ static void cu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtyp
     }
 }
 
+static void cu_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
+    cu_ctx *c = cu(be);
+    if (dt == BT_BF16)
+        LAUNCH(c, round16_bf16, n, u32(x), n);
+    else
+        LAUNCH(c, round16_f16, n, u32(x), n);
+}
+
 void cu_fill_ops(bt_backend *be) {
     be->fill = cu_fill;
     be->bias_add = cu_bias_add;
@@ -315,4 +323,5 @@ void cu_fill_ops(bt_backend *be) {
     be->adamw_step = cu_adamw_step;
     be->lamb_update = cu_lamb_update;
     be->cast = cu_cast;
+    be->round16 = cu_round16;
 }

@@ -32,7 +32,7 @@ struct bt_buffer {
     X(softmax_bwd) X(embed_fwd) X(embed_bwd_word) X(embed_bwd_pos) X(gather_rows)       \
     X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(cast_f32_to_bf16)    \
     X(cast_f32_to_f16) X(cast_bf16_to_f32) X(cast_f16_to_f32) X(cast_bf16_to_f16)       \
-    X(cast_f16_to_bf16)
+    X(cast_f16_to_bf16) X(round16_bf16) X(round16_f16)
 
 #define OCL_KERNEL_ENUM(name) K_##name,
 typedef enum { OCL_KERNELS(OCL_KERNEL_ENUM) K_COUNT } ocl_kernel_id;

@@ -432,6 +432,13 @@ static void ocl_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dty
     launch(be, &a, n);
 }
 
+static void ocl_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
+    args a = begin(be, dt == BT_BF16 ? K_round16_bf16 : K_round16_f16);
+    arg_f32p(&a, x);
+    arg_ul(&a, n);
+    launch(be, &a, n);
+}
+
 void ocl_fill_ops(bt_backend *be) {
     be->fill = ocl_fill;
     be->bias_add = ocl_bias_add;
@@ -459,4 +466,5 @@ void ocl_fill_ops(bt_backend *be) {
     be->adamw_step = ocl_adamw_step;
     be->lamb_update = ocl_lamb_update;
     be->cast = ocl_cast;
+    be->round16 = ocl_round16;
 }
