@@ -174,6 +174,9 @@ static void call_lamb(bt_backend *be, perf_case *c) {
 static void call_cast(bt_backend *be, perf_case *c) {
     be->cast(be, c->t[1], BT_BF16, c->t[0], BT_F32, c->n);
 }
+static void call_round16(bt_backend *be, perf_case *c) {
+    be->round16(be, c->t[0], BT_BF16, c->n);
+}
 
 /* Allocate the case's tensors (sizes in elements; int_hi > 0: int tensors)
  * and time it; skipped under --op for other ops. */
@@ -287,6 +290,7 @@ void run_perf(bt_backend *be) {
     CASE("lamb_update", call_lamb, 28.0 * N, "n=196608", .n = N);
     run_case(be, c, (size_t[]){N, N, N, N, N}, NULL, 5);
     CASE("cast", call_cast, 6.0 * N, "n=196608 f32->bf16", .n = N);
+    CASE("round16", call_round16, 8.0 * N, "n=196608 bf16", .n = N);
     run_case(be, c, (size_t[]){N, N}, NULL, 2);
 #undef CASE
 }

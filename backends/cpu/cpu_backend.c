@@ -267,22 +267,22 @@ static void cpu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dty
     if (st == dt) {
         memmove(g, h, n * bt_dtype_size(st));
     } else if (st == BT_F32 && dt == BT_BF16) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) g[i] = f32_to_bf16(x[i]);
     } else if (st == BT_F32 && dt == BT_F16) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) g[i] = f32_to_f16(x[i]);
     } else if (st == BT_BF16 && dt == BT_F32) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) y[i] = bf16_to_f32(h[i]);
     } else if (st == BT_F16 && dt == BT_F32) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) y[i] = f16_to_f32(h[i]);
     } else if (st == BT_BF16) { /* -> f16 */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) g[i] = f32_to_f16(bf16_to_f32(h[i]));
     } else { /* f16 -> bf16 */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) g[i] = f32_to_bf16(f16_to_f32(h[i]));
     }
 }
@@ -291,10 +291,10 @@ static void cpu_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
     (void)be;
     uint32_t *v = (uint32_t *)cpu_f32(x);
     if (dt == BT_BF16) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) v[i] = bf16_to_f32(f32_to_bf16(v[i]));
     } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) v[i] = f16_to_f32(f32_to_f16(v[i]));
     }
 }
