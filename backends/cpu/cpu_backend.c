@@ -238,22 +238,24 @@ static inline uint16_t f32_to_f16(uint32_t x) {
     const uint32_t mant = ax & 0x7fffffu, rest = mant & 0x1fffu;
     uint32_t normal = (((ax >> 23) - 112u) << 10) | (mant >> 13);
     normal += (rest > 0x1000u) | ((rest == 0x1000u) & normal);
-    const uint32_t bits = ax > 0x7f800000u   ? 0x7e00u /* NaN */
-                          : ax >= 0x477ff000u ? 0x7c00u /* overflow to Inf */
-                          : ax < 0x38800000u  ? (uint32_t)sub
-                                              : normal;
+    /* all-ones masks pick the case: NaN, overflow to Inf, subnormal, normal */
+    const uint32_t nan_m = 0u - (uint32_t)(ax > 0x7f800000u),
+                   big_m = 0u - (uint32_t)(ax >= 0x477ff000u),
+                   sub_m = 0u - (uint32_t)(ax < 0x38800000u);
+    const uint32_t bits = (nan_m & 0x7e00u) | (~nan_m & big_m & 0x7c00u) |
+                          (sub_m & (uint32_t)(int32_t)sub) | (~big_m & ~sub_m & normal);
     return (uint16_t)(sign | bits);
 }
 
 static inline uint32_t f16_to_f32(uint16_t h) {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu,
                    mant = h & 0x3ffu;
-    const float sub = (float)mant * 0x1p-24f; /* exact */
+    const float sub = (float)(int32_t)mant * 0x1p-24f; /* exact */
     uint32_t sub_bits;
     memcpy(&sub_bits, &sub, 4);
-    return sign | (exp == 0    ? sub_bits
-                   : exp == 31 ? 0x7f800000u | (mant << 13)
-                               : ((exp + 112u) << 23) | (mant << 13));
+    const uint32_t zero_m = 0u - (uint32_t)(exp == 0), top_m = 0u - (uint32_t)(exp == 31);
+    return sign | (zero_m & sub_bits) | (top_m & (0x7f800000u | (mant << 13))) |
+           (~zero_m & ~top_m & (((exp + 112u) << 23) | (mant << 13)));
 }
 
 /* One loop per conversion, free of per-element dispatch. */
