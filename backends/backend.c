@@ -7,7 +7,7 @@
 
 #define BT_OPS(X)                                                                  \
     X(destroy) X(info) X(sync) X(alloc) X(free) X(upload) X(download) X(copy)     \
-    X(fill) X(gemm) X(bias_add) X(bias_grad) X(embed_fwd) X(embed_bwd)             \
+    X(fill) X(gemm) X(gemm16) X(bias_add) X(bias_grad) X(embed_fwd) X(embed_bwd)             \
     X(layernorm_fwd) X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)          \
     X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale) X(axpy)   \
     X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum) X(all_finite)   \

@@ -29,6 +29,14 @@ static inline bt_ptr bt_at(bt_ptr p, size_t count) {
 
 typedef enum { BT_F32 = 0, BT_BF16 = 1, BT_F16 = 2 } bt_dtype;
 
+/* Elements a gemm operand spans in its buffer: `batch` matrices of `rows` x
+ * `cols` (as stored: transposed ones swapped) with row stride ld and batch
+ * stride `stride`. Backends that stage operands copy this much. */
+static inline size_t bt_gemm_operand_span(int rows, int cols, int ld, long stride, int batch) {
+    if (rows <= 0 || cols <= 0 || batch <= 0) return 0;
+    return (size_t)(batch - 1) * (size_t)stride + (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
+
 /* Bytes per element of a dtype. */
 static inline size_t bt_dtype_size(bt_dtype t) { return t == BT_F32 ? 4 : 2; }
 
@@ -39,6 +47,9 @@ typedef struct {
     size_t free_mem;      /* bytes, 0 if unknown */
     int compute_units;
     bool has_fp16;
+    /* gemm16 with fp16 / bf16 operands runs on 16-bit hardware (tensor cores), so
+     * mixed precision uses it; elsewhere it would only add rounding passes */
+    bool tensor_f16, tensor_bf16;
     bool has_fp64;
 } bt_device_info;
 
@@ -77,6 +88,14 @@ struct bt_backend {
                  float alpha, bt_ptr a, int lda, long stride_a,
                  bt_ptr b, int ldb, long stride_b,
                  float beta, bt_ptr c, int ldc, long stride_c, int batch);
+    /* gemm with 16-bit operands (mixed precision): as gemm, but each element of
+     * A and B (fp32 buffers) is rounded to dtype (BT_BF16 or BT_F16) before the
+     * products, which accumulate in fp32; C stays fp32. CUDA: tensor cores
+     * (cuBLAS, operands converted to dtype in device scratch); elsewhere the
+     * rounded operands go to the fp32 GEMM. A and B are left unchanged. */
+    void (*gemm16)(bt_backend *be, bt_dtype dtype, bool trans_a, bool trans_b, int m, int n,
+                   int k, float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb,
+                   long stride_b, float beta, bt_ptr c, int ldc, long stride_c, int batch);
     /* y[r, c] += bias[c]                       y: (rows, cols) */
     void (*bias_add)(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols);
     /* dbias[c] += sum_r dy[r, c] */

@@ -43,6 +43,19 @@ static void store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
     }
 }
 
+/* Every GEMM of the model: with 16-bit operands (fp32 accumulation) where
+ * m->gemm16 (mixed precision on tensor cores), else in fp32. */
+static void mm(bert_model *m, bool ta, bool tb, int M, int N, int K, float alpha, bt_ptr a,
+               int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc,
+               long sc, int batch) {
+    if (m->gemm16)
+        m->be->gemm16(m->be, (bt_dtype)m->cfg.storage, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb,
+                      sb, beta, c, ldc, sc, batch);
+    else
+        m->be->gemm(m->be, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                    batch);
+}
+
 enum { SITE_EMB = 1, SITE_ATTN_PROBS = 2, SITE_ATTN_OUT = 3, SITE_FFN_OUT = 4 };
 
 /* The dropout key of one site: the same on every backend, rank and resume. */
@@ -143,7 +156,7 @@ static void linear_fwd(bert_model *m, bt_ptr out, bt_ptr in, size_t w, size_t b,
                        int in_f, int out_f) {
     if (rows == 0) return;
     bt_backend *be = m->be;
-    be->gemm(be, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 0.0f, out,
+    mm(m, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 0.0f, out,
              out_f, 0, 1);
     be->bias_add(be, out, PAR(b), rows, out_f);
     STORE16_PTR(out, (size_t)rows * out_f);
@@ -154,11 +167,11 @@ static void linear_bwd(bert_model *m, bt_ptr din, size_t w, size_t b, bt_ptr dou
                        int rows, int in_f, int out_f) {
     if (rows == 0) return;
     bt_backend *be = m->be;
-    be->gemm(be, true, false, out_f, in_f, rows, 1.0f, dout, out_f, 0, in, in_f, 0, 1.0f, GRD(w),
+    mm(m, true, false, out_f, in_f, rows, 1.0f, dout, out_f, 0, in, in_f, 0, 1.0f, GRD(w),
              in_f, 0, 1);
     be->bias_grad(be, GRD(b), dout, rows, out_f);
     if (din.buf) {
-        be->gemm(be, false, false, rows, in_f, out_f, 1.0f, dout, out_f, 0, PAR(w), in_f, 0, 0.0f,
+        mm(m, false, false, rows, in_f, out_f, 1.0f, dout, out_f, 0, PAR(w), in_f, 0, 0.0f,
                  din, in_f, 0, 1);
         STORE16_PTR(din, (size_t)rows * in_f);
     }
@@ -203,14 +216,13 @@ static void upload_batch(bert_model *m, const bert_batch *bt) {
 
 /* out (B, NH, T, T) = Q K^T per head (unscaled: the softmax applies 1/sqrt(D)). */
 static void attention_scores(bert_model *m, int l, const bert_batch *bt, size_t out) {
-    bt_backend *be = m->be;
     const bert_layer_acts *la = &m->act->layer[l];
     const int B = bt->B, T = bt->T, H = m->cfg.hidden_size, NH = m->cfg.num_attention_heads,
               D = H / NH;
     const size_t TT = (size_t)T * T, per_b = (size_t)NH * TT;
     for (int b = 0; b < B; b++) {
         size_t q = la->qkv + (size_t)b * T * 3 * H;
-        be->gemm(be, false, true, T, T, D, 1.0f, ACT(q), 3 * H, D, ACT(q + H), 3 * H, D, 0.0f,
+        mm(m, false, true, T, T, D, 1.0f, ACT(q), 3 * H, D, ACT(q + H), 3 * H, D, 0.0f,
                  ACT(out + b * per_b), T, (long)TT, NH);
     }
 }
@@ -237,7 +249,7 @@ static void attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert
     }
     for (int b = 0; b < B; b++) { /* ctx (T, D) per head, written as (B, T, H) */
         size_t v = la->qkv + (size_t)b * T * 3 * H + 2 * H;
-        be->gemm(be, false, false, T, D, T, 1.0f, ACT(src + b * per_b), T, (long)TT, ACT(v),
+        mm(m, false, false, T, D, T, 1.0f, ACT(src + b * per_b), T, (long)TT, ACT(v),
                  3 * H, D, 0.0f, ACT(la->ctx + (size_t)b * T * H), H, D, NH);
     }
     STORE16(la->ctx, (size_t)B * T * H);
@@ -263,10 +275,10 @@ static void attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert
         size_t qkv = la->qkv + (size_t)b * T * 3 * H, dqkv = a->dqkv + (size_t)b * T * 3 * H;
         size_t dctx = a->dctx + (size_t)b * T * H;
         /* dV = P^T dctx */
-        be->gemm(be, true, false, T, D, T, 1.0f, ACT(src + b * per_b), T, (long)TT, ACT(dctx), H,
+        mm(m, true, false, T, D, T, 1.0f, ACT(src + b * per_b), T, (long)TT, ACT(dctx), H,
                  D, 0.0f, ACT(dqkv + 2 * H), 3 * H, D, NH);
         /* dP = dctx V^T */
-        be->gemm(be, false, true, T, T, D, 1.0f, ACT(dctx), H, D, ACT(qkv + 2 * H), 3 * H, D,
+        mm(m, false, true, T, T, D, 1.0f, ACT(dctx), H, D, ACT(qkv + 2 * H), 3 * H, D,
                  0.0f, ACT(a->dprobs + b * per_b), T, (long)TT, NH);
     }
     if (p > 0.0f)
@@ -284,10 +296,10 @@ static void attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert
         size_t qkv = la->qkv + (size_t)b * T * 3 * H, dqkv = a->dqkv + (size_t)b * T * 3 * H;
         size_t ds = a->dprobs + b * per_b;
         /* dQ = dS K */
-        be->gemm(be, false, false, T, D, T, 1.0f, ACT(ds), T, (long)TT, ACT(qkv + H), 3 * H, D,
+        mm(m, false, false, T, D, T, 1.0f, ACT(ds), T, (long)TT, ACT(qkv + H), 3 * H, D,
                  0.0f, ACT(dqkv), 3 * H, D, NH);
         /* dK = dS^T Q */
-        be->gemm(be, true, false, T, D, T, 1.0f, ACT(ds), T, (long)TT, ACT(qkv), 3 * H, D, 0.0f,
+        mm(m, true, false, T, D, T, 1.0f, ACT(ds), T, (long)TT, ACT(qkv), 3 * H, D, 0.0f,
                  ACT(dqkv + H), 3 * H, D, NH);
     }
     STORE16(a->dqkv, (size_t)B * T * 3 * H);

@@ -43,6 +43,9 @@ typedef struct {
     int storage;     /* BT_F32, or BT_BF16 / BT_F16 (mixed precision): activations and
                       * gradients are stored with 16-bit precision, the math and the master
                       * weights and moments stay fp32 */
+    int gemm16;      /* 16-bit storage only: GEMMs on 16-bit operands (backend gemm16)
+                      * 0: where the backend runs them on tensor cores; 1: always
+                      * (tests); -1: never */
     bool fp32_stash; /* 16-bit storage only: keep every layer's saved activations in
                       * fp32 buffers (still rounded to 16 bits) instead of the 16-bit
                       * stash; the same bits, twice the memory (tests compare them) */
@@ -147,6 +150,7 @@ struct bert_model {
                                    * forward and backward, in cfg.storage (or NULL) */
     bool backward_ready;          /* a forward pass ran since the last backward */
     int layer_in_flight;          /* the layer whose forward runs (16-bit stash), or -1 */
+    bool gemm16;                  /* GEMMs multiply 16-bit operands (see cfg.gemm16) */
 };
 
 /* Fill cfg with a named preset (tiny, mini, small, medium, base, large);

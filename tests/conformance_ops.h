@@ -20,6 +20,8 @@ void test_nan_propagation(bt_backend *be);
 /* Check gemm (transposes, padded leading dimensions, NaN C with beta = 0,
  * strided batches, attention layouts, BERT sizes) and its backward. */
 void test_gemm(bt_backend *be);
+/* Check gemm16 (16-bit operands, fp32 accumulation) against the float64 reference. */
+void test_gemm16(bt_backend *be);
 /* Check bias_add and bias_grad over the MATRIX_SHAPES shapes. */
 void test_bias(bt_backend *be);
 

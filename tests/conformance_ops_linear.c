@@ -14,13 +14,24 @@ typedef struct {
     long sa, sb, sc;
     int batch;
     float alpha, beta;
+    bt_dtype dt; /* BT_F32: gemm; BT_BF16 / BT_F16: gemm16 */
 } gemm_args;
 
 static void run_gemm(bt_backend *be, tensor *t, void *arg, double *s) {
     (void)s;
     gemm_args *g = arg;
-    be->gemm(be, g->ta, g->tb, g->m, g->n, g->k, g->alpha, t[0].p, g->lda, g->sa, t[1].p,
-             g->ldb, g->sb, g->beta, t[2].p, g->ldc, g->sc, g->batch);
+    if (g->dt != BT_F32)
+        be->gemm16(be, g->dt, g->ta, g->tb, g->m, g->n, g->k, g->alpha, t[0].p, g->lda, g->sa,
+                   t[1].p, g->ldb, g->sb, g->beta, t[2].p, g->ldc, g->sc, g->batch);
+    else
+        be->gemm(be, g->ta, g->tb, g->m, g->n, g->k, g->alpha, t[0].p, g->lda, g->sa, t[1].p,
+                 g->ldb, g->sb, g->beta, t[2].p, g->ldc, g->sc, g->batch);
+}
+
+/* x[i] = x rounded to dt (the operands gemm16 multiplies) */
+static void round_operand(double *x, size_t n, bt_dtype dt) {
+    if (dt == BT_F32) return;
+    for (size_t i = 0; i < n; i++) x[i] = dt == BT_F16 ? ref_round_f16(x[i]) : ref_round_bf16(x[i]);
 }
 
 static size_t gemm_span(int rows, int ld, long stride, int batch) {
@@ -44,6 +55,8 @@ static void gemm_case(bt_backend *be, gemm_args g, bool nan_c, const char *label
         for (size_t i = 0; i < nc; i++)
             if (logical[i]) C[i] = NAN;
     double *rA = ref_dup(A, na), *rB = ref_dup(B, nb), *rC = ref_dup(C, nc);
+    round_operand(rA, na, g.dt);
+    round_operand(rB, nb, g.dt);
     ref_gemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, rA, g.lda, g.sa, rB, g.ldb, g.sb, g.beta, rC,
              g.ldc, g.sc, g.batch);
     double *aA = ref_abs(A, na), *aB = ref_abs(B, nb), *mC = ref_abs(C, nc); /* |terms| */
@@ -59,8 +72,9 @@ static void gemm_case(bt_backend *be, gemm_args g, bool nan_c, const char *label
                 break;
             }
     }
-    v_report(&v, "gemm", "%dx%dx%d %c%c%s a=%g b=%g%s", g.m, g.n, g.k, g.ta ? 'T' : 'N',
-             g.tb ? 'T' : 'N', label, g.alpha, g.beta, nan_c ? " C=NaN" : "");
+    v_report(&v, g.dt == BT_F32 ? "gemm" : "gemm16", "%s%dx%dx%d %c%c%s a=%g b=%g%s",
+             g.dt == BT_F16 ? "f16 " : g.dt == BT_BF16 ? "bf16 " : "", g.m, g.n, g.k,
+             g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', label, g.alpha, g.beta, nan_c ? " C=NaN" : "");
     tensors_free(t, 3);
     free(A), free(B), free(C), free(rA), free(rB), free(rC), free(logical), free(aA), free(aB), free(mC);
 }
@@ -176,6 +190,43 @@ void test_gemm(bt_backend *be) {
     gemm_bwd_case(be, 5, 3, 17, 1.0f);
     gemm_bwd_case(be, 17, 33, 65, 0.5f);
     if (!g_quick) gemm_bwd_case(be, 128, 768, 768, 1.0f);
+}
+
+/* gemm16: the operands rounded to bf16 / f16 (the float64 reference rounds
+ * them too), fp32 accumulation: every transpose, leading dimensions beyond
+ * the columns, beta = 0 over NaN, strided batches, the attention layout and a
+ * BERT-base layer. A and B must come back unchanged. */
+void test_gemm16(bt_backend *be) {
+    if (!want_op("gemm16")) return;
+    static const bt_dtype dts[2] = {BT_BF16, BT_F16};
+    for (int d = 0; d < 2; d++) {
+        const bt_dtype dt = dts[d];
+        for (int tr = 0; tr < 4; tr++) {
+            gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = 17, .n = 33, .k = 65, .batch = 1,
+                           .alpha = tr == 2 ? -1.5f : 1.0f, .beta = tr == 1 ? 0.75f : 0.0f,
+                           .dt = dt};
+            int pad = tr % 2 ? 3 : 0;
+            g.lda = (g.ta ? g.m : g.k) + pad;
+            g.ldb = (g.tb ? g.k : g.n) + pad;
+            g.ldc = g.n + pad;
+            gemm_case(be, g, false, pad ? " ld+3" : "");
+        }
+        gemm_case(be, (gemm_args){.m = 1, .n = 1, .k = 1, .lda = 1, .ldb = 1, .ldc = 1,
+                                  .batch = 1, .alpha = 1, .beta = 0, .dt = dt}, true, "");
+        gemm_case(be, (gemm_args){.tb = true, .m = 13, .n = 9, .k = 7, .lda = 9, .ldb = 8,
+                                  .ldc = 11, .sa = 13 * 9 + 5, .sb = 9 * 8 + 3,
+                                  .sc = 13 * 11 + 7, .batch = 3, .alpha = 0.5f, .beta = 1,
+                                  .dt = dt}, false, " batch3");
+        const int T = 9, D = 4, NH = 3, H = D * NH;
+        gemm_case(be, (gemm_args){.tb = true, .m = T, .n = T, .k = D, .lda = 3 * H,
+                                  .ldb = 3 * H, .ldc = T, .sa = D, .sb = D, .sc = (long)T * T,
+                                  .batch = NH, .alpha = 0.125f, .beta = 0, .dt = dt},
+                  false, " QK^T heads");
+        if (!g_quick)
+            gemm_case(be, (gemm_args){.tb = true, .m = 128, .n = 768, .k = 768, .lda = 768,
+                                      .ldb = 768, .ldc = 768, .batch = 1, .alpha = 1,
+                                      .beta = 0, .dt = dt}, false, "");
+    }
 }
 
 /* ================= bias_add / bias_grad ================= */

@@ -1,5 +1,5 @@
-/* Mixed precision's 16-bit activation stash, on the CPU backend and (when
- * built and present) OpenCL:
+/* Mixed precision's 16-bit activation stash and 16-bit GEMMs, on the CPU
+ * backend and (when built and present) OpenCL:
  *  - a model whose saved activations live in the 16-bit stash between forward
  *    and backward gives the same bits as one keeping them in fp32 buffers
  *    (rounded to 16 bits alike): losses, MLM and NSP logits and accumulated
@@ -7,7 +7,9 @@
  *    every layer or LayerDrop's skips, over two micro-batches of different
  *    shapes accumulated into one gradient;
  *  - the stash takes the memory the layout promises: (L - 1) fp32 working
- *    sets fewer, L 16-bit copies and one fp32 layer input more.
+ *    sets fewer, L 16-bit copies and one fp32 layer input more;
+ *  - the model's GEMMs through gemm16 (as on tensor cores) give the fp32
+ *    GEMMs' bits when every operand holds 16-bit values.
  * Parameters and inputs are fresh seeded random values (no zeros). */
 #include "../src/bert.h"
 #include "../src/bert_internal.h"
@@ -178,11 +180,74 @@ static void run_case(bt_backend *be, int norm, bt_dtype storage) {
     bert_free(fp);
 }
 
+/* gemm16 forced on (16-bit operands, fp32 accumulation) == the fp32 GEMMs
+ * when every operand already holds 16-bit values: parameters rounded to the
+ * dtype, dropout off (its output is the one operand not stored rounded). The
+ * model's plumbing of 16-bit GEMMs, checkable without tensor cores. */
+static void run_gemm16_case(bt_backend *be, int norm, bt_dtype storage) {
+    const char *nn = norm == BERT_NORM_PRE ? "Pre-LN" : norm == BERT_NORM_ADMIN ? "Admin" : "Post-LN";
+    const char *dn = storage == BT_BF16 ? "bf16" : "fp16";
+    char what[256];
+    bert_config c;
+    bert_preset("tiny", &c);
+    c.vocab_size = V;
+    c.hidden_size = 32;
+    c.num_attention_heads = 4;
+    c.intermediate_size = 64;
+    c.max_position_embeddings = 32;
+    c.num_hidden_layers = L;
+    c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.0f;
+    c.nsp = true;
+    c.norm = norm;
+    c.storage = storage;
+    if (norm == BERT_NORM_ADMIN) bert_admin_closed_form(&c);
+    c.gemm16 = 0; /* auto: this backend has no tensor cores */
+    bert_model *plain = make(be, &c);
+    c.gemm16 = 1;
+    bert_model *g16 = make(be, &c);
+    float *h = malloc(plain->n_params * 4);
+    if (!h) exit(1);
+    for (size_t i = 0; i < plain->n_params; i++) h[i] = (float)(0.2 * uniform01() - 0.1);
+    for (int i = 0; i < plain->n_tensors; i++)
+        if (strstr(plain->tensors[i].name, "LayerNorm.weight"))
+            for (size_t j = 0; j < plain->tensors[i].numel; j++) h[plain->tensors[i].offset + j] += 1.0f;
+    bert_model *both[2] = {plain, g16};
+    for (int k = 0; k < 2; k++) {
+        be->upload(be, (bt_ptr){both[k]->params, 0}, h, plain->n_params * 4);
+        be->round16(be, (bt_ptr){both[k]->params, 0}, storage, plain->n_params);
+    }
+    free(h);
+    test_batch mb[2];
+    make_batch(&mb[0], BMAX, TMAX, MMAX);
+    make_batch(&mb[1], 2, 9, 5);
+    const unsigned char skip[L] = {0, 1, 0, 0};
+    for (int k = 0; k < 2; k++) {
+        float lp[MMAX * V], lg[MMAX * V], np_[BMAX * 2], ng[BMAX * 2];
+        double loss_p[4], loss_g[4];
+        run(plain, mb, k ? skip : NULL, lp, np_, loss_p);
+        run(g16, mb, k ? skip : NULL, lg, ng, loss_g);
+        float *gp = download_grads(plain), *gg = download_grads(g16);
+        snprintf(what, sizeof what, "%s %s %s%s: gemm16 == fp32 GEMMs on 16-bit values (bits): "
+                 "MLM loss %.6f, logits, NSP, gradients; gemm16 auto-off here, forced on",
+                 be->name, nn, dn, k ? ", skip 0100" : "", loss_p[0] / MMAX);
+        check(!plain->gemm16 && g16->gemm16 && !memcmp(loss_p, loss_g, sizeof loss_p) &&
+                  !memcmp(lp, lg, sizeof lp) && !memcmp(np_, ng, sizeof np_) &&
+                  !memcmp(gp, gg, plain->n_params * 4),
+              what);
+        free(gp);
+        free(gg);
+    }
+    bert_free(plain);
+    bert_free(g16);
+}
+
 static void run_backend(bt_backend *be) {
     const int norms[3] = {BERT_NORM_POST, BERT_NORM_PRE, BERT_NORM_ADMIN};
     for (int i = 0; i < 3; i++) {
         run_case(be, norms[i], BT_BF16);
         run_case(be, norms[i], BT_F16);
+        run_gemm16_case(be, norms[i], BT_BF16);
+        run_gemm16_case(be, norms[i], BT_F16);
     }
 }
 

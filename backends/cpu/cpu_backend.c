@@ -11,11 +11,21 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A growable host area where gemm16 stages one operand. */
+typedef struct {
+    bt_buffer buf;
+    size_t cap; /* bytes */
+} cpu_stage;
+
 typedef struct {
     int threads;
+    cpu_stage stage_a, stage_b; /* gemm16 */
 } cpu_ctx;
 
 static void cpu_destroy(bt_backend *be) {
+    cpu_ctx *ctx = be->ctx;
+    free(ctx->stage_a.buf.data);
+    free(ctx->stage_b.buf.data);
     free(be->ctx);
     free(be);
 }
@@ -301,6 +311,41 @@ static void cpu_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
     }
 }
 
+static void cpu_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n);
+
+/* A copy of `span` elements from src, rounded to dt, at the same offset
+ * modulo 64 bytes (so the fp32 GEMM sees the same alignment as without it). */
+static bt_ptr stage_operand(bt_backend *be, cpu_stage *s, bt_ptr src, size_t span, bt_dtype dt) {
+    const size_t lead = src.off % 64, need = lead + span * 4;
+    if (need > s->cap) {
+        free(s->buf.data);
+        s->buf.data = aligned_alloc(64, (need + 63) / 64 * 64);
+        s->cap = s->buf.data ? need : 0;
+        if (!s->buf.data) {
+            fprintf(stderr, "bertrain: cpu: out of host memory staging a %.1f MB 16-bit GEMM "
+                            "operand\n", need / 1e6);
+            exit(1);
+        }
+        s->buf.bytes = s->cap;
+    }
+    bt_ptr p = {&s->buf, lead};
+    memcpy(cpu_f32(p), cpu_f32(src), span * 4);
+    cpu_round16(be, p, dt, span);
+    return p;
+}
+
+/* gemm16 on the CPU: both operands rounded into staging, then the fp32 GEMM. */
+static void cpu_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n, int k,
+                       float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
+                       float beta, bt_ptr c, int ldc, long sc, int batch) {
+    cpu_ctx *ctx = be->ctx;
+    const size_t span_a = bt_gemm_operand_span(ta ? k : m, ta ? m : k, lda, sa, batch),
+                 span_b = bt_gemm_operand_span(tb ? n : k, tb ? k : n, ldb, sb, batch);
+    if (span_a) a = stage_operand(be, &ctx->stage_a, a, span_a, dt);
+    if (span_b) b = stage_operand(be, &ctx->stage_b, b, span_b, dt);
+    cpu_gemm(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+}
+
 bt_backend *bt_cpu_backend_create(int threads) {
     bt_backend *be = calloc(1, sizeof *be);
     cpu_ctx *ctx = calloc(1, sizeof *ctx);
@@ -323,6 +368,7 @@ bt_backend *bt_cpu_backend_create(int threads) {
     be->copy = cpu_copy;
     be->fill = cpu_fill;
     be->gemm = cpu_gemm;
+    be->gemm16 = cpu_gemm16;
     be->bias_add = cpu_bias_add;
     be->bias_grad = cpu_bias_grad;
     be->add = cpu_add;

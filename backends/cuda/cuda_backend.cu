@@ -222,6 +222,11 @@ static void cu_destroy(bt_backend *be) {
         if (use_device(c->device) == cudaSuccess) {
             if (c->stream) (void)cudaStreamSynchronize(c->stream);
             if (c->blas) (void)cublasDestroy(c->blas);
+            for (int i = 0; i < 2; i++)
+                if (c->stage[i]) {
+                    (void)cudaFree(c->stage[i]->ptr);
+                    free(c->stage[i]);
+                }
             if (c->scratch) (void)cudaFree(c->scratch);
             if (c->stream) (void)cudaStreamDestroy(c->stream);
         }
@@ -250,6 +255,7 @@ static void fill_table(bt_backend *be) {
     be->download = cu_download;
     be->copy = cu_copy;
     be->gemm = cu_gemm;
+    be->gemm16 = cu_gemm16;
     cu_fill_ops(be);
 }
 
@@ -301,6 +307,8 @@ bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *n
         i->total_mem = prop.totalGlobalMem;
         i->compute_units = prop.multiProcessorCount;
         i->has_fp16 = prop.major > 5 || (prop.major == 5 && prop.minor >= 3);
+        i->tensor_f16 = prop.major >= 7;  /* Volta on: fp16 tensor cores */
+        i->tensor_bf16 = prop.major >= 8; /* Ampere on: bf16 too */
         i->has_fp64 = true;
     }
     {

@@ -33,6 +33,8 @@ typedef struct {
     bool tf32;               /* GEMMs in TF32 (bt_cuda_set_tf32) */
     void *scratch;           /* reduction partials, flags, overlapping copies; grown on demand */
     size_t scratch_bytes;
+    bt_buffer *stage[2];     /* gemm16: A and B converted to 16 bits, grown on demand */
+    size_t stage_bytes[2];
     float *partials;         /* host copy of the partials */
     size_t partials_cap;
     bt_device_info info;     /* static part; free_mem is queried by info() */
@@ -85,5 +87,9 @@ void cu_fill_ops(bt_backend *be);
 void cu_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
              bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b, float beta,
              bt_ptr c, int ldc, long stride_c, int batch);
+/* gemm with 16-bit operands on tensor cores (backend.h's gemm16). */
+void cu_gemm16(bt_backend *be, bt_dtype dt, bool trans_a, bool trans_b, int m, int n, int k,
+               float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b,
+               float beta, bt_ptr c, int ldc, long stride_c, int batch);
 
 #endif

@@ -453,6 +453,8 @@ static void ocl_destroy(bt_backend *be) {
     ocl_ctx *c = ocl(be);
     if (c) {
         if (c->queue) clFinish(c->queue);
+        for (int i = 0; i < 2; i++)
+            if (c->stage[i]) be->free(be, c->stage[i]);
         ocl_gemm_release(c);
         release_program(c);
         if (c->scratch) clReleaseMemObject(c->scratch);
@@ -531,6 +533,7 @@ bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t
     be->download = ocl_download;
     be->copy = ocl_copy;
     be->gemm = ocl_gemm;
+    be->gemm16 = ocl_gemm16;
     ocl_fill_ops(be);
     ocl_load_tuning(c);
     return be;

@@ -54,6 +54,8 @@ typedef struct {
     size_t max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     cl_mem scratch;    /* reduction partials and flags, grown on demand */
     size_t scratch_bytes;
+    bt_buffer *stage[2]; /* gemm16: the rounded copies of A and B, grown on demand */
+    size_t stage_bytes[2];
     float *partials;   /* host copy of the partials */
     size_t partials_cap;
     bt_device_info info;
@@ -106,6 +108,11 @@ void ocl_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, f
               bt_ptr c, int ldc, long stride_c, int batch);
 /* Drop CLBlast's compiled kernels for this context (before it is released). */
 void ocl_gemm_release(ocl_ctx *c);
+/* gemm with 16-bit operands (backend.h): A and B rounded into staging, then
+ * CLBlast's Sgemm. */
+void ocl_gemm16(bt_backend *be, bt_dtype dt, bool trans_a, bool trans_b, int m, int n, int k,
+                float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb,
+                long stride_b, float beta, bt_ptr c, int ldc, long stride_c, int batch);
 /* Load tuned CLBlast parameters for this device, if a tuning file exists (see
  * docs/OPENCL.md); prints what it loaded to stderr. */
 void ocl_load_tuning(ocl_ctx *c);
