@@ -310,9 +310,10 @@ cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_opt
     }
     cJSON *sched = cJSON_AddObjectToObject(st, "schedule");
     cJSON_AddStringToObject(sched, "type", sched_name(cfg->sched.type));
-    cJSON_AddNumberToObject(sched, "next_step", (double)p->step);
+    /* the schedule counts applied updates: skipped steps do not advance it (DeepSpeed) */
+    cJSON_AddNumberToObject(sched, "next_step", (double)o->step);
     cJSON_AddNumberToObject(sched, "next_lr",
-                            sched_lr(cfg, sched_position(cfg, p->step, p->position)));
+                            sched_lr(cfg, sched_position(cfg, o->step, p->position)));
     cJSON_AddNumberToObject(st, "world_size", cfg->world_size);
     cJSON_AddStringToObject(st, "bertrain_version", PACKAGE_VERSION);
     cJSON_AddStringToObject(st, "config_file", cfg->path);

@@ -129,9 +129,10 @@ void config_defaults(bt_config *cfg);
 /* Learning rate at optimizer step `step` (0-based) under the schedule. */
 double sched_lr(const bt_config *cfg, long step);
 
-/* The scheduler's position before optimizer step `step` whose first sample is
- * at run position `samples`: the step, or with scheduler.unit "samples" the
- * samples trained on so far. */
+/* The scheduler's position before an update, given the updates applied so far
+ * (`step`; steps the fp16 loss scaler or the guard skipped do not count, as in
+ * DeepSpeed) and the run position `samples` of the step's first sample: the
+ * update count, or with scheduler.unit "samples" the samples consumed so far. */
 long sched_position(const bt_config *cfg, long step, long long samples);
 
 /* Batch-size rampup: the gradient accumulation count of the step that starts

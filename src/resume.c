@@ -91,7 +91,9 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri) {
     ri->step = (long)num(state, "step", 0);
     long old_batch = (long)num(state, "data.global_batch", (double)cfg->train_batch_size);
     ri->position = (long long)num(state, "data.position", (double)ri->step * old_batch);
-    double old_lr = num(state, "schedule.next_lr", NAN), new_lr = sched_lr(cfg, sched_position(cfg, ri->step, ri->position));
+    const long updates = (long)num(state, "optimizer.step", (double)ri->step); /* the schedule's step */
+    double old_lr = num(state, "schedule.next_lr", NAN),
+           new_lr = sched_lr(cfg, sched_position(cfg, updates, ri->position));
     printf("resume: from %s (step %ld, sample %lld, epoch %.0f)\n", ri->dir, ri->step,
            ri->position, num(state, "data.epoch", 0));
     cJSON *cur = cJSON_Parse(cfg->resolved_json ? cfg->resolved_json : "{}");

@@ -424,7 +424,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         data_time += t_data;
         data_window += t_data;
         step_result r = train_step(s.m, s.opt, cfg, step, s.mb, s.first, n_micro,
-                                   sched_lr(cfg, sched_position(cfg, step, (long long)g0)), s.gs,
+                                   sched_lr(cfg, sched_position(cfg, s.opt->step, (long long)g0)), s.gs,
                                    &guard, cfg->fp16 ? &scaler : NULL);
         samples_window += r.n_samples;
         tokens_window += r.n_tokens;

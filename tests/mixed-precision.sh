@@ -5,6 +5,7 @@
 #  - fp16 starting at loss scale 2^32: the scaled gradients really overflow
 #    fp16's range, every such step is skipped and logged, the scale halves
 #    (after the hysteresis) until it fits, then training goes on;
+#  - skipped steps do not advance the learning-rate schedule (as in DeepSpeed);
 #  - injected overflows at the minimum scale stop the run (exit 3) with one
 #    clear message instead of skipping forever;
 #  - fp16 resumes exactly: 20 steps = 10 + resume + 10 (cmp), the scaler's
@@ -45,6 +46,19 @@ loss=$(echo "$last" | sed 's/.*"loss": \([^,]*\),.*/\1/')
 awk -v s="$scale" -v l="$loss" 'BEGIN { exit !(s < 4294967296 && s >= 1 && l > 0 && l < 9) }' ||
     fail "after the overflows: loss scale $scale, loss $loss"
 echo "ok   fp16 from 2^32: $n steps skipped and logged (hysteresis, then halving), then trains: step 30 loss $loss at loss scale $scale"
+
+# a skipped step does not advance the learning-rate schedule (DeepSpeed): the
+# demo's WarmupDecayLR warms up linearly from 0, so after 2 skipped steps step 5
+# gets the rate of schedule step 2, twice step 2's (not 4 times, as it would if
+# skipped steps counted)
+BERTRAIN_TEST_OVERFLOW_STEPS=3,4 train lrskip 0 --set fp16.enabled=true --set train_steps=6
+lr_at() { grep "\"step\": $1, \"loss\"" "$tmpdir/lrskip/metrics.jsonl" | sed 's/.*"lr": \([^,]*\),.*/\1/'; }
+lr2=$(lr_at 2) lr5=$(lr_at 5) lr6=$(lr_at 6)
+awk -v a="$lr2" -v b="$lr5" -v c="$lr6" 'BEGIN { exit !(a > 0 && (b - 2 * a)^2 < 1e-12 * a * a && (c - 3 * a)^2 < 1e-12 * a * a) }' ||
+    fail "after 2 skipped steps: lr at steps 2, 5, 6 = $lr2, $lr5, $lr6; expected r, 2r, 3r"
+st="$tmpdir/lrskip/ckpt-00000006/state.json"
+[ "$(field "$st" next_step)" = 4 ] || fail "state.json schedule.next_step $(field "$st" next_step), expected 4 (6 steps, 2 skipped)"
+echo "ok   2 skipped steps do not advance the schedule: lr at steps 2, 5, 6 = $lr2, $lr5, $lr6; schedule.next_step 4"
 
 # overflow at the minimum scale stops the run
 BERTRAIN_TEST_OVERFLOW_STEPS=3,4,5,6 train atmin 3 --set fp16.enabled=true --set fp16.initial_scale_power=4 \
