@@ -93,10 +93,12 @@ static float *download_grads(bert_model *m) {
 
 static size_t pad16(size_t n) { return (n + 15) / 16 * 16; }
 
-static void run_case(bt_backend *be, int norm, bt_dtype storage) {
-    const char *nn = norm == BERT_NORM_PRE ? "Pre-LN" : norm == BERT_NORM_ADMIN ? "Admin" : "Post-LN";
-    const char *dn = storage == BT_BF16 ? "bf16" : "fp16";
-    char what[256];
+static const char *norm_name(int norm) {
+    return norm == BERT_NORM_PRE ? "Pre-LN" : norm == BERT_NORM_ADMIN ? "Admin" : "Post-LN";
+}
+
+/* A 4-layer model small enough to run every case on every backend. */
+static bert_config small_config(int norm, bt_dtype storage, float dropout) {
     bert_config c;
     bert_preset("tiny", &c);
     c.vocab_size = V;
@@ -105,11 +107,18 @@ static void run_case(bt_backend *be, int norm, bt_dtype storage) {
     c.intermediate_size = 64;
     c.max_position_embeddings = 32;
     c.num_hidden_layers = L;
-    c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.1f;
+    c.hidden_dropout_prob = c.attention_probs_dropout_prob = dropout;
     c.nsp = true;
     c.norm = norm;
     c.storage = storage;
     if (norm == BERT_NORM_ADMIN) bert_admin_closed_form(&c);
+    return c;
+}
+
+static void run_case(bt_backend *be, int norm, bt_dtype storage) {
+    const char *nn = norm_name(norm), *dn = storage == BT_BF16 ? "bf16" : "fp16";
+    char what[256];
+    bert_config c = small_config(norm, storage, 0.1f);
     bert_model *st = make(be, &c);
     c.fp32_stash = true;
     bert_model *fp = make(be, &c);
@@ -185,22 +194,9 @@ static void run_case(bt_backend *be, int norm, bt_dtype storage) {
  * dtype, dropout off (its output is the one operand not stored rounded). The
  * model's plumbing of 16-bit GEMMs, checkable without tensor cores. */
 static void run_gemm16_case(bt_backend *be, int norm, bt_dtype storage) {
-    const char *nn = norm == BERT_NORM_PRE ? "Pre-LN" : norm == BERT_NORM_ADMIN ? "Admin" : "Post-LN";
-    const char *dn = storage == BT_BF16 ? "bf16" : "fp16";
+    const char *nn = norm_name(norm), *dn = storage == BT_BF16 ? "bf16" : "fp16";
     char what[256];
-    bert_config c;
-    bert_preset("tiny", &c);
-    c.vocab_size = V;
-    c.hidden_size = 32;
-    c.num_attention_heads = 4;
-    c.intermediate_size = 64;
-    c.max_position_embeddings = 32;
-    c.num_hidden_layers = L;
-    c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.0f;
-    c.nsp = true;
-    c.norm = norm;
-    c.storage = storage;
-    if (norm == BERT_NORM_ADMIN) bert_admin_closed_form(&c);
+    bert_config c = small_config(norm, storage, 0.0f);
     c.gemm16 = 0; /* auto: this backend has no tensor cores */
     bert_model *plain = make(be, &c);
     c.gemm16 = 1;
