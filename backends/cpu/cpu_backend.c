@@ -11,6 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+void openblas_set_num_threads(int num_threads); /* OpenBLAS's; not in every cblas.h */
+#endif
+
 /* A growable host area where gemm16 stages one operand. */
 typedef struct {
     bt_buffer buf;
@@ -89,16 +93,35 @@ static void cpu_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
     for (size_t i = 0; i < n; i++) d[i] = value;
 }
 
+/* OpenBLAS splits a GEMM by its own thread count, and the bits of C change
+ * with the split. So BLAS runs single-threaded (bt_cpu_backend_create) on a
+ * fixed grid of C tiles that OpenMP spreads over the threads: a tile's bits
+ * depend on the shapes only, never on the thread count. */
+enum { GEMM_TILE_ROWS = 64, GEMM_TILE_COLS = 256 };
+
 static void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb, float beta,
                      bt_ptr c, int ldc, long sc, int batch) {
     (void)be;
     const float *A = cpu_f32(a), *B = cpu_f32(b);
     float *C = cpu_f32(c);
-    for (int i = 0; i < batch; i++)
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                    tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A + (long)i * sa, lda,
-                    B + (long)i * sb, ldb, beta, C + (long)i * sc, ldc);
+    const long row_tiles = (m + GEMM_TILE_ROWS - 1) / GEMM_TILE_ROWS,
+               col_tiles = (n + GEMM_TILE_COLS - 1) / GEMM_TILE_COLS,
+               per_matrix = row_tiles * col_tiles, tiles = per_matrix * batch;
+#pragma omp parallel for schedule(static) if (tiles > 1)
+    for (long t = 0; t < tiles; t++) {
+        const long i = t / per_matrix;
+        const int r0 = (int)(t % per_matrix / col_tiles) * GEMM_TILE_ROWS,
+                  c0 = (int)(t % col_tiles) * GEMM_TILE_COLS;
+        const int rows = m - r0 < GEMM_TILE_ROWS ? m - r0 : GEMM_TILE_ROWS,
+                  cols = n - c0 < GEMM_TILE_COLS ? n - c0 : GEMM_TILE_COLS;
+        /* rows r0.. of op(A) and columns c0.. of op(B) */
+        const float *a_tile = A + i * sa + (ta ? r0 : (long)r0 * lda),
+                    *b_tile = B + i * sb + (tb ? (long)c0 * ldb : c0);
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    rows, cols, k, alpha, a_tile, lda, b_tile, ldb, beta,
+                    C + i * sc + (long)r0 * ldc + c0, ldc);
+    }
 }
 
 static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
@@ -355,6 +378,9 @@ bt_backend *bt_cpu_backend_create(int threads) {
         return NULL;
     }
     if (threads > 0) omp_set_num_threads(threads);
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    openblas_set_num_threads(1); /* cpu_gemm threads over a fixed tile grid */
+#endif
     ctx->threads = omp_get_max_threads();
     be->name = "cpu";
     be->ctx = ctx;
