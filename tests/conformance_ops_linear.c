@@ -168,6 +168,20 @@ void test_gemm(bt_backend *be) {
     gemm_case(be, (gemm_args){.ta = true, .m = 7, .n = 5, .k = 11, .lda = 7, .ldb = 5, .ldc = 5,
                               .sa = 77, .sb = 55, .sc = 35, .batch = 4, .alpha = 1, .beta = 0.25f},
               false, " batch4");
+    /* sizes that leave partial blocks in rows and columns (the CPU backend's
+     * 64x256 tiles, GPU work-groups), every transpose, padded leading
+     * dimensions and strided batches, so an offset slip in any tile shows */
+    for (int tr = 0; tr < 4; tr++) {
+        gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = 70, .n = 300, .k = 33, .batch = 2,
+                       .alpha = ab[tr][0], .beta = ab[tr][1]};
+        g.lda = (g.ta ? g.m : g.k) + 5;
+        g.ldb = (g.tb ? g.k : g.n) + 5;
+        g.ldc = g.n + 5;
+        g.sa = (long)g.lda * (g.ta ? g.k : g.m) + 3;
+        g.sb = (long)g.ldb * (g.tb ? g.n : g.k) + 3;
+        g.sc = (long)g.ldc * g.m + 3;
+        gemm_case(be, g, false, " ld+5 batch2");
+    }
     /* attention layout: heads interleaved in rows of 3H (QK^T), and P V into ctx (ldc H) */
     for (int big = 0; big < 2; big++) {
         if (big && g_quick) continue;
