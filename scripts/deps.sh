@@ -1,32 +1,57 @@
 #!/bin/sh
-# Install the Debian packages bertrain needs, if any are missing.
-#   scripts/deps.sh build   what building and the demo need
-#   scripts/deps.sh test    that, plus what the whole test suite uses
-# As root it runs apt-get; otherwise sudo if available; otherwise it prints
-# the one apt-get line to run and fails.
+# Install what bertrain needs, if any of it is missing.
+#   scripts/deps.sh build   the Debian packages that building and the demo need
+#   scripts/deps.sh test    those, the Debian packages the whole test suite uses,
+#                           and the test suite's Python environment (below)
+# Debian packages: as root it runs apt-get; otherwise sudo if available;
+# otherwise it prints the one apt-get line to run and fails.
+# Python: the independent references the tests compare against (Hugging Face
+# tokenizers and transformers, from PyPI, pinned) go into a virtual environment,
+# ./venv in the build tree (BERTRAIN_VENV overrides), made with
+# --system-site-packages so that it sees Debian's torch and numpy; Debian 12
+# refuses a system-wide pip install (PEP 668), and torch never comes from PyPI.
+# tests/lib.sh finds it there.
 set -eu
 what=${1:-build}
 pkgs="gcc make autoconf automake libtool pkg-config libcjson-dev libopenblas-dev zlib1g-dev libutf8proc-dev"
 if [ "$what" = test ]; then
-    pkgs="$pkgs python3 python3-torch python3-numpy openmpi-bin libopenmpi-dev"
+    pkgs="$pkgs git procps python3 python3-venv python3-torch python3-numpy openmpi-bin libopenmpi-dev"
     pkgs="$pkgs pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers libclblast-dev clinfo"
 fi
+# The last releases that work with Debian 12's torch 1.13 and Python 3.11.
+PYPI_PKGS="transformers==4.40.2 tokenizers==0.19.1 huggingface_hub==0.23.5 safetensors==0.4.3"
+
 missing=""
 for p in $pkgs; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
         missing="$missing $p"
     fi
 done
-[ -z "$missing" ] && exit 0
-echo "deps: installing$missing"
-if [ "$(id -u)" -eq 0 ]; then
-    SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-    SUDO="sudo"
-else
-    echo "deps: missing Debian packages; ask an administrator to run:" >&2
-    echo "  apt-get install -y$missing" >&2
-    exit 1
+if [ -n "$missing" ]; then
+    echo "deps: installing$missing"
+    if [ "$(id -u)" -eq 0 ]; then
+        SUDO=""
+    elif command -v sudo >/dev/null 2>&1; then
+        SUDO="sudo"
+    else
+        echo "deps: missing Debian packages; ask an administrator to run:" >&2
+        echo "  apt-get install -y$missing" >&2
+        exit 1
+    fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+[ "$what" = test ] || exit 0
+
+venv=${BERTRAIN_VENV:-$(pwd)/venv}
+if [ -x "$venv/bin/python3" ] &&
+    "$venv/bin/python3" -c 'import transformers, tokenizers, torch' >/dev/null 2>&1; then
+    exit 0
+fi
+echo "deps: Python test environment $venv (Debian's torch; $PYPI_PKGS from PyPI)"
+# Debian's python3, not another on PATH (pyenv, conda): it is the one that has torch
+if ! /usr/bin/python3 -m venv --system-site-packages "$venv" ||
+    ! "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check $PYPI_PKGS; then
+    echo "deps: could not set up $venv (no network to PyPI?): the tests that compare" \
+        "against Hugging Face will report SKIP" >&2
+fi

@@ -8,7 +8,7 @@ for trs in $(find tests -name '*.trs' | sort); do
     log=${trs%.trs}.log
     case $result in
     PASS | XFAIL) pass=$((pass + 1)) ;;
-    SKIP) skip=$((skip + 1)); echo "skipped ${trs%.trs}: $(grep -m1 '^SKIP' "$log" 2>/dev/null)" ;;
+    SKIP) skip=$((skip + 1)); echo "skipped ${trs%.trs}: $(grep '^SKIP: ' "$log" 2>/dev/null | tail -1 | cut -c7-)" ;;
     *) fail=$((fail + 1)); echo "failed ${trs%.trs} (see $log)" ;;
     esac
 done

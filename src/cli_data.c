@@ -1,5 +1,6 @@
 /* Argument parsing of the data commands: `bertrain vocab` and `bertrain prep`. */
 #include "cli.h"
+#include "paths.h"
 #include "prep.h"
 #include "vocab_train.h"
 
@@ -114,6 +115,11 @@ int cli_vocab(int argc, char **argv) {
     if (!o.vocab_size || !o.out_path || !o.n_files) {
         fprintf(stderr, "bertrain vocab: missing %s; see bertrain vocab --help\n",
                 !o.vocab_size ? "--size" : !o.out_path ? "--out" : "input FILES");
+        goto done;
+    }
+    char err[1200];
+    if (!paths_prepare_file(o.out_path, err, sizeof err)) {
+        fprintf(stderr, "bertrain vocab: --out %s\n", err);
         goto done;
     }
     o.files = files;

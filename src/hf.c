@@ -8,6 +8,7 @@
 #define _XOPEN_SOURCE 700
 #include "ckpt.h"
 #include "cli.h"
+#include "paths.h"
 #include "safetensors.h"
 #include "train.h"
 #include "vocab.h"
@@ -263,7 +264,8 @@ int cli_export(int argc, char **argv) {
     int *new_index = NULL;
     int rc = 2;
     if (!ckpt_verify(ckpt, &state, err, sizeof err) ||
-        !ckpt_model_config(state, &mc, err, sizeof err)) {
+        !ckpt_model_config(state, &mc, err, sizeof err) ||
+        !paths_prepare_dir(out, err, sizeof err)) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         goto out;
     }
@@ -351,10 +353,6 @@ int cli_export(int argc, char **argv) {
                                   init + t->offset, t->numel * sizeof(float)};
         }
         meta[5] = "initialized";
-    }
-    if (!mkdir_p(out)) {
-        fprintf(stderr, "bertrain: export: %s: cannot create: %s\n", out, strerror(errno));
-        goto out;
     }
     char tmp[1400], final[1400];
     snprintf(tmp, sizeof tmp, "%s/.model.safetensors.tmp", out);
@@ -605,6 +603,10 @@ int cli_import(int argc, char **argv) {
         return 2;
     }
     char path[1400], err[1024];
+    if (!paths_prepare_parent(out, err, sizeof err)) {
+        fprintf(stderr, "bertrain: import: %s\n", err);
+        return 2;
+    }
     bert_config mc;
     snprintf(path, sizeof path, "%s/config.json", in);
     if (!read_hf_config(path, &mc)) return 2;

@@ -1,6 +1,7 @@
 /* `bertrain prep`: text files -> train/valid token shards, in two passes (the
  * first only counts documents, so the held-out split is known up front). */
 #include "prep.h"
+#include "paths.h"
 
 #include "shard.h"
 #include "shard_write.h"
@@ -261,18 +262,27 @@ int prep_run(const bt_prep_options *o) {
                 o->valid_fraction);
         return 2;
     }
-    uint64_t n_docs, n_bytes;
-    if (!count_documents(o, &n_docs, &n_bytes)) return 1;
-    if (n_docs == 0) {
-        fprintf(stderr, "%s%s: no text (%llu bytes, every line blank)\n", o->files[0],
-                o->n_files > 1 ? " and the other inputs" : "", (unsigned long long)n_bytes);
-        return 1;
-    }
     bt_vocab vocab;
     prep_state s;
     memset(&s, 0, sizeof s);
     if (!vocab_load(&vocab, o->vocab_path, s.err, sizeof s.err)) {
         fprintf(stderr, "%s\n", s.err);
+        return 1;
+    }
+    if (!paths_prepare_dir(o->out_dir, s.err, sizeof s.err)) {
+        fprintf(stderr, "bertrain prep: --out %s\n", s.err);
+        vocab_free(&vocab);
+        return 2;
+    }
+    uint64_t n_docs, n_bytes;
+    if (!count_documents(o, &n_docs, &n_bytes)) {
+        vocab_free(&vocab);
+        return 1;
+    }
+    if (n_docs == 0) {
+        fprintf(stderr, "%s%s: no text (%llu bytes, every line blank)\n", o->files[0],
+                o->n_files > 1 ? " and the other inputs" : "", (unsigned long long)n_bytes);
+        vocab_free(&vocab);
         return 1;
     }
     s.o = o;
@@ -288,11 +298,6 @@ int prep_run(const bt_prep_options *o) {
         }
         if (n_valid == 0) s.forced_valid = (int64_t)lowest;
         if (n_valid == n_docs) s.forced_train = (int64_t)highest;
-    }
-    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: cannot create directory: %s\n", o->out_dir, strerror(errno));
-        vocab_free(&vocab);
-        return 1;
     }
     char valid_path[MAX_PATH];
     snprintf(valid_path, sizeof valid_path, "%s/valid.shard", o->out_dir);

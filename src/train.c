@@ -6,12 +6,10 @@
 #include "ckpt.h"
 #include "eval.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 double now_s(void) {
@@ -165,18 +163,6 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     optim_clip(m, r.grad_norm, cfg->gradient_clipping);
     optim_step(opt, m, (float)lr, skip);
     return r;
-}
-
-bool mkdir_p(const char *path) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return false;
-        *p = '/';
-    }
-    return mkdir(tmp, 0777) == 0 || errno == EEXIST;
 }
 
 void format_eta(double s, char *out, size_t n) {

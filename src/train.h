@@ -50,9 +50,6 @@ double now_s(void);
 /* "1h02m03s" for a duration in seconds. */
 void format_eta(double s, char *out, size_t n);
 
-/* mkdir -p; false if a component cannot be created. */
-bool mkdir_p(const char *path);
-
 /* `bertrain train`: the whole run described by cfg. Returns the exit code. */
 int train_main(const bt_config *cfg);
 

@@ -4,6 +4,7 @@
 #include "../mpi/dist.h"
 #include "ckpt.h"
 #include "eval.h"
+#include "paths.h"
 #include "plan.h"
 #include "resume.h"
 #include "train.h"
@@ -262,6 +263,10 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         fprintf(stderr, "bertrain: %s: data.train and data.vocab are required\n", cfg->path);
         return 2;
     }
+    if (rank == 0 && !paths_prepare_dir(cfg->output_dir, err, sizeof err)) {
+        fprintf(stderr, "bertrain: %s: output_dir %s\n", cfg->path, err);
+        return 2;
+    }
     resume_info ri;
     rc = resume_prepare(cfg, &ri);
     if (rc != 0) return rc;
@@ -341,11 +346,6 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         if (!alloc_micro(&s, &plan, T, max_masked)) goto oom;
     }
     if (rank == 0) {
-        if (!mkdir_p(cfg->output_dir)) {
-            fprintf(stderr, "bertrain: %s: output_dir %s: cannot create: %s\n", cfg->path,
-                    cfg->output_dir, strerror(errno));
-            dist_abort(1);
-        }
         char path[1200];
         snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->output_dir);
         s.metrics = resume_open_metrics(path, &ri);

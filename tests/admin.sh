@@ -69,7 +69,7 @@ if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1
         fail "2 ranks (3+5) differ from 1 rank"
     echo "ok   2 ranks (3+5): the same omegas, parameters = 1 rank (1e-5)"
 else
-    echo "note: no MPI build or mpiexec: the 2-rank Admin check did not run"
+    skip_part "the 2-rank Admin check (no MPI build or mpiexec)"
 fi
 
 spec=${BERTRAIN_TEST_OPENCL_DEVICE:-opencl:0:0}
@@ -86,7 +86,7 @@ if "$BERTRAIN" version | grep -q "opencl" &&
         fail "Admin on $spec differs from the CPU backend"
     echo "ok   $spec profiles the CPU's omegas (1e-5) and 10 Admin steps match the CPU backend (1e-4)"
 else
-    echo "note: no OpenCL build or device: the CPU-vs-OpenCL Admin check did not run"
+    skip_part "the CPU-vs-OpenCL Admin check (no OpenCL build or device)"
 fi
 
 # export folds omega: a plain Post-LN model with the same logits
@@ -113,6 +113,6 @@ if [ -n "$TPY" ]; then
     "$TPY" tests/hf_check.py "$tmpdir/hf" "$tmpdir/admin.safetensors" ||
         fail "transformers on the folded export does not match the Admin model"
 else
-    echo "note: no python with transformers and torch: the folded export was checked by import only"
+    skip_part "the folded export in transformers (no python imports transformers and torch; scripts/deps.sh test makes venv/)"
 fi
-echo "PASS: Admin profiles omega, resumes exactly, agrees across ranks, and exports as Post-LN"
+finish "Admin profiles omega, resumes exactly, agrees across ranks, and exports as Post-LN"

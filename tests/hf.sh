@@ -9,8 +9,8 @@
 #    and reported;
 #  - `train --resume` continues from an imported checkpoint; a config of
 #    another shape is refused naming the key;
-#  - with transformers importable (Debian's /usr/bin/python3 with torch, or
-#    python3 on PATH): BertForPreTraining.from_pretrained loads the export
+#  - with transformers (the test environment of scripts/deps.sh, with Debian's
+#    torch): BertForPreTraining.from_pretrained loads the export
 #    without missing or unexpected keys, and its MLM (and NSP) logits on a
 #    fixed batch match bertrain's (tests/hf_logits) within 1e-4 relative, and
 #    a transformers save_pretrained of it imports (--no-nsp) as x again.
@@ -100,11 +100,8 @@ echo "ok   train --resume IMPORTED continues; another shape is refused: $(sed "s
 
 # transformers
 find_transformers_python
-if [ -z "$TPY" ]; then
-    echo "SKIP transformers part: neither /usr/bin/python3 nor python3 imports transformers and torch (scripts/check.sh installs transformers); checked against the fixture only"
-    echo "PASS: export/import round trip (without transformers)"
-    exit 0
-fi
+[ -n "$TPY" ] || skip_part "loading the export in transformers (no python imports transformers and torch; scripts/deps.sh test makes venv/)"
+[ -n "$TPY" ] || finish "export/import round trip"
 "$top_builddir/tests/hf_logits" "$x" "$tmpdir/logits.safetensors" || fail "hf_logits failed"
 "$TPY" tests/hf_check.py "$tmpdir/hf" "$tmpdir/logits.safetensors" || fail "transformers does not match bertrain"
 # transformers' own save_pretrained (tied tensors stored once, no bertrain metadata)
@@ -128,4 +125,4 @@ echo "ok   transformers save_pretrained(from_pretrained(export(x))) imports (--n
 "$BERTRAIN" import "$tmpdir/hf-nsp" "$tmpdir/imp-nsp" > /dev/null || fail "NSP import failed"
 cmp "$tmpdir/nsp/ckpt-00000005/model.safetensors" "$tmpdir/imp-nsp/model.safetensors" || fail "NSP: import(export(x)) != x"
 echo "ok   with the NSP head: transformers matches, import(export(x)) == x"
-echo "PASS: export loads in transformers ($("$TPY" -c 'import transformers; print("transformers", transformers.__version__)')) and matches; import round trip is exact"
+finish "export loads in transformers ($("$TPY" -c 'import transformers; print("transformers", transformers.__version__)')) and matches; import round trip is exact"

@@ -59,7 +59,7 @@ if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1
     echo "ok   2 ranks drop the same layers at all 12 steps (e.g. $(grep -c ': *$' "$tmpdir/drops.0") steps with none," \
         "step 1:$(grep 'step 1:' "$tmpdir/drops.0" | cut -d: -f2)) and equal 1 rank (1e-5)"
 else
-    echo "note: no MPI build or mpiexec: the 2-rank LayerDrop check did not run"
+    skip_part "the 2-rank LayerDrop check (no MPI build or mpiexec)"
 fi
 
 # export --keep-layers 0,2 = evaluation with layers 1 and 3 skipped
@@ -89,6 +89,6 @@ if [ -n "$TPY" ]; then
     "$TPY" tests/hf_check.py "$tmpdir/hf" "$tmpdir/skip.safetensors" ||
         fail "transformers on the pruned export does not match evaluation with layers skipped"
 else
-    echo "note: no python with transformers and torch: the pruned export was checked by import only"
+    skip_part "the pruned export in transformers (no python imports transformers and torch; scripts/deps.sh test makes venv/)"
 fi
-echo "PASS: LayerDrop resumes exactly, agrees across ranks, and prunes on export"
+finish "LayerDrop resumes exactly, agrees across ranks, and prunes on export"

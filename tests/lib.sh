@@ -10,14 +10,44 @@ trap 'rm -rf "$tmpdir"' EXIT
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
-# TPY: a python that imports transformers and torch (Debian's /usr/bin/python3,
-# python3 on PATH, or configure's TORCH_PYTHON), or "" when none does.
-find_transformers_python() {
-    TPY=""
-    for p in /usr/bin/python3 python3 ${TORCH_PYTHON:-}; do
-        if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import transformers, torch' > /dev/null 2>&1; then
-            TPY=$p
-            return
+# A part of the test that cannot run here: said now, and the test then ends in
+# SKIP naming it (finish), never in PASS; the parts that did run still fail it.
+PARTS_SKIPPED=""
+skip_part() {
+    echo "SKIP part: $*"
+    PARTS_SKIPPED="${PARTS_SKIPPED:+$PARTS_SKIPPED; }$*"
+}
+
+# The end of a test that got there: PASS with the message when every part ran,
+# else SKIP (exit 77) with the parts that did not and what did pass.
+finish() {
+    if [ -n "$PARTS_SKIPPED" ]; then
+        echo "SKIP: $PARTS_SKIPPED (what ran passed: $*)"
+        exit 77
+    fi
+    echo "PASS: $*"
+    exit 0
+}
+
+# PY: the first python that imports every module named, or "" when none does:
+# the test environment that scripts/deps.sh test makes ($BERTRAIN_VENV, or venv/
+# in the build or source tree), configure's TORCH_PYTHON, Debian's
+# /usr/bin/python3, python3 on PATH.
+find_python() {
+    PY=""
+    imports=$(echo "$@" | tr ' ' ',')
+    for p in ${BERTRAIN_VENV:+$BERTRAIN_VENV/bin/python3} "$top_builddir/venv/bin/python3" \
+        "$top_srcdir/venv/bin/python3" ${TORCH_PYTHON:-} /usr/bin/python3 python3; do
+        if command -v "$p" > /dev/null 2>&1 && "$p" -c "import $imports" > /dev/null 2>&1; then
+            PY=$p
+            return 0
         fi
     done
+    return 1
+}
+
+# TPY: a python that imports transformers and torch, or "".
+find_transformers_python() {
+    find_python transformers torch
+    TPY=$PY
 }

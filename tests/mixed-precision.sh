@@ -113,6 +113,6 @@ if "$BERTRAIN" version | grep -q "opencl" &&
         > "$tmpdir/probe" 2>&1; then
     track "$spec" bf16 # fp16 is emulated the same way on every backend: the CPU run covers it
 else
-    echo "note: no OpenCL build or device: the OpenCL precision check did not run"
+    skip_part "the OpenCL precision check (no OpenCL build or device)"
 fi
-echo "PASS: fp16 loss scaling skips, halves, stops at the minimum and resumes exactly; bf16 and fp16 track fp32"
+finish "fp16 loss scaling skips, halves, stops at the minimum and resumes exactly; bf16 and fp16 track fp32"

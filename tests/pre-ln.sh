@@ -35,6 +35,6 @@ if "$BERTRAIN" version | grep -q "opencl" &&
         fail "Pre-LN on $spec differs from the CPU backend"
     echo "ok   5 Pre-LN steps on $spec match the CPU backend"
 else
-    echo "note: no OpenCL build or device: the CPU-vs-OpenCL Pre-LN check did not run"
+    skip_part "the CPU-vs-OpenCL Pre-LN check (no OpenCL build or device)"
 fi
-echo "PASS: Pre-LN trains, matches across backends, and is not exported as Post-LN"
+finish "Pre-LN trains, matches across backends, and is not exported as Post-LN"

@@ -79,7 +79,7 @@ if [ -n "$MPI" ]; then
         fail "2 ranks with the rampup differ from 1 rank"
     echo "ok   2 ranks = 1 rank under the rampup (1e-5)"
 else
-    echo "note: no MPI build or mpiexec: the rampup ran on 1 rank only"
+    skip_part "the rampup on 2 ranks (no MPI build or mpiexec)"
 fi
 
 rc=0
@@ -88,4 +88,4 @@ rc=0
 [ "$rc" -eq 2 ] && grep -q "batch_rampup.start_batch_size: 10 must be a multiple of" "$tmpdir/bad.err" ||
     { cat "$tmpdir/bad.err"; fail "a bad start_batch_size was not refused (exit $rc)"; }
 echo "ok   refused: $(cat "$tmpdir/bad.err")"
-echo "PASS: the batch follows the rampup schedule; every sample is trained once on any rank count"
+finish "the batch follows the rampup schedule; every sample is trained once on any rank count"

@@ -68,9 +68,8 @@ victim=$(echo "$ranks" | tail -1)
 if [ -z "$victim" ]; then
     kill "$pid"
     wait "$pid"
-    echo "SKIP signal part: cannot find the ranks' processes under mpiexec"
-    echo "PASS: resume across world sizes"
-    exit 0
+    skip_part "SIGTERM to one rank (cannot find the ranks' processes under mpiexec; is procps installed?)"
+    finish "resume across world sizes"
 fi
 kill -TERM "$victim"
 wait "$pid"
@@ -80,4 +79,4 @@ at=$(sed -n 's/^bertrain: SIGTERM: stopped after step \([0-9]*\) .*/\1/p' "$tmpd
 [ -n "$at" ] && [ -f "$(printf '%s/sig/ckpt-%08d/optim.bin' "$tmpdir" "$at")" ] ||
     { cat "$tmpdir/sig.log"; fail "SIGTERM to one rank: no checkpoint"; }
 echo "ok   SIGTERM to one of 2 ranks: both stopped after step $at with a checkpoint, exit 0"
-echo "PASS: resume across world sizes; stops agree across ranks"
+finish "resume across world sizes; stops agree across ranks"

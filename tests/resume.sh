@@ -77,11 +77,11 @@ grep -q "already reaches train_steps 40" "$tmpdir/done.log" || fail "a finished 
 echo "ok   resuming a finished run trains nothing: $(grep -m1 'already reaches' "$tmpdir/done.log")"
 
 if ! "$BERTRAIN" version | grep -q "backends:[^)]*opencl"; then
-    echo "SKIP opencl part: bertrain was built without the OpenCL backend"
+    skip_part "the OpenCL resume (bertrain was built without the OpenCL backend)"
 elif ! "$BERTRAIN" train examples/demo.json $small --set device='"opencl:0:0"' --set train_steps=1 \
         --set output_dir="\"$tmpdir/probe\"" > "$tmpdir/probe.log" 2>&1; then
-    echo "SKIP opencl part: opencl:0:0 does not work here: $(grep -m1 'bertrain' "$tmpdir/probe.log")"
+    skip_part "the OpenCL resume (opencl:0:0 does not work here: $(grep -m1 'bertrain' "$tmpdir/probe.log"))"
 else
     exact opencl opencl:0:0
 fi
-echo "PASS: resume is bit-exact; shape changes refused, other changes logged"
+finish "resume is bit-exact; shape changes refused, other changes logged"

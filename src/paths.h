@@ -1,0 +1,29 @@
+/* Output paths: every command that writes makes the directories it needs (as
+ * mkdir -p does) and checks, before any work, that it can write there, so a
+ * bad path is one line naming it instead of a failure after minutes of work. */
+#ifndef BT_PATHS_H
+#define BT_PATHS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Make directory `dir` and its missing parents, then check that it is a
+ * directory this process can write into. false with "DIR: problem" in err
+ * (a component is a file, permission denied, ...). */
+bool paths_prepare_dir(const char *dir, char *err, size_t errlen);
+
+/* For an output directory that is written under a temporary name and renamed
+ * into place (a checkpoint): make its parent directories and check that they
+ * are writable and that `dir`, if it exists, is a directory. false with
+ * "PATH: problem" in err. */
+bool paths_prepare_parent(const char *dir, char *err, size_t errlen);
+
+/* For an output file: make its parent directories and check that the file can
+ * be created or replaced there (the path is not a directory, the directory is
+ * writable). false with "PATH: problem" in err. */
+bool paths_prepare_file(const char *path, char *err, size_t errlen);
+
+/* Whether path names an existing directory. */
+bool paths_is_dir(const char *path);
+
+#endif
