@@ -104,6 +104,18 @@ char *ckpt_read_file(const char *path, size_t *len);
  * naming the checkpoint, the file and the problem. false if there is none. */
 bool ckpt_find_auto(const char *out_dir, char *path, size_t pathlen, cJSON **state);
 
+/* The checkpoint that `path` names, into out: a checkpoint directory as it is,
+ * a run's output_dir (it has a `latest` file) as its latest checkpoint. */
+void ckpt_resolve(const char *path, char *out, size_t outlen);
+
+/* The vocab.txt that goes with checkpoint dir, into out: its own copy, else
+ * the training config's data.vocab that state.json records. */
+void ckpt_vocab_path(const char *dir, const cJSON *state, char *out, size_t outlen);
+
+/* Whether the checkpoint's shards were lowercased (state.json data.lowercase;
+ * absent: true, BERT's default). */
+bool ckpt_lowercase(const cJSON *state);
+
 /* The model config a checkpoint's state.json records (config.model). */
 bool ckpt_model_config(const cJSON *state, bert_config *mc, char *err, size_t errlen);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 char *ckpt_read_file(const char *path, size_t *len) {
@@ -135,6 +136,31 @@ bool ckpt_find_auto(const char *out_dir, char *path, size_t pathlen, cJSON **sta
         free(names[i]);
     }
     return found;
+}
+
+void ckpt_resolve(const char *path, char *out, size_t outlen) {
+    char latest_path[1200];
+    size_t len = 0;
+    snprintf(out, outlen, "%s", path);
+    snprintf(latest_path, sizeof latest_path, "%s/latest", path);
+    char *latest = ckpt_read_file(latest_path, &len);
+    if (!latest) return;
+    latest[strcspn(latest, "\n")] = 0;
+    snprintf(out, outlen, "%s/%s", path, latest);
+    free(latest);
+}
+
+void ckpt_vocab_path(const char *dir, const cJSON *state, char *out, size_t outlen) {
+    snprintf(out, outlen, "%s/vocab.txt", dir);
+    const cJSON *conf = cJSON_GetObjectItemCaseSensitive(state, "config");
+    const cJSON *dv = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(conf, "data"), "vocab");
+    if (access(out, R_OK) != 0 && cJSON_IsString(dv)) snprintf(out, outlen, "%s", dv->valuestring);
+}
+
+bool ckpt_lowercase(const cJSON *state) {
+    return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(state, "data"), "lowercase"));
 }
 
 bool ckpt_model_config(const cJSON *state, bert_config *mc, char *err, size_t errlen) {

@@ -21,4 +21,8 @@ int cli_export(int argc, char **argv);
  * as a checkpoint that `train --resume OUT_CKPT` continues; the exit code. */
 int cli_import(int argc, char **argv);
 
+/* `bertrain predict CKPT [--top K] [--json] [TEXT...]`: the most probable
+ * tokens for each [MASK]; the exit code. */
+int cli_predict(int argc, char **argv);
+
 #endif

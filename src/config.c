@@ -16,7 +16,7 @@
 #include <string.h>
 
 typedef enum { K_OBJECT, K_INT, K_LONG, K_FLOAT, K_DOUBLE, K_BOOL, K_STRING, K_SEED, K_BETAS,
-               K_CHOICE, K_SHARES, K_DEVICES } key_kind;
+               K_CHOICE, K_SHARES, K_DEVICES, K_MASK_TEXTS } key_kind;
 
 typedef struct {
     const char *path;
@@ -107,6 +107,7 @@ static const key_spec KEYS[] = {
     {"eval.interval", K_LONG, OFF(eval_interval), 0, 1e12, NULL, 0},
     {"eval.max_samples", K_LONG, OFF(eval_max_samples), 0, 1e15, NULL, 0},
     {"eval.batch_size", K_INT, OFF(eval_batch), 0, 1e6, NULL, 0},
+    {"eval.fill_mask", K_MASK_TEXTS, STR(eval_fill_mask_json)},
     {"guard", K_OBJECT, 0, 0, 0, NULL, 0},
     {"guard.loss_spike_factor", K_DOUBLE, OFF(guard_spike_factor), 0, 1e9, NULL, 0},
     {"guard.median_window", K_INT, OFF(guard_median_window), 1, 10000, NULL, 0},
@@ -310,6 +311,30 @@ static bool apply_key(bt_config *cfg, const key_spec *k, const cJSON *v) {
             return false;
         }
         strcpy(base, text);
+        free(text);
+        return true;
+    }
+    case K_MASK_TEXTS: { /* stored as the JSON text of the list */
+        int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+        if (n < 0 || n > BT_MAX_FILL_MASK) {
+            fail(cfg, "%s: expected a list of at most %d sentences with [MASK]", k->path,
+                 BT_MAX_FILL_MASK);
+            return false;
+        }
+        for (int i = 0; i < n; i++) {
+            const cJSON *x = cJSON_GetArrayItem(v, i);
+            if (!cJSON_IsString(x) || !strstr(x->valuestring, "[MASK]")) {
+                fail(cfg, "%s: entry %d is not a string with [MASK] in it", k->path, i);
+                return false;
+            }
+        }
+        char *text = n ? cJSON_PrintUnformatted(v) : NULL;
+        if (n && (!text || strlen(text) >= k->size)) {
+            fail(cfg, "%s: longer than %zu characters in all", k->path, k->size - 1);
+            free(text);
+            return false;
+        }
+        snprintf(base, k->size, "%s", text ? text : "");
         free(text);
         return true;
     }
@@ -703,6 +728,7 @@ void *config_to_cjson(const bt_config *cfg) {
         if (k->kind == K_OBJECT) continue;
         if (k->kind == K_SHARES && cfg->n_shares == 0 && !cfg->shares_auto) continue;
         if (k->kind == K_DEVICES && !cfg->devices_json[0]) continue;
+        if (k->kind == K_MASK_TEXTS && !cfg->eval_fill_mask_json[0]) continue;
         cJSON *parent = parent_of(root, k->path, &leaf), *v = NULL;
         switch (k->kind) {
         case K_OBJECT:
@@ -745,7 +771,8 @@ void *config_to_cjson(const bt_config *cfg) {
             }
             break;
         case K_DEVICES:
-            v = cJSON_Parse(cfg->devices_json);
+        case K_MASK_TEXTS:
+            v = cJSON_Parse(base);
             break;
         case K_CHOICE: {
             int idx = (k->offset == OFF(sched.warmup_log) || k->offset == OFF(data.sentence_pairs))

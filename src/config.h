@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #define BT_MAX_RANKS 1024
+#define BT_MAX_FILL_MASK 16 /* eval.fill_mask: sentences at most */
 
 typedef enum { OPT_ADAMW = 0, OPT_LAMB = 1 } bt_optim_type;
 typedef enum {
@@ -75,6 +76,8 @@ typedef struct {
     long eval_interval;    /* eval.interval: steps between evaluations (0: only after the last) */
     long eval_max_samples; /* eval.max_samples: validation sequences used (0: all) */
     int eval_batch;        /* eval.batch_size (0: the micro-batch) */
+    char eval_fill_mask_json[4096]; /* eval.fill_mask: JSON list of sentences with [MASK]
+                                     * whose predictions each evaluation prints ("": none) */
     /* guard: skip non-finite or spiking steps; stop after max_bad within window */
     double guard_spike_factor; /* guard.loss_spike_factor: k x running median (0: off) */
     int guard_median_window;   /* guard.median_window: accepted losses in the median */

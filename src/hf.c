@@ -241,15 +241,8 @@ int cli_export(int argc, char **argv) {
         return 2;
     }
     char ckpt[1200], err[1024], path[1400];
-    snprintf(ckpt, sizeof ckpt, "%s", pos[0]);
-    snprintf(path, sizeof path, "%s/latest", pos[0]);
     size_t len = 0;
-    char *latest = ckpt_read_file(path, &len); /* a run's output_dir: its latest checkpoint */
-    if (latest) {
-        latest[strcspn(latest, "\n")] = 0;
-        snprintf(ckpt, sizeof ckpt, "%s/%s", pos[0], latest);
-        free(latest);
-    }
+    ckpt_resolve(pos[0], ckpt, sizeof ckpt);
     const char *out = pos[1];
     cJSON *state = NULL;
     bert_config mc;
@@ -280,11 +273,7 @@ int cli_export(int argc, char **argv) {
         if (!(new_index = malloc((size_t)n_layers_ckpt * sizeof *new_index))) goto out;
         if (!(mc.num_hidden_layers = parse_keep_layers(keep, n_layers_ckpt, new_index))) goto out;
     }
-    snprintf(path, sizeof path, "%s/vocab.txt", ckpt);
-    const cJSON *conf = cJSON_GetObjectItemCaseSensitive(state, "config");
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(conf, "data");
-    const cJSON *dv = cJSON_GetObjectItemCaseSensitive(data, "vocab");
-    if (access(path, R_OK) != 0 && cJSON_IsString(dv)) snprintf(path, sizeof path, "%s", dv->valuestring);
+    ckpt_vocab_path(ckpt, state, path, sizeof path);
     if (!vocab_load(&vocab, path, err, sizeof err) ||
         !(vocab_text = ckpt_read_file(path, &len))) {
         fprintf(stderr, "bertrain: export: %s has no vocab.txt: %s\n", ckpt, err);
@@ -362,12 +351,10 @@ int cli_export(int argc, char **argv) {
         remove(tmp);
         goto out;
     }
-    const cJSON *lower = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(state, "data"), "lowercase");
     cJSON *hc = hf_config(&mc, vocab.pad_id);
     bool ok = write_json(out, "config.json", hc) &&
               write_atomic(out, "vocab.txt", vocab_text, len) &&
-              write_tokenizer_files(out, !cJSON_IsFalse(lower), mc.max_position_embeddings);
+              write_tokenizer_files(out, ckpt_lowercase(state), mc.max_position_embeddings);
     cJSON_Delete(hc);
     if (!ok) goto out;
     printf("export: %s -> %s: BertForPreTraining (%d layers%s%s, hidden %d, vocab %d), "

@@ -26,6 +26,7 @@ static void usage(FILE *out) {
             "  bertrain prep --inspect SHARD [--vocab vocab.txt]\n"
             "  bertrain export CKPT_DIR OUT_DIR [--keep-layers 0,2,...]  (a Hugging Face BertForPreTraining directory)\n"
             "  bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]  (then: train CONFIG --resume OUT_CKPT)\n"
+            "  bertrain predict CKPT [--top K] [--json] \"text with [MASK] ...\"...  (or lines on stdin)\n"
             "  bertrain devices\n"
             "  bertrain version\n"
             "\n"
@@ -119,6 +120,8 @@ int main(int argc, char **argv) {
         rc = cli_export(argc - 2, argv + 2);
     } else if (!strcmp(argv[1], "import")) {
         rc = cli_import(argc - 2, argv + 2);
+    } else if (!strcmp(argv[1], "predict")) {
+        rc = cli_predict(argc - 2, argv + 2);
     } else if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         printf("bertrain %s (backends: %s; %s)\n", PACKAGE_VERSION, bt_backends_built(),
                dist_is_mpi() ? "mpi" : "no mpi");

@@ -1,8 +1,10 @@
-/* What the training run (train_run.c) shares with its rollback (rollback.c). */
+/* What the training run (train_run.c) shares with its rollback (rollback.c)
+ * and its evaluations (train_eval.c). */
 #ifndef BT_TRAIN_INTERNAL_H
 #define BT_TRAIN_INTERNAL_H
 
 #include "ckpt.h"
+#include "fill_mask.h"
 #include "loss_scale.h"
 #include "resume.h"
 #include "sample_skips.h"
@@ -23,6 +25,11 @@ typedef struct {
     uint32_t *first;
     int n_mb_alloc;
     FILE *metrics;
+    int most_common;         /* the frequency baseline's token (-1: no data.valid) */
+    int eval_batch;          /* sequences per evaluation forward */
+    int n_fill_mask;         /* eval.fill_mask sentences, tokenized (rank 0) */
+    char **fill_mask_texts;
+    fill_mask_input *fill_mask;
 } run_state;
 
 /* A fresh model on every rank: BERT's initialization from cfg->seed (rank 0's
@@ -38,5 +45,17 @@ bool run_start_fresh(run_state *s, const bt_config *cfg, int micro);
 long run_rollback(run_state *s, const bt_config *cfg, const resume_info *start, int micro,
                   sample_skips *skips, sample_skips *rejected, uint64_t *cursor,
                   loss_scaler *scaler);
+
+/* Tokenize eval.fill_mask with the run's vocab and lowercasing (rank 0).
+ * false after a one-line error naming the entry (the caller exits 2). */
+bool run_fill_mask_prepare(run_state *s, const bt_config *cfg);
+
+/* Release what run_fill_mask_prepare made. */
+void run_fill_mask_free(run_state *s);
+
+/* Evaluate after step `step`: held-out MLM loss, accuracy and the frequency
+ * baseline on data.valid (every rank), then the eval.fill_mask predictions;
+ * console and metrics.jsonl on rank 0. */
+void run_evaluate(run_state *s, const bt_config *cfg, long step);
 
 #endif

@@ -30,6 +30,7 @@ static void run_free(run_state *s) {
     if (s->be) s->be->destroy(s->be);
     dataset_close(s->ds);
     dataset_close(s->valid);
+    run_fill_mask_free(s);
     vocab_free(&s->vocab);
 }
 
@@ -288,7 +289,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         run_free(&s);
         return 2;
     }
-    int most_common = -1, eval_batch = 0;
+    s.most_common = -1;
     if (cfg->data.valid[0]) {
         bt_data_config valid_cfg = cfg->data;
         valid_cfg.limit_samples = 0; /* data.limit_samples limits training data only */
@@ -299,8 +300,12 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
             run_free(&s);
             return 2;
         }
-        most_common = dataset_most_common_token(s.ds);
-        eval_batch = cfg->eval_batch > 0 ? cfg->eval_batch : (int)cfg->micro_batch;
+        s.most_common = dataset_most_common_token(s.ds);
+    }
+    s.eval_batch = cfg->eval_batch > 0 ? cfg->eval_batch : (int)cfg->micro_batch;
+    if (!run_fill_mask_prepare(&s, cfg)) {
+        run_free(&s);
+        return 2;
     }
     char spec[256];
     plan_device_spec(cfg, spec, sizeof spec);
@@ -312,11 +317,12 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     plan_from_config(&plan, cfg, world);
     const int B = plan.micro;
     int max_masked = B * dataset_max_predictions(s.ds);
-    if (s.valid && eval_batch * dataset_max_predictions(s.valid) > max_masked)
-        max_masked = eval_batch * dataset_max_predictions(s.valid);
+    if (s.valid && s.eval_batch * dataset_max_predictions(s.valid) > max_masked)
+        max_masked = s.eval_batch * dataset_max_predictions(s.valid);
     bert_config mc = cfg->model;
     mc.pad_id = s.vocab.pad_id;
-    s.m = bert_create(s.be, &mc, eval_batch > B ? eval_batch : B, T, max_masked, err, sizeof err);
+    const int max_B = s.valid && s.eval_batch > B ? s.eval_batch : B;
+    s.m = bert_create(s.be, &mc, max_B, T, max_masked, err, sizeof err);
     if (!s.m) {
         fprintf(stderr, "bertrain: rank %d (%s): %s\n", rank, dist_hostname(), err);
         goto out;
@@ -561,26 +567,10 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                 printf("rebalance step %ld | shares %s\n", step + 1, shares);
             }
         }
-        if (s.valid && (last || (cfg->eval_interval > 0 && (step + 1) % cfg->eval_interval == 0))) {
-            eval_result ev;
+        if ((s.valid || cfg->eval_fill_mask_json[0]) &&
+            (last || (cfg->eval_interval > 0 && (step + 1) % cfg->eval_interval == 0))) {
             double te = now_s();
-            eval_run(s.m, s.valid, eval_batch, cfg->eval_max_samples, most_common, &ev);
-            if (rank == 0) {
-                printf("eval step %ld | mlm_acc %.4f | perplexity %.3f | mlm_loss %.4f | "
-                       "baseline_acc %.4f (most common token) | %ld masked tokens | %.1f s\n",
-                       step + 1, ev.mlm_acc, ev.perplexity, ev.mlm_loss, ev.baseline_acc,
-                       ev.n_masked, now_s() - te);
-                fprintf(s.metrics,
-                        "{\"step\": %ld, \"eval_mlm_loss\": %.9g, \"eval_mlm_acc\": %.6g, "
-                        "\"eval_perplexity\": %.6g, \"eval_baseline_acc\": %.6g, "
-                        "\"eval_masked\": %ld",
-                        step + 1, ev.mlm_loss, ev.mlm_acc, ev.perplexity, ev.baseline_acc,
-                        ev.n_masked);
-                if (s.m->cfg.nsp) fprintf(s.metrics, ", \"eval_nsp_acc\": %.6g", ev.nsp_acc);
-                fprintf(s.metrics, "}\n");
-                fflush(s.metrics);
-                fflush(stdout);
-            }
+            run_evaluate(&s, cfg, step + 1);
             t_window += now_s() - te; /* evaluation is not training throughput */
         }
         if (final || (cfg->ckpt_interval > 0 && (step + 1) % cfg->ckpt_interval == 0)) {
