@@ -157,6 +157,12 @@ struct bert_model {
  * false if the name is unknown. Vocabulary and dropout keep BERT's defaults. */
 bool bert_preset(const char *name, bert_config *cfg);
 
+/* How start-up lines name a model of shape cfg configured from `preset`:
+ * "tiny"; "tiny modified (hidden_size 256 instead of 128)" when the config
+ * overrides some of the preset's layers, hidden size, heads and intermediate
+ * size; "custom" when it overrides all of them, or there is no preset. */
+void bert_describe(const char *preset, const bert_config *cfg, char *out, size_t n);
+
 /* Check a config; on error write "key: problem" into err and return false. */
 bool bert_config_valid(const bert_config *cfg, char *err, size_t errlen);
 

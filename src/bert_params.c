@@ -36,6 +36,32 @@ bool bert_preset(const char *name, bert_config *cfg) {
     return false;
 }
 
+void bert_describe(const char *preset, const bert_config *cfg, char *out, size_t n) {
+    bert_config p;
+    if (!preset || !preset[0] || !bert_preset(preset, &p)) {
+        snprintf(out, n, "custom");
+        return;
+    }
+    const struct {
+        const char *key;
+        int now, preset;
+    } shape[] = {{"num_hidden_layers", cfg->num_hidden_layers, p.num_hidden_layers},
+                 {"hidden_size", cfg->hidden_size, p.hidden_size},
+                 {"num_attention_heads", cfg->num_attention_heads, p.num_attention_heads},
+                 {"intermediate_size", cfg->intermediate_size, p.intermediate_size}};
+    const int n_keys = (int)(sizeof shape / sizeof shape[0]);
+    int len = snprintf(out, n, "%s", preset), changed = 0;
+    for (int i = 0; i < n_keys && len < (int)n; i++)
+        if (shape[i].now != shape[i].preset)
+            len += snprintf(out + len, n - (size_t)len, "%s%s %d instead of %d",
+                            changed++ ? ", " : " modified (", shape[i].key, shape[i].now,
+                            shape[i].preset);
+    if (changed == n_keys)
+        snprintf(out, n, "custom");
+    else if (changed && len < (int)n)
+        snprintf(out + len, n - (size_t)len, ")");
+}
+
 bool bert_config_valid(const bert_config *c, char *err, size_t errlen) {
 #define REQUIRE(cond, ...)                                                                   \
     if (!(cond)) {                                                                           \

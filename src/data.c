@@ -138,6 +138,31 @@ bool dataset_lowercase(const bt_dataset *ds) {
     return ds->n_shards > 0 && (ds->shards[0].flags & 1u); /* SHARD_FLAG_LOWERCASE */
 }
 
+bool dataset_check_casing(const bt_data_config *dc, const bt_vocab *v, const bt_dataset *train,
+                          const bt_dataset *valid, int ckpt_lower, const char *ckpt_dir,
+                          char *err, size_t errlen) {
+    const bool lower = dataset_lowercase(train);
+    const char *made = lower ? "with --lowercase" : "without --lowercase";
+    const int casing = vocab_casing(v);
+    if ((casing == VOCAB_UNCASED && !lower) || (casing == VOCAB_CASED && lower))
+        snprintf(err, errlen, "data.train %s was made %s, but the vocab %s is %s; make the "
+                 "shards again with `bertrain prep %s--vocab %s`", dc->train, made, dc->vocab,
+                 lower ? "cased (its tokens have capital letters)"
+                       : "uncased (no token has a capital letter)",
+                 lower ? "" : "--lowercase ", dc->vocab);
+    else if (valid && dataset_lowercase(valid) != lower)
+        snprintf(err, errlen, "data.valid %s was made %s and data.train %s %s; make both the "
+                 "same way", dc->valid, dataset_lowercase(valid) ? "with --lowercase"
+                 : "without --lowercase", dc->train, made);
+    else if (ckpt_lower >= 0 && ckpt_lower != lower)
+        snprintf(err, errlen, "data.train %s was made %s, but the checkpoint %s was trained on "
+                 "shards made %s; continue it on shards made like its own", dc->train, made,
+                 ckpt_dir, ckpt_lower ? "with --lowercase" : "without --lowercase");
+    else
+        return true;
+    return false;
+}
+
 /* Copy stream positions [p, p + n) into out; positions past the end are not
  * read (the caller pads). Returns the count copied. */
 static int read_stream(const bt_dataset *ds, uint64_t p, int n, int32_t *out) {

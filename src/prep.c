@@ -254,6 +254,29 @@ static bool commit_all(prep_state *s, char *train_path, size_t train_path_len) {
     return true;
 }
 
+/* Warn (stderr) when more than 1% of the tokens are [UNK], and when the
+ * lowercasing disagrees with the vocab's casing, which `train` refuses. */
+static void warn_tokenization(const bt_prep_options *o, int casing, uint64_t unk,
+                              uint64_t tokens) {
+    const bool mismatch = (casing == VOCAB_UNCASED && !o->lowercase) ||
+                          (casing == VOCAB_CASED && o->lowercase);
+    const char *hint = !mismatch ? ""
+                       : o->lowercase ? "; the vocab is cased (its tokens have capital letters), so "
+                                        "the text wants no --lowercase"
+                                      : "; the vocab is uncased (no token has a capital letter), "
+                                        "so the text wants --lowercase";
+    if (tokens > 0 && (double)unk > 0.01 * (double)tokens)
+        fprintf(stderr, "bertrain prep: warning: %llu of %llu tokens (%.1f%%) are [UNK]: the vocab "
+                        "%s does not cover this text%s\n", (unsigned long long)unk,
+                (unsigned long long)tokens, 100.0 * (double)unk / (double)tokens, o->vocab_path,
+                hint);
+    if (mismatch)
+        fprintf(stderr, "bertrain prep: warning: shards made %s --lowercase with %s vocab %s: "
+                        "`bertrain train` refuses them; run prep again %s --lowercase\n",
+                o->lowercase ? "with" : "without", o->lowercase ? "the cased" : "the uncased",
+                o->vocab_path, o->lowercase ? "without" : "with");
+}
+
 int prep_run(const bt_prep_options *o) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -266,9 +289,10 @@ int prep_run(const bt_prep_options *o) {
     prep_state s;
     memset(&s, 0, sizeof s);
     if (!vocab_load(&vocab, o->vocab_path, s.err, sizeof s.err)) {
-        fprintf(stderr, "%s\n", s.err);
-        return 1;
+        fprintf(stderr, "bertrain prep: %s\n", s.err);
+        return 2;
     }
+    const int casing = vocab_casing(&vocab);
     if (!paths_prepare_dir(o->out_dir, s.err, sizeof s.err)) {
         fprintf(stderr, "bertrain prep: --out %s\n", s.err);
         vocab_free(&vocab);
@@ -359,6 +383,7 @@ int prep_run(const bt_prep_options *o) {
     printf("prep: %llu [UNK] of %llu tokens; tokenized at %.1f MB/s, %.2f s in all\n",
            (unsigned long long)s.unk, (unsigned long long)(s.train_tokens + valid_tokens),
            tokenize_secs > 0 ? (double)s.bytes / tokenize_secs / 1e6 : 0.0, seconds_since(&t0));
+    warn_tokenization(o, casing, s.unk, s.train_tokens + valid_tokens);
     return 0;
 }
 

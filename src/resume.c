@@ -89,6 +89,8 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri) {
         }
     }
     ri->step = (long)num(state, "step", 0);
+    const cJSON *lower = at_path(state, "data.lowercase");
+    ri->lowercase = cJSON_IsBool(lower) ? cJSON_IsTrue(lower) : -1;
     long old_batch = (long)num(state, "data.global_batch", (double)cfg->train_batch_size);
     ri->position = (long long)num(state, "data.position", (double)ri->step * old_batch);
     const long updates = (long)num(state, "optimizer.step", (double)ri->step); /* the schedule's step */
@@ -120,22 +122,25 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri) {
 
 int resume_prepare(const bt_config *cfg, resume_info *ri) {
     memset(ri, 0, sizeof *ri);
+    ri->lowercase = -1;
     if (!cfg->resume[0]) return 0;
     struct {
-        int rc, active;
+        int rc, active, lowercase;
         long step;
         long long position;
         char dir[1024];
-    } msg = {0, 0, 0, 0, ""};
+    } msg = {0, 0, -1, 0, 0, ""};
     if (dist_rank() == 0) {
         msg.rc = prepare_rank0(cfg, ri);
         msg.active = ri->active;
+        msg.lowercase = ri->lowercase;
         msg.step = ri->step;
         msg.position = ri->position;
         memcpy(msg.dir, ri->dir, sizeof msg.dir);
     }
     dist_broadcast(&msg, sizeof msg);
     ri->active = msg.active;
+    ri->lowercase = msg.lowercase;
     ri->step = msg.step;
     ri->position = msg.position;
     memcpy(ri->dir, msg.dir, sizeof ri->dir);

@@ -18,6 +18,7 @@ typedef struct {
     char dir[1024];
     long step;           /* optimizer steps already done */
     long long position;  /* data cursor: run position of the step's first sample */
+    int lowercase;       /* the checkpoint's shards were lowercased: 1, 0, or -1 unknown */
 } resume_info;
 
 /* Pick the checkpoint for cfg->resume ("auto": the newest one in output_dir

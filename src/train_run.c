@@ -302,6 +302,12 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         }
         s.most_common = dataset_most_common_token(s.ds);
     }
+    if (!dataset_check_casing(&cfg->data, &s.vocab, s.ds, s.valid, ri.active ? ri.lowercase : -1,
+                              ri.dir, err, sizeof err)) {
+        if (rank == 0) fprintf(stderr, "bertrain: %s: %s\n", cfg->path, err);
+        run_free(&s);
+        return 2;
+    }
     s.eval_batch = cfg->eval_batch > 0 ? cfg->eval_batch : (int)cfg->micro_batch;
     if (!run_fill_mask_prepare(&s, cfg)) {
         run_free(&s);
@@ -368,8 +374,10 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         s.be->info(s.be, &info);
         char shares[512];
         plan_format(&plan, shares, sizeof shares);
+        char model_name[256];
+        bert_describe(cfg->preset, &mc, model_name, sizeof model_name);
         printf("bertrain: model %s: %d layers, hidden %d, heads %d, vocab %d, %.2fM parameters\n",
-               cfg->preset[0] ? cfg->preset : "custom", mc.num_hidden_layers, mc.hidden_size,
+               model_name, mc.num_hidden_layers, mc.hidden_size,
                mc.num_attention_heads, mc.vocab_size, s.m->n_params / 1e6);
         printf("bertrain: data %s: %llu tokens, %llu samples of %d per epoch\n", cfg->data.train,
                (unsigned long long)dataset_num_tokens(s.ds),

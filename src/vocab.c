@@ -1,12 +1,15 @@
 /* vocab.txt loading. */
 #include "vocab.h"
 
+#include "strmap.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <utf8proc.h>
 
 uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
@@ -15,6 +18,51 @@ uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
         h *= 0x100000001b3ULL;
     }
     return h;
+}
+
+/* false with "path: line N repeats line M" when a token appears twice (its
+ * second id could never be produced, and transformers would map both to one). */
+static bool no_duplicates(const bt_vocab *v, const char *path, char *err, size_t errlen) {
+    bt_strmap seen;
+    if (!strmap_init(&seen, (size_t)v->size)) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; ok && i < v->size; i++) {
+        bool inserted;
+        int64_t *first = strmap_upsert(&seen, v->tokens[i], strlen(v->tokens[i]), &inserted);
+        if (!first) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            ok = false;
+        } else if (!inserted) {
+            snprintf(err, errlen, "%s: line %d repeats the token \"%.40s\" of line %lld; each "
+                     "token must appear once", path, i + 1, v->tokens[i], (long long)*first + 1);
+            ok = false;
+        } else {
+            *first = i;
+        }
+    }
+    strmap_free(&seen);
+    return ok;
+}
+
+int vocab_casing(const bt_vocab *v) {
+    bool letters = false;
+    for (int i = 0; i < v->size; i++) {
+        const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)v->tokens[i];
+        size_t n = strlen(v->tokens[i]);
+        if (n > 2 && p[0] == '[' && p[n - 1] == ']') continue; /* [CLS], [unused0], ... */
+        for (utf8proc_ssize_t k = 0; k < (utf8proc_ssize_t)n;) {
+            utf8proc_int32_t cp;
+            utf8proc_ssize_t step = utf8proc_iterate(p + k, (utf8proc_ssize_t)n - k, &cp);
+            if (step <= 0) break;
+            k += step;
+            if (utf8proc_tolower(cp) != cp) return VOCAB_CASED;
+            letters = letters || utf8proc_toupper(cp) != cp;
+        }
+    }
+    return letters ? VOCAB_UNCASED : VOCAB_CASE_UNKNOWN;
 }
 
 bool vocab_load(bt_vocab *v, const char *path, char *err, size_t errlen) {
@@ -66,6 +114,10 @@ bool vocab_load(bt_vocab *v, const char *path, char *err, size_t errlen) {
         v->hash = fnv1a64(v->hash, "\n", 1);
         if (!nl) break;
         p = nl + 1;
+    }
+    if (!no_duplicates(v, path, err, errlen)) {
+        vocab_free(v);
+        return false;
     }
     int *ids[5] = {&v->pad_id, &v->unk_id, &v->cls_id, &v->sep_id, &v->mask_id};
     const char *names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
