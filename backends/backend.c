@@ -5,50 +5,34 @@
 #include <stdio.h>
 #include <string.h>
 
-#define BT_OPS(X)                                                                  \
-    X(destroy) X(info) X(sync) X(alloc) X(free) X(upload) X(download) X(copy)     \
-    X(fill) X(gemm) X(gemm16) X(bias_add) X(bias_grad) X(embed_fwd) X(embed_bwd)             \
-    X(layernorm_fwd) X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)          \
-    X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale) X(axpy)   \
-    X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum) X(all_finite)   \
-    X(adamw_step) X(lamb_update) X(cast) X(round16)
-
-#define BT_OP_NAME(op) #op,
-const char *const bt_op_names[] = {BT_OPS(BT_OP_NAME)};
-const int bt_op_count = (int)(sizeof bt_op_names / sizeof bt_op_names[0]);
-
-bool bt_backend_complete(const bt_backend *be) {
-#define BT_OP_CHECK(op)                                                            \
-    if (!be->op) {                                                                 \
-        fprintf(stderr, "bertrain: backend '%s' lacks op '%s'\n", be->name, #op);  \
-        return false;                                                              \
-    }
-    BT_OPS(BT_OP_CHECK)
-#undef BT_OP_CHECK
-    return true;
-}
-
 #ifdef BT_HAVE_OPENCL
 bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t errlen,
                                      bool *no_device);
 int bt_opencl_find_device(const char *substr, int *platform, int *device, char *err,
                            size_t errlen);
-#endif
-#ifdef BT_HAVE_CUDA
-bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *no_device);
-#endif
-
-#ifdef BT_HAVE_OPENCL
 void bt_opencl_list_devices(FILE *out);
 #endif
 #ifdef BT_HAVE_CUDA
-void bt_cuda_list_devices(FILE *out);
-void bt_cuda_set_tf32(bt_backend *be, bool on);
+#include "cuda/cuda_backend.h"
+
+/* The CUDA backend on device (see bt_cuda_backend_create), through the
+ * plugin; a plugin that cannot load counts as no device. */
+static bt_backend *cuda_create(int device, char *err, size_t errlen, bool *no_device) {
+    const bt_cuda_plugin *cu = bt_cuda_plugin_load(err, errlen);
+    if (!cu) {
+        *no_device = true;
+        return NULL;
+    }
+    return cu->create(device, err, errlen, no_device);
+}
 #endif
 
 void bt_backend_allow_tf32(bt_backend *be, bool on) {
 #ifdef BT_HAVE_CUDA
-    if (strcmp(be->name, "cuda") == 0) bt_cuda_set_tf32(be, on);
+    char err[256];
+    const bt_cuda_plugin *cu = strcmp(be->name, "cuda") == 0 ? bt_cuda_plugin_load(err, sizeof err)
+                                                             : NULL;
+    if (cu) cu->set_tf32(be, on); /* a cuda backend exists: its plugin is loaded */
 #endif
     (void)be;
     (void)on;
@@ -64,7 +48,12 @@ void bt_backends_list_devices(FILE *out) {
         cpu->destroy(cpu);
     }
 #ifdef BT_HAVE_CUDA
-    bt_cuda_list_devices(out);
+    char err[512];
+    const bt_cuda_plugin *cu = bt_cuda_plugin_load(err, sizeof err);
+    if (cu)
+        cu->list_devices(out);
+    else
+        fprintf(out, "cuda: %s\n", err);
 #else
     fprintf(out, "cuda: not built (configure --with-cuda)\n");
 #endif
@@ -135,7 +124,7 @@ bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *
             snprintf(err, errlen, "device '%s': expected cuda or cuda:N", spec);
             return NULL;
         }
-        be = bt_cuda_backend_create(d, err, errlen, &nodev);
+        be = cuda_create(d, err, errlen, &nodev);
         if (no_device) *no_device = nodev;
         return checked(be, err, errlen);
 #else
@@ -149,7 +138,7 @@ bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *
         if (spec[4] && sscanf(spec + 4, ":%d", &local) != 1) local = 0;
         (void)local;
 #ifdef BT_HAVE_CUDA
-        be = bt_cuda_backend_create(-1 - local, err, errlen, &nodev); /* -1-k: k-th of any count */
+        be = cuda_create(-1 - local, err, errlen, &nodev); /* -1-k: k-th of any count */
         if (be) return checked(be, err, errlen);
 #endif
 #ifdef BT_HAVE_OPENCL

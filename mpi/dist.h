@@ -6,7 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Start (MPI_Init when built with MPI). */
+/* Start (MPI_Init when built with MPI): only commands that run across ranks
+ * call it; before it, or without it, this process is rank 0 of 1. */
 void dist_init(int *argc, char ***argv);
 /* Finish (MPI_Finalize). */
 void dist_finalize(void);

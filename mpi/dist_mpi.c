@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int g_rank, g_world = 1, g_local_rank;
+static bool g_started; /* dist_init ran: commands that need no ranks never start MPI */
 static char g_host[MPI_MAX_PROCESSOR_NAME + 1];
 
 #define MPI_CHECK(call)                                                                      \
@@ -27,6 +29,7 @@ static char g_host[MPI_MAX_PROCESSOR_NAME + 1];
 void dist_init(int *argc, char ***argv) {
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    g_started = true;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world));
@@ -40,20 +43,26 @@ void dist_init(int *argc, char ***argv) {
     MPI_Comm_free(&local);
 }
 
-void dist_finalize(void) { MPI_Finalize(); }
+void dist_finalize(void) {
+    if (g_started) MPI_Finalize();
+    g_started = false;
+}
 
 void dist_abort(int code) {
     fflush(stdout);
     fflush(stderr);
     if (g_world > 1) MPI_Abort(MPI_COMM_WORLD, code);
-    MPI_Finalize();
+    dist_finalize();
     exit(code);
 }
 
 int dist_rank(void) { return g_rank; }
 int dist_world(void) { return g_world; }
 int dist_local_rank(void) { return g_local_rank; }
-const char *dist_hostname(void) { return g_host; }
+const char *dist_hostname(void) {
+    if (!g_host[0] && gethostname(g_host, sizeof g_host - 1) != 0) strcpy(g_host, "localhost");
+    return g_host;
+}
 bool dist_is_mpi(void) { return true; }
 
 void dist_allreduce_sum_f64(double *x, int n) {

@@ -97,8 +97,14 @@ static int cmd_train(int argc, char **argv, bool eval) {
     return rc;
 }
 
+/* Commands that run across MPI ranks; the others never start MPI (a second
+ * or more of start-up, and they need no ranks). */
+static bool runs_across_ranks(const char *cmd) {
+    return !strcmp(cmd, "train") || !strcmp(cmd, "eval") || !strcmp(cmd, "bench");
+}
+
 int main(int argc, char **argv) {
-    dist_init(&argc, &argv);
+    if (argc >= 2 && runs_across_ranks(argv[1])) dist_init(&argc, &argv);
     int rc;
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);

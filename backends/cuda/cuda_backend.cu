@@ -322,3 +322,9 @@ fail:
     cu_destroy(be);
     return NULL;
 }
+
+/* The one symbol the program looks up in bertrain-cuda.so. */
+extern "C" const bt_cuda_plugin bt_cuda_plugin_entry = {BT_CUDA_PLUGIN_ABI, bt_cuda_backend_create,
+                                                        bt_cuda_list_devices,
+                                                        bt_cuda_op_table_complete,
+                                                        bt_cuda_set_tf32};

@@ -1,6 +1,13 @@
 /* The CUDA backend's public entry points (built with configure --with-cuda).
  * C-compatible: the backend is CUDA C++ compiled by nvcc, with C linkage at
- * this interface. */
+ * this interface.
+ *
+ * The backend is a plugin, bertrain-cuda.so, that the program loads with
+ * dlopen only when a CUDA device is asked for (bt_cuda_plugin_load): the CUDA
+ * runtime and cuBLAS (hundreds of MB mapped, a fifth of a second to load) are
+ * then never loaded by commands that do not use them, and a CUDA build still
+ * runs where those libraries are missing. The plugin exports one symbol, its
+ * table of the functions below. */
 #ifndef BT_CUDA_BACKEND_H
 #define BT_CUDA_BACKEND_H
 
@@ -39,6 +46,26 @@ bool bt_cuda_op_table_complete(void);
  * a CUDA backend (be->name is "cuda"). The conformance suite's GEMM
  * thresholds assume fp32: TF32 fails them by design. */
 void bt_cuda_set_tf32(bt_backend *be, bool on);
+
+/* What the plugin exports under BT_CUDA_PLUGIN_SYMBOL. */
+typedef struct {
+    size_t abi; /* BT_CUDA_PLUGIN_ABI of the plugin's build: must equal the program's */
+    bt_backend *(*create)(int device, char *err, size_t errlen, bool *no_device);
+    void (*list_devices)(FILE *out);
+    bool (*op_table_complete)(void);
+    void (*set_tf32)(bt_backend *be, bool on);
+} bt_cuda_plugin;
+
+#define BT_CUDA_PLUGIN_FILE "bertrain-cuda.so"
+#define BT_CUDA_PLUGIN_SYMBOL "bt_cuda_plugin_entry"
+/* A program and a plugin built from different bt_backend layouts must not mix */
+#define BT_CUDA_PLUGIN_ABI (sizeof(bt_backend) * 1000u + sizeof(bt_device_info))
+
+/* The program's side (backends/cuda_plugin.c): load the plugin once, from
+ * $BERTRAIN_CUDA_PLUGIN, beside the running program, the install's
+ * pkglibdir or the build tree; NULL with one line in err (the CUDA libraries
+ * are missing, or the plugin is). */
+const bt_cuda_plugin *bt_cuda_plugin_load(char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

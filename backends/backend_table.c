@@ -1,0 +1,29 @@
+/* The op slots of the dispatch table by name, and the check that a backend
+ * filled them all. Linked into the program and into the CUDA plugin
+ * (bertrain-cuda.so), which checks its own table. */
+#include "backend.h"
+
+#include <stdio.h>
+
+#define BT_OPS(X)                                                                  \
+    X(destroy) X(info) X(sync) X(alloc) X(free) X(upload) X(download) X(copy)     \
+    X(fill) X(gemm) X(gemm16) X(bias_add) X(bias_grad) X(embed_fwd) X(embed_bwd)             \
+    X(layernorm_fwd) X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)          \
+    X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale) X(axpy)   \
+    X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum) X(all_finite)   \
+    X(adamw_step) X(lamb_update) X(cast) X(round16)
+
+#define BT_OP_NAME(op) #op,
+const char *const bt_op_names[] = {BT_OPS(BT_OP_NAME)};
+const int bt_op_count = (int)(sizeof bt_op_names / sizeof bt_op_names[0]);
+
+bool bt_backend_complete(const bt_backend *be) {
+#define BT_OP_CHECK(op)                                                            \
+    if (!be->op) {                                                                 \
+        fprintf(stderr, "bertrain: backend '%s' lacks op '%s'\n", be->name, #op);  \
+        return false;                                                              \
+    }
+    BT_OPS(BT_OP_CHECK)
+#undef BT_OP_CHECK
+    return true;
+}
