@@ -221,12 +221,18 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
     if (ok) test_point("optim", step);
     snprintf(path, sizeof path, "%s/vocab.txt", tmp);
     if (ok && c->vocab) ok = write_bytes(path, c->vocab, c->vocab_len, err, errlen);
+    snprintf(path, sizeof path, "%s/" CKPT_CARRIED_FILE, tmp);
+    if (ok && c->n_carried > 0) {
+        const char *meta[] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION};
+        ok = st_write(path, c->carried, c->n_carried, meta, 2, err, errlen);
+    }
     if (ok) {
         cJSON_DeleteItemFromObjectCaseSensitive(c->state, "files");
         cJSON *files = cJSON_AddObjectToObject(c->state, "files");
         ok = add_file(files, tmp, "model.safetensors", err, errlen) &&
              add_file(files, tmp, "optim.bin", err, errlen) &&
-             (!c->vocab || add_file(files, tmp, "vocab.txt", err, errlen));
+             (!c->vocab || add_file(files, tmp, "vocab.txt", err, errlen)) &&
+             (c->n_carried == 0 || add_file(files, tmp, CKPT_CARRIED_FILE, err, errlen));
     }
     if (ok) {
         char *text = state_text(c->state);
@@ -287,6 +293,15 @@ cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_opt
     cJSON_AddBoolToObject(data, "lowercase", p->lowercase);
     if (p->skips && p->skips->n > 0) /* after a rollback: batches never to train on */
         cJSON_AddItemToObject(data, "skipped_samples", skips_to_json(p->skips));
+    if (p->eval) { /* held-out metrics at this step (the export's model card states them) */
+        cJSON *ev = cJSON_AddObjectToObject(st, "eval");
+        cJSON_AddNumberToObject(ev, "mlm_acc", p->eval->mlm_acc);
+        cJSON_AddNumberToObject(ev, "perplexity", p->eval->perplexity);
+        cJSON_AddNumberToObject(ev, "mlm_loss", p->eval->mlm_loss);
+        cJSON_AddNumberToObject(ev, "baseline_acc", p->eval->baseline_acc);
+        cJSON_AddNumberToObject(ev, "masked_tokens", (double)p->eval->n_masked);
+        cJSON_AddNumberToObject(ev, "sequences", (double)p->eval->n_samples);
+    }
     cJSON_AddStringToObject(st, "seed", seed);
     cJSON *opt = cJSON_AddObjectToObject(st, "optimizer");
     cJSON_AddStringToObject(opt, "type", o->cfg.type == OPT_LAMB ? "Lamb" : "AdamW");
@@ -339,6 +354,9 @@ struct ckpt_writer {
     double t_boundary, t_start;
     bool ok;
     char err[1400];
+    st_file carried_file; /* ckpt_writer_carry: an import's carried tensors */
+    st_tensor *carried;
+    int n_carried;
 };
 
 static int cmp_name(const void *a, const void *b) {
@@ -378,7 +396,7 @@ static void *writer_main(void *arg) {
     char final[1200], path[1300];
     snprintf(final, sizeof final, "%s/ckpt-%08ld", w->cfg->output_dir, w->step);
     ckpt_contents c = {w->m, w->host, w->host + np, w->host + 2 * np, w->opt_step, w->opt_type,
-                       w->vocab, w->vocab_len, w->state, NULL, 0};
+                       w->vocab, w->vocab_len, w->state, NULL, 0, w->carried, w->n_carried};
     w->ok = ckpt_write_dir(final, &c, w->step, w->err, sizeof w->err);
     if (w->ok) {
         test_point("latest", w->step);
@@ -429,6 +447,26 @@ ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, char *er
     /* leftovers of writes that a crash interrupted */
     prune(cfg->output_dir, 1 << 30);
     return w;
+}
+
+bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t errlen) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/" CKPT_CARRIED_FILE, src_dir);
+    if (access(path, F_OK) != 0) return true;
+    if (!st_open(&w->carried_file, path, err, errlen)) return false;
+    const st_file *f = &w->carried_file;
+    if (!(w->carried = calloc((size_t)f->n, sizeof *w->carried))) {
+        snprintf(err, errlen, "out of host memory");
+        return false;
+    }
+    for (int i = 0; i < f->n; i++) {
+        const st_entry *e = &f->entries[i];
+        w->carried[i] = (st_tensor){e->name, e->dtype, e->ndim, {0}, st_data(f, e),
+                                    e->end - e->begin};
+        memcpy(w->carried[i].shape, e->shape, sizeof e->shape);
+    }
+    w->n_carried = f->n;
+    return true;
 }
 
 bool ckpt_writer_wait(ckpt_writer *w, char *err, size_t errlen) {
@@ -484,5 +522,7 @@ void ckpt_writer_free(ckpt_writer *w) {
         fprintf(stderr, "bertrain: checkpoint at step %ld: %s\n", w->step, err);
     free(w->host);
     free(w->vocab);
+    free(w->carried);
+    if (w->carried_file.file) st_close(&w->carried_file);
     free(w);
 }

@@ -4,6 +4,11 @@
  *   ckpt-<step>/model.safetensors  fp32 weights under Hugging Face names
  *   ckpt-<step>/optim.bin          optimizer moments m, v per tensor + step
  *   ckpt-<step>/vocab.txt          the run's vocabulary (for export)
+ *   ckpt-<step>/carried.safetensors  (only after an import) tensors of the
+ *                                  imported model that this model does not
+ *                                  train, such as a pooler without model.nsp:
+ *                                  carried unchanged into every checkpoint and
+ *                                  the export
  *   ckpt-<step>/state.json         step, data cursor, seed, schedule, the full
  *                                  resolved config, version, and the size and
  *                                  CRC-32 of every other file; its own CRC-32
@@ -15,8 +20,10 @@
 
 #include "bert.h"
 #include "config.h"
+#include "eval.h"
 #include "loss_scale.h"
 #include "optim.h"
+#include "safetensors.h"
 #include "sample_skips.h"
 
 #include <cjson/cJSON.h>
@@ -26,6 +33,7 @@
 #define CKPT_FORMAT_VERSION 2
 #define OPTIM_MAGIC "BTOPTIM"  /* 8 bytes with the NUL */
 #define OPTIM_VERSION 1
+#define CKPT_CARRIED_FILE "carried.safetensors"
 
 /* Where the run is: what state.json records besides the tensors. */
 typedef struct {
@@ -36,6 +44,7 @@ typedef struct {
     bool lowercase;              /* the shards were lowercased (the tokenizer's do_lower_case) */
     const loss_scaler *scaler;   /* fp16's dynamic loss scaler, or NULL */
     const sample_skips *skips;   /* samples the data cursor passes over, or NULL */
+    const eval_result *eval;     /* the held-out evaluation at this step, or NULL */
 } ckpt_progress;
 
 /* One checkpoint's contents on the host, for ckpt_write_dir. */
@@ -49,6 +58,8 @@ typedef struct {
     cJSON *state;                        /* state.json fields; "files" and the CRC are added */
     const char *const *st_meta;          /* safetensors metadata pairs (NULL: the default) */
     int n_meta;
+    const st_tensor *carried;            /* CKPT_CARRIED_FILE's tensors (n_carried 0: none) */
+    int n_carried;
 } ckpt_contents;
 
 /* Write c as directory `dir` atomically (temporary name, fsync, rename; an
@@ -77,6 +88,11 @@ ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, char *er
  * reason) when the previous write failed. */
 bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
                        const ckpt_progress *p, char *err, size_t errlen);
+
+/* Carry the tensors of checkpoint src_dir's CKPT_CARRIED_FILE (if it has one)
+ * into every checkpoint this writer writes: a resumed import keeps them.
+ * false with a reason when the file is there but unreadable. */
+bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t errlen);
 
 /* Wait for the write in flight (if any); false with its error. */
 bool ckpt_writer_wait(ckpt_writer *w, char *err, size_t errlen);

@@ -8,6 +8,7 @@
 #define _XOPEN_SOURCE 700
 #include "ckpt.h"
 #include "cli.h"
+#include "hf_files.h"
 #include "paths.h"
 #include "safetensors.h"
 #include "train.h"
@@ -29,40 +30,6 @@
 static const char *const NSP_TENSORS[] = {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
                                           "cls.seq_relationship.weight",
                                           "cls.seq_relationship.bias"};
-
-/* Write dir/name through a temporary file and a rename: never half-written. */
-static bool write_atomic(const char *dir, const char *name, const char *data, size_t n) {
-    char tmp[1400], path[1400];
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0) ok = false;
-    if (ok && rename(tmp, path) != 0) ok = false;
-    if (!ok) {
-        fprintf(stderr, "bertrain: %s: cannot write: %s\n", path, strerror(errno));
-        remove(tmp);
-    }
-    return ok;
-}
-
-static bool write_json(const char *dir, const char *name, cJSON *obj) {
-    char *text = cJSON_Print(obj);
-    bool ok = text && write_atomic(dir, name, text, strlen(text));
-    free(text);
-    return ok;
-}
-
-/* The shortest decimal that reads back as the same float (1e-12, not
- * 9.9999999600419720e-13). */
-static double short_float(float f) {
-    char buf[32];
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        if ((float)strtod(buf, NULL) == f) break;
-    }
-    return strtod(buf, NULL);
-}
 
 /* A CPU model of shape mc with its parameters initialized from seed, on the
  * host in *host; NULL after printing why. */
@@ -86,54 +53,6 @@ static bert_model *host_model(const bert_config *mc, uint64_t seed, bt_backend *
 }
 
 /* ---- export ---- */
-
-static cJSON *hf_config(const bert_config *mc, int pad_id) {
-    cJSON *c = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("BertForPreTraining"));
-    cJSON_AddStringToObject(c, "model_type", "bert");
-    cJSON_AddNumberToObject(c, "vocab_size", mc->vocab_size);
-    cJSON_AddNumberToObject(c, "hidden_size", mc->hidden_size);
-    cJSON_AddNumberToObject(c, "num_hidden_layers", mc->num_hidden_layers);
-    cJSON_AddNumberToObject(c, "num_attention_heads", mc->num_attention_heads);
-    cJSON_AddNumberToObject(c, "intermediate_size", mc->intermediate_size);
-    cJSON_AddStringToObject(c, "hidden_act", "gelu");
-    cJSON_AddNumberToObject(c, "hidden_dropout_prob", short_float(mc->hidden_dropout_prob));
-    cJSON_AddNumberToObject(c, "attention_probs_dropout_prob",
-                            short_float(mc->attention_probs_dropout_prob));
-    cJSON_AddNumberToObject(c, "max_position_embeddings", mc->max_position_embeddings);
-    cJSON_AddNumberToObject(c, "type_vocab_size", mc->type_vocab_size);
-    cJSON_AddNumberToObject(c, "initializer_range", short_float(mc->initializer_range));
-    cJSON_AddNumberToObject(c, "layer_norm_eps", short_float(mc->layer_norm_eps));
-    cJSON_AddNumberToObject(c, "pad_token_id", pad_id);
-    cJSON_AddStringToObject(c, "position_embedding_type", "absolute");
-    cJSON_AddBoolToObject(c, "use_cache", true);
-    cJSON_AddNullToObject(c, "classifier_dropout");
-    cJSON_AddBoolToObject(c, "tie_word_embeddings", true);
-    cJSON_AddStringToObject(c, "torch_dtype", "float32");
-    return c;
-}
-
-static bool write_tokenizer_files(const char *out, bool lower, int max_len) {
-    static const char *const special[][2] = {{"unk_token", "[UNK]"}, {"sep_token", "[SEP]"},
-                                             {"pad_token", "[PAD]"}, {"cls_token", "[CLS]"},
-                                             {"mask_token", "[MASK]"}};
-    cJSON *tc = cJSON_CreateObject(), *sm = cJSON_CreateObject();
-    cJSON_AddStringToObject(tc, "tokenizer_class", "BertTokenizer");
-    cJSON_AddBoolToObject(tc, "do_lower_case", lower);
-    cJSON_AddBoolToObject(tc, "tokenize_chinese_chars", true);
-    cJSON_AddNullToObject(tc, "strip_accents");
-    cJSON_AddNumberToObject(tc, "model_max_length", max_len);
-    for (int i = 0; i < 5; i++) {
-        cJSON_AddStringToObject(tc, special[i][0], special[i][1]);
-        cJSON_AddStringToObject(sm, special[i][0], special[i][1]);
-    }
-    bool ok = write_json(out, "tokenizer_config.json", tc) &&
-              write_json(out, "special_tokens_map.json", sm);
-    cJSON_Delete(tc);
-    cJSON_Delete(sm);
-    return ok;
-}
 
 /* Parses --keep-layers "0,2,4" against a model of n_layers: new_index[l] is the
  * layer's index in the pruned model or -1 (dropped); returns how many are kept,
@@ -225,6 +144,46 @@ static double admin_fold_factor(const bert_config *mc, const int *new_index, con
     return 1.0;
 }
 
+/* The pooler and NSP head of an export whose model has none (model.nsp
+ * false), appended to ts[*n]: the import's tensors where the checkpoint
+ * carries them (CKPT_CARRIED_FILE, opened into *carried), else initialized as
+ * a run with model.nsp and the run's seed would have (*nsp_model, *init).
+ * *pooler and *nsp_head say which: "carried" or "initialized". false after a
+ * one-line error. */
+static bool untrained_heads(const char *ckpt, const cJSON *state, const bert_config *mc,
+                            st_tensor *ts, int *n, st_file *carried, bt_backend **be,
+                            bert_model **nsp_model, float **init, const char **pooler,
+                            const char **nsp_head) {
+    char path[1400], err[1024];
+    snprintf(path, sizeof path, "%s/" CKPT_CARRIED_FILE, ckpt);
+    if (access(path, F_OK) == 0 && !st_open(carried, path, err, sizeof err)) {
+        fprintf(stderr, "bertrain: export: %s\n", err);
+        return false;
+    }
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(state, "seed");
+    bert_config with_nsp = *mc;
+    with_nsp.nsp = true;
+    *nsp_model = host_model(&with_nsp, cJSON_IsString(seed) ? strtoull(seed->valuestring, NULL, 10)
+                                                           : 42, be, init);
+    if (!*nsp_model || !*init) return false;
+    int n_carried[2] = {0, 0}; /* pooler, NSP head */
+    for (int i = 0; i < 4; i++) {
+        const bert_tensor *t = bert_find_tensor(*nsp_model, NSP_TENSORS[i]);
+        const st_entry *e = carried->file ? st_find(carried, t->name) : NULL;
+        if (e && !strcmp(e->dtype, "F32") && st_numel(e) == t->numel) {
+            ts[(*n)++] = (st_tensor){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
+                                     st_data(carried, e), t->numel * sizeof(float)};
+            n_carried[i / 2]++;
+        } else {
+            ts[(*n)++] = (st_tensor){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
+                                     *init + t->offset, t->numel * sizeof(float)};
+        }
+    }
+    *pooler = n_carried[0] == 2 ? "carried" : "initialized";
+    *nsp_head = n_carried[1] == 2 ? "carried" : "initialized";
+    return true;
+}
+
 int cli_export(int argc, char **argv) {
     const char *keep = NULL, *pos[2] = {NULL, NULL};
     int n_pos = 0;
@@ -246,7 +205,7 @@ int cli_export(int argc, char **argv) {
     const char *out = pos[1];
     cJSON *state = NULL;
     bert_config mc;
-    st_file f = {0};
+    st_file f = {0}, carried = {0};
     bt_vocab vocab = {0};
     bt_backend *be = NULL;
     bert_model *nsp_model = NULL;
@@ -326,43 +285,38 @@ int cli_export(int argc, char **argv) {
     ts[n++] = (st_tensor){"cls.predictions.decoder.bias", "F32", 1, {dec_b->shape[0], 0},
                           st_data(&f, dec_b), dec_b->end - dec_b->begin};
     const char *meta[] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION,
-                          "bertrain_nsp_head", "trained"};
-    if (!mc.nsp) {
-        /* BertForPreTraining has a pooler and NSP head: initialize them as a run
-         * with model.nsp would have (the run's seed), and mark them untrained */
-        const cJSON *seed = cJSON_GetObjectItemCaseSensitive(state, "seed");
-        bert_config with_nsp = mc;
-        with_nsp.nsp = true;
-        nsp_model = host_model(&with_nsp, cJSON_IsString(seed) ? strtoull(seed->valuestring, NULL, 10)
-                                                              : 42, &be, &init);
-        if (!nsp_model || !init) goto out;
-        for (int i = 0; i < 4; i++) {
-            const bert_tensor *t = bert_find_tensor(nsp_model, NSP_TENSORS[i]);
-            ts[n++] = (st_tensor){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
-                                  init + t->offset, t->numel * sizeof(float)};
-        }
-        meta[5] = "initialized";
-    }
+                          "bertrain_pooler", "trained", "bertrain_nsp_head", "trained"};
+    if (!mc.nsp && !untrained_heads(ckpt, state, &mc, ts, &n, &carried, &be, &nsp_model, &init,
+                                    &meta[5], &meta[7]))
+        goto out;
     char tmp[1400], final[1400];
     snprintf(tmp, sizeof tmp, "%s/.model.safetensors.tmp", out);
     snprintf(final, sizeof final, "%s/model.safetensors", out);
-    if (!st_write(tmp, ts, n, meta, 3, err, sizeof err) || rename(tmp, final) != 0) {
+    if (!st_write(tmp, ts, n, meta, 4, err, sizeof err) || rename(tmp, final) != 0) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         remove(tmp);
         goto out;
     }
-    cJSON *hc = hf_config(&mc, vocab.pad_id);
-    bool ok = write_json(out, "config.json", hc) &&
-              write_atomic(out, "vocab.txt", vocab_text, len) &&
-              write_tokenizer_files(out, ckpt_lowercase(state), mc.max_position_embeddings);
+    const hf_card card = {ckpt, state, &mc, vocab.size, keep, meta[5], meta[7]};
+    cJSON *hc = hf_config_json(&mc, vocab.pad_id);
+    bool ok = hf_write_json(out, "config.json", hc) &&
+              hf_write_atomic(out, "vocab.txt", vocab_text, len) &&
+              hf_write_tokenizer_files(out, &vocab, ckpt_lowercase(state),
+                                       mc.max_position_embeddings) &&
+              hf_write_model_card(out, &card);
     cJSON_Delete(hc);
     if (!ok) goto out;
     printf("export: %s -> %s: BertForPreTraining (%d layers%s%s, hidden %d, vocab %d), "
-           "model.safetensors with %d tensors, config.json, vocab.txt, tokenizer_config.json%s%s\n",
+           "model.safetensors with %d tensors, config.json, vocab.txt, tokenizer.json, "
+           "tokenizer_config.json, README.md%s%s\n",
            ckpt, out, mc.num_hidden_layers, keep ? " kept: " : "", keep ? keep : "",
            mc.hidden_size, mc.vocab_size, n,
-           mc.nsp ? "" : "; the pooler and NSP head were not trained (model.nsp false): they "
-                         "are freshly initialized",
+           mc.nsp                          ? ""
+           : !strcmp(meta[5], "carried")   ? "; the pooler (and the NSP head where the import "
+                                             "had one) carried unchanged from the imported "
+                                             "model, the rest freshly initialized"
+                                           : "; the pooler and NSP head were not trained "
+                                             "(model.nsp false): they are freshly initialized",
            mc.norm == BERT_NORM_ADMIN ? "; Admin's omegas folded into the LayerNorms and the "
                                         "linear layers after them (a plain Post-LN model)" : "");
     rc = 0;
@@ -378,6 +332,7 @@ out:
     free(init);
     free(vocab_text);
     st_close(&f);
+    st_close(&carried);
     vocab_free(&vocab);
     bert_free(nsp_model);
     if (be) be->destroy(be);
@@ -547,11 +502,11 @@ static cJSON *import_state(const bert_config *mc, uint64_t seed, const char *fro
     cJSON_AddNumberToObject(model, "intermediate_size", mc->intermediate_size);
     cJSON_AddNumberToObject(model, "max_position_embeddings", mc->max_position_embeddings);
     cJSON_AddNumberToObject(model, "type_vocab_size", mc->type_vocab_size);
-    cJSON_AddNumberToObject(model, "layer_norm_eps", short_float(mc->layer_norm_eps));
-    cJSON_AddNumberToObject(model, "hidden_dropout_prob", short_float(mc->hidden_dropout_prob));
+    cJSON_AddNumberToObject(model, "layer_norm_eps", hf_short_float(mc->layer_norm_eps));
+    cJSON_AddNumberToObject(model, "hidden_dropout_prob", hf_short_float(mc->hidden_dropout_prob));
     cJSON_AddNumberToObject(model, "attention_probs_dropout_prob",
-                            short_float(mc->attention_probs_dropout_prob));
-    cJSON_AddNumberToObject(model, "initializer_range", short_float(mc->initializer_range));
+                            hf_short_float(mc->attention_probs_dropout_prob));
+    cJSON_AddNumberToObject(model, "initializer_range", hf_short_float(mc->initializer_range));
     cJSON_AddBoolToObject(model, "nsp", mc->nsp);
     return st;
 }
@@ -567,6 +522,44 @@ static bool hf_lowercase(const char *dir) {
     bool lower = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "do_lower_case"));
     cJSON_Delete(c);
     return lower;
+}
+
+/* The pooler and NSP head of an HF model imported without model.nsp, carried
+ * unchanged in the checkpoint (CKPT_CARRIED_FILE) so that the export keeps
+ * them instead of initializing new ones. */
+typedef struct {
+    st_tensor t[4];
+    int n;
+} carried_heads;
+
+/* Fill c with the HF file's pooler and NSP head tensors (as fp32), except
+ * those a bertrain export marks as freshly initialized; marks them used.
+ * false after a one-line error (a shape that does not fit, out of memory). */
+static bool carry_heads(const st_file *f, const bert_config *mc, bool *used, carried_heads *c) {
+    const long H = mc->hidden_size, shapes[4][2] = {{H, H}, {H, 0}, {2, H}, {2, 0}};
+    const char *pooler = st_meta(f, "bertrain_pooler"), *head = st_meta(f, "bertrain_nsp_head");
+    if (!pooler) pooler = head; /* exports before bertrain_pooler: one key for both */
+    for (int i = 0; i < 4; i++) {
+        const char *marked = i < 2 ? pooler : head;
+        const st_entry *e = find_hf(f, NSP_TENSORS[i]);
+        if (!e || (marked && !strcmp(marked, "initialized"))) continue;
+        used[e - f->entries] = true;
+        size_t numel = (size_t)shapes[i][0] * (size_t)(shapes[i][1] ? shapes[i][1] : 1);
+        float *data = st_numel(e) == numel ? malloc(numel * sizeof *data) : NULL;
+        if (!data || !to_f32(f, e, data)) {
+            fprintf(stderr, "bertrain: import: %s: %s\n", e->name,
+                    st_numel(e) != numel ? "its shape does not fit config.json's hidden_size"
+                                         : "out of memory or an unknown dtype");
+            free(data);
+            return false;
+        }
+        c->t[c->n++] = (st_tensor){NSP_TENSORS[i], "F32", shapes[i][1] ? 2 : 1,
+                                   {shapes[i][0], shapes[i][1]}, data, numel * sizeof *data};
+    }
+    if (c->n)
+        printf("import: %d tensor%s of the pooler and NSP head kept unchanged for the export "
+               "(not trained without model.nsp)\n", c->n, c->n == 1 ? "" : "s");
+    return true;
 }
 
 int cli_import(int argc, char **argv) {
@@ -611,8 +604,9 @@ int cli_import(int argc, char **argv) {
     }
     const char *head = st_meta(&f, "bertrain_nsp_head");
     mc.nsp = !no_nsp && st_find(&f, "cls.seq_relationship.weight") &&
-             !(head && !strcmp(head, "initialized"));
+             !(head && (!strcmp(head, "initialized") || !strcmp(head, "carried")));
     int rc = 2;
+    carried_heads carry = {0};
     bt_backend *be = NULL;
     float *host = NULL;
     char *vocab_text = NULL;
@@ -661,6 +655,7 @@ int cli_import(int argc, char **argv) {
             printf("import: cls.predictions.decoder.weight differs from the word embeddings; "
                    "bertrain ties them and keeps the word embeddings\n");
     }
+    if (!mc.nsp && !carry_heads(&f, &mc, used, &carry)) goto out;
     if (n_missing)
         printf("import: %d tensor%s not in %s, initialized (seed %llu): %s\n", n_missing,
                n_missing == 1 ? "" : "s", path, (unsigned long long)seed, missing);
@@ -683,7 +678,8 @@ int cli_import(int argc, char **argv) {
         printf("import: no usable vocab.txt (%s); give the run's data.vocab yourself\n", err);
     }
     state = import_state(&mc, seed, in, hf_lowercase(in));
-    ckpt_contents c = {m, host, NULL, NULL, 0, OPT_ADAMW, vocab_text, vlen, state, NULL, 0};
+    ckpt_contents c = {m, host, NULL, NULL, 0, OPT_ADAMW, vocab_text, vlen, state, NULL, 0,
+                       carry.t, carry.n};
     if (!ckpt_write_dir(out, &c, 0, err, sizeof err)) {
         fprintf(stderr, "bertrain: import: %s\n", err);
         goto out;
@@ -702,6 +698,7 @@ int cli_import(int argc, char **argv) {
            vocab_text ? "/vocab.txt\", ...} with shards made from that vocab" : "");
     rc = 0;
 out:
+    for (int i = 0; i < carry.n; i++) free((void *)carry.t[i].data);
     free(used);
     free(host);
     free(vocab_text);

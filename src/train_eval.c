@@ -101,6 +101,8 @@ void run_evaluate(run_state *s, const bt_config *cfg, long step) {
     if (s->valid) {
         eval_result ev;
         eval_run(s->m, s->valid, s->eval_batch, cfg->eval_max_samples, s->most_common, &ev);
+        s->last_eval = ev;
+        s->last_eval_step = step;
         if (dist_rank() == 0) {
             printf("eval step %ld | mlm_acc %.4f | perplexity %.3f | mlm_loss %.4f | "
                    "baseline_acc %.4f (most common token) | %ld masked tokens | %.1f s\n", step,

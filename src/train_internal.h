@@ -27,6 +27,8 @@ typedef struct {
     FILE *metrics;
     int most_common;         /* the frequency baseline's token (-1: no data.valid) */
     int eval_batch;          /* sequences per evaluation forward */
+    eval_result last_eval;   /* the newest held-out evaluation ... */
+    long last_eval_step;     /* ... and its step (0: none yet) */
     int n_fill_mask;         /* eval.fill_mask sentences, tokenized (rank 0) */
     char **fill_mask_texts;
     fill_mask_input *fill_mask;

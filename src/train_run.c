@@ -366,7 +366,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
             dist_abort(1);
         }
         s.writer = ckpt_writer_new(cfg, s.m, err, sizeof err);
-        if (!s.writer) {
+        if (!s.writer || (ri.active && !ckpt_writer_carry(s.writer, ri.dir, err, sizeof err))) {
             fprintf(stderr, "bertrain: %s\n", err);
             dist_abort(1);
         }
@@ -588,7 +588,8 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                 /* the host copy is taken now; the files are written in the background */
                 ckpt_progress pr = {step + 1, (long long)(g0 + (uint64_t)G), G,
                                     (unsigned long long)dataset_num_samples(s.ds),
-                                    dataset_lowercase(s.ds), cfg->fp16 ? &scaler : NULL, &skips};
+                                    dataset_lowercase(s.ds), cfg->fp16 ? &scaler : NULL, &skips,
+                                    s.last_eval_step == step + 1 ? &s.last_eval : NULL};
                 if (!ckpt_writer_start(s.writer, s.m, s.opt, &pr, err, sizeof err)) {
                     fprintf(stderr, "bertrain: checkpoint: %s\n", err);
                     dist_abort(1);

@@ -2,7 +2,12 @@
 # Hugging Face interchange:
 #  - `bertrain export` writes model.safetensors whose names, dtypes and shapes
 #    are exactly BertForPreTraining's state_dict (tests/fixtures/export_names.txt),
-#    config.json, vocab.txt and the tokenizer files;
+#    config.json, vocab.txt, the tokenizer files and a model card (README.md:
+#    steps, samples seen, config, the held-out metrics of metrics.jsonl);
+#  - an imported pooler and NSP head are kept without model.nsp: unchanged
+#    through import, training and export;
+#  - tokenizer.json tokenizes like vocab.txt (tokenizers, transformers'
+#    AutoTokenizer), lowercased and cased;
 #  - import(export(x)) == x byte for byte (model.safetensors, cmp), also with
 #    old LayerNorm gamma/beta names and with BertForMaskedLM keys; BertModel
 #    keys (no "bert." prefix, no heads) import with the MLM head initialized
@@ -31,7 +36,7 @@ x="$tmpdir/run/ckpt-00000005"
 "$BERTRAIN" export "$tmpdir/run" "$tmpdir/hf" > "$tmpdir/export.log" 2>&1 ||
     { cat "$tmpdir/export.log"; fail "export failed"; }
 echo "ok   $(sed "s|$tmpdir/||g" "$tmpdir/export.log")"
-for f in model.safetensors config.json vocab.txt tokenizer_config.json special_tokens_map.json; do
+for f in model.safetensors config.json vocab.txt tokenizer.json tokenizer_config.json special_tokens_map.json README.md; do
     [ -s "$tmpdir/hf/$f" ] || fail "export: no $f"
 done
 $ST names "$tmpdir/hf/model.safetensors" > "$tmpdir/names.txt" || fail "cannot read the exported header"
@@ -84,6 +89,53 @@ $ST same "$x/model.safetensors" "$tmpdir/imp-bm/model.safetensors" bert. > "$tmp
     { cat "$tmpdir/same.txt"; fail "BertModel import: encoder tensors differ"; }
 echo "ok   BertModel keys: encoder $(cat "$tmpdir/same.txt"); $(grep -m1 'tensors not in' "$tmpdir/bm.log" | sed "s|$tmpdir/||; s/: cls.*/: the MLM head/")"
 
+# the model card states the training and the held-out metrics of the checkpoint's step
+# shellcheck disable=SC2086
+"$BERTRAIN" train examples/demo.json $small --set data.valid='"data/demo/valid.shard"' \
+    --set eval.max_samples=64 --set train_steps=40 --set optimizer.params.lr=3e-3 \
+    --set output_dir="\"$tmpdir/card\"" > "$tmpdir/card.log" 2>&1 ||
+    { cat "$tmpdir/card.log"; fail "training with evaluation failed"; }
+"$BERTRAIN" export "$tmpdir/card" "$tmpdir/hf-card" > /dev/null || fail "export (card) failed"
+acc=$(grep '"eval_mlm_acc"' "$tmpdir/card/metrics.jsonl" | tail -1 | sed 's/.*"eval_mlm_acc": \([^,]*\),.*/\1/')
+acc4=$(awk -v a="$acc" 'BEGIN { printf "%.4f", a }')
+[ "$acc4" != "0.0000" ] || fail "no held-out accuracy to check the card against (metrics.jsonl: $acc)"
+for want in "| optimizer steps | 40 of \`train_steps\` 40 |" "| samples seen | 320 sequences of up to 32 tokens" \
+    "Held-out evaluation at step 40 on \`data/demo/valid.shard\`" "\*\*MLM accuracy $acc4\*\*" \
+    '"train_batch_size":' 'pipeline("fill-mask"'; do
+    grep -q -e "$want" "$tmpdir/hf-card/README.md" || { cat "$tmpdir/hf-card/README.md"; fail "README.md lacks: $want"; }
+done
+echo "ok   README.md model card: steps, samples seen, config, held-out MLM accuracy $acc4 (= metrics.jsonl)"
+
+# a pooler and NSP head imported from a Hugging Face model are kept unchanged
+# without model.nsp: through the import, training and the export (bytes)
+# shellcheck disable=SC2086
+"$BERTRAIN" train examples/demo.json $small --set model.nsp=true --set data.mode=sentence_pairs \
+    --set output_dir="\"$tmpdir/nsp\"" > "$tmpdir/nsp.log" 2>&1 || { cat "$tmpdir/nsp.log"; fail "NSP training failed"; }
+"$BERTRAIN" export "$tmpdir/nsp" "$tmpdir/hf-nsp" > /dev/null || fail "NSP export failed"
+mkdir "$tmpdir/plain"
+cp "$tmpdir/hf-nsp/config.json" "$tmpdir/hf-nsp/vocab.txt" "$tmpdir/plain/"
+$ST rename "$tmpdir/hf-nsp/model.safetensors" "$tmpdir/plain/model.safetensors" plain # as transformers writes it
+"$BERTRAIN" import "$tmpdir/plain" "$tmpdir/imp-pool" --no-nsp > "$tmpdir/pool.log" 2>&1 ||
+    { cat "$tmpdir/pool.log"; fail "import --no-nsp of a model with a pooler failed"; }
+grep -q "^import: 4 tensors of the pooler and NSP head kept unchanged" "$tmpdir/pool.log" ||
+    { cat "$tmpdir/pool.log"; fail "the import did not keep the pooler and NSP head"; }
+# shellcheck disable=SC2086
+"$BERTRAIN" train examples/demo.json $small --set train_steps=2 --set output_dir="\"$tmpdir/pool-run\"" \
+    --resume "$tmpdir/imp-pool" > "$tmpdir/pool-run.log" 2>&1 || { cat "$tmpdir/pool-run.log"; fail "training the import failed"; }
+"$BERTRAIN" export "$tmpdir/pool-run" "$tmpdir/hf-pool" > "$tmpdir/pool-export.log" ||
+    fail "export of the trained import failed"
+for part in bert.pooler. cls.seq_relationship.; do
+    $ST same "$tmpdir/hf-nsp/model.safetensors" "$tmpdir/hf-pool/model.safetensors" "$part" > /dev/null ||
+        fail "$part changed between the imported model and the export after training"
+done
+grep -q "| pooler, NSP head | carried, carried |" "$tmpdir/hf-pool/README.md" || fail "the card does not say the heads are carried"
+"$BERTRAIN" import "$tmpdir/hf-pool" "$tmpdir/imp-pool2" > /dev/null || fail "re-import failed"
+cmp "$tmpdir/pool-run/ckpt-00000002/model.safetensors" "$tmpdir/imp-pool2/model.safetensors" ||
+    fail "import(export(x)) != x with carried heads"
+cmp -s "$tmpdir/imp-pool/carried.safetensors" "$tmpdir/imp-pool2/carried.safetensors" ||
+    fail "the carried heads changed through export and import"
+echo "ok   an imported pooler and NSP head: kept through --no-nsp import, 2 training steps and export (bytes), and a re-import"
+
 # train --resume from an imported checkpoint; another shape is refused
 # shellcheck disable=SC2086
 "$BERTRAIN" train examples/demo.json $small --set train_steps=2 --set output_dir="\"$tmpdir/cont\"" \
@@ -100,6 +152,23 @@ echo "ok   train --resume IMPORTED continues; another shape is refused: $(sed "s
 
 # transformers
 find_transformers_python
+# tokenizer.json tokenizes like vocab.txt (tokenizers and transformers), lowercased and cased
+find_python tokenizers transformers
+if [ -n "$PY" ]; then
+    "$BERTRAIN" export "$tmpdir/imp-pool" "$tmpdir/hf-cased" > /dev/null || fail "export for the cased check"
+    sed 's/"do_lower_case":[[:space:]]*true/"do_lower_case": false/' "$tmpdir/hf-cased/tokenizer_config.json" > "$tmpdir/tc"
+    mv "$tmpdir/tc" "$tmpdir/hf-cased/tokenizer_config.json"
+    "$BERTRAIN" import "$tmpdir/hf-cased" "$tmpdir/imp-cased" > /dev/null && rm -rf "$tmpdir/hf-cased" &&
+        "$BERTRAIN" export "$tmpdir/imp-cased" "$tmpdir/hf-cased" > /dev/null || fail "cased export failed"
+    grep -q '"lowercase":false' "$tmpdir/hf-cased/tokenizer.json" || fail "the cased export's tokenizer.json lowercases"
+    for d in hf hf-cased; do
+        "$PY" tests/hf_tokenizer_check.py "$tmpdir/$d" data/corpus/austen-persuasion.txt ||
+            fail "tokenizer.json of $d does not tokenize like vocab.txt"
+    done
+else
+    skip_part "tokenizer.json against tokenizers and transformers (no python imports them; scripts/deps.sh test makes venv/)"
+fi
+
 [ -n "$TPY" ] || skip_part "loading the export in transformers (no python imports transformers and torch; scripts/deps.sh test makes venv/)"
 [ -n "$TPY" ] || finish "export/import round trip"
 "$top_builddir/tests/hf_logits" "$x" "$tmpdir/logits.safetensors" || fail "hf_logits failed"
@@ -115,11 +184,7 @@ cp "$tmpdir/hf/vocab.txt" "$tmpdir/saved/"
 cmp "$x/model.safetensors" "$tmpdir/imp-saved/model.safetensors" || fail "import(save_pretrained(export(x))) != x"
 echo "ok   transformers save_pretrained(from_pretrained(export(x))) imports (--no-nsp) as x (cmp); stored: $($ST names "$tmpdir/saved/model.safetensors" | grep -c .) tensors"
 
-# with the NSP head (sentence pairs)
-# shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $small --set model.nsp=true --set data.mode=sentence_pairs \
-    --set output_dir="\"$tmpdir/nsp\"" > "$tmpdir/nsp.log" 2>&1 || { cat "$tmpdir/nsp.log"; fail "NSP training failed"; }
-"$BERTRAIN" export "$tmpdir/nsp" "$tmpdir/hf-nsp" > /dev/null || fail "NSP export failed"
+# with the NSP head (sentence pairs; trained above)
 "$top_builddir/tests/hf_logits" "$tmpdir/nsp/ckpt-00000005" "$tmpdir/logits-nsp.safetensors" || fail "hf_logits (NSP)"
 "$TPY" tests/hf_check.py "$tmpdir/hf-nsp" "$tmpdir/logits-nsp.safetensors" || fail "transformers does not match bertrain (NSP)"
 "$BERTRAIN" import "$tmpdir/hf-nsp" "$tmpdir/imp-nsp" > /dev/null || fail "NSP import failed"

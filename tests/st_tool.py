@@ -7,7 +7,9 @@
                                     no cls.* heads); maskedlm: BertForMaskedLM
                                     keys (no pooler, no NSP head); gamma: old LayerNorm
                                     gamma/beta names; drop-decoder: without the
-                                    tied cls.predictions.decoder.* copies
+                                    tied cls.predictions.decoder.* copies;
+                                    plain: the same names, without bertrain's
+                                    metadata (as transformers writes it)
   st_tool.py same A B [PREFIX]      exit 0 when every tensor of A (whose name
                                     starts with PREFIX) is in B with the same
                                     bytes (prints the count)
@@ -56,6 +58,8 @@ def rename(name, mode):
             "LayerNorm.bias", "LayerNorm.beta")
     if mode == "drop-decoder":
         return None if name.startswith("cls.predictions.decoder.") else name
+    if mode == "plain":
+        return name
     raise SystemExit("unknown mode " + mode)
 
 
@@ -72,7 +76,7 @@ def main(argv):
             new = rename(name, argv[4])
             if new:
                 out[new] = t
-        write(argv[3], out, meta or {"format": "pt"})
+        write(argv[3], out, {"format": "pt"} if argv[4] == "plain" else meta or {"format": "pt"})
         return 0
     if len(argv) in (4, 5) and argv[1] == "same":
         a, _ = read(argv[2])
