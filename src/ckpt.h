@@ -120,6 +120,10 @@ char *ckpt_read_file(const char *path, size_t *len);
  * naming the checkpoint, the file and the problem. false if there is none. */
 bool ckpt_find_auto(const char *out_dir, char *path, size_t pathlen, cJSON **state);
 
+/* The item at dotted path ("data.lowercase") in a state.json or config
+ * object, or NULL. */
+const cJSON *ckpt_json_at(const cJSON *obj, const char *path);
+
 /* The checkpoint that `path` names, into out: a checkpoint directory as it is,
  * a run's output_dir (it has a `latest` file) as its latest checkpoint. */
 void ckpt_resolve(const char *path, char *out, size_t outlen);

@@ -138,6 +138,17 @@ bool ckpt_find_auto(const char *out_dir, char *path, size_t pathlen, cJSON **sta
     return found;
 }
 
+const cJSON *ckpt_json_at(const cJSON *obj, const char *path) {
+    char part[256];
+    while (obj && *path) {
+        size_t len = strcspn(path, ".");
+        snprintf(part, sizeof part, "%.*s", (int)len, path);
+        obj = cJSON_GetObjectItemCaseSensitive(obj, part);
+        path += len + (path[len] == '.');
+    }
+    return obj;
+}
+
 void ckpt_resolve(const char *path, char *out, size_t outlen) {
     char latest_path[1200];
     size_t len = 0;
@@ -152,15 +163,12 @@ void ckpt_resolve(const char *path, char *out, size_t outlen) {
 
 void ckpt_vocab_path(const char *dir, const cJSON *state, char *out, size_t outlen) {
     snprintf(out, outlen, "%s/vocab.txt", dir);
-    const cJSON *conf = cJSON_GetObjectItemCaseSensitive(state, "config");
-    const cJSON *dv = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(conf, "data"), "vocab");
+    const cJSON *dv = ckpt_json_at(state, "config.data.vocab");
     if (access(out, R_OK) != 0 && cJSON_IsString(dv)) snprintf(out, outlen, "%s", dv->valuestring);
 }
 
 bool ckpt_lowercase(const cJSON *state) {
-    return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(state, "data"), "lowercase"));
+    return !cJSON_IsFalse(ckpt_json_at(state, "data.lowercase"));
 }
 
 bool ckpt_model_config(const cJSON *state, bert_config *mc, char *err, size_t errlen) {

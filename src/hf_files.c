@@ -2,6 +2,8 @@
 #define _XOPEN_SOURCE 700
 #include "hf_files.h"
 
+#include "ckpt.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -188,14 +190,8 @@ bool hf_write_tokenizer_files(const char *dir, const bt_vocab *v, bool lower, in
 
 /* The number at dotted path in obj, or NAN. */
 static double num_at(const cJSON *obj, const char *path) {
-    char part[128];
-    while (obj && *path) {
-        size_t len = strcspn(path, ".");
-        snprintf(part, sizeof part, "%.*s", (int)len, path);
-        obj = cJSON_GetObjectItemCaseSensitive(obj, part);
-        path += len + (path[len] == '.');
-    }
-    return cJSON_IsNumber(obj) ? obj->valuedouble : NAN;
+    const cJSON *v = ckpt_json_at(obj, path);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
 /* The string at key of obj, or dflt. */
@@ -255,8 +251,7 @@ bool hf_write_model_card(const char *dir, const hf_card *c) {
         return false;
     }
     const bert_config *mc = c->mc;
-    const bool lower = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(c->state, "data"), "lowercase"));
+    const bool lower = ckpt_lowercase(c->state);
     fprintf(f, "---\nlibrary_name: transformers\npipeline_tag: fill-mask\ntags:\n- bert\n"
                "- bertrain\n---\n\n");
     fprintf(f, "# BERT pretrained with bertrain\n\n");

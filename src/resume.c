@@ -25,18 +25,6 @@ static bool is_shape_key(const char *path) {
     return false;
 }
 
-/* The item at dotted path in obj, or NULL. */
-static const cJSON *at_path(const cJSON *obj, const char *path) {
-    char part[256];
-    while (obj && *path) {
-        size_t len = strcspn(path, ".");
-        snprintf(part, sizeof part, "%.*s", (int)len, path);
-        obj = cJSON_GetObjectItemCaseSensitive(obj, part);
-        path += len + (path[len] == '.');
-    }
-    return obj;
-}
-
 /* Compare every leaf of the checkpoint's config `old` with `cur`: false after
  * printing the first shape change; logs every other change. */
 static bool compare(const cJSON *old, const cJSON *cur, const char *prefix, const char *dir) {
@@ -47,7 +35,7 @@ static bool compare(const cJSON *old, const cJSON *cur, const char *prefix, cons
             if (!compare(it, cur, path, dir)) return false;
             continue;
         }
-        const cJSON *now = at_path(cur, path);
+        const cJSON *now = ckpt_json_at(cur, path);
         if (!now) continue; /* a key this version no longer has */
         char *a = cJSON_PrintUnformatted(it), *b = cJSON_PrintUnformatted(now);
         bool same = a && b && strcmp(a, b) == 0;
@@ -68,7 +56,7 @@ static bool compare(const cJSON *old, const cJSON *cur, const char *prefix, cons
 }
 
 static double num(const cJSON *obj, const char *path, double dflt) {
-    const cJSON *v = at_path(obj, path);
+    const cJSON *v = ckpt_json_at(obj, path);
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
@@ -89,7 +77,7 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri) {
         }
     }
     ri->step = (long)num(state, "step", 0);
-    const cJSON *lower = at_path(state, "data.lowercase");
+    const cJSON *lower = ckpt_json_at(state, "data.lowercase");
     ri->lowercase = cJSON_IsBool(lower) ? cJSON_IsTrue(lower) : -1;
     long old_batch = (long)num(state, "data.global_batch", (double)cfg->train_batch_size);
     ri->position = (long long)num(state, "data.position", (double)ri->step * old_batch);
@@ -165,7 +153,7 @@ static cJSON *read_state(const char *dir) {
 static bool read_state_arrays(const char *dir, bt_optimizer *o, bert_model *m, char *err,
                               size_t errlen) {
     cJSON *state = read_state(dir);
-    const cJSON *arr = state ? at_path(state, "optimizer.layer_steps") : NULL;
+    const cJSON *arr = state ? ckpt_json_at(state, "optimizer.layer_steps") : NULL;
     if (cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == o->n_layers)
         for (int l = 0; l < o->n_layers; l++)
             o->layer_steps[l] = (long)cJSON_GetNumberValue(cJSON_GetArrayItem(arr, l));
@@ -183,11 +171,11 @@ static bool read_state_arrays(const char *dir, bt_optimizer *o, bert_model *m, c
 void resume_scaler(const resume_info *ri, loss_scaler *s) {
     if (dist_rank() == 0) {
         cJSON *state = read_state(ri->dir);
-        const cJSON *scale = state ? at_path(state, "loss_scaler.scale") : NULL,
-                    *hyst = state ? at_path(state, "loss_scaler.cur_hysteresis") : NULL,
-                    *iter = state ? at_path(state, "loss_scaler.iter") : NULL,
-                    *last = state ? at_path(state, "loss_scaler.last_overflow") : NULL,
-                    *skipped = state ? at_path(state, "loss_scaler.skipped") : NULL;
+        const cJSON *scale = state ? ckpt_json_at(state, "loss_scaler.scale") : NULL,
+                    *hyst = state ? ckpt_json_at(state, "loss_scaler.cur_hysteresis") : NULL,
+                    *iter = state ? ckpt_json_at(state, "loss_scaler.iter") : NULL,
+                    *last = state ? ckpt_json_at(state, "loss_scaler.last_overflow") : NULL,
+                    *skipped = state ? ckpt_json_at(state, "loss_scaler.skipped") : NULL;
         if (cJSON_IsNumber(hyst) && cJSON_IsNumber(iter) && cJSON_IsNumber(last)) {
             if (s->dynamic && cJSON_IsNumber(scale)) s->scale = scale->valuedouble;
             s->cur_hysteresis = (int)hyst->valuedouble;
@@ -208,7 +196,7 @@ bool resume_skips(const resume_info *ri, sample_skips *s) {
     int ok = 1;
     if (dist_rank() == 0) {
         cJSON *state = read_state(ri->dir);
-        ok = state && skips_from_json(s, at_path(state, "data.skipped_samples"));
+        ok = state && skips_from_json(s, ckpt_json_at(state, "data.skipped_samples"));
         if (!ok)
             fprintf(stderr, "bertrain: resume: %s/state.json: data.skipped_samples is not a "
                             "list of [from, to] sample ranges\n", ri->dir);
