@@ -23,7 +23,7 @@ train() { # NAME ARGS...
     name=$1
     shift
     # shellcheck disable=SC2086
-    "$BERTRAIN" train examples/demo.json $common --set output_dir="\"$tmpdir/$name\"" "$@" \
+    "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1 || { cat "$tmpdir/$name.log"; fail "$name: training failed"; }
 }
 omegas() { tr -d ' \t\n' < "$1/state.json" | grep -o '"admin_omega":\[[^]]*\]' | sed 's/.*\[//; s/\]//'; }
@@ -60,7 +60,7 @@ echo "ok   10 steps = 5 + resume + 5 (cmp model.safetensors, optim.bin); omega f
 if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
     # shellcheck disable=SC2086
-    mpiexec --oversubscribe --bind-to none -n 2 "$BERTRAIN" train examples/demo.json $common \
+    mpiexec --oversubscribe --bind-to none -n 2 "$BERTRAIN" train tests/base.json $common \
         --set train_steps=10 --set 'distributed.shares=[3,5]' --set output_dir="\"$tmpdir/mpi\"" \
         > "$tmpdir/mpi.log" 2>&1 || { cat "$tmpdir/mpi.log"; fail "2 ranks failed"; }
     for r in 0 1; do grep -q "^ *$r | " "$tmpdir/mpi.log" || fail "rank $r did not run"; done

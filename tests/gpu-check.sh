@@ -7,7 +7,7 @@
 # (from a VPATH build directory: sh SRCDIR/tests/gpu-check.sh; top_builddir
 # and top_srcdir may also be set in the environment). It runs:
 #  1. the backend conformance suite on cuda:N (every op against float64);
-#  2. 20 training steps of examples/demo.json on the CPU and on cuda:N: the
+#  2. 20 training steps of tests/base.json on the CPU and on cuda:N: the
 #     per-step losses (metrics.jsonl) within 1e-4 relative, and the final
 #     parameters (ckpt-00000020/model.safetensors) within 1e-4 relative L2
 #     (tests/st_compare, built by make check);
@@ -84,7 +84,7 @@ fi
 train() { # train DEVICE OUTDIR [--set KEY=VALUE ...]
     dev=$1 out=$2
     shift 2
-    (cd "$top_srcdir" && BERTRAIN_CUDA_TF32= "$BERTRAIN" train examples/demo.json \
+    (cd "$top_srcdir" && BERTRAIN_CUDA_TF32= "$BERTRAIN" train tests/base.json \
         --set train_steps=20 --set data.seq_len=64 --set steps_per_print=1 \
         --set device="\"$dev\"" --set output_dir="\"$out\"" "$@") > "$out.log" 2>&1
 }

@@ -11,7 +11,7 @@
 cd "$top_srcdir" || fail "no source dir"
 train() { # NAME STEPS [--set ...]
     name=$1 steps=$2; shift 2
-    "$BERTRAIN" train examples/demo.json --set train_steps="$steps" --set steps_per_print=1 \
+    "$BERTRAIN" train tests/base.json --set train_steps="$steps" --set steps_per_print=1 \
         --set data.valid='""' --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1
 }

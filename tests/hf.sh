@@ -29,7 +29,7 @@ ST="$PY tests/st_tool.py"
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set data.valid=\"\" --set steps_per_print=5 --set train_steps=5"
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $small --set output_dir="\"$tmpdir/run\"" > "$tmpdir/run.log" 2>&1 ||
+"$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/run\"" > "$tmpdir/run.log" 2>&1 ||
     { cat "$tmpdir/run.log"; fail "training failed"; }
 x="$tmpdir/run/ckpt-00000005"
 
@@ -91,7 +91,7 @@ echo "ok   BertModel keys: encoder $(cat "$tmpdir/same.txt"); $(grep -m1 'tensor
 
 # the model card states the training and the held-out metrics of the checkpoint's step
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $small --set data.valid='"data/demo/valid.shard"' \
+"$BERTRAIN" train tests/base.json $small --set data.valid='"data/demo/valid.shard"' \
     --set eval.max_samples=64 --set train_steps=40 --set optimizer.params.lr=3e-3 \
     --set output_dir="\"$tmpdir/card\"" > "$tmpdir/card.log" 2>&1 ||
     { cat "$tmpdir/card.log"; fail "training with evaluation failed"; }
@@ -109,7 +109,7 @@ echo "ok   README.md model card: steps, samples seen, config, held-out MLM accur
 # a pooler and NSP head imported from a Hugging Face model are kept unchanged
 # without model.nsp: through the import, training and the export (bytes)
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $small --set model.nsp=true --set data.mode=sentence_pairs \
+"$BERTRAIN" train tests/base.json $small --set model.nsp=true --set data.mode=sentence_pairs \
     --set output_dir="\"$tmpdir/nsp\"" > "$tmpdir/nsp.log" 2>&1 || { cat "$tmpdir/nsp.log"; fail "NSP training failed"; }
 "$BERTRAIN" export "$tmpdir/nsp" "$tmpdir/hf-nsp" > /dev/null || fail "NSP export failed"
 mkdir "$tmpdir/plain"
@@ -120,7 +120,7 @@ $ST rename "$tmpdir/hf-nsp/model.safetensors" "$tmpdir/plain/model.safetensors" 
 grep -q "^import: 4 tensors of the pooler and NSP head kept unchanged" "$tmpdir/pool.log" ||
     { cat "$tmpdir/pool.log"; fail "the import did not keep the pooler and NSP head"; }
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $small --set train_steps=2 --set output_dir="\"$tmpdir/pool-run\"" \
+"$BERTRAIN" train tests/base.json $small --set train_steps=2 --set output_dir="\"$tmpdir/pool-run\"" \
     --resume "$tmpdir/imp-pool" > "$tmpdir/pool-run.log" 2>&1 || { cat "$tmpdir/pool-run.log"; fail "training the import failed"; }
 "$BERTRAIN" export "$tmpdir/pool-run" "$tmpdir/hf-pool" > "$tmpdir/pool-export.log" ||
     fail "export of the trained import failed"
@@ -138,12 +138,12 @@ echo "ok   an imported pooler and NSP head: kept through --no-nsp import, 2 trai
 
 # train --resume from an imported checkpoint; another shape is refused
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $small --set train_steps=2 --set output_dir="\"$tmpdir/cont\"" \
+"$BERTRAIN" train tests/base.json $small --set train_steps=2 --set output_dir="\"$tmpdir/cont\"" \
     --resume "$tmpdir/imp" > "$tmpdir/cont.log" 2>&1 || { cat "$tmpdir/cont.log"; fail "resume from an import"; }
 grep -q "^resume: from $tmpdir/imp (step 0" "$tmpdir/cont.log" || fail "did not resume from the import"
 [ -f "$tmpdir/cont/ckpt-00000002/model.safetensors" ] || fail "no checkpoint after continuing an import"
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $small --set model.intermediate_size=256 --set output_dir="\"$tmpdir/bad\"" \
+"$BERTRAIN" train tests/base.json $small --set model.intermediate_size=256 --set output_dir="\"$tmpdir/bad\"" \
     --resume "$tmpdir/imp" > /dev/null 2> "$tmpdir/bad.err"
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "model.intermediate_size is 512 in the checkpoint and 256 in the config" "$tmpdir/bad.err" ||

@@ -23,7 +23,7 @@ train() { # NAME ARGS...
     name=$1
     shift
     # shellcheck disable=SC2086
-    "$BERTRAIN" train examples/demo.json $common --set output_dir="\"$tmpdir/$name\"" "$@" \
+    "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1 || { cat "$tmpdir/$name.log"; fail "$name: training failed"; }
 }
 layer_steps() { tr -d ' \t\n' < "$1/state.json" | grep -o '"layer_steps":\[[0-9,]*\]'; }
@@ -46,7 +46,7 @@ if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
     # shellcheck disable=SC2086
     BERTRAIN_TEST_LOG_LAYERDROP=1 mpiexec --oversubscribe --bind-to none -n 2 "$BERTRAIN" train \
-        examples/demo.json $common --set train_steps=12 --set 'distributed.shares=[3,5]' \
+        tests/base.json $common --set train_steps=12 --set 'distributed.shares=[3,5]' \
         --set output_dir="\"$tmpdir/mpi\"" > "$tmpdir/mpi.log" 2>&1 ||
         { cat "$tmpdir/mpi.log"; fail "2 ranks with LayerDrop failed"; }
     for r in 0 1; do

@@ -25,7 +25,7 @@ train() { # NAME EXPECTED_EXIT ARGS...
     shift 2
     rc=0
     # shellcheck disable=SC2086
-    "$BERTRAIN" train examples/demo.json $small --set output_dir="\"$tmpdir/$name\"" "$@" \
+    "$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1 || rc=$?
     [ "$rc" -eq "$want" ] || { tail -20 "$tmpdir/$name.log"; fail "$name: exit $rc, expected $want"; }
 }

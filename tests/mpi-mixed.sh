@@ -18,10 +18,10 @@ common="--set train_steps=5 --set steps_per_print=1 --set data.seq_len=32 --set 
         --set train_batch_size=16 --set model.hidden_dropout_prob=0.1"
 
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $common --set train_micro_batch_size_per_gpu=16 \
+"$BERTRAIN" train tests/base.json $common --set train_micro_batch_size_per_gpu=16 \
     --set output_dir="\"$tmpdir/one\"" > "$tmpdir/one.log" 2>&1 || fail "one CPU rank failed"
 # shellcheck disable=SC2086
-$MPI -n 2 "$BERTRAIN" train examples/demo.json $common --set train_micro_batch_size_per_gpu=8 \
+$MPI -n 2 "$BERTRAIN" train tests/base.json $common --set train_micro_batch_size_per_gpu=8 \
     --set "devices=[\"cpu\", \"$spec\"]" --set output_dir="\"$tmpdir/mixed\"" \
     > "$tmpdir/mixed.log" 2>&1 || { cat "$tmpdir/mixed.log"; fail "mixed run failed"; }
 grep "^ *[01] | " "$tmpdir/mixed.log"
@@ -34,7 +34,7 @@ for plan in equal auto; do
     extra=""
     [ $plan = auto ] && extra="--set distributed.shares=auto"
     # shellcheck disable=SC2086
-    $MPI -n 2 "$BERTRAIN" train examples/demo.json $common --set train_steps=6 \
+    $MPI -n 2 "$BERTRAIN" train tests/base.json $common --set train_steps=6 \
         --set train_micro_batch_size_per_gpu=8 --set "devices=[\"cpu\", \"$spec\"]" $extra \
         --set output_dir="\"$tmpdir/$plan\"" > "$tmpdir/$plan.log" 2>&1 ||
         { cat "$tmpdir/$plan.log"; fail "$plan run failed"; }

@@ -21,7 +21,7 @@ run() { # NAME NRANKS ARGS...: train, keep the log, check every rank reported
     name=$1 n=$2
     shift 2
     # shellcheck disable=SC2086
-    $MPI -n "$n" "$BERTRAIN" train examples/demo.json $common --set output_dir="\"$tmpdir/$name\"" \
+    $MPI -n "$n" "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/$name\"" \
         "$@" > "$tmpdir/$name.log" 2>&1 || { cat "$tmpdir/$name.log"; fail "$name: exit $?"; }
     for r in $(seq 0 $((n - 1))); do
         grep -q "^ *$r | " "$tmpdir/$name.log" || { cat "$tmpdir/$name.log"; fail "$name: rank $r did not run"; }
@@ -31,7 +31,7 @@ run() { # NAME NRANKS ARGS...: train, keep the log, check every rank reported
 
 # reference: one rank, the whole batch
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $common --set train_micro_batch_size_per_gpu=16 \
+"$BERTRAIN" train tests/base.json $common --set train_micro_batch_size_per_gpu=16 \
     --set output_dir="\"$tmpdir/one\"" > "$tmpdir/one.log" 2>&1 || fail "one rank failed"
 ref="$tmpdir/one/ckpt-00000005/model.safetensors"
 
@@ -45,7 +45,7 @@ echo "per-step losses, 1 rank vs 3 ranks:"; paste -d'\n' "$tmpdir/l1" "$tmpdir/l
 
 # a rank that fails stops the job, naming it
 # shellcheck disable=SC2086
-if timeout 60 $MPI -n 2 "$BERTRAIN" train examples/demo.json $common \
+if timeout 60 $MPI -n 2 "$BERTRAIN" train tests/base.json $common \
     --set 'devices=["cpu", "nosuchdevice"]' --set train_micro_batch_size_per_gpu=8 --set output_dir="\"$tmpdir/bad\"" > "$tmpdir/bad.log" 2>&1; then
     fail "a bad device on rank 1 did not fail the job"
 fi
@@ -55,7 +55,7 @@ echo "ok   bad device on rank 1: $(grep -m1 'rank 1' "$tmpdir/bad.log")"
 # a killed rank ends the job within 30 s
 start=$(date +%s)
 # shellcheck disable=SC2086
-if BERTRAIN_TEST_DIE=1,2 timeout 60 $MPI -n 2 "$BERTRAIN" train examples/demo.json $common \
+if BERTRAIN_TEST_DIE=1,2 timeout 60 $MPI -n 2 "$BERTRAIN" train tests/base.json $common \
     --set train_steps=1000 --set train_micro_batch_size_per_gpu=8 --set output_dir="\"$tmpdir/kill\"" > "$tmpdir/kill.log" 2>&1; then
     fail "a killed rank did not fail the job"
 fi

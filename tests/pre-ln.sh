@@ -9,7 +9,7 @@ cd "$top_srcdir" || fail "no source dir"
 : "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
 export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT
 train() { # DEVICE NAME
-    "$BERTRAIN" train examples/demo.json --set model.norm=pre --set train_steps=5 \
+    "$BERTRAIN" train tests/base.json --set model.norm=pre --set train_steps=5 \
         --set steps_per_print=1 --set data.valid='""' --set device="\"$1\"" \
         --set output_dir="\"$tmpdir/$2\"" > "$tmpdir/$2.log" 2>&1 ||
         { cat "$tmpdir/$2.log"; fail "Pre-LN training on $1 failed"; }

@@ -18,7 +18,7 @@ Mr. Darcy said nothing; Élinor smiled at her[MASK].
 [MASK]
 TEXTS
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json --set data.seq_len=32 --set train_batch_size=16 \
+"$BERTRAIN" train tests/base.json --set data.seq_len=32 --set train_batch_size=16 \
     --set train_micro_batch_size_per_gpu=16 --set data.valid='""' --set steps_per_print=20 \
     --set train_steps=40 --set optimizer.params.lr=3e-3 --set output_dir="\"$tmpdir/run\"" \
     > "$tmpdir/train.log" 2>&1 || { cat "$tmpdir/train.log"; fail "training failed"; }

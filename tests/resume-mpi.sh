@@ -22,7 +22,7 @@ train() { # NRANKS OUT STEPS ARGS...
     shift 3
     if [ "$n" -eq 1 ]; then launch=""; else launch="$MPI -n $n"; fi
     # shellcheck disable=SC2086
-    $launch "$BERTRAIN" train examples/demo.json $small --set train_steps="$steps" \
+    $launch "$BERTRAIN" train tests/base.json $small --set train_steps="$steps" \
         --set output_dir="\"$tmpdir/$out\"" "$@" > "$tmpdir/$out.$steps.log" 2>&1 ||
         { cat "$tmpdir/$out.$steps.log"; fail "$out: $n rank(s) to step $steps failed"; }
 }
@@ -53,7 +53,7 @@ done
 
 # SIGTERM to one rank only: every rank stops after the same step, checkpoint, exit 0
 # shellcheck disable=SC2086
-$MPI -n 2 "$BERTRAIN" train examples/demo.json $small $two --set train_steps=100000 \
+$MPI -n 2 "$BERTRAIN" train tests/base.json $small $two --set train_steps=100000 \
     --set output_dir="\"$tmpdir/sig\"" > "$tmpdir/sig.log" 2>&1 &
 pid=$!
 n=0

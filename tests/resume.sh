@@ -18,13 +18,13 @@ exact() { # NAME DEVICE: straight vs stopped-and-resumed on DEVICE
     name=$1 dev=$2
     a="$tmpdir/$name-straight" b="$tmpdir/$name-resumed"
     # shellcheck disable=SC2086
-    "$BERTRAIN" train examples/demo.json $small --set device="\"$dev\"" --set train_steps=40 \
+    "$BERTRAIN" train tests/base.json $small --set device="\"$dev\"" --set train_steps=40 \
         --set output_dir="\"$a\"" > "$a.log" 2>&1 || { cat "$a.log"; fail "$name: straight run"; }
     # shellcheck disable=SC2086
-    "$BERTRAIN" train examples/demo.json $small --set device="\"$dev\"" --set train_steps=20 \
+    "$BERTRAIN" train tests/base.json $small --set device="\"$dev\"" --set train_steps=20 \
         --set output_dir="\"$b\"" > "$b.1.log" 2>&1 || { cat "$b.1.log"; fail "$name: first half"; }
     # shellcheck disable=SC2086
-    "$BERTRAIN" train examples/demo.json $small --set device="\"$dev\"" --set train_steps=40 \
+    "$BERTRAIN" train tests/base.json $small --set device="\"$dev\"" --set train_steps=40 \
         --set output_dir="\"$b\"" --resume auto > "$b.2.log" 2>&1 ||
         { cat "$b.2.log"; fail "$name: resumed half"; }
     grep -q "^resume: from $b/ckpt-00000020 (step 20, sample 160" "$b.2.log" ||
@@ -51,7 +51,7 @@ for change in "model.hidden_size=64:model.hidden_size is 128 in the checkpoint a
               "model.num_hidden_layers=3:model.num_hidden_layers is 2 in the checkpoint and 3 in the config"; do
     set="${change%%:*}" want="${change#*:}"
     # shellcheck disable=SC2086
-    "$BERTRAIN" train examples/demo.json $small --set "$set" --set output_dir="\"$tmpdir/shape\"" \
+    "$BERTRAIN" train tests/base.json $small --set "$set" --set output_dir="\"$tmpdir/shape\"" \
         --resume "$ck" > "$tmpdir/shape.out" 2> "$tmpdir/shape.err"
     rc=$?
     [ "$rc" -eq 2 ] && [ "$(wc -l < "$tmpdir/shape.err")" -eq 1 ] && grep -qF "$want" "$tmpdir/shape.err" ||
@@ -61,7 +61,7 @@ done
 
 # data.seq_len does not change a parameter's shape: allowed, and logged
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $small --set data.seq_len=64 --set train_steps=22 \
+"$BERTRAIN" train tests/base.json $small --set data.seq_len=64 --set train_steps=22 \
     --set output_dir="\"$tmpdir/seq\"" --resume "$ck" > "$tmpdir/seq.log" 2>&1 ||
     { cat "$tmpdir/seq.log"; fail "resume with a longer data.seq_len failed"; }
 grep -q "^resume: data.seq_len 32 -> 64$" "$tmpdir/seq.log" || fail "the data.seq_len change was not logged"
@@ -70,7 +70,7 @@ echo "ok   data.seq_len 32 -> 64 on resume is allowed and logged"
 
 # a checkpoint that already reached train_steps: nothing to train
 # shellcheck disable=SC2086
-"$BERTRAIN" train examples/demo.json $small --set train_steps=40 \
+"$BERTRAIN" train tests/base.json $small --set train_steps=40 \
     --set output_dir="\"$tmpdir/cpu-resumed\"" --resume auto > "$tmpdir/done.log" 2>&1 ||
     { cat "$tmpdir/done.log"; fail "resuming a finished run failed"; }
 grep -q "already reaches train_steps 40" "$tmpdir/done.log" || fail "a finished run was not recognized"
@@ -78,7 +78,7 @@ echo "ok   resuming a finished run trains nothing: $(grep -m1 'already reaches' 
 
 if ! "$BERTRAIN" version | grep -q "backends:[^)]*opencl"; then
     skip_part "the OpenCL resume (bertrain was built without the OpenCL backend)"
-elif ! "$BERTRAIN" train examples/demo.json $small --set device='"opencl:0:0"' --set train_steps=1 \
+elif ! "$BERTRAIN" train tests/base.json $small --set device='"opencl:0:0"' --set train_steps=1 \
         --set output_dir="\"$tmpdir/probe\"" > "$tmpdir/probe.log" 2>&1; then
     skip_part "the OpenCL resume (opencl:0:0 does not work here: $(grep -m1 'bertrain' "$tmpdir/probe.log"))"
 else

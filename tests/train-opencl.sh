@@ -36,7 +36,7 @@ echo "ok   opencl:no-such-device-xyz: $(cat "$tmpdir/noname")"
 
 for dev in cpu "$spec"; do
     name=${dev%%:*}
-    "$BERTRAIN" train examples/demo.json --set train_steps=20 --set steps_per_print=1 \
+    "$BERTRAIN" train tests/base.json --set train_steps=20 --set steps_per_print=1 \
         --set data.seq_len=64 --set data.valid='""' --set device="\"$dev\"" \
         --set output_dir="\"$tmpdir/$name\"" > "$tmpdir/$name.log" 2>&1 ||
         { cat "$tmpdir/$name.log"; fail "training on $dev failed"; }
