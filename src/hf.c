@@ -216,8 +216,7 @@ int cli_export(int argc, char **argv) {
     int *new_index = NULL;
     int rc = 2;
     if (!ckpt_verify(ckpt, &state, err, sizeof err) ||
-        !ckpt_model_config(state, &mc, err, sizeof err) ||
-        !paths_prepare_dir(out, err, sizeof err)) {
+        !ckpt_model_config(state, &mc, err, sizeof err)) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         goto out;
     }
@@ -289,6 +288,10 @@ int cli_export(int argc, char **argv) {
     if (!mc.nsp && !untrained_heads(ckpt, state, &mc, ts, &n, &carried, &be, &nsp_model, &init,
                                     &meta[5], &meta[7]))
         goto out;
+    if (!paths_prepare_dir(out, err, sizeof err)) { /* everything checked: now write */
+        fprintf(stderr, "bertrain: export: %s\n", err);
+        goto out;
+    }
     char tmp[1400], final[1400];
     snprintf(tmp, sizeof tmp, "%s/.model.safetensors.tmp", out);
     snprintf(final, sizeof final, "%s/model.safetensors", out);

@@ -61,7 +61,7 @@ expect prep-blank 1 "$tmpdir/blank.txt: no text" \
     prep --vocab data/demo/vocab.txt --out "$tmpdir/e" "$tmpdir/blank.txt"
 expect prep-missing-file 1 "$tmpdir/nope.txt: cannot open" \
     prep --vocab data/demo/vocab.txt --out "$tmpdir/e" "$tmpdir/nope.txt"
-expect prep-bad-vocab 1 "$tmpdir/nope-vocab.txt: cannot open vocab" \
+expect prep-bad-vocab 2 "$tmpdir/nope-vocab.txt: cannot open vocab" \
     prep --vocab "$tmpdir/nope-vocab.txt" --out "$tmpdir/e" "$tmpdir/train.txt"
 expect prep-fraction 2 "--valid-fraction 1.5" \
     prep --vocab data/demo/vocab.txt --out "$tmpdir/e" --valid-fraction 1.5 "$tmpdir/train.txt"
