@@ -34,6 +34,13 @@ expect not-integer '{"train_steps": 1.5}' "train_steps: expected an integer, got
 expect out-of-range '{"data": {"mask_prob": 1.5}}' "data.mask_prob: 1.5 is out of range [0.001, 0.9]"
 expect negative '{"train_micro_batch_size_per_gpu": -4}' \
     "train_micro_batch_size_per_gpu: -4 is out of range"
+expect fill-mask-list '{"eval": {"fill_mask": "a [MASK]"}}' \
+    "eval.fill_mask: expected a list of at most 16 sentences with [MASK]"
+expect fill-mask-no-mask '{"eval": {"fill_mask": ["a [MASK]", "no mask here"]}}' \
+    "eval.fill_mask: entry 1 is not a string with [MASK] in it"
+expect fill-mask-too-long '{"data": {"train": "data/demo/train.shard", "vocab": "data/demo/vocab.txt", "seq_len": 8}, "eval": {"fill_mask": ["one two three four five six [MASK]"]}}' \
+    "eval.fill_mask entry 0: \"one two three four five six [MASK]\" is 9 tokens with [CLS] and [SEP]; the most is 8 (data.seq_len 8)" \
+    --set output_dir="\"$tmpdir/fm\""
 expect syntax-error '{
   "seed": 1,
   "train_steps": 10,,
