@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700
 #include "ckpt.h"
 
+#include "run_dir.h"
 #include "safetensors.h"
 #include "train.h"
 
@@ -357,27 +358,41 @@ struct ckpt_writer {
     st_file carried_file; /* ckpt_writer_carry: an import's carried tensors */
     st_tensor *carried;
     int n_carried;
+    char run_id[RUN_ID_LEN + 1]; /* the lineage: keep-last-K deletes only its checkpoints */
 };
 
 static int cmp_name(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Delete the oldest complete ckpt-* directories beyond `keep`, and leftovers
- * of interrupted writes (ckpt-*.tmp-*, ckpt-*.old-*). */
-static void prune(const char *out, int keep) {
+/* Whether name is one of this writer's leftovers: ckpt-<digits>.tmp-<pid> or
+ * ckpt-<digits>.old-<pid> (an interrupted write). */
+static bool is_leftover(const char *name) {
+    long step, pid;
+    int used = 0;
+    char kind[4];
+    return sscanf(name, "ckpt-%ld.%3[a-z]-%ld%n", &step, kind, &pid, &used) == 3 &&
+           used == (int)strlen(name) && (!strcmp(kind, "tmp") || !strcmp(kind, "old"));
+}
+
+/* Delete the oldest checkpoints of lineage run_id beyond `keep` (a checkpoint
+ * of another run, or of none, is never deleted), and with leftovers true the
+ * leftovers of interrupted writes (the caller holds the run lock). */
+static void prune(const char *out, const char *run_id, int keep, bool leftovers) {
     DIR *d = opendir(out);
     if (!d) return;
-    char *names[4096], path[2048];
+    char *names[4096], path[2048], id[RUN_ID_LEN + 1];
     int n = 0;
     for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
         if (strncmp(e->d_name, "ckpt-", 5) != 0) continue;
-        if (strchr(e->d_name, '.')) {
-            snprintf(path, sizeof path, "%s/%s", out, e->d_name);
-            rm_tree(path);
-        } else {
-            names[n++] = strdup(e->d_name);
+        snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+        if (is_leftover(e->d_name)) {
+            if (leftovers) rm_tree(path);
+            continue;
         }
+        if (strchr(e->d_name, '.')) continue;
+        run_dir_ckpt_id(path, id);
+        if (run_id[0] && strcmp(id, run_id) == 0) names[n++] = strdup(e->d_name);
     }
     closedir(d);
     qsort(names, (size_t)n, sizeof *names, cmp_name);
@@ -397,6 +412,16 @@ static void *writer_main(void *arg) {
     snprintf(final, sizeof final, "%s/ckpt-%08ld", w->cfg->output_dir, w->step);
     ckpt_contents c = {w->m, w->host, w->host + np, w->host + 2 * np, w->opt_step, w->opt_type,
                        w->vocab, w->vocab_len, w->state, NULL, 0, w->carried, w->n_carried};
+    char id[RUN_ID_LEN + 1];
+    run_dir_ckpt_id(final, id);
+    /* never another run's (one without an id, damaged or older, is replaced: only a
+     * --resume run gets here with checkpoints in its directory) */
+    if (id[0] && strcmp(id, w->run_id) != 0) {
+        snprintf(w->err, sizeof w->err, "%s belongs to another run (run id %s, this run %s): "
+                 "not replacing it; give this run a new output_dir", final, id, w->run_id);
+        w->ok = false;
+        return NULL;
+    }
     w->ok = ckpt_write_dir(final, &c, w->step, w->err, sizeof w->err);
     if (w->ok) {
         test_point("latest", w->step);
@@ -411,7 +436,7 @@ static void *writer_main(void *arg) {
             w->ok = false;
         }
         fsync_path(w->cfg->output_dir);
-        if (w->ok) prune(w->cfg->output_dir, w->cfg->ckpt_keep);
+        if (w->ok) prune(w->cfg->output_dir, w->run_id, w->cfg->ckpt_keep, false);
     }
     if (w->ok) {
         printf("checkpoint step %ld -> %s (%.2f s at the step boundary, %.2f s writing in the "
@@ -421,8 +446,8 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, char *err,
-                             size_t errlen) {
+ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const char *run_id,
+                             char *err, size_t errlen) {
     ckpt_writer *w = calloc(1, sizeof *w);
     if (!w) {
         snprintf(err, errlen, "out of host memory");
@@ -430,6 +455,7 @@ ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, char *er
     }
     w->cfg = cfg;
     w->m = m;
+    snprintf(w->run_id, sizeof w->run_id, "%s", run_id);
     FILE *f = cfg->data.vocab[0] ? fopen(cfg->data.vocab, "rb") : NULL;
     if (f) { /* the vocab goes into every checkpoint, for export */
         fseek(f, 0, SEEK_END);
@@ -444,8 +470,8 @@ ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, char *er
         }
         fclose(f);
     }
-    /* leftovers of writes that a crash interrupted */
-    prune(cfg->output_dir, 1 << 30);
+    /* leftovers of writes that a crash interrupted (the run lock is held) */
+    prune(cfg->output_dir, w->run_id, 1 << 30, true);
     return w;
 }
 
@@ -495,6 +521,7 @@ bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
     w->opt_step = o->step;
     w->opt_type = o->cfg.type;
     w->state = ckpt_state_new(w->cfg, p, o, &m->cfg);
+    cJSON_AddStringToObject(w->state, "run_id", w->run_id);
     w->t_start = now_s();
     w->t_boundary = w->t_start - t0;
     /* the writer thread takes no signals: they belong to the training loop */

@@ -78,13 +78,15 @@ cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_opt
 
 typedef struct ckpt_writer ckpt_writer;
 
-/* A writer for cfg's output_dir and model m (rank 0 only). NULL with a reason. */
-ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, char *err,
-                             size_t errlen);
+/* A writer for cfg's output_dir and model m (rank 0 only, holding the run
+ * lock), for the checkpoints of lineage run_id (run_dir.h): it replaces or
+ * deletes no checkpoint of another lineage. NULL with a reason. */
+ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const char *run_id,
+                             char *err, size_t errlen);
 
 /* At a step boundary: wait for the previous write, copy weights and moments to
  * the host, then write OUTPUT_DIR/ckpt-<step> in the background, point
- * OUTPUT_DIR/latest at it and keep the newest checkpoint.keep. false (with the
+ * OUTPUT_DIR/latest at it and keep the run's newest checkpoint.keep. false (with the
  * reason) when the previous write failed. */
 bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
                        const ckpt_progress *p, char *err, size_t errlen);

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "hf_files.h"
 #include "paths.h"
+#include "run_dir.h"
 #include "safetensors.h"
 #include "train.h"
 #include "vocab.h"
@@ -203,6 +204,10 @@ int cli_export(int argc, char **argv) {
     size_t len = 0;
     ckpt_resolve(pos[0], ckpt, sizeof ckpt);
     const char *out = pos[1];
+    if (!run_dir_check_new_output(out, "export", err, sizeof err)) {
+        fprintf(stderr, "bertrain: export: %s\n", err);
+        return 2;
+    }
     cJSON *state = NULL;
     bert_config mc;
     st_file f = {0}, carried = {0};
@@ -586,7 +591,8 @@ int cli_import(int argc, char **argv) {
         return 2;
     }
     char path[1400], err[1024];
-    if (!paths_prepare_parent(out, err, sizeof err)) {
+    if (!run_dir_check_new_output(out, "import", err, sizeof err) ||
+        !paths_prepare_parent(out, err, sizeof err)) {
         fprintf(stderr, "bertrain: import: %s\n", err);
         return 2;
     }

@@ -76,6 +76,12 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri) {
             return 2;
         }
     }
+    run_dir_ckpt_id(ri->dir, ri->run_id);
+    if (!ri->run_id[0]) { /* a checkpoint of an older version: its resumptions start a lineage */
+        run_dir_new_id(ri->run_id);
+        printf("resume: %s records no run id: this run's checkpoints are %s\n", ri->dir,
+               ri->run_id);
+    }
     ri->step = (long)num(state, "step", 0);
     const cJSON *lower = ckpt_json_at(state, "data.lowercase");
     ri->lowercase = cJSON_IsBool(lower) ? cJSON_IsTrue(lower) : -1;
@@ -111,13 +117,15 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri) {
 int resume_prepare(const bt_config *cfg, resume_info *ri) {
     memset(ri, 0, sizeof *ri);
     ri->lowercase = -1;
-    if (!cfg->resume[0]) return 0;
     struct {
         int rc, active, lowercase;
         long step;
         long long position;
         char dir[1024];
-    } msg = {0, 0, -1, 0, 0, ""};
+        char run_id[RUN_ID_LEN + 1];
+    } msg = {0, 0, -1, 0, 0, "", ""};
+    if (dist_rank() == 0) run_dir_new_id(ri->run_id); /* a fresh run's, unless resuming */
+    if (!cfg->resume[0]) return 0;
     if (dist_rank() == 0) {
         msg.rc = prepare_rank0(cfg, ri);
         msg.active = ri->active;
@@ -125,6 +133,7 @@ int resume_prepare(const bt_config *cfg, resume_info *ri) {
         msg.step = ri->step;
         msg.position = ri->position;
         memcpy(msg.dir, ri->dir, sizeof msg.dir);
+        memcpy(msg.run_id, ri->run_id, sizeof msg.run_id);
     }
     dist_broadcast(&msg, sizeof msg);
     ri->active = msg.active;
@@ -132,6 +141,7 @@ int resume_prepare(const bt_config *cfg, resume_info *ri) {
     ri->step = msg.step;
     ri->position = msg.position;
     memcpy(ri->dir, msg.dir, sizeof ri->dir);
+    memcpy(ri->run_id, msg.run_id, sizeof ri->run_id);
     return msg.rc;
 }
 

@@ -7,6 +7,7 @@
 #include "bert.h"
 #include "config.h"
 #include "optim.h"
+#include "run_dir.h"
 #include "sample_skips.h"
 
 #include <stdbool.h>
@@ -19,6 +20,7 @@ typedef struct {
     long step;           /* optimizer steps already done */
     long long position;  /* data cursor: run position of the step's first sample */
     int lowercase;       /* the checkpoint's shards were lowercased: 1, 0, or -1 unknown */
+    char run_id[RUN_ID_LEN + 1]; /* the run's lineage: the checkpoint's, or new for a fresh run */
 } resume_info;
 
 /* Pick the checkpoint for cfg->resume ("auto": the newest one in output_dir

@@ -25,6 +25,7 @@ typedef struct {
     uint32_t *first;
     int n_mb_alloc;
     FILE *metrics;
+    int lock_fd;             /* OUTPUT_DIR/.bertrain.lock, held for the run (rank 0; -1: none) */
     int most_common;         /* the frequency baseline's token (-1: no data.valid) */
     int eval_batch;          /* sequences per evaluation forward */
     eval_result last_eval;   /* the newest held-out evaluation ... */

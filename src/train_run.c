@@ -7,6 +7,7 @@
 #include "paths.h"
 #include "plan.h"
 #include "resume.h"
+#include "run_dir.h"
 #include "train.h"
 #include "train_internal.h"
 
@@ -32,6 +33,7 @@ static void run_free(run_state *s) {
     dataset_close(s->valid);
     run_fill_mask_free(s);
     vocab_free(&s->vocab);
+    run_dir_unlock(s->lock_fd); /* last: the checkpoint writer is done */
 }
 
 /* Host buffers for this rank's micro-batches under plan p. */
@@ -264,16 +266,27 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         fprintf(stderr, "bertrain: %s: data.train and data.vocab are required\n", cfg->path);
         return 2;
     }
+    s.lock_fd = -1;
     if (rank == 0 && !paths_prepare_dir(cfg->output_dir, err, sizeof err)) {
         fprintf(stderr, "bertrain: %s: output_dir %s\n", cfg->path, err);
         return 2;
     }
+    if (rank == 0 && ((s.lock_fd = run_dir_lock(cfg->output_dir, err, sizeof err)) < 0 ||
+                      (!cfg->resume[0] && !run_dir_check_fresh(cfg->output_dir, err, sizeof err)))) {
+        fprintf(stderr, "bertrain: %s: output_dir %s\n", cfg->path, err);
+        run_dir_unlock(s.lock_fd);
+        return 2;
+    }
     resume_info ri;
     rc = resume_prepare(cfg, &ri);
-    if (rc != 0) return rc;
+    if (rc != 0) {
+        run_dir_unlock(s.lock_fd);
+        return rc;
+    }
     rc = 1;
     if (!vocab_load(&s.vocab, cfg->data.vocab, err, sizeof err)) {
         fprintf(stderr, "bertrain: rank %d: %s\n", rank, err);
+        run_free(&s);
         return 2;
     }
     if (s.vocab.size > cfg->model.vocab_size) {
@@ -365,7 +378,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
             fprintf(stderr, "bertrain: %s: cannot write: %s\n", path, strerror(errno));
             dist_abort(1);
         }
-        s.writer = ckpt_writer_new(cfg, s.m, err, sizeof err);
+        s.writer = ckpt_writer_new(cfg, s.m, ri.run_id, err, sizeof err);
         if (!s.writer || (ri.active && !ckpt_writer_carry(s.writer, ri.dir, err, sizeof err))) {
             fprintf(stderr, "bertrain: %s\n", err);
             dist_abort(1);

@@ -19,6 +19,7 @@ small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_si
 
 # run_all PREFIX...: every command that needs no ranks, under PREFIX (env settings)
 run_all() {
+    rm -rf "$tmpdir/hf" "$tmpdir/imp" # export and import write only into new directories
     "$@" "$BERTRAIN" version > /dev/null &&
         "$@" "$BERTRAIN" prep --vocab $vocab --lowercase --out "$tmpdir/shards" $text > /dev/null &&
         "$@" "$BERTRAIN" vocab --size 300 --out "$tmpdir/vocab.txt" $text > /dev/null &&

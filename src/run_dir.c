@@ -1,0 +1,207 @@
+/* Output directories of training runs: the run lock, the check before a fresh
+ * run, the check before import/export, and lineage ids. */
+#define _XOPEN_SOURCE 700
+#include "run_dir.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int run_dir_lock(const char *dir, char *err, size_t errlen) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/" RUN_DIR_LOCK_FILE, dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot create the run lock: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char holder[256] = "";
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = 0;
+        holder[strcspn(holder, "\n")] = 0;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            snprintf(err, errlen, "%s is in use by another bertrain run (%s; lock %s): one run "
+                     "per output_dir", dir, holder[0] ? holder : "holder unknown", path);
+        else
+            snprintf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
+        return -1;
+    }
+    char host[256] = "?", line[400];
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    int len = snprintf(line, sizeof line, "host %s, pid %ld\n", host, (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) {
+        /* the lock holds without the note; a second run says "holder unknown" */
+    }
+    return fd;
+}
+
+void run_dir_unlock(int fd) {
+    if (fd >= 0) close(fd); /* closing releases the flock */
+}
+
+/* Whether name is a finished checkpoint's: "ckpt-" and digits only. */
+static bool is_ckpt_name(const char *name) {
+    if (strncmp(name, "ckpt-", 5) != 0 || !name[5]) return false;
+    for (const char *p = name + 5; *p; p++)
+        if (!isdigit((unsigned char)*p)) return false;
+    return true;
+}
+
+/* dir/name/state.json parsed, or NULL. */
+static cJSON *read_state(const char *dir, const char *name) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s%s%s/state.json", dir, name ? "/" : "", name ? name : "");
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (size_t got = 1; got > 0;) {
+        if (len + 4096 + 1 > cap) {
+            char *grown = realloc(text, cap = 2 * cap + 8192);
+            if (!grown) break;
+            text = grown;
+        }
+        got = fread(text + len, 1, cap - len - 1, f);
+        len += got;
+    }
+    fclose(f);
+    cJSON *state = NULL;
+    if (text) {
+        text[len < cap ? len : cap - 1] = 0;
+        state = cJSON_Parse(text);
+    }
+    free(text);
+    return state;
+}
+
+void run_dir_ckpt_id(const char *ckpt_dir, char out[RUN_ID_LEN + 1]) {
+    out[0] = 0;
+    cJSON *state = read_state(ckpt_dir, NULL);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(state, "run_id");
+    if (cJSON_IsString(id) && strlen(id->valuestring) == RUN_ID_LEN)
+        memcpy(out, id->valuestring, RUN_ID_LEN + 1);
+    cJSON_Delete(state);
+}
+
+void run_dir_new_id(char out[RUN_ID_LEN + 1]) {
+    uint64_t x = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&x, sizeof x, 1, f) != 1) { /* no /dev/urandom: time, pid, address */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 40 ^
+            (uint64_t)(uintptr_t)&x;
+    }
+    if (f) fclose(f);
+    snprintf(out, RUN_ID_LEN + 1, "%016llx", (unsigned long long)x);
+}
+
+/* What a run left in dir: its checkpoints (count, the lowest and highest
+ * step, the newest one's seed). */
+typedef struct {
+    int n_ckpt;
+    char first[256], last[256];
+    char seed[64];
+    bool latest, metrics;
+} run_found;
+
+static void survey(const char *dir, run_found *r) {
+    memset(r, 0, sizeof *r);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_ckpt_name(e->d_name)) continue;
+        if (r->n_ckpt == 0 || strcmp(e->d_name, r->first) < 0)
+            snprintf(r->first, sizeof r->first, "%s", e->d_name);
+        if (r->n_ckpt == 0 || strcmp(e->d_name, r->last) > 0)
+            snprintf(r->last, sizeof r->last, "%s", e->d_name);
+        r->n_ckpt++;
+    }
+    closedir(d);
+    if (r->n_ckpt > 0) {
+        cJSON *state = read_state(dir, r->last);
+        const cJSON *seed = cJSON_GetObjectItemCaseSensitive(state, "seed");
+        snprintf(r->seed, sizeof r->seed, "%s", cJSON_IsString(seed) ? seed->valuestring : "?");
+        cJSON_Delete(state);
+    }
+    char path[1200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/latest", dir);
+    r->latest = stat(path, &st) == 0;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    r->metrics = stat(path, &st) == 0 && st.st_size > 0;
+}
+
+/* The step a checkpoint name stands for ("ckpt-00000010": 10). */
+static long name_step(const char *name) { return strtol(name + 5, NULL, 10); }
+
+bool run_dir_check_fresh(const char *dir, char *err, size_t errlen) {
+    run_found r;
+    survey(dir, &r);
+    const char *ways = "continue it with --resume auto, or give this run a new output_dir";
+    if (r.n_ckpt > 0)
+        snprintf(err, errlen, "%s holds another run's checkpoints (%d: steps %ld to %ld, seed "
+                 "%s): %s", dir, r.n_ckpt, name_step(r.first), name_step(r.last), r.seed, ways);
+    else if (r.latest || r.metrics)
+        snprintf(err, errlen, "%s holds another run's %s: %s", dir,
+                 r.metrics ? "metrics.jsonl" : "`latest` file", ways);
+    return r.n_ckpt == 0 && !r.latest && !r.metrics;
+}
+
+bool run_dir_check_new_output(const char *dir, const char *what, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return true; /* made new */
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: exists and is not a directory", dir);
+        return false;
+    }
+    cJSON *state = read_state(dir, NULL);
+    cJSON_Delete(state);
+    char lock[1200];
+    snprintf(lock, sizeof lock, "%s/" RUN_DIR_LOCK_FILE, dir);
+    run_found r;
+    survey(dir, &r);
+    if (state) {
+        snprintf(err, errlen, "%s is a bertrain checkpoint: %s never writes into one; choose a "
+                 "new directory", dir, what);
+        return false;
+    }
+    if (r.n_ckpt > 0 || r.latest || access(lock, F_OK) == 0) {
+        char which[300] = "";
+        if (r.n_ckpt) snprintf(which, sizeof which, " (%s)", r.last);
+        snprintf(err, errlen, "%s holds a training run%s: %s never writes into one; choose a "
+                 "new directory", dir, which, what);
+        return false;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "%s: cannot read: %s", dir, strerror(errno));
+        return false;
+    }
+    char first[256] = "";
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!n++) snprintf(first, sizeof first, "%s", e->d_name);
+    }
+    closedir(d);
+    if (n > 0)
+        snprintf(err, errlen, "%s is not empty (%d entr%s, such as %s): %s writes only into a new "
+                 "or empty directory, so that nothing there is lost", dir, n, n == 1 ? "y" : "ies",
+                 first, what);
+    return n == 0;
+}
