@@ -141,9 +141,15 @@ bool ckpt_lowercase(const cJSON *state);
 /* The model config a checkpoint's state.json records (config.model). */
 bool ckpt_model_config(const cJSON *state, bert_config *mc, char *err, size_t errlen);
 
+/* Every value of tensor `name` (x, n floats, from `file`) is finite; false
+ * with "FILE: tensor NAME holds N NaN or infinite values ..." in err. x may be
+ * unaligned (a tensor inside a safetensors file). */
+bool ckpt_check_finite(const char *file, const char *name, const void *x, size_t n, char *err,
+                       size_t errlen);
+
 /* Load a checkpoint's (or an HF-named safetensors file's) weights into m: every
- * tensor of m must be present with its shape. dir may be a checkpoint
- * directory or a .safetensors file. */
+ * tensor of m must be present with its shape and finite values. dir may be a
+ * checkpoint directory or a .safetensors file. */
 bool ckpt_load_weights(const char *dir, bert_model *m, char *err, size_t errlen);
 
 /* Load dir/optim.bin into o (moments and step); its tensors must be m's. */

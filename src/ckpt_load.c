@@ -3,10 +3,12 @@
 #define _XOPEN_SOURCE 700
 #include "ckpt.h"
 
+#include "parse_num.h"
 #include "safetensors.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,84 @@ char *ckpt_read_file(const char *path, size_t *len) {
         goto fail;                                                                           \
     } while (0)
 
+/* The numbers state.json may hold: each, when present (or required), is a
+ * number in [lo, hi], an integer unless real is set. 2^40 steps is far beyond
+ * any run; 2^62 samples keeps position arithmetic exact in int64. */
+static const struct {
+    const char *path;
+    double lo, hi;
+    bool required, real;
+} STATE_NUMBERS[] = {
+    {"format_version", 1, CKPT_FORMAT_VERSION, true, false},
+    {"step", 0, 0x1p40, true, false},
+    {"samples", 0, 0x1p62, false, false},
+    {"epoch", 0, 0x1p62, false, false},
+    {"world_size", 1, 0x1p20, false, false},
+    {"data.position", 0, 0x1p62, false, false},
+    {"data.epoch", 0, 0x1p62, false, false},
+    {"data.samples_per_epoch", 0, 0x1p62, false, false},
+    {"data.global_batch", 1, 0x1p40, false, false},
+    {"optimizer.step", 0, 0x1p40, false, false},
+    {"schedule.next_step", 0, 0x1p40, false, false},
+    {"schedule.next_lr", 0, 1e6, false, true},
+    {"loss_scaler.scale", 0x1p-126, 0x1p127, false, true},
+    {"loss_scaler.cur_hysteresis", 0, 1e6, false, false},
+    {"loss_scaler.iter", 0, 0x1p40, false, false},
+    {"loss_scaler.last_overflow", -1, 0x1p40, false, false},
+    {"loss_scaler.skipped", 0, 0x1p40, false, false},
+};
+
+/* A number of state.json in range (STATE_NUMBERS); false with the reason. */
+static bool check_number(const cJSON *v, const char *path, double lo, double hi, bool real,
+                         char *err, size_t errlen) {
+    if (!cJSON_IsNumber(v)) {
+        snprintf(err, errlen, "state.json: %s is not a number", path);
+        return false;
+    }
+    double x = v->valuedouble;
+    if (!(x >= lo && x <= hi) || (!real && x != floor(x))) {
+        snprintf(err, errlen, "state.json: %s is %.17g; it must be %s in [%.17g, %.17g]", path,
+                 x, real ? "a number" : "an integer", lo, hi);
+        return false;
+    }
+    return true;
+}
+
+/* Every field of a checksummed state.json that a reader trusts is in range:
+ * a valid checksum says the file is as written, not that it makes sense. */
+static bool check_state_fields(const cJSON *st, char *err, size_t errlen) {
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(st, "format");
+    if (!cJSON_IsString(format) || strcmp(format->valuestring, "bertrain checkpoint") != 0) {
+        snprintf(err, errlen, "state.json: format is not \"bertrain checkpoint\"");
+        return false;
+    }
+    for (size_t i = 0; i < sizeof STATE_NUMBERS / sizeof STATE_NUMBERS[0]; i++) {
+        const cJSON *v = ckpt_json_at(st, STATE_NUMBERS[i].path);
+        if (!v && !STATE_NUMBERS[i].required) continue;
+        if (!v) {
+            snprintf(err, errlen, "state.json: %s is missing", STATE_NUMBERS[i].path);
+            return false;
+        }
+        if (!check_number(v, STATE_NUMBERS[i].path, STATE_NUMBERS[i].lo, STATE_NUMBERS[i].hi,
+                          STATE_NUMBERS[i].real, err, errlen))
+            return false;
+    }
+    const cJSON *steps = ckpt_json_at(st, "optimizer.layer_steps");
+    for (const cJSON *v = cJSON_IsArray(steps) ? steps->child : NULL; v; v = v->next)
+        if (!check_number(v, "optimizer.layer_steps[]", 0, 0x1p40, false, err, errlen))
+            return false;
+    const cJSON *omega = ckpt_json_at(st, "admin_omega");
+    for (const cJSON *v = cJSON_IsArray(omega) ? omega->child : NULL; v; v = v->next)
+        if (!check_number(v, "admin_omega[]", 0x1p-126, 0x1p127, true, err, errlen)) return false;
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(st, "seed");
+    uint64_t parsed;
+    if (seed && !(cJSON_IsString(seed) && parse_u64(seed->valuestring, &parsed))) {
+        snprintf(err, errlen, "state.json: seed is not an unsigned 64-bit integer in a string");
+        return false;
+    }
+    return true;
+}
+
 bool ckpt_verify(const char *dir, cJSON **state, char *err, size_t errlen) {
     char path[1400];
     size_t len = 0;
@@ -71,8 +151,8 @@ bool ckpt_verify(const char *dir, cJSON **state, char *err, size_t errlen) {
         !cJSON_GetObjectItemCaseSensitive(files, "model.safetensors") ||
         !cJSON_GetObjectItemCaseSensitive(files, "optim.bin"))
         BAD("state.json: does not list model.safetensors and optim.bin");
-    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(st, "step")))
-        BAD("state.json: no step");
+    char why[512];
+    if (!check_state_fields(st, why, sizeof why)) BAD("%s", why);
     for (const cJSON *f = files->child; f; f = f->next) {
         const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(f, "bytes");
         const cJSON *crc = cJSON_GetObjectItemCaseSensitive(f, "crc32");
@@ -227,6 +307,21 @@ bool ckpt_model_config(const cJSON *state, bert_config *mc, char *err, size_t er
     return bert_config_valid(mc, err, errlen);
 }
 
+bool ckpt_check_finite(const char *file, const char *name, const void *x, size_t n, char *err,
+                       size_t errlen) {
+    size_t bad = 0, first = 0;
+    float v, first_v = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(&v, (const char *)x + 4 * i, 4);
+        if (!isfinite(v) && bad++ == 0) first = i, first_v = v;
+    }
+    if (bad)
+        snprintf(err, errlen, "%s: tensor %s holds %zu NaN or infinite value%s (the first at "
+                 "element %zu: %g): refusing to load it", file, name, bad, bad == 1 ? "" : "s",
+                 first, first_v);
+    return bad == 0;
+}
+
 bool ckpt_load_weights(const char *dir, bert_model *m, char *err, size_t errlen) {
     char path[1200];
     struct stat st;
@@ -249,6 +344,8 @@ bool ckpt_load_weights(const char *dir, bert_model *m, char *err, size_t errlen)
                                   "needs F32 with %zu (a different model shape?)",
                      path, t->name, e->dtype, st_numel(e), t->numel);
             ok = false;
+        } else if (!(ok = ckpt_check_finite(path, t->name, st_data(&f, e), t->numel, err,
+                                            errlen))) {
         } else {
             m->be->upload(m->be, (bt_ptr){m->params, t->offset * 4}, st_data(&f, e),
                           t->numel * 4);

@@ -1,5 +1,6 @@
 /* Argument parsing of the data commands: `bertrain vocab` and `bertrain prep`. */
 #include "cli.h"
+#include "parse_num.h"
 #include "paths.h"
 #include "prep.h"
 #include "vocab_train.h"
@@ -22,15 +23,6 @@ static const char *option_value(int argc, char **argv, int *i, const char *name,
         return NULL;
     }
     return argv[++*i];
-}
-
-static bool parse_u64(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-') return false;
-    *out = v;
-    return true;
 }
 
 static bool parse_double(const char *s, double *out) {

@@ -3,6 +3,8 @@
  * the file and the key, and the caller exits 2 before any work starts. */
 #include "config.h"
 
+#include "parse_num.h"
+
 #include "../mpi/dist.h"
 
 #include <cjson/cJSON.h>
@@ -34,7 +36,7 @@ static const key_spec KEYS[] = {
     {"train_micro_batch_size_per_gpu", K_LONG, OFF(micro_batch), 1, 1e7, NULL, 0},
     {"gradient_accumulation_steps", K_LONG, OFF(grad_accum), 1, 1e7, NULL, 0},
     {"train_steps", K_LONG, OFF(train_steps), 1, 1e12, NULL, 0},
-    {"seed", K_SEED, OFF(seed), 0, 18446744073709551615.0, NULL, 0},
+    {"seed", K_SEED, OFF(seed), 0, 9007199254740991.0, NULL, 0}, /* a number < 2^53, or a string */
     {"output_dir", K_STRING, STR(output_dir)},
     {"steps_per_print", K_INT, OFF(steps_per_print), 1, 1e9, NULL, 0},
     {"gradient_clipping", K_FLOAT, OFF(gradient_clipping), 0, 1e9, NULL, 0},
@@ -230,7 +232,19 @@ static bool apply_key(bt_config *cfg, const key_spec *k, const cJSON *v) {
         if (!set_number(cfg, k, v, &x)) return false;
         *(long *)base = (long)x;
         return true;
-    case K_SEED:
+    case K_SEED: /* exact: a JSON number only below 2^53, any uint64 as a string */
+        if (cJSON_IsString(v)) {
+            if (parse_u64(v->valuestring, (uint64_t *)base)) return true;
+            fail(cfg, "%s: \"%s\" is not an integer in [0, 18446744073709551615]", k->path,
+                 v->valuestring);
+            return false;
+        }
+        if (cJSON_IsNumber(v) && v->valuedouble >= 0x1p53) {
+            fail(cfg, "%s: %.17g is 2^53 or more, where a JSON number is not exact; write the "
+                      "digits as a string (\"%s\": \"12345678901234567890\")", k->path,
+                 v->valuedouble, k->path);
+            return false;
+        }
         if (!set_number(cfg, k, v, &x)) return false;
         *(uint64_t *)base = (uint64_t)x;
         return true;
@@ -432,7 +446,11 @@ static bool apply_override(bt_config *cfg, cJSON *root, const char *assign) {
     char path[256];
     snprintf(path, sizeof path, "%.*s", (int)(eq - assign), assign);
     cJSON *val = cJSON_Parse(eq + 1);
-    if (!val) val = cJSON_CreateString(eq + 1);
+    uint64_t exact;
+    if (!val || (cJSON_IsNumber(val) && parse_u64(eq + 1, &exact) && exact >= (1ull << 53))) {
+        cJSON_Delete(val); /* a bare string, or digits a JSON number would round: the text */
+        val = cJSON_CreateString(eq + 1);
+    }
     cJSON *node = root;
     char *save = NULL, *tok = strtok_r(path, ".", &save);
     while (tok) {
@@ -739,9 +757,13 @@ void *config_to_cjson(const bt_config *cfg) {
         case K_LONG:
             v = cJSON_CreateNumber((double)*(const long *)base);
             break;
-        case K_SEED:
-            v = cJSON_CreateNumber((double)*(const uint64_t *)base);
+        case K_SEED: { /* a string where a JSON number would not be exact */
+            uint64_t seed = *(const uint64_t *)base;
+            char text[32];
+            snprintf(text, sizeof text, "%llu", (unsigned long long)seed);
+            v = seed < (1ull << 53) ? cJSON_CreateNumber((double)seed) : cJSON_CreateString(text);
             break;
+        }
         case K_FLOAT:
             v = cJSON_CreateNumber(float_json(*(const float *)base));
             break;

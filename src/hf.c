@@ -9,6 +9,7 @@
 #include "ckpt.h"
 #include "cli.h"
 #include "hf_files.h"
+#include "parse_num.h"
 #include "paths.h"
 #include "run_dir.h"
 #include "safetensors.h"
@@ -575,8 +576,13 @@ int cli_import(int argc, char **argv) {
     uint64_t seed = 42;
     bool no_nsp = false;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 10);
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            if (!parse_u64(argv[++i], &seed)) {
+                fprintf(stderr, "bertrain import: --seed %s: not an integer in [0, "
+                                "18446744073709551615]\n", argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--no-nsp"))
             no_nsp = true;
         else if (!in && argv[i][0] != '-')
@@ -643,6 +649,10 @@ int cli_import(int argc, char **argv) {
         if (!to_f32(&f, e, host + t->offset)) {
             fprintf(stderr, "bertrain: import: %s: %s has dtype %s (F32, F16, BF16 or F64 "
                             "needed)\n", path, e->name, e->dtype);
+            goto out;
+        }
+        if (!ckpt_check_finite(path, e->name, host + t->offset, t->numel, err, sizeof err)) {
+            fprintf(stderr, "bertrain: import: %s\n", err);
             goto out;
         }
     }

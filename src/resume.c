@@ -61,12 +61,14 @@ static double num(const cJSON *obj, const char *path, double dflt) {
 }
 
 /* Rank 0's half of resume_prepare. */
-static int prepare_rank0(const bt_config *cfg, resume_info *ri) {
+static int prepare_rank0(const bt_config *cfg, resume_info *ri, bool rollback) {
     cJSON *state = NULL;
     char err[1024];
     if (strcmp(cfg->resume, "auto") == 0) {
         if (!ckpt_find_auto(cfg->output_dir, ri->dir, sizeof ri->dir, &state)) {
-            printf("resume: no usable checkpoint in %s; starting from step 0\n", cfg->output_dir);
+            if (!rollback) /* a rollback says itself what it does instead */
+                printf("resume: no usable checkpoint in %s; starting from step 0\n",
+                       cfg->output_dir);
             return 0;
         }
     } else {
@@ -114,7 +116,7 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri) {
     return 0;
 }
 
-int resume_prepare(const bt_config *cfg, resume_info *ri) {
+int resume_prepare(const bt_config *cfg, resume_info *ri, bool rollback) {
     memset(ri, 0, sizeof *ri);
     ri->lowercase = -1;
     struct {
@@ -127,7 +129,7 @@ int resume_prepare(const bt_config *cfg, resume_info *ri) {
     if (dist_rank() == 0) run_dir_new_id(ri->run_id); /* a fresh run's, unless resuming */
     if (!cfg->resume[0]) return 0;
     if (dist_rank() == 0) {
-        msg.rc = prepare_rank0(cfg, ri);
+        msg.rc = prepare_rank0(cfg, ri, rollback);
         msg.active = ri->active;
         msg.lowercase = ri->lowercase;
         msg.step = ri->step;

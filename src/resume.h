@@ -27,9 +27,10 @@ typedef struct {
  * whose checksums verify, skipping damaged ones; else a directory), check
  * cfg against the config it was trained with (a change of the model's shape
  * is an error naming the key and both values; other changes are logged) and
- * say what happens. Rank 0 decides; every rank gets the outcome. Returns 0,
- * or 2 after a one-line error. */
-int resume_prepare(const bt_config *cfg, resume_info *ri);
+ * say what happens (for a rollback, the caller says it when there is no
+ * checkpoint). Rank 0 decides; every rank gets the outcome. Returns 0, or 2
+ * after a one-line error. */
+int resume_prepare(const bt_config *cfg, resume_info *ri, bool rollback);
 
 /* Load the chosen checkpoint's weights, moments and optimizer step on rank 0
  * and copy them to every rank. false (on every rank) after a one-line error. */

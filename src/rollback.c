@@ -64,10 +64,18 @@ long run_rollback(run_state *s, const bt_config *cfg, const resume_info *start, 
     *c = *cfg;
     snprintf(c->resume, sizeof c->resume, "auto");
     resume_info ri;
-    int rc = resume_prepare(c, &ri); /* prints "resume: from ..." (or that none is usable) */
+    int rc = resume_prepare(c, &ri, true); /* prints "resume: from ..." when there is one */
     free(c);
     if (rc != 0) return -1;
-    if (!ri.active && start->active) ri = *start; /* none of its own: where the run began */
+    if (!ri.active && start->active) { /* none of its own: where the run began */
+        ri = *start;
+        if (dist_rank() == 0)
+            printf("rollback: no checkpoint in %s yet: reloading %s, where this run started "
+                   "(step %ld)\n", cfg->output_dir, ri.dir, ri.step);
+    } else if (!ri.active && dist_rank() == 0) {
+        printf("rollback: no checkpoint in %s yet: starting again from the initial weights "
+               "(seed %llu, step 0)\n", cfg->output_dir, (unsigned long long)cfg->seed);
+    }
     loss_scaler_init(scaler, cfg->fp16_loss_scale, cfg->fp16_initial_scale_power,
                      cfg->fp16_loss_scale_window, cfg->fp16_hysteresis,
                      cfg->fp16_consecutive_hysteresis, cfg->fp16_min_loss_scale);
@@ -84,4 +92,23 @@ long run_rollback(run_state *s, const bt_config *cfg, const resume_info *start, 
     rejected->n = 0;
     *cursor = (uint64_t)ri.position;
     return ri.active ? ri.step : 0;
+}
+
+void run_where_to_resume(run_state *s, const bt_config *cfg, const resume_info *start, char *out,
+                         size_t outlen) {
+    char err[1024], dir[1024];
+    cJSON *state = NULL;
+    if (!ckpt_writer_wait(s->writer, err, sizeof err)) /* the newest one is on disk */
+        fprintf(stderr, "bertrain: checkpoint: %s\n", err);
+    if (ckpt_find_auto(cfg->output_dir, dir, sizeof dir, &state)) {
+        const cJSON *step = cJSON_GetObjectItemCaseSensitive(state, "step");
+        snprintf(out, outlen, "resume from %s (step %.0f; --resume auto)", dir,
+                 cJSON_IsNumber(step) ? step->valuedouble : 0.0);
+    } else if (start->active) {
+        snprintf(out, outlen, "no checkpoint was written; resume from %s, where this run "
+                 "started (--resume %s),", start->dir, start->dir);
+    } else {
+        snprintf(out, outlen, "no checkpoint was written; start again");
+    }
+    cJSON_Delete(state);
 }

@@ -49,6 +49,12 @@ long run_rollback(run_state *s, const bt_config *cfg, const resume_info *start, 
                   sample_skips *skips, sample_skips *rejected, uint64_t *cursor,
                   loss_scaler *scaler);
 
+/* Rank 0, when the run stops for good: what to resume from, into out ("resume
+ * from DIR/ckpt-N (--resume auto)", the checkpoint the run started from, or
+ * "start again": no checkpoint exists). */
+void run_where_to_resume(run_state *s, const bt_config *cfg, const resume_info *start, char *out,
+                         size_t outlen);
+
 /* Tokenize eval.fill_mask with the run's vocab and lowercasing (rank 0).
  * false after a one-line error naming the entry (the caller exits 2). */
 bool run_fill_mask_prepare(run_state *s, const bt_config *cfg);

@@ -278,7 +278,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         return 2;
     }
     resume_info ri;
-    rc = resume_prepare(cfg, &ri);
+    rc = resume_prepare(cfg, &ri, false);
     if (rc != 0) {
         run_dir_unlock(s.lock_fd);
         return rc;
@@ -495,13 +495,14 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                 continue;
             }
             if (too_many) {
+                char where[1400];
+                if (rank == 0) run_where_to_resume(&s, cfg, &ri, where, sizeof where);
                 if (rank == 0)
                     fprintf(stderr, "bertrain: step %ld: %d of the last %d steps were skipped "
-                                    "(guard.max_bad_steps, guard.window)%s: stopping; resume from "
-                                    "the last checkpoint in %s with a lower learning rate\n",
+                                    "(guard.max_bad_steps, guard.window)%s: stopping; %s with a "
+                                    "lower learning rate\n",
                             step + 1, cfg->guard_max_bad, cfg->guard_window,
-                            rollbacks ? " after guard.max_rollbacks rollbacks" : "",
-                            cfg->output_dir);
+                            rollbacks ? " after guard.max_rollbacks rollbacks" : "", where);
                 rc = 3;
                 goto out;
             }

@@ -82,6 +82,9 @@ BERTRAIN_TEST_NAN_SAMPLES=40,70 train initial 5 --set guard.max_bad_steps=2 --se
     { cat "$tmpdir/initial.log"; fail "the rollback to the initial state failed"; }
 grep -q "^bertrain: rolled back from step 3 to step 0; the data continues at sample 0 and never trains on samples \[32, 64), \[64, 96)$" \
     "$tmpdir/initial.log" || { cat "$tmpdir/initial.log"; fail "no rollback to the initial state"; }
+grep -q "^rollback: no checkpoint in $tmpdir/initial yet: starting again from the initial weights (seed 42, step 0)$" \
+    "$tmpdir/initial.log" && ! grep -q "no usable checkpoint" "$tmpdir/initial.log" ||
+    { cat "$tmpdir/initial.log"; fail "the rollback to the initial state did not say what it reloaded"; }
 got=$(samples "$tmpdir/initial/metrics.jsonl")
 [ "$got" = "1:32 1:32 2:128 3:160 4:192 5:224 " ] || fail "initial-state rollback: cursor per step '$got'"
 echo "ok   bad batches at steps 2-3 before any checkpoint: back to the initial state, completed (cursor per step: $got)"
@@ -90,6 +93,6 @@ echo "ok   bad batches at steps 2-3 before any checkpoint: back to the initial s
 rc=0
 BERTRAIN_TEST_NAN_SAMPLES=$(seq -s, 64 32 2000) train exhausted 20 --set guard.max_bad_steps=2 --set guard.window=3 \
     --set guard.max_rollbacks=1 || rc=$?
-[ "$rc" -eq 3 ] && grep -q "were skipped (guard.max_bad_steps, guard.window) after guard.max_rollbacks rollbacks: stopping" \
+[ "$rc" -eq 3 ] && grep -q "were skipped (guard.max_bad_steps, guard.window) after guard.max_rollbacks rollbacks: stopping; no checkpoint was written; start again with a lower learning rate$" \
     "$tmpdir/exhausted.log" || { cat "$tmpdir/exhausted.log"; fail "exhausted rollbacks did not stop the run (exit $rc)"; }
 echo "ok   rollbacks used up: stopped with status 3"
