@@ -11,6 +11,9 @@
 void dist_init(int *argc, char ***argv);
 /* Finish (MPI_Finalize). */
 void dist_finalize(void);
+/* A rank that waits longer than this in a collective stops the job (exit 4),
+ * naming the ranks that did not arrive; 0 waits forever (default 600 s). */
+void dist_set_timeout(double seconds);
 /* Stop every rank with an error code after a fatal error on this rank. */
 void dist_abort(int code);
 

@@ -1,17 +1,32 @@
 /* Ranks and collectives over MPI (Open MPI). Errors abort the whole job with
- * a message naming the rank and host, so a failure never hangs the others. */
+ * a message naming the rank and host, so a failure never hangs the others.
+ *
+ * Every collective is started nonblocking and waited for here: a waiting rank
+ * backs off into sleeps instead of spinning, and after distributed.timeout_s
+ * it asks every other rank (pings on a private communicator, answered by the
+ * ranks that wait too) and aborts the job naming the ranks that did not
+ * answer. A collective whose size depends on the model first checks that
+ * every rank brings the same size, so a mismatch never overruns a buffer. */
 #include "dist.h"
 
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int g_rank, g_world = 1, g_local_rank;
 static bool g_started; /* dist_init ran: commands that need no ranks never start MPI */
 static char g_host[MPI_MAX_PROCESSOR_NAME + 1];
+static double g_timeout_s = 600; /* distributed.timeout_s; 0: wait forever */
+static MPI_Comm g_diag = MPI_COMM_NULL; /* the time-out's pings and answers */
+static long g_seq;                     /* collectives started on this rank */
+static long *g_answer;                 /* per rank: the answer sent to its ping */
+enum { TAG_PING = 1, TAG_ANSWER = 2, EXIT_TIMEOUT = 4 };
 
 #define MPI_CHECK(call)                                                                      \
     do {                                                                                     \
@@ -41,9 +56,17 @@ void dist_init(int *argc, char ***argv) {
                                   &local));
     MPI_CHECK(MPI_Comm_rank(local, &g_local_rank));
     MPI_Comm_free(&local);
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_diag));
+    g_answer = calloc((size_t)g_world, sizeof *g_answer);
+    if (!g_answer) MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+void dist_set_timeout(double seconds) { g_timeout_s = seconds; }
+
 void dist_finalize(void) {
+    if (g_started && g_diag != MPI_COMM_NULL) MPI_Comm_free(&g_diag);
+    free(g_answer);
+    g_answer = NULL;
     if (g_started) MPI_Finalize();
     g_started = false;
 }
@@ -65,12 +88,159 @@ const char *dist_hostname(void) {
 }
 bool dist_is_mpi(void) { return true; }
 
+/* ---- waiting with a back-off and a time-out ---- */
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* How long to sleep between polls after waiting `waited` seconds: spin for
+ * the first 2 ms (a collective in flight), then sleep 2% of the wait, at
+ * most 1 ms: a rank waiting for a slower one costs little CPU, and one
+ * that arrives late is noticed within 1 ms. */
+static double backoff_s(double waited) {
+    if (waited < 2e-3) return 0;
+    double s = 0.02 * waited;
+    return s < 1e-3 ? s : 1e-3;
+}
+
+/* Answer the other ranks' time-out pings: "I wait in collective #seq". */
+static void answer_pings(void) {
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, g_diag, &flag, &st));
+        if (!flag) return;
+        long their_seq;
+        MPI_CHECK(MPI_Recv(&their_seq, 1, MPI_LONG, st.MPI_SOURCE, TAG_PING, g_diag,
+                           MPI_STATUS_IGNORE));
+        g_answer[st.MPI_SOURCE] = g_seq;
+        MPI_Request r; /* g_answer[src] stays put until it is sent */
+        MPI_CHECK(MPI_Isend(&g_answer[st.MPI_SOURCE], 1, MPI_LONG, st.MPI_SOURCE, TAG_ANSWER,
+                            g_diag, &r));
+        MPI_CHECK(MPI_Request_free(&r));
+    }
+}
+
+/* Append ", N" (or "N" first) to a rank list. */
+static void list_add(char *list, size_t len, int rank) {
+    size_t n = strlen(list);
+    snprintf(list + n, len - n, "%s%d", n ? ", " : "", rank);
+}
+
+/* The time-out passed in collective `what`: ping every rank, give the others
+ * `grace` seconds to answer (answering theirs meanwhile), then abort the job
+ * naming those that did not. Returns only if req completes meanwhile. */
+static void timed_out(MPI_Request *req, const char *what, double waited) {
+    const double grace = g_timeout_s < 5 ? g_timeout_s : 5;
+    static long ping;
+    ping = g_seq;
+    for (int r = 0; r < g_world; r++) {
+        if (r == g_rank) continue;
+        MPI_Request q;
+        MPI_CHECK(MPI_Isend(&ping, 1, MPI_LONG, r, TAG_PING, g_diag, &q));
+        MPI_CHECK(MPI_Request_free(&q));
+    }
+    char *answered = calloc((size_t)g_world, 1);
+    if (!answered) MPI_Abort(MPI_COMM_WORLD, EXIT_TIMEOUT);
+    answered[g_rank] = 1;
+    int missing = g_world - 1;
+    const double t0 = MPI_Wtime();
+    while (missing > 0 && MPI_Wtime() - t0 < grace) {
+        int done = 0, flag = 0;
+        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) { /* the late rank arrived after all */
+            free(answered);
+            return;
+        }
+        answer_pings();
+        MPI_Status st;
+        MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, TAG_ANSWER, g_diag, &flag, &st));
+        if (flag) {
+            long their_seq;
+            MPI_CHECK(MPI_Recv(&their_seq, 1, MPI_LONG, st.MPI_SOURCE, TAG_ANSWER, g_diag,
+                               MPI_STATUS_IGNORE));
+            if (!answered[st.MPI_SOURCE]) missing--;
+            answered[st.MPI_SOURCE] = 1;
+            continue;
+        }
+        sleep_s(1e-3);
+    }
+    char absent[1024] = "", waiting[1024] = "";
+    int lowest_waiting = g_world;
+    for (int r = 0; r < g_world; r++) {
+        list_add(answered[r] ? waiting : absent, sizeof absent, r);
+        if (answered[r] && r < lowest_waiting) lowest_waiting = r;
+    }
+    free(answered);
+    if (g_rank == lowest_waiting) /* one line for the job, from the lowest waiting rank */
+        fprintf(stderr, "bertrain: rank %d (%s): waited %.0f s in %s (collective #%ld; "
+                "distributed.timeout_s %g): rank%s %s did not arrive (no answer in %.0f s: "
+                "stopped, hung or busy elsewhere); rank%s %s %s waiting; stopping the job\n",
+                g_rank, g_host, waited, what, g_seq, g_timeout_s, strchr(absent, ',') ? "s" : "",
+                absent[0] ? absent : "(none: all answered, one is stuck inside the collective)",
+                grace, strchr(waiting, ',') ? "s" : "", waiting,
+                strchr(waiting, ',') ? "are" : "is");
+    else
+        sleep_s(grace); /* the lowest waiting rank aborts the job meanwhile */
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, EXIT_TIMEOUT);
+}
+
+/* Wait for collective req (started as this rank's collective #g_seq), with
+ * the back-off and the time-out. */
+static void wait_collective(MPI_Request *req, const char *what) {
+    const double t0 = MPI_Wtime();
+    for (;;) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        answer_pings();
+        double waited = MPI_Wtime() - t0;
+        if (g_timeout_s > 0 && waited > g_timeout_s) {
+            timed_out(req, what, waited);
+            return;
+        }
+        double s = backoff_s(waited);
+        if (s > 0) sleep_s(s);
+    }
+}
+
+/* Every rank brings the same element count n to collective `what` (else the
+ * job stops with exit 2 before any byte moves). */
+static void agree_size(size_t n, const char *what) {
+    long long mm[2] = {(long long)n, -(long long)n};
+    MPI_Request req;
+    g_seq++;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, mm, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD, &req));
+    wait_collective(&req, "a size check");
+    if (mm[0] != -mm[1]) {
+        fprintf(stderr, "bertrain: rank %d (%s): %s: this rank has %zu elements, other ranks "
+                "between %lld and %lld: the ranks run different models or configs\n", g_rank,
+                g_host, what, n, -mm[1], mm[0]);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+/* ---- the collectives ---- */
+
 void dist_allreduce_sum_f64(double *x, int n) {
-    if (g_world > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    if (g_world == 1) return;
+    MPI_Request req;
+    g_seq++;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+    wait_collective(&req, "an all-reduce (sum)");
 }
 
 void dist_allreduce_max_f64(double *x, int n) {
-    if (g_world > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    if (g_world == 1) return;
+    MPI_Request req;
+    g_seq++;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req));
+    wait_collective(&req, "an all-reduce (max)");
 }
 
 void dist_allgather_f64(const double *mine, int n, double *all) {
@@ -78,7 +248,10 @@ void dist_allgather_f64(const double *mine, int n, double *all) {
         memcpy(all, mine, (size_t)n * sizeof *all);
         return;
     }
-    MPI_CHECK(MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD));
+    MPI_Request req;
+    g_seq++;
+    MPI_CHECK(MPI_Iallgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD, &req));
+    wait_collective(&req, "an all-gather");
 }
 
 void dist_allgather_str(const char *mine, size_t len, char *all) {
@@ -90,23 +263,36 @@ void dist_allgather_str(const char *mine, size_t len, char *all) {
         free(buf);
         return;
     }
-    MPI_CHECK(MPI_Allgather(buf, (int)len, MPI_CHAR, all, (int)len, MPI_CHAR, MPI_COMM_WORLD));
+    agree_size(len, "an all-gather of strings");
+    MPI_Request req;
+    g_seq++;
+    MPI_CHECK(MPI_Iallgather(buf, (int)len, MPI_CHAR, all, (int)len, MPI_CHAR, MPI_COMM_WORLD,
+                             &req));
+    wait_collective(&req, "an all-gather of strings");
     free(buf);
 }
 
 void dist_broadcast(void *buf, size_t bytes) {
     char *p = buf;
     if (g_world == 1) return;
+    agree_size(bytes, "a broadcast from rank 0");
     while (bytes > 0) { /* MPI counts are int */
         int chunk = bytes > (1u << 30) ? (1 << 30) : (int)bytes;
-        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, 0, MPI_COMM_WORLD));
+        MPI_Request req;
+        g_seq++;
+        MPI_CHECK(MPI_Ibcast(p, chunk, MPI_BYTE, 0, MPI_COMM_WORLD, &req));
+        wait_collective(&req, "a broadcast from rank 0");
         p += chunk;
         bytes -= (size_t)chunk;
     }
 }
 
 void dist_barrier(void) {
-    if (g_world > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (g_world == 1) return;
+    MPI_Request req;
+    g_seq++;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    wait_collective(&req, "a barrier");
 }
 
 struct dist_request {
@@ -119,8 +305,10 @@ dist_request *dist_iallreduce_sum_f32(float *buf, size_t n) {
         fprintf(stderr, "bertrain: rank %d: gradient bucket of %zu floats is too large\n", g_rank, n);
         dist_abort(1);
     }
+    agree_size(n, "the gradient all-reduce");
     dist_request *r = malloc(sizeof *r);
     if (!r) dist_abort(1);
+    g_seq++;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                              &r->req));
     return r;
@@ -135,6 +323,6 @@ void dist_progress(dist_request *r) {
 
 void dist_wait(dist_request *r) {
     if (!r) return;
-    if (r->req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+    if (r->req != MPI_REQUEST_NULL) wait_collective(&r->req, "the gradient all-reduce");
     free(r);
 }

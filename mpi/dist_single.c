@@ -10,6 +10,7 @@ void dist_init(int *argc, char ***argv) {
     (void)argv;
 }
 void dist_finalize(void) {}
+void dist_set_timeout(double seconds) { (void)seconds; }
 void dist_abort(int code) { exit(code); }
 int dist_rank(void) { return 0; }
 int dist_world(void) { return 1; }

@@ -133,6 +133,7 @@ static const key_spec KEYS[] = {
     {"distributed.sync_check_interval", K_LONG, OFF(sync_check_interval), 0, 1e12, NULL, 0},
     {"distributed.drift_tolerance", K_DOUBLE, OFF(drift_tolerance), 0, 1, NULL, 0},
     {"distributed.bucket_mb", K_DOUBLE, OFF(bucket_mb), 0.001, 1e5, NULL, 0},
+    {"distributed.timeout_s", K_DOUBLE, OFF(dist_timeout_s), 0, 1e7, NULL, 0},
     {"data.mode", K_CHOICE, OFF(data.sentence_pairs), 0, 0, "full_sentences|sentence_pairs", 0},
 };
 #define N_KEYS (sizeof KEYS / sizeof KEYS[0])
@@ -434,6 +435,7 @@ void config_defaults(bt_config *cfg) {
     cfg->sync_check_interval = 100;
     cfg->drift_tolerance = 1e-6;
     cfg->bucket_mb = 25.0;
+    cfg->dist_timeout_s = 600;
 }
 
 /* Set key.path = value (JSON, or a bare string) in the tree, creating objects. */

@@ -133,6 +133,12 @@ void dataset_close(bt_dataset *ds) {
 
 uint64_t dataset_num_samples(const bt_dataset *ds) { return ds->n_samples; }
 uint64_t dataset_num_tokens(const bt_dataset *ds) { return ds->n_tokens; }
+uint64_t dataset_fingerprint(const bt_dataset *ds) {
+    uint64_t h = FNV1A64_INIT; /* the headers hold each shard's content CRCs */
+    for (int i = 0; ds && i < ds->n_shards; i++)
+        h = fnv1a64(h, ds->shards[i].data, SHARD_HEADER_BYTES);
+    return h;
+}
 int dataset_max_predictions(const bt_dataset *ds) { return ds->max_pred; }
 bool dataset_lowercase(const bt_dataset *ds) {
     return ds->n_shards > 0 && (ds->shards[0].flags & 1u); /* SHARD_FLAG_LOWERCASE */

@@ -33,6 +33,10 @@ uint64_t dataset_num_samples(const bt_dataset *ds);
 /* Tokens of all shards (without added specials). */
 uint64_t dataset_num_tokens(const bt_dataset *ds);
 
+/* A hash of the shards' verified headers, which hold their contents' CRCs:
+ * equal on two ranks exactly when they read the same data (NULL: a constant). */
+uint64_t dataset_fingerprint(const bt_dataset *ds);
+
 /* Whether the shards were made from lowercased text (shard flag bit 0). */
 bool dataset_lowercase(const bt_dataset *ds);
 

@@ -92,6 +92,7 @@ static int cmd_train(int argc, char **argv, bool eval) {
         return 2;
     }
     if (resume) snprintf(cfg.resume, sizeof cfg.resume, "%s", resume);
+    dist_set_timeout(cfg.dist_timeout_s);
     int rc = eval ? eval_main(&cfg, checkpoint) : train_main(&cfg);
     config_free(&cfg);
     return rc;

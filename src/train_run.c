@@ -6,6 +6,7 @@
 #include "eval.h"
 #include "paths.h"
 #include "plan.h"
+#include "rank_agree.h"
 #include "resume.h"
 #include "run_dir.h"
 #include "train.h"
@@ -17,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Set when every rank knows that the run stops (it does not abort the job). */
+static bool g_every_rank_stops;
 
 static void run_free(run_state *s) {
     stop_uninstall();
@@ -319,6 +323,11 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
                               ri.dir, err, sizeof err)) {
         if (rank == 0) fprintf(stderr, "bertrain: %s: %s\n", cfg->path, err);
         run_free(&s);
+        return 2;
+    }
+    if (!rank_agree(cfg, dataset_fingerprint(s.ds), dataset_fingerprint(s.valid), s.vocab.hash)) {
+        run_free(&s); /* before anything is allocated on a device */
+        g_every_rank_stops = true;
         return 2;
     }
     s.eval_batch = cfg->eval_batch > 0 ? cfg->eval_batch : (int)cfg->micro_batch;
@@ -647,7 +656,8 @@ out:
 
 int train_main(const bt_config *cfg) {
     int rc = train_run(cfg, NULL, NULL);
-    if (rc != 0 && dist_world() > 1) { /* stop the other ranks instead of leaving them waiting */
+    if (rc != 0 && dist_world() > 1 && !g_every_rank_stops) { /* stop the others, not leave
+                                                                  * them waiting */
         fprintf(stderr, "bertrain: rank %d (%s) failed; stopping the job\n", dist_rank(),
                 dist_hostname());
         dist_abort(rc);
