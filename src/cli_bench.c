@@ -69,7 +69,7 @@ int cli_bench(int argc, char **argv) {
     cfg.micro_batch = cfg.train_batch_size = batch;
     cfg.grad_accum = 1;
     bt_backend *be = open_backend(backend, threads);
-    if (!be) return 1;
+    if (!be) return 2; /* a device that cannot be opened: the user's spec, exit 2 */
     /* random tokens with BERT's special ids at 0..4 */
     bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,
                       .sep_id = 3, .mask_id = 4};

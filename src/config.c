@@ -76,7 +76,7 @@ static const key_spec KEYS[] = {
     {"model.preset", K_STRING, STR(preset)},
     {"model.vocab_size", K_INT, OFF(model.vocab_size), 8, 1 << 24, NULL, 0},
     {"model.hidden_size", K_INT, OFF(model.hidden_size), 1, 65536, NULL, 0},
-    {"model.num_hidden_layers", K_INT, OFF(model.num_hidden_layers), 1, 4096, NULL, 0},
+    {"model.num_hidden_layers", K_INT, OFF(model.num_hidden_layers), 1, BERT_MAX_LAYERS, NULL, 0},
     {"model.num_attention_heads", K_INT, OFF(model.num_attention_heads), 1, 4096, NULL, 0},
     {"model.intermediate_size", K_INT, OFF(model.intermediate_size), 1, 1 << 20, NULL, 0},
     {"model.max_position_embeddings", K_INT, OFF(model.max_position_embeddings), 2, 1 << 16,

@@ -421,7 +421,15 @@ static const st_entry *find_hf(const st_file *f, const char *name) {
 
 static bool json_int(const cJSON *c, const char *key, int *out, bool required, const char *path) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
-    if (cJSON_IsNumber(v)) {
+    if (v && (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+              fabs(v->valuedouble) > 2147483647.0)) { /* never cast out of int's range */
+        char *shown = cJSON_PrintUnformatted(v);
+        fprintf(stderr, "bertrain: import: %s: %s is %.60s; it must be an integer in [-2^31, "
+                        "2^31)\n", path, key, shown ? shown : "?");
+        free(shown);
+        return false;
+    }
+    if (v) {
         *out = (int)v->valuedouble;
         return true;
     }
@@ -630,10 +638,15 @@ int cli_import(int argc, char **argv) {
     bert_model *m = used ? host_model(&mc, seed, &be, &host) : NULL;
     if (!m || !host) goto out;
     char missing[4096] = "";
-    int n_missing = 0;
+    int n_missing = 0, n_encoder_missing = 0;
+    const char *first_encoder_missing = NULL;
     for (int i = 0; i < m->n_tensors; i++) {
         const bert_tensor *t = &m->tensors[i];
         const st_entry *e = find_hf(&f, t->name);
+        if (!e && strncmp(t->name, "bert.", 5) == 0) { /* only heads may be initialized */
+            if (!n_encoder_missing++) first_encoder_missing = t->name;
+            continue;
+        }
         if (!e) {
             size_t l = strlen(missing);
             snprintf(missing + l, sizeof missing - l, "%s%s", n_missing++ ? ", " : "", t->name);
@@ -655,6 +668,14 @@ int cli_import(int argc, char **argv) {
             fprintf(stderr, "bertrain: import: %s\n", err);
             goto out;
         }
+    }
+    if (n_encoder_missing) {
+        fprintf(stderr, "bertrain: import: %s: %d tensor%s of the encoder that config.json "
+                        "describes %s missing (the first: %s): config.json and the weights "
+                        "disagree (num_hidden_layers %d?)\n", path, n_encoder_missing,
+                n_encoder_missing == 1 ? "" : "s", n_encoder_missing == 1 ? "is" : "are",
+                first_encoder_missing, mc.num_hidden_layers);
+        goto out;
     }
     const st_entry *dec = st_find(&f, "cls.predictions.decoder.weight");
     const bert_tensor *wte = bert_find_tensor(m, "bert.embeddings.word_embeddings.weight");
@@ -687,15 +708,22 @@ int cli_import(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/vocab.txt", in);
     size_t vlen = 0;
     bt_vocab vocab;
-    if (vocab_load(&vocab, path, err, sizeof err)) {
-        vocab_text = ckpt_read_file(path, &vlen);
-        if (vocab.size != mc.vocab_size)
-            printf("import: %s has %d tokens; the model's vocab_size is %d\n", path, vocab.size,
-                   mc.vocab_size);
-        vocab_free(&vocab);
-    } else {
-        printf("import: no usable vocab.txt (%s); give the run's data.vocab yourself\n", err);
+    if (!vocab_load(&vocab, path, err, sizeof err)) { /* export, predict and train need it */
+        fprintf(stderr, "bertrain: import: %s (bertrain needs the model's WordPiece vocab.txt "
+                        "beside config.json)\n", err);
+        goto out;
     }
+    vocab_text = ckpt_read_file(path, &vlen);
+    if (vocab.size > mc.vocab_size) {
+        fprintf(stderr, "bertrain: import: %s has %d tokens, more than the model's vocab_size "
+                        "%d\n", path, vocab.size, mc.vocab_size);
+        vocab_free(&vocab);
+        goto out;
+    }
+    if (vocab.size != mc.vocab_size)
+        printf("import: %s has %d tokens; the model's vocab_size is %d\n", path, vocab.size,
+               mc.vocab_size);
+    vocab_free(&vocab);
     state = import_state(&mc, seed, in, hf_lowercase(in));
     ckpt_contents c = {m, host, NULL, NULL, 0, OPT_ADAMW, vocab_text, vlen, state, NULL, 0,
                        carry.t, carry.n};

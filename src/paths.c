@@ -8,6 +8,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+FILE *paths_open_input(const char *path, char *err, size_t errlen) {
+    if (paths_is_dir(path)) {
+        snprintf(err, errlen, "%s: is a directory, not a text file", path);
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return f;
+}
+
 bool paths_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);

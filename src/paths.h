@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Make directory `dir` and its missing parents, then check that it is a
  * directory this process can write into. false with "DIR: problem" in err
@@ -22,6 +23,10 @@ bool paths_prepare_parent(const char *dir, char *err, size_t errlen);
  * be created or replaced there (the path is not a directory, the directory is
  * writable). false with "PATH: problem" in err. */
 bool paths_prepare_file(const char *path, char *err, size_t errlen);
+
+/* Open an input text file for reading: NULL with "PATH: cannot open: why"
+ * or "PATH: is a directory, not a text file" in err. */
+FILE *paths_open_input(const char *path, char *err, size_t errlen);
 
 /* Whether path names an existing directory. */
 bool paths_is_dir(const char *path);

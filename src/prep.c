@@ -58,9 +58,10 @@ static bool count_documents(const bt_prep_options *o, uint64_t *n_docs, uint64_t
     char *line = NULL;
     size_t cap = 0;
     for (int i = 0; i < o->n_files; i++) {
-        FILE *f = fopen(o->files[i], "rb");
+        char err[1200];
+        FILE *f = paths_open_input(o->files[i], err, sizeof err);
         if (!f) {
-            fprintf(stderr, "%s: cannot open: %s\n", o->files[i], strerror(errno));
+            fprintf(stderr, "%s\n", err);
             free(line);
             return false;
         }
@@ -76,7 +77,7 @@ static bool count_documents(const bt_prep_options *o, uint64_t *n_docs, uint64_t
         bool bad = ferror(f);
         fclose(f);
         if (bad) {
-            fprintf(stderr, "%s: read error\n", o->files[i]);
+            fprintf(stderr, "%s: read error: %s\n", o->files[i], strerror(errno));
             free(line);
             return false;
         }
@@ -143,11 +144,8 @@ static bool end_document(prep_state *s, bt_shard_writer *w) {
 
 /* Pass 2 over one file: tokenize every line into the current document. */
 static bool prep_file(prep_state *s, const char *path, uint64_t n_docs, bt_ids *ids) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(s->err, sizeof s->err, "%s: cannot open: %s", path, strerror(errno));
-        return false;
-    }
+    FILE *f = paths_open_input(path, s->err, sizeof s->err);
+    if (!f) return false;
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -299,15 +297,15 @@ int prep_run(const bt_prep_options *o) {
         return 2;
     }
     uint64_t n_docs, n_bytes;
-    if (!count_documents(o, &n_docs, &n_bytes)) {
+    if (!count_documents(o, &n_docs, &n_bytes)) { /* an input that cannot be read: bad input */
         vocab_free(&vocab);
-        return 1;
+        return 2;
     }
     if (n_docs == 0) {
         fprintf(stderr, "%s%s: no text (%llu bytes, every line blank)\n", o->files[0],
                 o->n_files > 1 ? " and the other inputs" : "", (unsigned long long)n_bytes);
         vocab_free(&vocab);
-        return 1;
+        return 2;
     }
     s.o = o;
     s.vocab = &vocab;

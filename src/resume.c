@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Keys whose change would change the parameters' shapes (or how the heads
  * split them): a checkpoint cannot continue under a different value. */
@@ -69,10 +70,20 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri, bool rollback) {
             if (!rollback) /* a rollback says itself what it does instead */
                 printf("resume: no usable checkpoint in %s; starting from step 0\n",
                        cfg->output_dir);
+            char id[RUN_ID_LEN + 1]; /* damaged ones of this directory's run: continue it */
+            run_dir_newest_id(cfg->output_dir, id);
+            if (id[0]) memcpy(ri->run_id, id, sizeof id);
             return 0;
         }
     } else {
         snprintf(ri->dir, sizeof ri->dir, "%s", cfg->resume);
+        struct stat sb;
+        if (stat(ri->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "bertrain: resume: %s: %s\n", ri->dir,
+                    stat(ri->dir, &sb) != 0 ? "no such checkpoint directory"
+                                            : "not a directory (a checkpoint is a directory)");
+            return 2;
+        }
         if (!ckpt_verify(ri->dir, &state, err, sizeof err)) {
             fprintf(stderr, "bertrain: resume: %s\n", err);
             return 2;
@@ -282,4 +293,24 @@ FILE *resume_open_metrics(const char *path, const resume_info *ri) {
     if (in) fclose(in);
     bool ok = fclose(out) == 0 && rename(tmp, path) == 0;
     return ok ? fopen(path, "a") : NULL;
+}
+
+bool resume_check_vocab(const resume_info *ri, const bt_vocab *v, const char *vocab_path,
+                        char *err, size_t errlen) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/vocab.txt", ri->dir);
+    bt_vocab saved;
+    if (!ri->active || !vocab_load(&saved, path, err, errlen)) return true; /* none kept */
+    int line = 0; /* the first line where they differ (1-based) */
+    for (int i = 0; i < saved.size || i < v->size; i++)
+        if (i >= saved.size || i >= v->size || strcmp(saved.tokens[i], v->tokens[i]) != 0) {
+            line = i + 1;
+            break;
+        }
+    if (line)
+        snprintf(err, errlen, "data.vocab %s (%d tokens) is not the vocab the checkpoint was "
+                 "trained with (%s, %d tokens; they differ from line %d): token ids would change "
+                 "meaning", vocab_path, v->size, path, saved.size, line);
+    vocab_free(&saved);
+    return line == 0;
 }

@@ -9,6 +9,7 @@
 #include "optim.h"
 #include "run_dir.h"
 #include "sample_skips.h"
+#include "vocab.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,6 +32,12 @@ typedef struct {
  * checkpoint). Rank 0 decides; every rank gets the outcome. Returns 0, or 2
  * after a one-line error. */
 int resume_prepare(const bt_config *cfg, resume_info *ri, bool rollback);
+
+/* The run's vocab v (from vocab_path) must be the one the checkpoint keeps
+ * (its vocab.txt), token for token; false with the first differing line in
+ * err. true when not resuming or the checkpoint keeps no vocab. */
+bool resume_check_vocab(const resume_info *ri, const bt_vocab *v, const char *vocab_path,
+                        char *err, size_t errlen);
 
 /* Load the chosen checkpoint's weights, moments and optimizer step on rank 0
  * and copy them to every rank. false (on every rank) after a one-line error. */

@@ -205,3 +205,20 @@ bool run_dir_check_new_output(const char *dir, const char *what, char *err, size
                  first, what);
     return n == 0;
 }
+
+void run_dir_newest_id(const char *dir, char out[RUN_ID_LEN + 1]) {
+    out[0] = 0;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char best[256] = "", path[1400], id[RUN_ID_LEN + 1];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_ckpt_name(e->d_name) || strlen(e->d_name) >= sizeof best) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        run_dir_ckpt_id(path, id);
+        if (id[0] && strcmp(e->d_name, best) > 0) {
+            snprintf(best, sizeof best, "%s", e->d_name);
+            memcpy(out, id, sizeof id);
+        }
+    }
+    closedir(d);
+}

@@ -39,4 +39,9 @@ void run_dir_new_id(char out[RUN_ID_LEN + 1]);
  * when it has none: a checkpoint of an older version, or no state.json). */
 void run_dir_ckpt_id(const char *ckpt_dir, char out[RUN_ID_LEN + 1]);
 
+/* The lineage id of the newest checkpoint in output dir `dir` that records
+ * one (its checksums unchecked: a damaged checkpoint still names its run),
+ * into out; empty when none does. */
+void run_dir_newest_id(const char *dir, char out[RUN_ID_LEN + 1]);
+
 #endif

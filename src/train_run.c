@@ -293,6 +293,11 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         run_free(&s);
         return 2;
     }
+    if (rank == 0 && !resume_check_vocab(&ri, &s.vocab, cfg->data.vocab, err, sizeof err)) {
+        fprintf(stderr, "bertrain: resume: %s\n", err);
+        run_free(&s);
+        return 2;
+    }
     if (s.vocab.size > cfg->model.vocab_size) {
         fprintf(stderr, "bertrain: %s: model.vocab_size %d is smaller than the vocab %s (%d)\n",
                 cfg->path, cfg->model.vocab_size, cfg->data.vocab, s.vocab.size);
@@ -338,7 +343,10 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     char spec[256];
     plan_device_spec(cfg, spec, sizeof spec);
     s.be = open_backend(spec, cfg->cpu_threads);
-    if (!s.be) goto out;
+    if (!s.be) { /* a device that cannot be opened: the config's spec, exit 2 */
+        rc = 2;
+        goto out;
+    }
     if (cfg->tf32) bt_backend_allow_tf32(s.be, true);
 
     batch_plan plan;

@@ -4,6 +4,7 @@
 #include "vocab_train.h"
 
 #include "basic_tokenize.h"
+#include "paths.h"
 #include "strmap.h"
 
 #include <errno.h>
@@ -86,9 +87,10 @@ static bool count_word(void *ctx, const char *word, size_t n_bytes, size_t n_cha
 }
 
 static bool count_file(trainer *t, const char *path) {
-    FILE *f = fopen(path, "rb");
+    char err[1200];
+    FILE *f = paths_open_input(path, err, sizeof err);
     if (!f) {
-        fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
+        fprintf(stderr, "%s\n", err);
         return false;
     }
     bt_basic_tokenizer basic;
@@ -454,12 +456,12 @@ int vocab_train(const bt_vocab_train_options *o) {
     for (size_t i = 0; i < sizeof SPECIAL_TOKENS / sizeof *SPECIAL_TOKENS; i++)
         vocab_add(&t, SPECIAL_TOKENS[i], strlen(SPECIAL_TOKENS[i]));
     for (int i = 0; i < o->n_files; i++)
-        if (!count_file(&t, o->files[i])) return 1;
+        if (!count_file(&t, o->files[i])) return 2; /* bad input */
     if (t.word_counts.n_used == 0) {
         fprintf(stderr,
                 "bertrain vocab: the input holds no words (%zu bytes read from %d file%s)\n",
                 t.bytes_read, o->n_files, o->n_files == 1 ? "" : "s");
-        return 1;
+        return 2;
     }
     bt_strmap alphabet;
     build_words(&t, &alphabet);

@@ -55,19 +55,23 @@ expect() {
 }
 printf '\n  \n\t\n' > "$tmpdir/blank.txt"
 : > "$tmpdir/empty.txt"
-expect prep-empty 1 "$tmpdir/empty.txt: no text" \
+expect prep-empty 2 "$tmpdir/empty.txt: no text" \
     prep --vocab data/demo/vocab.txt --out "$tmpdir/e" "$tmpdir/empty.txt"
-expect prep-blank 1 "$tmpdir/blank.txt: no text" \
+expect prep-blank 2 "$tmpdir/blank.txt: no text" \
     prep --vocab data/demo/vocab.txt --out "$tmpdir/e" "$tmpdir/blank.txt"
-expect prep-missing-file 1 "$tmpdir/nope.txt: cannot open" \
+expect prep-missing-file 2 "$tmpdir/nope.txt: cannot open" \
     prep --vocab data/demo/vocab.txt --out "$tmpdir/e" "$tmpdir/nope.txt"
+expect prep-directory 2 "$tmpdir: is a directory, not a text file" \
+    prep --vocab data/demo/vocab.txt --out "$tmpdir/e" "$tmpdir"
+expect vocab-directory 2 "$tmpdir: is a directory, not a text file" \
+    vocab --size 100 --out "$tmpdir/v.txt" "$tmpdir"
 expect prep-bad-vocab 2 "$tmpdir/nope-vocab.txt: cannot open vocab" \
     prep --vocab "$tmpdir/nope-vocab.txt" --out "$tmpdir/e" "$tmpdir/train.txt"
 expect prep-fraction 2 "--valid-fraction 1.5" \
     prep --vocab data/demo/vocab.txt --out "$tmpdir/e" --valid-fraction 1.5 "$tmpdir/train.txt"
 expect inspect-damaged 1 "$tmpdir/vocab.txt: not a bertrain shard" \
     prep --inspect "$tmpdir/vocab.txt"
-expect vocab-empty 1 "the input holds no words" \
+expect vocab-empty 2 "the input holds no words" \
     vocab --size 100 --out "$tmpdir/v.txt" "$tmpdir/blank.txt"
 expect vocab-size 2 "--size abc" vocab --size abc --out "$tmpdir/v.txt" "$tmpdir/train.txt"
 [ ! -e "$tmpdir/e/train.shard" ] || fail "a failed prep left $tmpdir/e/train.shard"
