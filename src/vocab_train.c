@@ -444,6 +444,24 @@ static bool write_vocab(const trainer *t, const char *path) {
     return true;
 }
 
+/* Release everything a trainer holds (tables never made are empty). */
+static void trainer_free(trainer *t) {
+    for (size_t p = 0; p < t->n_pairs; p++) free(t->pairs[p].words);
+    free(t->pairs);
+    free(t->heap);
+    free(t->word_syms);
+    free(t->word_start);
+    free(t->word_len);
+    free(t->word_count);
+    free(t->sym_off);
+    free(t->sym_len);
+    free(t->vocab_off);
+    strmap_free(&t->pair_ids);
+    strmap_free(&t->syms);
+    strmap_free(&t->word_counts);
+    strmap_free(&t->vocab_set);
+}
+
 int vocab_train(const bt_vocab_train_options *o) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -456,11 +474,15 @@ int vocab_train(const bt_vocab_train_options *o) {
     for (size_t i = 0; i < sizeof SPECIAL_TOKENS / sizeof *SPECIAL_TOKENS; i++)
         vocab_add(&t, SPECIAL_TOKENS[i], strlen(SPECIAL_TOKENS[i]));
     for (int i = 0; i < o->n_files; i++)
-        if (!count_file(&t, o->files[i])) return 2; /* bad input */
+        if (!count_file(&t, o->files[i])) {
+            trainer_free(&t);
+            return 2; /* bad input */
+        }
     if (t.word_counts.n_used == 0) {
         fprintf(stderr,
                 "bertrain vocab: the input holds no words (%zu bytes read from %d file%s)\n",
                 t.bytes_read, o->n_files, o->n_files == 1 ? "" : "s");
+        trainer_free(&t);
         return 2;
     }
     bt_strmap alphabet;
@@ -469,7 +491,10 @@ int vocab_train(const bt_vocab_train_options *o) {
     strmap_free(&alphabet);
     build_pairs(&t);
     learn_merges(&t);
-    if (!write_vocab(&t, o->out_path)) return 1;
+    if (!write_vocab(&t, o->out_path)) {
+        trainer_free(&t);
+        return 1;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("vocab: %zu bytes, %zu distinct words (%zu usable), %zu characters, "
@@ -484,20 +509,6 @@ int vocab_train(const bt_vocab_train_options *o) {
     else if (t.n_vocab < (size_t)o->vocab_size)
         printf("vocab: stopped before --size %d: no pair occurs %d times any more\n",
                o->vocab_size, o->min_frequency);
-    /* the OS reclaims the tables; freeing them piecemeal would only cost time */
-    for (size_t p = 0; p < t.n_pairs; p++) free(t.pairs[p].words);
-    free(t.pairs);
-    free(t.heap);
-    free(t.word_syms);
-    free(t.word_start);
-    free(t.word_len);
-    free(t.word_count);
-    free(t.sym_off);
-    free(t.sym_len);
-    free(t.vocab_off);
-    strmap_free(&t.pair_ids);
-    strmap_free(&t.syms);
-    strmap_free(&t.word_counts);
-    strmap_free(&t.vocab_set);
+    trainer_free(&t);
     return 0;
 }

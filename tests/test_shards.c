@@ -331,11 +331,11 @@ int main(int argc, char **argv) {
     const char *args[] = {"--vocab", vocab_path, "--out", out, empty};
     int rc = run_prep(5, args);
     snprintf(path, sizeof path, "%s/train.shard", out);
-    CHECK(rc == 1 && access(path, F_OK) != 0, "empty input: rc %d (want 1), train.shard %s", rc,
+    CHECK(rc == 2 && access(path, F_OK) != 0, "empty input: rc %d (want 2: bad input), train.shard %s", rc,
           access(path, F_OK) == 0 ? "written" : "absent");
     const char *args_missing[] = {"--vocab", vocab_path, "--out", out, "/nonexistent/corpus.txt"};
     rc = run_prep(5, args_missing);
-    CHECK(rc == 1, "missing input file: rc %d (want 1)", rc);
+    CHECK(rc == 2, "missing input file: rc %d (want 2: bad input)", rc);
     const char *args_inspect[] = {"--inspect", good, "--vocab", vocab_path};
     rc = run_prep(4, args_inspect);
     CHECK(rc == 0, "prep --inspect: rc %d", rc);
