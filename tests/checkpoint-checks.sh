@@ -19,16 +19,6 @@ small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_si
 # shellcheck disable=SC2086
 train() { "$BERTRAIN" train tests/base.json $small "$@"; }
 
-# expect_refusal NAME REGEX CMD...: exit 2 and one stderr line matching REGEX.
-expect_refusal() {
-    name=$1 regex=$2
-    shift 2
-    "$@" > "$tmpdir/refusal.out" 2> "$tmpdir/refusal.err"
-    rc=$?
-    [ "$rc" -eq 2 ] || { cat "$tmpdir/refusal.out" "$tmpdir/refusal.err"; fail "$name: exit $rc, not 2"; }
-    [ "$(wc -l < "$tmpdir/refusal.err")" -eq 1 ] || { cat "$tmpdir/refusal.err"; fail "$name: not one line"; }
-    grep -Eq "$regex" "$tmpdir/refusal.err" || { cat "$tmpdir/refusal.err"; fail "$name: no '$regex'"; }
-}
 
 first_loss() { sed -n 's/^step      1 | loss \([0-9.]*\).*/\1/p' "$1"; }
 

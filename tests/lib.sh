@@ -51,3 +51,25 @@ find_transformers_python() {
     find_python transformers torch
     TPY=$PY
 }
+
+# MPI tests: skip unless bertrain has MPI and mpiexec exists; set up Open MPI
+# for root, no ssh and oversubscription; $MPI starts a job.
+mpi_setup() {
+    "$BERTRAIN" version | grep -q "; mpi)" || skip "bertrain was built without MPI"
+    command -v mpiexec > /dev/null 2>&1 || skip "no mpiexec"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
+    export OMP_NUM_THREADS=1
+    MPI="mpiexec --oversubscribe --bind-to none"
+}
+
+# expect_refusal NAME REGEX CMD...: CMD exits 2 with one stderr line matching
+# REGEX (extended), else the test fails showing what came.
+expect_refusal() {
+    name=$1 regex=$2
+    shift 2
+    "$@" > "$tmpdir/refusal.out" 2> "$tmpdir/refusal.err"
+    rc=$?
+    [ "$rc" -eq 2 ] || { cat "$tmpdir/refusal.out" "$tmpdir/refusal.err"; fail "$name: exit $rc, not 2"; }
+    [ "$(wc -l < "$tmpdir/refusal.err")" -eq 1 ] || { cat "$tmpdir/refusal.err"; fail "$name: not one line"; }
+    grep -Eq "$regex" "$tmpdir/refusal.err" || { cat "$tmpdir/refusal.err"; fail "$name: no '$regex'"; }
+}

@@ -8,11 +8,7 @@
 # (Auto shares and mixed backends: tests/mpi-mixed.sh.)
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
-"$BERTRAIN" version | grep -q "; mpi)" || skip "bertrain was built without MPI"
-command -v mpiexec >/dev/null 2>&1 || skip "no mpiexec"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
-export OMP_NUM_THREADS=1
-MPI="mpiexec --oversubscribe --bind-to none"
+mpi_setup
 CMP="$top_builddir/tests/st_compare"
 common="--set train_steps=5 --set steps_per_print=1 --set data.seq_len=32 --set data.valid=\"\"
         --set train_batch_size=16 --set model.hidden_dropout_prob=0.1"

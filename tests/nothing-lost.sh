@@ -18,16 +18,6 @@ small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_si
 # A listing of every file under $1 with its checksum, for "unchanged".
 tree_sum() { (cd "$1" && find . -type f ! -name .bertrain.lock -exec md5sum {} + | sort); }
 
-# expect_refusal NAME REGEX CMD...: exit 2, one stderr line matching REGEX.
-expect_refusal() {
-    name=$1 regex=$2
-    shift 2
-    "$@" > "$tmpdir/refusal.out" 2> "$tmpdir/refusal.err"
-    rc=$?
-    [ "$rc" -eq 2 ] || { cat "$tmpdir/refusal.out" "$tmpdir/refusal.err"; fail "$name: exit $rc, not 2"; }
-    [ "$(wc -l < "$tmpdir/refusal.err")" -eq 1 ] || { cat "$tmpdir/refusal.err"; fail "$name: not one line"; }
-    grep -Eq "$regex" "$tmpdir/refusal.err" || { cat "$tmpdir/refusal.err"; fail "$name: no '$regex'"; }
-}
 
 # shellcheck disable=SC2086
 train() { "$BERTRAIN" train tests/base.json $small "$@"; }
@@ -114,3 +104,4 @@ expect_refusal "export into a non-empty dir" "mine is not empty" \
 [ "$(tree_sum "$tmpdir/A")" = "$before" ] || fail "a refused export changed run A"
 [ "$(cat "$tmpdir/mine/README")" = "my notes" ] || fail "export touched mine/README"
 echo "ok   export refuses the checkpoint itself, a run and a non-empty directory"
+echo "PASS: nothing bertrain did not write is deleted or overwritten; one run per output_dir"

@@ -6,11 +6,7 @@
 # one rank stops every rank after the same step with a checkpoint, exit 0.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
-"$BERTRAIN" version | grep -q "; mpi)" || skip "bertrain was built without MPI"
-command -v mpiexec >/dev/null 2>&1 || skip "no mpiexec"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
-export OMP_NUM_THREADS=1
-MPI="mpiexec --oversubscribe --bind-to none"
+mpi_setup
 CMP="$top_builddir/tests/st_compare"
 small="--set data.seq_len=32 --set train_batch_size=16 --set data.valid=\"\" --set steps_per_print=1"
 one="--set train_micro_batch_size_per_gpu=16"
