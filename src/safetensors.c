@@ -26,6 +26,15 @@ static size_t dtype_size(const char *d) {
         return false;                                                                        \
     } while (0)
 
+/* A JSON number that is a whole number in [0, 2^53], as a double; -1 for
+ * anything else (a string, a fraction, a negative or too large number). */
+static double json_whole(const cJSON *x) {
+    if (!cJSON_IsNumber(x)) return -1;
+    double v = x->valuedouble;
+    if (!(v >= 0 && v <= 9007199254740992.0) || v != (double)(uint64_t)v) return -1;
+    return v;
+}
+
 bool st_open(st_file *f, const char *path, char *err, size_t errlen) {
     cJSON *root = NULL;
     memset(f, 0, sizeof *f);
@@ -65,14 +74,18 @@ bool st_open(st_file *f, const char *path, char *err, size_t errlen) {
             BAD("tensor %s: bad dtype, shape or data_offsets", e->name);
         snprintf(e->dtype, sizeof e->dtype, "%s", dt->valuestring);
         e->ndim = cJSON_GetArraySize(sh);
+        /* every dimension a whole number, and the element count bounded by the
+         * data bytes, so neither the casts nor the product can overflow */
         size_t numel = 1;
         for (int d = 0; d < e->ndim; d++) {
-            cJSON *x = cJSON_GetArrayItem(sh, d);
-            if (!cJSON_IsNumber(x) || x->valuedouble < 0) BAD("tensor %s: bad shape", e->name);
-            e->shape[d] = (long)x->valuedouble;
+            double x = json_whole(cJSON_GetArrayItem(sh, d));
+            if (x < 0 || x > (double)data_len) BAD("tensor %s: bad shape", e->name);
+            e->shape[d] = (long)x;
+            if (e->shape[d] != 0 && numel > data_len / (size_t)e->shape[d])
+                BAD("tensor %s: shape holds more elements than the file has bytes", e->name);
             numel *= (size_t)e->shape[d];
         }
-        double b = cJSON_GetArrayItem(of, 0)->valuedouble, en = cJSON_GetArrayItem(of, 1)->valuedouble;
+        double b = json_whole(cJSON_GetArrayItem(of, 0)), en = json_whole(cJSON_GetArrayItem(of, 1));
         if (b < 0 || en < b || en > (double)data_len)
             BAD("tensor %s: data_offsets [%.0f, %.0f] outside the %zu data bytes", e->name, b, en,
                 data_len);
