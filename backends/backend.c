@@ -12,30 +12,19 @@ int bt_opencl_find_device(const char *substr, int *platform, int *device, char *
                            size_t errlen);
 void bt_opencl_list_devices(FILE *out);
 #endif
-#ifdef BT_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 
-/* The CUDA backend on device (see bt_cuda_backend_create), through the
- * plugin; a plugin that cannot load counts as no device. */
-static bt_backend *cuda_create(int device, char *err, size_t errlen, bool *no_device) {
-    const bt_cuda_plugin *cu = bt_cuda_plugin_load(err, errlen);
+/* The CUDA backend on device (see bt_cuda_backend_create) through its plugin:
+ * the real one, or with emu the emulated device's; a plugin that cannot load
+ * counts as no device. */
+static bt_backend *cuda_create(bool emu, int device, const bt_backend_options *opts, char *err,
+                               size_t errlen, bool *no_device) {
+    const bt_cuda_plugin *cu = bt_cuda_plugin_load(emu, err, errlen);
     if (!cu) {
         *no_device = true;
         return NULL;
     }
-    return cu->create(device, err, errlen, no_device);
-}
-#endif
-
-void bt_backend_allow_tf32(bt_backend *be, bool on) {
-#ifdef BT_HAVE_CUDA
-    char err[256];
-    const bt_cuda_plugin *cu = strcmp(be->name, "cuda") == 0 ? bt_cuda_plugin_load(err, sizeof err)
-                                                             : NULL;
-    if (cu) cu->set_tf32(be, on); /* a cuda backend exists: its plugin is loaded */
-#endif
-    (void)be;
-    (void)on;
+    return cu->create(device, opts, err, errlen, no_device);
 }
 
 void bt_backends_list_devices(FILE *out) {
@@ -49,7 +38,7 @@ void bt_backends_list_devices(FILE *out) {
     }
 #ifdef BT_HAVE_CUDA
     char err[512];
-    const bt_cuda_plugin *cu = bt_cuda_plugin_load(err, sizeof err);
+    const bt_cuda_plugin *cu = bt_cuda_plugin_load(false, err, sizeof err);
     if (cu)
         cu->list_devices(out);
     else
@@ -84,14 +73,41 @@ static bt_backend *checked(bt_backend *be, char *err, size_t errlen) {
     return be;
 }
 
-bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *no_device) {
+/* The device ordinal of "NAME" or "NAME:N" into *d (0 without one); false
+ * with the expected form in err otherwise. */
+static bool cuda_ordinal(const char *spec, size_t name_len, int *d, char *err, size_t errlen) {
+    *d = 0;
+    char tail;
+    if (spec[name_len] && (sscanf(spec + name_len, ":%d%c", d, &tail) != 1 || *d < 0)) {
+        snprintf(err, errlen, "device '%s': expected %.*s or %.*s:N", spec, (int)name_len, spec,
+                 (int)name_len, spec);
+        return false;
+    }
+    return true;
+}
+
+bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, char *err,
+                              size_t errlen, bool *no_device) {
+    static const bt_backend_options defaults;
     bool nodev = false;
     bt_backend *be = NULL;
+    int d;
     (void)nodev;
     (void)be;
+    if (!opts) opts = &defaults;
     if (no_device) *no_device = false;
     if (!spec || !*spec) spec = "auto";
-    if (strcmp(spec, "cpu") == 0) return checked(bt_cpu_backend_create(0), err, errlen);
+    if (strcmp(spec, "cpu") == 0) {
+        be = bt_cpu_backend_create(opts->cpu_threads);
+        if (!be) snprintf(err, errlen, "cannot create the CPU backend (out of memory)");
+        return checked(be, err, errlen);
+    }
+    if (strncmp(spec, "cuda-emu", 8) == 0) { /* before "cuda": the test suite's device */
+        if (!cuda_ordinal(spec, 8, &d, err, errlen)) return NULL;
+        be = cuda_create(true, d, opts, err, errlen, &nodev);
+        if (no_device) *no_device = nodev;
+        return checked(be, err, errlen);
+    }
     if (strncmp(spec, "opencl", 6) == 0) {
 #ifdef BT_HAVE_OPENCL
         int p = 0, d = 0;
@@ -119,12 +135,8 @@ bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *
     }
     if (strncmp(spec, "cuda", 4) == 0) {
 #ifdef BT_HAVE_CUDA
-        int d = 0;
-        if (spec[4] && sscanf(spec + 4, ":%d", &d) != 1) {
-            snprintf(err, errlen, "device '%s': expected cuda or cuda:N", spec);
-            return NULL;
-        }
-        be = cuda_create(d, err, errlen, &nodev);
+        if (!cuda_ordinal(spec, 4, &d, err, errlen)) return NULL;
+        be = cuda_create(false, d, opts, err, errlen, &nodev);
         if (no_device) *no_device = nodev;
         return checked(be, err, errlen);
 #else
@@ -138,14 +150,14 @@ bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *
         if (spec[4] && sscanf(spec + 4, ":%d", &local) != 1) local = 0;
         (void)local;
 #ifdef BT_HAVE_CUDA
-        be = cuda_create(-1 - local, err, errlen, &nodev); /* -1-k: k-th of any count */
+        be = cuda_create(false, -1 - local, opts, err, errlen, &nodev); /* -1-k: k-th of any count */
         if (be) return checked(be, err, errlen);
 #endif
 #ifdef BT_HAVE_OPENCL
         be = bt_opencl_backend_create(-1, -1, err, errlen, &nodev); /* -1: first GPU */
         if (be) return checked(be, err, errlen);
 #endif
-        return checked(bt_cpu_backend_create(0), err, errlen);
+        return checked(bt_cpu_backend_create(opts->cpu_threads), err, errlen);
     }
     snprintf(err, errlen, "device '%s': unknown backend (built: %s, or auto)", spec,
              bt_backends_built());

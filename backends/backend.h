@@ -201,17 +201,24 @@ extern const int bt_op_count;
  * false otherwise (an op a backend lacks is an error, never a fallback). */
 bool bt_backend_complete(const bt_backend *be);
 
+/* Options given to a backend at its creation. Each backend takes what
+ * applies to it and ignores the rest, so the layers above never ask which
+ * backend runs. */
+typedef struct {
+    int cpu_threads; /* the CPU backend's OpenMP threads; 0: its default */
+    bool tf32;       /* GEMMs on TF32 tensor cores where the device has them
+                        (config "tf32"); elsewhere exact fp32 */
+} bt_backend_options;
+
 /* Create a backend by spec: "cpu", "opencl[:P:D]", "opencl:NAME" (the one
- * device whose name or vendor contains NAME, any case), "cuda[:N]", or
- * "auto[:LOCAL_RANK]" (CUDA device LOCAL_RANK modulo the count, then the first
- * OpenCL GPU, then the CPU).
+ * device whose name or vendor contains NAME, any case), "cuda[:N]",
+ * "cuda-emu[:N]" (the test suite's emulated CUDA device, tests/cuda_emu, when
+ * built), or "auto[:LOCAL_RANK]" (CUDA device LOCAL_RANK modulo the count,
+ * then the first OpenCL GPU, then the CPU). opts may be NULL (defaults).
  * Returns NULL with a one-line reason in err (size errlen) when unavailable;
  * *no_device is set when the reason is only that no such device exists. */
-bt_backend *bt_backend_create(const char *spec, char *err, size_t errlen, bool *no_device);
-
-/* Allow TF32 tensor-core GEMMs (config "tf32") where the backend has them;
- * backends without them stay exact fp32. Off unless called with true. */
-void bt_backend_allow_tf32(bt_backend *be, bool on);
+bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, char *err,
+                              size_t errlen, bool *no_device);
 
 /* Print every device of every backend this binary was built with (for
  * `bertrain devices`): the CPU, CUDA devices, OpenCL platforms and devices. */

@@ -1,5 +1,7 @@
 /* Loading the CUDA backend, bertrain-cuda.so, on first use (see
- * backends/cuda/cuda_backend.h for why it is a plugin). */
+ * backends/cuda/cuda_backend.h for why it is a plugin), or the test suite's
+ * emulated device, bertrain-cuda-emu.so. Built without CUDA too: the
+ * emulated device needs no CUDA toolkit. */
 #include "cuda/cuda_backend.h"
 
 #include <dlfcn.h>
@@ -46,20 +48,32 @@ static const bt_cuda_plugin *open_plugin(const char *path, char *err, size_t err
     return p; /* stays loaded for the life of the process */
 }
 
-const bt_cuda_plugin *bt_cuda_plugin_load(char *err, size_t errlen) {
-    static const bt_cuda_plugin *loaded;
-    if (loaded) return loaded;
+const bt_cuda_plugin *bt_cuda_plugin_load(bool emu, char *err, size_t errlen) {
+    static const bt_cuda_plugin *loaded[2]; /* the real plugin, the emulated one */
+    if (loaded[emu]) return loaded[emu];
+    const char *file = emu ? BT_CUDA_EMU_PLUGIN_FILE : BT_CUDA_PLUGIN_FILE;
+    const char *env = getenv(emu ? "BERTRAIN_CUDA_EMU" : "BERTRAIN_CUDA_PLUGIN");
+    if (env && *env) return loaded[emu] = open_plugin(env, err, errlen);
     char here[PATH_MAX], cands[3][PATH_MAX + 64];
-    const char *env = getenv("BERTRAIN_CUDA_PLUGIN");
-    if (env && *env) return loaded = open_plugin(env, err, errlen);
     program_dir(here, sizeof here);
-    snprintf(cands[0], sizeof cands[0], "%s/" BT_CUDA_PLUGIN_FILE, here);
-    snprintf(cands[1], sizeof cands[1], "%s/" BT_CUDA_PLUGIN_FILE, BT_PKGLIBDIR);
-    snprintf(cands[2], sizeof cands[2], "%s/" BT_CUDA_PLUGIN_FILE, BT_BUILDDIR);
+    if (emu) { /* the build tree's, for a program in the build tree or its tests/ */
+        snprintf(cands[0], sizeof cands[0], "%s/tests/cuda_emu/%s", here, file);
+        snprintf(cands[1], sizeof cands[1], "%s/cuda_emu/%s", here, file);
+        snprintf(cands[2], sizeof cands[2], "%s/tests/cuda_emu/%s", BT_BUILDDIR, file);
+    } else {
+        snprintf(cands[0], sizeof cands[0], "%s/%s", here, file);
+        snprintf(cands[1], sizeof cands[1], "%s/%s", BT_PKGLIBDIR, file);
+        snprintf(cands[2], sizeof cands[2], "%s/%s", BT_BUILDDIR, file);
+    }
     for (int i = 0; i < 3; i++)
-        if (access(cands[i], R_OK) == 0) return loaded = open_plugin(cands[i], err, errlen);
-    snprintf(err, errlen, "the CUDA backend " BT_CUDA_PLUGIN_FILE " is missing (looked beside "
-             "the program, in " BT_PKGLIBDIR " and in " BT_BUILDDIR "; BERTRAIN_CUDA_PLUGIN "
-             "names another)");
+        if (access(cands[i], R_OK) == 0) return loaded[emu] = open_plugin(cands[i], err, errlen);
+    if (emu)
+        snprintf(err, errlen, "cuda-emu is the test suite's emulated CUDA device: "
+                 BT_CUDA_EMU_PLUGIN_FILE " is not built (make check builds it in "
+                 "tests/cuda_emu/; BERTRAIN_CUDA_EMU names another)");
+    else
+        snprintf(err, errlen, "the CUDA backend " BT_CUDA_PLUGIN_FILE " is missing (looked beside "
+                 "the program, in " BT_PKGLIBDIR " and in " BT_BUILDDIR "; BERTRAIN_CUDA_PLUGIN "
+                 "names another)");
     return NULL;
 }

@@ -68,7 +68,7 @@ int cli_bench(int argc, char **argv) {
     snprintf(cfg.preset, sizeof cfg.preset, "%s", preset);
     cfg.micro_batch = cfg.train_batch_size = batch;
     cfg.grad_accum = 1;
-    bt_backend *be = open_backend(backend, threads);
+    bt_backend *be = open_backend(backend, threads, false);
     if (!be) return 2; /* a device that cannot be opened: the user's spec, exit 2 */
     /* random tokens with BERT's special ids at 0..4 */
     bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,

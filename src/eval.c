@@ -74,12 +74,11 @@ int eval_main(const bt_config *cfg, const char *checkpoint) {
                              cfg->seed, err, sizeof err);
         if (train) most_common = dataset_most_common_token(train);
     }
-    be = open_backend(cfg->device, cfg->cpu_threads);
+    be = open_backend(cfg->device, cfg->cpu_threads, cfg->tf32);
     if (!be) { /* a device that cannot be opened: the config's spec, exit 2 */
         rc = 2;
         goto out;
     }
-    if (cfg->tf32) bt_backend_allow_tf32(be, true);
     int batch = cfg->eval_batch > 0 ? cfg->eval_batch : (int)cfg->micro_batch;
     bert_config mc = cfg->model;
     mc.pad_id = vocab.pad_id;

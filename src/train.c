@@ -18,15 +18,12 @@ double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-bt_backend *open_backend(const char *spec, int cpu_threads) {
+bt_backend *open_backend(const char *spec, int cpu_threads, bool tf32) {
     char err[256];
     bool no_device = false;
-    bt_backend *be = strcmp(spec, "cpu") == 0 ? bt_cpu_backend_create(cpu_threads)
-                                              : bt_backend_create(spec, err, sizeof err, &no_device);
-    if (!be) {
-        if (strcmp(spec, "cpu") == 0) snprintf(err, sizeof err, "cannot create the CPU backend");
-        fprintf(stderr, "bertrain: rank %d: %s\n", dist_rank(), err);
-    }
+    const bt_backend_options opts = {.cpu_threads = cpu_threads, .tf32 = tf32};
+    bt_backend *be = bt_backend_create(spec, &opts, err, sizeof err, &no_device);
+    if (!be) fprintf(stderr, "bertrain: rank %d: %s\n", dist_rank(), err);
     return be;
 }
 

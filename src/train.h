@@ -57,7 +57,9 @@ int train_main(const bt_config *cfg);
  * floats in the flat layout) when final_params is not NULL. */
 int train_run(const bt_config *cfg, float **final_params, size_t *n_params);
 
-/* Create the configured backend or print why not; NULL on failure. */
-bt_backend *open_backend(const char *spec, int cpu_threads);
+/* Create the backend of device spec with the per-backend options (the CPU's
+ * threads, 0: its default; TF32 GEMMs where the device has them) or print
+ * why not, naming the rank; NULL on failure. */
+bt_backend *open_backend(const char *spec, int cpu_threads, bool tf32);
 
 #endif

@@ -342,12 +342,11 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     }
     char spec[256];
     plan_device_spec(cfg, spec, sizeof spec);
-    s.be = open_backend(spec, cfg->cpu_threads);
+    s.be = open_backend(spec, cfg->cpu_threads, cfg->tf32);
     if (!s.be) { /* a device that cannot be opened: the config's spec, exit 2 */
         rc = 2;
         goto out;
     }
-    if (cfg->tf32) bt_backend_allow_tf32(s.be, true);
 
     batch_plan plan;
     plan_from_config(&plan, cfg, world);

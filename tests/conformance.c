@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
         for (int s = 0; s < nspec; s++) {
             char err[256] = "";
             bool nodev = false;
-            bt_backend *be = bt_backend_create(specs[s], err, sizeof err, &nodev);
+            bt_backend *be = bt_backend_create(specs[s], NULL, err, sizeof err, &nodev);
             if (!be) {
                 printf("%s backend %s: %s\n", nodev ? "SKIP" : "FAIL", specs[s], err);
                 rc = nodev ? rc : 1;
@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
         if (threads_check) printf("# note: --threads-check applies to cpu only\n");
         char err[256] = "";
         bool nodev = false;
-        bt_backend *be = bt_backend_create(specs[s], err, sizeof err, &nodev);
+        bt_backend *be = bt_backend_create(specs[s], NULL, err, sizeof err, &nodev);
         if (!be) {
             printf("%s backend %s: %s\n", nodev ? "SKIP" : "FAIL", specs[s], err);
             if (nodev)

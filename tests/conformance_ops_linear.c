@@ -141,6 +141,17 @@ static void gemm_bwd_case(bt_backend *be, int m, int n, int k, float alpha) {
     free(aA), free(aB), free(adC), free(mA), free(mB);
 }
 
+/* k = 0: C = beta * C, NaN in C ignored when beta = 0 (backend.h), strided
+ * batches and padded rows included. */
+static void gemm_k0_cases(bt_backend *be, bt_dtype dt) {
+    gemm_case(be, (gemm_args){.tb = true, .m = 5, .n = 7, .k = 0, .lda = 1, .ldb = 1, .ldc = 9,
+                              .sa = 5, .sb = 7, .sc = 5 * 9 + 2, .batch = 2, .alpha = 1,
+                              .beta = 0, .dt = dt}, true, " k=0 batch2");
+    gemm_case(be, (gemm_args){.tb = true, .m = 5, .n = 7, .k = 0, .lda = 1, .ldb = 1, .ldc = 9,
+                              .sa = 5, .sb = 7, .sc = 5 * 9 + 2, .batch = 2, .alpha = 1,
+                              .beta = 0.5f, .dt = dt}, false, " k=0 batch2");
+}
+
 void test_gemm(bt_backend *be) {
     if (!want_op("gemm")) return;
     static const int shapes[][4] = {{1, 1, 1, 1}, {1, 7, 3, 0}, {5, 3, 17, 1}, {17, 33, 65, 0},
@@ -161,6 +172,7 @@ void test_gemm(bt_backend *be) {
     /* beta = 0 ignores C, even NaN */
     gemm_case(be, (gemm_args){.m = 17, .n = 33, .k = 65, .lda = 65, .ldb = 33, .ldc = 33, .batch = 1,
                               .alpha = 1, .beta = 0}, true, "");
+    gemm_k0_cases(be, BT_F32);
     /* strided batches with gaps */
     gemm_case(be, (gemm_args){.tb = true, .m = 13, .n = 9, .k = 7, .lda = 9, .ldb = 8, .ldc = 11,
                               .sa = 13 * 9 + 5, .sb = 9 * 8 + 3, .sc = 13 * 11 + 7, .batch = 3,
@@ -227,6 +239,7 @@ void test_gemm16(bt_backend *be) {
         }
         gemm_case(be, (gemm_args){.m = 1, .n = 1, .k = 1, .lda = 1, .ldb = 1, .ldc = 1,
                                   .batch = 1, .alpha = 1, .beta = 0, .dt = dt}, true, "");
+        gemm_k0_cases(be, dt);
         gemm_case(be, (gemm_args){.tb = true, .m = 13, .n = 9, .k = 7, .lda = 9, .ldb = 8,
                                   .ldc = 11, .sa = 13 * 9 + 5, .sb = 9 * 8 + 3,
                                   .sc = 13 * 11 + 7, .batch = 3, .alpha = 0.5f, .beta = 1,

@@ -9,7 +9,7 @@
 
 int main(void) {
     char err[1024];
-    const bt_cuda_plugin *cu = bt_cuda_plugin_load(err, sizeof err);
+    const bt_cuda_plugin *cu = bt_cuda_plugin_load(false, err, sizeof err);
     if (!cu) {
         printf("FAIL: %s\n", err);
         return 1;

@@ -254,7 +254,7 @@ int main(void) {
     cpu->destroy(cpu);
     char err[256];
     bool no_device = false;
-    bt_backend *cl = bt_backend_create("opencl:0:0", err, sizeof err, &no_device);
+    bt_backend *cl = bt_backend_create("opencl:0:0", NULL, err, sizeof err, &no_device);
     if (cl) {
         run_backend(cl);
         cl->destroy(cl);

@@ -3,6 +3,8 @@
  * bit-identical for any thread count. It is the oracle for the other backends. */
 #include "cpu_internal.h"
 
+#include "../common/staged_gemm.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -15,21 +17,15 @@
 void openblas_set_num_threads(int num_threads); /* OpenBLAS's; not in every cblas.h */
 #endif
 
-/* A growable host area where gemm16 stages one operand. */
-typedef struct {
-    bt_buffer buf;
-    size_t cap; /* bytes */
-} cpu_stage;
-
 typedef struct {
     int threads;
-    cpu_stage stage_a, stage_b; /* gemm16 */
+    bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
 } cpu_ctx;
 
 static void cpu_destroy(bt_backend *be) {
     cpu_ctx *ctx = be->ctx;
-    free(ctx->stage_a.buf.data);
-    free(ctx->stage_b.buf.data);
+    bt_stage_release(be, &ctx->stage[0]);
+    bt_stage_release(be, &ctx->stage[1]);
     free(be->ctx);
     free(be);
 }
@@ -102,7 +98,11 @@ enum { GEMM_TILE_ROWS = 64, GEMM_TILE_COLS = 256 };
 static void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb, float beta,
                      bt_ptr c, int ldc, long sc, int batch) {
-    (void)be;
+    if (m <= 0 || n <= 0 || batch <= 0) return;
+    if (k <= 0) {
+        bt_gemm_k0(be, m, n, beta, c, ldc, sc, batch);
+        return;
+    }
     const float *A = cpu_f32(a), *B = cpu_f32(b);
     float *C = cpu_f32(c);
     const long row_tiles = (m + GEMM_TILE_ROWS - 1) / GEMM_TILE_ROWS,
@@ -334,39 +334,13 @@ static void cpu_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
     }
 }
 
-static void cpu_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n);
-
-/* A copy of `span` elements from src, rounded to dt, at the same offset
- * modulo 64 bytes (so the fp32 GEMM sees the same alignment as without it). */
-static bt_ptr stage_operand(bt_backend *be, cpu_stage *s, bt_ptr src, size_t span, bt_dtype dt) {
-    const size_t lead = src.off % 64, need = lead + span * 4;
-    if (need > s->cap) {
-        free(s->buf.data);
-        s->buf.data = aligned_alloc(64, (need + 63) / 64 * 64);
-        s->cap = s->buf.data ? need : 0;
-        if (!s->buf.data) {
-            fprintf(stderr, "bertrain: cpu: out of host memory staging a %.1f MB 16-bit GEMM "
-                            "operand\n", need / 1e6);
-            exit(1);
-        }
-        s->buf.bytes = s->cap;
-    }
-    bt_ptr p = {&s->buf, lead};
-    memcpy(cpu_f32(p), cpu_f32(src), span * 4);
-    cpu_round16(be, p, dt, span);
-    return p;
-}
-
-/* gemm16 on the CPU: both operands rounded into staging, then the fp32 GEMM. */
+/* gemm16 on the CPU: rounded copies of both operands, then the fp32 GEMM. */
 static void cpu_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n, int k,
                        float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
                        float beta, bt_ptr c, int ldc, long sc, int batch) {
     cpu_ctx *ctx = be->ctx;
-    const size_t span_a = bt_gemm_operand_span(ta ? k : m, ta ? m : k, lda, sa, batch),
-                 span_b = bt_gemm_operand_span(tb ? n : k, tb ? k : n, ldb, sb, batch);
-    if (span_a) a = stage_operand(be, &ctx->stage_a, a, span_a, dt);
-    if (span_b) b = stage_operand(be, &ctx->stage_b, b, span_b, dt);
-    cpu_gemm(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    bt_gemm16_staged(be, ctx->stage, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                     ldc, sc, batch);
 }
 
 bt_backend *bt_cpu_backend_create(int threads) {

@@ -61,14 +61,13 @@ void cublas_fatal(const char *call, cublasStatus_t st, const char *file, int lin
 
 /* ================= device and addresses ================= */
 
-/* The device this thread last made current through use_device. */
-static thread_local int current_device = -1;
-
+/* Make device current unless it already is (asked of the runtime each time:
+ * cudaGetDevice is a cheap host call, and a cache would go stale). */
 static cudaError_t use_device(int device) {
-    if (current_device == device) return cudaSuccess;
-    cudaError_t e = cudaSetDevice(device);
-    current_device = e == cudaSuccess ? device : -1;
-    return e;
+    int current = -1;
+    cudaError_t e = cudaGetDevice(&current);
+    if (e != cudaSuccess || current == device) return e;
+    return cudaSetDevice(device);
 }
 
 cu_ctx *cu(bt_backend *be) {
@@ -223,9 +222,9 @@ static void cu_destroy(bt_backend *be) {
             if (c->stream) (void)cudaStreamSynchronize(c->stream);
             if (c->blas) (void)cublasDestroy(c->blas);
             for (int i = 0; i < 2; i++)
-                if (c->stage[i]) {
-                    (void)cudaFree(c->stage[i]->ptr);
-                    free(c->stage[i]);
+                if (c->stage[i].buf) {
+                    (void)cudaFree(c->stage[i].buf->ptr);
+                    free(c->stage[i].buf);
                 }
             if (c->scratch) (void)cudaFree(c->scratch);
             if (c->stream) (void)cudaStreamDestroy(c->stream);
@@ -235,12 +234,6 @@ static void cu_destroy(bt_backend *be) {
         free(c);
     }
     free(be);
-}
-
-void bt_cuda_set_tf32(bt_backend *be, bool on) {
-    cu_ctx *c = (cu_ctx *)be->ctx;
-    if (on && !c->tf32) fprintf(stderr, "bertrain: cuda: TF32 tensor-core GEMMs on (config tf32)\n");
-    c->tf32 = on;
 }
 
 /* Every slot of the table, as create fills it. */
@@ -266,7 +259,8 @@ bool bt_cuda_op_table_complete(void) {
     return bt_backend_complete(&be);
 }
 
-bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *no_device) {
+bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, char *err,
+                                   size_t errlen, bool *no_device) {
     if (no_device) *no_device = false;
     int count;
     if (!device_count(&count, err, errlen, no_device)) return NULL;
@@ -312,10 +306,19 @@ bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *n
         i->has_fp64 = true;
     }
     {
+        const char *sync = getenv("BERTRAIN_CUDA_SYNC");
+        c->sync_each = sync && !strcmp(sync, "1");
+        if (c->sync_each)
+            fprintf(stderr, "bertrain: cuda: synchronising after every launch "
+                            "(BERTRAIN_CUDA_SYNC=1)\n");
+    }
+    {
         const char *tf32 = getenv("BERTRAIN_CUDA_TF32");
-        c->tf32 = tf32 && !strcmp(tf32, "1");
+        const bool env_tf32 = tf32 && !strcmp(tf32, "1");
+        c->tf32 = env_tf32 || (opts && opts->tf32);
         if (c->tf32)
-            fprintf(stderr, "bertrain: cuda: TF32 tensor-core GEMMs on (BERTRAIN_CUDA_TF32=1)\n");
+            fprintf(stderr, "bertrain: cuda: TF32 tensor-core GEMMs on (%s)\n",
+                    env_tf32 ? "BERTRAIN_CUDA_TF32=1" : "config tf32");
     }
     return be;
 fail:
@@ -326,5 +329,4 @@ fail:
 /* The one symbol the program looks up in bertrain-cuda.so. */
 extern "C" const bt_cuda_plugin bt_cuda_plugin_entry = {BT_CUDA_PLUGIN_ABI, bt_cuda_backend_create,
                                                         bt_cuda_list_devices,
-                                                        bt_cuda_op_table_complete,
-                                                        bt_cuda_set_tf32};
+                                                        bt_cuda_op_table_complete};

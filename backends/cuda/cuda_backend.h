@@ -25,9 +25,15 @@ extern "C" {
  * < 0 on ordinal (-device - 1) % count (auto:LOCAL_RANK). Returns NULL with a
  * one-line reason in err; *no_device is set when the reason is only that no
  * such device exists (no driver, no GPU, or an ordinal beyond the count).
- * BERTRAIN_CUDA_TF32=1 in the environment turns TF32 tensor-core GEMMs on
- * (see bt_cuda_set_tf32). */
-bt_backend *bt_cuda_backend_create(int device, char *err, size_t errlen, bool *no_device);
+ * opts->tf32, or BERTRAIN_CUDA_TF32=1 in the environment, turns TF32
+ * tensor-core GEMMs on (cublasGemmStridedBatchedEx with
+ * CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, fp32
+ * accumulation; the conformance suite's GEMM thresholds assume fp32, so TF32
+ * fails them by design). BERTRAIN_CUDA_SYNC=1 synchronises after every
+ * launch and cuBLAS call, so that a fault inside a kernel is reported at the
+ * launch's file:line (debugging). */
+bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, char *err,
+                                   size_t errlen, bool *no_device);
 
 /* Print every CUDA device with its cuda:N spec, compute capability, SM count
  * and memory, or why there is none (for `bertrain devices`). */
@@ -40,32 +46,29 @@ void bt_cuda_list_devices(FILE *out);
  * tests/cuda-parity.sh. */
 bool bt_cuda_op_table_complete(void);
 
-/* GEMMs in TF32 on tensor cores (cublasGemmStridedBatchedEx with
- * CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, fp32
- * accumulation) when on, plain fp32 SGEMM when off (the default). `be` must be
- * a CUDA backend (be->name is "cuda"). The conformance suite's GEMM
- * thresholds assume fp32: TF32 fails them by design. */
-void bt_cuda_set_tf32(bt_backend *be, bool on);
-
 /* What the plugin exports under BT_CUDA_PLUGIN_SYMBOL. */
 typedef struct {
     size_t abi; /* BT_CUDA_PLUGIN_ABI of the plugin's build: must equal the program's */
-    bt_backend *(*create)(int device, char *err, size_t errlen, bool *no_device);
+    bt_backend *(*create)(int device, const bt_backend_options *opts, char *err, size_t errlen,
+                          bool *no_device);
     void (*list_devices)(FILE *out);
     bool (*op_table_complete)(void);
-    void (*set_tf32)(bt_backend *be, bool on);
 } bt_cuda_plugin;
 
 #define BT_CUDA_PLUGIN_FILE "bertrain-cuda.so"
+/* The same backend sources built by make check against the emulated device
+ * (tests/cuda_emu): device "cuda-emu[:N]". Never installed. */
+#define BT_CUDA_EMU_PLUGIN_FILE "bertrain-cuda-emu.so"
 #define BT_CUDA_PLUGIN_SYMBOL "bt_cuda_plugin_entry"
 /* A program and a plugin built from different bt_backend layouts must not mix */
 #define BT_CUDA_PLUGIN_ABI (sizeof(bt_backend) * 1000u + sizeof(bt_device_info))
 
 /* The program's side (backends/cuda_plugin.c): load the plugin once, from
  * $BERTRAIN_CUDA_PLUGIN, beside the running program, the install's
- * pkglibdir or the build tree; NULL with one line in err (the CUDA libraries
- * are missing, or the plugin is). */
-const bt_cuda_plugin *bt_cuda_plugin_load(char *err, size_t errlen);
+ * pkglibdir or the build tree; with emu the emulated device's, from
+ * $BERTRAIN_CUDA_EMU or the build tree's tests/cuda_emu/. NULL with one line
+ * in err (the CUDA libraries are missing, or the plugin is). */
+const bt_cuda_plugin *bt_cuda_plugin_load(bool emu, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 extern "C" {
 #include "../backend.h"
 }
+#include "../common/staged_gemm.h"
 #include "cuda_backend.h"
 
 #include <stdbool.h>
@@ -30,11 +31,11 @@ typedef struct {
     int device;              /* CUDA ordinal */
     cudaStream_t stream;     /* the one stream: every op is issued on it, in order */
     cublasHandle_t blas;     /* bound to stream */
-    bool tf32;               /* GEMMs in TF32 (bt_cuda_set_tf32) */
+    bool tf32;               /* GEMMs in TF32 (bt_backend_options.tf32) */
     void *scratch;           /* reduction partials, flags, overlapping copies; grown on demand */
     size_t scratch_bytes;
-    bt_buffer *stage[2];     /* gemm16: A and B converted to 16 bits, grown on demand */
-    size_t stage_bytes[2];
+    bt_stage stage[2];       /* gemm16: A and B converted to 16 bits (or rounded), grown on demand */
+    bool sync_each;          /* synchronise after every launch and cuBLAS call (debugging) */
     float *partials;         /* host copy of the partials */
     size_t partials_cap;
     bt_device_info info;     /* static part; free_mem is queried by info() */
@@ -47,6 +48,17 @@ typedef struct {
 
 /* The symbolic name of a cuBLAS status ("CUBLAS_STATUS_INVALID_VALUE"). */
 const char *cublas_status_name(cublasStatus_t st);
+
+/* kernel<<<grid, block, 0, stream>>>(args...): every launch goes through this
+ * one macro so that the emulated device (tests/cuda_emu), compiled by g++,
+ * takes the same launches; its cuda_runtime.h defines CUEMU_LAUNCH. */
+#ifdef CUEMU_LAUNCH
+#define BT_KERNEL_LAUNCH(kernel, grid, block, stream, ...) \
+    CUEMU_LAUNCH(kernel, grid, block, 0, stream, __VA_ARGS__)
+#else
+#define BT_KERNEL_LAUNCH(kernel, grid, block, stream, ...) \
+    kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
+#endif
 
 /* Check a CUDA runtime call. */
 #define CU_CHECK(call)                                                       \
@@ -62,9 +74,18 @@ const char *cublas_status_name(cublasStatus_t st);
         if (cb_st_ != CUBLAS_STATUS_SUCCESS) cublas_fatal(#call, cb_st_, __FILE__, __LINE__); \
     } while (0)
 
-/* Make the backend's device current on this thread (cached: a no-op when it
- * already is) and return its context. Every op starts with it, so backends on
- * different devices can share a thread. */
+/* With BERTRAIN_CUDA_SYNC=1 (c->sync_each), wait for the work just issued and
+ * check it, so that a fault inside a kernel or a GEMM is reported at the
+ * launch's own file:line instead of at the next synchronisation. */
+#define CU_SYNC_IF_DEBUG(c)                                                  \
+    do {                                                                     \
+        if ((c)->sync_each) CU_CHECK(cudaStreamSynchronize((c)->stream));    \
+    } while (0)
+
+/* Make the backend's device current on this thread and return its context.
+ * Every op starts with it, so backends on different devices can share a
+ * thread; it asks the runtime rather than trusting a cache, since another
+ * library (a CUDA-aware MPI) may have called cudaSetDevice in between. */
 cu_ctx *cu(bt_backend *be);
 
 /* A device buffer of at least `bytes` (the context's scratch, grown as

@@ -41,8 +41,9 @@ static void check_launch(const char *kernel, const char *file, int line) {
     do {                                                                              \
         const size_t items_ = (items);                                                \
         if (items_) {                                                                 \
-            kernel<<<grid_of(items_), BT_WG, 0, (c)->stream>>>(__VA_ARGS__);          \
+            BT_KERNEL_LAUNCH(kernel, grid_of(items_), BT_WG, (c)->stream, __VA_ARGS__); \
             check_launch(#kernel, __FILE__, __LINE__);                                \
+            CU_SYNC_IF_DEBUG(c);                                                      \
         }                                                                             \
     } while (0)
 
@@ -213,8 +214,9 @@ static double reduce(bt_backend *be, partial_kernel kernel, const char *name, bt
         c->partials_cap = chunks;
     }
     float *part = (float *)cu_scratch(c, chunks * sizeof(float));
-    kernel<<<grid_of(chunks * BT_WG), BT_WG, 0, c->stream>>>(part, cu_f32(x), n);
+    BT_KERNEL_LAUNCH(kernel, grid_of(chunks * BT_WG), BT_WG, c->stream, part, cu_f32(x), n);
     check_launch(name, __FILE__, __LINE__);
+    CU_SYNC_IF_DEBUG(c);
     CU_CHECK(cudaMemcpyAsync(c->partials, part, chunks * sizeof(float), cudaMemcpyDeviceToHost,
                              c->stream));
     CU_CHECK(cudaStreamSynchronize(c->stream));
@@ -236,6 +238,7 @@ static bool cu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
     int flag = 0;
     int *f = (int *)cu_scratch(c, sizeof flag);
     CU_CHECK(cudaMemsetAsync(f, 0, sizeof flag, c->stream));
+    CU_SYNC_IF_DEBUG(c);
     LAUNCH(c, all_finite, n, f, cu_f32(x), n);
     CU_CHECK(cudaMemcpyAsync(&flag, f, sizeof flag, cudaMemcpyDeviceToHost, c->stream));
     CU_CHECK(cudaStreamSynchronize(c->stream));

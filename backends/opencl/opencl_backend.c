@@ -453,8 +453,7 @@ static void ocl_destroy(bt_backend *be) {
     ocl_ctx *c = ocl(be);
     if (c) {
         if (c->queue) clFinish(c->queue);
-        for (int i = 0; i < 2; i++)
-            if (c->stage[i]) be->free(be, c->stage[i]);
+        for (int i = 0; i < 2; i++) bt_stage_release(be, &c->stage[i]);
         ocl_gemm_release(c);
         release_program(c);
         if (c->scratch) clReleaseMemObject(c->scratch);

@@ -71,15 +71,8 @@ void ocl_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha
     ocl_ctx *x = ocl(be);
     if (m <= 0 || n <= 0 || batch <= 0) return;
     const size_t ao = ocl_elem_off(a, 4), bo = ocl_elem_off(b, 4), co = ocl_elem_off(c, 4);
-    if (k <= 0) { /* C = beta * C, row by row */
-        for (int i = 0; i < batch; i++)
-            for (int r = 0; r < m; r++) {
-                bt_ptr row = {c.buf, (co + (size_t)i * (size_t)sc + (size_t)r * (size_t)ldc) * 4};
-                if (beta == 0.0f)
-                    be->fill(be, row, 0.0f, (size_t)n);
-                else
-                    be->scale(be, row, beta, (size_t)n);
-            }
+    if (k <= 0) {
+        bt_gemm_k0(be, m, n, beta, c, ldc, sc, batch);
         return;
     }
     const CLBlastTranspose opa = ta ? CLBlastTransposeYes : CLBlastTransposeNo;
@@ -105,37 +98,13 @@ void ocl_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha
                                    (size_t)ldc, &x->queue, NULL));
 }
 
-/* A copy of `span` elements from src in staging area i, rounded to dt, at
- * the same offset modulo 64 bytes as src. */
-static bt_ptr stage_operand(bt_backend *be, int i, bt_ptr src, size_t span, bt_dtype dt) {
-    ocl_ctx *x = ocl(be);
-    const size_t lead = src.off % 64, need = lead + span * 4;
-    if (need > x->stage_bytes[i]) {
-        if (x->stage[i]) be->free(be, x->stage[i]);
-        x->stage[i] = be->alloc(be, need);
-        x->stage_bytes[i] = x->stage[i] ? need : 0;
-        if (!x->stage[i]) {
-            fprintf(stderr, "bertrain: opencl: out of device memory staging a %.1f MB 16-bit "
-                            "GEMM operand\n", need / 1e6);
-            exit(1);
-        }
-    }
-    bt_ptr p = {x->stage[i], lead};
-    be->copy(be, p, src, span * 4);
-    be->round16(be, p, dt, span);
-    return p;
-}
-
 /* CLBlast's Hgemm is not used for fp16: it accumulates in half precision,
  * where gemm16 promises fp32 accumulation. */
 void ocl_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n, int k, float alpha,
                 bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c,
                 int ldc, long sc, int batch) {
-    const size_t span_a = bt_gemm_operand_span(ta ? k : m, ta ? m : k, lda, sa, batch),
-                 span_b = bt_gemm_operand_span(tb ? n : k, tb ? k : n, ldb, sb, batch);
-    if (span_a) a = stage_operand(be, 0, a, span_a, dt);
-    if (span_b) b = stage_operand(be, 1, b, span_b, dt);
-    ocl_gemm(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    bt_gemm16_staged(be, ocl(be)->stage, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
+                     c, ldc, sc, batch);
 }
 
 /* ================= tuning files ================= */

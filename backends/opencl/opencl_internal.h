@@ -11,6 +11,7 @@
 #include <CL/cl.h>
 
 #include "../backend.h"
+#include "../common/staged_gemm.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,8 +55,7 @@ typedef struct {
     size_t max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     cl_mem scratch;    /* reduction partials and flags, grown on demand */
     size_t scratch_bytes;
-    bt_buffer *stage[2]; /* gemm16: the rounded copies of A and B, grown on demand */
-    size_t stage_bytes[2];
+    bt_stage stage[2]; /* gemm16: the rounded copies of A and B, grown on demand */
     float *partials;   /* host copy of the partials */
     size_t partials_cap;
     bt_device_info info;

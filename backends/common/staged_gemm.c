@@ -1,0 +1,56 @@
+/* GEMM pieces every backend shares (staged_gemm.h). */
+#include "staged_gemm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+bt_buffer *bt_stage_reserve(bt_backend *be, bt_stage *s, size_t bytes, const char *what) {
+    if (bytes > s->bytes) {
+        bt_stage_release(be, s);
+        s->buf = be->alloc(be, bytes);
+        if (!s->buf) {
+            fprintf(stderr, "bertrain: %s: out of memory staging a %.1f MB %s\n", be->name,
+                    bytes / 1e6, what);
+            exit(1);
+        }
+        s->bytes = bytes;
+    }
+    return s->buf;
+}
+
+void bt_stage_release(bt_backend *be, bt_stage *s) {
+    if (s->buf) be->free(be, s->buf);
+    s->buf = NULL;
+    s->bytes = 0;
+}
+
+/* A copy of `span` fp32 elements from src in s, rounded to dt, at src's
+ * offset modulo 64 bytes. */
+static bt_ptr stage_rounded(bt_backend *be, bt_stage *s, bt_ptr src, size_t span, bt_dtype dt) {
+    const size_t lead = src.off % 64;
+    bt_ptr p = {bt_stage_reserve(be, s, lead + span * 4, "16-bit GEMM operand"), lead};
+    be->copy(be, p, src, span * 4);
+    be->round16(be, p, dt, span);
+    return p;
+}
+
+void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, bool ta, bool tb, int m,
+                      int n, int k, float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb,
+                      long sb, float beta, bt_ptr c, int ldc, long sc, int batch) {
+    const size_t span_a = bt_gemm_operand_span(ta ? k : m, ta ? m : k, lda, sa, batch),
+                 span_b = bt_gemm_operand_span(tb ? n : k, tb ? k : n, ldb, sb, batch);
+    if (span_a) a = stage_rounded(be, &stage[0], a, span_a, dt);
+    if (span_b) b = stage_rounded(be, &stage[1], b, span_b, dt);
+    be->gemm(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+}
+
+void bt_gemm_k0(bt_backend *be, int m, int n, float beta, bt_ptr c, int ldc, long sc, int batch) {
+    for (int i = 0; i < batch; i++)
+        for (int r = 0; r < m; r++) {
+            bt_ptr row = bt_at(c, (size_t)i * (size_t)sc + (size_t)r * (size_t)ldc);
+            if (beta == 0.0f)
+                be->fill(be, row, 0.0f, (size_t)n);
+            else
+                be->scale(be, row, beta, (size_t)n);
+        }
+}

@@ -1,0 +1,45 @@
+/* GEMM pieces every backend shares, written once on top of the dispatch
+ * table: staging buffers, gemm16 by rounding staged copies of the operands
+ * (for devices without 16-bit GEMM hardware), and the k = 0 case. */
+#ifndef BT_STAGED_GEMM_H
+#define BT_STAGED_GEMM_H
+
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A growable device buffer of a backend's. */
+typedef struct {
+    bt_buffer *buf;
+    size_t bytes;
+} bt_stage;
+
+/* s's buffer, grown with be->alloc to at least `bytes`; on out of memory it
+ * exits with one line naming the backend and `what`. */
+bt_buffer *bt_stage_reserve(bt_backend *be, bt_stage *s, size_t bytes, const char *what);
+
+/* Free s's buffer (be->free) and empty it. */
+void bt_stage_release(bt_backend *be, bt_stage *s);
+
+/* backend.h's gemm16 without 16-bit GEMM hardware: copies of A and B in
+ * stage[0] and stage[1], at their offsets modulo 64 bytes (the fp32 GEMM
+ * then sees the same alignment), rounded to dt with round16, go to be->gemm.
+ * The values are those gemm16 promises: 16-bit operands, fp32 products and
+ * accumulation. */
+void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, bool trans_a, bool trans_b,
+                      int m, int n, int k, float alpha, bt_ptr a, int lda, long stride_a,
+                      bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c, int ldc,
+                      long stride_c, int batch);
+
+/* gemm with k = 0: C_b = beta * C_b, row by row with be->fill (beta = 0, so
+ * NaN in C is ignored as the contract says) or be->scale. */
+void bt_gemm_k0(bt_backend *be, int m, int n, float beta, bt_ptr c, int ldc, long stride_c,
+                int batch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,270 @@
+/* cuBLAS on the emulated device: the two strided-batched GEMMs the backend
+ * calls, with cuBLAS's column-major semantics computed by CBLAS column-major
+ * calls, queued on the handle's stream.
+ *
+ * Checked as cuBLAS checks them: m, n, k, batch >= 0 and every leading
+ * dimension at least the rows it must cover (else
+ * CUBLAS_STATUS_INVALID_VALUE); the data types and the compute type a GPU
+ * of the posed architecture supports (bf16 needs sm_80; else
+ * CUBLAS_STATUS_NOT_SUPPORTED). Checked as a GPU would fault: every operand's
+ * span (rows, columns, leading dimension, batch stride) must lie inside one
+ * allocation of the handle's device.
+ *
+ * Numerics: 16-bit operands are widened exactly and multiplied in fp32 (the
+ * tensor cores' products of fp16/bf16 values are exact in fp32, accumulated in
+ * fp32); TF32 rounds the fp32 operands to 10 mantissa bits, to nearest with
+ * ties away from zero, as cvt.rna.tf32.f32. k = 0 is undocumented in
+ * cuBLAS: the emulation takes the least helpful reading and leaves C as it
+ * was, so a caller that needs C = beta * C must do it itself. */
+#include "emu.h"
+#include "include/cublas_v2.h"
+
+#include <cblas.h>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+struct cublasContext {
+    int device;
+    cudaStream_t stream = nullptr;
+    cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
+    cublasMath_t math = CUBLAS_DEFAULT_MATH;
+};
+
+using namespace cuemu;
+
+/* OpenBLAS's, where the BLAS is OpenBLAS: its own threads would spin beside
+ * the emulation's workers. */
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle) {
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
+    if (sticky() != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    cublasContext *h = new cublasContext;
+    h->device = current_device();
+    *handle = h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (s && ((stream *)s)->device != h->device) {
+        report("cublasSetStream: a stream of device %d for a handle of device %d",
+               ((stream *)s)->device, h->device);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetPointerMode(cublasHandle_t h, cublasPointerMode_t mode) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (mode != CUBLAS_POINTER_MODE_HOST) {
+        report("cublasSetPointerMode: only CUBLAS_POINTER_MODE_HOST is emulated");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    h->pointer_mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t mode) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    (void)mode; /* the emulated GEMMs never use atomics */
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->math = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace {
+
+/* One GEMM as queued: column-major, C (m x n) = alpha op(A) op(B) + beta C. */
+struct gemm_call {
+    const char *name;
+    bool ta, tb;
+    int m, n, k, lda, ldb, ldc, batch;
+    long long sa, sb, sc;
+    float alpha, beta;
+    const void *A, *B;
+    float *C;
+    cudaDataType_t type; /* of A and B */
+    bool tf32;
+};
+
+size_t type_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+
+/* Elements an operand spans: batch matrices of rows x cols (column-major,
+ * leading dimension ld) with batch stride s. */
+size_t span(int rows, int cols, int ld, long long s, int batch) {
+    if (rows <= 0 || cols <= 0 || batch <= 0) return 0;
+    return (size_t)(batch - 1) * (size_t)s + (size_t)(cols - 1) * (size_t)ld + (size_t)rows;
+}
+
+float widen(const void *p, size_t i, cudaDataType_t t) {
+    uint32_t bits;
+    if (t == CUDA_R_32F) {
+        float f;
+        memcpy(&f, (const char *)p + 4 * i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)p + 2 * i, 2);
+    if (t == CUDA_R_16BF) {
+        bits = (uint32_t)h << 16;
+    } else { /* binary16 */
+        const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu,
+                       mant = h & 0x3ffu;
+        if (exp == 0) {
+            float f = (float)mant * 0x1p-24f;
+            return (h & 0x8000u) ? -f : f;
+        }
+        bits = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112u) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* fp32 -> TF32 (10 mantissa bits), nearest, ties away from zero. */
+float tf32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* An operand as fp32 (widened or rounded as the call says): the elements of
+ * its whole span. */
+std::vector<float> as_f32(const void *p, size_t n, cudaDataType_t t, bool round_tf32) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) {
+        const float f = widen(p, i, t);
+        v[i] = round_tf32 ? tf32(f) : f;
+    }
+    return v;
+}
+
+void run_gemm(const gemm_call &g) {
+    if (g.m == 0 || g.n == 0 || g.batch == 0 || g.k == 0) return; /* k = 0: see the top */
+    const int ra = g.ta ? g.k : g.m, ca = g.ta ? g.m : g.k;
+    const int rb = g.tb ? g.n : g.k, cb = g.tb ? g.k : g.n;
+    const size_t na = span(ra, ca, g.lda, g.sa, g.batch), nb = span(rb, cb, g.ldb, g.sb, g.batch);
+    const bool convert = g.type != CUDA_R_32F || g.tf32;
+    std::vector<float> a, b;
+    if (convert) {
+        a = as_f32(g.A, na, g.type, g.tf32);
+        b = as_f32(g.B, nb, g.type, g.tf32);
+    }
+    const float *A = convert ? a.data() : (const float *)g.A;
+    const float *B = convert ? b.data() : (const float *)g.B;
+    for (int i = 0; i < g.batch; i++)
+        cblas_sgemm(CblasColMajor, g.ta ? CblasTrans : CblasNoTrans,
+                    g.tb ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, g.alpha,
+                    A + (size_t)i * (size_t)g.sa, g.lda, B + (size_t)i * (size_t)g.sb, g.ldb,
+                    g.beta, g.C + (size_t)i * (size_t)g.sc, g.ldc);
+}
+
+/* The checks of both GEMMs, then the call queued on the handle's stream. */
+cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (sticky() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (current_device() != h->device) {
+        report("%s: a handle of device %d used while device %d is current", g.name, h->device,
+               current_device());
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    const int ra = g.ta ? g.k : g.m, rb = g.tb ? g.n : g.k;
+    if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0 || g.lda < (ra > 1 ? ra : 1) ||
+        g.ldb < (rb > 1 ? rb : 1) || g.ldc < (g.m > 1 ? g.m : 1)) {
+        report("%s: invalid value (m %d, n %d, k %d, lda %d, ldb %d, ldc %d, batch %d)", g.name,
+               g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    stream *s = stream_of(h->stream, h->device);
+    if (!s) return CUBLAS_STATUS_EXECUTION_FAILED;
+    bool fault = false;
+    if (g.m && g.n && g.batch) {
+        const int ca = g.ta ? g.m : g.k, cb = g.tb ? g.k : g.n;
+        struct {
+            const char *what;
+            const void *p;
+            size_t bytes;
+        } ops[3] = {
+            {"A", g.A, span(ra, ca, g.lda, g.sa, g.batch) * type_bytes(g.type)},
+            {"B", g.B, span(rb, cb, g.ldb, g.sb, g.batch) * type_bytes(g.type)},
+            {"C", g.C, span(g.m, g.n, g.ldc, g.sc, g.batch) * 4},
+        };
+        for (auto &o : ops) {
+            char why[256];
+            if (o.bytes && bad_range(o.p, o.bytes, h->device, why, sizeof why)) {
+                report("%s: operand %s: %s", g.name, o.what, why);
+                fault = true;
+            }
+        }
+    }
+    s->push([g, fault] {
+        if (fault) /* on a GPU: an illegal address while it runs */
+            set_sticky(cudaErrorIllegalAddress);
+        else
+            run_gemm(g);
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t transa,
+                                         cublasOperation_t transb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda,
+                                         long long strideA, const float *B, int ldb,
+                                         long long strideB, const float *beta, float *C,
+                                         int ldc, long long strideC, int batchCount) {
+    gemm_call g = {"cublasSgemmStridedBatched", transa != CUBLAS_OP_N, transb != CUBLAS_OP_N,
+                   m, n, k, lda, ldb, ldc, batchCount, strideA, strideB, strideC, *alpha, *beta,
+                   A, B, C, CUDA_R_32F,
+                   h && h->math == CUBLAS_TF32_TENSOR_OP_MATH && cfg().arch >= 80};
+    return queue_gemm(h, g);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType_t Atype, int lda, long long strideA,
+    const void *B, cudaDataType_t Btype, int ldb, long long strideB, const void *beta, void *C,
+    cudaDataType_t Ctype, int ldc, long long strideC, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+    const char *name = "cublasGemmStridedBatchedEx";
+    const bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F;
+    const bool f16 = Atype == CUDA_R_16F && Btype == CUDA_R_16F;
+    const bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF;
+    const bool fast_tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
+    if (Ctype != CUDA_R_32F || algo != CUBLAS_GEMM_DEFAULT || !(f32 || f16 || bf16) ||
+        (fast_tf32 && !f32) || (computeType != CUBLAS_COMPUTE_32F && !fast_tf32)) {
+        report("%s: types A %d, B %d, C %d, compute %d, algo %d: not supported", name,
+               (int)Atype, (int)Btype, (int)Ctype, (int)computeType, (int)algo);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (bf16 && cfg().arch < 80) {
+        report("%s: bf16 operands on an sm_%d device: not supported", name, cfg().arch);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    gemm_call g = {name, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, lda, ldb, ldc,
+                   batchCount, strideA, strideB, strideC, *(const float *)alpha,
+                   *(const float *)beta, A, B, (float *)C, Atype,
+                   (fast_tf32 || (h && h->math == CUBLAS_TF32_TENSOR_OP_MATH)) && f32 &&
+                       cfg().arch >= 80};
+    return queue_gemm(h, g);
+}

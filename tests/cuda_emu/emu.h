@@ -1,0 +1,109 @@
+/* Internals of the emulated CUDA device, shared by runtime.cpp (devices,
+ * memory, streams, errors), launch.cpp (running a grid) and cublas.cpp.
+ *
+ * The device is configured from the environment, read once:
+ *   CUDA_EMU_ARCH     70 (poses as a V100: fp16 tensor cores, no bf16),
+ *                     80 (an A100, the default) or 90 (an H100)
+ *   CUDA_EMU_DEVICES  how many devices (default 2; 0: "no device")
+ *   CUDA_EMU_MEM_MB   memory per device (default 2048)
+ *   CUDA_EMU_SEED     the seed of the block and thread orders (default 1)
+ *   CUDA_EMU_WORKERS  OS threads that run blocks (default 2) */
+#ifndef CUEMU_EMU_H
+#define CUEMU_EMU_H
+
+#include "include/cuda_runtime.h"
+
+#include <cstdint>
+#include <functional>
+
+namespace cuemu {
+
+/* A device allocation: the payload [ptr, ptr + bytes), 256-byte aligned as
+ * cudaMalloc's, ends where its padding to 256 bytes ends, right before a
+ * guard page; the bytes between the leading guard page and ptr, and those
+ * after the payload, hold a canary pattern. */
+struct allocation {
+    char *map;          /* the whole mapping, guard pages included */
+    size_t map_bytes;
+    char *body;         /* between the guard pages */
+    size_t body_bytes;
+    char *ptr;          /* the payload */
+    size_t bytes;
+    int device;
+};
+
+struct config {
+    int arch;       /* 70, 80, 90 */
+    int devices;
+    size_t mem_bytes;
+    uint64_t seed;
+    int workers;
+};
+const config &cfg();
+
+/* "cuda-emu: ..." on stderr, one line. */
+void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The device current on this thread. */
+int current_device();
+
+/* The allocation whose payload contains [p, p + bytes) (bytes 0: p may be its
+ * end), or nullptr. */
+const allocation *find_payload(const void *p, size_t bytes);
+/* The allocation whose mapping (guard pages included) holds p, or nullptr. */
+const allocation *find_mapping(const void *p);
+
+/* Describe why [p, p + bytes) is not device memory of device `device`, for
+ * a report ("a host pointer", "memory of device 1", "12 bytes past the end of
+ * an allocation of 4096 bytes"), into buf. false when it is. */
+bool bad_range(const void *p, size_t bytes, int device, char *buf, size_t n);
+
+/* The canaries of allocation a intact? (device access must be on) */
+bool canaries_intact(const allocation *a);
+
+/* A fault during device work (an illegal access, a failed kernel): from now
+ * on every runtime call returns it, as a GPU's sticky errors. */
+void set_sticky(cudaError_t e);
+cudaError_t sticky();
+/* Record e as this thread's last error (cudaGetLastError), and return it. */
+cudaError_t record(cudaError_t e);
+
+/* A stream: a queue of work that runs only when something synchronises it. */
+struct stream {
+    int device;
+    unsigned flags;
+    void push(std::function<void()> op);
+};
+/* Run everything queued on s, in order (device memory is reachable only
+ * while queued work runs). */
+void flush(stream *s);
+/* Run every stream's queue (cudaFree, cudaStreamDestroy). */
+void flush_all();
+/* The stream a call names: s, or device `device`'s default stream for
+ * nullptr. Checks that s belongs to `device`; nullptr with the error recorded
+ * when not. */
+stream *stream_of(cudaStream_t s, int device);
+
+/* Run one kernel launch's grid now (launch.cpp). Returns false when the
+ * kernel faulted (reported, sticky error set). */
+bool run_grid(const kernel_launch &l);
+
+/* Make every allocation reachable (true) or unreachable (false) from host
+ * code. Device work runs between the two. */
+void device_access(bool on);
+
+/* Static __shared__ bytes of a kernel (from its symbol table at build time),
+ * 0 when unknown. */
+size_t static_shared_bytes(const char *kernel);
+
+/* Where a report about a fault in a kernel says it happened. */
+struct kernel_site {
+    const char *kernel;
+    dim3 block, thread;
+};
+/* The kernel this OS thread is running, or nullptr. */
+const kernel_site *running_kernel();
+
+}  // namespace cuemu
+
+#endif

@@ -1,0 +1,197 @@
+/* The CUDA runtime as the emulated device (tests/cuda_emu) provides it, for
+ * compiling the .cu files of backends/cuda and kernels_cu with g++ as host C++.
+ *
+ * Only what those files use is declared: a runtime call the backend starts
+ * to use fails to compile (or link) here until it is emulated. The values of
+ * the enums are the CUDA toolkit's, so messages and statuses read the same.
+ *
+ * Device code: __global__ and __device__ functions become host functions;
+ * threadIdx, blockIdx, blockDim and gridDim are the running emulated thread's;
+ * __shared__ variables are shared by the threads of a block (one block runs on
+ * an OS thread at a time, its threads as fibers); __syncthreads() is a
+ * barrier of the block's team. Launches go through CUEMU_LAUNCH, which
+ * backends/cuda/cuda_internal.h's BT_KERNEL_LAUNCH uses in place of <<<>>>. */
+#ifndef CUEMU_CUDA_RUNTIME_H
+#define CUEMU_CUDA_RUNTIME_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+/* ---- types ---- */
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorStubLibrary = 34,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalAddress = 700,
+    cudaErrorLaunchFailure = 719,
+} cudaError_t;
+
+typedef enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+} cudaMemcpyKind;
+
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+
+typedef struct CUstream_st *cudaStream_t;
+
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+        : x(vx), y(vy), z(vz) {}
+};
+
+/* The fields the backend reads, and the limits a launch is checked against. */
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;
+    int maxThreadsPerBlock;
+    int maxGridSize[3];
+    int major, minor;
+    int multiProcessorCount;
+    int pciDomainID, pciBusID, pciDeviceID;
+};
+
+/* ---- the runtime calls the backend makes ---- */
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetLastError(void);
+const char *cudaGetErrorName(cudaError_t error);
+const char *cudaGetErrorString(cudaError_t error);
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+
+/* ---- device code ---- */
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+/* one instance per OS thread, which runs one block at a time */
+#define __shared__ static thread_local
+
+extern thread_local dim3 cuemu_thread_idx, cuemu_block_idx, cuemu_block_dim, cuemu_grid_dim;
+#define threadIdx cuemu_thread_idx
+#define blockIdx cuemu_block_idx
+#define blockDim cuemu_block_dim
+#define gridDim cuemu_grid_dim
+
+/* The barrier of the running block: every thread of it must reach it. */
+void cuemu_syncthreads(void);
+#define __syncthreads() cuemu_syncthreads()
+
+inline unsigned int __umulhi(unsigned int a, unsigned int b) {
+    return (unsigned int)(((unsigned long long)a * b) >> 32);
+}
+inline float __uint_as_float(unsigned int u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+inline unsigned int __float_as_uint(float f) {
+    unsigned int u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* ---- launches ---- */
+
+namespace cuemu {
+
+/* One launch as the runtime sees it: the kernel, its geometry, and how to
+ * run its body for the current emulated thread with the arguments it was
+ * launched with. */
+struct kernel_launch {
+    const char *name;              /* as written at the launch */
+    void (*kernel)();              /* the kernel's address (its type erased) */
+    dim3 grid, block;
+    size_t dynamic_shared;
+    void (*run)(void (*kernel)(), const void *args); /* the body, for one thread */
+    void *args;                    /* owned: a std::tuple of the parameters */
+    void (*free_args)(void *args);
+    const void *const *pointers;   /* the pointer arguments, for the launch checks */
+    int n_pointers;
+};
+
+/* Check the launch (limits, pointer arguments) and queue it on stream, as a
+ * <<<>>> launch does; errors go where cudaGetLastError finds them. Takes
+ * ownership of l.args. */
+void enqueue_kernel(const kernel_launch &l, cudaStream_t stream);
+
+template <typename... P> struct launcher {
+    typedef std::tuple<typename std::decay<P>::type...> args_t;
+    static void run(void (*k)(), const void *a) {
+        std::apply((void (*)(P...))k, *(const args_t *)a);
+    }
+    static void free_args(void *a) { delete (args_t *)a; }
+};
+
+/* The pointer arguments of a tuple, as const void *, into out; their count. */
+template <typename Tuple, size_t... I>
+int collect_pointers(const Tuple &t, const void **out, std::index_sequence<I...>) {
+    int n = 0;
+    (void)t;
+    (void)out;
+    (
+        [&] {
+            typedef typename std::tuple_element<I, Tuple>::type T;
+            if constexpr (std::is_pointer<T>::value) out[n++] = (const void *)std::get<I>(t);
+        }(),
+        ...);
+    return n;
+}
+
+/* A launch of kernel k: the arguments are converted to the parameter types
+ * and copied now, as a real launch copies them. */
+template <typename... P, typename... A>
+void launch(const char *name, void (*k)(P...), dim3 grid, dim3 block, size_t shared,
+            cudaStream_t stream, A &&...args) {
+    static_assert(sizeof...(P) == sizeof...(A), "a kernel launch with the wrong argument count");
+    typedef typename launcher<P...>::args_t args_t;
+    args_t *a = new args_t(static_cast<typename std::decay<P>::type>(std::forward<A>(args))...);
+    const void *ptrs[sizeof...(P) + 1];
+    const int n = collect_pointers(*a, ptrs, std::index_sequence_for<P...>{});
+    const kernel_launch l = {name, (void (*)())k, grid, block, shared, launcher<P...>::run,
+                             a, launcher<P...>::free_args, ptrs, n};
+    enqueue_kernel(l, stream);
+}
+
+}  // namespace cuemu
+
+/* kernel<<<grid, block, shared, stream>>>(args...) */
+#define CUEMU_LAUNCH(kernel, grid, block, shared, stream, ...) \
+    cuemu::launch(#kernel, kernel, grid, block, shared, stream, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,450 @@
+/* Kernel launches on the emulated device: the checks a GPU makes at a
+ * launch, and running a grid.
+ *
+ * A grid's blocks run in a shuffled order, spread over CUDA_EMU_WORKERS OS
+ * threads. A block's threads are a team of fibers on one OS thread: each
+ * runs until it reaches __syncthreads() or returns, in a shuffled order,
+ * and the barrier opens when every thread of the block has reached it. A
+ * missing barrier therefore shows as a thread reading what another has not
+ * written yet (or has overwritten), and a kernel that relies on block order
+ * sees another order. After a kernel the guard bytes of every allocation it
+ * was handed are checked. */
+#include "emu.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <memory>
+#include <mutex>
+#include <signal.h>
+#include <sys/mman.h>
+#include <thread>
+#include <vector>
+
+#include "fiber.h"
+
+thread_local dim3 cuemu_thread_idx, cuemu_block_idx, cuemu_block_dim, cuemu_grid_dim;
+
+namespace cuemu {
+
+static const int MAX_THREADS = 1024;
+static const size_t FIBER_STACK = 64 * 1024, PAGE = 4096;
+
+/* ================= the launch checks ================= */
+
+/* The kernel's name from its symbol ("sum_partial"), else as written. */
+static std::string kernel_name(const kernel_launch &l) {
+    Dl_info info;
+    if (dladdr((void *)l.kernel, &info) && info.dli_sname) {
+        int status = 0;
+        char *d = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+        std::string s = d && status == 0 ? d : info.dli_sname;
+        free(d);
+        size_t paren = s.find('(');
+        return paren == std::string::npos ? s : s.substr(0, paren);
+    }
+    return l.name;
+}
+
+/* One queued launch: the launch, its own copy of the name, and whether its
+ * arguments already failed the checks (then it faults instead of running). */
+struct queued_kernel {
+    kernel_launch l;
+    std::string name;
+    bool bad_pointer = false;
+    std::vector<const allocation *> touched; /* allocations its pointers point into */
+    ~queued_kernel() { l.free_args(l.args); }
+};
+
+/* Limits as a GPU checks them: an invalid configuration is an error of the
+ * launch itself (cudaGetLastError). */
+static bool launch_config_ok(const kernel_launch &l, const char *name) {
+    const dim3 g = l.grid, b = l.block;
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+    const char *why = nullptr;
+    char buf[160];
+    if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z)
+        why = "a zero grid or block dimension";
+    else if (threads > MAX_THREADS) {
+        snprintf(buf, sizeof buf, "%llu threads per block exceed %d", threads, MAX_THREADS);
+        why = buf;
+    } else if (b.z > 64) {
+        why = "block z above 64";
+    } else if (g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535) {
+        snprintf(buf, sizeof buf, "grid (%u, %u, %u) exceeds (2^31-1, 65535, 65535)", g.x, g.y,
+                 g.z);
+        why = buf;
+    }
+    if (why) {
+        report("kernel %s: invalid launch: %s", name, why);
+        record(cudaErrorInvalidConfiguration);
+        return false;
+    }
+    const size_t shared = static_shared_bytes(name) + l.dynamic_shared;
+    if (shared > 48 * 1024) {
+        report("kernel %s: %zu bytes of shared memory exceed 48 KiB", name, shared);
+        record(cudaErrorInvalidValue);
+        return false;
+    }
+    return true;
+}
+
+void enqueue_kernel(const kernel_launch &l, cudaStream_t st) {
+    auto q = std::make_shared<queued_kernel>();
+    q->l = l;
+    q->name = kernel_name(l);
+    q->l.name = q->name.c_str();
+    q->l.pointers = nullptr; /* the caller's array dies with the call */
+    if (sticky() != cudaSuccess) {
+        record(sticky());
+        return;
+    }
+    const int d = current_device();
+    stream *s = stream_of(st, d);
+    if (!s || !launch_config_ok(l, q->l.name)) return;
+    for (int i = 0; i < l.n_pointers; i++) {
+        const void *p = l.pointers[i];
+        char why[256];
+        if (!p) continue;
+        if (bad_range(p, 0, d, why, sizeof why)) {
+            report("kernel %s: pointer argument %d: %s", q->l.name, i + 1, why);
+            q->bad_pointer = true;
+        } else {
+            q->touched.push_back(find_mapping(p));
+        }
+    }
+    s->push([q] {
+        if (q->bad_pointer) { /* on a GPU: an illegal address while it runs */
+            set_sticky(cudaErrorIllegalAddress);
+            return;
+        }
+        if (!run_grid(q->l)) return;
+        for (const allocation *a : q->touched)
+            if (!canaries_intact(a)) {
+                report("kernel %s wrote outside a device allocation of %zu bytes (its guard "
+                       "bytes changed)", q->l.name, a->bytes);
+                set_sticky(cudaErrorIllegalAddress);
+                return;
+            }
+    });
+}
+
+/* ================= a team of fibers ================= */
+
+/* xorshift64*: the block and thread orders, from the seed and the launch. */
+struct order_rng {
+    uint64_t s;
+    explicit order_rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
+    uint32_t next(uint32_t n) {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return (uint32_t)(((s * 0x2545F4914F6CDD1Dull) >> 32) % n);
+    }
+};
+
+template <typename T> static void shuffle(T *v, size_t n, order_rng &r) {
+    for (size_t i = n - 1; i > 0 && n > 1; i--) {
+        size_t j = r.next((uint32_t)i + 1);
+        T tmp = v[i];
+        v[i] = v[j];
+        v[j] = tmp;
+    }
+}
+
+static unsigned gcd(unsigned x, unsigned y) {
+    while (y) {
+        unsigned t = x % y;
+        x = y;
+        y = t;
+    }
+    return x;
+}
+
+/* A random order of 0..n-1 that is cheap to walk: k -> (a k + b) mod n with a
+ * coprime to n; a fresh a and b for every pass over a block's threads. */
+struct affine_order {
+    unsigned n = 1, a = 1, pos = 0, left = 0;
+    void start(unsigned count, order_rng &r) {
+        n = count;
+        pos = r.next(n);
+        a = 1;
+        if (n > 2)
+            do a = 1 + r.next(n - 1); while (gcd(a, n) != 1);
+        left = n;
+    }
+    /* the next index, or false at the end of the pass */
+    bool next(unsigned *i) {
+        if (!left) return false;
+        left--;
+        *i = pos;
+        pos = pos + a >= n ? pos + a - n : pos + a;
+        return true;
+    }
+};
+
+static dim3 unflatten(unsigned i, dim3 d) {
+    if (d.y == 1 && d.z == 1) return dim3(i, 0, 0);
+    return dim3(i % d.x, i / d.x % d.y, i / (d.x * d.y));
+}
+
+enum thread_state { FRESH, WAITING, DONE };
+
+/* What one OS thread needs to run blocks: the fibers with their stacks, and
+ * the state of the block being run. A block's threads hand over to each other
+ * directly: the one that reaches a barrier (or returns) switches to the next
+ * in this pass's order; the last of a pass starts the next pass; the block's
+ * end switches back to sched. */
+struct team {
+    fiber sched;
+    fiber fibers[MAX_THREADS];
+    thread_state state[MAX_THREADS];
+    char *stacks = nullptr;
+    const kernel_launch *l = nullptr;
+    kernel_site site;
+    /* the block being run */
+    unsigned n = 0, live = 0, waiting = 0, finished = 0;
+    int current = -1;
+    void *barrier_site = nullptr; /* the __syncthreads() this pass's threads wait at */
+    bool ok = true;
+    affine_order order;
+    order_rng rng{0};
+
+    team() {
+        const size_t per = FIBER_STACK + PAGE;
+        stacks = (char *)mmap(nullptr, per * MAX_THREADS, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (stacks == MAP_FAILED) {
+            report("cannot map the fiber stacks");
+            abort();
+        }
+        for (int i = 0; i < MAX_THREADS; i++) {
+            mprotect(stacks + i * per, PAGE, PROT_NONE); /* guard below each stack */
+            fibers[i].stack = stacks + i * per + PAGE;
+            fibers[i].stack_bytes = FIBER_STACK;
+        }
+        /* the fault handler needs a stack of its own when a fiber's overflows */
+        stack_t ss;
+        ss.ss_sp = malloc(64 * 1024);
+        ss.ss_size = 64 * 1024;
+        ss.ss_flags = 0;
+        if (ss.ss_sp) sigaltstack(&ss, nullptr);
+    }
+
+    /* The next thread to run: the rest of this pass, then a new pass once
+     * every live thread waits at the barrier; -1 when the block is over
+     * (every thread returned, or they diverged: reported, ok = false). */
+    int pick_next() {
+        for (;;) {
+            unsigned i;
+            while (order.next(&i))
+                if (state[i] != DONE) return (int)i;
+            live -= finished;
+            if (waiting && finished) {
+                report("kernel %s, block (%u,%u,%u): %u threads returned while %u wait at "
+                       "__syncthreads() (a barrier in divergent code)", site.kernel,
+                       site.block.x, site.block.y, site.block.z, finished, waiting);
+                ok = false;
+            }
+            if (!ok || live == 0) return -1;
+            waiting = finished = 0;
+            barrier_site = nullptr;
+            order.start(n, rng);
+        }
+    }
+
+    /* Leave fiber `from` for the next thread (or sched at the block's end). */
+    void switch_next(fiber *from) {
+        const int i = pick_next();
+        if (i < 0) {
+            current = -1;
+            fiber_switch(from, &sched);
+            return;
+        }
+        current = i;
+        cuemu_thread_idx = unflatten((unsigned)i, l->block);
+        site.thread = cuemu_thread_idx;
+        fiber_switch(from, &fibers[i]);
+    }
+};
+
+static thread_local team *my_team;
+static thread_local const kernel_site *my_site;
+
+const kernel_site *running_kernel() { return my_site; }
+
+static team *get_team() {
+    if (!my_team) my_team = new team(); /* one per OS thread, for the life of the process */
+    return my_team;
+}
+
+static void fiber_main(void *arg) {
+    team *t = (team *)arg;
+    t->l->run(t->l->kernel, t->l->args);
+    t->state[t->current] = DONE;
+    t->finished++;
+    t->switch_next(&t->fibers[t->current]);
+    abort(); /* a returned thread is never resumed */
+}
+
+}  // namespace cuemu
+
+using namespace cuemu;
+
+void cuemu_syncthreads(void) {
+    team *t = my_team;
+    if (!t || !my_site) {
+        report("__syncthreads() outside a kernel");
+        abort();
+    }
+    if (t->current < 0) {
+        report("kernel %s: __syncthreads() in a kernel without __shared__ memory: the emulation "
+               "runs such kernels' threads one after another (tests/cuda_emu/launch.cpp)",
+               my_site->kernel);
+        abort();
+    }
+    const int me = t->current;
+    void *site = __builtin_return_address(0);
+    if (t->waiting++ == 0) t->barrier_site = site;
+    if (site != t->barrier_site && t->ok) {
+        report("kernel %s, block (%u,%u,%u): threads wait at different __syncthreads()",
+               t->site.kernel, t->site.block.x, t->site.block.y, t->site.block.z);
+        t->ok = false;
+    }
+    t->state[me] = WAITING;
+    t->switch_next(&t->fibers[me]);
+}
+
+namespace cuemu {
+
+/* Run block `bidx` of l: as a team of fibers when the kernel has shared
+ * memory (the kernels that meet at barriers), else each thread to its end in
+ * turn, in a shuffled order (a __syncthreads() there is reported). false
+ * when the threads diverged at a barrier (reported). */
+static bool run_block(team *t, const kernel_launch &l, dim3 bidx, bool as_team, uint64_t seed) {
+    const unsigned n = l.block.x * l.block.y * l.block.z;
+    t->l = &l;
+    t->site.kernel = l.name;
+    t->site.block = bidx;
+    t->rng = order_rng(seed);
+    my_site = &t->site;
+    cuemu_block_idx = bidx;
+    cuemu_block_dim = l.block;
+    cuemu_grid_dim = l.grid;
+    t->current = -1;
+    if (as_team) {
+        for (unsigned i = 0; i < n; i++) {
+            t->state[i] = FRESH;
+            fiber_prepare(&t->fibers[i], fiber_main, t);
+        }
+        t->n = t->live = n;
+        t->waiting = t->finished = 0;
+        t->barrier_site = nullptr;
+        t->ok = true;
+        t->order.start(n, t->rng);
+        t->switch_next(&t->sched); /* back when the block is over */
+    } else {
+        t->ok = true;
+        t->order.start(n, t->rng);
+        unsigned i;
+        while (t->order.next(&i)) {
+            cuemu_thread_idx = unflatten(i, l.block);
+            t->site.thread = cuemu_thread_idx;
+            l.run(l.kernel, l.args);
+        }
+    }
+    t->current = -1;
+    my_site = nullptr;
+    return t->ok;
+}
+
+/* ================= the grid over OS threads ================= */
+
+/* One grid being run: the blocks in their shuffled order, taken in turn. */
+struct grid_job {
+    const kernel_launch *l;
+    bool as_team; /* threads as a team of fibers (the kernel has shared memory) */
+    std::vector<unsigned> blocks;
+    std::atomic<size_t> next{0};
+    std::atomic<bool> ok{true};
+    uint64_t seed;
+};
+
+static void run_blocks(grid_job *g) {
+    team *t = get_team();
+    for (;;) {
+        size_t k = g->next.fetch_add(1);
+        if (k >= g->blocks.size() || !g->ok.load()) return;
+        if (!run_block(t, *g->l, unflatten(g->blocks[k], g->l->grid), g->as_team,
+                       g->seed ^ (k + 1) * 0xD1B54A32D192ED03ull))
+            g->ok = false;
+    }
+}
+
+/* The workers beside the thread that flushes: each waits for a grid. */
+class pool {
+    std::mutex m;
+    std::condition_variable cv, done_cv;
+    grid_job *job = nullptr;
+    uint64_t generation = 0;
+    int busy = 0;
+    std::vector<std::thread> threads;
+
+    void work() {
+        uint64_t seen = 0;
+        std::unique_lock<std::mutex> lk(m);
+        for (;;) {
+            cv.wait(lk, [&] { return generation != seen; });
+            seen = generation;
+            grid_job *g = job;
+            lk.unlock();
+            run_blocks(g);
+            lk.lock();
+            if (--busy == 0) done_cv.notify_all();
+        }
+    }
+
+  public:
+    explicit pool(int extra) {
+        for (int i = 0; i < extra; i++) threads.emplace_back([this] { work(); });
+        for (auto &t : threads) t.detach();
+    }
+    void run(grid_job *g) {
+        {
+            std::lock_guard<std::mutex> lk(m);
+            job = g;
+            busy = (int)threads.size();
+            generation++;
+        }
+        cv.notify_all();
+        run_blocks(g);
+        std::unique_lock<std::mutex> lk(m);
+        done_cv.wait(lk, [&] { return busy == 0; });
+    }
+};
+
+bool run_grid(const kernel_launch &l) {
+    static std::atomic<uint64_t> launches{0};
+    static pool *workers = new pool(cfg().workers - 1);
+    grid_job g;
+    g.l = &l;
+    g.as_team = l.dynamic_shared > 0 || static_shared_bytes(l.name) > 0;
+    const unsigned n = l.grid.x * l.grid.y * l.grid.z;
+    g.blocks.resize(n);
+    for (unsigned i = 0; i < n; i++) g.blocks[i] = i;
+    g.seed = cfg().seed * 0x9E3779B97F4A7C15ull + launches.fetch_add(1);
+    order_rng rng(g.seed);
+    shuffle(g.blocks.data(), n, rng);
+    if (n == 1 || cfg().workers == 1)
+        run_blocks(&g);
+    else
+        workers->run(&g);
+    if (!g.ok.load()) set_sticky(cudaErrorLaunchFailure);
+    return g.ok.load();
+}
+
+}  // namespace cuemu
