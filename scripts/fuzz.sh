@@ -2,7 +2,7 @@
 # Fuzz bertrain's parsers with libFuzzer under ASan+UBSan (Debian: clang,
 # libclang-rt-dev, libomp-dev). Builds an instrumented copy of this tree in
 # $FUZZ_WORK (default /tmp/bertrain-fuzz), then runs each target for RUNS
-# executions (default 1700000: six targets make over 10 million), two at a
+# executions (default 10000000 each), two at a
 # time. New inputs that add coverage go to $FUZZ_WORK/corpus; a crash is
 # copied to tests/fuzz/crashes/TARGET/ (replayed by make check) and fails
 # the script. Prints one line per target with its executions.
@@ -10,7 +10,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
-runs=${1:-1700000}
+runs=${1:-10000000}
 [ $# -gt 0 ] && shift
 targets=${*:-config shard safetensors state vocab tokenizer}
 work=${FUZZ_WORK:-/tmp/bertrain-fuzz}

@@ -7,7 +7,7 @@
 # (from a VPATH build directory: sh SRCDIR/tests/gpu-check.sh; top_builddir
 # and top_srcdir may also be set in the environment). It runs:
 #  1. the backend conformance suite on cuda:N (every op against float64);
-#  2. 20 training steps of tests/base.json on the CPU and on cuda:N: the
+#  2. 20 training steps of tests/base.json on the CPU and on cuda:N (tests/train-vs-cpu.sh): the
 #     per-step losses (metrics.jsonl) within 1e-4 relative, and the final
 #     parameters (ckpt-00000020/model.safetensors) within 1e-4 relative L2
 #     (tests/st_compare, built by make check);
@@ -80,88 +80,14 @@ else
     record "conformance ($DEV)" FAIL "$counts (exit $rc)"
 fi
 
-# ---- 2. CPU vs CUDA training, 20 steps ----
-train() { # train DEVICE OUTDIR [--set KEY=VALUE ...]
-    dev=$1 out=$2
-    shift 2
-    (cd "$top_srcdir" && BERTRAIN_CUDA_TF32= "$BERTRAIN" train tests/base.json \
-        --set train_steps=20 --set data.seq_len=64 --set steps_per_print=1 \
-        --set device="\"$dev\"" --set output_dir="\"$out\"" "$@") > "$out.log" 2>&1
-}
-# per-step training losses of a metrics.jsonl: "STEP LOSS" lines
-losses() {
-    grep '"loss": ' "$1" | awk '{
-        s = $0; sub(/.*"step": /, "", s); sub(/[,}].*/, "", s)
-        l = $0; sub(/.*"loss": /, "", l); sub(/[,}].*/, "", l)
-        print s, l }'
-}
-# the final checkpoint's parameters: ckpt-00000020/model.safetensors, or the
-# newest checkpoint's if the layout differs
-final_params() {
-    f="$1/ckpt-00000020/model.safetensors"
-    [ -f "$f" ] || f=$(ls -d "$1"/ckpt-* 2>/dev/null | tail -1)/model.safetensors
-    echo "$f"
-}
-if train cpu "$tmp/cpu" && train "$DEV" "$tmp/cuda"; then
-    losses "$tmp/cpu/metrics.jsonl" > "$tmp/cpu.loss"
-    losses "$tmp/cuda/metrics.jsonl" > "$tmp/cuda.loss"
-    verdict=$(paste "$tmp/cpu.loss" "$tmp/cuda.loss" | awk '
-        function abs(x) { return x < 0 ? -x : x }
-        { n++
-          if ($1 != $3) { bad = "step numbers differ at line " n; exit }
-          m = abs($2) > abs($4) ? abs($2) : abs($4)
-          r = m > 0 ? abs($2 - $4) / m : abs($2 - $4)
-          if (n == 1 || r > worst) { worst = r; at = $1 } }
-        END {
-          if (bad != "") { print "FAIL", bad; exit }
-          if (n != 20) { print "FAIL", "expected 20 logged steps, got " n; exit }
-          printf "%s max relative difference %.2e at step %d over %d steps (tolerance 1e-4)\n",
-                 worst <= 1e-4 ? "PASS" : "FAIL", worst, at, n }')
-    record "CPU vs $DEV: 20 step losses" "${verdict%% *}" "${verdict#* }"
-    # The criterion is the relative L2 over all parameters. st_compare's worst
-    # tensor is usually an attention key bias, at a relative difference near
-    # 1: its exact gradient is zero (softmax ignores a constant added to a row),
-    # so AdamW turns rounding noise of either sign into lr-sized steps, on any
-    # two backends; those values stay tiny next to the weights.
-    st="$top_builddir/tests/st_compare"
-    [ -x "$st" ] || (cd "$top_builddir" && make tests/st_compare) > "$tmp/make.log" 2>&1
-    a=$(final_params "$tmp/cpu")
-    b=$(final_params "$tmp/cuda")
-    if [ ! -x "$st" ]; then
-        record "CPU vs $DEV: final parameters" FAIL "tests/st_compare missing (run make check)"
-    elif out=$("$st" "$a" "$b" 1e-4 2>&1); then
-        record "CPU vs $DEV: final parameters" PASS "$out"
-    else
-        record "CPU vs $DEV: final parameters" FAIL "$out"
-    fi
-else
-    for d in cpu cuda; do
-        [ -f "$tmp/$d.log" ] && { echo "--- $d run:"; tail -20 "$tmp/$d.log"; }
-    done
-    record "CPU vs $DEV: 20 step training" FAIL "a training run failed (log above)"
-fi
-
-# ---- 2b. 16-bit training: tensor-core GEMMs (gemm16) against the CPU ----
-# The CPU keeps fp32 GEMMs over 16-bit-valued activations; CUDA multiplies
-# 16-bit operands (the weights rounded too), so the runs drift apart a little:
-# per-step losses within 2e-2 relative.
-for p in bf16 fp16; do
-    if train cpu "$tmp/cpu-$p" --set $p.enabled=true && train "$DEV" "$tmp/cuda-$p" --set $p.enabled=true; then
-        losses "$tmp/cpu-$p/metrics.jsonl" > "$tmp/cpu-$p.loss"
-        losses "$tmp/cuda-$p/metrics.jsonl" > "$tmp/cuda-$p.loss"
-        verdict=$(paste "$tmp/cpu-$p.loss" "$tmp/cuda-$p.loss" | awk '
-            function abs(x) { return x < 0 ? -x : x }
-            { n++; if ($1 != $3) { bad = 1; exit }
-              r = abs($2 - $4) / (abs($2) > 0 ? abs($2) : 1); if (r > worst) worst = r }
-            END { if (bad || n < 10) { print "FAIL", "steps differ or fewer than 10 logged (" n ")"; exit }
-                  printf "%s max relative loss difference %.2e over %d steps (tolerance 2e-2)\n",
-                         worst <= 2e-2 ? "PASS" : "FAIL", worst, n }')
-        record "CPU vs $DEV: 20 steps $p" "${verdict%% *}" "${verdict#* }"
-    else
-        tail -5 "$tmp/cuda-$p.log" 2>/dev/null
-        record "CPU vs $DEV: 20 steps $p" FAIL "a training run failed (log above)"
-    fi
-done
+# ---- 2, 2b. CPU vs CUDA training, 20 steps (tests/train-vs-cpu.sh) ----
+tab=$(printf '\t')
+sh "$top_srcdir/tests/train-vs-cpu.sh" "$DEV" "$tmp" > "$tmp/train.out" 2>&1
+grep -v "$tab" "$tmp/train.out"
+grep "$tab" "$tmp/train.out" > "$tmp/train.rows"
+while IFS="$tab" read -r check result detail; do
+    record "$check" "$result" "$detail"
+done < "$tmp/train.rows"
 
 # ---- 3. bench and MFU ----
 # Dense peak TFLOP/s (no 2:4 sparsity) per card: FP32 on CUDA cores, TF32

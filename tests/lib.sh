@@ -73,3 +73,40 @@ expect_refusal() {
     [ "$(wc -l < "$tmpdir/refusal.err")" -eq 1 ] || { cat "$tmpdir/refusal.err"; fail "$name: not one line"; }
     grep -Eq "$regex" "$tmpdir/refusal.err" || { cat "$tmpdir/refusal.err"; fail "$name: no '$regex'"; }
 }
+
+# The small runs of the resume checks: 8 sequences of 32 tokens, no held-out
+# evaluation, every step logged.
+RESUME_SMALL="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
+       --set data.valid=\"\" --set steps_per_print=1"
+
+# resume_exact NAME DEVICE STEPS: STEPS straight equal STEPS/2, a stop and
+# STEPS/2 resumed (dropout on) on DEVICE: byte-identical model.safetensors and
+# optim.bin (cmp) and the same per-step losses in metrics.jsonl (which the
+# resumed run appends to). Fails the test otherwise.
+resume_exact() {
+    name=$1 dev=$2 n=$3 half=$(($3 / 2))
+    a="$tmpdir/$name-straight" b="$tmpdir/$name-resumed"
+    last=$(printf 'ckpt-%08d' "$n") mid=$(printf 'ckpt-%08d' "$half")
+    # shellcheck disable=SC2086
+    "$BERTRAIN" train tests/base.json $RESUME_SMALL --set device="\"$dev\"" --set train_steps=$n \
+        --set output_dir="\"$a\"" > "$a.log" 2>&1 || { cat "$a.log"; fail "$name: straight run"; }
+    # shellcheck disable=SC2086
+    "$BERTRAIN" train tests/base.json $RESUME_SMALL --set device="\"$dev\"" --set train_steps=$half \
+        --set output_dir="\"$b\"" > "$b.1.log" 2>&1 || { cat "$b.1.log"; fail "$name: first half"; }
+    # shellcheck disable=SC2086
+    "$BERTRAIN" train tests/base.json $RESUME_SMALL --set device="\"$dev\"" --set train_steps=$n \
+        --set output_dir="\"$b\"" --resume auto > "$b.2.log" 2>&1 ||
+        { cat "$b.2.log"; fail "$name: resumed half"; }
+    grep -q "^resume: from $b/$mid (step $half, sample $((half * 8))" "$b.2.log" ||
+        { cat "$b.2.log"; fail "$name: did not resume from $mid"; }
+    grep -q "^resume: train_steps $half -> $n$" "$b.2.log" || fail "$name: the train_steps change was not logged"
+    for f in model.safetensors optim.bin; do
+        cmp "$a/$last/$f" "$b/$last/$f" || fail "$name: $f differs after $n steps vs $half + $half"
+    done
+    grep -o '"step": [0-9]*, "loss": [^,]*' "$a/metrics.jsonl" > "$a.losses"
+    grep -o '"step": [0-9]*, "loss": [^,]*' "$b/metrics.jsonl" > "$b.losses"
+    [ "$(wc -l < "$a.losses")" -eq "$n" ] || fail "$name: expected $n loss lines, got $(wc -l < "$a.losses")"
+    diff "$a.losses" "$b.losses" > /dev/null || { diff "$a.losses" "$b.losses"; fail "$name: per-step losses differ"; }
+    echo "ok   $name: $n steps = $half + resume + $half: model.safetensors and optim.bin identical (cmp), $n per-step losses identical"
+    echo "     $(sed -n "${half}p" "$b.losses") | $(sed -n "$((half + 1))p" "$b.losses") (first resumed step) | $(sed -n "${n}p" "$b.losses")"
+}

@@ -9,40 +9,9 @@
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 export OMP_NUM_THREADS=1 # steady timing on a loaded machine; bits do not depend on it
-small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
-       --set data.valid=\"\" --set steps_per_print=1"
+small=$RESUME_SMALL
 
-losses() { grep -o '"step": [0-9]*, "loss": [^,]*' "$1"; }
-
-exact() { # NAME DEVICE: straight vs stopped-and-resumed on DEVICE
-    name=$1 dev=$2
-    a="$tmpdir/$name-straight" b="$tmpdir/$name-resumed"
-    # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $small --set device="\"$dev\"" --set train_steps=40 \
-        --set output_dir="\"$a\"" > "$a.log" 2>&1 || { cat "$a.log"; fail "$name: straight run"; }
-    # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $small --set device="\"$dev\"" --set train_steps=20 \
-        --set output_dir="\"$b\"" > "$b.1.log" 2>&1 || { cat "$b.1.log"; fail "$name: first half"; }
-    # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $small --set device="\"$dev\"" --set train_steps=40 \
-        --set output_dir="\"$b\"" --resume auto > "$b.2.log" 2>&1 ||
-        { cat "$b.2.log"; fail "$name: resumed half"; }
-    grep -q "^resume: from $b/ckpt-00000020 (step 20, sample 160" "$b.2.log" ||
-        { cat "$b.2.log"; fail "$name: did not resume from ckpt-00000020"; }
-    grep -q "^resume: train_steps 20 -> 40$" "$b.2.log" || fail "$name: the train_steps change was not logged"
-    cmp "$a/ckpt-00000040/model.safetensors" "$b/ckpt-00000040/model.safetensors" ||
-        fail "$name: model.safetensors differs after 40 steps vs 20 + 20"
-    cmp "$a/ckpt-00000040/optim.bin" "$b/ckpt-00000040/optim.bin" ||
-        fail "$name: optim.bin differs after 40 steps vs 20 + 20"
-    losses "$a/metrics.jsonl" > "$a.losses"
-    losses "$b/metrics.jsonl" > "$b.losses"
-    [ "$(wc -l < "$a.losses")" -eq 40 ] || fail "$name: expected 40 loss lines, got $(wc -l < "$a.losses")"
-    diff "$a.losses" "$b.losses" > /dev/null || { diff "$a.losses" "$b.losses"; fail "$name: per-step losses differ"; }
-    echo "ok   $name: 40 steps = 20 + resume + 20: model.safetensors and optim.bin identical (cmp), 40 per-step losses identical"
-    echo "     $(sed -n '20p' "$b.losses") | $(sed -n '21p' "$b.losses") (first resumed step) | $(sed -n '40p' "$b.losses")"
-}
-
-exact cpu cpu
+resume_exact cpu cpu 40
 
 # the model's shape cannot change on resume; the error names the key and both values
 ck="$tmpdir/cpu-resumed/ckpt-00000020"
@@ -82,6 +51,6 @@ elif ! "$BERTRAIN" train tests/base.json $small --set device='"opencl:0:0"' --se
         --set output_dir="\"$tmpdir/probe\"" > "$tmpdir/probe.log" 2>&1; then
     skip_part "the OpenCL resume (opencl:0:0 does not work here: $(grep -m1 'bertrain' "$tmpdir/probe.log"))"
 else
-    exact opencl opencl:0:0
+    resume_exact opencl opencl:0:0 40
 fi
 finish "resume is bit-exact; shape changes refused, other changes logged"

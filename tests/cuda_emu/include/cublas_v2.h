@@ -35,6 +35,7 @@ typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 
 typedef struct cublasContext *cublasHandle_t;
 
+extern "C" {
 cublasStatus_t cublasCreate(cublasHandle_t *handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
@@ -55,5 +56,6 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     const void *B, cudaDataType_t Btype, int ldb, long long strideB, const void *beta, void *C,
     cudaDataType_t Ctype, int ldc, long long strideC, int batchCount,
     cublasComputeType_t computeType, cublasGemmAlgo_t algo);
+}
 
 #endif

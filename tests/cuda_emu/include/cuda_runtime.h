@@ -73,8 +73,9 @@ struct cudaDeviceProp {
     int pciDomainID, pciBusID, pciDeviceID;
 };
 
-/* ---- the runtime calls the backend makes ---- */
+/* ---- the runtime calls the backend makes (C linkage, as the toolkit's) ---- */
 
+extern "C" {
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaSetDevice(int device);
@@ -91,6 +92,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+}
 
 /* ---- device code ---- */
 

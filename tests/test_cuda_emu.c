@@ -1,0 +1,95 @@
+/* Checks of the CUDA backend that need the emulated device's runtime in hand
+ * (tests/cuda-emu.sh runs them):
+ *
+ *   test_cuda_emu device-switch
+ *     Backends on cuda-emu:0 and cuda-emu:1 used in turn from one thread,
+ *     with another library's cudaSetDevice between their calls (a CUDA-aware
+ *     MPI does that): every op must still go to its own device. A backend
+ *     that trusted a cached current device would launch into device 0's
+ *     stream while device 1 is current, which the runtime refuses.
+ *
+ *   test_cuda_emu fault
+ *     A fill that runs 3 elements past the end of its buffer, then a
+ *     download: the kernel's write outside the allocation is a fault, which a
+ *     GPU reports at the next synchronisation (the download), or at the
+ *     launch itself with BERTRAIN_CUDA_SYNC=1. Exits non-zero with the
+ *     backend's message; the caller checks where it points.
+ *
+ * The emulated runtime's cudaSetDevice is reached with dlsym in the plugin
+ * the backend loaded (BERTRAIN_CUDA_EMU names it). */
+#include "../backends/backend.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bt_backend *open_emu(const char *spec) {
+    char err[512];
+    bool no_device = false;
+    bt_backend *be = bt_backend_create(spec, NULL, err, sizeof err, &no_device);
+    if (!be) {
+        fprintf(stderr, "test_cuda_emu: %s: %s\n", spec, err);
+        exit(no_device ? 77 : 1);
+    }
+    return be;
+}
+
+/* fill, scale and a 1x1x1 gemm on be, then the values back: true when they
+ * are what they must be */
+static bool ops_land(bt_backend *be, float value) {
+    bt_buffer *b = be->alloc(be, 4 * sizeof(float));
+    bt_ptr p = {b, 0};
+    be->fill(be, p, value, 3);
+    be->scale(be, p, 2.0f, 3);
+    be->gemm(be, false, false, 1, 1, 1, 1.0f, p, 1, 0, bt_at(p, 1), 1, 0, 0.0f, bt_at(p, 3), 1,
+             0, 1);
+    float got[4];
+    be->download(be, got, p, sizeof got);
+    be->free(be, b);
+    const float v = 2 * value;
+    return got[0] == v && got[1] == v && got[2] == v && got[3] == v * v;
+}
+
+static int device_switch(void) {
+    bt_backend *a = open_emu("cuda-emu:0"), *b = open_emu("cuda-emu:1");
+    const char *path = getenv("BERTRAIN_CUDA_EMU");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    int (*set_device)(int) = h ? (int (*)(int))dlsym(h, "cudaSetDevice") : NULL;
+    if (!set_device) {
+        fprintf(stderr, "test_cuda_emu: cudaSetDevice not found in $BERTRAIN_CUDA_EMU (%s)\n",
+                path ? path : "unset");
+        return 1;
+    }
+    int bad = 0;
+    for (int round = 0; round < 3; round++) {
+        set_device(1); /* another library's cudaSetDevice */
+        bad += !ops_land(a, 1.5f + round);
+        set_device(0);
+        bad += !ops_land(b, 2.5f + round);
+        bad += !ops_land(a, 3.5f + round);
+    }
+    a->destroy(a);
+    b->destroy(b);
+    printf("device-switch: %s (9 rounds of ops on cuda-emu:0 and :1 with cudaSetDevice between)\n",
+           bad ? "FAIL" : "PASS");
+    return bad ? 1 : 0;
+}
+
+static int fault(void) {
+    bt_backend *be = open_emu("cuda-emu:0");
+    bt_buffer *b = be->alloc(be, 100 * sizeof(float));
+    bt_ptr p = {b, 0};
+    be->fill(be, bt_at(p, 97), 1.0f, 6); /* elements 97..102 of 100 */
+    float got[100];
+    be->download(be, got, p, sizeof got);
+    printf("fault: the download returned: the write past the end went unnoticed\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "device-switch")) return device_switch();
+    if (argc == 2 && !strcmp(argv[1], "fault")) return fault();
+    fprintf(stderr, "usage: test_cuda_emu device-switch | fault\n");
+    return 2;
+}
