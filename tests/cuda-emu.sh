@@ -2,6 +2,10 @@
 # The CUDA backend (backends/cuda, kernels_cu) run on the emulated CUDA device
 # (tests/cuda_emu, device cuda-emu): the code a GPU build compiles, executed
 # in every CI run.
+#  0. the emulation's own checks (tests/cuda_emu/emu_selftest): launch limits,
+#     stream order, NaN-filled new memory, copy checks, a race at a missing
+#     barrier, a divergent barrier, cuBLAS statuses and numerics, and three
+#     faults that must be reported naming the kernel or host code;
 #  1. bertrain-conformance on cuda-emu posing as an A100 (every op, every
 #     shape, the other backends' thresholds), as a V100 (sm_70: fp16 tensor
 #     cores, no bf16 ones; gemm16 in bf16 must fall back to rounded fp32
@@ -23,6 +27,22 @@ export BERTRAIN_CUDA_EMU
 export OMP_NUM_THREADS=1 CUDA_EMU_WORKERS=2
 CONF="$top_builddir/bertrain-conformance"
 
+# ---- 0. the emulation itself ----
+self="$top_builddir/tests/cuda_emu/emu_selftest"
+"$self" > "$tmpdir/self.log" 2>&1 || { cat "$tmpdir/self.log"; fail "the emulation's own checks"; }
+echo "ok   the emulation's own checks: $(tail -1 "$tmpdir/self.log")"
+for c in "host-pointer:kernel write_index: pointer argument 1: .* is not device memory" \
+         "read-past-end:kernel read_one (block (0,0,0), thread (0,0,0)): access 0 bytes past the end" \
+         "host-touch:host code: read or wrote device memory"; do
+    case_name=${c%%:*} want=${c#*:}
+    rc=0
+    "$self" "$case_name" > "$tmpdir/self-$case_name.log" 2>&1 || rc=$?
+    grep -q "cuda-emu: $want" "$tmpdir/self-$case_name.log" &&
+        { [ "$case_name" = host-pointer ] && [ $rc -eq 0 ] || [ $rc -ne 0 ]; } ||
+        { cat "$tmpdir/self-$case_name.log"; fail "$case_name: not reported as it must be (exit $rc)"; }
+    echo "ok   $case_name: $(grep -m1 "cuda-emu: " "$tmpdir/self-$case_name.log")"
+done
+
 # ---- 1. conformance, three poses ----
 for pose in 80 70 90; do
     quick=""
@@ -31,7 +51,7 @@ for pose in 80 70 90; do
     CUDA_EMU_ARCH=$pose "$CONF" --backend cuda-emu $quick > "$tmpdir/conf-$pose.log" 2>&1 || rc=$?
     card=$(sed -n 's/^# cuda-emu: \([^(]*\).*/\1/p' "$tmpdir/conf-$pose.log")
     [ $rc -eq 0 ] || { grep -E "FAIL|cuda" "$tmpdir/conf-$pose.log" | head -30; fail "conformance on cuda-emu (sm_$pose) exit $rc"; }
-    echo "ok   conformance on cuda-emu as ${card:-?}(sm_$pose) $quick: $(tail -1 "$tmpdir/conf-$pose.log")"
+    echo "ok   conformance on cuda-emu as ${card:-?}(sm_$pose)${quick:+ $quick}: $(tail -1 "$tmpdir/conf-$pose.log")"
 done
 
 # ---- 2. CPU vs cuda-emu, 20 steps in fp32, bf16, fp16 ----

@@ -1,0 +1,263 @@
+/* The emulated CUDA device's own checks: that it is faithful where bugs hide,
+ * with small kernels of its own. tests/cuda-emu.sh runs it:
+ *
+ *   emu_selftest           the checks that return (each prints ok or FAIL)
+ *   emu_selftest CASE      one that leaves the device broken, on its own:
+ *     host-pointer         a kernel handed a host pointer: reported naming
+ *                          the kernel, the sync fails (exit 0 when it does)
+ *     read-past-end        a kernel reads one element past its buffer: the
+ *                          process ends with a report naming the kernel
+ *     host-touch           host code reads device memory: the same
+ *
+ * Each check compares what the emulation does with what a GPU does: launch
+ * limits, pointer checks, stream order, races at a missing barrier, divergent
+ * barriers, cuBLAS statuses and numerics. */
+#include "emu.h"
+#include "include/cublas_v2.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+static int failures = 0;
+
+static void check(bool ok, const char *what) {
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    failures += !ok;
+}
+
+/* ---- kernels of the checks ---- */
+
+__global__ void write_index(int *out, int n) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) out[i] = i;
+}
+
+/* the sum of 256 values per block, with or without the first barrier */
+__global__ void block_sum(float *out, const float *x, int with_barrier) {
+    __shared__ float red[256];
+    const int lid = (int)threadIdx.x;
+    red[lid] = x[blockIdx.x * 256 + lid];
+    if (with_barrier) __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+        if (lid < s) red[lid] += red[lid + s];
+        __syncthreads();
+    }
+    if (lid == 0) out[blockIdx.x] = red[0];
+}
+
+/* half the block returns before the barrier the other half waits at */
+__global__ void divergent_barrier(float *out) {
+    __shared__ float s[256];
+    if (threadIdx.x >= 128) return;
+    s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}
+
+__global__ void big_shared(float *out) {
+    __shared__ float s[13 * 1024]; /* 52 KiB: over the 48 KiB a block may have */
+    s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}
+
+__global__ void read_one(float *out, const float *x, int i) { out[0] = x[i]; }
+
+/* ---- the checks ---- */
+
+static void launch_limits() {
+    int *d;
+    cudaMalloc((void **)&d, 4096);
+    (void)cudaGetLastError();
+    CUEMU_LAUNCH(write_index, 1, 1025, 0, nullptr, d, 1);
+    check(cudaGetLastError() == cudaErrorInvalidConfiguration,
+          "1025 threads per block: cudaErrorInvalidConfiguration");
+    CUEMU_LAUNCH(write_index, dim3(1, 65536), 32, 0, nullptr, d, 1);
+    check(cudaGetLastError() == cudaErrorInvalidConfiguration,
+          "grid y 65536: cudaErrorInvalidConfiguration");
+    CUEMU_LAUNCH(write_index, 0, 32, 0, nullptr, d, 1);
+    check(cudaGetLastError() == cudaErrorInvalidConfiguration,
+          "an empty grid: cudaErrorInvalidConfiguration");
+    float *f = (float *)d;
+    CUEMU_LAUNCH(big_shared, 1, 32, 0, nullptr, f);
+    check(cudaGetLastError() == cudaErrorInvalidValue, "52 KiB of __shared__: refused");
+    CUEMU_LAUNCH(write_index, 4, 256, 0, nullptr, d, 1000);
+    check(cudaGetLastError() == cudaSuccess && cudaStreamSynchronize(nullptr) == cudaSuccess,
+          "a valid launch after refused ones runs");
+    std::vector<int> h(1000);
+    cudaMemcpyAsync(h.data(), d, 4000, cudaMemcpyDeviceToHost, nullptr);
+    cudaStreamSynchronize(nullptr);
+    bool all = true;
+    for (int i = 0; i < 1000; i++) all &= h[i] == i;
+    check(all, "its grid covered every element");
+    cudaFree(d);
+}
+
+static void stream_order() {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    int *d;
+    cudaMalloc((void **)&d, 1024 * 4);
+    std::vector<int> h(1024, -7);
+    CUEMU_LAUNCH(write_index, 4, 256, 0, s, d, 1024);
+    cudaMemcpyAsync(h.data(), d, 1024 * 4, cudaMemcpyDeviceToHost, s);
+    check(h[5] == -7, "an async download read before the sync sees the old bytes");
+    cudaStreamSynchronize(s);
+    check(h[5] == 5 && h[1023] == 1023, "after cudaStreamSynchronize it sees the kernel's");
+    std::vector<unsigned char> fresh(16);
+    int *e;
+    cudaMalloc((void **)&e, 16);
+    cudaMemcpyAsync(fresh.data(), e, 16, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    check(fresh[0] == 0xFF && fresh[15] == 0xFF, "new device memory holds NaN bytes, not zeros");
+    cudaFree(e);
+    cudaFree(d);
+    cudaStreamDestroy(s);
+}
+
+static void pointer_checks() {
+    float *d;
+    cudaMalloc((void **)&d, 256 * 4);
+    float host[256];
+    check(cudaMemcpyAsync(d, host, 257 * 4, cudaMemcpyHostToDevice, nullptr) ==
+              cudaErrorInvalidValue,
+          "a copy one element past the allocation: cudaErrorInvalidValue");
+    check(cudaMemcpyAsync(d, d + 1, 8, cudaMemcpyDeviceToDevice, nullptr) == cudaErrorInvalidValue,
+          "a copy between overlapping device ranges: cudaErrorInvalidValue");
+    (void)cudaGetLastError();
+}
+
+static void races() {
+    const int blocks = 64;
+    float *x, *out;
+    cudaMalloc((void **)&x, blocks * 256 * 4);
+    cudaMalloc((void **)&out, blocks * 4);
+    std::vector<float> h(blocks * 256), r(blocks);
+    for (int i = 0; i < blocks * 256; i++) h[i] = (float)(i % 97) - 40.0f;
+    cudaMemcpyAsync(x, h.data(), h.size() * 4, cudaMemcpyHostToDevice, nullptr);
+    double want[64] = {0};
+    for (int b = 0; b < blocks; b++)
+        for (int i = 0; i < 256; i++) want[b] += h[b * 256 + i];
+    for (int barrier = 1; barrier >= 0; barrier--) {
+        CUEMU_LAUNCH(block_sum, blocks, 256, 0, nullptr, out, (const float *)x, barrier);
+        cudaMemcpyAsync(r.data(), out, blocks * 4, cudaMemcpyDeviceToHost, nullptr);
+        cudaStreamSynchronize(nullptr);
+        int wrong = 0;
+        for (int b = 0; b < blocks; b++) wrong += r[b] != (float)want[b];
+        if (barrier)
+            check(wrong == 0, "a block reduction with its barriers is exact");
+        else
+            check(wrong > blocks / 2, "without the first barrier most blocks sum stale values");
+    }
+    cudaFree(x);
+    cudaFree(out);
+}
+
+static void divergence() {
+    float *d;
+    cudaMalloc((void **)&d, 256 * 4);
+    CUEMU_LAUNCH(divergent_barrier, 1, 256, 0, nullptr, d);
+    check(cudaStreamSynchronize(nullptr) == cudaErrorLaunchFailure,
+          "a barrier half the block never reaches: the launch fails (sticky)");
+    check(cudaGetLastError() == cudaErrorLaunchFailure, "and every later call says so");
+}
+
+static void gemm_checks() {
+    cublasHandle_t h;
+    cublasCreate(&h);
+    float *a, *b, *c;
+    cudaMalloc((void **)&a, 64 * 4);
+    cudaMalloc((void **)&b, 64 * 4);
+    cudaMalloc((void **)&c, 64 * 4);
+    const float one = 1, zero = 0;
+    check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a, 3, 0, b, 4, 0,
+                                    &zero, c, 4, 0, 1) == CUBLAS_STATUS_INVALID_VALUE,
+          "lda 3 for 4 rows: CUBLAS_STATUS_INVALID_VALUE");
+    check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, -1, &one, a, 4, 0, b, 4, 0,
+                                    &zero, c, 4, 0, 1) == CUBLAS_STATUS_INVALID_VALUE,
+          "k = -1: CUBLAS_STATUS_INVALID_VALUE");
+    /* column-major: C (2x2) = A (2x3) B (3x2) with A = [1 2 3; 4 5 6] stored by columns */
+    const float A[6] = {1, 4, 2, 5, 3, 6}, B[6] = {1, 0, 1, 0, 1, 1}, tiny = 1.0f + 0x1p-20f;
+    cudaMemcpyAsync(a, A, sizeof A, cudaMemcpyHostToDevice, nullptr);
+    cudaMemcpyAsync(b, B, sizeof B, cudaMemcpyHostToDevice, nullptr);
+    cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 2, 0, b, 3, 0, &zero,
+                              c, 2, 0, 1);
+    float C[4];
+    cudaMemcpyAsync(C, c, sizeof C, cudaMemcpyDeviceToHost, nullptr);
+    cudaStreamSynchronize(nullptr);
+    check(C[0] == 4 && C[1] == 10 && C[2] == 5 && C[3] == 11, "SGEMM is column-major");
+    cudaMemcpyAsync(a, &tiny, 4, cudaMemcpyHostToDevice, nullptr);
+    cudaMemcpyAsync(b, &one, 4, cudaMemcpyHostToDevice, nullptr);
+    cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH);
+    cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, a, 1, 0, b, 1, 0, &zero,
+                              c, 1, 0, 1);
+    cudaMemcpyAsync(C, c, 4, cudaMemcpyDeviceToHost, nullptr);
+    cudaStreamSynchronize(nullptr);
+    check(C[0] == 1.0f, "TF32 math rounds 1 + 2^-20 to 1 (10 mantissa bits)");
+    cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    const cublasStatus_t st = cublasGemmStridedBatchedEx(
+        h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, a, CUDA_R_16BF, 1, 0, b, CUDA_R_16BF, 1, 0,
+        &zero, c, CUDA_R_32F, 1, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    check(st == (cuemu::cfg().arch >= 80 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED),
+          "bf16 GEMMs: supported from sm_80, CUBLAS_STATUS_NOT_SUPPORTED below");
+    cudaStreamSynchronize(nullptr);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    cublasDestroy(h);
+}
+
+/* ---- the checks that leave the device broken ---- */
+
+static int host_pointer() {
+    int host[32];
+    CUEMU_LAUNCH(write_index, 1, 32, 0, nullptr, host, 32);
+    const cudaError_t e = cudaStreamSynchronize(nullptr);
+    check(e == cudaErrorIllegalAddress, "a host pointer in a kernel: cudaErrorIllegalAddress");
+    return failures ? 1 : 0;
+}
+
+static int read_past_end() {
+    float *x, *out;
+    cudaMalloc((void **)&x, 1024 * 4); /* a whole number of pages: the guard page follows */
+    cudaMalloc((void **)&out, 4);
+    CUEMU_LAUNCH(read_one, 1, 1, 0, nullptr, out, (const float *)x, 1024);
+    cudaStreamSynchronize(nullptr);
+    printf("read-past-end: not caught\n");
+    return 0;
+}
+
+static int host_touch() {
+    float *x;
+    cudaMalloc((void **)&x, 64);
+    volatile float v = x[3];
+    (void)v;
+    printf("host-touch: not caught\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int n;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        fprintf(stderr, "emu_selftest: no emulated device (CUDA_EMU_DEVICES=0?)\n");
+        return 77;
+    }
+    if (argc == 2 && !strcmp(argv[1], "host-pointer")) return host_pointer();
+    if (argc == 2 && !strcmp(argv[1], "read-past-end")) return read_past_end();
+    if (argc == 2 && !strcmp(argv[1], "host-touch")) return host_touch();
+    if (argc != 1) {
+        fprintf(stderr, "usage: emu_selftest [host-pointer | read-past-end | host-touch]\n");
+        return 2;
+    }
+    launch_limits();
+    stream_order();
+    pointer_checks();
+    races();
+    gemm_checks();
+    divergence(); /* last: it leaves the device with a sticky error */
+    printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
