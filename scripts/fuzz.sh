@@ -23,7 +23,7 @@ flags="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-
     { tail -20 "$work/build.log"; echo "fuzz: the instrumented build failed"; exit 1; }
 libs="$(pkg-config --libs libcjson zlib libutf8proc) -lopenblas -fopenmp -lm"
 for t in $targets; do
-    clang $flags -fsanitize=fuzzer -I"$work/src" -DFUZZ_SRCDIR="\"$top\"" -o "$work/fuzz_$t" \
+    clang $flags -fsanitize=fuzzer -I"$work/src" -I"$work/src/src" -DFUZZ_SRCDIR="\"$top\"" -o "$work/fuzz_$t" \
         tests/fuzz/fuzz_$t.c tests/fuzz/fuzz_util.c "$work/src/libbertrain.a" $libs ||
         { echo "fuzz: linking fuzz_$t failed"; exit 1; }
 done

@@ -3,7 +3,7 @@
  * checked with bt_backend_complete (which names a missing op). Also checks
  * that the plugin bertrain-cuda.so loads. Run by tests/cuda-parity.sh in CUDA
  * builds. */
-#include "../backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_backend.h"
 
 #include <stdio.h>
 

@@ -7,8 +7,8 @@
  * With --skip-layers 1,3 those encoder layers are skipped (as LayerDrop does),
  * to compare with an export pruned by --keep-layers.
  * usage: hf_logits CKPT_DIR OUT.safetensors [--skip-layers L,L,...] */
-#include "../src/ckpt.h"
-#include "../src/safetensors.h"
+#include "store/ckpt.h"
+#include "store/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

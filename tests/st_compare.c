@@ -2,7 +2,7 @@
  * difference over all tensors (and the worst tensor) and exits 0 when it is
  * at most TOL. I32 tensors (a batch's inputs) must be equal exactly.
  * usage: st_compare A.safetensors B.safetensors TOL */
-#include "../src/safetensors.h"
+#include "store/safetensors.h"
 
 #include <math.h>
 #include <stdbool.h>

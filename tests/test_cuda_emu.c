@@ -17,7 +17,7 @@
  *
  * The emulated runtime's cudaSetDevice is reached with dlsym in the plugin
  * the backend loaded (BERTRAIN_CUDA_EMU names it). */
-#include "../backends/backend.h"
+#include "backends/backend.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  *    for N = 1, 2, 3 ranks with uneven shares (and micro-batches) the rank
  *    slices reproduce the single-rank global batch exactly, in both modes.
  * usage: test_data VOCAB SHARD */
-#include "../src/data.h"
+#include "data/dataset.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
  *   test_dist sizes   rank r starts a gradient all-reduce of 100 + r floats:
  *                     the job must stop (exit 2) before it runs, so
  *                     "reduced" is never printed. */
-#include "../mpi/dist.h"
+#include "mpi/dist.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -12,7 +12,7 @@
  *    p of layers, differs between steps and seeds, and drops none at p = 0.
  * Parameters and inputs are fresh seeded random values (no zeros); dropout is
  * off so the two models' passes are comparable bit for bit. */
-#include "../src/optim.h"
+#include "model/optim.h"
 
 #include <math.h>
 #include <stdio.h>

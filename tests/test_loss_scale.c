@@ -2,7 +2,7 @@
  * growth after a clean window, the minimum-scale stop, static scales. The
  * expected scales follow DeepSpeed's DynamicLossScaler.update_scale, worked
  * out by hand step by step in the comments. */
-#include "../src/loss_scale.h"
+#include "model/loss_scale.h"
 
 #include <stdio.h>
 

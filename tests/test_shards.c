@@ -4,10 +4,10 @@
  * truncation, a flipped header byte, a flipped payload byte, a wrong vocab and
  * an out-of-range id with the expected message. Usage: test_shards [VOCAB]
  * (default $top_srcdir/data/demo/vocab.txt). Exit 0 when all checks pass. */
-#include "../src/cli.h"
-#include "../src/shard.h"
-#include "../src/vocab.h"
-#include "../src/wordpiece.h"
+#include "cli/cli.h"
+#include "data/shard.h"
+#include "data/vocab.h"
+#include "data/wordpiece.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -5,8 +5,8 @@
  * only float summation order differs.
  * usage: test_split CONFIG.json OUTPUT_DIR (the tests' base config; one run
  * directory per split under OUTPUT_DIR) */
-#include "../src/config.h"
-#include "../src/train.h"
+#include "config/config.h"
+#include "train/train.h"
 
 #include <math.h>
 #include <stdio.h>

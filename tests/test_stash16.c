@@ -11,8 +11,8 @@
  *  - the model's GEMMs through gemm16 (as on tensor cores) give the fp32
  *    GEMMs' bits when every operand holds 16-bit values.
  * Parameters and inputs are fresh seeded random values (no zeros). */
-#include "../src/bert.h"
-#include "../src/bert_internal.h"
+#include "model/bert.h"
+#include "model/bert_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

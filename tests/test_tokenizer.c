@@ -2,8 +2,8 @@
  * fixture written by tests/tokenizer_cases.py (and the same count of invalid
  * UTF-8 sequences). Usage: test_tokenizer [VOCAB [CASES]]; the defaults are
  * the committed fixtures under $top_srcdir (or .). Exit 0 when all match. */
-#include "../src/vocab.h"
-#include "../src/wordpiece.h"
+#include "data/vocab.h"
+#include "data/wordpiece.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,12 +5,12 @@
  *   every parameter gradient within 1e-4 relative L2,
  *   10 AdamW and 10 LAMB step losses within 1e-4 relative.
  * usage: test_torch FIXTURE.safetensors */
-#include "../src/bert.h"
-#include "../src/config.h"
-#include "../src/data.h"
-#include "../src/optim.h"
-#include "../src/safetensors.h"
-#include "../src/train.h"
+#include "model/bert.h"
+#include "config/config.h"
+#include "data/dataset.h"
+#include "model/optim.h"
+#include "store/safetensors.h"
+#include "train/train.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The config parser with --set: the input is up to 8 "key.path=value" lines,
  * a NUL byte, then the JSON config. */
-#include "../../src/config.h"
+#include "config/config.h"
 #include "fuzz_util.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* The safetensors reader: open, then touch every tensor's bytes. */
-#include "../../src/safetensors.h"
+#include "store/safetensors.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,7 +1,7 @@
 /* The shard reader: open and verify a shard, then read every token. The
  * header's two CRC-32s (of the body at byte 56, of the header's first 60
  * bytes at 60) are recomputed first, so the fuzzer gets past them. */
-#include "../../src/shard.h"
+#include "data/shard.h"
 #include "fuzz_util.h"
 
 #include <stdlib.h>

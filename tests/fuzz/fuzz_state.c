@@ -1,8 +1,8 @@
 /* state.json: the input is written as a checkpoint's state.json with its
  * state_crc32 recomputed (so the fuzzer gets past the checksum), verified,
  * and what resume reads from it is read. */
-#include "../../src/ckpt.h"
-#include "../../src/sample_skips.h"
+#include "store/ckpt.h"
+#include "data/sample_skips.h"
 #include "fuzz_util.h"
 
 #include <stdio.h>

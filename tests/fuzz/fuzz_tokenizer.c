@@ -2,8 +2,8 @@
  * WordPiece with the demo vocab, lowercased and cased, then decoded. The
  * vocab is $BERTRAIN_FUZZ_VOCAB, else data/demo/vocab.txt under the source
  * directory this was built from. */
-#include "../../src/vocab.h"
-#include "../../src/wordpiece.h"
+#include "data/vocab.h"
+#include "data/wordpiece.h"
 #include "fuzz_util.h"
 
 #include <stdio.h>

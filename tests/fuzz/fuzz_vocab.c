@@ -1,5 +1,5 @@
 /* Vocab loading: load a vocab.txt, then what training asks of it. */
-#include "../../src/vocab.h"
+#include "data/vocab.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,0 +1,76 @@
+/* Per-op checks of the backend conformance suite, one entry point per op
+ * family; conformance.c runs them in a fixed order, and each reports one row
+ * per check through v_report. */
+#ifndef BT_CONFORMANCE_OPS_H
+#define BT_CONFORMANCE_OPS_H
+
+#include "harness.h"
+
+/* ---- conformance_ops_memory_vector.c ---- */
+/* Check alloc, free, upload, download, copy, info and sync. */
+void test_memory(bt_backend *be);
+/* Check fill, add (also in place), scale and axpy over the VECTOR_SHAPES shapes. */
+void test_vector_ops(bt_backend *be);
+/* Check sum and sumsq (relative error) and all_finite over the VECTOR_SHAPES shapes. */
+void test_reductions(bt_backend *be);
+/* Check that a NaN input of an elementwise op gives NaN at exactly its positions. */
+void test_nan_propagation(bt_backend *be);
+
+/* ---- conformance_ops_linear.c ---- */
+/* Check gemm (transposes, padded leading dimensions, NaN C with beta = 0,
+ * strided batches, attention layouts, BERT sizes) and its backward. */
+void test_gemm(bt_backend *be);
+/* Check gemm16 (16-bit operands, fp32 accumulation) against the float64 reference. */
+void test_gemm16(bt_backend *be);
+/* Check bias_add and bias_grad over the MATRIX_SHAPES shapes. */
+void test_bias(bt_backend *be);
+
+/* ---- conformance_ops_nn.c ---- */
+/* Check embed_fwd and embed_bwd (padding tokens, accumulation). */
+void test_embed(bt_backend *be);
+/* Check layernorm_fwd and layernorm_bwd (also dx in place of dout). */
+void test_layernorm(bt_backend *be);
+/* Check gelu_fwd/bwd and tanh_fwd/bwd (also dx in place of dout). */
+void test_activations(bt_backend *be);
+/* Check softmax_fwd and softmax_bwd with key masks (also in place). */
+void test_softmax(bt_backend *be);
+/* Check dropout: Philox mask bit-exact, split calls, statistics, backward. */
+void test_dropout(bt_backend *be);
+
+/* ---- conformance_ops_rows_xent.c ---- */
+/* Check gather_rows and scatter_rows (distinct and duplicate indices). */
+void test_gather_scatter(bt_backend *be);
+/* Check xent_fwd_bwd: dlogits, loss and correct, ignored labels, argmax ties. */
+void test_xent(bt_backend *be);
+
+/* ---- conformance_ops_optim_cast.c ---- */
+/* Check adamw_step and lamb_update, with and without bias correction. */
+void test_optimizers(bt_backend *be);
+/* Check cast between f32, f16 and bf16 (rounding, specials, every 16-bit pattern). */
+void test_cast(bt_backend *be);
+/* round16: in-place rounding to bf16/f16 against the float64 reference's rounding. */
+void test_round16(bt_backend *be);
+
+/* ---- conformance_perf.c ---- */
+/* --perf: time every math op at its largest shape (gemm at BERT-mini training
+ * shapes) and print ms per call and GFLOP/s or GB/s. */
+void run_perf(bt_backend *be);
+
+/* ---- op runners that test_nan_propagation shares ---- */
+
+typedef struct {
+    int rows, cols;
+} rows_cols_args;
+/* Issue bias_add(y = t[0], bias = t[1]) with the rows_cols_args at a. */
+void run_bias_add(bt_backend *be, tensor *t, void *a, double *s);
+
+typedef struct {
+    size_t n;
+    int inplace;
+} unary_args;
+/* Issue gelu_fwd(out = t[0], x = t[1]) with the unary_args at a. */
+void run_gelu_fwd(bt_backend *be, tensor *t, void *a, double *s);
+/* Issue tanh_fwd(out = t[0], x = t[1]) with the unary_args at a. */
+void run_tanh_fwd(bt_backend *be, tensor *t, void *a, double *s);
+
+#endif

@@ -1,0 +1,330 @@
+/* Conformance checks of the linear-layer ops: gemm (forward layouts and the
+ * backward through transposed gemms) and bias_add / bias_grad. */
+#include "ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================= gemm ================= */
+
+typedef struct {
+    bool ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    long sa, sb, sc;
+    int batch;
+    float alpha, beta;
+    bt_dtype dt; /* BT_F32: gemm; BT_BF16 / BT_F16: gemm16 */
+} gemm_args;
+
+static void run_gemm(bt_backend *be, tensor *t, void *arg, double *s) {
+    (void)s;
+    gemm_args *g = arg;
+    if (g->dt != BT_F32)
+        be->gemm16(be, g->dt, g->ta, g->tb, g->m, g->n, g->k, g->alpha, t[0].p, g->lda, g->sa,
+                   t[1].p, g->ldb, g->sb, g->beta, t[2].p, g->ldc, g->sc, g->batch);
+    else
+        be->gemm(be, g->ta, g->tb, g->m, g->n, g->k, g->alpha, t[0].p, g->lda, g->sa, t[1].p,
+                 g->ldb, g->sb, g->beta, t[2].p, g->ldc, g->sc, g->batch);
+}
+
+/* x[i] = x rounded to dt (the operands gemm16 multiplies) */
+static void round_operand(double *x, size_t n, bt_dtype dt) {
+    if (dt == BT_F32) return;
+    for (size_t i = 0; i < n; i++) x[i] = dt == BT_F16 ? ref_round_f16(x[i]) : ref_round_bf16(x[i]);
+}
+
+static size_t gemm_span(int rows, int ld, long stride, int batch) {
+    return (size_t)stride * (size_t)(batch - 1) + (size_t)rows * (size_t)ld;
+}
+
+/* One gemm call; C elements outside the m x n blocks must stay untouched.
+ * nan_c: C's logical region holds NaN (beta = 0 must ignore it). */
+static void gemm_case(bt_backend *be, gemm_args g, bool nan_c, const char *label) {
+    reseed("gemm", (size_t)g.m * 1000003u + (size_t)g.n * 1009u + (size_t)g.k * 7u +
+                       (size_t)g.batch * 131u + (size_t)g.ta + 2u * g.tb + 4u * (size_t)g.lda);
+    size_t na = gemm_span(g.ta ? g.k : g.m, g.lda, g.sa, g.batch);
+    size_t nb = gemm_span(g.tb ? g.n : g.k, g.ldb, g.sb, g.batch);
+    size_t nc = gemm_span(g.m, g.ldc, g.sc, g.batch);
+    float *A = rand_floats(na, 1.0, 0.0), *B = rand_floats(nb, 1.0, 0.0), *C = rand_floats(nc, 1.0, 0.0);
+    unsigned char *logical = ref_zalloc(nc);
+    for (int b = 0; b < g.batch; b++)
+        for (int i = 0; i < g.m; i++)
+            for (int j = 0; j < g.n; j++) logical[(size_t)b * g.sc + (size_t)i * g.ldc + j] = 1;
+    if (nan_c)
+        for (size_t i = 0; i < nc; i++)
+            if (logical[i]) C[i] = NAN;
+    double *rA = ref_dup(A, na), *rB = ref_dup(B, nb), *rC = ref_dup(C, nc);
+    round_operand(rA, na, g.dt);
+    round_operand(rB, nb, g.dt);
+    ref_gemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, rA, g.lda, g.sa, rB, g.ldb, g.sb, g.beta, rC,
+             g.ldc, g.sc, g.batch);
+    double *aA = ref_abs(A, na), *aB = ref_abs(B, nb), *mC = ref_abs(C, nc); /* |terms| */
+    ref_gemm(g.ta, g.tb, g.m, g.n, g.k, fabsf(g.alpha), aA, g.lda, g.sa, aB, g.ldb, g.sb,
+             fabsf(g.beta), mC, g.ldc, g.sc, g.batch);
+    tensor t[] = {tensor_in("A", A, na), tensor_in("B", B, nb), tensor_out("C", C, nc)};
+    verdict v = v_new();
+    if (exec_op(&v, be, t, 3, run_gemm, &g, NULL)) {
+        v_nmse(&v, "C", RES(t[2]), rC, mC, nc, THR_MATH);
+        for (size_t i = 0; i < nc; i++)
+            if (!logical[i] && memcmp(RES(t[2]) + i, C + i, 4) != 0) {
+                v_fail(&v, "C[%zu] outside the m x n blocks modified", i);
+                break;
+            }
+    }
+    v_report(&v, g.dt == BT_F32 ? "gemm" : "gemm16", "%s%dx%dx%d %c%c%s a=%g b=%g%s",
+             g.dt == BT_F16 ? "f16 " : g.dt == BT_BF16 ? "bf16 " : "", g.m, g.n, g.k,
+             g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', label, g.alpha, g.beta, nan_c ? " C=NaN" : "");
+    tensors_free(t, 3);
+    free(A), free(B), free(C), free(rA), free(rB), free(rC), free(logical), free(aA), free(aB), free(mC);
+}
+
+static void run_gemm_bwd(bt_backend *be, tensor *t, void *arg, double *s) {
+    (void)s;
+    gemm_args *g = arg; /* t: A (m,k), B (k,n), dC (m,n), dA, dB */
+    be->gemm(be, false, true, g->m, g->k, g->n, g->alpha, t[2].p, g->n, 0, t[1].p, g->n, 0, 1.0f,
+             t[3].p, g->k, 0, 1);
+    be->gemm(be, true, false, g->k, g->n, g->m, g->alpha, t[0].p, g->k, 0, t[2].p, g->n, 0, 1.0f,
+             t[4].p, g->n, 0, 1);
+}
+
+typedef struct {
+    int m, n, k;
+    double alpha, *a, *b;
+} gemm_fd_ctx;
+static void fwd_gemm(void *c, double *out) {
+    gemm_fd_ctx *x = c;
+    ref_gemm(false, false, x->m, x->n, x->k, x->alpha, x->a, x->k, 0, x->b, x->n, 0, 0.0, out,
+             x->n, 0, 1);
+}
+
+/* Backward of C = alpha A B: dA += alpha dC B^T, dB += alpha A^T dC through the
+ * backend gemm with transposes, against independent loops; the loops are
+ * checked against finite differences. */
+static void gemm_bwd_case(bt_backend *be, int m, int n, int k, float alpha) {
+    reseed("gemm_bwd", (size_t)m * 1000003u + (size_t)n * 1009u + (size_t)k);
+    gemm_args g = {.m = m, .n = n, .k = k, .alpha = alpha};
+    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+    float *A = rand_floats(na, 1, 0), *B = rand_floats(nb, 1, 0), *dC = rand_floats(nc, 1, 0),
+          *dA = rand_floats(na, 1, 0), *dB = rand_floats(nb, 1, 0);
+    double *rA = ref_dup(A, na), *rB = ref_dup(B, nb), *rdC = ref_dup(dC, nc),
+           *rdA = ref_dup(dA, na), *rdB = ref_dup(dB, nb);
+    ref_gemm_bwd(m, n, k, alpha, rA, rB, rdC, rdA, rdB);
+    double *aA = ref_abs(A, na), *aB = ref_abs(B, nb), *adC = ref_abs(dC, nc),
+           *mA = ref_abs(dA, na), *mB = ref_abs(dB, nb); /* |terms| */
+    ref_gemm_bwd(m, n, k, fabsf(alpha), aA, aB, adC, mA, mB);
+    tensor t[] = {tensor_in("A", A, na), tensor_in("B", B, nb), tensor_in("dC", dC, nc),
+                  tensor_out("dA", dA, na), tensor_out("dB", dB, nb)};
+    verdict v = v_new();
+    if (exec_op(&v, be, t, 5, run_gemm_bwd, &g, NULL)) {
+        v_nmse(&v, "dA", RES(t[3]), rdA, mA, na, THR_MATH);
+        v_nmse(&v, "dB", RES(t[4]), rdB, mB, nb, THR_MATH);
+    }
+    v_report(&v, "gemm", "%dx%dx%d bwd dA+=dC B^T, dB+=A^T dC", m, n, k);
+    tensors_free(t, 5);
+    if (g_check_references) { /* reference backward vs finite differences of the forward */
+        verdict f = v_new();
+        double *ga = ref_zalloc(na * sizeof *ga), *gb = ref_zalloc(nb * sizeof *gb);
+        ref_gemm_bwd(m, n, k, alpha, rA, rB, rdC, ga, gb);
+        gemm_fd_ctx ctx = {m, n, k, alpha, rA, rB};
+        for (int s = 0; s < 6; s++) {
+            bool isa = s < 3;
+            size_t idx = (size_t)ref_int(&g_fd_rng, (int)(isa ? na : nb));
+            double an = isa ? ga[idx] : gb[idx], fl = 1e-4 * max_abs(isa ? ga : gb, isa ? na : nb);
+            double fd = ref_fd(fwd_gemm, &ctx, nc, rdC, isa ? rA : rB, idx, FD_H);
+            fd_point(&f, isa ? "dA" : "dB", fd, an, fl);
+        }
+        FD_REPORT(f, "gemm", "%dx%dx%d bwd vs FD of fwd", m, n, k);
+        free(ga), free(gb);
+    }
+    free(A), free(B), free(dC), free(dA), free(dB), free(rA), free(rB), free(rdC), free(rdA), free(rdB);
+    free(aA), free(aB), free(adC), free(mA), free(mB);
+}
+
+/* k = 0: C = beta * C, NaN in C ignored when beta = 0 (backend.h), strided
+ * batches and padded rows included. */
+static void gemm_k0_cases(bt_backend *be, bt_dtype dt) {
+    gemm_case(be, (gemm_args){.tb = true, .m = 5, .n = 7, .k = 0, .lda = 1, .ldb = 1, .ldc = 9,
+                              .sa = 5, .sb = 7, .sc = 5 * 9 + 2, .batch = 2, .alpha = 1,
+                              .beta = 0, .dt = dt}, true, " k=0 batch2");
+    gemm_case(be, (gemm_args){.tb = true, .m = 5, .n = 7, .k = 0, .lda = 1, .ldb = 1, .ldc = 9,
+                              .sa = 5, .sb = 7, .sc = 5 * 9 + 2, .batch = 2, .alpha = 1,
+                              .beta = 0.5f, .dt = dt}, false, " k=0 batch2");
+}
+
+void test_gemm(bt_backend *be) {
+    if (!want_op("gemm")) return;
+    static const int shapes[][4] = {{1, 1, 1, 1}, {1, 7, 3, 0}, {5, 3, 17, 1}, {17, 33, 65, 0},
+                                    {63, 15, 129, 1}, {4, 16, 64, 0}};
+    static const float ab[4][2] = {{1, 0}, {0.75f, 1}, {-1.5f, 0.5f}, {1, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        if (g_quick && !shapes[s][3]) continue;
+        for (int tr = 0; tr < 4; tr++) {
+            gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = shapes[s][0], .n = shapes[s][1],
+                           .k = shapes[s][2], .batch = 1, .alpha = ab[tr][0], .beta = ab[tr][1]};
+            int pad = (int)(s + tr) % 2 ? 3 : 0; /* leading dimensions beyond the columns */
+            g.lda = (g.ta ? g.m : g.k) + pad;
+            g.ldb = (g.tb ? g.k : g.n) + pad;
+            g.ldc = g.n + pad;
+            gemm_case(be, g, false, pad ? " ld+3" : "");
+        }
+    }
+    /* beta = 0 ignores C, even NaN */
+    gemm_case(be, (gemm_args){.m = 17, .n = 33, .k = 65, .lda = 65, .ldb = 33, .ldc = 33, .batch = 1,
+                              .alpha = 1, .beta = 0}, true, "");
+    gemm_k0_cases(be, BT_F32);
+    /* strided batches with gaps */
+    gemm_case(be, (gemm_args){.tb = true, .m = 13, .n = 9, .k = 7, .lda = 9, .ldb = 8, .ldc = 11,
+                              .sa = 13 * 9 + 5, .sb = 9 * 8 + 3, .sc = 13 * 11 + 7, .batch = 3,
+                              .alpha = 0.5f, .beta = 1}, false, " batch3");
+    gemm_case(be, (gemm_args){.ta = true, .m = 7, .n = 5, .k = 11, .lda = 7, .ldb = 5, .ldc = 5,
+                              .sa = 77, .sb = 55, .sc = 35, .batch = 4, .alpha = 1, .beta = 0.25f},
+              false, " batch4");
+    /* sizes that leave partial blocks in rows and columns (the CPU backend's
+     * 64x256 tiles, GPU work-groups), every transpose, padded leading
+     * dimensions and strided batches, so an offset slip in any tile shows */
+    for (int tr = 0; tr < 4; tr++) {
+        gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = 70, .n = 300, .k = 33, .batch = 2,
+                       .alpha = ab[tr][0], .beta = ab[tr][1]};
+        g.lda = (g.ta ? g.m : g.k) + 5;
+        g.ldb = (g.tb ? g.k : g.n) + 5;
+        g.ldc = g.n + 5;
+        g.sa = (long)g.lda * (g.ta ? g.k : g.m) + 3;
+        g.sb = (long)g.ldb * (g.tb ? g.n : g.k) + 3;
+        g.sc = (long)g.ldc * g.m + 3;
+        gemm_case(be, g, false, " ld+5 batch2");
+    }
+    /* attention layout: heads interleaved in rows of 3H (QK^T), and P V into ctx (ldc H) */
+    for (int big = 0; big < 2; big++) {
+        if (big && g_quick) continue;
+        int T = big ? 128 : 9, D = big ? 64 : 4, NH = big ? 12 : 3, H = D * NH;
+        gemm_case(be, (gemm_args){.tb = true, .m = T, .n = T, .k = D, .lda = 3 * H, .ldb = 3 * H,
+                                  .ldc = T, .sa = D, .sb = D, .sc = (long)T * T, .batch = NH,
+                                  .alpha = 0.125f, .beta = 0}, false, " QK^T heads");
+        gemm_case(be, (gemm_args){.m = T, .n = D, .k = T, .lda = T, .ldb = 3 * H, .ldc = H,
+                                  .sa = (long)T * T, .sb = D, .sc = D, .batch = NH, .alpha = 1,
+                                  .beta = 0}, false, " PV heads");
+    }
+    if (!g_quick) { /* BERT-base linear layers */
+        gemm_case(be, (gemm_args){.m = 128, .n = 768, .k = 768, .lda = 768, .ldb = 768, .ldc = 768,
+                                  .batch = 1, .alpha = 1, .beta = 0}, false, "");
+        gemm_case(be, (gemm_args){.tb = true, .m = 128, .n = 768, .k = 768, .lda = 768, .ldb = 768,
+                                  .ldc = 768, .batch = 1, .alpha = 1, .beta = 0}, false, "");
+        gemm_case(be, (gemm_args){.ta = true, .m = 768, .n = 768, .k = 128, .lda = 768, .ldb = 768,
+                                  .ldc = 768, .batch = 1, .alpha = 1, .beta = 1}, false, "");
+    }
+    gemm_bwd_case(be, 5, 3, 17, 1.0f);
+    gemm_bwd_case(be, 17, 33, 65, 0.5f);
+    if (!g_quick) gemm_bwd_case(be, 128, 768, 768, 1.0f);
+}
+
+/* gemm16: the operands rounded to bf16 / f16 (the float64 reference rounds
+ * them too), fp32 accumulation: every transpose, leading dimensions beyond
+ * the columns, beta = 0 over NaN, strided batches, the attention layout and a
+ * BERT-base layer. A and B must come back unchanged. */
+void test_gemm16(bt_backend *be) {
+    if (!want_op("gemm16")) return;
+    static const bt_dtype dts[2] = {BT_BF16, BT_F16};
+    for (int d = 0; d < 2; d++) {
+        const bt_dtype dt = dts[d];
+        for (int tr = 0; tr < 4; tr++) {
+            gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = 17, .n = 33, .k = 65, .batch = 1,
+                           .alpha = tr == 2 ? -1.5f : 1.0f, .beta = tr == 1 ? 0.75f : 0.0f,
+                           .dt = dt};
+            int pad = tr % 2 ? 3 : 0;
+            g.lda = (g.ta ? g.m : g.k) + pad;
+            g.ldb = (g.tb ? g.k : g.n) + pad;
+            g.ldc = g.n + pad;
+            gemm_case(be, g, false, pad ? " ld+3" : "");
+        }
+        gemm_case(be, (gemm_args){.m = 1, .n = 1, .k = 1, .lda = 1, .ldb = 1, .ldc = 1,
+                                  .batch = 1, .alpha = 1, .beta = 0, .dt = dt}, true, "");
+        gemm_k0_cases(be, dt);
+        gemm_case(be, (gemm_args){.tb = true, .m = 13, .n = 9, .k = 7, .lda = 9, .ldb = 8,
+                                  .ldc = 11, .sa = 13 * 9 + 5, .sb = 9 * 8 + 3,
+                                  .sc = 13 * 11 + 7, .batch = 3, .alpha = 0.5f, .beta = 1,
+                                  .dt = dt}, false, " batch3");
+        const int T = 9, D = 4, NH = 3, H = D * NH;
+        gemm_case(be, (gemm_args){.tb = true, .m = T, .n = T, .k = D, .lda = 3 * H,
+                                  .ldb = 3 * H, .ldc = T, .sa = D, .sb = D, .sc = (long)T * T,
+                                  .batch = NH, .alpha = 0.125f, .beta = 0, .dt = dt},
+                  false, " QK^T heads");
+        if (!g_quick)
+            gemm_case(be, (gemm_args){.tb = true, .m = 128, .n = 768, .k = 768, .lda = 768,
+                                      .ldb = 768, .ldc = 768, .batch = 1, .alpha = 1,
+                                      .beta = 0, .dt = dt}, false, "");
+    }
+}
+
+/* ================= bias_add / bias_grad ================= */
+
+void run_bias_add(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    be->bias_add(be, t[0].p, t[1].p, ((rows_cols_args *)a)->rows, ((rows_cols_args *)a)->cols);
+}
+static void run_bias_grad(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    be->bias_grad(be, t[0].p, t[1].p, ((rows_cols_args *)a)->rows, ((rows_cols_args *)a)->cols);
+}
+
+typedef struct {
+    int rows, cols;
+    const double *y;
+    double *bias;
+} bias_fd_ctx;
+static void fwd_bias(void *c, double *out) {
+    bias_fd_ctx *x = c;
+    memcpy(out, x->y, (size_t)x->rows * x->cols * sizeof *out);
+    ref_bias_add(out, x->bias, x->rows, x->cols);
+}
+
+void test_bias(bt_backend *be) {
+    for (size_t si = 0; si < sizeof MATRIX_SHAPES / sizeof *MATRIX_SHAPES; si++) {
+        if (skip_shape(MATRIX_SHAPES[si].quick)) continue;
+        reseed("bias", si);
+        rows_cols_args q = {MATRIX_SHAPES[si].r, MATRIX_SHAPES[si].c};
+        size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols;
+        float *y = rand_floats(n, 1, 0), *bias = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
+        double *ry = ref_dup(y, n), *rbias = ref_dup(bias, c), *rdb = ref_dup(db, c);
+        if (want_op("bias_add")) {
+            double *r = ref_dup(y, n), *mag = ref_abs(y, n), *ab = ref_abs(bias, c);
+            ref_bias_add(r, rbias, q.rows, q.cols);
+            ref_bias_add(mag, ab, q.rows, q.cols);
+            tensor t[] = {tensor_out("y", y, n), tensor_in("bias", bias, c)};
+            verdict v = v_new();
+            if (exec_op(&v, be, t, 2, run_bias_add, &q, NULL))
+                v_nmse(&v, "y", RES(t[0]), r, mag, n, THR_ROUND);
+            v_report(&v, "bias_add", "%dx%d", q.rows, q.cols);
+            tensors_free(t, 2);
+            free(r), free(mag), free(ab);
+        }
+        if (want_op("bias_grad")) { /* dy = y; accumulates into a nonzero dbias */
+            ref_bias_grad(rdb, ry, q.rows, q.cols);
+            double *mag = ref_abs(db, c), *ay = ref_abs(y, n);
+            ref_bias_grad(mag, ay, q.rows, q.cols);
+            tensor t[] = {tensor_out("dbias", db, c), tensor_in("dy", y, n)};
+            verdict v = v_new();
+            if (exec_op(&v, be, t, 2, run_bias_grad, &q, NULL))
+                v_nmse(&v, "dbias", RES(t[0]), rdb, mag, c, THR_MATH);
+            v_report(&v, "bias_grad", "%dx%d +=", q.rows, q.cols);
+            tensors_free(t, 2);
+            free(mag), free(ay);
+            if (g_check_references) { /* bias_grad is the adjoint of bias_add */
+                verdict f = v_new();
+                double *an = ref_zalloc(c * sizeof *an), *w = ref_dup(bias, c);
+                double *dy = ref_alloc(n * sizeof *dy);
+                for (size_t i = 0; i < n; i++) dy[i] = ref_normal(&g_fd_rng);
+                ref_bias_grad(an, dy, q.rows, q.cols);
+                bias_fd_ctx ctx = {q.rows, q.cols, ry, w};
+                for (int s = 0; s < 3; s++) {
+                    size_t idx = (size_t)ref_int(&g_fd_rng, q.cols);
+                    double fd = ref_fd(fwd_bias, &ctx, n, dy, w, idx, FD_H);
+                    fd_point(&f, "dbias", fd, an[idx], 1e-4 * max_abs(an, c));
+                }
+                FD_REPORT(f, "bias_grad", "%dx%d vs FD of bias_add", q.rows, q.cols);
+                free(an), free(w), free(dy);
+            }
+        }
+        free(y), free(bias), free(db), free(ry), free(rbias), free(rdb);
+    }
+}

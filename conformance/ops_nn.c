@@ -1,0 +1,604 @@
+/* Conformance checks of the neural-network ops: embed_fwd/bwd,
+ * layernorm_fwd/bwd, gelu and tanh forward/backward, softmax_fwd/bwd and
+ * dropout. Backward references are checked against finite differences. */
+#include "backends/philox.h"
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+/* ================= embed_fwd / embed_bwd ================= */
+
+typedef struct {
+    int B, T, C, V, TV, P, pad;
+} embed_args;
+static void run_embed_fwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    embed_args *e = a; /* out, ids, tt, wte, wpe, wtt */
+    be->embed_fwd(be, t[0].p, t[1].p, t[2].p, t[3].p, t[4].p, t[5].p, e->B, e->T, e->C);
+}
+static void run_embed_bwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    embed_args *e = a; /* dwte, dwpe, dwtt, dout, ids, tt */
+    be->embed_bwd(be, t[0].p, t[1].p, t[2].p, t[3].p, t[4].p, t[5].p, e->B, e->T, e->C, e->V,
+                  e->TV, e->pad);
+}
+
+typedef struct {
+    embed_args e;
+    const int32_t *ids, *tt;
+    double *wte, *wpe, *wtt;
+} emb_fd_ctx;
+static void fwd_embed(void *c, double *out) {
+    emb_fd_ctx *x = c;
+    ref_embed_fwd(out, x->ids, x->tt, x->wte, x->wpe, x->wtt, x->e.B, x->e.T, x->e.C);
+}
+
+void test_embed(bt_backend *be) {
+    if (!want_op("embed_fwd") && !want_op("embed_bwd")) return;
+    static const int shapes[][7] = {/* B, T, C, V, TV, pad_id, quick (-1: big) */
+                                    {1, 1, 1, 2, 1, -1, 1},  {2, 5, 7, 11, 2, 0, 0},
+                                    {3, 17, 33, 50, 3, 1, 1}, {2, 9, 20, 6, 2, -1, 0},
+                                    {2, 128, 768, 4096, 2, 0, -1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int *sh = shapes[si];
+        if (skip_shape(sh[6] == 1)) continue;
+        reseed("embed", si);
+        embed_args e = {sh[0], sh[1], sh[2], sh[3], sh[4], sh[1] + 3, sh[5]};
+        size_t N = (size_t)e.B * e.T, C = (size_t)e.C, nte = (size_t)e.V * C,
+               npe = (size_t)e.P * C, ntt = (size_t)e.TV * C;
+        int32_t *ids = rand_ints(N, 0, e.V), *tt = rand_ints(N, 0, e.TV);
+        if (e.pad >= 0)
+            for (size_t i = 0; i < N; i++)
+                if (ref_int(&g_input_rng, 5) == 0) ids[i] = e.pad; /* ~20% padding tokens */
+        float *wte = rand_floats(nte, 1, 0), *wpe = rand_floats(npe, 1, 0), *wtt = rand_floats(ntt, 1, 0),
+              *dout = rand_floats(N * C, 1, 0);
+        double *rte = ref_dup(wte, nte), *rpe = ref_dup(wpe, npe), *rtt = ref_dup(wtt, ntt),
+               *rd = ref_dup(dout, N * C);
+        if (want_op("embed_fwd")) {
+            double *r = ref_alloc(N * C * sizeof *r), *mag = ref_alloc(N * C * sizeof *mag);
+            double *a1 = ref_abs(wte, nte), *a2 = ref_abs(wpe, npe), *a3 = ref_abs(wtt, ntt);
+            ref_embed_fwd(r, ids, tt, rte, rpe, rtt, e.B, e.T, e.C);
+            ref_embed_fwd(mag, ids, tt, a1, a2, a3, e.B, e.T, e.C);
+            tensor t[] = {tensor_out("out", NULL, N * C), tensor_in("ids", ids, N),
+                          tensor_in("type_ids", tt, N), tensor_in("wte", wte, nte),
+                          tensor_in("wpe", wpe, npe), tensor_in("wtt", wtt, ntt)};
+            verdict v = v_new();
+            if (exec_op(&v, be, t, 6, run_embed_fwd, &e, NULL))
+                v_nmse(&v, "out", RES(t[0]), r, mag, N * C, THR_ROUND);
+            v_report(&v, "embed_fwd", "B%d T%d C%d V%d TV%d", e.B, e.T, e.C, e.V, e.TV);
+            tensors_free(t, 6);
+            free(r), free(mag), free(a1), free(a2), free(a3);
+        }
+        if (want_op("embed_bwd")) { /* wte, wpe, wtt double as the nonzero initial gradients */
+            double *gte = ref_dup(wte, nte), *gpe = ref_dup(wpe, npe), *gtt = ref_dup(wtt, ntt);
+            ref_embed_bwd(gte, gpe, gtt, rd, ids, tt, e.B, e.T, e.C, e.pad);
+            double *m1 = ref_abs(wte, nte), *m2 = ref_abs(wpe, npe), *m3 = ref_abs(wtt, ntt),
+                   *ad = ref_abs(dout, N * C);
+            ref_embed_bwd(m1, m2, m3, ad, ids, tt, e.B, e.T, e.C, e.pad);
+            tensor t[] = {tensor_out("dwte", wte, nte), tensor_out("dwpe", wpe, npe),
+                          tensor_out("dwtt", wtt, ntt), tensor_in("dout", dout, N * C),
+                          tensor_in("ids", ids, N), tensor_in("type_ids", tt, N)};
+            verdict v = v_new();
+            if (exec_op(&v, be, t, 6, run_embed_bwd, &e, NULL)) {
+                v_nmse(&v, "dwte", RES(t[0]), gte, m1, nte, THR_MATH);
+                v_nmse(&v, "dwpe", RES(t[1]), gpe, m2, npe, THR_MATH);
+                v_nmse(&v, "dwtt", RES(t[2]), gtt, m3, ntt, THR_MATH);
+                if (e.pad >= 0 && memcmp(RES(t[0]) + (size_t)e.pad * C, wte + (size_t)e.pad * C, C * 4))
+                    v_fail(&v, "pad_id row of dwte modified");
+                if (memcmp(RES(t[1]) + (size_t)e.T * C, wpe + (size_t)e.T * C, (npe - (size_t)e.T * C) * 4))
+                    v_fail(&v, "dwpe rows >= T modified");
+            }
+            v_report(&v, "embed_bwd", "B%d T%d C%d V%d pad%d +=", e.B, e.T, e.C, e.V, e.pad);
+            tensors_free(t, 6);
+            free(gte), free(gpe), free(gtt), free(m1), free(m2), free(m3), free(ad);
+        }
+        if (want_op("embed_bwd") && g_check_references) { /* adjoint of embed_fwd, minus the pad row */
+            verdict f = v_new();
+            double *ate = ref_zalloc(nte * 8), *ape = ref_zalloc(npe * 8), *att = ref_zalloc(ntt * 8);
+            ref_embed_bwd(ate, ape, att, rd, ids, tt, e.B, e.T, e.C, e.pad);
+            emb_fd_ctx ctx = {e, ids, tt, rte, rpe, rtt};
+            for (int s = 0; s < 9; s++) {
+                int which = s / 3;
+                double *par = which == 0 ? rte : which == 1 ? rpe : rtt,
+                       *an = which == 0 ? ate : which == 1 ? ape : att;
+                size_t np = which == 0 ? nte : which == 1 ? npe : ntt;
+                size_t row = which == 0 ? (size_t)ids[ref_int(&g_fd_rng, (int)N)]
+                             : which == 1 ? (size_t)ref_int(&g_fd_rng, e.T)
+                                          : (size_t)tt[ref_int(&g_fd_rng, (int)N)];
+                size_t idx = row * C + (size_t)ref_int(&g_fd_rng, e.C);
+                if (which == 0 && (int)row == e.pad) { /* excluded: gradient must be 0 */
+                    if (an[idx] != 0.0) v_fail(&f, "pad row gradient %g != 0", an[idx]);
+                    continue;
+                }
+                double fd = ref_fd(fwd_embed, &ctx, N * C, rd, par, idx, FD_H);
+                fd_point(&f, which == 0 ? "dwte" : which == 1 ? "dwpe" : "dwtt", fd, an[idx],
+                         1e-4 * max_abs(an, np));
+            }
+            FD_REPORT(f, "embed_bwd", "B%d T%d C%d pad%d vs FD", e.B, e.T, e.C, e.pad);
+            free(ate), free(ape), free(att);
+        }
+        free(ids), free(tt), free(wte), free(wpe), free(wtt), free(dout);
+        free(rte), free(rpe), free(rtt), free(rd);
+    }
+}
+
+/* ================= layernorm ================= */
+
+typedef struct {
+    int rows, cols, inplace;
+    float eps;
+} layernorm_args;
+static void run_ln_fwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    layernorm_args *q = a; /* out, mean, rstd, x, gamma, beta */
+    be->layernorm_fwd(be, t[0].p, t[1].p, t[2].p, t[3].p, t[4].p, t[5].p, q->rows, q->cols, q->eps);
+}
+static void run_ln_bwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    layernorm_args *q = a; /* dout, dgamma, dbeta, x, mean, rstd, gamma, [dx] */
+    be->layernorm_bwd(be, q->inplace ? t[0].p : t[7].p, t[1].p, t[2].p, t[0].p, t[3].p, t[4].p,
+                      t[5].p, t[6].p, q->rows, q->cols);
+}
+
+typedef struct {
+    layernorm_args q;
+    double *x, *g, *b;
+} ln_fd_ctx;
+static void fwd_ln(void *c, double *out) {
+    ln_fd_ctx *x = c;
+    ref_layernorm_fwd(out, NULL, NULL, x->x, x->g, x->b, x->q.rows, x->q.cols, x->q.eps);
+}
+
+void test_layernorm(bt_backend *be) {
+    if (!want_op("layernorm_fwd") && !want_op("layernorm_bwd")) return;
+    for (size_t si = 0; si < sizeof MATRIX_SHAPES / sizeof *MATRIX_SHAPES; si++) {
+        if (skip_shape(MATRIX_SHAPES[si].quick)) continue;
+        reseed("layernorm", si);
+        layernorm_args q = {MATRIX_SHAPES[si].r, MATRIX_SHAPES[si].c, 0,
+                            (si & 1) || MATRIX_SHAPES[si].big ? 1e-12f : 1e-5f};
+        size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
+        float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0), *b = rand_floats(c, 0.1, 0.0);
+        float *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
+        double *rx = ref_dup(x, n), *rg = ref_dup(g, c), *rb = ref_dup(b, c), *rd = ref_dup(dout, n);
+        double *ro = ref_alloc(n * 8), *rmu = ref_alloc(r * 8), *rrs = ref_alloc(r * 8);
+        ref_layernorm_fwd(ro, rmu, rrs, rx, rg, rb, q.rows, q.cols, q.eps);
+        float *mu = ref_alloc(r * 4), *rs = ref_alloc(r * 4);
+        for (size_t i = 0; i < r; i++) mu[i] = (float)rmu[i], rs[i] = (float)rrs[i];
+        if (want_op("layernorm_fwd")) {
+            tensor t[] = {tensor_out("out", NULL, n), tensor_out("mean", NULL, r),
+                          tensor_out("rstd", NULL, r), tensor_in("x", x, n),
+                          tensor_in("gamma", g, c), tensor_in("beta", b, c)};
+            double *mo = ref_alloc(n * 8), *mm = ref_zalloc(r * 8); /* |terms| */
+            for (size_t i = 0; i < n; i++) {
+                mo[i] = fabs(ro[i] - rb[i % c]) + fabs(rb[i % c]);
+                mm[i / c] += fabs(rx[i]) / (double)c;
+            }
+            verdict v = v_new();
+            if (exec_op(&v, be, t, 6, run_ln_fwd, &q, NULL)) {
+                v_nmse(&v, "out", RES(t[0]), ro, mo, n, THR_MATH);
+                v_nmse(&v, "mean", RES(t[1]), rmu, mm, r, THR_MATH);
+                v_nmse(&v, "rstd", RES(t[2]), rrs, NULL, r, THR_MATH);
+            }
+            free(mo), free(mm);
+            v_report(&v, "layernorm_fwd", "%dx%d eps=%g", q.rows, q.cols, q.eps);
+            tensors_free(t, 6);
+        }
+        for (int inpl = 0; inpl < 2 && want_op("layernorm_bwd"); inpl++) {
+            /* the backward gets the float mean/rstd that a forward would save */
+            double *dmu = ref_dup(mu, r), *drs = ref_dup(rs, r), *rdx = ref_alloc(n * 8),
+                   *rdg = ref_dup(dg, c), *rdb = ref_dup(db, c);
+            ref_layernorm_bwd(rdx, rdg, rdb, rd, rx, dmu, drs, rg, q.rows, q.cols);
+            double *mdx = ref_alloc(n * 8), *mdg = ref_abs(dg, c), *mdb = ref_abs(db, c);
+            ref_layernorm_bwd_mag(mdx, rd, rx, dmu, drs, rg, q.rows, q.cols);
+            for (size_t i = 0; i < n; i++) {
+                mdg[i % c] += fabs(rd[i] * (rx[i] - dmu[i / c]) * drs[i / c]);
+                mdb[i % c] += fabs(rd[i]);
+            }
+            q.inplace = inpl;
+            tensor t[] = {inpl ? tensor_out("dout", dout, n) : tensor_in("dout", dout, n),
+                          tensor_out("dgamma", dg, c), tensor_out("dbeta", db, c),
+                          tensor_in("x", x, n), tensor_in("mean", mu, r),
+                          tensor_in("rstd", rs, r), tensor_in("gamma", g, c),
+                          tensor_out("dx", NULL, n)};
+            verdict v = v_new();
+            if (exec_op(&v, be, t, inpl ? 7 : 8, run_ln_bwd, &q, NULL)) {
+                /* with cols = 1, dx is identically 0 and only mag gives it a scale */
+                v_nmse(&v, "dx", RES(t[inpl ? 0 : 7]), rdx, mdx, n, THR_MATH);
+                v_nmse(&v, "dgamma", RES(t[1]), rdg, mdg, c, THR_MATH);
+                v_nmse(&v, "dbeta", RES(t[2]), rdb, mdb, c, THR_MATH);
+            }
+            v_report(&v, "layernorm_bwd", "%dx%d +=%s", q.rows, q.cols, inpl ? " dx=dout" : "");
+            tensors_free(t, 8);
+            free(dmu), free(drs), free(rdx), free(rdg), free(rdb), free(mdx), free(mdg), free(mdb);
+        }
+        if (want_op("layernorm_bwd") && g_check_references) {
+            verdict f = v_new();
+            double *adx = ref_alloc(n * 8), *adg = ref_zalloc(c * 8), *adb = ref_zalloc(c * 8);
+            ref_layernorm_bwd(adx, adg, adb, rd, rx, rmu, rrs, rg, q.rows, q.cols);
+            ln_fd_ctx ctx = {q, rx, rg, rb};
+            for (int s = 0; s < 9; s++) {
+                int which = s / 3;
+                double *par = which == 0 ? rx : which == 1 ? rg : rb,
+                       *an = which == 0 ? adx : which == 1 ? adg : adb;
+                size_t np = which == 0 ? n : c, idx = (size_t)ref_int(&g_fd_rng, (int)np);
+                double fd = ref_fd(fwd_ln, &ctx, n, rd, par, idx, FD_H);
+                fd_point(&f, which == 0 ? "dx" : which == 1 ? "dgamma" : "dbeta", fd, an[idx],
+                         1e-4 * max_abs(an, np));
+            }
+            FD_REPORT(f, "layernorm_bwd", "%dx%d vs FD of fwd", q.rows, q.cols);
+            free(adx), free(adg), free(adb);
+        }
+        free(x), free(g), free(b), free(dout), free(dg), free(db), free(rx), free(rg), free(rb);
+        free(rd), free(ro), free(rmu), free(rrs), free(mu), free(rs);
+    }
+}
+
+/* ================= gelu / tanh ================= */
+
+void run_gelu_fwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    be->gelu_fwd(be, t[0].p, t[1].p, ((unary_args *)a)->n);
+}
+void run_tanh_fwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    be->tanh_fwd(be, t[0].p, t[1].p, ((unary_args *)a)->n);
+}
+/* t: dout, x|y, [dx]; inplace: dx aliases dout (as the engine calls them) */
+static void run_gelu_bwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    unary_args *q = a;
+    be->gelu_bwd(be, q->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, q->n);
+}
+static void run_tanh_bwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    unary_args *q = a;
+    be->tanh_bwd(be, q->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, q->n);
+}
+
+typedef struct {
+    size_t n;
+    bool tanh_;
+    double *x;
+} un_fd_ctx;
+static void fwd_unary(void *c, double *out) {
+    un_fd_ctx *u = c;
+    for (size_t i = 0; i < u->n; i++) out[i] = u->tanh_ ? tanh(u->x[i]) : ref_gelu(u->x[i]);
+}
+
+void test_activations(bt_backend *be) {
+    for (size_t si = 0; si < sizeof VECTOR_SHAPES / sizeof *VECTOR_SHAPES; si++) {
+        if (skip_shape(VECTOR_SHAPES[si].quick)) continue;
+        reseed("activations", si);
+        unary_args q = {VECTOR_SHAPES[si].n, 0};
+        size_t n = q.n;
+        float *x = rand_floats(n, 3.0, 0.0), *dout = rand_floats(n, 1.0, 0.0), *y = ref_alloc(n * 4);
+        double *rx = ref_dup(x, n), *rd = ref_dup(dout, n), *r = ref_alloc(n * 8),
+               *ax = ref_abs(x, n), *ad = ref_abs(dout, n);
+        for (size_t i = 0; i < n; i++) y[i] = (float)tanh(rx[i]);
+        for (int op = 0; op < 2; op++) {
+            const char *fname = op ? "tanh_fwd" : "gelu_fwd", *bname = op ? "tanh_bwd" : "gelu_bwd";
+            if (want_op(fname)) {
+                for (size_t i = 0; i < n; i++) r[i] = op ? tanh(rx[i]) : ref_gelu(rx[i]);
+                tensor t[] = {tensor_out("out", NULL, n), tensor_in("x", x, n)};
+                verdict v = v_new();
+                /* gelu: x/2 + x erf(x/sqrt2)/2 cancels for x << 0: mag = |x| */
+                if (exec_op(&v, be, t, 2, op ? run_tanh_fwd : run_gelu_fwd, &q, NULL))
+                    v_nmse(&v, "out", RES(t[0]), r, op ? NULL : ax, n, THR_MATH);
+                v_report(&v, fname, "n=%zu", n);
+                tensors_free(t, 2);
+            }
+            for (int inpl = 0; inpl < 2 && want_op(bname); inpl++) {
+                for (size_t i = 0; i < n; i++) /* tanh_bwd takes the float output y */
+                    r[i] = rd[i] * (op ? 1.0 - (double)y[i] * y[i] : ref_gelu_grad(rx[i]));
+                q.inplace = inpl;
+                tensor t[] = {inpl ? tensor_out("dout", dout, n) : tensor_in("dout", dout, n),
+                              tensor_in(op ? "y" : "x", op ? y : x, n), tensor_out("dx", NULL, n)};
+                verdict v = v_new();
+                /* 1 - y*y (|y| -> 1) and cdf + x pdf (x << 0) cancel: mag = |dout| */
+                if (exec_op(&v, be, t, inpl ? 2 : 3, op ? run_tanh_bwd : run_gelu_bwd, &q, NULL))
+                    v_nmse(&v, "dx", RES(t[inpl ? 0 : 2]), r, ad, n, op ? THR_ROUND : THR_MATH);
+                v_report(&v, bname, "n=%zu%s", n, inpl ? " dx=dout" : "");
+                tensors_free(t, 3);
+            }
+            if (want_op(bname) && g_check_references) {
+                verdict f = v_new();
+                un_fd_ctx ctx = {n, op == 1, rx};
+                for (int s = 0; s < 3; s++) {
+                    size_t idx = (size_t)ref_int(&g_fd_rng, (int)n);
+                    double th = tanh(rx[idx]);
+                    double an = rd[idx] * (op ? 1.0 - th * th : ref_gelu_grad(rx[idx]));
+                    fd_point(&f, "dx", ref_fd(fwd_unary, &ctx, n, rd, rx, idx, FD_H), an,
+                             1e-4 * max_abs(rd, n)); /* gelu', tanh' <= ~1.13 */
+                }
+                FD_REPORT(f, bname, "n=%zu vs FD of fwd", n);
+            }
+        }
+        free(x), free(dout), free(y), free(rx), free(rd), free(r), free(ax), free(ad);
+    }
+}
+
+/* ================= softmax ================= */
+
+typedef struct {
+    int B, H, T, inplace;
+    float scale;
+} softmax_args;
+static void run_sm_fwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    softmax_args *q = a; /* scores, mask, [probs] */
+    be->softmax_fwd(be, q->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, q->B, q->H, q->T, q->scale);
+}
+static void run_sm_bwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    softmax_args *q = a; /* dprobs, probs, [dscores] */
+    be->softmax_bwd(be, q->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, q->B * q->H * q->T, q->T,
+                    q->scale);
+}
+
+typedef struct {
+    softmax_args q;
+    const int32_t *mask;
+    double *s;
+} sm_fd_ctx;
+static void fwd_sm(void *c, double *out) {
+    sm_fd_ctx *x = c;
+    ref_softmax_fwd(out, x->s, x->mask, x->q.B, x->q.H, x->q.T, x->q.scale);
+}
+
+void test_softmax(bt_backend *be) {
+    if (!want_op("softmax_fwd") && !want_op("softmax_bwd")) return;
+    static const int shapes[][4] = {/* B, H, T, quick (-1: big) */
+                                    {1, 1, 1, 1}, {1, 2, 3, 0}, {2, 3, 17, 1}, {3, 2, 33, 0},
+                                    {2, 2, 65, 0}, {2, 12, 128, -1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        if (skip_shape(shapes[si][3] == 1)) continue;
+        reseed("softmax", si);
+        softmax_args q = {shapes[si][0], shapes[si][1], shapes[si][2], 0, (si & 1) ? 1.0f : 0.125f};
+        size_t rows = (size_t)q.B * q.H * q.T, n = rows * q.T;
+        int32_t *mask = ref_alloc((size_t)q.B * q.T * 4);
+        static const int32_t keepv[] = {1, 1, 1, 2, -1}; /* any nonzero keeps */
+        for (int b = 0; b < q.B; b++) {
+            int32_t *m = mask + (size_t)b * q.T, any = 0;
+            bool single = b == q.B - 1 && q.B > 1 && q.T > 2; /* one key left */
+            for (int j = 0; j < q.T; j++) {
+                m[j] = single || ref_uniform(&g_input_rng) < 0.3 ? 0 : keepv[ref_int(&g_input_rng, 5)];
+                any |= m[j];
+            }
+            if (!any) m[ref_int(&g_input_rng, q.T)] = 1;
+        }
+        float *sc = rand_floats(n, 3.0, 0.0), *dp = rand_floats(n, 1.0, 0.0), *pf = ref_alloc(n * 4);
+        double *rs = ref_dup(sc, n), *rp = ref_alloc(n * 8), *rdp = ref_dup(dp, n);
+        ref_softmax_fwd(rp, rs, mask, q.B, q.H, q.T, q.scale);
+        for (size_t i = 0; i < n; i++) pf[i] = (float)rp[i];
+        for (int inpl = 0; inpl < 2 && want_op("softmax_fwd"); inpl++) {
+            q.inplace = inpl;
+            tensor t[] = {inpl ? tensor_out("scores", sc, n) : tensor_in("scores", sc, n),
+                          tensor_in("key_mask", mask, (size_t)q.B * q.T),
+                          tensor_out("probs", NULL, n)};
+            verdict v = v_new();
+            if (exec_op(&v, be, t, inpl ? 2 : 3, run_sm_fwd, &q, NULL)) {
+                const float *o = RES(t[inpl ? 0 : 2]);
+                v_nmse(&v, "probs", o, rp, NULL, n, THR_MATH); /* positive terms only */
+                for (size_t i = 0; i < n; i++)
+                    if (rp[i] == 0.0 && o[i] != 0.0f) {
+                        v_fail(&v, "masked key has probability %g", o[i]);
+                        break;
+                    }
+            }
+            v_report(&v, "softmax_fwd", "B%d H%d T%d s=%g%s", q.B, q.H, q.T, q.scale,
+                     inpl ? " in-place" : "");
+            tensors_free(t, 3);
+        }
+        for (int inpl = 0; inpl < 2 && want_op("softmax_bwd"); inpl++) {
+            double *pd = ref_dup(pf, n), *r = ref_alloc(n * 8), *mag = ref_alloc(n * 8);
+            ref_softmax_bwd(r, rdp, pd, (int)rows, q.T, q.scale);
+            ref_softmax_bwd_mag(mag, rdp, pd, (int)rows, q.T, q.scale);
+            q.inplace = inpl;
+            tensor t[] = {inpl ? tensor_out("dprobs", dp, n) : tensor_in("dprobs", dp, n),
+                          tensor_in("probs", pf, n), tensor_out("dscores", NULL, n)};
+            verdict v = v_new();
+            if (exec_op(&v, be, t, inpl ? 2 : 3, run_sm_bwd, &q, NULL))
+                v_nmse(&v, "dscores", RES(t[inpl ? 0 : 2]), r, mag, n, THR_MATH);
+            v_report(&v, "softmax_bwd", "rows%zu T%d s=%g%s", rows, q.T, q.scale,
+                     inpl ? " in-place" : "");
+            tensors_free(t, 3);
+            free(pd), free(r), free(mag);
+        }
+        if (want_op("softmax_bwd") && g_check_references) {
+            verdict f = v_new();
+            double *an = ref_alloc(n * 8);
+            ref_softmax_bwd(an, rdp, rp, (int)rows, q.T, q.scale);
+            sm_fd_ctx ctx = {q, mask, rs};
+            for (int s = 0; s < 5; s++) {
+                size_t idx = fd_pick(an, n);
+                if (s == 4) /* a masked key, if any: both must be 0 */
+                    for (size_t i = 0; i < n; i++)
+                        if (rp[i] == 0.0) {
+                            idx = i;
+                            break;
+                        }
+                double fd = ref_fd(fwd_sm, &ctx, n, rdp, rs, idx, FD_H);
+                fd_point(&f, "dscores", fd, an[idx], 1e-4 * max_abs(an, n));
+            }
+            FD_REPORT(f, "softmax_bwd", "B%d H%d T%d vs FD of fwd", q.B, q.H, q.T);
+            free(an);
+        }
+        free(mask), free(sc), free(dp), free(pf), free(rs), free(rp), free(rdp);
+    }
+}
+
+/* ================= dropout ================= */
+
+typedef struct {
+    size_t n, per, split;
+    uint32_t s0;
+    float p;
+    bt_rng_key key;
+    int inplace;
+} dropout_args;
+static void run_dropout(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    dropout_args *d = a; /* in, [out] */
+    bt_ptr out = d->inplace ? t[0].p : t[1].p;
+    if (!d->split) {
+        be->dropout(be, out, t[0].p, d->n, d->per, d->s0, d->p, d->key);
+        return;
+    }
+    be->dropout(be, out, t[0].p, d->split, d->per, d->s0, d->p, d->key);
+    be->dropout(be, bt_at(out, d->split), bt_at(t[0].p, d->split), d->n - d->split, d->per,
+                d->s0 + (uint32_t)(d->split / d->per), d->p, d->key);
+}
+
+/* Expected output: philox.h decides which elements are kept (bit-exact with
+ * every backend); kept values are x * (1.0f / (1.0f - p)) in float. */
+static float *drop_expect(const float *x, const dropout_args *d) {
+    float *e = ref_alloc(d->n * 4);
+    const uint32_t thr = philox_drop_threshold(d->p);
+    const float scale = 1.0f / (1.0f - d->p);
+    for (size_t i = 0; i < d->n; i++) {
+        uint32_t sample = d->s0 + (uint32_t)(i / d->per), elem = (uint32_t)(i % d->per);
+        e[i] = philox_draw(d->key.seed, d->key.stream, sample, elem) >= thr ? x[i] * scale : 0.0f;
+    }
+    return e;
+}
+
+/* Run dropout on x with d; returns the output (caller frees) or NULL. */
+static float *drop_run(verdict *v, bt_backend *be, const float *x, dropout_args d) {
+    tensor t[] = {d.inplace ? tensor_out("x", x, d.n) : tensor_in("x", x, d.n), tensor_out("out", NULL, d.n)};
+    if (!exec_op(v, be, t, d.inplace ? 1 : 2, run_dropout, &d, NULL)) {
+        tensors_free(t, 2);
+        return NULL;
+    }
+    float *o = t[d.inplace ? 0 : 1].res;
+    t[d.inplace ? 0 : 1].res = NULL;
+    tensors_free(t, 2);
+    return o;
+}
+
+typedef struct {
+    size_t n;
+    double scale;
+    const float *keep; /* expected forward output of ones: scale or 0 */
+    double *x;
+} dr_fd_ctx;
+static void fwd_dropout(void *c, double *out) {
+    dr_fd_ctx *d = c;
+    for (size_t i = 0; i < d->n; i++) out[i] = d->keep[i] != 0.0f ? d->x[i] * d->scale : 0.0;
+}
+
+void test_dropout(bt_backend *be) {
+    if (!want_op("dropout")) return;
+    static const struct {
+        size_t n, per;
+        uint32_t s0;
+        float p;
+        int quick; /* -1: big */
+    } cases[] = {/* n is a multiple of per_sample (backend.h); odd per_sample values
+                  * make Philox blocks of four straddle sample boundaries */
+                 {1, 1, 0, 0.1f, 1},         {15, 5, 3, 0.1f, 1},     {256, 64, 0, 0.5f, 0},
+                 {999, 3, 11, 0.25f, 0},     {1000, 1000, 0, 0.0f, 0}, {4000, 1000, 7, 0.1f, 1},
+                 {8198, 4099, 0, 0.9f, 0},   {196608, 98304, 5, 0.1f, -1}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        if (skip_shape(cases[ci].quick == 1)) continue;
+        reseed("dropout", ci);
+        dropout_args d = {cases[ci].n, cases[ci].per, 0, cases[ci].s0, cases[ci].p, {0, 0}, 0};
+        d.key.seed = ref_next(&g_input_rng);
+        d.key.stream = (ci & 1) ? ref_next(&g_input_rng) : (uint64_t)ref_int(&g_input_rng, 100);
+        size_t n = d.n;
+        char shape[80];
+        snprintf(shape, sizeof shape, "n=%zu per=%zu s0=%u p=%g", n, d.per, d.s0, d.p);
+        float *x = rand_floats(n, 1, 0), *g = rand_floats(n, 1, 0), *xg = ref_alloc(n * 4);
+        for (size_t i = 0; i < n; i++) xg[i] = x[i] + g[i];
+        float *ex = drop_expect(x, &d), *eg = drop_expect(g, &d), *ones = ref_alloc(n * 4);
+        for (size_t i = 0; i < n; i++) ones[i] = 1.0f;
+        float *keep = drop_expect(ones, &d);
+
+        /* forward, out-of-place and in-place: bit-exact */
+        verdict v = v_new();
+        float *ox = drop_run(&v, be, x, d);
+        if (ox) v_bits(&v, "out", ox, ex, n);
+        d.inplace = 1;
+        float *oi = drop_run(&v, be, x, d);
+        if (oi) v_bits(&v, "in-place", oi, ex, n);
+        d.inplace = 0;
+        v_report(&v, "dropout", "%s", shape);
+
+        /* the mask depends only on (seed, stream, sample, elem): split calls */
+        size_t full = n / d.per;
+        if (n > d.per) { /* at least two samples */
+            verdict vs = v_new();
+            d.split = d.per * (full / 2 ? full / 2 : 1);
+            float *os = drop_run(&vs, be, x, d);
+            if (os) v_bits(&vs, "split", os, ex, n);
+            d.split = 0;
+            v_report(&vs, "dropout", "%s split@%zu", shape, d.per * (full / 2 ? full / 2 : 1));
+            free(os);
+        }
+
+        /* statistics: kept fraction within 4 sigma; other stream/seed, other mask */
+        if (ox) {
+            verdict vt = v_new();
+            size_t kept = 0;
+            for (size_t i = 0; i < n; i++) kept += ox[i] != 0.0f;
+            double sigma = sqrt((double)d.p * (1.0 - d.p) / (double)n),
+                   dev = fabs((double)kept / n - (1.0 - d.p));
+            v_metric(&vt, "kept fraction z", sigma > 0 ? dev / sigma : (dev > 0 ? INFINITY : 0), 4.0);
+            for (size_t i = 0; i < n; i++)
+                if (ox[i] != 0.0f && ox[i] != x[i] * (1.0f / (1.0f - d.p))) {
+                    v_fail(&vt, "kept value not x/(1-p) exactly");
+                    break;
+                }
+            for (int k = 0; k < 2 && n >= 64 && d.p > 0.0f; k++) {
+                dropout_args d2 = d;
+                if (k == 0)
+                    d2.key.stream ^= 1;
+                else
+                    d2.key.seed += 1;
+                float *o2 = drop_run(&vt, be, x, d2);
+                size_t diff = 0;
+                for (size_t i = 0; o2 && i < n; i++) diff += (o2[i] == 0.0f) != (ox[i] == 0.0f);
+                if (o2 && diff == 0) v_fail(&vt, "same mask for another %s", k ? "seed" : "stream");
+                free(o2);
+            }
+            v_report(&vt, "dropout", "%s stats (z)", shape);
+        }
+
+        /* backward: the same call on a gradient applies the forward's mask and is linear */
+        if (ox) {
+            verdict vb = v_new();
+            float *og = drop_run(&vb, be, g, d), *oxg = drop_run(&vb, be, xg, d);
+            if (og && oxg) {
+                v_bits(&vb, "dgrad", og, eg, n);
+                for (size_t i = 0; i < n; i++)
+                    if ((og[i] == 0.0f) != (ox[i] == 0.0f)) {
+                        v_fail(&vb, "gradient mask differs from the forward mask at %zu", i);
+                        break;
+                    }
+                double *lin = ref_alloc(n * 8), *mag = ref_alloc(n * 8);
+                for (size_t i = 0; i < n; i++)
+                    lin[i] = (double)ox[i] + og[i], mag[i] = fabs((double)ox[i]) + fabs((double)og[i]);
+                v_nmse(&vb, "linearity", oxg, lin, mag, n, THR_ROUND);
+                free(lin), free(mag);
+            }
+            v_report(&vb, "dropout", "%s bwd+linear", shape);
+            free(og), free(oxg);
+        }
+        if (g_check_references) { /* analytic backward (mask * scale * w) vs FD of the forward */
+            verdict f = v_new();
+            double *rx = ref_dup(x, n), *w = ref_dup(g, n), sc = 1.0f / (1.0f - d.p);
+            dr_fd_ctx ctx = {n, sc, keep, rx};
+            for (int s = 0; s < 3; s++) {
+                size_t idx = (size_t)ref_int(&g_fd_rng, (int)n);
+                double an = keep[idx] != 0.0f ? w[idx] * sc : 0.0;
+                fd_point(&f, "dx", ref_fd(fwd_dropout, &ctx, n, w, rx, idx, FD_H), an, 1e-4 * max_abs(w, n));
+            }
+            FD_REPORT(f, "dropout", "%s vs FD", shape);
+            free(rx), free(w);
+        }
+        free(x), free(g), free(xg), free(ex), free(eg), free(ones), free(keep), free(ox), free(oi);
+    }
+}

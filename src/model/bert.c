@@ -1,0 +1,740 @@
+/* BERT forward and backward as backend ops (llm.c style: one short function
+ * per block). Shapes: N = B*T token rows, M = masked rows, H hidden, I
+ * intermediate, NH heads of size D, V vocabulary. Post-LN, exactly as Hugging
+ * Face BertForPreTraining, or (model.norm "pre") Pre-LN: x + f(LN(x)) per block
+ * and one LayerNorm after the last layer. */
+#include "bert.h"
+#include "bert_internal.h"
+#include "util/rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAR(off) ((bt_ptr){m->params, (size_t)(off) * 4})
+#define GRD(off) ((bt_ptr){m->grads, (size_t)(off) * 4})
+#define ACT(off) ((bt_ptr){m->acts, (size_t)(off) * 4})
+#define INT(off) ((bt_ptr){m->ints, (size_t)(off) * 4})
+/* mixed precision: an activation (or its gradient) is stored in 16 bits */
+#define STORE16(off, n) store16(m, m->acts, (off), (size_t)(n))
+#define STORE16_PTR(p, n) store16(m, (p).buf, (p).off / 4, (size_t)(n))
+
+/* Where field `work_off` of layer l lives in the stash. */
+static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
+    const struct bert_act_layout *a = m->act;
+    return (bt_ptr){m->stash, (l * a->stash_per_layer + (work_off - a->work_base)) * 2};
+}
+
+/* Round n values of buf from element off to the 16-bit storage dtype. A
+ * value of the working set during layer l's forward goes through that
+ * layer's stash slot: the one 16-bit copy both rounds it and keeps it for
+ * the backward pass. */
+static void store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
+    const struct bert_act_layout *a = m->act;
+    if (buf == m->acts && a->stash_per_layer && m->layer_in_flight >= 0 &&
+        off >= a->work_base && off < a->work_base + a->stash_per_layer) {
+        const bt_dtype dt = (bt_dtype)m->cfg.storage;
+        const bt_ptr slot = stash_at(m, m->layer_in_flight, off);
+        m->be->cast(m->be, slot, dt, ACT(off), BT_F32, n);
+        m->be->cast(m->be, ACT(off), BT_F32, slot, dt, n);
+    } else {
+        bert_store16(m, buf, off, n);
+    }
+}
+
+/* Every GEMM of the model: with 16-bit operands (fp32 accumulation) where
+ * m->gemm16 (mixed precision on tensor cores), else in fp32. */
+static void mm(bert_model *m, bool ta, bool tb, int M, int N, int K, float alpha, bt_ptr a,
+               int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc,
+               long sc, int batch) {
+    if (m->gemm16)
+        m->be->gemm16(m->be, (bt_dtype)m->cfg.storage, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb,
+                      sb, beta, c, ldc, sc, batch);
+    else
+        m->be->gemm(m->be, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                    batch);
+}
+
+enum { SITE_EMB = 1, SITE_ATTN_PROBS = 2, SITE_ATTN_OUT = 3, SITE_FFN_OUT = 4 };
+
+/* The dropout key of one site: the same on every backend, rank and resume. */
+static bt_rng_key dropout_key(const bert_pass *pass, int layer, int site) {
+    bt_rng_key k = {pass->seed, (pass->step << 24) | ((uint64_t)(layer + 1) << 12) |
+                                    ((uint64_t)site << 4) | RNG_STREAM_DROPOUT};
+    return k;
+}
+
+struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm, int Mm) {
+    int L = c->num_hidden_layers;
+    struct bert_act_layout *a =
+        calloc(1, sizeof *a + (size_t)L * sizeof(bert_layer_acts));
+    if (!a) return NULL;
+    const size_t N = (size_t)Bm * Tm, H = c->hidden_size, I = c->intermediate_size,
+                 P = (size_t)Bm * c->num_attention_heads * Tm * Tm, M = Mm > 0 ? Mm : 1,
+                 V = c->vocab_size;
+    size_t off = 0;
+#define TAKE(field, count) (a->field = off, off += ((count) + 15) / 16 * 16)
+    TAKE(emb_sum, N * H);
+    TAKE(emb_mean, N);
+    TAKE(emb_rstd, N);
+    TAKE(emb_out, N * H);
+    /* With the 16-bit stash one working set of the big fields serves every
+     * layer; without it each layer has its own. */
+    const bool stash = c->storage != BT_F32 && !c->fp32_stash;
+    a->work_base = off;
+    for (int l = 0; l < (stash ? 1 : L); l++) {
+        TAKE(layer[l].qkv, N * 3 * H);
+        TAKE(layer[l].probs, P);
+        TAKE(layer[l].ctx, N * H);
+        TAKE(layer[l].res1, N * H);
+        TAKE(layer[l].ln1, N * H);
+        TAKE(layer[l].fc1, N * I);
+        TAKE(layer[l].gelu, N * I);
+        TAKE(layer[l].res2, N * H);
+        TAKE(layer[l].ln2, N * H);
+    }
+    if (stash) {
+        a->stash_per_layer = off - a->work_base;
+        for (int l = 1; l < L; l++) a->layer[l] = a->layer[0];
+        TAKE(xin, N * H);
+    }
+    for (int l = 0; l < L; l++) { /* LayerNorm statistics: fp32, per layer */
+        TAKE(layer[l].mean1, N);
+        TAKE(layer[l].rstd1, N);
+        TAKE(layer[l].mean2, N);
+        TAKE(layer[l].rstd2, N);
+    }
+    TAKE(hm, M * H);
+    TAKE(t1, M * H);
+    TAKE(t2, M * H);
+    TAKE(t3, M * H);
+    TAKE(t3_mean, M);
+    TAKE(t3_rstd, M);
+    TAKE(logits, M * V);
+    TAKE(mlm_loss, M);
+    TAKE(mlm_correct, M);
+    TAKE(mlm_log_z, M);
+    TAKE(cls, (size_t)Bm * H);
+    TAKE(pool_pre, (size_t)Bm * H);
+    TAKE(pooled, (size_t)Bm * H);
+    TAKE(nsp_logits, (size_t)Bm * 2);
+    TAKE(nsp_loss, (size_t)Bm);
+    TAKE(nsp_correct, (size_t)Bm);
+    TAKE(nsp_log_z, (size_t)Bm);
+    if (c->norm == BERT_NORM_PRE) {
+        TAKE(final_out, N * H);
+        TAKE(final_mean, N);
+        TAKE(final_rstd, N);
+    }
+    TAKE(dA, N * H);
+    TAKE(dH, N * H);
+    TAKE(dctx, N * H);
+    TAKE(dI, N * I);
+    TAKE(dqkv, N * 3 * H);
+    TAKE(dprobs, P);
+    TAKE(pdrop, P);
+    TAKE(dhm, M * H);
+    TAKE(dcls, (size_t)Bm * H);
+    a->total = off;
+    off = 0;
+    TAKE(ids, N);
+    TAKE(types, N);
+    TAKE(mask, N);
+    TAKE(mlm_pos, M);
+    TAKE(mlm_labels, M);
+    TAKE(nsp_labels, (size_t)Bm);
+    TAKE(cls_idx, (size_t)Bm);
+    a->ints_total = off;
+#undef TAKE
+    a->n_layers = L;
+    return a;
+}
+
+/* out (rows, out_f) = in (rows, in_f) @ W^T + b,  W: (out_f, in_f) */
+static void linear_fwd(bert_model *m, bt_ptr out, bt_ptr in, size_t w, size_t b, int rows,
+                       int in_f, int out_f) {
+    if (rows == 0) return;
+    bt_backend *be = m->be;
+    mm(m, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 0.0f, out,
+             out_f, 0, 1);
+    be->bias_add(be, out, PAR(b), rows, out_f);
+    STORE16_PTR(out, (size_t)rows * out_f);
+}
+
+/* dW += dout^T @ in;  db += sum_rows dout;  din = dout @ W (skipped if din.buf NULL) */
+static void linear_bwd(bert_model *m, bt_ptr din, size_t w, size_t b, bt_ptr dout, bt_ptr in,
+                       int rows, int in_f, int out_f) {
+    if (rows == 0) return;
+    bt_backend *be = m->be;
+    mm(m, true, false, out_f, in_f, rows, 1.0f, dout, out_f, 0, in, in_f, 0, 1.0f, GRD(w),
+             in_f, 0, 1);
+    be->bias_grad(be, GRD(b), dout, rows, out_f);
+    if (din.buf) {
+        mm(m, false, false, rows, in_f, out_f, 1.0f, dout, out_f, 0, PAR(w), in_f, 0, 0.0f,
+                 din, in_f, 0, 1);
+        STORE16_PTR(din, (size_t)rows * in_f);
+    }
+}
+
+/* LayerNorm forward over rows of cols, the output stored as an activation. */
+static void ln_fwd(bert_model *m, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr in, bt_ptr w,
+                   bt_ptr b, int rows, int cols, float eps) {
+    m->be->layernorm_fwd(m->be, out, mean, rstd, in, w, b, rows, cols, eps);
+    STORE16_PTR(out, (size_t)rows * cols);
+}
+
+/* LayerNorm backward: dx (stored as an activation gradient), dw and db += . */
+static void ln_bwd(bert_model *m, bt_ptr dx, bt_ptr dw, bt_ptr db, bt_ptr dy, bt_ptr x,
+                   bt_ptr mean, bt_ptr rstd, bt_ptr w, int rows, int cols) {
+    m->be->layernorm_bwd(m->be, dx, dw, db, dy, x, mean, rstd, w, rows, cols);
+    STORE16_PTR(dx, (size_t)rows * cols);
+}
+
+static void upload_batch(bert_model *m, const bert_batch *bt) {
+    const struct bert_act_layout *a = m->act;
+    int32_t *host = calloc(a->ints_total, sizeof *host);
+    if (!host) {
+        fprintf(stderr, "bertrain: out of host memory staging a batch\n");
+        exit(1);
+    }
+    size_t N = (size_t)bt->B * bt->T;
+    memcpy(host + a->ids, bt->input_ids, N * 4);
+    memcpy(host + a->types, bt->token_type_ids, N * 4);
+    memcpy(host + a->mask, bt->attention_mask, N * 4);
+    if (bt->n_masked > 0) {
+        memcpy(host + a->mlm_pos, bt->mlm_positions, (size_t)bt->n_masked * 4);
+        memcpy(host + a->mlm_labels, bt->mlm_labels, (size_t)bt->n_masked * 4);
+    }
+    for (int b = 0; b < bt->B; b++) {
+        host[a->nsp_labels + b] = bt->nsp_labels ? bt->nsp_labels[b] : -1;
+        host[a->cls_idx + b] = b * bt->T;
+    }
+    m->be->upload(m->be, INT(0), host, a->ints_total * 4);
+    free(host);
+}
+
+/* out (B, NH, T, T) = Q K^T per head (unscaled: the softmax applies 1/sqrt(D)). */
+static void attention_scores(bert_model *m, int l, const bert_batch *bt, size_t out) {
+    const bert_layer_acts *la = &m->act->layer[l];
+    const int B = bt->B, T = bt->T, H = m->cfg.hidden_size, NH = m->cfg.num_attention_heads,
+              D = H / NH;
+    const size_t TT = (size_t)T * T, per_b = (size_t)NH * TT;
+    for (int b = 0; b < B; b++) {
+        size_t q = la->qkv + (size_t)b * T * 3 * H;
+        mm(m, false, true, T, T, D, 1.0f, ACT(q), 3 * H, D, ACT(q + H), 3 * H, D, 0.0f,
+                 ACT(out + b * per_b), T, (long)TT, NH);
+    }
+}
+
+/* Self-attention core for one layer: ctx = dropout(softmax(QK^T/sqrt(D))) V */
+static void attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const bert_layer_acts *la = &m->act->layer[l];
+    const int B = bt->B, T = bt->T, H = m->cfg.hidden_size, NH = m->cfg.num_attention_heads,
+              D = H / NH;
+    const size_t TT = (size_t)T * T, per_b = (size_t)NH * TT;
+    const float p = pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
+    attention_scores(m, l, bt, la->probs);
+    if (m->cfg.attention_logit_penalty > 0.0f) /* sum of (QK^T/sqrt(D))^2 */
+        m->attn_score_sq += be->sumsq(be, ACT(la->probs), B * per_b) / D;
+    be->softmax_fwd(be, ACT(la->probs), ACT(la->probs), INT(m->act->mask), B, NH, T,
+                    1.0f / sqrtf((float)D));
+    STORE16(la->probs, B * per_b);
+    size_t src = la->probs;
+    if (p > 0.0f) {
+        be->dropout(be, ACT(m->act->pdrop), ACT(la->probs), B * per_b, per_b, bt->first_sample,
+                    p, dropout_key(pass, l, SITE_ATTN_PROBS));
+        src = m->act->pdrop;
+    }
+    for (int b = 0; b < B; b++) { /* ctx (T, D) per head, written as (B, T, H) */
+        size_t v = la->qkv + (size_t)b * T * 3 * H + 2 * H;
+        mm(m, false, false, T, D, T, 1.0f, ACT(src + b * per_b), T, (long)TT, ACT(v),
+                 3 * H, D, 0.0f, ACT(la->ctx + (size_t)b * T * H), H, D, NH);
+    }
+    STORE16(la->ctx, (size_t)B * T * H);
+}
+
+/* Backward of attention_fwd: dctx (N, H) -> dqkv (N, 3H) */
+static void attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const int B = bt->B, T = bt->T, H = m->cfg.hidden_size, NH = m->cfg.num_attention_heads,
+              D = H / NH;
+    const size_t TT = (size_t)T * T, per_b = (size_t)NH * TT;
+    const float p = pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
+    const bt_rng_key key = dropout_key(pass, l, SITE_ATTN_PROBS);
+    size_t src = la->probs;
+    if (p > 0.0f) { /* recompute the dropped probabilities */
+        be->dropout(be, ACT(a->pdrop), ACT(la->probs), B * per_b, per_b, bt->first_sample, p,
+                    key);
+        src = a->pdrop;
+    }
+    for (int b = 0; b < B; b++) {
+        size_t qkv = la->qkv + (size_t)b * T * 3 * H, dqkv = a->dqkv + (size_t)b * T * 3 * H;
+        size_t dctx = a->dctx + (size_t)b * T * H;
+        /* dV = P^T dctx */
+        mm(m, true, false, T, D, T, 1.0f, ACT(src + b * per_b), T, (long)TT, ACT(dctx), H,
+                 D, 0.0f, ACT(dqkv + 2 * H), 3 * H, D, NH);
+        /* dP = dctx V^T */
+        mm(m, false, true, T, T, D, 1.0f, ACT(dctx), H, D, ACT(qkv + 2 * H), 3 * H, D,
+                 0.0f, ACT(a->dprobs + b * per_b), T, (long)TT, NH);
+    }
+    if (p > 0.0f)
+        be->dropout(be, ACT(a->dprobs), ACT(a->dprobs), B * per_b, per_b, bt->first_sample, p,
+                    key);
+    be->softmax_bwd(be, ACT(a->dprobs), ACT(a->dprobs), ACT(la->probs), B * NH * T, T,
+                    1.0f / sqrtf((float)D));
+    if (pass->attn_penalty_grad_scale > 0.0f) { /* + d(c sum (S/sqrt(D))^2)/dS = 2c S / D */
+        attention_scores(m, l, bt, a->pdrop); /* pdrop is free again: recompute S */
+        be->axpy(be, ACT(a->dprobs), 2.0f * pass->attn_penalty_grad_scale / (float)D,
+                 ACT(a->pdrop), B * per_b);
+    }
+    STORE16(a->dprobs, B * per_b);
+    for (int b = 0; b < B; b++) {
+        size_t qkv = la->qkv + (size_t)b * T * 3 * H, dqkv = a->dqkv + (size_t)b * T * 3 * H;
+        size_t ds = a->dprobs + b * per_b;
+        /* dQ = dS K */
+        mm(m, false, false, T, D, T, 1.0f, ACT(ds), T, (long)TT, ACT(qkv + H), 3 * H, D,
+                 0.0f, ACT(dqkv), 3 * H, D, NH);
+        /* dK = dS^T Q */
+        mm(m, true, false, T, D, T, 1.0f, ACT(ds), T, (long)TT, ACT(qkv), 3 * H, D, 0.0f,
+                 ACT(dqkv + H), 3 * H, D, NH);
+    }
+    STORE16(a->dqkv, (size_t)B * T * 3 * H);
+}
+
+/* Geometry shared by a layer's blocks. */
+typedef struct {
+    int N, H, I;
+    float p; /* hidden dropout (0 outside training) */
+    size_t per_sample;
+} layer_dims;
+
+static layer_dims dims_of(const bert_model *m, const bert_batch *bt, const bert_pass *pass) {
+    layer_dims d = {bt->B * bt->T, m->cfg.hidden_size, m->cfg.intermediate_size,
+                    pass->train ? m->cfg.hidden_dropout_prob : 0.0f,
+                    (size_t)bt->T * m->cfg.hidden_size};
+    return d;
+}
+
+/* Admin's residual scale at the join `site` of layer l (1 but for Admin). */
+static float omega_at(const bert_model *m, int l, int site) {
+    return m->cfg.norm == BERT_NORM_ADMIN ? m->cfg.admin_omega[2 * l + (site == SITE_FFN_OUT)]
+                                          : 1.0f;
+}
+
+/* Admin profiling at a join: omega_i = sqrt(1 + the variances of the branches
+ * before it), then this branch's variance (dH, all N x H values) joins the sum. */
+static void admin_measure(bert_model *m, int l, int site, layer_dims d) {
+    bt_backend *be = m->be;
+    const size_t n = (size_t)d.N * d.H;
+    const int i = 2 * l + (site == SITE_FFN_OUT);
+    double mean = be->sum(be, ACT(m->act->dH), n) / (double)n;
+    double var = be->sumsq(be, ACT(m->act->dH), n) / (double)n - mean * mean;
+    if (i == 0) m->admin_variance_sum = 1.0; /* the embeddings: unit variance after LN */
+    m->cfg.admin_omega[i] = (float)sqrt(m->admin_variance_sum);
+    m->admin_variance_sum += var;
+}
+
+/* out = omega * resid + dropout(dH): a residual branch's output (in dH) joins
+ * the stream; omega = 1 (a plain add) but for Admin. */
+static void branch_out(bert_model *m, int l, int site, size_t out, size_t resid,
+                       const bert_batch *bt, const bert_pass *pass, layer_dims d) {
+    bt_backend *be = m->be;
+    const size_t dH = m->act->dH, n = (size_t)d.N * d.H;
+    if (pass->admin_profile) admin_measure(m, l, site, d);
+    if (d.p > 0.0f)
+        be->dropout(be, ACT(dH), ACT(dH), n, d.per_sample, bt->first_sample, d.p,
+                    dropout_key(pass, l, site));
+    const float omega = omega_at(m, l, site);
+    if (omega == 1.0f) {
+        be->add(be, ACT(out), ACT(dH), ACT(resid), n);
+    } else {
+        be->copy(be, ACT(out), ACT(dH), n * 4);
+        be->axpy(be, ACT(out), omega, ACT(resid), n);
+    }
+    STORE16(out, n);
+}
+
+/* dA = omega * dA + dH: the gradient of a residual join's input, through the
+ * residual (dA holds d out) and the branch (dH). */
+static void residual_grad(bert_model *m, int l, int site, size_t n) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const float omega = omega_at(m, l, site);
+    if (omega != 1.0f) be->scale(be, ACT(a->dA), omega, n);
+    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), n);
+    STORE16(a->dA, n);
+}
+
+/* Attention block: res1 = resid + dropout(attention(in) Wo + bo).  in, resid: (N, H) */
+static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const bert_batch *bt,
+                           const bert_pass *pass) {
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const layer_dims d = dims_of(m, bt, pass);
+    linear_fwd(m, ACT(la->qkv), ACT(in), w->qkv_w, w->qkv_b, d.N, d.H, 3 * d.H);
+    attention_fwd(m, l, bt, pass);
+    linear_fwd(m, ACT(a->dH), ACT(la->ctx), w->ao_w, w->ao_b, d.N, d.H, d.H); /* dH: scratch */
+    branch_out(m, l, SITE_ATTN_OUT, la->res1, resid, bt, pass, d);
+}
+
+/* Feed-forward block: res2 = resid + dropout(gelu(in W1 + b1) W2 + b2).  (N, H) */
+static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const bert_batch *bt,
+                          const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const layer_dims d = dims_of(m, bt, pass);
+    linear_fwd(m, ACT(la->fc1), ACT(in), w->fc1_w, w->fc1_b, d.N, d.H, d.I);
+    be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), (size_t)d.N * d.I);
+    STORE16(la->gelu, (size_t)d.N * d.I);
+    linear_fwd(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, w->fc2_b, d.N, d.I, d.H);
+    branch_out(m, l, SITE_FFN_OUT, la->res2, resid, bt, pass, d);
+}
+
+/* dH = the gradient reaching a residual branch through its output dropout:
+ * dropout(dA) with the forward's mask. */
+static void branch_grad(bert_model *m, int l, int site, const bert_batch *bt,
+                        const bert_pass *pass, layer_dims d) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
+    if (d.p > 0.0f)
+        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
+                    bt->first_sample, d.p, dropout_key(pass, l, site));
+}
+
+/* Backward of ffn_block_fwd's branch: dA holds d res2; dH gets d in (the
+ * residual's share is the caller's). */
+static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
+                          const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const layer_dims d = dims_of(m, bt, pass);
+    branch_grad(m, l, SITE_FFN_OUT, bt, pass, d);
+    linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), d.N, d.I, d.H);
+    be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)d.N * d.I);
+    STORE16(a->dI, (size_t)d.N * d.I);
+    linear_bwd(m, ACT(a->dH), w->fc1_w, w->fc1_b, ACT(a->dI), ACT(in), d.N, d.H, d.I);
+}
+
+/* Backward of attn_block_fwd's branch: dA holds d res1; dH gets d in. */
+static void attn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
+                           const bert_pass *pass) {
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const layer_dims d = dims_of(m, bt, pass);
+    branch_grad(m, l, SITE_ATTN_OUT, bt, pass, d);
+    linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), d.N, d.H, d.H);
+    attention_bwd(m, l, bt, pass);
+    linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(in), d.N, d.H, 3 * d.H);
+}
+
+/* One encoder layer, x_in (N, H) -> layer output (N, H).
+ * Post-LN: ln1 = LN1(x + attn(x)); ln2 = LN2(ln1 + ffn(ln1)), the output.
+ * Admin:   as Post-LN with x and ln1 scaled by their omegas in the sums.
+ * Pre-LN:  res1 = x + attn(LN1(x)); res2 = res1 + ffn(LN2(res1)), the output. */
+static void layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
+                      const bert_pass *pass) {
+    const bert_layer_acts *la = &m->act->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const int N = bt->B * bt->T, H = m->cfg.hidden_size;
+    const float eps = m->cfg.layer_norm_eps;
+    if (m->cfg.norm == BERT_NORM_PRE) {
+        ln_fwd(m, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(x_in),
+               PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
+        attn_block_fwd(m, l, la->ln1, x_in, bt, pass);
+        ln_fwd(m, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res1),
+               PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+        ffn_block_fwd(m, l, la->ln2, la->res1, bt, pass);
+    } else {
+        attn_block_fwd(m, l, x_in, x_in, bt, pass);
+        ln_fwd(m, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(la->res1),
+               PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
+        ffn_block_fwd(m, l, la->ln1, la->ln1, bt, pass);
+        ln_fwd(m, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res2),
+               PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+    }
+}
+
+/* Backward of layer_fwd: dA holds d(layer output); on return it holds d(x_in). */
+static void layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
+                      const bert_pass *pass) {
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const bert_layer_views *w = &m->v.layer[l];
+    const int N = bt->B * bt->T, H = m->cfg.hidden_size;
+    const size_t NH = (size_t)N * H;
+    if (m->cfg.norm == BERT_NORM_PRE) {
+        ffn_block_bwd(m, l, la->ln2, bt, pass);
+        ln_bwd(m, ACT(a->dH), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dH),
+               ACT(la->res1), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
+        residual_grad(m, l, SITE_FFN_OUT, NH); /* d res1 */
+        attn_block_bwd(m, l, la->ln1, bt, pass);
+        ln_bwd(m, ACT(a->dH), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dH), ACT(x_in),
+               ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+        residual_grad(m, l, SITE_ATTN_OUT, NH); /* d x_in */
+    } else {
+        ln_bwd(m, ACT(a->dA), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dA),
+               ACT(la->res2), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
+        ffn_block_bwd(m, l, la->ln1, bt, pass);
+        residual_grad(m, l, SITE_FFN_OUT, NH); /* d ln1 */
+        ln_bwd(m, ACT(a->dA), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dA),
+               ACT(la->res1), ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+        attn_block_bwd(m, l, x_in, bt, pass);
+        residual_grad(m, l, SITE_ATTN_OUT, NH); /* d x_in */
+    }
+}
+
+/* The output of layer l (its input when l is the layer after). */
+static size_t layer_output(const bert_model *m, int l) {
+    return m->cfg.norm == BERT_NORM_PRE ? m->act->layer[l].res2 : m->act->layer[l].ln2;
+}
+
+static bool layer_skipped(const bert_pass *pass, int l) {
+    return pass->layer_skip && pass->layer_skip[l];
+}
+
+/* The last layer before l that runs in this pass, or -1. */
+static int layer_before(const bert_pass *pass, int l) {
+    for (int k = l - 1; k >= 0; k--)
+        if (!layer_skipped(pass, k)) return k;
+    return -1;
+}
+
+/* The input of layer l: the output of the last layer before it that runs in
+ * this pass (a skipped layer passes its input through), or the embeddings.
+ * l = num_hidden_layers gives the encoder's output. With the 16-bit stash that
+ * output is a copy in xin (the working set is the layer's own). */
+static size_t layer_input(const bert_model *m, int l, const bert_pass *pass) {
+    const int k = layer_before(pass, l);
+    if (k < 0) return m->act->emb_out;
+    return m->act->stash_per_layer ? m->act->xin : layer_output(m, k);
+}
+
+/* The saved activations of the layer in flight that the 16-bit stash holds
+ * (offsets into the working set, sizes for this batch); returns the count. */
+static int stashed_spans(const bert_model *m, size_t off[9], size_t n[9]) {
+    const bert_layer_acts *la = &m->act->layer[0];
+    const size_t N = (size_t)m->cur_B * m->cur_T, H = m->cfg.hidden_size,
+                 I = m->cfg.intermediate_size,
+                 P = (size_t)m->cur_B * m->cfg.num_attention_heads * m->cur_T * m->cur_T;
+    const size_t offs[9] = {la->qkv, la->probs, la->ctx, la->res1, la->ln1,
+                            la->fc1, la->gelu,  la->res2, la->ln2};
+    const size_t counts[9] = {N * 3 * H, P, N * H, N * H, N * H, N * I, N * I, N * H, N * H};
+    memcpy(off, offs, sizeof offs);
+    memcpy(n, counts, sizeof counts);
+    return 9;
+}
+
+/* After layer l's forward (its saved activations already in the stash: see
+ * store16): its output goes to xin, the next layer's input. Nothing without
+ * a stash. */
+static void stash_layer(bert_model *m, int l) {
+    if (!m->act->stash_per_layer) return;
+    m->be->copy(m->be, ACT(m->act->xin), ACT(layer_output(m, l)),
+                (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size * 4);
+}
+
+/* Before layer l's backward: its saved activations back from the stash into
+ * the working set, and its input (the output of the layer run before it)
+ * into xin. Nothing without a stash. */
+static void unstash_layer(bert_model *m, int l, const bert_pass *pass) {
+    if (!m->act->stash_per_layer) return;
+    bt_backend *be = m->be;
+    const bt_dtype dt = (bt_dtype)m->cfg.storage;
+    size_t off[9], n[9];
+    for (int i = 0, k = stashed_spans(m, off, n); i < k; i++)
+        be->cast(be, ACT(off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
+    const int before = layer_before(pass, l);
+    if (before >= 0)
+        be->cast(be, ACT(m->act->xin), BT_F32, stash_at(m, before, layer_output(m, before)), dt,
+                 (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size);
+}
+
+int bert_layerdrop_draw(const bert_config *cfg, uint64_t seed, uint64_t step,
+                        unsigned char *skip) {
+    int n = 0;
+    for (int l = 0; l < cfg->num_hidden_layers; l++) {
+        skip[l] = cfg->layerdrop > 0.0f &&
+                  rng_uniform(seed, RNG_STREAM_LAYERDROP, (uint32_t)step, (uint32_t)l) <
+                      cfg->layerdrop;
+        n += skip[l];
+    }
+    return n;
+}
+
+void bert_admin_closed_form(bert_config *cfg) {
+    const double n = 2.0 * cfg->num_hidden_layers;
+    const float omega = (float)sqrt((n + 1.0) / log(n + 1.0) - 1.0);
+    for (int i = 0; i < 2 * cfg->num_hidden_layers; i++) cfg->admin_omega[i] = omega;
+}
+
+void bert_admin_profile(bert_model *m, const bert_batch *bt) {
+    bert_pass pass = {.train = false, .admin_profile = true};
+    bert_stats st;
+    bert_forward(m, bt, &pass, &st);
+}
+
+void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, bert_stats *st) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    const int B = bt->B, T = bt->T, N = B * T, H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    const int L = m->cfg.num_hidden_layers, M = bt->n_masked;
+    const float eps = m->cfg.layer_norm_eps;
+    if (B > m->max_batch || T > m->max_seq || M > m->max_masked) {
+        fprintf(stderr, "bertrain: internal error: batch %dx%d with %d masked exceeds the "
+                        "model's capacity %dx%d/%d\n", B, T, M, m->max_batch, m->max_seq,
+                m->max_masked);
+        exit(1);
+    }
+    m->cur_B = B;
+    m->cur_T = T;
+    m->cur_masked = M;
+    upload_batch(m, bt);
+    m->backward_ready = true;
+    memset(st, 0, sizeof *st);
+    m->attn_score_sq = 0.0;
+
+    /* embeddings -> LayerNorm -> dropout */
+    be->embed_fwd(be, ACT(a->emb_sum), INT(a->ids), INT(a->types), PAR(v->wte), PAR(v->wpe),
+                  PAR(v->wtt), B, T, H);
+    ln_fwd(m, ACT(a->emb_out), ACT(a->emb_mean), ACT(a->emb_rstd), ACT(a->emb_sum),
+           PAR(v->emb_ln_w), PAR(v->emb_ln_b), N, H, eps);
+    if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)
+        be->dropout(be, ACT(a->emb_out), ACT(a->emb_out), (size_t)N * H, (size_t)T * H,
+                    bt->first_sample, m->cfg.hidden_dropout_prob,
+                    dropout_key(pass, -1, SITE_EMB));
+    STORE16(a->emb_out, (size_t)N * H);
+    for (int l = 0; l < L; l++)
+        if (!layer_skipped(pass, l)) {
+            m->layer_in_flight = l;
+            layer_fwd(m, l, layer_input(m, l, pass), bt, pass);
+            m->layer_in_flight = -1;
+            stash_layer(m, l);
+        }
+    size_t hidden = layer_input(m, L, pass);
+    st->attn_score_sq = m->attn_score_sq;
+    if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */
+        ln_fwd(m, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
+               ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), N, H, eps);
+        hidden = a->final_out;
+    }
+
+    /* MLM head at masked rows: dense -> GELU -> LayerNorm -> tied decoder + bias */
+    if (M > 0) {
+        be->gather_rows(be, ACT(a->hm), ACT(hidden), INT(a->mlm_pos), M, H);
+        linear_fwd(m, ACT(a->t1), ACT(a->hm), v->head_w, v->head_b, M, H, H);
+        be->gelu_fwd(be, ACT(a->t2), ACT(a->t1), (size_t)M * H);
+        STORE16(a->t2, (size_t)M * H);
+        ln_fwd(m, ACT(a->t3), ACT(a->t3_mean), ACT(a->t3_rstd), ACT(a->t2),
+               PAR(v->head_ln_w), PAR(v->head_ln_b), M, H, eps);
+        linear_fwd(m, ACT(a->logits), ACT(a->t3), v->wte, v->dec_b, M, H, V);
+        if (pass->mlm_logits_out)
+            be->download(be, pass->mlm_logits_out, ACT(a->logits), (size_t)M * V * 4);
+        be->xent_fwd_bwd(be, ACT(a->logits), ACT(a->mlm_loss), ACT(a->mlm_correct),
+                         ACT(a->mlm_log_z), ACT(a->logits), INT(a->mlm_labels), M, V,
+                         pass->mlm_grad_scale, m->cfg.z_loss);
+        if (m->cfg.z_loss > 0.0f) st->mlm_log_z_sq = be->sumsq(be, ACT(a->mlm_log_z), (size_t)M);
+        STORE16(a->logits, (size_t)M * V); /* now d loss / d logits */
+        st->mlm_loss_sum = be->sum(be, ACT(a->mlm_loss), (size_t)M);
+        st->mlm_correct = be->sum(be, ACT(a->mlm_correct), (size_t)M);
+        st->n_masked = M;
+    }
+    /* NSP head on [CLS]: pooler dense -> tanh -> 2-way classifier */
+    if (m->cfg.nsp && bt->nsp_labels) {
+        be->gather_rows(be, ACT(a->cls), ACT(hidden), INT(a->cls_idx), B, H);
+        linear_fwd(m, ACT(a->pool_pre), ACT(a->cls), v->pool_w, v->pool_b, B, H, H);
+        be->tanh_fwd(be, ACT(a->pooled), ACT(a->pool_pre), (size_t)B * H);
+        STORE16(a->pooled, (size_t)B * H);
+        linear_fwd(m, ACT(a->nsp_logits), ACT(a->pooled), v->nsp_w, v->nsp_b, B, H, 2);
+        if (pass->nsp_logits_out)
+            be->download(be, pass->nsp_logits_out, ACT(a->nsp_logits), (size_t)B * 2 * 4);
+        be->xent_fwd_bwd(be, ACT(a->nsp_logits), ACT(a->nsp_loss), ACT(a->nsp_correct),
+                         ACT(a->nsp_log_z), ACT(a->nsp_logits), INT(a->nsp_labels), B, 2,
+                         pass->nsp_grad_scale, 0.0f);
+        STORE16(a->nsp_logits, (size_t)B * 2);
+        st->nsp_loss_sum = be->sum(be, ACT(a->nsp_loss), (size_t)B);
+        st->nsp_correct = be->sum(be, ACT(a->nsp_correct), (size_t)B);
+        st->n_nsp = B;
+    }
+}
+
+/* The gradients of parameters [begin, end) are complete for this micro-batch:
+ * stored in 16 bits (mixed precision), and reported for an early allreduce. */
+static void grads_final(bert_model *m, const bert_pass *pass, size_t begin, size_t end) {
+    bert_store16(m, m->grads, begin, end - begin);
+    if (pass->grads_ready) pass->grads_ready(pass->grads_ready_ctx, begin, end);
+}
+
+void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    const int B = bt->B, T = bt->T, N = B * T, H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    const int L = m->cfg.num_hidden_layers, M = bt->n_masked;
+    if (!m->backward_ready) {
+        fprintf(stderr, "bertrain: internal error: backward without a forward pass before it\n");
+        exit(1);
+    }
+    m->backward_ready = false;
+
+    be->fill(be, ACT(a->dA), 0.0f, (size_t)N * H); /* d final hidden */
+    if (M > 0) {
+        /* logits now hold d loss / d logits */
+        linear_bwd(m, ACT(a->dhm), v->wte, v->dec_b, ACT(a->logits), ACT(a->t3), M, H, V);
+        ln_bwd(m, ACT(a->dhm), GRD(v->head_ln_w), GRD(v->head_ln_b), ACT(a->dhm),
+               ACT(a->t2), ACT(a->t3_mean), ACT(a->t3_rstd), PAR(v->head_ln_w), M, H);
+        be->gelu_bwd(be, ACT(a->dhm), ACT(a->dhm), ACT(a->t1), (size_t)M * H);
+        STORE16(a->dhm, (size_t)M * H);
+        linear_bwd(m, ACT(a->t2), v->head_w, v->head_b, ACT(a->dhm), ACT(a->hm), M, H, H);
+        be->scatter_rows(be, ACT(a->dA), ACT(a->t2), INT(a->mlm_pos), M, H); /* t2: scratch */
+    }
+    if (m->cfg.nsp && bt->nsp_labels) {
+        linear_bwd(m, ACT(a->dcls), v->nsp_w, v->nsp_b, ACT(a->nsp_logits), ACT(a->pooled), B, H,
+                   2);
+        be->tanh_bwd(be, ACT(a->dcls), ACT(a->dcls), ACT(a->pooled), (size_t)B * H);
+        STORE16(a->dcls, (size_t)B * H);
+        linear_bwd(m, ACT(a->pool_pre), v->pool_w, v->pool_b, ACT(a->dcls), ACT(a->cls), B, H,
+                   H);
+        be->scatter_rows(be, ACT(a->dA), ACT(a->pool_pre), INT(a->cls_idx), B, H);
+    }
+    STORE16(a->dA, (size_t)N * H);
+    /* the heads' parameters (after the layers in the flat buffer) are final */
+    grads_final(m, pass, v->head_w, m->n_params);
+    size_t layers_end = v->head_w; /* where the last layer's parameters end */
+    if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm lies between layers and heads */
+        ln_bwd(m, ACT(a->dA), GRD(v->final_ln_w), GRD(v->final_ln_b), ACT(a->dA),
+               ACT(layer_input(m, L, pass)), ACT(a->final_mean),
+               ACT(a->final_rstd), PAR(v->final_ln_w), N, H);
+        grads_final(m, pass, v->final_ln_w, v->head_w);
+        layers_end = v->final_ln_w;
+    }
+    for (int l = L - 1; l >= 0; l--) {
+        if (layer_skipped(pass, l)) continue; /* identity: dA passes through; no gradient */
+        unstash_layer(m, l, pass);
+        layer_bwd(m, l, layer_input(m, l, pass), bt, pass);
+        /* a skipped layer's range is never reported: not reduced */
+        grads_final(m, pass, v->layer[l].qkv_w, l + 1 < L ? v->layer[l + 1].qkv_w : layers_end);
+    }
+    /* embeddings */
+    if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)
+        be->dropout(be, ACT(a->dA), ACT(a->dA), (size_t)N * H, (size_t)T * H, bt->first_sample,
+                    m->cfg.hidden_dropout_prob, dropout_key(pass, -1, SITE_EMB));
+    STORE16(a->dA, (size_t)N * H);
+    ln_bwd(m, ACT(a->dA), GRD(v->emb_ln_w), GRD(v->emb_ln_b), ACT(a->dA),
+           ACT(a->emb_sum), ACT(a->emb_mean), ACT(a->emb_rstd), PAR(v->emb_ln_w), N,
+           H);
+    be->embed_bwd(be, GRD(v->wte), GRD(v->wpe), GRD(v->wtt), ACT(a->dA), INT(a->ids),
+                  INT(a->types), B, T, H, V, m->cfg.type_vocab_size, m->cfg.pad_id);
+    grads_final(m, pass, 0, v->layer[0].qkv_w);
+}

@@ -1,0 +1,221 @@
+/* BERT (Hugging Face BertForPreTraining semantics) as a sequence of backend
+ * ops: the flat parameter buffer with named views, forward and backward. */
+#ifndef BT_BERT_H
+#define BT_BERT_H
+
+#include "backends/backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { BERT_NORM_POST = 0, BERT_NORM_PRE = 1, BERT_NORM_ADMIN = 2 };
+enum { BERT_ADMIN_CLOSED_FORM = 0, BERT_ADMIN_PROFILE = 1 };
+#define BERT_MAX_LAYERS 256
+
+typedef struct {
+    int vocab_size;
+    int hidden_size;
+    int num_hidden_layers;
+    int num_attention_heads;
+    int intermediate_size;
+    int max_position_embeddings;
+    int type_vocab_size;
+    float layer_norm_eps;
+    float hidden_dropout_prob;
+    float attention_probs_dropout_prob;
+    float initializer_range;
+    bool nsp;   /* pooler + next-sentence head */
+    int norm;   /* BERT_NORM_POST (BERT, HF), BERT_NORM_PRE (LayerNorm before each block
+                 * and once after the last layer) or BERT_NORM_ADMIN (Post-LN with the
+                 * residual scaled: x = LN(omega * x + f(x))) */
+    int admin_init; /* Admin: BERT_ADMIN_CLOSED_FORM or BERT_ADMIN_PROFILE (omega from a
+                     * profiling forward) */
+    /* Admin's residual scales, sublayer 2l (attention) and 2l+1 (feed-forward) of
+     * layer l; 1 for the other norms. Set at initialization, then fixed (saved in
+     * state.json, folded away by export). */
+    float admin_omega[2 * BERT_MAX_LAYERS];
+    int pad_id; /* [PAD]: no gradient through the embedding lookup (torch padding_idx) */
+    float layerdrop; /* LayerDrop: probability that a training step skips a layer (0: off) */
+    float z_loss;    /* z-loss: + z_loss * mean over MLM rows of logsumexp(logits)^2 (0: off) */
+    float attention_logit_penalty; /* + this * mean of (QK^T/sqrt(d))^2 over every attention
+                                    * score of the layers run (0: off) */
+    int storage;     /* BT_F32, or BT_BF16 / BT_F16 (mixed precision): activations and
+                      * gradients are stored with 16-bit precision, the math and the master
+                      * weights and moments stay fp32 */
+    int gemm16;      /* 16-bit storage only: GEMMs on 16-bit operands (backend gemm16)
+                      * 0: where the backend runs them on tensor cores; 1: always
+                      * (tests); -1: never */
+    bool fp32_stash; /* 16-bit storage only: keep every layer's saved activations in
+                      * fp32 buffers (still rounded to 16 bits) instead of the 16-bit
+                      * stash; the same bits, twice the memory (tests compare them) */
+} bert_config;
+
+/* One named tensor of the flat parameter buffer. Offsets count fp32 elements. */
+typedef struct {
+    char name[96]; /* Hugging Face name */
+    size_t offset;
+    size_t numel;
+    int ndim;
+    int shape[2];
+    bool decay; /* weight decay applies (not biases, not LayerNorm) */
+    int layer;  /* encoder layer the tensor belongs to, or -1 */
+} bert_tensor;
+
+/* Offsets (in elements) of one encoder layer's parameters. q, k, v weights are
+ * adjacent so that one GEMM computes all three; likewise their biases. */
+typedef struct {
+    size_t qkv_w, qkv_b;   /* (3H, H), (3H) */
+    size_t ao_w, ao_b;     /* attention.output.dense (H, H), (H) */
+    size_t ln1_w, ln1_b;   /* attention.output.LayerNorm */
+    size_t fc1_w, fc1_b;   /* intermediate.dense (I, H), (I) */
+    size_t fc2_w, fc2_b;   /* output.dense (H, I), (H) */
+    size_t ln2_w, ln2_b;   /* output.LayerNorm */
+} bert_layer_views;
+
+typedef struct {
+    size_t wte, wpe, wtt, emb_ln_w, emb_ln_b;
+    bert_layer_views *layer;
+    size_t final_ln_w, final_ln_b; /* Pre-LN only: after the last layer (else 0) */
+    size_t head_w, head_b, head_ln_w, head_ln_b, dec_b; /* MLM head; decoder tied to wte */
+    size_t pool_w, pool_b, nsp_w, nsp_b;                /* only when cfg.nsp */
+} bert_views;
+
+/* One micro-batch on the host. Rows are flattened b*T + t. */
+typedef struct {
+    int B, T;
+    const int32_t *input_ids;      /* (B, T) */
+    const int32_t *token_type_ids; /* (B, T) */
+    const int32_t *attention_mask; /* (B, T) 1 = real token */
+    int n_masked;
+    const int32_t *mlm_positions;  /* (n_masked) flat rows */
+    const int32_t *mlm_labels;     /* (n_masked) */
+    const int32_t *nsp_labels;     /* (B) or NULL */
+    uint32_t first_sample;         /* position of sample 0 in the global batch */
+} bert_batch;
+
+/* What one forward pass is for. */
+typedef struct {
+    bool train;           /* dropout on */
+    uint64_t seed;        /* run seed (dropout key) */
+    uint64_t step;        /* optimizer step (dropout stream) */
+    float mlm_grad_scale; /* d loss / d (sum of MLM token losses); 0: no gradient */
+    float nsp_grad_scale; /* same for NSP */
+    float *mlm_logits_out; /* optional host copy of MLM logits (n_masked, V) */
+    float *nsp_logits_out; /* optional host copy of NSP logits (B, 2) */
+    /* optional: told during backward which gradient ranges [begin, end)
+     * (elements of the flat buffer) are final, so they can be reduced early */
+    void (*grads_ready)(void *ctx, size_t begin, size_t end);
+    void *grads_ready_ctx;
+    /* optional (num_hidden_layers): nonzero = this pass skips the layer
+     * (LayerDrop, or evaluating a pruned model); NULL: every layer runs */
+    const unsigned char *layer_skip;
+    /* Admin profiling (bert_admin_profile): each residual join sets its omega from
+     * the variances of the branches before it */
+    bool admin_profile;
+    /* d loss / d (sum of squared attention scores QK^T/sqrt(d)): the attention-logit
+     * penalty over the global batch (0: no gradient) */
+    float attn_penalty_grad_scale;
+} bert_pass;
+
+/* Sums over one micro-batch (the host divides by global counts). */
+typedef struct {
+    double mlm_loss_sum, mlm_correct;
+    long n_masked;
+    double nsp_loss_sum, nsp_correct;
+    long n_nsp;
+    double mlm_log_z_sq; /* sum over MLM rows of logsumexp(logits)^2 (with z_loss) */
+    double attn_score_sq; /* sum of squared attention scores (with the penalty, training) */
+} bert_stats;
+
+typedef struct bert_model bert_model;
+
+struct bert_model {
+    bert_config cfg;
+    bt_backend *be;
+    int max_batch, max_seq, max_masked; /* activation capacity */
+    bert_tensor *tensors;
+    int n_tensors;
+    size_t n_params;
+    bert_views v;
+    bt_buffer *params; /* (n_params) fp32 master weights */
+    bt_buffer *grads;  /* (n_params) gradient sums */
+    bt_buffer *acts;   /* activations and backward scratch */
+    bt_buffer *ints;   /* uploaded int32 batch inputs */
+    struct bert_act_layout *act;
+    int cur_B, cur_T, cur_masked; /* shape of the batch in flight */
+    double admin_variance_sum;    /* Admin profiling: 1 + the branch variances so far */
+    double attn_score_sq;         /* this forward's sum of squared attention scores */
+    bt_buffer *stash;             /* 16-bit storage: every layer's saved activations between
+                                   * forward and backward, in cfg.storage (or NULL) */
+    bool backward_ready;          /* a forward pass ran since the last backward */
+    int layer_in_flight;          /* the layer whose forward runs (16-bit stash), or -1 */
+    bool gemm16;                  /* GEMMs multiply 16-bit operands (see cfg.gemm16) */
+};
+
+/* Fill cfg with a named preset (tiny, mini, small, medium, base, large);
+ * false if the name is unknown. Vocabulary and dropout keep BERT's defaults. */
+bool bert_preset(const char *name, bert_config *cfg);
+
+/* How start-up lines name a model of shape cfg configured from `preset`:
+ * "tiny"; "tiny modified (hidden_size 256 instead of 128)" when the config
+ * overrides some of the preset's layers, hidden size, heads and intermediate
+ * size; "custom" when it overrides all of them, or there is no preset. */
+void bert_describe(const char *preset, const bert_config *cfg, char *out, size_t n);
+
+/* Check a config; on error write "key: problem" into err and return false. */
+bool bert_config_valid(const bert_config *cfg, char *err, size_t errlen);
+
+/* Build the tensor table and allocate parameters, gradients and activations for
+ * micro-batches up to (max_batch, max_seq) with up to max_masked MLM rows.
+ * NULL with a reason in err when memory runs out. */
+bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, int max_seq,
+                        int max_masked, char *err, size_t errlen);
+void bert_free(bert_model *m);
+
+/* Initialize parameters as BERT does (truncated normal(0, initializer_range)
+ * within 2 sigma, zero biases, unit LayerNorm, zero [PAD] row) from seed. */
+void bert_init_params(bert_model *m, uint64_t seed);
+
+/* Find a tensor by its Hugging Face name; NULL if absent. */
+const bert_tensor *bert_find_tensor(const bert_model *m, const char *name);
+
+/* Forward pass: loss sums and, when pass->mlm_grad_scale/nsp_grad_scale are
+ * nonzero, the loss gradients that bert_backward then propagates. */
+void bert_forward(bert_model *m, const bert_batch *batch, const bert_pass *pass,
+                  bert_stats *stats);
+
+/* Backward pass for the last forward: grads += d loss / d params. */
+void bert_backward(bert_model *m, const bert_batch *batch, const bert_pass *pass);
+
+/* LayerDrop's decisions for optimizer step `step`: skip[l] = 1 for each layer
+ * the step leaves out, a pure function of (seed, step), so every rank, backend
+ * and resume drops the same layers. Returns how many are skipped. */
+int bert_layerdrop_draw(const bert_config *cfg, uint64_t seed, uint64_t step,
+                        unsigned char *skip);
+
+/* Admin's omega for every sublayer from the closed form sqrt((N+1)/ln(N+1) - 1),
+ * N = 2 num_hidden_layers: no data needed. */
+void bert_admin_closed_form(bert_config *cfg);
+
+/* Admin's profiling forward pass on one batch (no dropout): omega_0 = 1 and
+ * omega_i^2 = omega_{i-1}^2 + Var f_{i-1}, each branch's variance measured
+ * with the omegas before it in place. Sets m->cfg.admin_omega. */
+void bert_admin_profile(bert_model *m, const bert_batch *batch);
+
+/* Mixed precision: round n values of buf from element off to the model's
+ * 16-bit storage dtype (they become the fp32 values a bf16/fp16 tensor would
+ * hold; beyond fp16's range, +-Inf); nothing in fp32. */
+void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n);
+
+/* Device bytes that activations take (fp32 buffers, the 16-bit stash, int32
+ * inputs): what mixed precision saves is visible here. */
+size_t bert_activation_bytes(const bert_model *m);
+
+/* Set all gradients to zero (start of an optimizer step). */
+void bert_zero_grads(bert_model *m);
+
+/* Training FLOPs of one sample (forward + backward, 6 per MAC plus attention). */
+double bert_train_flops_per_sample(const bert_config *cfg, int seq_len, double masked_per_seq);
+
+#endif

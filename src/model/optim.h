@@ -1,0 +1,38 @@
+/* AdamW and LAMB over the model's named tensors, plus global-norm clipping.
+ * Moments live in flat buffers laid out like the parameters. */
+#ifndef BT_OPTIM_H
+#define BT_OPTIM_H
+
+#include "bert.h"
+#include "config/config.h"
+
+typedef struct {
+    bt_optim_config cfg;
+    bt_buffer *m, *v; /* (n_params) first and second moments */
+    bt_buffer *u;     /* LAMB update scratch: the largest tensor */
+    long step;        /* updates applied so far */
+    long *layer_steps; /* (num_hidden_layers) updates each encoder layer received: fewer
+                        * than step under LayerDrop; its bias correction counts these */
+    int n_layers;
+} bt_optimizer;
+
+/* Allocate moments (zeroed) for m; NULL with a reason in err. */
+bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err, size_t errlen);
+void optim_free(bt_optimizer *o, bert_model *m);
+
+/* Back to the state of a fresh optimizer: zero moments, no updates. */
+void optim_reset(bt_optimizer *o, bert_model *m);
+
+/* L2 norm of all gradients. */
+double optim_grad_norm(bert_model *m);
+
+/* Scale gradients so their global norm is at most max_norm (torch's
+ * clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1). */
+void optim_clip(bert_model *m, double norm, float max_norm);
+
+/* One update with learning rate lr of every tensor except those of the
+ * encoder layers with layer_skip[l] set (LayerDrop: their weights and
+ * moments stay as they are); layer_skip may be NULL. */
+void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip);
+
+#endif

@@ -1,0 +1,555 @@
+/* Checkpoint writing: the atomic directory (ckpt_write_dir), optim.bin,
+ * state.json with checksums, and the background writer of the training run. */
+#define _XOPEN_SOURCE 700
+#include "ckpt.h"
+
+#include "run_dir.h"
+#include "safetensors.h"
+#include "train/train.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "dev"
+#endif
+
+static bool fsync_path(const char *path) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return false;
+    bool ok = fsync(fd) == 0;
+    close(fd);
+    return ok;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static bool write_bytes(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        return false;
+    }
+    bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0) ok = false;
+    if (!ok) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+    return ok;
+}
+
+/* Test hook: BERTRAIN_TEST_CKPT="POINT,STEP,ACTION" stops the writer of the
+ * checkpoint of STEP (0: any) at POINT (begin, model, optim, state, rename,
+ * latest) with ACTION "kill" (SIGKILL: a crash) or "pause:SECONDS". */
+static void test_point(const char *point, long step) {
+    const char *env = getenv("BERTRAIN_TEST_CKPT");
+    char where[32], action[32];
+    long at = -1;
+    if (!env || step <= 0 || sscanf(env, "%31[^,],%ld,%31s", where, &at, action) != 3) return;
+    if (strcmp(where, point) != 0 || (at != 0 && at != step)) return;
+    fprintf(stderr, "bertrain: test hook: checkpoint %ld writer at '%s': %s\n", step, point,
+            action);
+    fflush(stderr);
+    if (strcmp(action, "kill") == 0) raise(SIGKILL);
+    double secs = strncmp(action, "pause:", 6) == 0 ? atof(action + 6) : 0.0;
+    struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+bool ckpt_file_crc(const char *path, uint32_t *crc, long long *size) {
+    enum { CHUNK = 1 << 20 };
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = f ? malloc(CHUNK) : NULL;
+    if (!buf) {
+        if (f) fclose(f);
+        return false;
+    }
+    uLong c = crc32(0L, Z_NULL, 0);
+    long long n = 0;
+    for (size_t got; (got = fread(buf, 1, CHUNK, f)) > 0; n += (long long)got)
+        c = crc32(c, buf, (uInt)got);
+    bool ok = !ferror(f);
+    fclose(f);
+    free(buf);
+    *crc = (uint32_t)c;
+    *size = n;
+    return ok;
+}
+
+static void put_u32(unsigned char *p, uint32_t x) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(x >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t x) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(x >> (8 * i));
+}
+
+/* optim.bin: a 32-byte header (magic, version, optimizer type, step, tensor
+ * count, table bytes), a table of (u16 name length, name, u64 numel), then
+ * per tensor its m and its v as little-endian fp32. */
+static bool write_optim(const char *path, const ckpt_contents *c, char *err, size_t errlen) {
+    const bert_model *m = c->m;
+    size_t table = 0;
+    for (int i = 0; i < m->n_tensors; i++) table += 2 + strlen(m->tensors[i].name) + 8;
+    unsigned char *hdr = calloc(32 + table, 1);
+    FILE *f = hdr ? fopen(path, "wb") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, hdr ? strerror(errno) : "no memory");
+        free(hdr);
+        return false;
+    }
+    memcpy(hdr, OPTIM_MAGIC, 8);
+    put_u32(hdr + 8, OPTIM_VERSION);
+    put_u32(hdr + 12, (uint32_t)c->opt_type);
+    put_u64(hdr + 16, (uint64_t)c->opt_step);
+    put_u32(hdr + 24, (uint32_t)m->n_tensors);
+    put_u32(hdr + 28, (uint32_t)table);
+    unsigned char *p = hdr + 32;
+    for (int i = 0; i < m->n_tensors; i++) {
+        size_t len = strlen(m->tensors[i].name);
+        p[0] = (unsigned char)len;
+        p[1] = (unsigned char)(len >> 8);
+        memcpy(p + 2, m->tensors[i].name, len);
+        put_u64(p + 2 + len, (uint64_t)m->tensors[i].numel);
+        p += 2 + len + 8;
+    }
+    static const float zeros[4096];
+    bool ok = fwrite(hdr, 1, 32 + table, f) == 32 + table;
+    for (int i = 0; ok && i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        for (int k = 0; ok && k < 2; k++) {
+            const float *src = k == 0 ? c->mom1 : c->mom2;
+            if (src) {
+                ok = fwrite(src + t->offset, 4, t->numel, f) == t->numel;
+                continue;
+            }
+            for (size_t done = 0; ok && done < t->numel; done += 4096) {
+                size_t n = t->numel - done < 4096 ? t->numel - done : 4096;
+                ok = fwrite(zeros, 4, n, f) == n;
+            }
+        }
+    }
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0) ok = false;
+    free(hdr);
+    if (!ok) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+    return ok;
+}
+
+/* Record a written file's size and CRC-32 in state.files. */
+static bool add_file(cJSON *files, const char *dir, const char *name, char *err, size_t errlen) {
+    char path[1400], hex[16];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    uint32_t crc;
+    long long size;
+    if (!ckpt_file_crc(path, &crc, &size)) {
+        snprintf(err, errlen, "%s: cannot read back: %s", path, strerror(errno));
+        return false;
+    }
+    snprintf(hex, sizeof hex, "%08x", crc);
+    cJSON *f = cJSON_AddObjectToObject(files, name);
+    cJSON_AddNumberToObject(f, "bytes", (double)size);
+    cJSON_AddStringToObject(f, "crc32", hex);
+    return true;
+}
+
+/* state.json text whose "state_crc32" is the CRC-32 of the text with those
+ * 8 hex digits read as "00000000". */
+static char *state_text(cJSON *state) {
+    cJSON_DeleteItemFromObjectCaseSensitive(state, "state_crc32");
+    cJSON_AddStringToObject(state, "state_crc32", "00000000");
+    char *text = cJSON_Print(state);
+    if (!text) return NULL;
+    char *at = strstr(text, "\"state_crc32\"");
+    at = at ? strstr(at + 13, "\"00000000\"") : NULL;
+    if (!at) {
+        free(text);
+        return NULL;
+    }
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08x", (unsigned)crc32(0L, (const Bytef *)text, (uInt)strlen(text)));
+    memcpy(at + 1, hex, 8);
+    return text;
+}
+
+bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *err,
+                    size_t errlen) {
+    char tmp[1300], old[1300], path[1400];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid());
+    snprintf(old, sizeof old, "%s.old-%ld", dir, (long)getpid());
+    rm_tree(tmp);
+    if (mkdir(tmp, 0777) != 0) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        return false;
+    }
+    test_point("begin", step);
+    const bert_model *m = c->m;
+    st_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
+    bool ok = ts != NULL;
+    if (!ok) snprintf(err, errlen, "out of host memory writing a checkpoint");
+    if (ok) {
+        for (int i = 0; i < m->n_tensors; i++) {
+            const bert_tensor *t = &m->tensors[i];
+            ts[i] = (st_tensor){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
+                                c->params + t->offset, t->numel * sizeof(float)};
+        }
+        const char *meta[] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION};
+        snprintf(path, sizeof path, "%s/model.safetensors", tmp);
+        ok = st_write(path, ts, m->n_tensors, c->st_meta ? c->st_meta : meta,
+                      c->st_meta ? c->n_meta : 2, err, errlen);
+    }
+    free(ts);
+    if (ok) test_point("model", step);
+    snprintf(path, sizeof path, "%s/optim.bin", tmp);
+    ok = ok && write_optim(path, c, err, errlen);
+    if (ok) test_point("optim", step);
+    snprintf(path, sizeof path, "%s/vocab.txt", tmp);
+    if (ok && c->vocab) ok = write_bytes(path, c->vocab, c->vocab_len, err, errlen);
+    snprintf(path, sizeof path, "%s/" CKPT_CARRIED_FILE, tmp);
+    if (ok && c->n_carried > 0) {
+        const char *meta[] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION};
+        ok = st_write(path, c->carried, c->n_carried, meta, 2, err, errlen);
+    }
+    if (ok) {
+        cJSON_DeleteItemFromObjectCaseSensitive(c->state, "files");
+        cJSON *files = cJSON_AddObjectToObject(c->state, "files");
+        ok = add_file(files, tmp, "model.safetensors", err, errlen) &&
+             add_file(files, tmp, "optim.bin", err, errlen) &&
+             (!c->vocab || add_file(files, tmp, "vocab.txt", err, errlen)) &&
+             (c->n_carried == 0 || add_file(files, tmp, CKPT_CARRIED_FILE, err, errlen));
+    }
+    if (ok) {
+        char *text = state_text(c->state);
+        snprintf(path, sizeof path, "%s/state.json", tmp);
+        if (!text) snprintf(err, errlen, "%s: out of memory", path);
+        ok = text && write_bytes(path, text, strlen(text), err, errlen);
+        free(text);
+    }
+    if (ok) test_point("state", step);
+    if (ok && !fsync_path(tmp)) {
+        snprintf(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
+        ok = false;
+    }
+    if (ok) test_point("rename", step);
+    if (ok) {
+        rm_tree(old); /* a checkpoint of the same name (an earlier run) is replaced */
+        bool had_old = rename(dir, old) == 0;
+        if (rename(tmp, dir) != 0) {
+            snprintf(err, errlen, "%s: rename failed: %s", dir, strerror(errno));
+            if (had_old) rename(old, dir);
+            ok = false;
+        } else if (had_old) {
+            rm_tree(old);
+        }
+        char parent[1300];
+        snprintf(parent, sizeof parent, "%s", dir);
+        char *slash = strrchr(parent, '/');
+        if (slash) *slash = 0;
+        fsync_path(slash ? parent : ".");
+    }
+    if (!ok) rm_tree(tmp);
+    return ok;
+}
+
+static const char *sched_name(bt_sched_type t) {
+    static const char *names[] = {"constant", "WarmupLR", "WarmupDecayLR",
+                                  "warmup_linear_decay_exp", "inverse_sqrt", "WarmupCosineLR"};
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_optimizer *o,
+                      const bert_config *model) {
+    cJSON *st = cJSON_CreateObject();
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)cfg->seed);
+    unsigned long long epoch = p->samples_per_epoch ? (unsigned long long)p->position /
+                                                          p->samples_per_epoch : 0;
+    cJSON_AddStringToObject(st, "format", "bertrain checkpoint");
+    cJSON_AddNumberToObject(st, "format_version", CKPT_FORMAT_VERSION);
+    cJSON_AddNumberToObject(st, "step", (double)p->step);
+    cJSON_AddNumberToObject(st, "samples", (double)p->position);
+    cJSON_AddNumberToObject(st, "epoch", (double)epoch);
+    cJSON *data = cJSON_AddObjectToObject(st, "data");
+    cJSON_AddNumberToObject(data, "position", (double)p->position);
+    cJSON_AddNumberToObject(data, "epoch", (double)epoch);
+    cJSON_AddNumberToObject(data, "samples_per_epoch", (double)p->samples_per_epoch);
+    cJSON_AddNumberToObject(data, "global_batch", (double)p->global_batch);
+    cJSON_AddBoolToObject(data, "lowercase", p->lowercase);
+    if (p->skips && p->skips->n > 0) /* after a rollback: batches never to train on */
+        cJSON_AddItemToObject(data, "skipped_samples", skips_to_json(p->skips));
+    if (p->eval) { /* held-out metrics at this step (the export's model card states them) */
+        cJSON *ev = cJSON_AddObjectToObject(st, "eval");
+        cJSON_AddNumberToObject(ev, "mlm_acc", p->eval->mlm_acc);
+        cJSON_AddNumberToObject(ev, "perplexity", p->eval->perplexity);
+        cJSON_AddNumberToObject(ev, "mlm_loss", p->eval->mlm_loss);
+        cJSON_AddNumberToObject(ev, "baseline_acc", p->eval->baseline_acc);
+        cJSON_AddNumberToObject(ev, "masked_tokens", (double)p->eval->n_masked);
+        cJSON_AddNumberToObject(ev, "sequences", (double)p->eval->n_samples);
+    }
+    cJSON_AddStringToObject(st, "seed", seed);
+    cJSON *opt = cJSON_AddObjectToObject(st, "optimizer");
+    cJSON_AddStringToObject(opt, "type", o->cfg.type == OPT_LAMB ? "Lamb" : "AdamW");
+    cJSON_AddNumberToObject(opt, "step", (double)o->step);
+    cJSON *layer_steps = cJSON_AddArrayToObject(opt, "layer_steps"); /* fewer under LayerDrop */
+    for (int l = 0; l < o->n_layers; l++)
+        cJSON_AddItemToArray(layer_steps, cJSON_CreateNumber((double)o->layer_steps[l]));
+    if (model->norm == BERT_NORM_ADMIN) { /* set at initialization (profiled), then fixed */
+        cJSON *omega = cJSON_AddArrayToObject(st, "admin_omega");
+        for (int i = 0; i < 2 * model->num_hidden_layers; i++)
+            cJSON_AddItemToArray(omega, cJSON_CreateNumber((double)model->admin_omega[i]));
+    }
+    cJSON *scaler = cJSON_AddObjectToObject(st, "loss_scaler"); /* scale 1: not fp16 */
+    const loss_scaler *ls = p->scaler;
+    cJSON_AddNumberToObject(scaler, "scale", ls ? ls->scale : 1.0);
+    if (ls) { /* what the dynamic scaler needs to continue exactly */
+        cJSON_AddNumberToObject(scaler, "cur_hysteresis", ls->cur_hysteresis);
+        cJSON_AddNumberToObject(scaler, "iter", (double)ls->iter);
+        cJSON_AddNumberToObject(scaler, "last_overflow", (double)ls->last_overflow);
+        cJSON_AddNumberToObject(scaler, "skipped", (double)ls->skipped);
+    }
+    cJSON *sched = cJSON_AddObjectToObject(st, "schedule");
+    cJSON_AddStringToObject(sched, "type", sched_name(cfg->sched.type));
+    /* the schedule counts applied updates: skipped steps do not advance it (DeepSpeed) */
+    cJSON_AddNumberToObject(sched, "next_step", (double)o->step);
+    cJSON_AddNumberToObject(sched, "next_lr",
+                            sched_lr(cfg, sched_position(cfg, o->step, p->position)));
+    cJSON_AddNumberToObject(st, "world_size", cfg->world_size);
+    cJSON_AddStringToObject(st, "bertrain_version", PACKAGE_VERSION);
+    cJSON_AddStringToObject(st, "config_file", cfg->path);
+    cJSON *conf = cfg->resolved_json ? cJSON_Parse(cfg->resolved_json) : NULL;
+    cJSON_AddItemToObject(st, "config", conf ? conf : cJSON_CreateObject());
+    return st;
+}
+
+/* ---- the background writer ---- */
+
+struct ckpt_writer {
+    const bt_config *cfg;
+    const bert_model *m;
+    float *host; /* params, m, v: 3 x n_params */
+    char *vocab;
+    size_t vocab_len;
+    pthread_t thread;
+    bool running;
+    /* the job in flight */
+    long step, opt_step;
+    int opt_type;
+    cJSON *state;
+    double t_boundary, t_start;
+    bool ok;
+    char err[1400];
+    st_file carried_file; /* ckpt_writer_carry: an import's carried tensors */
+    st_tensor *carried;
+    int n_carried;
+    char run_id[RUN_ID_LEN + 1]; /* the lineage: keep-last-K deletes only its checkpoints */
+};
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Whether name is one of this writer's leftovers: ckpt-<digits>.tmp-<pid> or
+ * ckpt-<digits>.old-<pid> (an interrupted write). */
+static bool is_leftover(const char *name) {
+    long step, pid;
+    int used = 0;
+    char kind[4];
+    return sscanf(name, "ckpt-%ld.%3[a-z]-%ld%n", &step, kind, &pid, &used) == 3 &&
+           used == (int)strlen(name) && (!strcmp(kind, "tmp") || !strcmp(kind, "old"));
+}
+
+/* Delete the oldest checkpoints of lineage run_id beyond `keep` (a checkpoint
+ * of another run, or of none, is never deleted), and with leftovers true the
+ * leftovers of interrupted writes (the caller holds the run lock). */
+static void prune(const char *out, const char *run_id, int keep, bool leftovers) {
+    DIR *d = opendir(out);
+    if (!d) return;
+    char *names[4096], path[2048], id[RUN_ID_LEN + 1];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
+        if (strncmp(e->d_name, "ckpt-", 5) != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+        if (is_leftover(e->d_name)) {
+            if (leftovers) rm_tree(path);
+            continue;
+        }
+        if (strchr(e->d_name, '.')) continue;
+        run_dir_ckpt_id(path, id);
+        if (run_id[0] && strcmp(id, run_id) == 0) names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_name);
+    for (int i = 0; i < n; i++) {
+        if (i < n - keep) {
+            snprintf(path, sizeof path, "%s/%s", out, names[i]);
+            rm_tree(path);
+        }
+        free(names[i]);
+    }
+}
+
+static void *writer_main(void *arg) {
+    ckpt_writer *w = arg;
+    const size_t np = w->m->n_params;
+    char final[1200], path[1300];
+    snprintf(final, sizeof final, "%s/ckpt-%08ld", w->cfg->output_dir, w->step);
+    ckpt_contents c = {w->m, w->host, w->host + np, w->host + 2 * np, w->opt_step, w->opt_type,
+                       w->vocab, w->vocab_len, w->state, NULL, 0, w->carried, w->n_carried};
+    char id[RUN_ID_LEN + 1];
+    run_dir_ckpt_id(final, id);
+    /* never another run's (one without an id, damaged or older, is replaced: only a
+     * --resume run gets here with checkpoints in its directory) */
+    if (id[0] && strcmp(id, w->run_id) != 0) {
+        snprintf(w->err, sizeof w->err, "%s belongs to another run (run id %s, this run %s): "
+                 "not replacing it; give this run a new output_dir", final, id, w->run_id);
+        w->ok = false;
+        return NULL;
+    }
+    w->ok = ckpt_write_dir(final, &c, w->step, w->err, sizeof w->err);
+    if (w->ok) {
+        test_point("latest", w->step);
+        char target[64];
+        snprintf(path, sizeof path, "%s/latest.tmp", w->cfg->output_dir);
+        snprintf(target, sizeof target, "ckpt-%08ld\n", w->step);
+        w->ok = write_bytes(path, target, strlen(target), w->err, sizeof w->err);
+        char latest[1200];
+        snprintf(latest, sizeof latest, "%s/latest", w->cfg->output_dir);
+        if (w->ok && rename(path, latest) != 0) {
+            snprintf(w->err, sizeof w->err, "%s: rename failed: %s", latest, strerror(errno));
+            w->ok = false;
+        }
+        fsync_path(w->cfg->output_dir);
+        if (w->ok) prune(w->cfg->output_dir, w->run_id, w->cfg->ckpt_keep, false);
+    }
+    if (w->ok) {
+        printf("checkpoint step %ld -> %s (%.2f s at the step boundary, %.2f s writing in the "
+               "background)\n", w->step, final, w->t_boundary, now_s() - w->t_start);
+        fflush(stdout);
+    }
+    return NULL;
+}
+
+ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const char *run_id,
+                             char *err, size_t errlen) {
+    ckpt_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "out of host memory");
+        return NULL;
+    }
+    w->cfg = cfg;
+    w->m = m;
+    snprintf(w->run_id, sizeof w->run_id, "%s", run_id);
+    FILE *f = cfg->data.vocab[0] ? fopen(cfg->data.vocab, "rb") : NULL;
+    if (f) { /* the vocab goes into every checkpoint, for export */
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        w->vocab = len > 0 ? malloc((size_t)len) : NULL;
+        if (w->vocab && fread(w->vocab, 1, (size_t)len, f) == (size_t)len) {
+            w->vocab_len = (size_t)len;
+        } else {
+            free(w->vocab);
+            w->vocab = NULL;
+        }
+        fclose(f);
+    }
+    /* leftovers of writes that a crash interrupted (the run lock is held) */
+    prune(cfg->output_dir, w->run_id, 1 << 30, true);
+    return w;
+}
+
+bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t errlen) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/" CKPT_CARRIED_FILE, src_dir);
+    if (access(path, F_OK) != 0) return true;
+    if (!st_open(&w->carried_file, path, err, errlen)) return false;
+    const st_file *f = &w->carried_file;
+    if (!(w->carried = calloc((size_t)f->n, sizeof *w->carried))) {
+        snprintf(err, errlen, "out of host memory");
+        return false;
+    }
+    for (int i = 0; i < f->n; i++) {
+        const st_entry *e = &f->entries[i];
+        w->carried[i] = (st_tensor){e->name, e->dtype, e->ndim, {0}, st_data(f, e),
+                                    e->end - e->begin};
+        memcpy(w->carried[i].shape, e->shape, sizeof e->shape);
+    }
+    w->n_carried = f->n;
+    return true;
+}
+
+bool ckpt_writer_wait(ckpt_writer *w, char *err, size_t errlen) {
+    if (!w || !w->running) return true;
+    pthread_join(w->thread, NULL);
+    w->running = false;
+    cJSON_Delete(w->state);
+    w->state = NULL;
+    if (!w->ok) snprintf(err, errlen, "%s", w->err);
+    return w->ok;
+}
+
+bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
+                       const ckpt_progress *p, char *err, size_t errlen) {
+    double t0 = now_s();
+    if (!ckpt_writer_wait(w, err, errlen)) return false;
+    const size_t np = m->n_params, bytes = np * sizeof(float);
+    if (!w->host && !(w->host = malloc(3 * bytes))) {
+        snprintf(err, errlen, "out of host memory for a checkpoint (%.1f MB)", 3.0 * bytes / 1e6);
+        return false;
+    }
+    m->be->download(m->be, w->host, (bt_ptr){m->params, 0}, bytes);
+    m->be->download(m->be, w->host + np, (bt_ptr){o->m, 0}, bytes);
+    m->be->download(m->be, w->host + 2 * np, (bt_ptr){o->v, 0}, bytes);
+    w->step = p->step;
+    w->opt_step = o->step;
+    w->opt_type = o->cfg.type;
+    w->state = ckpt_state_new(w->cfg, p, o, &m->cfg);
+    cJSON_AddStringToObject(w->state, "run_id", w->run_id);
+    w->t_start = now_s();
+    w->t_boundary = w->t_start - t0;
+    /* the writer thread takes no signals: they belong to the training loop */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        writer_main(w); /* no thread: write in the foreground */
+        w->running = false;
+        cJSON_Delete(w->state);
+        w->state = NULL;
+        if (!w->ok) snprintf(err, errlen, "%s", w->err);
+        return w->ok;
+    }
+    w->running = true;
+    return true;
+}
+
+void ckpt_writer_free(ckpt_writer *w) {
+    if (!w) return;
+    char err[512];
+    if (!ckpt_writer_wait(w, err, sizeof err))
+        fprintf(stderr, "bertrain: checkpoint at step %ld: %s\n", w->step, err);
+    free(w->host);
+    free(w->vocab);
+    free(w->carried);
+    if (w->carried_file.file) st_close(&w->carried_file);
+    free(w);
+}

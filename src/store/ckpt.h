@@ -1,0 +1,159 @@
+/* Checkpoints: a directory written under a temporary name, fsynced, then
+ * renamed, so a crash never leaves a half-written checkpoint in its place.
+ *
+ *   ckpt-<step>/model.safetensors  fp32 weights under Hugging Face names
+ *   ckpt-<step>/optim.bin          optimizer moments m, v per tensor + step
+ *   ckpt-<step>/vocab.txt          the run's vocabulary (for export)
+ *   ckpt-<step>/carried.safetensors  (only after an import) tensors of the
+ *                                  imported model that this model does not
+ *                                  train, such as a pooler without model.nsp:
+ *                                  carried unchanged into every checkpoint and
+ *                                  the export
+ *   ckpt-<step>/state.json         step, data cursor, seed, schedule, the full
+ *                                  resolved config, version, and the size and
+ *                                  CRC-32 of every other file; its own CRC-32
+ *
+ * Training writes from a host copy in a background thread (ckpt_writer);
+ * resuming verifies every checksum first (ckpt_verify, ckpt_find_auto). */
+#ifndef BT_CKPT_H
+#define BT_CKPT_H
+
+#include "model/bert.h"
+#include "config/config.h"
+#include "train/eval.h"
+#include "model/loss_scale.h"
+#include "model/optim.h"
+#include "safetensors.h"
+#include "data/sample_skips.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CKPT_FORMAT_VERSION 2
+#define OPTIM_MAGIC "BTOPTIM"  /* 8 bytes with the NUL */
+#define OPTIM_VERSION 1
+#define CKPT_CARRIED_FILE "carried.safetensors"
+
+/* Where the run is: what state.json records besides the tensors. */
+typedef struct {
+    long step;                   /* optimizer steps done */
+    long long position;          /* run position of the next training sample (data cursor) */
+    long global_batch;           /* samples per step */
+    unsigned long long samples_per_epoch;
+    bool lowercase;              /* the shards were lowercased (the tokenizer's do_lower_case) */
+    const loss_scaler *scaler;   /* fp16's dynamic loss scaler, or NULL */
+    const sample_skips *skips;   /* samples the data cursor passes over, or NULL */
+    const eval_result *eval;     /* the held-out evaluation at this step, or NULL */
+} ckpt_progress;
+
+/* One checkpoint's contents on the host, for ckpt_write_dir. */
+typedef struct {
+    const bert_model *m;                 /* tensor table: names, shapes, offsets */
+    const float *params, *mom1, *mom2;   /* flat (n_params); moments NULL: zeros */
+    long opt_step;
+    int opt_type;                        /* bt_optim_type */
+    const char *vocab;                   /* vocab.txt bytes, or NULL */
+    size_t vocab_len;
+    cJSON *state;                        /* state.json fields; "files" and the CRC are added */
+    const char *const *st_meta;          /* safetensors metadata pairs (NULL: the default) */
+    int n_meta;
+    const st_tensor *carried;            /* CKPT_CARRIED_FILE's tensors (n_carried 0: none) */
+    int n_carried;
+} ckpt_contents;
+
+/* Write c as directory `dir` atomically (temporary name, fsync, rename; an
+ * existing dir of that name is replaced). hook_step names the checkpoint for
+ * the BERTRAIN_TEST_CKPT test hook (0 outside training). false with a reason. */
+bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long hook_step, char *err,
+                    size_t errlen);
+
+/* state.json fields of a training checkpoint at progress p, with the model's
+ * state beyond its weights (Admin's omegas) from `model` (the caller adds
+ * nothing; ckpt_write_dir adds the checksums). */
+cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_optimizer *o,
+                      const bert_config *model);
+
+/* ---- the training writer: one write in flight, in a background thread ---- */
+
+typedef struct ckpt_writer ckpt_writer;
+
+/* A writer for cfg's output_dir and model m (rank 0 only, holding the run
+ * lock), for the checkpoints of lineage run_id (run_dir.h): it replaces or
+ * deletes no checkpoint of another lineage. NULL with a reason. */
+ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const char *run_id,
+                             char *err, size_t errlen);
+
+/* At a step boundary: wait for the previous write, copy weights and moments to
+ * the host, then write OUTPUT_DIR/ckpt-<step> in the background, point
+ * OUTPUT_DIR/latest at it and keep the run's newest checkpoint.keep. false (with the
+ * reason) when the previous write failed. */
+bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
+                       const ckpt_progress *p, char *err, size_t errlen);
+
+/* Carry the tensors of checkpoint src_dir's CKPT_CARRIED_FILE (if it has one)
+ * into every checkpoint this writer writes: a resumed import keeps them.
+ * false with a reason when the file is there but unreadable. */
+bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t errlen);
+
+/* Wait for the write in flight (if any); false with its error. */
+bool ckpt_writer_wait(ckpt_writer *w, char *err, size_t errlen);
+
+/* Wait, then free. */
+void ckpt_writer_free(ckpt_writer *w);
+
+/* ---- reading ---- */
+
+/* CRC-32 (zlib) and size of a file; false if it cannot be read. */
+bool ckpt_file_crc(const char *path, uint32_t *crc, long long *size);
+
+/* Verify checkpoint directory dir: state.json parses and matches its own
+ * CRC-32, and every file it lists exists with its size and CRC-32. On success
+ * *state is the parsed state.json (cJSON_Delete it). false with
+ * "DIR: FILE: problem" in err. */
+bool ckpt_verify(const char *dir, cJSON **state, char *err, size_t errlen);
+
+/* A whole file, NUL-terminated (malloc'd; *len without the NUL), for the
+ * checkpoint and export readers; NULL when it cannot be read. */
+char *ckpt_read_file(const char *path, size_t *len);
+
+/* The newest ckpt-* directory of out_dir that verifies, into path (and its
+ * state into *state). Each damaged one is reported on stderr as one line
+ * naming the checkpoint, the file and the problem. false if there is none. */
+bool ckpt_find_auto(const char *out_dir, char *path, size_t pathlen, cJSON **state);
+
+/* The item at dotted path ("data.lowercase") in a state.json or config
+ * object, or NULL. */
+const cJSON *ckpt_json_at(const cJSON *obj, const char *path);
+
+/* The checkpoint that `path` names, into out: a checkpoint directory as it is,
+ * a run's output_dir (it has a `latest` file) as its latest checkpoint. */
+void ckpt_resolve(const char *path, char *out, size_t outlen);
+
+/* The vocab.txt that goes with checkpoint dir, into out: its own copy, else
+ * the training config's data.vocab that state.json records. */
+void ckpt_vocab_path(const char *dir, const cJSON *state, char *out, size_t outlen);
+
+/* Whether the checkpoint's shards were lowercased (state.json data.lowercase;
+ * absent: true, BERT's default). */
+bool ckpt_lowercase(const cJSON *state);
+
+/* The model config a checkpoint's state.json records (config.model). */
+bool ckpt_model_config(const cJSON *state, bert_config *mc, char *err, size_t errlen);
+
+/* Every value of tensor `name` (x, n floats, from `file`) is finite; false
+ * with "FILE: tensor NAME holds N NaN or infinite values ..." in err. x may be
+ * unaligned (a tensor inside a safetensors file). */
+bool ckpt_check_finite(const char *file, const char *name, const void *x, size_t n, char *err,
+                       size_t errlen);
+
+/* Load a checkpoint's (or an HF-named safetensors file's) weights into m: every
+ * tensor of m must be present with its shape and finite values. dir may be a
+ * checkpoint directory or a .safetensors file. */
+bool ckpt_load_weights(const char *dir, bert_model *m, char *err, size_t errlen);
+
+/* Load dir/optim.bin into o (moments and step); its tensors must be m's. */
+bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, char *err,
+                     size_t errlen);
+
+#endif

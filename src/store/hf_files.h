@@ -1,0 +1,52 @@
+/* The files of a Hugging Face model directory that `bertrain export` writes
+ * besides model.safetensors: config.json, vocab.txt, the tokenizer files
+ * (tokenizer_config.json, special_tokens_map.json and the fast tokenizer's
+ * tokenizer.json) and a model card (README.md). */
+#ifndef BT_HF_FILES_H
+#define BT_HF_FILES_H
+
+#include "model/bert.h"
+#include "data/vocab.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Write dir/name through a temporary file, fsync and a rename: never half
+ * written. false after printing why. */
+bool hf_write_atomic(const char *dir, const char *name, const char *data, size_t n);
+
+/* hf_write_atomic of obj as indented JSON. */
+bool hf_write_json(const char *dir, const char *name, const cJSON *obj);
+
+/* The shortest decimal that reads back as the same float (1e-12, not
+ * 9.9999999600419720e-13). */
+double hf_short_float(float f);
+
+/* transformers' config.json of a BertForPreTraining of shape mc. */
+cJSON *hf_config_json(const bert_config *mc, int pad_id);
+
+/* tokenizer_config.json and special_tokens_map.json (BertTokenizer), and
+ * tokenizer.json: BertNormalizer (lower: lowercase and strip accents),
+ * BertPreTokenizer, WordPiece over v, the [CLS] A [SEP] (B [SEP]) template,
+ * so that AutoTokenizer loads the fast tokenizer without converting vocab.txt.
+ * false after printing why. */
+bool hf_write_tokenizer_files(const char *dir, const bt_vocab *v, bool lower, int max_len);
+
+/* What the model card says about the export. */
+typedef struct {
+    const char *ckpt;        /* the checkpoint exported */
+    const cJSON *state;      /* its state.json */
+    const bert_config *mc;   /* the exported shape (after --keep-layers) */
+    int vocab_tokens;        /* tokens in vocab.txt */
+    const char *keep_layers; /* --keep-layers, or NULL */
+    const char *pooler;      /* "trained", "initialized" or "carried" (from an import) */
+    const char *nsp_head;    /* the same for the NSP head */
+} hf_card;
+
+/* README.md: a model card with the shape, the training (config, steps,
+ * samples seen), the held-out metrics recorded at the checkpoint's step, the
+ * state of the heads, and how to use it. false after printing why. */
+bool hf_write_model_card(const char *dir, const hf_card *card);
+
+#endif

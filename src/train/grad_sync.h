@@ -1,0 +1,23 @@
+/* Gradient allreduce in buckets while backward still runs: each bucket of
+ * finished gradients is staged to the host and summed over ranks with a
+ * nonblocking allreduce, so communication hides behind the remaining layers. */
+#ifndef BT_GRAD_SYNC_H
+#define BT_GRAD_SYNC_H
+
+#include "model/bert.h"
+
+typedef struct grad_sync grad_sync;
+
+/* Buckets of about bucket_bytes over m's flat gradients; NULL when one rank. */
+grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes);
+void grad_sync_free(grad_sync *gs);
+
+/* Elements [begin, end) of the gradients are final for this step (called by
+ * bert_backward through bert_pass.grads_ready, highest ranges first). */
+void grad_sync_ready(void *gs, size_t begin, size_t end);
+
+/* Launch what is pending, wait for every bucket and put the sums back on the
+ * device. Returns the seconds spent waiting (communication not hidden). */
+double grad_sync_finish(grad_sync *gs);
+
+#endif

@@ -1,0 +1,41 @@
+/* How the global batch is split over ranks, which device each rank uses, and
+ * the checks that keep ranks consistent. Any plan keeps the global batch and
+ * the global sample order: rank r trains on positions [offset_r, offset_r +
+ * share_r) of every step's global range. */
+#ifndef BT_PLAN_H
+#define BT_PLAN_H
+
+#include "config/config.h"
+
+typedef struct {
+    int world;
+    long global;                /* sequences per optimizer step */
+    long share[BT_MAX_RANKS];   /* per rank, summing to global */
+    long offset[BT_MAX_RANKS];  /* first position of each rank's slice */
+    int micro;                  /* largest micro-batch (the model's capacity) */
+} batch_plan;
+
+/* The plan from the config: explicit distributed.shares, or an equal split. */
+void plan_from_config(batch_plan *p, const bt_config *cfg, int world);
+
+/* Shares proportional to speed[r] (samples/s), each >= 1, summing to the
+ * global batch (largest remainders, ties to the lower rank). */
+void plan_proportional(batch_plan *p, const double *speed);
+
+/* An equal split where every rank accumulates `accum` full micro-batches
+ * (batch-size rampup: the global batch grows through the accumulation). */
+void plan_set_accum(batch_plan *p, long accum);
+
+/* Number of micro-batches of rank r and their sizes (sizes has room for
+ * ceil(share / micro) entries). */
+int plan_micro_batches(const batch_plan *p, int rank, int *sizes);
+
+/* This rank's device spec: $BERTRAIN_DEVICE, else the config's "devices"
+ * entry for this rank (list) or for "host:local_rank" / "host" / "*"
+ * (object), else "device". "auto" becomes "auto:<local rank>". */
+void plan_device_spec(const bt_config *cfg, char *out, size_t n);
+
+/* "5+11" style text of the shares. */
+void plan_format(const batch_plan *p, char *out, size_t n);
+
+#endif

@@ -1,0 +1,65 @@
+/* The step loop: micro-batches -> (allreduce) -> clip -> optimizer -> log. */
+#ifndef BT_TRAIN_H
+#define BT_TRAIN_H
+
+#include "model/bert.h"
+#include "config/config.h"
+#include "data/dataset.h"
+#include "grad_sync.h"
+#include "guard.h"
+#include "model/loss_scale.h"
+#include "model/optim.h"
+
+/* What one optimizer step did, summed over ranks. */
+typedef struct {
+    double loss;       /* mean MLM loss + mean NSP loss (as HF's total loss) */
+    double z_loss;       /* model.z_loss x mean log_z^2 over MLM rows (also minimized) */
+    double attn_penalty; /* model.attention_logit_penalty x mean squared score (also minimized) */
+    double mlm_loss, mlm_acc, nsp_loss, nsp_acc;
+    long n_masked, n_nsp, n_samples, n_tokens;
+    double grad_norm;  /* before clipping */
+    double lr;
+    double compute_s;  /* this rank: forward + backward */
+    double idle_s;     /* this rank: waiting for slower ranks */
+    double comm_s;     /* this rank: gradient communication not hidden behind compute */
+    int layers_dropped; /* LayerDrop: encoder layers this step skipped */
+    bool skipped;      /* no update (parameters untouched): the guard refused it, or fp16 overflowed */
+    bool overflow;     /* fp16: the gradients overflowed (skipped by the loss scaler) */
+    bool at_min_scale; /* fp16: ... at the minimum loss scale: the run must stop */
+    double loss_scale, next_loss_scale; /* fp16: the scale this step used, the next one's */
+    char skip_why[96];
+} step_result;
+
+/* One optimizer step over micro-batches mb[0..n_micro) already filled on the
+ * host: global counts first, so each loss gradient is seeded with 1/count and
+ * the update is the same however the global batch is split. A guard (or
+ * NULL) may refuse the update: the result says skipped, and why. With fp16 a
+ * loss scaler (else NULL) scales the loss, and skips the update when the
+ * gradients overflow. */
+step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
+                       bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr,
+                       grad_sync *gs, const bt_guard *guard, loss_scaler *scaler);
+
+/* Test hook: the next train_step's summed gradients get a NaN (as a bad batch
+ * gives), so the divergence guard's rollback can be tested on chosen samples. */
+void train_test_poison_next_step(void);
+
+/* Monotonic seconds. */
+double now_s(void);
+
+/* "1h02m03s" for a duration in seconds. */
+void format_eta(double s, char *out, size_t n);
+
+/* `bertrain train`: the whole run described by cfg. Returns the exit code. */
+int train_main(const bt_config *cfg);
+
+/* train_main that also hands back the final parameters (malloc'd, n_params
+ * floats in the flat layout) when final_params is not NULL. */
+int train_run(const bt_config *cfg, float **final_params, size_t *n_params);
+
+/* Create the backend of device spec with the per-backend options (the CPU's
+ * threads, 0: its default; TF32 GEMMs where the device has them) or print
+ * why not, naming the rank; NULL on failure. */
+bt_backend *open_backend(const char *spec, int cpu_threads, bool tf32);
+
+#endif
