@@ -17,7 +17,7 @@
  * cuBLAS: the emulation takes the least helpful reading and leaves C as it
  * was, so a caller that needs C = beta * C must do it itself. */
 #include "emu.h"
-#include "tests/cuda_emu/include/cublas_v2.h"
+#include "include/cublas_v2.h"
 
 #include <cblas.h>
 #include <cstdio>

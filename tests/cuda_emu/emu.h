@@ -11,7 +11,7 @@
 #ifndef CUEMU_EMU_H
 #define CUEMU_EMU_H
 
-#include "tests/cuda_emu/include/cuda_runtime.h"
+#include "include/cuda_runtime.h"
 
 #include <cstdint>
 #include <functional>

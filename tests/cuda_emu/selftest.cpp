@@ -13,7 +13,7 @@
  * limits, pointer checks, stream order, races at a missing barrier, divergent
  * barriers, cuBLAS statuses and numerics. */
 #include "emu.h"
-#include "tests/cuda_emu/include/cublas_v2.h"
+#include "include/cublas_v2.h"
 
 #include <cmath>
 #include <cstdio>
