@@ -192,15 +192,6 @@ struct bt_backend {
     void (*round16)(bt_backend *be, bt_ptr x, bt_dtype dtype, size_t n);
 };
 
-/* Names of every op slot in the table, in order, for start-up checks and the
- * conformance suite: a backend with a NULL slot is refused. */
-extern const char *const bt_op_names[];
-extern const int bt_op_count;
-
-/* Check that every slot of be is filled; print the first missing op and return
- * false otherwise (an op a backend lacks is an error, never a fallback). */
-bool bt_backend_complete(const bt_backend *be);
-
 /* Options given to a backend at its creation. Each backend takes what
  * applies to it and ignores the rest, so the layers above never ask which
  * backend runs. */
@@ -210,24 +201,13 @@ typedef struct {
                         (config "tf32"); elsewhere exact fp32 */
 } bt_backend_options;
 
-/* Create a backend by spec: "cpu", "opencl[:P:D]", "opencl:NAME" (the one
- * device whose name or vendor contains NAME, any case), "cuda[:N]",
- * "cuda-emu[:N]" (the test suite's emulated CUDA device, tests/cuda_emu, when
- * built), or "auto[:LOCAL_RANK]" (CUDA device LOCAL_RANK modulo the count,
- * then the first OpenCL GPU, then the CPU). opts may be NULL (defaults).
- * Returns NULL with a one-line reason in err (size errlen) when unavailable;
- * *no_device is set when the reason is only that no such device exists. */
-bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, char *err,
-                              size_t errlen, bool *no_device);
+/* Names of every op slot in the table, in order, for start-up checks and the
+ * conformance suite: a backend with a NULL slot is refused. */
+extern const char *const bt_op_names[];
+extern const int bt_op_count;
 
-/* Print every device of every backend this binary was built with (for
- * `bertrain devices`): the CPU, CUDA devices, OpenCL platforms and devices. */
-void bt_backends_list_devices(FILE *out);
-
-/* List the spec names of the backends this binary was built with. */
-const char *bt_backends_built(void);
-
-/* Create the CPU reference backend with `threads` OpenMP threads (0: default). */
-bt_backend *bt_cpu_backend_create(int threads);
+/* Check that every slot of be is filled; print the first missing op and return
+ * false otherwise (an op a backend lacks is an error, never a fallback). */
+bool bt_backend_complete(const bt_backend *be);
 
 #endif

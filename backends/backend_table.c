@@ -3,6 +3,7 @@
  * (bertrain-cuda.so), which checks its own table. */
 #include "backend.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 #define BT_OPS(X)                                                                  \
@@ -12,6 +13,23 @@
     X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale) X(axpy)   \
     X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum) X(all_finite)   \
     X(adamw_step) X(lamb_update) X(cast) X(round16)
+
+/* At compile time: BT_OPS names every op slot of struct bt_backend, in the
+ * struct's order, and nothing else. A shadow struct laid out from the list
+ * must have each slot at the same distance from the first, and the table must
+ * end where the list does. */
+#define BT_OP_FIELD(op) void (*op)(void);
+struct bt_op_list_layout {
+    BT_OPS(BT_OP_FIELD)
+};
+#define BT_OP_SAME_PLACE(op)                                                                \
+    _Static_assert(offsetof(bt_backend, op) - offsetof(bt_backend, destroy) ==               \
+                       offsetof(struct bt_op_list_layout, op),                               \
+                   "BT_OPS and struct bt_backend disagree at op " #op);
+BT_OPS(BT_OP_SAME_PLACE)
+_Static_assert(sizeof(bt_backend) - offsetof(bt_backend, destroy) ==
+                   sizeof(struct bt_op_list_layout),
+               "struct bt_backend has an op slot that BT_OPS does not list");
 
 #define BT_OP_NAME(op) #op,
 const char *const bt_op_names[] = {BT_OPS(BT_OP_NAME)};

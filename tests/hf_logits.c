@@ -9,6 +9,7 @@
  * usage: hf_logits CKPT_DIR OUT.safetensors [--skip-layers L,L,...] */
 #include "store/ckpt.h"
 #include "store/safetensors.h"
+#include "backends/cpu/cpu_backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -18,6 +18,7 @@
  * The emulated runtime's cudaSetDevice is reached with dlsym in the plugin
  * the backend loaded (BERTRAIN_CUDA_EMU names it). */
 #include "backends/backend.h"
+#include "backends/registry.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -13,6 +13,7 @@
  * Parameters and inputs are fresh seeded random values (no zeros); dropout is
  * off so the two models' passes are comparable bit for bit. */
 #include "model/optim.h"
+#include "backends/cpu/cpu_backend.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -12,7 +12,9 @@
  *    GEMMs' bits when every operand holds 16-bit values.
  * Parameters and inputs are fresh seeded random values (no zeros). */
 #include "model/bert.h"
-#include "model/bert_internal.h"
+#include "model/bert_act.h"
+#include "backends/registry.h"
+#include "backends/cpu/cpu_backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>

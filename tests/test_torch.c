@@ -11,6 +11,7 @@
 #include "model/optim.h"
 #include "store/safetensors.h"
 #include "train/train.h"
+#include "backends/cpu/cpu_backend.h"
 
 #include <math.h>
 #include <stdio.h>

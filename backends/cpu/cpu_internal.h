@@ -2,7 +2,7 @@
 #ifndef BT_CPU_INTERNAL_H
 #define BT_CPU_INTERNAL_H
 
-#include "../backend.h"
+#include "cpu_backend.h"
 
 struct bt_buffer {
     void *data;

@@ -230,7 +230,7 @@ static void cu_destroy(bt_backend *be) {
             if (c->stream) (void)cudaStreamDestroy(c->stream);
         }
         (void)cudaGetLastError();
-        free(c->partials);
+        bt_partials_free(&c->partials);
         free(c);
     }
     free(be);

@@ -12,6 +12,7 @@
 extern "C" {
 #include "../backend.h"
 }
+#include "../common/partials.h"
 #include "../common/staged_gemm.h"
 #include "cuda_backend.h"
 
@@ -36,8 +37,7 @@ typedef struct {
     size_t scratch_bytes;
     bt_stage stage[2];       /* gemm16: A and B converted to 16 bits (or rounded), grown on demand */
     bool sync_each;          /* synchronise after every launch and cuBLAS call (debugging) */
-    float *partials;         /* host copy of the partials */
-    size_t partials_cap;
+    bt_partials partials;    /* host copy of the reduction partials */
     bt_device_info info;     /* static part; free_mem is queried by info() */
 } cu_ctx;
 

@@ -204,25 +204,15 @@ static double reduce(bt_backend *be, partial_kernel kernel, const char *name, bt
     cu_ctx *c = cu(be);
     size_t chunks = (n + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
     if (!chunks) return 0.0;
-    if (chunks > c->partials_cap) {
-        free(c->partials);
-        c->partials = (float *)malloc(chunks * sizeof *c->partials);
-        if (!c->partials) {
-            fprintf(stderr, "bertrain: cuda: out of host memory in a reduction\n");
-            exit(1);
-        }
-        c->partials_cap = chunks;
-    }
+    float *host = bt_partials_reserve(&c->partials, chunks, "cuda");
     float *part = (float *)cu_scratch(c, chunks * sizeof(float));
     BT_KERNEL_LAUNCH(kernel, grid_of(chunks * BT_WG), BT_WG, c->stream, part, cu_f32(x), n);
     check_launch(name, __FILE__, __LINE__);
     CU_SYNC_IF_DEBUG(c);
-    CU_CHECK(cudaMemcpyAsync(c->partials, part, chunks * sizeof(float), cudaMemcpyDeviceToHost,
+    CU_CHECK(cudaMemcpyAsync(host, part, chunks * sizeof(float), cudaMemcpyDeviceToHost,
                              c->stream));
     CU_CHECK(cudaStreamSynchronize(c->stream));
-    double total = 0.0;
-    for (size_t i = 0; i < chunks; i++) total += c->partials[i];
-    return total;
+    return bt_partials_sum(&c->partials, chunks);
 }
 
 static double cu_sum(bt_backend *be, bt_ptr x, size_t n) {

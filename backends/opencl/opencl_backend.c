@@ -459,7 +459,7 @@ static void ocl_destroy(bt_backend *be) {
         if (c->scratch) clReleaseMemObject(c->scratch);
         if (c->queue) clReleaseCommandQueue(c->queue);
         if (c->context) clReleaseContext(c->context);
-        free(c->partials);
+        bt_partials_free(&c->partials);
         free(c);
     }
     free(be);

@@ -15,6 +15,12 @@
 bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t errlen,
                                      bool *no_device);
 
+/* The one device whose name or vendor contains substr (any case), into
+ * *platform and *device. Returns the number of matching devices (1: found;
+ * 0 or more than 1: err says which, naming the candidates). */
+int bt_opencl_find_device(const char *substr, int *platform, int *device, char *err,
+                          size_t errlen);
+
 /* Print every OpenCL platform and device with its opencl:P:D spec, vendor,
  * memory, compute units, work-group and local-memory limits and fp16/fp64
  * support (for `bertrain devices`). */

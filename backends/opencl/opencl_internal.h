@@ -11,6 +11,7 @@
 #include <CL/cl.h>
 
 #include "../backend.h"
+#include "../common/partials.h"
 #include "../common/staged_gemm.h"
 
 #include <stdbool.h>
@@ -56,8 +57,7 @@ typedef struct {
     cl_mem scratch;    /* reduction partials and flags, grown on demand */
     size_t scratch_bytes;
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B, grown on demand */
-    float *partials;   /* host copy of the partials */
-    size_t partials_cap;
+    bt_partials partials; /* host copy of the partials */
     bt_device_info info;
 } ocl_ctx;
 

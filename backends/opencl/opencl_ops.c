@@ -331,26 +331,16 @@ static double reduce(bt_backend *be, ocl_kernel_id id, bt_ptr x, size_t n) {
     ocl_ctx *c = ocl(be);
     size_t chunks = (n + OCL_REDUCE_CHUNK - 1) / OCL_REDUCE_CHUNK;
     if (!chunks) return 0.0;
-    if (chunks > c->partials_cap) {
-        free(c->partials);
-        c->partials = malloc(chunks * sizeof *c->partials);
-        if (!c->partials) {
-            fprintf(stderr, "bertrain: opencl: out of host memory in a reduction\n");
-            exit(1);
-        }
-        c->partials_cap = chunks;
-    }
+    float *host = bt_partials_reserve(&c->partials, chunks, "opencl");
     cl_mem part = ocl_scratch(c, chunks * sizeof(float));
     args a = begin(be, id);
     arg_mem(&a, part);
     arg_f32p(&a, x);
     arg_ul(&a, n);
     launch(be, &a, chunks * c->wg);
-    CL_CHECK(clEnqueueReadBuffer(c->queue, part, CL_TRUE, 0, chunks * sizeof(float), c->partials,
-                                 0, NULL, NULL));
-    double total = 0.0;
-    for (size_t i = 0; i < chunks; i++) total += c->partials[i];
-    return total;
+    CL_CHECK(clEnqueueReadBuffer(c->queue, part, CL_TRUE, 0, chunks * sizeof(float), host, 0,
+                                 NULL, NULL));
+    return bt_partials_sum(&c->partials, chunks);
 }
 
 static double ocl_sum(bt_backend *be, bt_ptr x, size_t n) { return reduce(be, K_sum_partial, x, n); }

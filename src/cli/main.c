@@ -4,6 +4,7 @@
 #include "config/config.h"
 #include "train/eval.h"
 #include "train/train.h"
+#include "backends/registry.h"
 
 #include <stdio.h>
 #include <stdlib.h>

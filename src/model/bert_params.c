@@ -1,7 +1,7 @@
 /* BERT parameters: presets, config checks, the named-tensor table over one
  * flat buffer, allocation of parameters/gradients/activations, and init. */
 #include "bert.h"
-#include "bert_internal.h"
+#include "bert_act.h"
 #include "util/rng.h"
 
 #include <math.h>
@@ -294,17 +294,6 @@ void bert_free(bert_model *m) {
     free(m->tensors);
     free(m->v.layer);
     free(m);
-}
-
-void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
-    if (m->cfg.storage == BT_F32 || n == 0) return;
-    m->be->round16(m->be, (bt_ptr){buf, off * 4}, (bt_dtype)m->cfg.storage, n);
-}
-
-size_t bert_activation_bytes(const bert_model *m) {
-    const struct bert_act_layout *a = m->act;
-    size_t bytes = (a->total + a->ints_total) * 4;
-    return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_per_layer * 2;
 }
 
 void bert_zero_grads(bert_model *m) {

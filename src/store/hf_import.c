@@ -15,6 +15,7 @@
 #include "safetensors.h"
 #include "train/train.h"
 #include "data/vocab.h"
+#include "backends/registry.h"
 
 #include <errno.h>
 #include <math.h>
@@ -38,10 +39,11 @@ static const char *const NSP_TENSORS[] = {"bert.pooler.dense.weight", "bert.pool
 static bert_model *host_model(const bert_config *mc, uint64_t seed, bt_backend **be,
                               float **host) {
     char err[512];
-    *be = bt_cpu_backend_create(1);
+    const bt_backend_options one_thread = {.cpu_threads = 1};
+    *be = bt_backend_create("cpu", &one_thread, err, sizeof err, NULL);
     bert_model *m = *be ? bert_create(*be, mc, 1, 2, 1, err, sizeof err) : NULL;
     if (!m) {
-        fprintf(stderr, "bertrain: %s\n", *be ? err : "cannot create the CPU backend");
+        fprintf(stderr, "bertrain: %s\n", err);
         return NULL;
     }
     bert_init_params(m, seed);

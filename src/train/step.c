@@ -5,6 +5,7 @@
 #include "mpi/dist.h"
 #include "store/ckpt.h"
 #include "eval.h"
+#include "backends/registry.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,8 +1,9 @@
-/* Activation layout of bert.c: where each saved tensor and scratch area lives
- * in the model's activation buffer (offsets in fp32 elements) and where the
- * int32 batch inputs live in the int buffer. */
-#ifndef BT_BERT_INTERNAL_H
-#define BT_BERT_INTERNAL_H
+/* The activation buffer of bert.c (bert_act.c): where each saved tensor and
+ * scratch area lives in the model's activation buffer (offsets in fp32
+ * elements), where the int32 batch inputs live in the int buffer, and the
+ * 16-bit storage and stash of mixed precision. */
+#ifndef BT_BERT_ACT_H
+#define BT_BERT_ACT_H
 
 #include "bert.h"
 
@@ -48,5 +49,20 @@ struct bert_act_layout {
 /* Plan the activation buffer for the given capacity; NULL when out of memory. */
 struct bert_act_layout *bert_act_layout_new(const bert_config *c, int max_batch, int max_seq,
                                             int max_masked);
+
+/* Mixed precision: round n values of buf from element off to the 16-bit
+ * storage dtype (bert_store16); a value of the working set during layer
+ * m->layer_in_flight's forward goes through that layer's stash slot, so the
+ * one 16-bit copy both rounds it and keeps it for the backward. */
+void bert_act_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n);
+
+/* After a layer's forward: its output (activation offset `out`) to xin, the
+ * next layer's input. Nothing without a stash. */
+void bert_act_stash_layer(bert_model *m, size_t out);
+
+/* Before layer l's backward: its saved activations back from the stash into
+ * the working set, and the output (at `before_out`) of the layer run before
+ * it, `before` (-1: none), into xin. Nothing without a stash. */
+void bert_act_unstash_layer(bert_model *m, int l, int before, size_t before_out);
 
 #endif

@@ -1,18 +1,16 @@
-/* Backend registry: op-slot checks and creation by spec string. This is the
- * only file above the backends that names them. */
-#include "backend.h"
+/* Backend registry: creation by spec string, and the list of what was
+ * built. The only file that names the backends: each is reached through its
+ * own header. */
+#include "registry.h"
+
+#include "cpu/cpu_backend.h"
+#include "cuda/cuda_backend.h"
+#ifdef BT_HAVE_OPENCL
+#include "opencl/opencl_backend.h"
+#endif
 
 #include <stdio.h>
 #include <string.h>
-
-#ifdef BT_HAVE_OPENCL
-bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t errlen,
-                                     bool *no_device);
-int bt_opencl_find_device(const char *substr, int *platform, int *device, char *err,
-                           size_t errlen);
-void bt_opencl_list_devices(FILE *out);
-#endif
-#include "cuda/cuda_backend.h"
 
 /* The CUDA backend on device (see bt_cuda_backend_create) through its plugin:
  * the real one, or with emu the emulated device's; a plugin that cannot load

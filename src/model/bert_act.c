@@ -1,0 +1,164 @@
+/* The model's activation buffer: where each saved tensor and scratch area
+ * lives (the layout), and mixed precision's 16-bit storage of it: rounding
+ * values to the storage dtype, and the per-layer 16-bit stash that holds a
+ * layer's saved activations between its forward and its backward. */
+#include "bert_act.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ACT(off) ((bt_ptr){m->acts, (size_t)(off) * 4})
+
+struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm, int Mm) {
+    int L = c->num_hidden_layers;
+    struct bert_act_layout *a =
+        calloc(1, sizeof *a + (size_t)L * sizeof(bert_layer_acts));
+    if (!a) return NULL;
+    const size_t N = (size_t)Bm * Tm, H = c->hidden_size, I = c->intermediate_size,
+                 P = (size_t)Bm * c->num_attention_heads * Tm * Tm, M = Mm > 0 ? Mm : 1,
+                 V = c->vocab_size;
+    size_t off = 0;
+#define TAKE(field, count) (a->field = off, off += ((count) + 15) / 16 * 16)
+    TAKE(emb_sum, N * H);
+    TAKE(emb_mean, N);
+    TAKE(emb_rstd, N);
+    TAKE(emb_out, N * H);
+    /* With the 16-bit stash one working set of the big fields serves every
+     * layer; without it each layer has its own. */
+    const bool stash = c->storage != BT_F32 && !c->fp32_stash;
+    a->work_base = off;
+    for (int l = 0; l < (stash ? 1 : L); l++) {
+        TAKE(layer[l].qkv, N * 3 * H);
+        TAKE(layer[l].probs, P);
+        TAKE(layer[l].ctx, N * H);
+        TAKE(layer[l].res1, N * H);
+        TAKE(layer[l].ln1, N * H);
+        TAKE(layer[l].fc1, N * I);
+        TAKE(layer[l].gelu, N * I);
+        TAKE(layer[l].res2, N * H);
+        TAKE(layer[l].ln2, N * H);
+    }
+    if (stash) {
+        a->stash_per_layer = off - a->work_base;
+        for (int l = 1; l < L; l++) a->layer[l] = a->layer[0];
+        TAKE(xin, N * H);
+    }
+    for (int l = 0; l < L; l++) { /* LayerNorm statistics: fp32, per layer */
+        TAKE(layer[l].mean1, N);
+        TAKE(layer[l].rstd1, N);
+        TAKE(layer[l].mean2, N);
+        TAKE(layer[l].rstd2, N);
+    }
+    TAKE(hm, M * H);
+    TAKE(t1, M * H);
+    TAKE(t2, M * H);
+    TAKE(t3, M * H);
+    TAKE(t3_mean, M);
+    TAKE(t3_rstd, M);
+    TAKE(logits, M * V);
+    TAKE(mlm_loss, M);
+    TAKE(mlm_correct, M);
+    TAKE(mlm_log_z, M);
+    TAKE(cls, (size_t)Bm * H);
+    TAKE(pool_pre, (size_t)Bm * H);
+    TAKE(pooled, (size_t)Bm * H);
+    TAKE(nsp_logits, (size_t)Bm * 2);
+    TAKE(nsp_loss, (size_t)Bm);
+    TAKE(nsp_correct, (size_t)Bm);
+    TAKE(nsp_log_z, (size_t)Bm);
+    if (c->norm == BERT_NORM_PRE) {
+        TAKE(final_out, N * H);
+        TAKE(final_mean, N);
+        TAKE(final_rstd, N);
+    }
+    TAKE(dA, N * H);
+    TAKE(dH, N * H);
+    TAKE(dctx, N * H);
+    TAKE(dI, N * I);
+    TAKE(dqkv, N * 3 * H);
+    TAKE(dprobs, P);
+    TAKE(pdrop, P);
+    TAKE(dhm, M * H);
+    TAKE(dcls, (size_t)Bm * H);
+    a->total = off;
+    off = 0;
+    TAKE(ids, N);
+    TAKE(types, N);
+    TAKE(mask, N);
+    TAKE(mlm_pos, M);
+    TAKE(mlm_labels, M);
+    TAKE(nsp_labels, (size_t)Bm);
+    TAKE(cls_idx, (size_t)Bm);
+    a->ints_total = off;
+#undef TAKE
+    a->n_layers = L;
+    return a;
+}
+
+void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
+    if (m->cfg.storage == BT_F32 || n == 0) return;
+    m->be->round16(m->be, (bt_ptr){buf, off * 4}, (bt_dtype)m->cfg.storage, n);
+}
+
+size_t bert_activation_bytes(const bert_model *m) {
+    const struct bert_act_layout *a = m->act;
+    size_t bytes = (a->total + a->ints_total) * 4;
+    return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_per_layer * 2;
+}
+
+/* Where field `work_off` of layer l lives in the stash. */
+static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
+    const struct bert_act_layout *a = m->act;
+    return (bt_ptr){m->stash, (l * a->stash_per_layer + (work_off - a->work_base)) * 2};
+}
+
+/* Round n values of buf from element off to the 16-bit storage dtype. A
+ * value of the working set during layer l's forward goes through that
+ * layer's stash slot: the one 16-bit copy both rounds it and keeps it for
+ * the backward pass. */
+void bert_act_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
+    const struct bert_act_layout *a = m->act;
+    if (buf == m->acts && a->stash_per_layer && m->layer_in_flight >= 0 &&
+        off >= a->work_base && off < a->work_base + a->stash_per_layer) {
+        const bt_dtype dt = (bt_dtype)m->cfg.storage;
+        const bt_ptr slot = stash_at(m, m->layer_in_flight, off);
+        m->be->cast(m->be, slot, dt, ACT(off), BT_F32, n);
+        m->be->cast(m->be, ACT(off), BT_F32, slot, dt, n);
+    } else {
+        bert_store16(m, buf, off, n);
+    }
+}
+
+/* The saved activations of the layer in flight that the 16-bit stash holds
+ * (offsets into the working set, sizes for this batch); returns the count. */
+static int stashed_spans(const bert_model *m, size_t off[9], size_t n[9]) {
+    const bert_layer_acts *la = &m->act->layer[0];
+    const size_t N = (size_t)m->cur_B * m->cur_T, H = m->cfg.hidden_size,
+                 I = m->cfg.intermediate_size,
+                 P = (size_t)m->cur_B * m->cfg.num_attention_heads * m->cur_T * m->cur_T;
+    const size_t offs[9] = {la->qkv, la->probs, la->ctx, la->res1, la->ln1,
+                            la->fc1, la->gelu,  la->res2, la->ln2};
+    const size_t counts[9] = {N * 3 * H, P, N * H, N * H, N * H, N * I, N * I, N * H, N * H};
+    memcpy(off, offs, sizeof offs);
+    memcpy(n, counts, sizeof counts);
+    return 9;
+}
+
+void bert_act_stash_layer(bert_model *m, size_t out) {
+    if (!m->act->stash_per_layer) return;
+    m->be->copy(m->be, ACT(m->act->xin), ACT(out),
+                (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size * 4);
+}
+
+void bert_act_unstash_layer(bert_model *m, int l, int before, size_t before_out) {
+    if (!m->act->stash_per_layer) return;
+    bt_backend *be = m->be;
+    const bt_dtype dt = (bt_dtype)m->cfg.storage;
+    size_t off[9], n[9];
+    for (int i = 0, k = stashed_spans(m, off, n); i < k; i++)
+        be->cast(be, ACT(off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
+    if (before >= 0)
+        be->cast(be, ACT(m->act->xin), BT_F32, stash_at(m, before, before_out), dt,
+                 (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size);
+}
+
