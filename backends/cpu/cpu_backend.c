@@ -3,6 +3,7 @@
  * bit-identical for any thread count. It is the oracle for the other backends. */
 #include "cpu_internal.h"
 
+#include "../common/half.h"
 #include "../common/staged_gemm.h"
 
 #include <cblas.h>
@@ -248,47 +249,6 @@ static void cpu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr
         V[i] = vi;
         U[i] = (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * W[i];
     }
-}
-
-/* ---- 16-bit conversions (round to nearest even) ----
- * On the bits, every case computed and one selected (no branches), so the
- * loops over them vectorize. */
-
-static inline uint16_t f32_to_bf16(uint32_t x) {
-    const uint32_t nan = (x & 0x7fffffffu) > 0x7f800000u;
-    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    return (uint16_t)(nan ? (x >> 16) | 0x40u : rounded); /* NaN: quiet, never Inf */
-}
-
-static inline uint32_t bf16_to_f32(uint16_t h) { return (uint32_t)h << 16; }
-
-static inline uint16_t f32_to_f16(uint32_t x) {
-    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    float a;
-    memcpy(&a, &ax, 4);
-    /* subnormal or 0: a * 2^24 (exact) + 2^23 rounds to an integer, to nearest even */
-    const float sub = (a * 16777216.0f + 8388608.0f) - 8388608.0f;
-    const uint32_t mant = ax & 0x7fffffu, rest = mant & 0x1fffu;
-    uint32_t normal = (((ax >> 23) - 112u) << 10) | (mant >> 13);
-    normal += (rest > 0x1000u) | ((rest == 0x1000u) & normal);
-    /* all-ones masks pick the case: NaN, overflow to Inf, subnormal, normal */
-    const uint32_t nan_m = 0u - (uint32_t)(ax > 0x7f800000u),
-                   big_m = 0u - (uint32_t)(ax >= 0x477ff000u),
-                   sub_m = 0u - (uint32_t)(ax < 0x38800000u);
-    const uint32_t bits = (nan_m & 0x7e00u) | (~nan_m & big_m & 0x7c00u) |
-                          (sub_m & (uint32_t)(int32_t)sub) | (~big_m & ~sub_m & normal);
-    return (uint16_t)(sign | bits);
-}
-
-static inline uint32_t f16_to_f32(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu,
-                   mant = h & 0x3ffu;
-    const float sub = (float)(int32_t)mant * 0x1p-24f; /* exact */
-    uint32_t sub_bits;
-    memcpy(&sub_bits, &sub, 4);
-    const uint32_t zero_m = 0u - (uint32_t)(exp == 0), top_m = 0u - (uint32_t)(exp == 31);
-    return sign | (zero_m & sub_bits) | (top_m & (0x7f800000u | (mant << 13))) |
-           (~zero_m & ~top_m & (((exp + 112u) << 23) | (mant << 13)));
 }
 
 /* One loop per conversion, free of per-element dispatch. */

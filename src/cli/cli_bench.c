@@ -2,6 +2,8 @@
 #include "cli.h"
 
 #include "train/train.h"
+#include "util/clock.h"
+#include "train/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "train/fill_mask.h"
 #include "train/train.h"
+#include "train/device.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

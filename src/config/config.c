@@ -6,6 +6,8 @@
 #include "util/parse_num.h"
 
 #include "mpi/dist.h"
+#include "util/file.h"
+#include "util/json_num.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -476,29 +478,6 @@ static bool apply_override(bt_config *cfg, cJSON *root, const char *assign) {
     return false;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (n < cap - 1) break;
-        char *bigger = realloc(buf, cap *= 2);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf = bigger;
-        }
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static bool resolve_batch(bt_config *cfg) {
     long G = cfg->train_batch_size, mb = cfg->micro_batch, ga = cfg->grad_accum;
     long W = cfg->world_size;
@@ -579,7 +558,7 @@ bool config_load(bt_config *cfg, const char *path, const char *const *overrides,
     cJSON *root = NULL;
     if (path) {
         size_t len = 0;
-        char *text = read_file(path, &len);
+        char *text = file_read_all(path, &len);
         if (!text) {
             fail(cfg, "cannot read: %s", strerror(errno));
             return false;
@@ -715,17 +694,6 @@ void config_free(bt_config *cfg) {
     cfg->resolved_json = NULL;
 }
 
-/* The shortest decimal that reads back as the same float (0.001, not
- * 0.0010000000474974513), so logged and stored values look as written. */
-static double float_json(float f) {
-    char buf[32];
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        if ((float)strtod(buf, NULL) == f) break;
-    }
-    return strtod(buf, NULL);
-}
-
 /* The object at the parent path of key (creating objects), and the last name. */
 static cJSON *parent_of(cJSON *root, const char *path, const char **leaf) {
     char part[256];
@@ -767,11 +735,11 @@ void *config_to_cjson(const bt_config *cfg) {
             break;
         }
         case K_FLOAT:
-            v = cJSON_CreateNumber(float_json(*(const float *)base));
+            v = cJSON_CreateNumber(json_short_float(*(const float *)base));
             break;
         case K_DOUBLE: { /* a float stored as double (warmup_max_lr = lr) prints as the float */
             double d = *(const double *)base;
-            v = cJSON_CreateNumber((double)(float)d == d ? float_json((float)d) : d);
+            v = cJSON_CreateNumber((double)(float)d == d ? json_short_float((float)d) : d);
             break;
         }
         case K_BOOL:
@@ -782,8 +750,8 @@ void *config_to_cjson(const bt_config *cfg) {
             break;
         case K_BETAS:
             v = cJSON_CreateArray();
-            cJSON_AddItemToArray(v, cJSON_CreateNumber(float_json(cfg->optim.beta1)));
-            cJSON_AddItemToArray(v, cJSON_CreateNumber(float_json(cfg->optim.beta2)));
+            cJSON_AddItemToArray(v, cJSON_CreateNumber(json_short_float(cfg->optim.beta1)));
+            cJSON_AddItemToArray(v, cJSON_CreateNumber(json_short_float(cfg->optim.beta2)));
             break;
         case K_SHARES:
             if (cfg->shares_auto) {

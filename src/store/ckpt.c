@@ -6,6 +6,7 @@
 #include "run_dir.h"
 #include "safetensors.h"
 #include "train/train.h"
+#include "util/clock.h"
 
 #include <dirent.h>
 #include <errno.h>

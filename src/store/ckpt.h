@@ -113,10 +113,6 @@ bool ckpt_file_crc(const char *path, uint32_t *crc, long long *size);
  * "DIR: FILE: problem" in err. */
 bool ckpt_verify(const char *dir, cJSON **state, char *err, size_t errlen);
 
-/* A whole file, NUL-terminated (malloc'd; *len without the NUL), for the
- * checkpoint and export readers; NULL when it cannot be read. */
-char *ckpt_read_file(const char *path, size_t *len);
-
 /* The newest ckpt-* directory of out_dir that verifies, into path (and its
  * state into *state). Each damaged one is reported on stderr as one line
  * naming the checkpoint, the file and the problem. false if there is none. */

@@ -5,6 +5,7 @@
 
 #include "util/parse_num.h"
 #include "safetensors.h"
+#include "util/file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,25 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-
-char *ckpt_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    return buf;
-}
 
 #define BAD(...)                                                                             \
     do {                                                                                     \
@@ -126,7 +108,7 @@ bool ckpt_verify(const char *dir, cJSON **state, char *err, size_t errlen) {
     cJSON *st = NULL;
     *state = NULL;
     snprintf(path, sizeof path, "%s/state.json", dir);
-    char *text = ckpt_read_file(path, &len);
+    char *text = file_read_all(path, &len);
     if (!text) BAD("state.json: %s", errno == ENOENT ? "missing" : strerror(errno));
     /* the 8 hex digits of "state_crc32" are the CRC-32 of the text with them as 0s */
     if (strlen(text) != len) BAD("state.json: contains a NUL byte: the file is damaged");
@@ -234,7 +216,7 @@ void ckpt_resolve(const char *path, char *out, size_t outlen) {
     size_t len = 0;
     snprintf(out, outlen, "%s", path);
     snprintf(latest_path, sizeof latest_path, "%s/latest", path);
-    char *latest = ckpt_read_file(latest_path, &len);
+    char *latest = file_read_all(latest_path, &len);
     if (!latest) return;
     latest[strcspn(latest, "\n")] = 0;
     snprintf(out, outlen, "%s/%s", path, latest);

@@ -3,6 +3,7 @@
 #include "hf_files.h"
 
 #include "ckpt.h"
+#include "util/json_num.h"
 
 #include <errno.h>
 #include <math.h>
@@ -37,15 +38,6 @@ bool hf_write_json(const char *dir, const char *name, const cJSON *obj) {
     return ok;
 }
 
-double hf_short_float(float f) {
-    char buf[32];
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        if ((float)strtod(buf, NULL) == f) break;
-    }
-    return strtod(buf, NULL);
-}
-
 cJSON *hf_config_json(const bert_config *mc, int pad_id) {
     cJSON *c = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
@@ -57,13 +49,13 @@ cJSON *hf_config_json(const bert_config *mc, int pad_id) {
     cJSON_AddNumberToObject(c, "num_attention_heads", mc->num_attention_heads);
     cJSON_AddNumberToObject(c, "intermediate_size", mc->intermediate_size);
     cJSON_AddStringToObject(c, "hidden_act", "gelu");
-    cJSON_AddNumberToObject(c, "hidden_dropout_prob", hf_short_float(mc->hidden_dropout_prob));
+    cJSON_AddNumberToObject(c, "hidden_dropout_prob", json_short_float(mc->hidden_dropout_prob));
     cJSON_AddNumberToObject(c, "attention_probs_dropout_prob",
-                            hf_short_float(mc->attention_probs_dropout_prob));
+                            json_short_float(mc->attention_probs_dropout_prob));
     cJSON_AddNumberToObject(c, "max_position_embeddings", mc->max_position_embeddings);
     cJSON_AddNumberToObject(c, "type_vocab_size", mc->type_vocab_size);
-    cJSON_AddNumberToObject(c, "initializer_range", hf_short_float(mc->initializer_range));
-    cJSON_AddNumberToObject(c, "layer_norm_eps", hf_short_float(mc->layer_norm_eps));
+    cJSON_AddNumberToObject(c, "initializer_range", json_short_float(mc->initializer_range));
+    cJSON_AddNumberToObject(c, "layer_norm_eps", json_short_float(mc->layer_norm_eps));
     cJSON_AddNumberToObject(c, "pad_token_id", pad_id);
     cJSON_AddStringToObject(c, "position_embedding_type", "absolute");
     cJSON_AddBoolToObject(c, "use_cache", true);

@@ -19,10 +19,6 @@ bool hf_write_atomic(const char *dir, const char *name, const char *data, size_t
 /* hf_write_atomic of obj as indented JSON. */
 bool hf_write_json(const char *dir, const char *name, const cJSON *obj);
 
-/* The shortest decimal that reads back as the same float (1e-12, not
- * 9.9999999600419720e-13). */
-double hf_short_float(float f);
-
 /* transformers' config.json of a BertForPreTraining of shape mc. */
 cJSON *hf_config_json(const bert_config *mc, int pad_id);
 

@@ -15,7 +15,10 @@
 #include "safetensors.h"
 #include "train/train.h"
 #include "data/vocab.h"
+#include "backends/common/half.h"
 #include "backends/registry.h"
+#include "util/file.h"
+#include "util/json_num.h"
 
 #include <errno.h>
 #include <math.h>
@@ -241,7 +244,7 @@ int cli_export(int argc, char **argv) {
     }
     ckpt_vocab_path(ckpt, state, path, sizeof path);
     if (!vocab_load(&vocab, path, err, sizeof err) ||
-        !(vocab_text = ckpt_read_file(path, &len))) {
+        !(vocab_text = file_read_all(path, &len))) {
         fprintf(stderr, "bertrain: export: %s has no vocab.txt: %s\n", ckpt, err);
         goto out;
     }
@@ -353,22 +356,6 @@ out:
 
 /* ---- import ---- */
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
-    float f;
-    if (exp == 0) {
-        f = ldexpf((float)man, -24);
-    } else if (exp == 31) {
-        f = man ? NAN : INFINITY;
-    } else {
-        f = ldexpf((float)(man | 0x400u), (int)exp - 25);
-    }
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u |= sign;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* Copy an HF tensor of dtype F32/F16/BF16/F64 into dst as fp32. */
 static bool to_f32(const st_file *f, const st_entry *e, float *dst) {
@@ -383,7 +370,7 @@ static bool to_f32(const st_file *f, const st_entry *e, float *dst) {
                 uint32_t u = (uint32_t)h << 16;
                 memcpy(&dst[i], &u, 4);
             } else {
-                dst[i] = half_to_float(h);
+                dst[i] = bt_f32_from_bits(f16_to_f32(h));
             }
         } else if (!strcmp(e->dtype, "F64")) {
             double d;
@@ -447,7 +434,7 @@ static void json_float(const cJSON *c, const char *key, float *out) {
 /* bert_config from an HF config.json; false after a one-line error. */
 static bool read_hf_config(const char *path, bert_config *mc) {
     size_t len;
-    char *text = ckpt_read_file(path, &len);
+    char *text = file_read_all(path, &len);
     cJSON *c = text ? cJSON_Parse(text) : NULL;
     const char *why = !text ? strerror(errno) : "not a JSON object";
     free(text);
@@ -521,11 +508,11 @@ static cJSON *import_state(const bert_config *mc, uint64_t seed, const char *fro
     cJSON_AddNumberToObject(model, "intermediate_size", mc->intermediate_size);
     cJSON_AddNumberToObject(model, "max_position_embeddings", mc->max_position_embeddings);
     cJSON_AddNumberToObject(model, "type_vocab_size", mc->type_vocab_size);
-    cJSON_AddNumberToObject(model, "layer_norm_eps", hf_short_float(mc->layer_norm_eps));
-    cJSON_AddNumberToObject(model, "hidden_dropout_prob", hf_short_float(mc->hidden_dropout_prob));
+    cJSON_AddNumberToObject(model, "layer_norm_eps", json_short_float(mc->layer_norm_eps));
+    cJSON_AddNumberToObject(model, "hidden_dropout_prob", json_short_float(mc->hidden_dropout_prob));
     cJSON_AddNumberToObject(model, "attention_probs_dropout_prob",
-                            hf_short_float(mc->attention_probs_dropout_prob));
-    cJSON_AddNumberToObject(model, "initializer_range", hf_short_float(mc->initializer_range));
+                            json_short_float(mc->attention_probs_dropout_prob));
+    cJSON_AddNumberToObject(model, "initializer_range", json_short_float(mc->initializer_range));
     cJSON_AddBoolToObject(model, "nsp", mc->nsp);
     return st;
 }
@@ -535,7 +522,7 @@ static bool hf_lowercase(const char *dir) {
     char path[1400];
     size_t len;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    char *text = ckpt_read_file(path, &len);
+    char *text = file_read_all(path, &len);
     cJSON *c = text ? cJSON_Parse(text) : NULL;
     free(text);
     bool lower = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "do_lower_case"));
@@ -715,7 +702,7 @@ int cli_import(int argc, char **argv) {
                         "beside config.json)\n", err);
         goto out;
     }
-    vocab_text = ckpt_read_file(path, &vlen);
+    vocab_text = file_read_all(path, &vlen);
     if (vocab.size > mc.vocab_size) {
         fprintf(stderr, "bertrain: import: %s has %d tokens, more than the model's vocab_size "
                         "%d\n", path, vocab.size, mc.vocab_size);

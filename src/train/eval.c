@@ -3,6 +3,7 @@
 
 #include "store/ckpt.h"
 #include "train.h"
+#include "device.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -6,6 +6,7 @@
 
 #include "mpi/dist.h"
 #include "store/ckpt.h"
+#include "util/file.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -163,7 +164,7 @@ static cJSON *read_state(const char *dir) {
     char path[1200];
     snprintf(path, sizeof path, "%s/state.json", dir);
     size_t len;
-    char *text = ckpt_read_file(path, &len);
+    char *text = file_read_all(path, &len);
     cJSON *state = text ? cJSON_Parse(text) : NULL;
     free(text);
     return state;

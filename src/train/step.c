@@ -6,27 +6,13 @@
 #include "store/ckpt.h"
 #include "eval.h"
 #include "backends/registry.h"
+#include "util/clock.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-bt_backend *open_backend(const char *spec, int cpu_threads, bool tf32) {
-    char err[256];
-    bool no_device = false;
-    const bt_backend_options opts = {.cpu_threads = cpu_threads, .tf32 = tf32};
-    bt_backend *be = bt_backend_create(spec, &opts, err, sizeof err, &no_device);
-    if (!be) fprintf(stderr, "bertrain: rank %d: %s\n", dist_rank(), err);
-    return be;
-}
 
 /* Test hook: is 1-based step listed in $name ("3,5,6")? */
 static bool test_step_listed(const char *name, long step) {
@@ -161,10 +147,4 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     optim_clip(m, r.grad_norm, cfg->gradient_clipping);
     optim_step(opt, m, (float)lr, skip);
     return r;
-}
-
-void format_eta(double s, char *out, size_t n) {
-    if (s < 0 || !isfinite(s)) s = 0;
-    long t = (long)(s + 0.5);
-    snprintf(out, n, "%ldh%02ldm%02lds", t / 3600, (t / 60) % 60, t % 60);
 }

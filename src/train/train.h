@@ -44,12 +44,6 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
  * gives), so the divergence guard's rollback can be tested on chosen samples. */
 void train_test_poison_next_step(void);
 
-/* Monotonic seconds. */
-double now_s(void);
-
-/* "1h02m03s" for a duration in seconds. */
-void format_eta(double s, char *out, size_t n);
-
 /* `bertrain train`: the whole run described by cfg. Returns the exit code. */
 int train_main(const bt_config *cfg);
 
@@ -57,9 +51,5 @@ int train_main(const bt_config *cfg);
  * floats in the flat layout) when final_params is not NULL. */
 int train_run(const bt_config *cfg, float **final_params, size_t *n_params);
 
-/* Create the backend of device spec with the per-backend options (the CPU's
- * threads, 0: its default; TF32 GEMMs where the device has them) or print
- * why not, naming the rank; NULL on failure. */
-bt_backend *open_backend(const char *spec, int cpu_threads, bool tf32);
 
 #endif

@@ -3,6 +3,7 @@
 #include "mpi/dist.h"
 #include "eval.h"
 #include "train_internal.h"
+#include "util/clock.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -11,6 +11,8 @@
 #include "store/run_dir.h"
 #include "train.h"
 #include "train_internal.h"
+#include "util/clock.h"
+#include "device.h"
 
 #include <errno.h>
 #include <math.h>

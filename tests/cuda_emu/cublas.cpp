@@ -18,6 +18,7 @@
  * was, so a caller that needs C = beta * C must do it itself. */
 #include "emu.h"
 #include "include/cublas_v2.h"
+#include "../../backends/common/half.h"
 
 #include <cblas.h>
 #include <cstdio>
@@ -114,7 +115,6 @@ size_t span(int rows, int cols, int ld, long long s, int batch) {
 }
 
 float widen(const void *p, size_t i, cudaDataType_t t) {
-    uint32_t bits;
     if (t == CUDA_R_32F) {
         float f;
         memcpy(&f, (const char *)p + 4 * i, 4);
@@ -122,20 +122,7 @@ float widen(const void *p, size_t i, cudaDataType_t t) {
     }
     uint16_t h;
     memcpy(&h, (const char *)p + 2 * i, 2);
-    if (t == CUDA_R_16BF) {
-        bits = (uint32_t)h << 16;
-    } else { /* binary16 */
-        const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu,
-                       mant = h & 0x3ffu;
-        if (exp == 0) {
-            float f = (float)mant * 0x1p-24f;
-            return (h & 0x8000u) ? -f : f;
-        }
-        bits = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112u) << 23) | (mant << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    return bt_f32_from_bits(t == CUDA_R_16BF ? bf16_to_f32(h) : f16_to_f32(h));
 }
 
 /* fp32 -> TF32 (10 mantissa bits), nearest, ties away from zero. */
