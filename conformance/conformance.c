@@ -20,6 +20,8 @@
  * conformance_harness.c the shared harness; conformance_ops_*.c the checks,
  * by op family (declared in conformance_ops.h). */
 #include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/registry.h"
 #include "harness.h"
 #include "ops.h"
 
