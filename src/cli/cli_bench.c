@@ -110,7 +110,8 @@ int cli_bench(int argc, char **argv) {
                                          (uint64_t)s, (uint64_t)b, b * seq,
                                          mb.mlm_positions + mb.n_masked, mb.mlm_labels + mb.n_masked);
         }
-        step_result r = train_step(m, opt, &cfg, s, &mb, &first, 1, 1e-4, NULL, NULL, NULL);
+        const step_batch in = {&mb, &first, 1, 0, mb.B};
+        step_result r = train_step(m, opt, &cfg, s, &in, 1e-4, NULL, NULL, NULL);
         if (s >= warmup) layers_dropped += r.layers_dropped;
     }
     be->sync(be);

@@ -5,6 +5,7 @@
 #include "train/eval.h"
 #include "train/train.h"
 #include "backends/registry.h"
+#include "util/test_hooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,7 @@ static bool runs_across_ranks(const char *cmd) {
 }
 
 int main(int argc, char **argv) {
+    test_hooks_init(); /* before any thread: the test suite's fault injection */
     if (argc >= 2 && runs_across_ranks(argv[1])) dist_init(&argc, &argv);
     int rc;
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -8,6 +8,7 @@
 #include "mpi/dist.h"
 #include "util/file.h"
 #include "util/json_num.h"
+#include "sched.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -4,6 +4,7 @@
 #define BT_CONFIG_H
 
 #include "model/bert.h"
+#include "model/optim.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,7 +12,6 @@
 #define BT_MAX_RANKS 1024
 #define BT_MAX_FILL_MASK 16 /* eval.fill_mask: sentences at most */
 
-typedef enum { OPT_ADAMW = 0, OPT_LAMB = 1 } bt_optim_type;
 typedef enum {
     SCHED_CONSTANT = 0,
     SCHED_WARMUP,            /* DeepSpeed WarmupLR: warmup, then constant */
@@ -21,12 +21,6 @@ typedef enum {
     SCHED_COSINE,            /* DeepSpeed WarmupCosineLR */
 } bt_sched_type;
 
-typedef struct {
-    bt_optim_type type;
-    float lr, beta1, beta2, eps, weight_decay;
-    bool bias_correction;
-    float min_coeff, max_coeff; /* LAMB trust-ratio clamp */
-} bt_optim_config;
 
 typedef struct {
     bt_sched_type type;
@@ -129,20 +123,6 @@ void *config_to_cjson(const bt_config *cfg);
 
 /* Fill defaults (the built-in demo: tiny model on the bundled data). */
 void config_defaults(bt_config *cfg);
-
-/* Learning rate at optimizer step `step` (0-based) under the schedule. */
-double sched_lr(const bt_config *cfg, long step);
-
-/* The scheduler's position before an update, given the updates applied so far
- * (`step`; steps the fp16 loss scaler or the guard skipped do not count, as in
- * DeepSpeed) and the run position `samples` of the step's first sample: the
- * update count, or with scheduler.unit "samples" the samples consumed so far. */
-long sched_position(const bt_config *cfg, long step, long long samples);
-
-/* Batch-size rampup: the gradient accumulation count of the step that starts
- * at run position `samples` (the global batch is micro-batch x this x ranks);
- * gradient_accumulation_steps when there is no rampup or it is complete. */
-long rampup_accum(const bt_config *cfg, long long samples);
 
 /* Levenshtein distance, for "did you mean" suggestions. */
 int edit_distance(const char *a, const char *b);

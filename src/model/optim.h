@@ -4,7 +4,16 @@
 #define BT_OPTIM_H
 
 #include "bert.h"
-#include "config/config.h"
+
+typedef enum { OPT_ADAMW = 0, OPT_LAMB = 1 } bt_optim_type;
+
+/* The optimizer's settings (config "optimizer"). */
+typedef struct {
+    bt_optim_type type;
+    float lr, beta1, beta2, eps, weight_decay;
+    bool bias_correction;
+    float min_coeff, max_coeff; /* LAMB trust-ratio clamp */
+} bt_optim_config;
 
 typedef struct {
     bt_optim_config cfg;

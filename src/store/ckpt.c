@@ -5,8 +5,9 @@
 
 #include "run_dir.h"
 #include "safetensors.h"
-#include "train/train.h"
 #include "util/clock.h"
+#include "util/test_hooks.h"
+#include "config/sched.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -53,25 +54,6 @@ static bool write_bytes(const char *path, const void *data, size_t n, char *err,
     if (fclose(f) != 0) ok = false;
     if (!ok) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
     return ok;
-}
-
-/* Test hook: BERTRAIN_TEST_CKPT="POINT,STEP,ACTION" stops the writer of the
- * checkpoint of STEP (0: any) at POINT (begin, model, optim, state, rename,
- * latest) with ACTION "kill" (SIGKILL: a crash) or "pause:SECONDS". */
-static void test_point(const char *point, long step) {
-    const char *env = getenv("BERTRAIN_TEST_CKPT");
-    char where[32], action[32];
-    long at = -1;
-    if (!env || step <= 0 || sscanf(env, "%31[^,],%ld,%31s", where, &at, action) != 3) return;
-    if (strcmp(where, point) != 0 || (at != 0 && at != step)) return;
-    fprintf(stderr, "bertrain: test hook: checkpoint %ld writer at '%s': %s\n", step, point,
-            action);
-    fflush(stderr);
-    if (strcmp(action, "kill") == 0) raise(SIGKILL);
-    double secs = strncmp(action, "pause:", 6) == 0 ? atof(action + 6) : 0.0;
-    struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
 }
 
 bool ckpt_file_crc(const char *path, uint32_t *crc, long long *size) {
@@ -200,7 +182,7 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
         snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         return false;
     }
-    test_point("begin", step);
+    hook_ckpt_point("begin", step);
     const bert_model *m = c->m;
     st_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
     bool ok = ts != NULL;
@@ -217,10 +199,10 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
                       c->st_meta ? c->n_meta : 2, err, errlen);
     }
     free(ts);
-    if (ok) test_point("model", step);
+    if (ok) hook_ckpt_point("model", step);
     snprintf(path, sizeof path, "%s/optim.bin", tmp);
     ok = ok && write_optim(path, c, err, errlen);
-    if (ok) test_point("optim", step);
+    if (ok) hook_ckpt_point("optim", step);
     snprintf(path, sizeof path, "%s/vocab.txt", tmp);
     if (ok && c->vocab) ok = write_bytes(path, c->vocab, c->vocab_len, err, errlen);
     snprintf(path, sizeof path, "%s/" CKPT_CARRIED_FILE, tmp);
@@ -243,12 +225,12 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
         ok = text && write_bytes(path, text, strlen(text), err, errlen);
         free(text);
     }
-    if (ok) test_point("state", step);
+    if (ok) hook_ckpt_point("state", step);
     if (ok && !fsync_path(tmp)) {
         snprintf(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
         ok = false;
     }
-    if (ok) test_point("rename", step);
+    if (ok) hook_ckpt_point("rename", step);
     if (ok) {
         rm_tree(old); /* a checkpoint of the same name (an earlier run) is replaced */
         bool had_old = rename(dir, old) == 0;
@@ -295,15 +277,8 @@ cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_opt
     cJSON_AddBoolToObject(data, "lowercase", p->lowercase);
     if (p->skips && p->skips->n > 0) /* after a rollback: batches never to train on */
         cJSON_AddItemToObject(data, "skipped_samples", skips_to_json(p->skips));
-    if (p->eval) { /* held-out metrics at this step (the export's model card states them) */
-        cJSON *ev = cJSON_AddObjectToObject(st, "eval");
-        cJSON_AddNumberToObject(ev, "mlm_acc", p->eval->mlm_acc);
-        cJSON_AddNumberToObject(ev, "perplexity", p->eval->perplexity);
-        cJSON_AddNumberToObject(ev, "mlm_loss", p->eval->mlm_loss);
-        cJSON_AddNumberToObject(ev, "baseline_acc", p->eval->baseline_acc);
-        cJSON_AddNumberToObject(ev, "masked_tokens", (double)p->eval->n_masked);
-        cJSON_AddNumberToObject(ev, "sequences", (double)p->eval->n_samples);
-    }
+    if (p->eval) /* held-out metrics at this step (the export's model card states them) */
+        cJSON_AddItemToObject(st, "eval", cJSON_Duplicate(p->eval, true));
     cJSON_AddStringToObject(st, "seed", seed);
     cJSON *opt = cJSON_AddObjectToObject(st, "optimizer");
     cJSON_AddStringToObject(opt, "type", o->cfg.type == OPT_LAMB ? "Lamb" : "AdamW");
@@ -425,7 +400,7 @@ static void *writer_main(void *arg) {
     }
     w->ok = ckpt_write_dir(final, &c, w->step, w->err, sizeof w->err);
     if (w->ok) {
-        test_point("latest", w->step);
+        hook_ckpt_point("latest", w->step);
         char target[64];
         snprintf(path, sizeof path, "%s/latest.tmp", w->cfg->output_dir);
         snprintf(target, sizeof target, "ckpt-%08ld\n", w->step);

@@ -20,7 +20,6 @@
 
 #include "model/bert.h"
 #include "config/config.h"
-#include "train/eval.h"
 #include "model/loss_scale.h"
 #include "model/optim.h"
 #include "safetensors.h"
@@ -44,7 +43,8 @@ typedef struct {
     bool lowercase;              /* the shards were lowercased (the tokenizer's do_lower_case) */
     const loss_scaler *scaler;   /* fp16's dynamic loss scaler, or NULL */
     const sample_skips *skips;   /* samples the data cursor passes over, or NULL */
-    const eval_result *eval;     /* the held-out evaluation at this step, or NULL */
+    const cJSON *eval;           /* the held-out metrics at this step (state.json's "eval":
+                                    eval_result_json), or NULL */
 } ckpt_progress;
 
 /* One checkpoint's contents on the host, for ckpt_write_dir. */

@@ -106,3 +106,14 @@ out:
     vocab_free(&vocab);
     return rc;
 }
+
+cJSON *eval_result_json(const eval_result *r) {
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ev, "mlm_acc", r->mlm_acc);
+    cJSON_AddNumberToObject(ev, "perplexity", r->perplexity);
+    cJSON_AddNumberToObject(ev, "mlm_loss", r->mlm_loss);
+    cJSON_AddNumberToObject(ev, "baseline_acc", r->baseline_acc);
+    cJSON_AddNumberToObject(ev, "masked_tokens", (double)r->n_masked);
+    cJSON_AddNumberToObject(ev, "sequences", (double)r->n_samples);
+    return ev;
+}

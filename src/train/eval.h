@@ -7,6 +7,8 @@
 #include "config/config.h"
 #include "data/dataset.h"
 
+#include <cjson/cJSON.h>
+
 typedef struct {
     double mlm_loss;     /* mean masked-token cross-entropy */
     double mlm_acc;
@@ -21,6 +23,11 @@ typedef struct {
  * baseline always predicts (-1: no baseline). */
 void eval_run(bert_model *m, bt_dataset *valid, int batch, long max_samples, int most_common,
               eval_result *out);
+
+/* r as the "eval" object of a checkpoint's state.json (the export's model
+ * card reads it): mlm_acc, perplexity, mlm_loss, baseline_acc,
+ * masked_tokens, sequences. */
+cJSON *eval_result_json(const eval_result *r);
 
 /* `bertrain eval CONFIG.json --checkpoint DIR [--set k=v]...`; exit code. */
 int eval_main(const bt_config *cfg, const char *checkpoint);

@@ -7,6 +7,7 @@
 #include "mpi/dist.h"
 #include "store/ckpt.h"
 #include "util/file.h"
+#include "config/sched.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -56,23 +56,4 @@ bool resume_skips(const resume_info *ri, sample_skips *s);
  * keeping the lines up to the checkpoint's step and appending after them. */
 FILE *resume_open_metrics(const char *path, const resume_info *ri);
 
-/* ---- stopping at a step boundary ---- */
-
-#define STOP_RUNTIME 1000 /* stop reason: checkpoint.max_runtime reached */
-
-/* SIGTERM, SIGUSR1 and SIGINT request a stop at the next step boundary; a
- * second SIGINT exits at once with status 130. */
-void stop_install(void);
-
-/* Restore the previous signal handlers. */
-void stop_uninstall(void);
-
-/* Called by every rank at every step boundary (a collective): the reason all
- * ranks stop now (the largest signal number any rank received, or
- * STOP_RUNTIME once any rank has run max_runtime seconds), or 0 to go on. */
-int stop_agree(double max_runtime, double elapsed);
-
-/* "SIGTERM", "SIGUSR1", "SIGINT" or "checkpoint.max_runtime". */
-const char *stop_reason_name(int reason);
-
 #endif

@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700
 #include "mpi/dist.h"
 #include "resume.h"
+#include "stop.h"
 
 #include <signal.h>
 #include <string.h>

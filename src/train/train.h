@@ -30,19 +30,23 @@ typedef struct {
     char skip_why[96];
 } step_result;
 
-/* One optimizer step over micro-batches mb[0..n_micro) already filled on the
- * host: global counts first, so each loss gradient is seeded with 1/count and
- * the update is the same however the global batch is split. A guard (or
- * NULL) may refuse the update: the result says skipped, and why. With fp16 a
- * loss scaler (else NULL) scales the loss, and skips the update when the
- * gradients overflow. */
-step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
-                       bt_batch_buf *mb, const uint32_t *first_sample, int n_micro, double lr,
-                       grad_sync *gs, const bt_guard *guard, loss_scaler *scaler);
+/* One step's input: this rank's micro-batches, already filled on the host. */
+typedef struct {
+    bt_batch_buf *mb;             /* n_micro micro-batches */
+    const uint32_t *first_sample; /* each one's first sample: its place in the global batch */
+    int n_micro;
+    uint64_t run_position;        /* run position of the global batch's first sample */
+    long global;                  /* samples in the global batch */
+} step_batch;
 
-/* Test hook: the next train_step's summed gradients get a NaN (as a bad batch
- * gives), so the divergence guard's rollback can be tested on chosen samples. */
-void train_test_poison_next_step(void);
+/* One optimizer step over this rank's micro-batches: global counts first, so
+ * each loss gradient is seeded with 1/count and the update is the same
+ * however the global batch is split. A guard (or NULL) may refuse the
+ * update: the result says skipped, and why. With fp16 a loss scaler (else
+ * NULL) scales the loss, and skips the update when the gradients overflow. */
+step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
+                       const step_batch *in, double lr, grad_sync *gs, const bt_guard *guard,
+                       loss_scaler *scaler);
 
 /* `bertrain train`: the whole run described by cfg. Returns the exit code. */
 int train_main(const bt_config *cfg);

@@ -1,13 +1,17 @@
-/* What the training run (train_run.c) shares with its rollback (rollback.c)
- * and its evaluations (train_eval.c). */
+/* What the training run (train_run.c: the loop) shares with its set-up
+ * (run_setup.c), its rollback (rollback.c) and its evaluations
+ * (train_eval.c). */
 #ifndef BT_TRAIN_INTERNAL_H
 #define BT_TRAIN_INTERNAL_H
 
-#include "store/ckpt.h"
-#include "fill_mask.h"
-#include "model/loss_scale.h"
-#include "resume.h"
 #include "data/sample_skips.h"
+#include "fill_mask.h"
+#include "guard.h"
+#include "metrics.h"
+#include "model/loss_scale.h"
+#include "plan.h"
+#include "resume.h"
+#include "store/ckpt.h"
 #include "train.h"
 
 #include <stdio.h>
@@ -33,7 +37,38 @@ typedef struct {
     int n_fill_mask;         /* eval.fill_mask sentences, tokenized (rank 0) */
     char **fill_mask_texts;
     fill_mask_input *fill_mask;
+    bool every_rank_stops;   /* every rank knows the run stops: no need to abort the job */
+    /* ---- the loop ---- */
+    resume_info ri;          /* where the run started (ri.active: from a checkpoint) */
+    batch_plan plan;         /* the global batch over ranks (auto shares change it) */
+    int T, max_masked;       /* sequence length; masked rows a micro-batch holds */
+    loss_scaler scaler;      /* fp16's dynamic loss scaler */
+    bt_guard guard;          /* the divergence guard */
+    sample_skips skips;      /* run positions never to train on (after rollbacks) */
+    sample_skips rejected;   /* batches the guard rejected since the last rollback */
+    long step0;              /* the step the loop started from */
+    uint64_t cursor;         /* run position of the next step's first sample */
+    long reached;            /* steps done */
+    int rollbacks;           /* rollbacks so far */
+    int stop;                /* why the loop stops early (stop.c), 0: it does not */
+    double t_run, t_start;   /* when the command and the loop started */
+    double data_time;        /* seconds spent filling batches */
+    metrics_window win;      /* since the last printed step */
 } run_state;
+
+/* Everything before the first step, on every rank: the output directory and
+ * its lock, the resume point, vocab and data, the ranks' agreement, the
+ * device, model, optimizer and batch plan, metrics.jsonl, the checkpoint
+ * writer and the start-up lines. Returns 0, or the exit status after one
+ * line saying why. */
+int run_setup(run_state *s, const bt_config *cfg);
+
+/* Host buffers for this rank's micro-batches under s->plan; false when out of
+ * host memory. */
+bool run_alloc_micro(run_state *s);
+
+/* Free what the run owns (run_setup's and the loop's). */
+void run_free(run_state *s);
 
 /* A fresh model on every rank: BERT's initialization from cfg->seed (rank 0's
  * values everywhere), zero optimizer state, and Admin's omegas. s->mb must be

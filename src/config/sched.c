@@ -1,6 +1,6 @@
 /* Schedules over the run: the learning rate at a step (DeepSpeed's and
  * fairseq's schedules), counted in steps or samples, and the batch-size rampup. */
-#include "config/config.h"
+#include "sched.h"
 
 #include <math.h>
 
