@@ -2,6 +2,7 @@
 #define _XOPEN_SOURCE 700
 #include "hf_files.h"
 
+#include "backends/registry.h"
 #include "ckpt.h"
 #include "util/json_num.h"
 
@@ -15,6 +16,30 @@
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "dev"
 #endif
+
+const char *const HF_NSP_TENSORS[4] = {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
+                                       "cls.seq_relationship.weight",
+                                       "cls.seq_relationship.bias"};
+
+bert_model *hf_host_model(const bert_config *mc, uint64_t seed, bt_backend **be,
+                              float **host) {
+    char err[512];
+    const bt_backend_options one_thread = {.cpu_threads = 1};
+    *be = bt_backend_create("cpu", &one_thread, err, sizeof err, NULL);
+    bert_model *m = *be ? bert_create(*be, mc, 1, 2, 1, err, sizeof err) : NULL;
+    if (!m) {
+        fprintf(stderr, "bertrain: %s\n", err);
+        return NULL;
+    }
+    bert_init_params(m, seed);
+    *host = malloc(m->n_params * sizeof(float));
+    if (!*host) {
+        fprintf(stderr, "bertrain: out of host memory\n");
+        return m;
+    }
+    m->be->download(m->be, *host, (bt_ptr){m->params, 0}, m->n_params * sizeof(float));
+    return m;
+}
 
 bool hf_write_atomic(const char *dir, const char *name, const char *data, size_t n) {
     char tmp[1400], path[1400];

@@ -1,7 +1,9 @@
-/* The files of a Hugging Face model directory that `bertrain export` writes
- * besides model.safetensors: config.json, vocab.txt, the tokenizer files
- * (tokenizer_config.json, special_tokens_map.json and the fast tokenizer's
- * tokenizer.json) and a model card (README.md). */
+/* What export and import share: the files of a Hugging Face model directory
+ * that `bertrain export` writes besides model.safetensors (config.json,
+ * vocab.txt, the tokenizer files tokenizer_config.json,
+ * special_tokens_map.json and tokenizer.json, and a model card README.md),
+ * the names of the heads a model without model.nsp lacks, and a freshly
+ * initialized model on the host. */
 #ifndef BT_HF_FILES_H
 #define BT_HF_FILES_H
 
@@ -11,6 +13,16 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/* The pooler and NSP head: absent from a model trained without model.nsp. */
+extern const char *const HF_NSP_TENSORS[4];
+
+/* A CPU model of shape mc with its parameters initialized from seed (as a
+ * training run with that seed initializes them), copied to the host in
+ * *host; NULL after printing why. The caller frees the model, its backend
+ * *be and *host. */
+bert_model *hf_host_model(const bert_config *mc, uint64_t seed, bt_backend **be, float **host);
 
 /* Write dir/name through a temporary file, fsync and a rename: never half
  * written. false after printing why. */

@@ -1,361 +1,28 @@
-/* Hugging Face interchange. `export` writes a checkpoint as a directory that
- * transformers' BertForPreTraining.from_pretrained loads (model.safetensors
- * with the tied decoder tensors, config.json, vocab.txt, tokenizer files);
- * `import` reads an HF BERT directory (BertForPreTraining, BertForMaskedLM or
- * BertModel keys, old LayerNorm gamma/beta names, F32/F16/BF16) into a
- * checkpoint at step 0 that `train --resume` continues (--no-nsp drops a
- * trained NSP head, for MLM-only training). */
+/* `bertrain import`: a Hugging Face BERT directory as a checkpoint at step
+ * 0 (hf.h). */
 #define _XOPEN_SOURCE 700
+#include "hf.h"
+
+#include "backends/common/half.h"
 #include "ckpt.h"
-#include "cli/cli.h"
+#include "data/vocab.h"
 #include "hf_files.h"
-#include "util/parse_num.h"
-#include "util/paths.h"
 #include "run_dir.h"
 #include "safetensors.h"
-#include "train/train.h"
-#include "data/vocab.h"
-#include "backends/common/half.h"
-#include "backends/registry.h"
 #include "util/file.h"
 #include "util/json_num.h"
+#include "util/paths.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "dev"
 #endif
-
-/* The pooler and NSP head: absent from a model trained without model.nsp. */
-static const char *const NSP_TENSORS[] = {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
-                                          "cls.seq_relationship.weight",
-                                          "cls.seq_relationship.bias"};
-
-/* A CPU model of shape mc with its parameters initialized from seed, on the
- * host in *host; NULL after printing why. */
-static bert_model *host_model(const bert_config *mc, uint64_t seed, bt_backend **be,
-                              float **host) {
-    char err[512];
-    const bt_backend_options one_thread = {.cpu_threads = 1};
-    *be = bt_backend_create("cpu", &one_thread, err, sizeof err, NULL);
-    bert_model *m = *be ? bert_create(*be, mc, 1, 2, 1, err, sizeof err) : NULL;
-    if (!m) {
-        fprintf(stderr, "bertrain: %s\n", err);
-        return NULL;
-    }
-    bert_init_params(m, seed);
-    *host = malloc(m->n_params * sizeof(float));
-    if (!*host) {
-        fprintf(stderr, "bertrain: out of host memory\n");
-        return m;
-    }
-    m->be->download(m->be, *host, (bt_ptr){m->params, 0}, m->n_params * sizeof(float));
-    return m;
-}
-
-/* ---- export ---- */
-
-/* Parses --keep-layers "0,2,4" against a model of n_layers: new_index[l] is the
- * layer's index in the pruned model or -1 (dropped); returns how many are kept,
- * or 0 after printing why (out of range, repeated, not ascending, empty). */
-static int parse_keep_layers(const char *list, int n_layers, int *new_index) {
-    for (int l = 0; l < n_layers; l++) new_index[l] = -1;
-    int kept = 0, prev = -1;
-    const char *s = list;
-    while (*s) {
-        char *end;
-        long l = strtol(s, &end, 10);
-        if (end == s || (*end && *end != ',') || l < 0 || l >= n_layers || l <= prev) {
-            fprintf(stderr, "bertrain: export: --keep-layers \"%s\": expected ascending layer "
-                            "indices in 0..%d separated by commas\n", list, n_layers - 1);
-            return 0;
-        }
-        new_index[l] = kept++;
-        prev = (int)l;
-        s = *end ? end + 1 : end;
-    }
-    if (!kept) fprintf(stderr, "bertrain: export: --keep-layers is empty\n");
-    return kept;
-}
-
-/* The encoder layer a tensor name belongs to ("bert.encoder.layer.L.<rest>"),
- * with *rest after "L.", or -1 for a tensor outside the layers. */
-static int layer_of(const char *name, const char **rest) {
-    static const char prefix[] = "bert.encoder.layer.";
-    if (strncmp(name, prefix, sizeof prefix - 1) != 0) return -1;
-    char *end;
-    long l = strtol(name + sizeof prefix - 1, &end, 10);
-    if (end == name + sizeof prefix - 1 || *end != '.' || l < 0 || l >= BERT_MAX_LAYERS) return -1;
-    *rest = end + 1;
-    return (int)l;
-}
-
-/* The exported name of a checkpoint tensor after pruning into *out: the encoder
- * layer renumbered (allocated into *owned), NULL for a dropped layer's tensor.
- * false when out of memory. */
-static bool pruned_name(const char *name, const int *new_index, int n_layers, const char **out,
-                        char **owned) {
-    const char *rest;
-    int l = layer_of(name, &rest);
-    *owned = NULL;
-    *out = name;
-    if (!new_index || l < 0 || l >= n_layers) return true;
-    if (new_index[l] < 0) {
-        *out = NULL;
-        return true;
-    }
-    size_t n = strlen(name) + 16;
-    if (!(*owned = malloc(n))) return false;
-    snprintf(*owned, n, "bert.encoder.layer.%d.%s", new_index[l], rest);
-    *out = *owned;
-    return true;
-}
-
-/* The first layer at or after l that the export keeps (all without
- * --keep-layers), or -1. */
-static int next_kept(const int *new_index, int n_layers, int l) {
-    for (; l < n_layers; l++)
-        if (!new_index || new_index[l] >= 0) return l;
-    return -1;
-}
-
-/* Admin folded into Post-LN: the factor export multiplies checkpoint tensor
- * `name` by. Sublayer i computes LN(omega_i x + f(x)); scaling the LayerNorm
- * that produces x by omega_i, and dividing the linear weights that read x by
- * it, gives LN(x' + f(x')) with the same outputs, a plain BertForPreTraining.
- * 1 for every other tensor (and for any tensor of a non-Admin model). */
-static double admin_fold_factor(const bert_config *mc, const int *new_index, const char *name) {
-    if (mc->norm != BERT_NORM_ADMIN) return 1.0;
-    const int L = mc->num_hidden_layers;
-    const float *omega = mc->admin_omega;
-    if (!strncmp(name, "bert.embeddings.LayerNorm.", 26)) /* feeds the first kept layer */
-        return omega[2 * next_kept(new_index, L, 0)];
-    const char *rest;
-    const int l = layer_of(name, &rest);
-    if (l < 0 || l >= L) return 1.0;
-    if (!strcmp(rest, "attention.self.query.weight") || !strcmp(rest, "attention.self.key.weight") ||
-        !strcmp(rest, "attention.self.value.weight"))
-        return 1.0 / omega[2 * l];
-    if (!strncmp(rest, "attention.output.LayerNorm.", 27)) return omega[2 * l + 1];
-    if (!strcmp(rest, "intermediate.dense.weight")) return 1.0 / omega[2 * l + 1];
-    if (!strncmp(rest, "output.LayerNorm.", 17)) { /* feeds the next kept layer, or the heads */
-        int next = next_kept(new_index, L, l + 1);
-        return next < 0 ? 1.0 : omega[2 * next];
-    }
-    return 1.0;
-}
-
-/* The pooler and NSP head of an export whose model has none (model.nsp
- * false), appended to ts[*n]: the import's tensors where the checkpoint
- * carries them (CKPT_CARRIED_FILE, opened into *carried), else initialized as
- * a run with model.nsp and the run's seed would have (*nsp_model, *init).
- * *pooler and *nsp_head say which: "carried" or "initialized". false after a
- * one-line error. */
-static bool untrained_heads(const char *ckpt, const cJSON *state, const bert_config *mc,
-                            st_tensor *ts, int *n, st_file *carried, bt_backend **be,
-                            bert_model **nsp_model, float **init, const char **pooler,
-                            const char **nsp_head) {
-    char path[1400], err[1024];
-    snprintf(path, sizeof path, "%s/" CKPT_CARRIED_FILE, ckpt);
-    if (access(path, F_OK) == 0 && !st_open(carried, path, err, sizeof err)) {
-        fprintf(stderr, "bertrain: export: %s\n", err);
-        return false;
-    }
-    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(state, "seed");
-    bert_config with_nsp = *mc;
-    with_nsp.nsp = true;
-    *nsp_model = host_model(&with_nsp, cJSON_IsString(seed) ? strtoull(seed->valuestring, NULL, 10)
-                                                           : 42, be, init);
-    if (!*nsp_model || !*init) return false;
-    int n_carried[2] = {0, 0}; /* pooler, NSP head */
-    for (int i = 0; i < 4; i++) {
-        const bert_tensor *t = bert_find_tensor(*nsp_model, NSP_TENSORS[i]);
-        const st_entry *e = carried->file ? st_find(carried, t->name) : NULL;
-        if (e && !strcmp(e->dtype, "F32") && st_numel(e) == t->numel) {
-            ts[(*n)++] = (st_tensor){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
-                                     st_data(carried, e), t->numel * sizeof(float)};
-            n_carried[i / 2]++;
-        } else {
-            ts[(*n)++] = (st_tensor){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
-                                     *init + t->offset, t->numel * sizeof(float)};
-        }
-    }
-    *pooler = n_carried[0] == 2 ? "carried" : "initialized";
-    *nsp_head = n_carried[1] == 2 ? "carried" : "initialized";
-    return true;
-}
-
-int cli_export(int argc, char **argv) {
-    const char *keep = NULL, *pos[2] = {NULL, NULL};
-    int n_pos = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--keep-layers") && i + 1 < argc)
-            keep = argv[++i];
-        else if (argv[i][0] != '-' && n_pos < 2)
-            pos[n_pos++] = argv[i];
-        else
-            n_pos = 3;
-    }
-    if (n_pos != 2) {
-        fprintf(stderr, "usage: bertrain export CKPT_DIR OUT_DIR [--keep-layers 0,2,4,...]\n");
-        return 2;
-    }
-    char ckpt[1200], err[1024], path[1400];
-    size_t len = 0;
-    ckpt_resolve(pos[0], ckpt, sizeof ckpt);
-    const char *out = pos[1];
-    if (!run_dir_check_new_output(out, "export", err, sizeof err)) {
-        fprintf(stderr, "bertrain: export: %s\n", err);
-        return 2;
-    }
-    cJSON *state = NULL;
-    bert_config mc;
-    st_file f = {0}, carried = {0};
-    bt_vocab vocab = {0};
-    bt_backend *be = NULL;
-    bert_model *nsp_model = NULL;
-    float *init = NULL;
-    st_tensor *ts = NULL;
-    char *vocab_text = NULL, **names = NULL;
-    float **folded = NULL; /* Admin: scaled copies of tensors */
-    int *new_index = NULL;
-    int rc = 2;
-    if (!ckpt_verify(ckpt, &state, err, sizeof err) ||
-        !ckpt_model_config(state, &mc, err, sizeof err)) {
-        fprintf(stderr, "bertrain: export: %s\n", err);
-        goto out;
-    }
-    if (mc.norm == BERT_NORM_PRE) {
-        fprintf(stderr, "bertrain: export: %s is a Pre-LN model (model.norm \"pre\"); Hugging "
-                        "Face BertForPreTraining is Post-LN and cannot hold it\n", ckpt);
-        goto out;
-    }
-    const int n_layers_ckpt = mc.num_hidden_layers;
-    const bert_config mc_ckpt = mc; /* before pruning: Admin's omegas by checkpoint layer */
-    if (keep) {
-        if (!(new_index = malloc((size_t)n_layers_ckpt * sizeof *new_index))) goto out;
-        if (!(mc.num_hidden_layers = parse_keep_layers(keep, n_layers_ckpt, new_index))) goto out;
-    }
-    ckpt_vocab_path(ckpt, state, path, sizeof path);
-    if (!vocab_load(&vocab, path, err, sizeof err) ||
-        !(vocab_text = file_read_all(path, &len))) {
-        fprintf(stderr, "bertrain: export: %s has no vocab.txt: %s\n", ckpt, err);
-        goto out;
-    }
-    snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
-    if (!st_open(&f, path, err, sizeof err)) {
-        fprintf(stderr, "bertrain: export: %s\n", err);
-        goto out;
-    }
-    const st_entry *wte = st_find(&f, "bert.embeddings.word_embeddings.weight");
-    const st_entry *dec_b = st_find(&f, "cls.predictions.bias");
-    if (!wte || !dec_b) {
-        fprintf(stderr, "bertrain: export: %s: no word embeddings or cls.predictions.bias\n", path);
-        goto out;
-    }
-    ts = calloc((size_t)f.n + 6, sizeof *ts);
-    names = calloc((size_t)f.n, sizeof *names);
-    folded = calloc((size_t)f.n, sizeof *folded);
-    if (!ts || !names || !folded) goto out;
-    int n = 0;
-    for (int i = 0; i < f.n; i++) {
-        const st_entry *e = &f.entries[i];
-        if (strcmp(e->dtype, "F32") != 0) {
-            fprintf(stderr, "bertrain: export: %s: tensor %s is %s, not F32\n", path, e->name,
-                    e->dtype);
-            goto out;
-        }
-        const char *name;
-        if (!pruned_name(e->name, new_index, n_layers_ckpt, &name, &names[i])) {
-            fprintf(stderr, "bertrain: export: out of host memory\n");
-            goto out;
-        }
-        if (!name) continue; /* a layer --keep-layers leaves out */
-        const void *data = st_data(&f, e);
-        const double factor = admin_fold_factor(&mc_ckpt, new_index, e->name);
-        if (factor != 1.0) {
-            size_t count = (e->end - e->begin) / sizeof(float);
-            if (!(folded[i] = malloc(e->end - e->begin))) goto out;
-            memcpy(folded[i], data, e->end - e->begin);
-            for (size_t j = 0; j < count; j++) folded[i][j] = (float)(folded[i][j] * factor);
-            data = folded[i];
-        }
-        ts[n++] = (st_tensor){name, "F32", e->ndim, {e->shape[0], e->shape[1]}, data,
-                              e->end - e->begin};
-    }
-    /* transformers ties these to the word embeddings and cls.predictions.bias */
-    ts[n++] = (st_tensor){"cls.predictions.decoder.weight", "F32", 2,
-                          {wte->shape[0], wte->shape[1]}, st_data(&f, wte), wte->end - wte->begin};
-    ts[n++] = (st_tensor){"cls.predictions.decoder.bias", "F32", 1, {dec_b->shape[0], 0},
-                          st_data(&f, dec_b), dec_b->end - dec_b->begin};
-    const char *meta[] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION,
-                          "bertrain_pooler", "trained", "bertrain_nsp_head", "trained"};
-    if (!mc.nsp && !untrained_heads(ckpt, state, &mc, ts, &n, &carried, &be, &nsp_model, &init,
-                                    &meta[5], &meta[7]))
-        goto out;
-    if (!paths_prepare_dir(out, err, sizeof err)) { /* everything checked: now write */
-        fprintf(stderr, "bertrain: export: %s\n", err);
-        goto out;
-    }
-    char tmp[1400], final[1400];
-    snprintf(tmp, sizeof tmp, "%s/.model.safetensors.tmp", out);
-    snprintf(final, sizeof final, "%s/model.safetensors", out);
-    if (!st_write(tmp, ts, n, meta, 4, err, sizeof err) || rename(tmp, final) != 0) {
-        fprintf(stderr, "bertrain: export: %s\n", err);
-        remove(tmp);
-        goto out;
-    }
-    const hf_card card = {ckpt, state, &mc, vocab.size, keep, meta[5], meta[7]};
-    cJSON *hc = hf_config_json(&mc, vocab.pad_id);
-    bool ok = hf_write_json(out, "config.json", hc) &&
-              hf_write_atomic(out, "vocab.txt", vocab_text, len) &&
-              hf_write_tokenizer_files(out, &vocab, ckpt_lowercase(state),
-                                       mc.max_position_embeddings) &&
-              hf_write_model_card(out, &card);
-    cJSON_Delete(hc);
-    if (!ok) goto out;
-    printf("export: %s -> %s: BertForPreTraining (%d layers%s%s, hidden %d, vocab %d), "
-           "model.safetensors with %d tensors, config.json, vocab.txt, tokenizer.json, "
-           "tokenizer_config.json, README.md%s%s\n",
-           ckpt, out, mc.num_hidden_layers, keep ? " kept: " : "", keep ? keep : "",
-           mc.hidden_size, mc.vocab_size, n,
-           mc.nsp                          ? ""
-           : !strcmp(meta[5], "carried")   ? "; the pooler (and the NSP head where the import "
-                                             "had one) carried unchanged from the imported "
-                                             "model, the rest freshly initialized"
-                                           : "; the pooler and NSP head were not trained "
-                                             "(model.nsp false): they are freshly initialized",
-           mc.norm == BERT_NORM_ADMIN ? "; Admin's omegas folded into the LayerNorms and the "
-                                        "linear layers after them (a plain Post-LN model)" : "");
-    rc = 0;
-out:
-    for (int i = 0; i < f.n; i++) {
-        if (names) free(names[i]);
-        if (folded) free(folded[i]);
-    }
-    free(names);
-    free(folded);
-    free(new_index);
-    free(ts);
-    free(init);
-    free(vocab_text);
-    st_close(&f);
-    st_close(&carried);
-    vocab_free(&vocab);
-    bert_free(nsp_model);
-    if (be) be->destroy(be);
-    cJSON_Delete(state);
-    return rc;
-}
-
-/* ---- import ---- */
-
 
 /* Copy an HF tensor of dtype F32/F16/BF16/F64 into dst as fp32. */
 static bool to_f32(const st_file *f, const st_entry *e, float *dst) {
@@ -547,7 +214,7 @@ static bool carry_heads(const st_file *f, const bert_config *mc, bool *used, car
     if (!pooler) pooler = head; /* exports before bertrain_pooler: one key for both */
     for (int i = 0; i < 4; i++) {
         const char *marked = i < 2 ? pooler : head;
-        const st_entry *e = find_hf(f, NSP_TENSORS[i]);
+        const st_entry *e = find_hf(f, HF_NSP_TENSORS[i]);
         if (!e || (marked && !strcmp(marked, "initialized"))) continue;
         used[e - f->entries] = true;
         size_t numel = (size_t)shapes[i][0] * (size_t)(shapes[i][1] ? shapes[i][1] : 1);
@@ -559,7 +226,7 @@ static bool carry_heads(const st_file *f, const bert_config *mc, bool *used, car
             free(data);
             return false;
         }
-        c->t[c->n++] = (st_tensor){NSP_TENSORS[i], "F32", shapes[i][1] ? 2 : 1,
+        c->t[c->n++] = (st_tensor){HF_NSP_TENSORS[i], "F32", shapes[i][1] ? 2 : 1,
                                    {shapes[i][0], shapes[i][1]}, data, numel * sizeof *data};
     }
     if (c->n)
@@ -568,179 +235,223 @@ static bool carry_heads(const st_file *f, const bert_config *mc, bool *used, car
     return true;
 }
 
-int cli_import(int argc, char **argv) {
-    const char *in = NULL, *out = NULL;
-    uint64_t seed = 42;
-    bool no_nsp = false;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            if (!parse_u64(argv[++i], &seed)) {
-                fprintf(stderr, "bertrain import: --seed %s: not an integer in [0, "
-                                "18446744073709551615]\n", argv[i]);
-                return 2;
-            }
-        }
-        else if (!strcmp(argv[i], "--no-nsp"))
-            no_nsp = true;
-        else if (!in && argv[i][0] != '-')
-            in = argv[i];
-        else if (!out && argv[i][0] != '-')
-            out = argv[i];
-        else
-            in = out = NULL, i = argc;
-    }
-    if (!in || !out) {
-        fprintf(stderr, "usage: bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]\n");
-        return 2;
-    }
-    char path[1400], err[1024];
-    if (!run_dir_check_new_output(out, "import", err, sizeof err) ||
-        !paths_prepare_parent(out, err, sizeof err)) {
+/* Everything an import holds while it runs, freed in one place. */
+typedef struct {
+    const char *in, *out;      /* the HF directory; the new checkpoint */
+    uint64_t seed;             /* initializes what the file lacks */
+    char path[1400];           /* in/model.safetensors, for messages */
+    bert_config mc;            /* from in/config.json */
+    st_file f;                 /* the weights */
+    bool *used;                /* per file tensor: taken into the model */
+    bt_backend *be;            /* the model on the host, initialized from seed */
+    bert_model *m;
+    float *host;
+    carried_heads carry;       /* without model.nsp: the heads kept for the export */
+    char missing[4096];        /* heads the file lacks (initialized) */
+    int n_missing;
+    char *vocab_text;
+    size_t vocab_len;
+    cJSON *state;
+} import_job;
+
+/* The output checked, config.json read, the weights opened, whether the
+ * model keeps an NSP head, and the host model. 0, or 2 after one line why. */
+static int import_open(import_job *j, bool no_nsp) {
+    char err[1024], path[1400];
+    if (!run_dir_check_new_output(j->out, "import", err, sizeof err) ||
+        !paths_prepare_parent(j->out, err, sizeof err)) {
         fprintf(stderr, "bertrain: import: %s\n", err);
         return 2;
     }
-    bert_config mc;
-    snprintf(path, sizeof path, "%s/config.json", in);
-    if (!read_hf_config(path, &mc)) return 2;
-    snprintf(path, sizeof path, "%s/model.safetensors", in);
-    st_file f;
-    if (!st_open(&f, path, err, sizeof err)) {
-        char other[1400];
-        snprintf(other, sizeof other, "%s/pytorch_model.bin", in);
-        bool bin = access(other, R_OK) == 0;
+    snprintf(path, sizeof path, "%s/config.json", j->in);
+    if (!read_hf_config(path, &j->mc)) return 2;
+    snprintf(j->path, sizeof j->path, "%s/model.safetensors", j->in);
+    if (!st_open(&j->f, j->path, err, sizeof err)) {
+        snprintf(path, sizeof path, "%s/pytorch_model.bin", j->in);
         fprintf(stderr, "bertrain: import: %s%s\n", err,
-                bin ? " (the directory has pytorch_model.bin only: save it as safetensors with "
+                access(path, R_OK) == 0
+                    ? " (the directory has pytorch_model.bin only: save it as safetensors with "
                       "transformers: model.save_pretrained(dir, safe_serialization=True))"
                     : "");
         return 2;
     }
-    const char *head = st_meta(&f, "bertrain_nsp_head");
-    mc.nsp = !no_nsp && st_find(&f, "cls.seq_relationship.weight") &&
-             !(head && (!strcmp(head, "initialized") || !strcmp(head, "carried")));
-    int rc = 2;
-    carried_heads carry = {0};
-    bt_backend *be = NULL;
-    float *host = NULL;
-    char *vocab_text = NULL;
-    cJSON *state = NULL;
-    bool *used = calloc((size_t)f.n + 1, sizeof *used);
-    bert_model *m = used ? host_model(&mc, seed, &be, &host) : NULL;
-    if (!m || !host) goto out;
-    char missing[4096] = "";
-    int n_missing = 0, n_encoder_missing = 0;
+    const char *head = st_meta(&j->f, "bertrain_nsp_head");
+    j->mc.nsp = !no_nsp && st_find(&j->f, "cls.seq_relationship.weight") &&
+                !(head && (!strcmp(head, "initialized") || !strcmp(head, "carried")));
+    j->used = calloc((size_t)j->f.n + 1, sizeof *j->used);
+    if (!j->used) return 2;
+    j->m = hf_host_model(&j->mc, j->seed, &j->be, &j->host);
+    return j->m && j->host ? 0 : 2;
+}
+
+/* One model tensor from the file: its shape checked, converted to fp32 and
+ * finite. false after one line why. */
+static bool import_tensor(import_job *j, const bert_tensor *t, const st_entry *e) {
+    char err[1024];
+    j->used[e - j->f.entries] = true;
+    if (st_numel(e) != t->numel || e->shape[0] != t->shape[0]) {
+        fprintf(stderr, "bertrain: import: %s: %s has shape [%ld, %ld]; config.json makes it "
+                        "[%d, %d]\n", j->path, e->name, e->shape[0], e->ndim > 1 ? e->shape[1] : 0,
+                t->shape[0], t->shape[1]);
+        return false;
+    }
+    if (!to_f32(&j->f, e, j->host + t->offset)) {
+        fprintf(stderr, "bertrain: import: %s: %s has dtype %s (F32, F16, BF16 or F64 needed)\n",
+                j->path, e->name, e->dtype);
+        return false;
+    }
+    if (!ckpt_check_finite(j->path, e->name, j->host + t->offset, t->numel, err, sizeof err)) {
+        fprintf(stderr, "bertrain: import: %s\n", err);
+        return false;
+    }
+    return true;
+}
+
+/* Every model tensor the file has, into the host model; a missing head stays
+ * initialized (listed in j->missing), a missing encoder tensor is an error.
+ * 0, or 2 after one line why. */
+static int import_weights(import_job *j) {
+    int n_encoder_missing = 0;
     const char *first_encoder_missing = NULL;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const bert_tensor *t = &m->tensors[i];
-        const st_entry *e = find_hf(&f, t->name);
+    for (int i = 0; i < j->m->n_tensors; i++) {
+        const bert_tensor *t = &j->m->tensors[i];
+        const st_entry *e = find_hf(&j->f, t->name);
         if (!e && strncmp(t->name, "bert.", 5) == 0) { /* only heads may be initialized */
             if (!n_encoder_missing++) first_encoder_missing = t->name;
-            continue;
-        }
-        if (!e) {
-            size_t l = strlen(missing);
-            snprintf(missing + l, sizeof missing - l, "%s%s", n_missing++ ? ", " : "", t->name);
-            continue;
-        }
-        used[e - f.entries] = true;
-        if (st_numel(e) != t->numel || e->shape[0] != t->shape[0]) {
-            fprintf(stderr, "bertrain: import: %s: %s has shape [%ld, %ld]; config.json makes it "
-                            "[%d, %d]\n", path, e->name, e->shape[0], e->ndim > 1 ? e->shape[1] : 0,
-                    t->shape[0], t->shape[1]);
-            goto out;
-        }
-        if (!to_f32(&f, e, host + t->offset)) {
-            fprintf(stderr, "bertrain: import: %s: %s has dtype %s (F32, F16, BF16 or F64 "
-                            "needed)\n", path, e->name, e->dtype);
-            goto out;
-        }
-        if (!ckpt_check_finite(path, e->name, host + t->offset, t->numel, err, sizeof err)) {
-            fprintf(stderr, "bertrain: import: %s\n", err);
-            goto out;
+        } else if (!e) {
+            size_t l = strlen(j->missing);
+            snprintf(j->missing + l, sizeof j->missing - l, "%s%s", j->n_missing++ ? ", " : "",
+                     t->name);
+        } else if (!import_tensor(j, t, e)) {
+            return 2;
         }
     }
     if (n_encoder_missing) {
         fprintf(stderr, "bertrain: import: %s: %d tensor%s of the encoder that config.json "
                         "describes %s missing (the first: %s): config.json and the weights "
-                        "disagree (num_hidden_layers %d?)\n", path, n_encoder_missing,
+                        "disagree (num_hidden_layers %d?)\n", j->path, n_encoder_missing,
                 n_encoder_missing == 1 ? "" : "s", n_encoder_missing == 1 ? "is" : "are",
-                first_encoder_missing, mc.num_hidden_layers);
-        goto out;
+                first_encoder_missing, j->mc.num_hidden_layers);
+        return 2;
     }
-    const st_entry *dec = st_find(&f, "cls.predictions.decoder.weight");
-    const bert_tensor *wte = bert_find_tensor(m, "bert.embeddings.word_embeddings.weight");
-    const st_entry *dec_b = st_find(&f, "cls.predictions.decoder.bias");
-    const bert_tensor *bias = bert_find_tensor(m, "cls.predictions.bias");
-    if (dec_b && st_find(&f, "cls.predictions.bias")) { /* the tied copy of the bias */
-        used[dec_b - f.entries] = true;
+    return 0;
+}
+
+/* transformers' tied copies (the decoder weight and bias): used, and a copy
+ * that differs from the tensor bertrain keeps is said. */
+static void import_tied(import_job *j) {
+    const st_file *f = &j->f;
+    const st_entry *dec = st_find(f, "cls.predictions.decoder.weight");
+    const bert_tensor *wte = bert_find_tensor(j->m, "bert.embeddings.word_embeddings.weight");
+    const st_entry *dec_b = st_find(f, "cls.predictions.decoder.bias");
+    const bert_tensor *bias = bert_find_tensor(j->m, "cls.predictions.bias");
+    if (dec_b && st_find(f, "cls.predictions.bias")) { /* the tied copy of the bias */
+        j->used[dec_b - f->entries] = true;
         if (strcmp(dec_b->dtype, "F32") == 0 && st_numel(dec_b) == bias->numel &&
-            memcmp(st_data(&f, dec_b), host + bias->offset, bias->numel * 4) != 0)
+            memcmp(st_data(f, dec_b), j->host + bias->offset, bias->numel * 4) != 0)
             printf("import: cls.predictions.decoder.bias differs from cls.predictions.bias; "
                    "bertrain keeps cls.predictions.bias\n");
     }
     if (dec) {
-        used[dec - f.entries] = true;
+        j->used[dec - f->entries] = true;
         if (strcmp(dec->dtype, "F32") == 0 && st_numel(dec) == wte->numel &&
-            memcmp(st_data(&f, dec), host + wte->offset, wte->numel * 4) != 0)
+            memcmp(st_data(f, dec), j->host + wte->offset, wte->numel * 4) != 0)
             printf("import: cls.predictions.decoder.weight differs from the word embeddings; "
                    "bertrain ties them and keeps the word embeddings\n");
     }
-    if (!mc.nsp && !carry_heads(&f, &mc, used, &carry)) goto out;
-    if (n_missing)
-        printf("import: %d tensor%s not in %s, initialized (seed %llu): %s\n", n_missing,
-               n_missing == 1 ? "" : "s", path, (unsigned long long)seed, missing);
-    for (int i = 0; i < f.n; i++)
-        if (!used[i] && !strstr(f.entries[i].name, "position_ids"))
-            printf("import: not used: %s%s\n", f.entries[i].name,
-                   strstr(f.entries[i].name, "pooler") || strstr(f.entries[i].name, "seq_rel")
+}
+
+/* The heads the file lacked (initialized) and its tensors not used. */
+static void import_report_unused(const import_job *j) {
+    if (j->n_missing)
+        printf("import: %d tensor%s not in %s, initialized (seed %llu): %s\n", j->n_missing,
+               j->n_missing == 1 ? "" : "s", j->path, (unsigned long long)j->seed, j->missing);
+    for (int i = 0; i < j->f.n; i++)
+        if (!j->used[i] && !strstr(j->f.entries[i].name, "position_ids"))
+            printf("import: not used: %s%s\n", j->f.entries[i].name,
+                   strstr(j->f.entries[i].name, "pooler") || strstr(j->f.entries[i].name, "seq_rel")
                        ? " (the pooler and NSP head are kept only with model.nsp)"
                        : "");
-    snprintf(path, sizeof path, "%s/vocab.txt", in);
-    size_t vlen = 0;
+}
+
+/* in/vocab.txt, which export, predict and train need: loaded, no larger
+ * than the model's vocabulary, kept for the checkpoint. 0, or 2 after one
+ * line why. */
+static int import_vocab(import_job *j) {
+    char path[1400], err[1024];
+    snprintf(path, sizeof path, "%s/vocab.txt", j->in);
     bt_vocab vocab;
-    if (!vocab_load(&vocab, path, err, sizeof err)) { /* export, predict and train need it */
+    if (!vocab_load(&vocab, path, err, sizeof err)) {
         fprintf(stderr, "bertrain: import: %s (bertrain needs the model's WordPiece vocab.txt "
                         "beside config.json)\n", err);
-        goto out;
+        return 2;
     }
-    vocab_text = file_read_all(path, &vlen);
-    if (vocab.size > mc.vocab_size) {
-        fprintf(stderr, "bertrain: import: %s has %d tokens, more than the model's vocab_size "
-                        "%d\n", path, vocab.size, mc.vocab_size);
-        vocab_free(&vocab);
-        goto out;
-    }
-    if (vocab.size != mc.vocab_size)
-        printf("import: %s has %d tokens; the model's vocab_size is %d\n", path, vocab.size,
-               mc.vocab_size);
+    j->vocab_text = file_read_all(path, &j->vocab_len);
+    const int size = vocab.size;
     vocab_free(&vocab);
-    state = import_state(&mc, seed, in, hf_lowercase(in));
-    ckpt_contents c = {m, host, NULL, NULL, 0, OPT_ADAMW, vocab_text, vlen, state, NULL, 0,
-                       carry.t, carry.n};
-    if (!ckpt_write_dir(out, &c, 0, err, sizeof err)) {
+    if (size > j->mc.vocab_size) {
+        fprintf(stderr, "bertrain: import: %s has %d tokens, more than the model's vocab_size "
+                        "%d\n", path, size, j->mc.vocab_size);
+        return 2;
+    }
+    if (size != j->mc.vocab_size)
+        printf("import: %s has %d tokens; the model's vocab_size is %d\n", path, size,
+               j->mc.vocab_size);
+    return 0;
+}
+
+/* The checkpoint at step 0, then what to put in a config to continue it. 0,
+ * or 2 after one line why. */
+static int import_write(import_job *j) {
+    char err[1024];
+    const bert_config *mc = &j->mc;
+    j->state = import_state(mc, j->seed, j->in, hf_lowercase(j->in));
+    ckpt_contents c = {j->m, j->host, NULL, NULL, 0, OPT_ADAMW, j->vocab_text, j->vocab_len,
+                       j->state, NULL, 0, j->carry.t, j->carry.n};
+    if (!ckpt_write_dir(j->out, &c, 0, err, sizeof err)) {
         fprintf(stderr, "bertrain: import: %s\n", err);
-        goto out;
+        return 2;
     }
     printf("import: %s -> %s: %d layers, hidden %d, heads %d, intermediate %d, vocab %d, "
-           "positions %d, NSP head %s; step 0, zero optimizer moments\n", in, out,
-           mc.num_hidden_layers, mc.hidden_size, mc.num_attention_heads, mc.intermediate_size,
-           mc.vocab_size, mc.max_position_embeddings, mc.nsp ? "yes" : "no");
+           "positions %d, NSP head %s; step 0, zero optimizer moments\n", j->in, j->out,
+           mc->num_hidden_layers, mc->hidden_size, mc->num_attention_heads, mc->intermediate_size,
+           mc->vocab_size, mc->max_position_embeddings, mc->nsp ? "yes" : "no");
     printf("import: continue with `bertrain train CONFIG.json --resume %s`; CONFIG.json needs\n"
            "  \"model\": {\"vocab_size\": %d, \"hidden_size\": %d, \"num_hidden_layers\": %d, "
            "\"num_attention_heads\": %d, \"intermediate_size\": %d, \"max_position_embeddings\": %d, "
-           "\"type_vocab_size\": %d, \"nsp\": %s}%s%s%s\n", out, mc.vocab_size, mc.hidden_size,
-           mc.num_hidden_layers, mc.num_attention_heads, mc.intermediate_size,
-           mc.max_position_embeddings, mc.type_vocab_size, mc.nsp ? "true" : "false",
-           vocab_text ? " and \"data\": {\"vocab\": \"" : "", vocab_text ? out : "",
-           vocab_text ? "/vocab.txt\", ...} with shards made from that vocab" : "");
-    rc = 0;
-out:
-    for (int i = 0; i < carry.n; i++) free((void *)carry.t[i].data);
-    free(used);
-    free(host);
-    free(vocab_text);
-    cJSON_Delete(state);
-    bert_free(m);
-    if (be) be->destroy(be);
-    st_close(&f);
+           "\"type_vocab_size\": %d, \"nsp\": %s}%s%s%s\n", j->out, mc->vocab_size,
+           mc->hidden_size, mc->num_hidden_layers, mc->num_attention_heads, mc->intermediate_size,
+           mc->max_position_embeddings, mc->type_vocab_size, mc->nsp ? "true" : "false",
+           j->vocab_text ? " and \"data\": {\"vocab\": \"" : "", j->vocab_text ? j->out : "",
+           j->vocab_text ? "/vocab.txt\", ...} with shards made from that vocab" : "");
+    return 0;
+}
+
+static void import_free(import_job *j) {
+    for (int i = 0; i < j->carry.n; i++) free((void *)j->carry.t[i].data);
+    free(j->used);
+    free(j->host);
+    free(j->vocab_text);
+    cJSON_Delete(j->state);
+    bert_free(j->m);
+    if (j->be) j->be->destroy(j->be);
+    st_close(&j->f);
+}
+
+int hf_import(const char *in, const char *out, uint64_t seed, bool no_nsp) {
+    import_job *j = calloc(1, sizeof *j);
+    if (!j) return 2;
+    j->in = in;
+    j->out = out;
+    j->seed = seed;
+    int rc = import_open(j, no_nsp);
+    if (!rc) rc = import_weights(j);
+    if (!rc) import_tied(j);
+    if (!rc && !j->mc.nsp && !carry_heads(&j->f, &j->mc, j->used, &j->carry)) rc = 2;
+    if (!rc) import_report_unused(j);
+    if (!rc) rc = import_vocab(j);
+    if (!rc) rc = import_write(j);
+    import_free(j);
+    free(j);
     return rc;
 }
