@@ -37,6 +37,18 @@ grep -q "from this time captain wentworth and anne elliot" "$tmpdir/inspect" ||
     fail "prep --inspect did not decode the first sentence: $(cat "$tmpdir/inspect")"
 echo "ok   prep --inspect decodes data/demo/valid.shard"
 
+# the report of a held-out split: its documents, sentences and tokens, and a
+# total that is train + valid (the README's demo figures: 7 chapters, 18,201
+# tokens)
+"$BERTRAIN" prep --vocab data/demo/vocab.txt --lowercase --valid-fraction 0.05 \
+    --out "$tmpdir/split" data/corpus/*.txt > "$tmpdir/split.log" || fail "prep with a split failed"
+valid=$(sed -n 's/^prep: valid \([0-9]*\) docs, \([0-9]*\) sentences, \([0-9]*\) tokens -> .*/\1 \3/p' "$tmpdir/split.log")
+train=$(sed -n 's/^prep: train [0-9]* docs, [0-9]* sentences, \([0-9]*\) tokens -> .*/\1/p' "$tmpdir/split.log")
+total=$(sed -n 's/^prep: [0-9]* \[UNK\] of \([0-9]*\) tokens.*/\1/p' "$tmpdir/split.log")
+[ "$valid" = "7 18201" ] && [ -n "$train" ] && [ "$total" = $((train + 18201)) ] ||
+    { cat "$tmpdir/split.log"; fail "prep's report of the held-out split is wrong"; }
+echo "ok   prep --valid-fraction 0.05 reports 7 held-out documents, 18201 tokens, $total in all"
+
 failures=0
 # expect NAME WANT-EXIT STDERR-SUBSTRING bertrain-args...
 expect() {

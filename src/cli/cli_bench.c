@@ -16,71 +16,142 @@ static void usage(void) {
                     "       [--precision fp32|bf16|fp16]\n");
 }
 
-int cli_bench(int argc, char **argv) {
-    const char *preset = "mini", *backend = "cpu", *precision = "fp32";
-    int seq = 128, batch = 8, steps = 10, warmup = 2, threads = 0, layers = 0;
-    double layerdrop = 0.0;
+/* The command line of a bench. */
+typedef struct {
+    const char *preset, *backend, *precision;
+    int seq, batch, steps, warmup, threads, layers;
+    double layerdrop;
+} bench_opts;
+
+/* Options into o (defaults first); false after printing why. */
+static bool parse_args(int argc, char **argv, bench_opts *o) {
+    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "bertrain bench: %s needs a value\n", a);
-            return 2;
+            return false;
         }
-        if (!strcmp(a, "--preset")) preset = v;
-        else if (!strcmp(a, "--seq")) seq = atoi(v);
-        else if (!strcmp(a, "--batch")) batch = atoi(v);
-        else if (!strcmp(a, "--backend")) backend = v;
-        else if (!strcmp(a, "--steps")) steps = atoi(v);
-        else if (!strcmp(a, "--warmup")) warmup = atoi(v);
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
-        else if (!strcmp(a, "--layers")) layers = atoi(v);
-        else if (!strcmp(a, "--layerdrop")) layerdrop = atof(v);
-        else if (!strcmp(a, "--precision")) precision = v;
+        if (!strcmp(a, "--preset")) o->preset = v;
+        else if (!strcmp(a, "--seq")) o->seq = atoi(v);
+        else if (!strcmp(a, "--batch")) o->batch = atoi(v);
+        else if (!strcmp(a, "--backend")) o->backend = v;
+        else if (!strcmp(a, "--steps")) o->steps = atoi(v);
+        else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
+        else if (!strcmp(a, "--threads")) o->threads = atoi(v);
+        else if (!strcmp(a, "--layers")) o->layers = atoi(v);
+        else if (!strcmp(a, "--layerdrop")) o->layerdrop = atof(v);
+        else if (!strcmp(a, "--precision")) o->precision = v;
         else {
             fprintf(stderr, "bertrain bench: unknown option %s\n", a);
             usage();
-            return 2;
+            return false;
         }
         i++;
     }
-    bt_config cfg;
-    config_defaults(&cfg);
-    if (!bert_preset(preset, &cfg.model)) {
+    return true;
+}
+
+/* The run config of a bench: the preset's model as o shapes it, 16-bit
+ * storage as bf16.enabled / fp16.enabled give it (fp16: a fixed loss scale
+ * of 1, so no step is skipped and every timed step does the same work).
+ * false after printing why. */
+static bool bench_config(const bench_opts *o, bt_config *cfg) {
+    config_defaults(cfg);
+    if (!bert_preset(o->preset, &cfg->model)) {
         fprintf(stderr, "bertrain bench: --preset %s: expected tiny|mini|small|medium|base|large\n",
-                preset);
-        return 2;
+                o->preset);
+        return false;
     }
-    if (layers) cfg.model.num_hidden_layers = layers;
-    cfg.model.layerdrop = (float)layerdrop;
-    if (seq < 8 || seq > cfg.model.max_position_embeddings || batch < 1 || steps < 1 ||
-        warmup < 0 || layers < 0 || !(layerdrop >= 0.0 && layerdrop < 1.0)) {
+    if (o->layers) cfg->model.num_hidden_layers = o->layers;
+    cfg->model.layerdrop = (float)o->layerdrop;
+    if (o->seq < 8 || o->seq > cfg->model.max_position_embeddings || o->batch < 1 ||
+        o->steps < 1 || o->warmup < 0 || o->layers < 0 ||
+        !(o->layerdrop >= 0.0 && o->layerdrop < 1.0)) {
         fprintf(stderr, "bertrain bench: need 8 <= --seq <= %d, --batch >= 1, --steps >= 1, "
                         "--layers >= 1, 0 <= --layerdrop < 1\n",
-                cfg.model.max_position_embeddings);
-        return 2;
+                cfg->model.max_position_embeddings);
+        return false;
     }
-    if (strcmp(precision, "fp32") && strcmp(precision, "bf16") && strcmp(precision, "fp16")) {
-        fprintf(stderr, "bertrain bench: --precision %s: expected fp32|bf16|fp16\n", precision);
-        return 2;
+    if (strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16") &&
+        strcmp(o->precision, "fp16")) {
+        fprintf(stderr, "bertrain bench: --precision %s: expected fp32|bf16|fp16\n", o->precision);
+        return false;
     }
-    /* 16-bit storage as bf16.enabled / fp16.enabled give it (fp16: a fixed loss
-     * scale of 1, so no step is skipped and every timed step does the same work) */
-    cfg.model.storage = !strcmp(precision, "bf16") ? BT_BF16 : !strcmp(precision, "fp16") ? BT_F16
-                                                                                        : BT_F32;
-    snprintf(cfg.preset, sizeof cfg.preset, "%s", preset);
-    cfg.micro_batch = cfg.train_batch_size = batch;
-    cfg.grad_accum = 1;
-    bt_backend *be = open_backend(backend, threads, false);
+    cfg->model.storage = !strcmp(o->precision, "bf16")   ? BT_BF16
+                         : !strcmp(o->precision, "fp16") ? BT_F16
+                                                         : BT_F32;
+    snprintf(cfg->preset, sizeof cfg->preset, "%s", o->preset);
+    cfg->micro_batch = cfg->train_batch_size = o->batch;
+    cfg->grad_accum = 1;
+    return true;
+}
+
+/* Step s's batch: random tokens with BERT's special ids at 0..4, masked as
+ * training masks. */
+static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_config *cfg, int s,
+                         int max_pred) {
+    const int seq = mb->T, batch = mb->B;
+    mb->n_masked = 0;
+    for (int b = 0; b < batch; b++) {
+        int32_t *ids = mb->input_ids + (size_t)b * seq;
+        for (int t = 0; t < seq; t++) {
+            uint32_t r[4];
+            rng_block(cfg->seed, RNG_STREAM_BENCH, (uint32_t)t, (uint32_t)(s * batch + b), r);
+            ids[t] = t == 0 ? 2 : t == seq - 1 ? 3 : 5 + (int32_t)(r[0] % (uint32_t)(vocab->size - 5));
+            mb->token_type_ids[(size_t)b * seq + t] = t >= seq / 2;
+            mb->attention_mask[(size_t)b * seq + t] = 1;
+        }
+        mb->n_masked += mask_sequence(ids, seq, vocab, vocab->size, 0.15f, max_pred, cfg->seed,
+                                      (uint64_t)s, (uint64_t)b, b * seq,
+                                      mb->mlm_positions + mb->n_masked,
+                                      mb->mlm_labels + mb->n_masked);
+    }
+}
+
+/* The bench's lines: time per step, activation memory, TFLOP/s of the layers
+ * that ran (a dropped layer costs one layer's FLOPs less), samples/s. */
+static void report(const bench_opts *o, const bt_config *cfg, bert_model *m, double dt,
+                   long layers_dropped) {
+    bt_backend *be = m->be;
+    const double sps = (double)o->batch * o->steps / dt;
+    bert_config one_less = cfg->model;
+    one_less.num_hidden_layers--;
+    const double per_sample = bert_train_flops_per_sample(&cfg->model, o->seq, 0.15 * o->seq),
+                 per_layer =
+                     per_sample - bert_train_flops_per_sample(&one_less, o->seq, 0.15 * o->seq);
+    const double mean_dropped = (double)layers_dropped / o->steps;
+    const double flops = (per_sample - mean_dropped * per_layer) * sps;
+    bt_device_info info;
+    be->info(be, &info);
+    printf("bench: preset %s (%d layers, layerdrop %g), seq %d, batch %d, %d steps after %d "
+           "warm-up, backend %s (%s)\n", o->preset, cfg->model.num_hidden_layers,
+           (double)cfg->model.layerdrop, o->seq, o->batch, o->steps, o->warmup, be->name,
+           info.name);
+    printf("ms/step: %.1f\n", 1e3 * dt / o->steps);
+    printf("activations: %.1f MB (%s storage)\n", bert_activation_bytes(m) / 1e6, o->precision);
+    if (cfg->model.layerdrop > 0.0f)
+        printf("layers run per step: %.2f of %d (LayerDrop)\n",
+               cfg->model.num_hidden_layers - mean_dropped, cfg->model.num_hidden_layers);
+    printf("TFLOP/s: %.3f\n", flops / 1e12);
+    printf("samples/s: %.2f\n", sps);
+}
+
+int cli_bench(int argc, char **argv) {
+    bench_opts o;
+    bt_config cfg;
+    if (!parse_args(argc, argv, &o) || !bench_config(&o, &cfg)) return 2;
+    bt_backend *be = open_backend(o.backend, o.threads, false);
     if (!be) return 2; /* a device that cannot be opened: the user's spec, exit 2 */
-    /* random tokens with BERT's special ids at 0..4 */
-    bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,
-                      .sep_id = 3, .mask_id = 4};
-    const int max_pred = mask_cap_default(seq - 2, 0.15f); /* as training's default cap */
+    const bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,
+                            .sep_id = 3, .mask_id = 4};
+    const int max_pred = mask_cap_default(o.seq - 2, 0.15f); /* as training's default cap */
     char err[256];
-    bert_model *m = bert_create(be, &cfg.model, batch, seq, batch * max_pred, err, sizeof err);
+    bert_model *m = bert_create(be, &cfg.model, o.batch, o.seq, o.batch * max_pred, err,
+                                sizeof err);
     bt_optimizer *opt = m ? optim_create(m, &cfg.optim, err, sizeof err) : NULL;
     bt_batch_buf mb;
-    if (!m || !opt || !batch_buf_alloc(&mb, batch, seq, batch * max_pred)) {
+    if (!m || !opt || !batch_buf_alloc(&mb, o.batch, o.seq, o.batch * max_pred)) {
         fprintf(stderr, "bertrain bench: %s\n", m && opt ? "out of host memory" : err);
         optim_free(opt, m);
         bert_free(m);
@@ -91,51 +162,18 @@ int cli_bench(int argc, char **argv) {
     uint32_t first = 0;
     double t0 = 0.0;
     long layers_dropped = 0; /* LayerDrop: layers the timed steps skipped */
-    for (int s = 0; s < warmup + steps; s++) {
-        if (s == warmup) {
+    for (int s = 0; s < o.warmup + o.steps; s++) {
+        if (s == o.warmup) {
             be->sync(be);
             t0 = now_s();
         }
-        mb.n_masked = 0;
-        for (int b = 0; b < batch; b++) {
-            int32_t *ids = mb.input_ids + (size_t)b * seq;
-            for (int t = 0; t < seq; t++) {
-                uint32_t r[4];
-                rng_block(cfg.seed, RNG_STREAM_BENCH, (uint32_t)t, (uint32_t)(s * batch + b), r);
-                ids[t] = t == 0 ? 2 : t == seq - 1 ? 3 : 5 + (int32_t)(r[0] % (uint32_t)(vocab.size - 5));
-                mb.token_type_ids[(size_t)b * seq + t] = t >= seq / 2;
-                mb.attention_mask[(size_t)b * seq + t] = 1;
-            }
-            mb.n_masked += mask_sequence(ids, seq, &vocab, vocab.size, 0.15f, max_pred, cfg.seed,
-                                         (uint64_t)s, (uint64_t)b, b * seq,
-                                         mb.mlm_positions + mb.n_masked, mb.mlm_labels + mb.n_masked);
-        }
+        random_batch(&mb, &vocab, &cfg, s, max_pred);
         const step_batch in = {&mb, &first, 1, 0, mb.B};
         step_result r = train_step(m, opt, &cfg, s, &in, 1e-4, NULL, NULL, NULL);
-        if (s >= warmup) layers_dropped += r.layers_dropped;
+        if (s >= o.warmup) layers_dropped += r.layers_dropped;
     }
     be->sync(be);
-    double dt = now_s() - t0;
-    double sps = (double)batch * steps / dt;
-    /* FLOPs of the layers that ran: a dropped layer costs one layer's FLOPs less */
-    bert_config one_less = cfg.model;
-    one_less.num_hidden_layers--;
-    double per_sample = bert_train_flops_per_sample(&cfg.model, seq, 0.15 * seq),
-           per_layer = per_sample - bert_train_flops_per_sample(&one_less, seq, 0.15 * seq);
-    double mean_dropped = (double)layers_dropped / steps;
-    double flops = (per_sample - mean_dropped * per_layer) * sps;
-    bt_device_info info;
-    be->info(be, &info);
-    printf("bench: preset %s (%d layers, layerdrop %g), seq %d, batch %d, %d steps after %d "
-           "warm-up, backend %s (%s)\n", preset, cfg.model.num_hidden_layers,
-           (double)cfg.model.layerdrop, seq, batch, steps, warmup, be->name, info.name);
-    printf("ms/step: %.1f\n", 1e3 * dt / steps);
-    printf("activations: %.1f MB (%s storage)\n", bert_activation_bytes(m) / 1e6, precision);
-    if (cfg.model.layerdrop > 0.0f)
-        printf("layers run per step: %.2f of %d (LayerDrop)\n",
-               cfg.model.num_hidden_layers - mean_dropped, cfg.model.num_hidden_layers);
-    printf("TFLOP/s: %.3f\n", flops / 1e12);
-    printf("samples/s: %.2f\n", sps);
+    report(&o, &cfg, m, now_s() - t0, layers_dropped);
     batch_buf_free(&mb);
     optim_free(opt, m);
     bert_free(m);

@@ -275,86 +275,136 @@ static void warn_tokenization(const bt_prep_options *o, int casing, uint64_t unk
                 o->vocab_path, o->lowercase ? "without" : "with");
 }
 
-int prep_run(const bt_prep_options *o) {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+/* At least one document in each split when there are two or more and a
+ * held-out fraction: the lowest draw goes to valid, the highest to train,
+ * when the fraction alone would leave a split empty. */
+static void force_both_splits(prep_state *s, uint64_t n_docs) {
+    const bt_prep_options *o = s->o;
+    s->forced_valid = s->forced_train = -1;
+    if (n_docs < 2 || o->valid_fraction <= 0) return;
+    uint64_t n_valid = 0, lowest = 0, highest = 0;
+    for (uint64_t d = 0; d < n_docs; d++) {
+        n_valid += prep_doc_is_valid(o->seed, d, o->valid_fraction);
+        if (doc_draw(o->seed, d) < doc_draw(o->seed, lowest)) lowest = d;
+        if (doc_draw(o->seed, d) > doc_draw(o->seed, highest)) highest = d;
+    }
+    if (n_valid == 0) s->forced_valid = (int64_t)lowest;
+    if (n_valid == n_docs) s->forced_train = (int64_t)highest;
+}
+
+/* Tokenize every input into the shards, then commit them under their final
+ * names (train_path: what to report; valid: the held-out split's documents,
+ * sentences and tokens). false with the reason in s->err. */
+static bool write_shards(prep_state *s, uint64_t n_docs, const char *valid_path,
+                         char *train_path, size_t train_path_len, uint64_t valid[3],
+                         double *tokenize_secs) {
+    const bt_prep_options *o = s->o;
+    s->tok = tokenizer_new(s->vocab, o->lowercase, s->err, sizeof s->err);
+    bool ok = s->tok != NULL;
+    if (ok) {
+        s->valid = shard_writer_open(valid_path, (uint32_t)s->vocab->size, s->vocab->hash,
+                                     s->flags, s->err, sizeof s->err);
+        ok = s->valid != NULL;
+    }
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    bt_ids ids = {0};
+    for (int i = 0; ok && i < o->n_files; i++) ok = prep_file(s, o->files[i], n_docs, &ids);
+    *tokenize_secs = seconds_since(&t1);
+    ids_free(&ids);
+    if (ok && s->train_open) {
+        bt_shard_writer *w = s->train[s->n_train - 1];
+        s->train_docs += shard_writer_docs(w);
+        s->train_sents += shard_writer_sentences(w);
+        s->train_tokens += shard_writer_tokens(w);
+        ok = shard_writer_finish(w, s->err, sizeof s->err);
+    }
+    if (s->valid) { /* counted before finishing, which closes the writer's books */
+        valid[0] = shard_writer_docs(s->valid);
+        valid[1] = shard_writer_sentences(s->valid);
+        valid[2] = shard_writer_tokens(s->valid);
+    }
+    if (ok && s->train_tokens == 0) {
+        snprintf(s->err, sizeof s->err, "%s%s: no tokens for the training split (%llu documents)",
+                 o->files[0], o->n_files > 1 ? " and the other inputs" : "",
+                 (unsigned long long)n_docs);
+        ok = false;
+    }
+    if (ok && s->valid) ok = shard_writer_finish(s->valid, s->err, sizeof s->err);
+    if (ok) ok = commit_all(s, train_path, train_path_len);
+    return ok;
+}
+
+/* What prep did: documents, the splits, [UNK]s and speed. */
+static void report(const prep_state *s, uint64_t n_docs, const char *train_path,
+                   const char *valid_path, uint64_t valid[3], double tokenize_secs,
+                   double total_secs) {
+    const bt_prep_options *o = s->o;
+    printf("prep: %llu documents, %llu bytes read; %llu invalid UTF-8 sequences replaced; "
+           "%llu lines without tokens skipped\n",
+           (unsigned long long)n_docs, (unsigned long long)s->bytes,
+           (unsigned long long)s->invalid_utf8, (unsigned long long)s->empty_sentences);
+    printf("prep: train %llu docs, %llu sentences, %llu tokens -> %s (%d shard%s)\n",
+           (unsigned long long)s->train_docs, (unsigned long long)s->train_sents,
+           (unsigned long long)s->train_tokens, train_path, s->n_train, s->n_train == 1 ? "" : "s");
+    if (valid[0])
+        printf("prep: valid %llu docs, %llu sentences, %llu tokens -> %s\n",
+               (unsigned long long)valid[0], (unsigned long long)valid[1],
+               (unsigned long long)valid[2], valid_path);
+    else
+        printf("prep: no validation split (--valid-fraction %g, %llu documents)\n",
+               o->valid_fraction, (unsigned long long)n_docs);
+    printf("prep: %llu [UNK] of %llu tokens; tokenized at %.1f MB/s, %.2f s in all\n",
+           (unsigned long long)s->unk, (unsigned long long)(s->train_tokens + valid[2]),
+           tokenize_secs > 0 ? (double)s->bytes / tokenize_secs / 1e6 : 0.0, total_secs);
+}
+
+/* The vocab, the output directory and a count of the input's documents;
+ * 0, or 2 (bad input) after one line why. */
+static int prep_open(const bt_prep_options *o, bt_vocab *vocab, prep_state *s, uint64_t *n_docs) {
     if (!(o->valid_fraction >= 0 && o->valid_fraction < 1)) {
         fprintf(stderr, "bertrain prep: --valid-fraction %g is outside [0, 1)\n",
                 o->valid_fraction);
         return 2;
     }
+    if (!vocab_load(vocab, o->vocab_path, s->err, sizeof s->err)) {
+        fprintf(stderr, "bertrain prep: %s\n", s->err);
+        return 2;
+    }
+    uint64_t n_bytes;
+    if (!paths_prepare_dir(o->out_dir, s->err, sizeof s->err)) {
+        fprintf(stderr, "bertrain prep: --out %s\n", s->err);
+    } else if (!count_documents(o, n_docs, &n_bytes)) { /* an input that cannot be read */
+    } else if (*n_docs == 0) {
+        fprintf(stderr, "%s%s: no text (%llu bytes, every line blank)\n", o->files[0],
+                o->n_files > 1 ? " and the other inputs" : "", (unsigned long long)n_bytes);
+    } else {
+        return 0;
+    }
+    vocab_free(vocab);
+    return 2;
+}
+
+int prep_run(const bt_prep_options *o) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     bt_vocab vocab;
     prep_state s;
     memset(&s, 0, sizeof s);
-    if (!vocab_load(&vocab, o->vocab_path, s.err, sizeof s.err)) {
-        fprintf(stderr, "bertrain prep: %s\n", s.err);
-        return 2;
-    }
+    uint64_t n_docs;
+    const int rc = prep_open(o, &vocab, &s, &n_docs);
+    if (rc) return rc;
     const int casing = vocab_casing(&vocab);
-    if (!paths_prepare_dir(o->out_dir, s.err, sizeof s.err)) {
-        fprintf(stderr, "bertrain prep: --out %s\n", s.err);
-        vocab_free(&vocab);
-        return 2;
-    }
-    uint64_t n_docs, n_bytes;
-    if (!count_documents(o, &n_docs, &n_bytes)) { /* an input that cannot be read: bad input */
-        vocab_free(&vocab);
-        return 2;
-    }
-    if (n_docs == 0) {
-        fprintf(stderr, "%s%s: no text (%llu bytes, every line blank)\n", o->files[0],
-                o->n_files > 1 ? " and the other inputs" : "", (unsigned long long)n_bytes);
-        vocab_free(&vocab);
-        return 2;
-    }
     s.o = o;
     s.vocab = &vocab;
     s.flags = o->lowercase ? SHARD_FLAG_LOWERCASE : 0;
-    s.forced_valid = s.forced_train = -1;
-    if (n_docs >= 2 && o->valid_fraction > 0) { /* at least one document in each split */
-        uint64_t n_valid = 0, lowest = 0, highest = 0;
-        for (uint64_t d = 0; d < n_docs; d++) {
-            n_valid += prep_doc_is_valid(o->seed, d, o->valid_fraction);
-            if (doc_draw(o->seed, d) < doc_draw(o->seed, lowest)) lowest = d;
-            if (doc_draw(o->seed, d) > doc_draw(o->seed, highest)) highest = d;
-        }
-        if (n_valid == 0) s.forced_valid = (int64_t)lowest;
-        if (n_valid == n_docs) s.forced_train = (int64_t)highest;
-    }
-    char valid_path[MAX_PATH];
+    force_both_splits(&s, n_docs);
+    char valid_path[MAX_PATH], train_path[MAX_PATH];
     snprintf(valid_path, sizeof valid_path, "%s/valid.shard", o->out_dir);
-    s.tok = tokenizer_new(&vocab, o->lowercase, s.err, sizeof s.err);
-    bool ok = s.tok != NULL;
-    if (ok) {
-        s.valid = shard_writer_open(valid_path, (uint32_t)vocab.size, vocab.hash, s.flags, s.err,
-                                    sizeof s.err);
-        ok = s.valid != NULL;
-    }
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    bt_ids ids = {0};
-    for (int i = 0; ok && i < o->n_files; i++) ok = prep_file(&s, o->files[i], n_docs, &ids);
-    double tokenize_secs = seconds_since(&t1);
-    ids_free(&ids);
-    if (ok && s.train_open) {
-        bt_shard_writer *w = s.train[s.n_train - 1];
-        s.train_docs += shard_writer_docs(w);
-        s.train_sents += shard_writer_sentences(w);
-        s.train_tokens += shard_writer_tokens(w);
-        ok = shard_writer_finish(w, s.err, sizeof s.err);
-    }
-    uint64_t valid_docs = s.valid ? shard_writer_docs(s.valid) : 0;
-    uint64_t valid_sents = s.valid ? shard_writer_sentences(s.valid) : 0;
-    uint64_t valid_tokens = s.valid ? shard_writer_tokens(s.valid) : 0;
-    if (ok && s.train_tokens == 0) {
-        snprintf(s.err, sizeof s.err, "%s%s: no tokens for the training split (%llu documents)",
-                 o->files[0], o->n_files > 1 ? " and the other inputs" : "",
-                 (unsigned long long)n_docs);
-        ok = false;
-    }
-    if (ok && s.valid) ok = shard_writer_finish(s.valid, s.err, sizeof s.err);
-    char train_path[MAX_PATH];
-    if (ok) ok = commit_all(&s, train_path, sizeof train_path);
+    double tokenize_secs = 0;
+    uint64_t valid[3] = {0, 0, 0}; /* documents, sentences, tokens */
+    const bool ok = write_shards(&s, n_docs, valid_path, train_path, sizeof train_path, valid,
+                                 &tokenize_secs);
     for (int i = 0; i < s.n_train; i++) shard_writer_abort(s.train[i]);
     free(s.train);
     shard_writer_abort(s.valid);
@@ -364,24 +414,8 @@ int prep_run(const bt_prep_options *o) {
         fprintf(stderr, "%s\n", s.err);
         return 1;
     }
-    printf("prep: %llu documents, %llu bytes read; %llu invalid UTF-8 sequences replaced; "
-           "%llu lines without tokens skipped\n",
-           (unsigned long long)n_docs, (unsigned long long)s.bytes,
-           (unsigned long long)s.invalid_utf8, (unsigned long long)s.empty_sentences);
-    printf("prep: train %llu docs, %llu sentences, %llu tokens -> %s (%d shard%s)\n",
-           (unsigned long long)s.train_docs, (unsigned long long)s.train_sents,
-           (unsigned long long)s.train_tokens, train_path, s.n_train, s.n_train == 1 ? "" : "s");
-    if (valid_docs)
-        printf("prep: valid %llu docs, %llu sentences, %llu tokens -> %s\n",
-               (unsigned long long)valid_docs, (unsigned long long)valid_sents,
-               (unsigned long long)valid_tokens, valid_path);
-    else
-        printf("prep: no validation split (--valid-fraction %g, %llu documents)\n",
-               o->valid_fraction, (unsigned long long)n_docs);
-    printf("prep: %llu [UNK] of %llu tokens; tokenized at %.1f MB/s, %.2f s in all\n",
-           (unsigned long long)s.unk, (unsigned long long)(s.train_tokens + valid_tokens),
-           tokenize_secs > 0 ? (double)s.bytes / tokenize_secs / 1e6 : 0.0, seconds_since(&t0));
-    warn_tokenization(o, casing, s.unk, s.train_tokens + valid_tokens);
+    report(&s, n_docs, train_path, valid_path, valid, tokenize_secs, seconds_since(&t0));
+    warn_tokenization(o, casing, s.unk, s.train_tokens + valid[2]);
     return 0;
 }
 
