@@ -106,6 +106,8 @@ void ocl_fill_ops(bt_backend *be);
 void ocl_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
               bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b, float beta,
               bt_ptr c, int ldc, long stride_c, int batch);
+/* The name of a CLBlast status (the OpenCL name where they coincide). */
+const char *ocl_clblast_status_name(int status);
 /* Drop CLBlast's compiled kernels for this context (before it is released). */
 void ocl_gemm_release(ocl_ctx *c);
 /* gemm with 16-bit operands (backend.h): A and B rounded into staging, then
@@ -113,6 +115,7 @@ void ocl_gemm_release(ocl_ctx *c);
 void ocl_gemm16(bt_backend *be, bt_dtype dt, bool trans_a, bool trans_b, int m, int n, int k,
                 float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb,
                 long stride_b, float beta, bt_ptr c, int ldc, long stride_c, int batch);
+/* ---- opencl_tuning.c ---- */
 /* Load tuned CLBlast parameters for this device, if a tuning file exists (see
  * docs/OPENCL.md); prints what it loaded to stderr. */
 void ocl_load_tuning(ocl_ctx *c);
