@@ -14,8 +14,8 @@
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 export OMP_NUM_THREADS=1
-CMP="$top_builddir/tests/st_compare"
-LOGITS="$top_builddir/tests/hf_logits"
+CMP="$top_builddir/tests/c/st_compare"
+LOGITS="$top_builddir/tests/c/hf_logits"
 common="--set model.norm=admin --set model.admin_init=profile --set model.num_hidden_layers=4 --set model.initializer_range=0.2
         --set data.seq_len=32 --set data.valid=\"\" --set steps_per_print=1 --set train_batch_size=8
         --set train_micro_batch_size_per_gpu=8"
@@ -23,7 +23,7 @@ train() { # NAME ARGS...
     name=$1
     shift
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/$name\"" "$@" \
+    "$BERTRAIN" train tests/fixtures/base.json $common --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1 || { cat "$tmpdir/$name.log"; fail "$name: training failed"; }
 }
 omegas() { tr -d ' \t\n' < "$1/state.json" | grep -o '"admin_omega":\[[^]]*\]' | sed 's/.*\[//; s/\]//'; }
@@ -60,7 +60,7 @@ echo "ok   10 steps = 5 + resume + 5 (cmp model.safetensors, optim.bin); omega f
 if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
     # shellcheck disable=SC2086
-    mpiexec --oversubscribe --bind-to none -n 2 "$BERTRAIN" train tests/base.json $common \
+    mpiexec --oversubscribe --bind-to none -n 2 "$BERTRAIN" train tests/fixtures/base.json $common \
         --set train_steps=10 --set 'distributed.shares=[3,5]' --set output_dir="\"$tmpdir/mpi\"" \
         > "$tmpdir/mpi.log" 2>&1 || { cat "$tmpdir/mpi.log"; fail "2 ranks failed"; }
     for r in 0 1; do grep -q "^ *$r | " "$tmpdir/mpi.log" || fail "rank $r did not run"; done
@@ -110,7 +110,7 @@ echo "ok   folded and pruned (--keep-layers 0,2) = the Admin model with layers 1
 
 find_transformers_python
 if [ -n "$TPY" ]; then
-    "$TPY" tests/hf_check.py "$tmpdir/hf" "$tmpdir/admin.safetensors" ||
+    "$TPY" tests/python/hf_check.py "$tmpdir/hf" "$tmpdir/admin.safetensors" ||
         fail "transformers on the folded export does not match the Admin model"
 else
     skip_part "the folded export in transformers (no python imports transformers and torch; scripts/deps.sh test makes venv/)"

@@ -17,7 +17,7 @@ py=$PY
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set data.valid=\"\" --set steps_per_print=1"
 # shellcheck disable=SC2086
-train() { "$BERTRAIN" train tests/base.json $small "$@"; }
+train() { "$BERTRAIN" train tests/fixtures/base.json $small "$@"; }
 
 
 first_loss() { sed -n 's/^step      1 | loss \([0-9.]*\).*/\1/p' "$1"; }
@@ -39,9 +39,9 @@ train --set train_steps=1 --set seed=9007199254740993 --set output_dir="\"$tmpdi
 "$py" -c 'import json, sys; assert json.load(open(sys.argv[1]))["seed"] == "9007199254740993"' \
     "$tmpdir/odd/ckpt-00000001/state.json" || fail "--set seed=2^53+1 was not kept exactly"
 expect_refusal "seed 2^64-1 as a JSON number" "seed: 1.8446744073709552e\+19 is 2\^53 or more, where a JSON number is not exact; write the digits as a string" \
-    "$BERTRAIN" train tests/base.json --set seed=18446744073709551615.0
+    "$BERTRAIN" train tests/fixtures/base.json --set seed=18446744073709551615.0
 expect_refusal "seed 2^64 as a string" 'seed: "18446744073709551616" is not an integer in \[0, 18446744073709551615\]' \
-    "$BERTRAIN" train tests/base.json --set seed='"18446744073709551616"'
+    "$BERTRAIN" train tests/fixtures/base.json --set seed='"18446744073709551616"'
 expect_refusal "import --seed -1" "import: --seed -1: not an integer" \
     "$BERTRAIN" import "$tmpdir/nowhere" "$tmpdir/imp-bad" --seed -1
 echo "ok   seeds: 2^64-1 and 2^53+1 exact, 2^64-1 is not seed 0; rounded or out-of-range seeds refused"

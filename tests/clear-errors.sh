@@ -31,7 +31,7 @@ expect() {
     fi
 }
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/run\"" > "$tmpdir/run.log" 2>&1 ||
+"$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/run\"" > "$tmpdir/run.log" 2>&1 ||
     { cat "$tmpdir/run.log"; fail "training failed"; }
 "$BERTRAIN" export "$tmpdir/run" "$tmpdir/hf" > /dev/null 2>&1 || fail "export failed"
 
@@ -59,20 +59,20 @@ mkdir -p "$tmpdir/novocab" && cp "$tmpdir/hf/config.json" "$tmpdir/hf/model.safe
 expect "import without vocab.txt" "novocab/vocab.txt.*bertrain needs the model's WordPiece vocab.txt" \
     "$BERTRAIN" import "$tmpdir/novocab" "$tmpdir/o4"
 expect "layer limit, config" "model.num_hidden_layers: 300 is out of range \[1, 256\]" \
-    "$BERTRAIN" train tests/base.json --set model.num_hidden_layers=300
+    "$BERTRAIN" train tests/fixtures/base.json --set model.num_hidden_layers=300
 hf_variant manylayers num_hidden_layers 300
 expect "layer limit, import" "model.num_hidden_layers: must be in \[1, 256\] \(got 300\)" \
     "$BERTRAIN" import "$tmpdir/manylayers" "$tmpdir/o5"
 # shellcheck disable=SC2086
 expect "a bad device" "nosuchdevice" \
-    "$BERTRAIN" train tests/base.json $small --set device='"nosuchdevice"' --set output_dir="\"$tmpdir/dev\""
+    "$BERTRAIN" train tests/fixtures/base.json $small --set device='"nosuchdevice"' --set output_dir="\"$tmpdir/dev\""
 # shellcheck disable=SC2086
 expect "--resume of nothing" "resume: $tmpdir/nothing: no such checkpoint directory" \
-    "$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/r1\"" --resume "$tmpdir/nothing"
+    "$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/r1\"" --resume "$tmpdir/nothing"
 sed "200s/.*/zzzchanged/" data/demo/vocab.txt > "$tmpdir/vocab2.txt"
 # shellcheck disable=SC2086
 expect "a changed vocab on resume" "resume: data.vocab $tmpdir/vocab2.txt \(8000 tokens\) is not the vocab the checkpoint was trained with \(.*run/ckpt-00000001/vocab.txt, 8000 tokens; they differ from line 200\)" \
-    "$BERTRAIN" train tests/base.json $small --set train_steps=2 --set data.vocab="\"$tmpdir/vocab2.txt\"" \
+    "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=2 --set data.vocab="\"$tmpdir/vocab2.txt\"" \
     --set output_dir="\"$tmpdir/r2\"" --resume "$tmpdir/run/ckpt-00000001"
 [ "$failures" -eq 0 ] || fail "$failures case(s)"
 echo "PASS: the smaller error cases are one exact line and exit 2"

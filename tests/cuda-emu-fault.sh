@@ -85,7 +85,7 @@ export CUDA_EMU_ARCH=70 # a V100
 expect_failure bf16-on-v100 "$CONF" --backend cuda-emu --quick --op gemm16
 unset CUDA_EMU_ARCH
 
-mutant cached-device backends/cuda/cuda_backend.cu 's|(static cudaError_t use_device\(int device\) \{\n)|$1    static thread_local int cached = -1;\n    if (cached == device) return cudaSuccess;\n    cached = device;\n    return cudaSetDevice(device);\n|'
-expect_failure cached-device "$top_builddir/tests/test_cuda_emu" device-switch
+mutant cached-device backends/cuda/cuda_context.cu 's|(cudaError_t cu_use_device\(int device\) \{\n)|$1    static thread_local int cached = -1;\n    if (cached == device) return cudaSuccess;\n    cached = device;\n    return cudaSetDevice(device);\n|'
+expect_failure cached-device "$top_builddir/tests/c/test_cuda_emu" device-switch
 
 echo "PASS: the emulated device catches all 7 faults"

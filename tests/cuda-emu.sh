@@ -15,7 +15,7 @@
 #     2e-2), at 8 sequences of 32 tokens;
 #  3. bit-exact resume on cuda-emu (20 steps = 10 + 10);
 #  4. a 2-rank MPI run, CPU + cuda-emu, equal to one CPU rank (1e-4);
-#  5. tests/test_cuda_emu: ops on two devices with another library's
+#  5. tests/c/test_cuda_emu: ops on two devices with another library's
 #     cudaSetDevice between them land on their own device; a kernel's write
 #     past its buffer is reported at the next synchronisation, and at the
 #     launch itself with BERTRAIN_CUDA_SYNC=1.
@@ -74,30 +74,30 @@ else
     common="--set train_steps=5 --set steps_per_print=1 --set data.seq_len=32 --set data.valid=\"\"
             --set train_batch_size=16 --set model.hidden_dropout_prob=0.1"
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $common --set train_micro_batch_size_per_gpu=16 \
+    "$BERTRAIN" train tests/fixtures/base.json $common --set train_micro_batch_size_per_gpu=16 \
         --set output_dir="\"$tmpdir/one\"" > "$tmpdir/one.log" 2>&1 || fail "one CPU rank failed"
     # shellcheck disable=SC2086
-    $MPI -n 2 -x BERTRAIN_CUDA_EMU -x CUDA_EMU_WORKERS "$BERTRAIN" train tests/base.json $common \
+    $MPI -n 2 -x BERTRAIN_CUDA_EMU -x CUDA_EMU_WORKERS "$BERTRAIN" train tests/fixtures/base.json $common \
         --set train_micro_batch_size_per_gpu=8 --set 'devices=["cpu", "cuda-emu:0"]' \
         --set output_dir="\"$tmpdir/mixed\"" > "$tmpdir/mixed.log" 2>&1 ||
         { cat "$tmpdir/mixed.log"; fail "the CPU + cuda-emu run failed"; }
     grep "^ *[01] | " "$tmpdir/mixed.log"
     grep -q "^ *1 | .* | cuda | " "$tmpdir/mixed.log" || fail "rank 1 did not run on cuda-emu"
-    "$top_builddir/tests/st_compare" "$tmpdir/one/ckpt-00000005/model.safetensors" \
+    "$top_builddir/tests/c/st_compare" "$tmpdir/one/ckpt-00000005/model.safetensors" \
         "$tmpdir/mixed/ckpt-00000005/model.safetensors" 1e-4 ||
         fail "CPU + cuda-emu differs from one CPU rank"
     echo "ok   2 ranks, CPU + cuda-emu, equal one CPU rank"
 fi
 
 # ---- 5. device switches and fault reports ----
-"$top_builddir/tests/test_cuda_emu" device-switch || fail "ops went to the wrong device"
+"$top_builddir/tests/c/test_cuda_emu" device-switch || fail "ops went to the wrong device"
 for mode in default sync; do
     rc=0
     if [ $mode = sync ]; then
-        BERTRAIN_CUDA_SYNC=1 "$top_builddir/tests/test_cuda_emu" fault > "$tmpdir/fault.log" 2>&1 || rc=$?
+        BERTRAIN_CUDA_SYNC=1 "$top_builddir/tests/c/test_cuda_emu" fault > "$tmpdir/fault.log" 2>&1 || rc=$?
         where=cuda_ops.cu
     else
-        "$top_builddir/tests/test_cuda_emu" fault > "$tmpdir/fault.log" 2>&1 || rc=$?
+        "$top_builddir/tests/c/test_cuda_emu" fault > "$tmpdir/fault.log" 2>&1 || rc=$?
         where=cuda_backend.cu
     fi
     [ $rc -ne 0 ] || { cat "$tmpdir/fault.log"; fail "a write past a buffer went unnoticed ($mode)"; }

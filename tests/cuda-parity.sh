@@ -3,7 +3,7 @@
 #  1. every `__kernel void NAME` of kernels_cl/*.cl has a `__global__ void NAME`
 #     twin in kernels_cu/*.cu, and vice versa (source only: runs in every build);
 #  2. the CUDA backend fills every op slot of the dispatch table
-#     (tests/cuda_table: fills the table as bt_cuda_backend_create does, no
+#     (tests/c/cuda_table: fills the table as bt_cuda_backend_create does, no
 #     device needed);
 #  3. bertrain-conformance --backend cuda links and either runs the whole suite
 #     on a GPU (and passes), or skips for exactly one reason: no CUDA device.
@@ -80,7 +80,7 @@ case " $built " in
 esac
 
 # ---- 2. every op slot filled ----
-"$top_builddir/tests/cuda_table" || fail "the CUDA backend's dispatch table is incomplete"
+"$top_builddir/tests/c/cuda_table" || fail "the CUDA backend's dispatch table is incomplete"
 
 # ---- 3. the conformance suite: runs on a GPU, or skips for want of one ----
 rc=0

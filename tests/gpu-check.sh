@@ -7,10 +7,10 @@
 # (from a VPATH build directory: sh SRCDIR/tests/gpu-check.sh; top_builddir
 # and top_srcdir may also be set in the environment). It runs:
 #  1. the backend conformance suite on cuda:N (every op against float64);
-#  2. 20 training steps of tests/base.json on the CPU and on cuda:N (tests/train-vs-cpu.sh): the
+#  2. 20 training steps of tests/fixtures/base.json on the CPU and on cuda:N (tests/train-vs-cpu.sh): the
 #     per-step losses (metrics.jsonl) within 1e-4 relative, and the final
 #     parameters (ckpt-00000020/model.safetensors) within 1e-4 relative L2
-#     (tests/st_compare, built by make check);
+#     (tests/c/st_compare, built by make check);
 #  2b. 20 steps with bf16 and with fp16 on the CPU and on cuda:N (tensor-core
 #     GEMMs there): per-step losses within 2e-2 relative;
 #  3. bertrain bench --preset base and --preset large (seq 128, batch 32), in

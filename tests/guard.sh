@@ -11,7 +11,7 @@
 cd "$top_srcdir" || fail "no source dir"
 train() { # NAME STEPS [--set ...]
     name=$1 steps=$2; shift 2
-    "$BERTRAIN" train tests/base.json --set train_steps="$steps" --set steps_per_print=1 \
+    "$BERTRAIN" train tests/fixtures/base.json --set train_steps="$steps" --set steps_per_print=1 \
         --set data.valid='""' --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1
 }
@@ -23,7 +23,7 @@ grep -q "step 3 skipped: gradient norm is nan" "$tmpdir/nan.log" ||
     { cat "$tmpdir/nan.log"; fail "the NaN step was not reported as skipped"; }
 grep -q '"step": 3, "skipped": "gradient norm is nan", "samples_from": 64, "samples_to": 96' \
     "$tmpdir/nan/metrics.jsonl" || { cat "$tmpdir/nan/metrics.jsonl"; fail "metrics.jsonl lacks the skip"; }
-"$top_builddir/tests/st_compare" "$tmpdir/two/ckpt-00000002/model.safetensors" \
+"$top_builddir/tests/c/st_compare" "$tmpdir/two/ckpt-00000002/model.safetensors" \
     "$tmpdir/nan/ckpt-00000003/model.safetensors" 0 ||
     fail "a skipped step changed the parameters"
 echo "ok   NaN gradients at step 3: skipped, logged, parameters = those of step 2"

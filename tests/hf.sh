@@ -17,19 +17,19 @@
 #  - with transformers (the test environment of scripts/deps.sh, with Debian's
 #    torch): BertForPreTraining.from_pretrained loads the export
 #    without missing or unexpected keys, and its MLM (and NSP) logits on a
-#    fixed batch match bertrain's (tests/hf_logits) within 1e-4 relative, and
+#    fixed batch match bertrain's (tests/c/hf_logits) within 1e-4 relative, and
 #    a transformers save_pretrained of it imports (--no-nsp) as x again.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 export OMP_NUM_THREADS=1
 PY=""
 for p in python3 /usr/bin/python3; do command -v "$p" > /dev/null 2>&1 && PY=$p && break; done
-[ -n "$PY" ] || skip "no python3 (tests/st_tool.py reads safetensors headers with it)"
-ST="$PY tests/st_tool.py"
+[ -n "$PY" ] || skip "no python3 (tests/python/st_tool.py reads safetensors headers with it)"
+ST="$PY tests/python/st_tool.py"
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set data.valid=\"\" --set steps_per_print=5 --set train_steps=5"
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/run\"" > "$tmpdir/run.log" 2>&1 ||
+"$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/run\"" > "$tmpdir/run.log" 2>&1 ||
     { cat "$tmpdir/run.log"; fail "training failed"; }
 x="$tmpdir/run/ckpt-00000005"
 
@@ -91,7 +91,7 @@ echo "ok   BertModel keys: encoder $(cat "$tmpdir/same.txt"); $(grep -m1 'tensor
 
 # the model card states the training and the held-out metrics of the checkpoint's step
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set data.valid='"data/demo/valid.shard"' \
+"$BERTRAIN" train tests/fixtures/base.json $small --set data.valid='"data/demo/valid.shard"' \
     --set eval.max_samples=64 --set train_steps=40 --set optimizer.params.lr=3e-3 \
     --set output_dir="\"$tmpdir/card\"" > "$tmpdir/card.log" 2>&1 ||
     { cat "$tmpdir/card.log"; fail "training with evaluation failed"; }
@@ -109,7 +109,7 @@ echo "ok   README.md model card: steps, samples seen, config, held-out MLM accur
 # a pooler and NSP head imported from a Hugging Face model are kept unchanged
 # without model.nsp: through the import, training and the export (bytes)
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set model.nsp=true --set data.mode=sentence_pairs \
+"$BERTRAIN" train tests/fixtures/base.json $small --set model.nsp=true --set data.mode=sentence_pairs \
     --set output_dir="\"$tmpdir/nsp\"" > "$tmpdir/nsp.log" 2>&1 || { cat "$tmpdir/nsp.log"; fail "NSP training failed"; }
 "$BERTRAIN" export "$tmpdir/nsp" "$tmpdir/hf-nsp" > /dev/null || fail "NSP export failed"
 mkdir "$tmpdir/plain"
@@ -120,7 +120,7 @@ $ST rename "$tmpdir/hf-nsp/model.safetensors" "$tmpdir/plain/model.safetensors" 
 grep -q "^import: 4 tensors of the pooler and NSP head kept unchanged" "$tmpdir/pool.log" ||
     { cat "$tmpdir/pool.log"; fail "the import did not keep the pooler and NSP head"; }
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set train_steps=2 --set output_dir="\"$tmpdir/pool-run\"" \
+"$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=2 --set output_dir="\"$tmpdir/pool-run\"" \
     --resume "$tmpdir/imp-pool" > "$tmpdir/pool-run.log" 2>&1 || { cat "$tmpdir/pool-run.log"; fail "training the import failed"; }
 "$BERTRAIN" export "$tmpdir/pool-run" "$tmpdir/hf-pool" > "$tmpdir/pool-export.log" ||
     fail "export of the trained import failed"
@@ -138,12 +138,12 @@ echo "ok   an imported pooler and NSP head: kept through --no-nsp import, 2 trai
 
 # train --resume from an imported checkpoint; another shape is refused
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set train_steps=2 --set output_dir="\"$tmpdir/cont\"" \
+"$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=2 --set output_dir="\"$tmpdir/cont\"" \
     --resume "$tmpdir/imp" > "$tmpdir/cont.log" 2>&1 || { cat "$tmpdir/cont.log"; fail "resume from an import"; }
 grep -q "^resume: from $tmpdir/imp (step 0" "$tmpdir/cont.log" || fail "did not resume from the import"
 [ -f "$tmpdir/cont/ckpt-00000002/model.safetensors" ] || fail "no checkpoint after continuing an import"
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set model.intermediate_size=256 --set output_dir="\"$tmpdir/bad\"" \
+"$BERTRAIN" train tests/fixtures/base.json $small --set model.intermediate_size=256 --set output_dir="\"$tmpdir/bad\"" \
     --resume "$tmpdir/imp" > /dev/null 2> "$tmpdir/bad.err"
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "model.intermediate_size is 512 in the checkpoint and 256 in the config" "$tmpdir/bad.err" ||
@@ -162,7 +162,7 @@ if [ -n "$PY" ]; then
         "$BERTRAIN" export "$tmpdir/imp-cased" "$tmpdir/hf-cased" > /dev/null || fail "cased export failed"
     grep -q '"lowercase":false' "$tmpdir/hf-cased/tokenizer.json" || fail "the cased export's tokenizer.json lowercases"
     for d in hf hf-cased; do
-        "$PY" tests/hf_tokenizer_check.py "$tmpdir/$d" data/corpus/austen-persuasion.txt ||
+        "$PY" tests/python/hf_tokenizer_check.py "$tmpdir/$d" data/corpus/austen-persuasion.txt ||
             fail "tokenizer.json of $d does not tokenize like vocab.txt"
     done
 else
@@ -171,8 +171,8 @@ fi
 
 [ -n "$TPY" ] || skip_part "loading the export in transformers (no python imports transformers and torch; scripts/deps.sh test makes venv/)"
 [ -n "$TPY" ] || finish "export/import round trip"
-"$top_builddir/tests/hf_logits" "$x" "$tmpdir/logits.safetensors" || fail "hf_logits failed"
-"$TPY" tests/hf_check.py "$tmpdir/hf" "$tmpdir/logits.safetensors" || fail "transformers does not match bertrain"
+"$top_builddir/tests/c/hf_logits" "$x" "$tmpdir/logits.safetensors" || fail "hf_logits failed"
+"$TPY" tests/python/hf_check.py "$tmpdir/hf" "$tmpdir/logits.safetensors" || fail "transformers does not match bertrain"
 # transformers' own save_pretrained (tied tensors stored once, no bertrain metadata)
 "$TPY" -c 'import sys, warnings; warnings.simplefilter("ignore")
 from transformers import BertForPreTraining
@@ -185,8 +185,8 @@ cmp "$x/model.safetensors" "$tmpdir/imp-saved/model.safetensors" || fail "import
 echo "ok   transformers save_pretrained(from_pretrained(export(x))) imports (--no-nsp) as x (cmp); stored: $($ST names "$tmpdir/saved/model.safetensors" | grep -c .) tensors"
 
 # with the NSP head (sentence pairs; trained above)
-"$top_builddir/tests/hf_logits" "$tmpdir/nsp/ckpt-00000005" "$tmpdir/logits-nsp.safetensors" || fail "hf_logits (NSP)"
-"$TPY" tests/hf_check.py "$tmpdir/hf-nsp" "$tmpdir/logits-nsp.safetensors" || fail "transformers does not match bertrain (NSP)"
+"$top_builddir/tests/c/hf_logits" "$tmpdir/nsp/ckpt-00000005" "$tmpdir/logits-nsp.safetensors" || fail "hf_logits (NSP)"
+"$TPY" tests/python/hf_check.py "$tmpdir/hf-nsp" "$tmpdir/logits-nsp.safetensors" || fail "transformers does not match bertrain (NSP)"
 "$BERTRAIN" import "$tmpdir/hf-nsp" "$tmpdir/imp-nsp" > /dev/null || fail "NSP import failed"
 cmp "$tmpdir/nsp/ckpt-00000005/model.safetensors" "$tmpdir/imp-nsp/model.safetensors" || fail "NSP: import(export(x)) != x"
 echo "ok   with the NSP head: transformers matches, import(export(x)) == x"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# LayerDrop end to end (the engine's part is tests/test_layerdrop):
+# LayerDrop end to end (the engine's part is tests/c/test_layerdrop):
 #  - a 4-layer model with model.layerdrop 0.5, 12 steps straight equal 6
 #    steps, a stop and 6 resumed steps: model.safetensors, optim.bin and
 #    state.json's per-layer update counts identical (the drops are a function of
@@ -9,13 +9,13 @@
 #    relative L2): the dropped layers' missing buckets do not shift the others;
 #  - `export --keep-layers 0,2` writes a 2-layer model whose logits equal
 #    evaluating the checkpoint with layers 1 and 3 skipped: bit for bit after
-#    import (cmp of tests/hf_logits' outputs), and within 1e-4 in transformers;
+#    import (cmp of tests/c/hf_logits' outputs), and within 1e-4 in transformers;
 #    a bad --keep-layers is one line and writes nothing.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 export OMP_NUM_THREADS=1
-CMP="$top_builddir/tests/st_compare"
-LOGITS="$top_builddir/tests/hf_logits"
+CMP="$top_builddir/tests/c/st_compare"
+LOGITS="$top_builddir/tests/c/hf_logits"
 common="--set model.num_hidden_layers=4 --set model.layerdrop=0.5 --set data.seq_len=32
         --set data.valid=\"\" --set steps_per_print=1 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
         --set model.hidden_dropout_prob=0.1"
@@ -23,7 +23,7 @@ train() { # NAME ARGS...
     name=$1
     shift
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/$name\"" "$@" \
+    "$BERTRAIN" train tests/fixtures/base.json $common --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1 || { cat "$tmpdir/$name.log"; fail "$name: training failed"; }
 }
 layer_steps() { tr -d ' \t\n' < "$1/state.json" | grep -o '"layer_steps":\[[0-9,]*\]'; }
@@ -46,7 +46,7 @@ if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
     # shellcheck disable=SC2086
     BERTRAIN_TEST_LOG_LAYERDROP=1 mpiexec --oversubscribe --bind-to none -n 2 "$BERTRAIN" train \
-        tests/base.json $common --set train_steps=12 --set 'distributed.shares=[3,5]' \
+        tests/fixtures/base.json $common --set train_steps=12 --set 'distributed.shares=[3,5]' \
         --set output_dir="\"$tmpdir/mpi\"" > "$tmpdir/mpi.log" 2>&1 ||
         { cat "$tmpdir/mpi.log"; fail "2 ranks with LayerDrop failed"; }
     for r in 0 1; do
@@ -86,7 +86,7 @@ echo "ok   bad --keep-layers (0,4  2,0  0,,1  x): $(cat "$tmpdir/bad.err")"
 
 find_transformers_python
 if [ -n "$TPY" ]; then
-    "$TPY" tests/hf_check.py "$tmpdir/hf" "$tmpdir/skip.safetensors" ||
+    "$TPY" tests/python/hf_check.py "$tmpdir/hf" "$tmpdir/skip.safetensors" ||
         fail "transformers on the pruned export does not match evaluation with layers skipped"
 else
     skip_part "the pruned export in transformers (no python imports transformers and torch; scripts/deps.sh test makes venv/)"

@@ -4,7 +4,7 @@
 # object per logged step with the documented keys.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
-"$BERTRAIN" train tests/base.json \
+"$BERTRAIN" train tests/fixtures/base.json \
     --set data.limit_samples=32 --set data.seq_len=64 --set train_steps=100 \
     --set steps_per_print=10 --set optimizer.params.lr=5e-3 \
     --set scheduler.params.warmup_num_steps=10 --set scheduler.params.total_num_steps=100 \

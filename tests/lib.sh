@@ -88,13 +88,13 @@ resume_exact() {
     a="$tmpdir/$name-straight" b="$tmpdir/$name-resumed"
     last=$(printf 'ckpt-%08d' "$n") mid=$(printf 'ckpt-%08d' "$half")
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $RESUME_SMALL --set device="\"$dev\"" --set train_steps=$n \
+    "$BERTRAIN" train tests/fixtures/base.json $RESUME_SMALL --set device="\"$dev\"" --set train_steps=$n \
         --set output_dir="\"$a\"" > "$a.log" 2>&1 || { cat "$a.log"; fail "$name: straight run"; }
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $RESUME_SMALL --set device="\"$dev\"" --set train_steps=$half \
+    "$BERTRAIN" train tests/fixtures/base.json $RESUME_SMALL --set device="\"$dev\"" --set train_steps=$half \
         --set output_dir="\"$b\"" > "$b.1.log" 2>&1 || { cat "$b.1.log"; fail "$name: first half"; }
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $RESUME_SMALL --set device="\"$dev\"" --set train_steps=$n \
+    "$BERTRAIN" train tests/fixtures/base.json $RESUME_SMALL --set device="\"$dev\"" --set train_steps=$n \
         --set output_dir="\"$b\"" --resume auto > "$b.2.log" 2>&1 ||
         { cat "$b.2.log"; fail "$name: resumed half"; }
     grep -q "^resume: from $b/$mid (step $half, sample $((half * 8))" "$b.2.log" ||

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Mixed precision (fp16.enabled, bf16.enabled): activations and gradients are
 # stored with 16-bit precision, master weights and moments stay fp32. The
-# scaler's rules are unit-tested by tests/test_loss_scale; here, end to end:
+# scaler's rules are unit-tested by tests/c/test_loss_scale; here, end to end:
 #  - fp16 starting at loss scale 2^32: the scaled gradients really overflow
 #    fp16's range, every such step is skipped and logged, the scale halves
 #    (after the hysteresis) until it fits, then training goes on;
@@ -25,7 +25,7 @@ train() { # NAME EXPECTED_EXIT ARGS...
     shift 2
     rc=0
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/$name\"" "$@" \
+    "$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1 || rc=$?
     [ "$rc" -eq "$want" ] || { tail -20 "$tmpdir/$name.log"; fail "$name: exit $rc, expected $want"; }
 }

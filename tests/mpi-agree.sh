@@ -5,7 +5,7 @@
 #   bertrain line naming the first differing key, both values and the rank;
 #   per-rank keys (device, cpu_threads) may differ;
 # - a collective whose size differs between ranks stops the job (exit 2)
-#   before a byte moves (tests/test_dist, a direct call of the dist layer);
+#   before a byte moves (tests/c/test_dist, a direct call of the dist layer);
 # - a rank that stops responding (SIGSTOP) makes the others abort the job
 #   after distributed.timeout_s, naming it, exit 4, while the waiting ranks
 #   sleep instead of spinning (under 10% of a core).
@@ -19,8 +19,8 @@ common="--set steps_per_print=1 --set data.seq_len=32 --set data.valid=\"\" --se
 differ() {
     name=$1 extra=$2 want=$3
     # shellcheck disable=SC2086
-    $MPI -n 1 "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/$name\"" : \
-        -n 1 "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/$name\"" $extra \
+    $MPI -n 1 "$BERTRAIN" train tests/fixtures/base.json $common --set output_dir="\"$tmpdir/$name\"" : \
+        -n 1 "$BERTRAIN" train tests/fixtures/base.json $common --set output_dir="\"$tmpdir/$name\"" $extra \
         > "$tmpdir/$name.log" 2>&1
     rc=$?
     [ "$rc" -eq 2 ] || { cat "$tmpdir/$name.log"; fail "$name: exit $rc, not 2"; }
@@ -41,14 +41,14 @@ differ path "--set data.train=\"$tmpdir/copy.shard\"" "data.train is \"data/demo
 
 # per-rank keys may differ
 # shellcheck disable=SC2086
-$MPI -n 1 "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/own\"" --set cpu_threads=1 : \
-    -n 1 "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/own\"" --set cpu_threads=2 \
+$MPI -n 1 "$BERTRAIN" train tests/fixtures/base.json $common --set output_dir="\"$tmpdir/own\"" --set cpu_threads=1 : \
+    -n 1 "$BERTRAIN" train tests/fixtures/base.json $common --set output_dir="\"$tmpdir/own\"" --set cpu_threads=2 \
     --set device='"cpu"' > "$tmpdir/own.log" 2>&1 || { cat "$tmpdir/own.log"; fail "per-rank cpu_threads and device were refused"; }
 grep -q "^step      2" "$tmpdir/own.log" || { cat "$tmpdir/own.log"; fail "the per-rank run did not train"; }
 echo "ok   device and cpu_threads may differ between ranks"
 
 # a collective of different sizes: stopped before it runs
-$MPI -n 2 "$top_builddir/tests/test_dist" sizes > "$tmpdir/sizes.log" 2>&1
+$MPI -n 2 "$top_builddir/tests/c/test_dist" sizes > "$tmpdir/sizes.log" 2>&1
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "the gradient all-reduce: this rank has 10[01] elements, other ranks between 100 and 101: the ranks run different models or configs" \
     "$tmpdir/sizes.log" && ! grep -q "reduced" "$tmpdir/sizes.log" ||
@@ -58,7 +58,7 @@ echo "ok   an all-reduce of 100 floats on rank 0 and 101 on rank 1 stops the job
 # a stopped rank: the others back off, then abort naming it (Open MPI's own
 # yielding is off, so that a rank that spins shows as CPU time even on a busy machine)
 # shellcheck disable=SC2086
-OMPI_MCA_mpi_yield_when_idle=0 $MPI -n 3 "$BERTRAIN" train tests/base.json $common --set train_steps=100000 --set train_batch_size=24 \
+OMPI_MCA_mpi_yield_when_idle=0 $MPI -n 3 "$BERTRAIN" train tests/fixtures/base.json $common --set train_steps=100000 --set train_batch_size=24 \
     --set distributed.timeout_s=6 --set output_dir="\"$tmpdir/stop\"" > "$tmpdir/stop.log" 2>&1 &
 job=$!
 i=0

@@ -18,15 +18,15 @@ common="--set train_steps=5 --set steps_per_print=1 --set data.seq_len=32 --set 
         --set train_batch_size=16 --set model.hidden_dropout_prob=0.1"
 
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $common --set train_micro_batch_size_per_gpu=16 \
+"$BERTRAIN" train tests/fixtures/base.json $common --set train_micro_batch_size_per_gpu=16 \
     --set output_dir="\"$tmpdir/one\"" > "$tmpdir/one.log" 2>&1 || fail "one CPU rank failed"
 # shellcheck disable=SC2086
-$MPI -n 2 "$BERTRAIN" train tests/base.json $common --set train_micro_batch_size_per_gpu=8 \
+$MPI -n 2 "$BERTRAIN" train tests/fixtures/base.json $common --set train_micro_batch_size_per_gpu=8 \
     --set "devices=[\"cpu\", \"$spec\"]" --set output_dir="\"$tmpdir/mixed\"" \
     > "$tmpdir/mixed.log" 2>&1 || { cat "$tmpdir/mixed.log"; fail "mixed run failed"; }
 grep "^ *[01] | " "$tmpdir/mixed.log"
 grep -q "^ *1 | .* | opencl | " "$tmpdir/mixed.log" || fail "rank 1 did not run on OpenCL"
-"$top_builddir/tests/st_compare" "$tmpdir/one/ckpt-00000005/model.safetensors" \
+"$top_builddir/tests/c/st_compare" "$tmpdir/one/ckpt-00000005/model.safetensors" \
     "$tmpdir/mixed/ckpt-00000005/model.safetensors" 1e-4 || fail "CPU+OpenCL differs from one CPU rank"
 
 # auto shares vs the equal split, same devices, side by side
@@ -34,7 +34,7 @@ for plan in equal auto; do
     extra=""
     [ $plan = auto ] && extra="--set distributed.shares=auto"
     # shellcheck disable=SC2086
-    $MPI -n 2 "$BERTRAIN" train tests/base.json $common --set train_steps=6 \
+    $MPI -n 2 "$BERTRAIN" train tests/fixtures/base.json $common --set train_steps=6 \
         --set train_micro_batch_size_per_gpu=8 --set "devices=[\"cpu\", \"$spec\"]" $extra \
         --set output_dir="\"$tmpdir/$plan\"" > "$tmpdir/$plan.log" 2>&1 ||
         { cat "$tmpdir/$plan.log"; fail "$plan run failed"; }

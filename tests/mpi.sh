@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 mpi_setup
-CMP="$top_builddir/tests/st_compare"
+CMP="$top_builddir/tests/c/st_compare"
 common="--set train_steps=5 --set steps_per_print=1 --set data.seq_len=32 --set data.valid=\"\"
         --set train_batch_size=16 --set model.hidden_dropout_prob=0.1"
 
@@ -17,7 +17,7 @@ run() { # NAME NRANKS ARGS...: train, keep the log, check every rank reported
     name=$1 n=$2
     shift 2
     # shellcheck disable=SC2086
-    $MPI -n "$n" "$BERTRAIN" train tests/base.json $common --set output_dir="\"$tmpdir/$name\"" \
+    $MPI -n "$n" "$BERTRAIN" train tests/fixtures/base.json $common --set output_dir="\"$tmpdir/$name\"" \
         "$@" > "$tmpdir/$name.log" 2>&1 || { cat "$tmpdir/$name.log"; fail "$name: exit $?"; }
     for r in $(seq 0 $((n - 1))); do
         grep -q "^ *$r | " "$tmpdir/$name.log" || { cat "$tmpdir/$name.log"; fail "$name: rank $r did not run"; }
@@ -27,7 +27,7 @@ run() { # NAME NRANKS ARGS...: train, keep the log, check every rank reported
 
 # reference: one rank, the whole batch
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $common --set train_micro_batch_size_per_gpu=16 \
+"$BERTRAIN" train tests/fixtures/base.json $common --set train_micro_batch_size_per_gpu=16 \
     --set output_dir="\"$tmpdir/one\"" > "$tmpdir/one.log" 2>&1 || fail "one rank failed"
 ref="$tmpdir/one/ckpt-00000005/model.safetensors"
 
@@ -41,7 +41,7 @@ echo "per-step losses, 1 rank vs 3 ranks:"; paste -d'\n' "$tmpdir/l1" "$tmpdir/l
 
 # a rank that fails stops the job, naming it
 # shellcheck disable=SC2086
-if timeout 60 $MPI -n 2 "$BERTRAIN" train tests/base.json $common \
+if timeout 60 $MPI -n 2 "$BERTRAIN" train tests/fixtures/base.json $common \
     --set 'devices=["cpu", "nosuchdevice"]' --set train_micro_batch_size_per_gpu=8 --set output_dir="\"$tmpdir/bad\"" > "$tmpdir/bad.log" 2>&1; then
     fail "a bad device on rank 1 did not fail the job"
 fi
@@ -51,7 +51,7 @@ echo "ok   bad device on rank 1: $(grep -m1 'rank 1' "$tmpdir/bad.log")"
 # a killed rank ends the job within 30 s
 start=$(date +%s)
 # shellcheck disable=SC2086
-if BERTRAIN_TEST_DIE=1,2 timeout 60 $MPI -n 2 "$BERTRAIN" train tests/base.json $common \
+if BERTRAIN_TEST_DIE=1,2 timeout 60 $MPI -n 2 "$BERTRAIN" train tests/fixtures/base.json $common \
     --set train_steps=1000 --set train_micro_batch_size_per_gpu=8 --set output_dir="\"$tmpdir/kill\"" > "$tmpdir/kill.log" 2>&1; then
     fail "a killed rank did not fail the job"
 fi

@@ -20,7 +20,7 @@ tree_sum() { (cd "$1" && find . -type f ! -name .bertrain.lock -exec md5sum {} +
 
 
 # shellcheck disable=SC2086
-train() { "$BERTRAIN" train tests/base.json $small "$@"; }
+train() { "$BERTRAIN" train tests/fixtures/base.json $small "$@"; }
 
 # run A: checkpoints at steps 4 and 8
 train --set train_steps=8 --set checkpoint.interval=4 --set checkpoint.keep=5 --set seed=7 \
@@ -76,7 +76,7 @@ echo "ok   keep-last-K deletes only its own lineage; another run's checkpoint is
 
 # 3. one run per output directory; a killed run's lock frees itself
 # shellcheck disable=SC2086
-BERTRAIN_TEST_CKPT="begin,2,pause:30" "$BERTRAIN" train tests/base.json $small --set train_steps=3 \
+BERTRAIN_TEST_CKPT="begin,2,pause:30" "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=3 \
     --set checkpoint.interval=2 --set output_dir="\"$tmpdir/C\"" > "$tmpdir/C.log" 2>&1 &
 first=$!
 i=0

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The conformance suite catches a broken OpenCL kernel. tests/conformance_clfault
+# The conformance suite catches a broken OpenCL kernel. tests/c/conformance_clfault
 # is the suite linked with a test-only build of the OpenCL host code that
 # compiles BERTRAIN_CL_FAULT=NAME into the kernels as -DBT_FAULT_NAME:
 #   bias_add_off_by_one  bias_add adds the bias of the next column
@@ -10,7 +10,7 @@
 spec=${BERTRAIN_TEST_OPENCL_DEVICE:-opencl:0:0}
 : "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
 export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT
-suite="$top_builddir/tests/conformance_clfault"
+suite="$top_builddir/tests/c/conformance_clfault"
 [ -x "$suite" ] || skip "bertrain was built without OpenCL (configure --with-opencl)"
 
 rc=0

@@ -17,7 +17,7 @@ small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_si
     { cat "$tmpdir/vocab.log"; fail "vocab into a new nested directory"; }
 [ "$(wc -l < "$tmpdir/new/b/vocab.txt")" -eq 300 ] || fail "vocab wrote no 300-token vocab.txt"
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/new/c/run\"" > "$tmpdir/train.log" 2>&1 ||
+"$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/new/c/run\"" > "$tmpdir/train.log" 2>&1 ||
     { cat "$tmpdir/train.log"; fail "train into a new nested output_dir"; }
 [ -f "$tmpdir/new/c/run/ckpt-00000001/state.json" ] || fail "train wrote no checkpoint under new/c/run"
 "$BERTRAIN" export "$tmpdir/new/c/run" "$tmpdir/new/d/hf" > "$tmpdir/export.log" 2>&1 ||
@@ -54,7 +54,7 @@ expect_refusal "vocab --out DIR" "is a directory" \
     "$BERTRAIN" vocab --size 300 --out "$tmpdir/new" $text
 # shellcheck disable=SC2086
 expect_refusal "train output_dir FILE" "output_dir .*file: exists and is not a directory" \
-    "$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/file\""
+    "$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/file\""
 expect_refusal "export to FILE" "file: exists and is not a directory" \
     "$BERTRAIN" export "$tmpdir/new/c/run" "$tmpdir/file"
 expect_refusal "import to FILE" "file: exists and is not a directory" \

@@ -9,7 +9,7 @@ cd "$top_srcdir" || fail "no source dir"
 : "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
 export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT
 train() { # DEVICE NAME
-    "$BERTRAIN" train tests/base.json --set model.norm=pre --set train_steps=5 \
+    "$BERTRAIN" train tests/fixtures/base.json --set model.norm=pre --set train_steps=5 \
         --set steps_per_print=1 --set data.valid='""' --set device="\"$1\"" \
         --set output_dir="\"$tmpdir/$2\"" > "$tmpdir/$2.log" 2>&1 ||
         { cat "$tmpdir/$2.log"; fail "Pre-LN training on $1 failed"; }
@@ -30,7 +30,7 @@ if "$BERTRAIN" version | grep -q "opencl" &&
     "$BERTRAIN" bench --preset tiny --seq 16 --batch 1 --steps 1 --warmup 0 --backend "$spec" \
         > "$tmpdir/probe" 2>&1; then
     train "$spec" opencl
-    "$top_builddir/tests/st_compare" "$tmpdir/cpu/ckpt-00000005/model.safetensors" \
+    "$top_builddir/tests/c/st_compare" "$tmpdir/cpu/ckpt-00000005/model.safetensors" \
         "$tmpdir/opencl/ckpt-00000005/model.safetensors" 1e-4 ||
         fail "Pre-LN on $spec differs from the CPU backend"
     echo "ok   5 Pre-LN steps on $spec match the CPU backend"

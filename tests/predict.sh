@@ -18,7 +18,7 @@ Mr. Darcy said nothing; Élinor smiled at her[MASK].
 [MASK]
 TEXTS
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json --set data.seq_len=32 --set train_batch_size=16 \
+"$BERTRAIN" train tests/fixtures/base.json --set data.seq_len=32 --set train_batch_size=16 \
     --set train_micro_batch_size_per_gpu=16 --set data.valid='""' --set steps_per_print=20 \
     --set train_steps=40 --set optimizer.params.lr=3e-3 --set output_dir="\"$tmpdir/run\"" \
     > "$tmpdir/train.log" 2>&1 || { cat "$tmpdir/train.log"; fail "training failed"; }
@@ -59,17 +59,17 @@ if [ -z "$TPY" ]; then
     skip_part "the comparison with transformers' fill-mask pipeline (no python imports transformers and torch; scripts/deps.sh test makes venv/)"
     finish "predict runs; bad input refused"
 fi
-"$TPY" tests/predict_check.py compare "$tmpdir/hf" "$tmpdir/args.jsonl" 10 ||
+"$TPY" tests/python/predict_check.py compare "$tmpdir/hf" "$tmpdir/args.jsonl" 10 ||
     fail "bertrain predict differs from transformers' fill-mask pipeline on the export"
 echo "ok   a bertrain-trained model: predict = transformers fill-mask on its export"
 
-"$TPY" tests/predict_check.py make-model "$tmpdir/hfmade" data/demo/vocab.txt ||
+"$TPY" tests/python/predict_check.py make-model "$tmpdir/hfmade" data/demo/vocab.txt ||
     fail "transformers could not make a model"
 "$BERTRAIN" import "$tmpdir/hfmade" "$tmpdir/imported" > "$tmpdir/import.log" 2>&1 ||
     { cat "$tmpdir/import.log"; fail "import of a transformers-made BertForMaskedLM failed"; }
 "$BERTRAIN" predict "$tmpdir/imported" --json --top 10 < "$tmpdir/texts.txt" > "$tmpdir/imp.jsonl" ||
     fail "predict on the imported model failed"
-"$TPY" tests/predict_check.py compare "$tmpdir/hfmade" "$tmpdir/imp.jsonl" 10 ||
+"$TPY" tests/python/predict_check.py compare "$tmpdir/hfmade" "$tmpdir/imp.jsonl" 10 ||
     fail "bertrain predict on the import differs from transformers on the original"
 echo "ok   a transformers-made model, imported: predict = transformers fill-mask on the original"
 finish "bertrain predict agrees with transformers' fill-mask pipeline"

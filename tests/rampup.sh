@@ -30,7 +30,7 @@ run() { # NAME RANKS MICRO TYPE
     name=$1 n=$2 micro=$3 type=$4
     launch="" && [ "$n" -gt 1 ] && launch="$MPI -n $n"
     # shellcheck disable=SC2086
-    BERTRAIN_TEST_LOG_SAMPLES=1 $launch "$BERTRAIN" train tests/base.json $common \
+    BERTRAIN_TEST_LOG_SAMPLES=1 $launch "$BERTRAIN" train tests/fixtures/base.json $common \
         --set train_micro_batch_size_per_gpu="$micro" --set batch_rampup.type="\"$type\"" \
         --set output_dir="\"$tmpdir/$name\"" > "$tmpdir/$name.log" 2>&1 ||
         { cat "$tmpdir/$name.log"; fail "$name: training failed"; }
@@ -74,7 +74,7 @@ run one-stepwise 1 4 stepwise
 if [ -n "$MPI" ]; then
     run two-linear 2 2 linear
     run three-stepwise 3 2 stepwise
-    "$top_builddir/tests/st_compare" "$tmpdir/one-linear/ckpt-00000012/model.safetensors" \
+    "$top_builddir/tests/c/st_compare" "$tmpdir/one-linear/ckpt-00000012/model.safetensors" \
         "$tmpdir/two-linear/ckpt-00000012/model.safetensors" 1e-5 ||
         fail "2 ranks with the rampup differ from 1 rank"
     echo "ok   2 ranks = 1 rank under the rampup (1e-5)"
@@ -83,7 +83,7 @@ else
 fi
 
 rc=0
-"$BERTRAIN" train tests/base.json --set train_batch_size=24 --set train_micro_batch_size_per_gpu=4 \
+"$BERTRAIN" train tests/fixtures/base.json --set train_batch_size=24 --set train_micro_batch_size_per_gpu=4 \
     --set batch_rampup.start_batch_size=10 > /dev/null 2> "$tmpdir/bad.err" || rc=$?
 [ "$rc" -eq 2 ] && grep -q "batch_rampup.start_batch_size: 10 must be a multiple of" "$tmpdir/bad.err" ||
     { cat "$tmpdir/bad.err"; fail "a bad start_batch_size was not refused (exit $rc)"; }

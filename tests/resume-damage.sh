@@ -12,7 +12,7 @@ small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_si
        --set data.valid=\"\" --set steps_per_print=10 --set train_steps=30 --set checkpoint.interval=10"
 base="$tmpdir/base"
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set output_dir="\"$base\"" > "$tmpdir/base.log" 2>&1 ||
+"$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$base\"" > "$tmpdir/base.log" 2>&1 ||
     { cat "$tmpdir/base.log"; fail "base run failed"; }
 for s in 10 20 30; do [ -d "$base/ckpt-000000$s" ] || fail "no ckpt-000000$s"; done
 
@@ -28,7 +28,7 @@ damage() {
     cp -r "$base" "$d"
     (cd "$d" && eval "$how") || fail "$name: could not damage"
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $small --set output_dir="\"$d\"" --resume auto \
+    "$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$d\"" --resume auto \
         > "$d.log" 2> "$d.err" || { cat "$d.log" "$d.err"; fail "$name: resume failed"; }
     grep -qF "$want" "$d.err" || { cat "$d.err"; fail "$name: no report '$want'"; }
     if [ "$start" = fresh ]; then
@@ -64,7 +64,7 @@ damage all-damaged 'for c in ckpt-*; do rm "$c/model.safetensors"; done' \
 cp -r "$base" "$tmpdir/explicit"
 flip "$tmpdir/explicit/ckpt-00000020/model.safetensors" 500000
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/explicit\"" \
+"$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/explicit\"" \
     --resume "$tmpdir/explicit/ckpt-00000020" > "$tmpdir/explicit.log" 2> "$tmpdir/explicit.err"
 rc=$?
 [ "$rc" -eq 2 ] && [ "$(wc -l < "$tmpdir/explicit.err")" -eq 1 ] &&

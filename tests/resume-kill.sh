@@ -17,7 +17,7 @@ small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_si
 losses() { grep -o '"step": [0-9]*, "loss": [^,]*' "$1"; }
 
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/ref\"" > "$tmpdir/ref.log" 2>&1 ||
+"$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/ref\"" > "$tmpdir/ref.log" 2>&1 ||
     { cat "$tmpdir/ref.log"; fail "uninterrupted run failed"; }
 
 # 10 kill points: the 7 kinds in a seeded order, then 3 more drawn at random
@@ -38,7 +38,7 @@ for p in $plan; do
     start=$(ls "$out" 2>/dev/null | sed -n 's/^ckpt-0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -1)
     if [ "$kind" = step ]; then
         # shellcheck disable=SC2086
-        "$BERTRAIN" train tests/base.json $small --set output_dir="\"$out\"" --resume auto > "$log" 2>&1 &
+        "$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$out\"" --resume auto > "$log" 2>&1 &
         pid=$!
         n=0
         while ! grep -q '^step ' "$log" 2>/dev/null && kill -0 "$pid" 2>/dev/null && [ $n -lt 1200 ]; do
@@ -55,7 +55,7 @@ for p in $plan; do
         at=$(( ${start:-0} + nth ))
         [ "$at" -le 60 ] || at=60
         # shellcheck disable=SC2086
-        BERTRAIN_TEST_CKPT="$kind,$at,kill" "$BERTRAIN" train tests/base.json $small \
+        BERTRAIN_TEST_CKPT="$kind,$at,kill" "$BERTRAIN" train tests/fixtures/base.json $small \
             --set output_dir="\"$out\"" --resume auto > "$log" 2>&1
         rc=$?
         what="SIGKILL in the writer of checkpoint $at at '$kind'"
@@ -75,7 +75,7 @@ for p in $plan; do
     echo "ok   kill $i: $what: resumed from step $from, ran $done_steps step(s), exit $rc"
 done
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set output_dir="\"$out\"" --resume auto > "$tmpdir/final.log" 2>&1 ||
+"$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$out\"" --resume auto > "$tmpdir/final.log" 2>&1 ||
     { cat "$tmpdir/final.log"; fail "the final resume failed"; }
 grep -q "skipping damaged" "$tmpdir/final.log" && fail "final resume: found a damaged checkpoint"
 echo "ok   final run: $(grep -m1 '^resume: ' "$tmpdir/final.log")"

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 mpi_setup
-CMP="$top_builddir/tests/st_compare"
+CMP="$top_builddir/tests/c/st_compare"
 small="--set data.seq_len=32 --set train_batch_size=16 --set data.valid=\"\" --set steps_per_print=1"
 one="--set train_micro_batch_size_per_gpu=16"
 two="--set train_micro_batch_size_per_gpu=8"
@@ -18,7 +18,7 @@ train() { # NRANKS OUT STEPS ARGS...
     shift 3
     if [ "$n" -eq 1 ]; then launch=""; else launch="$MPI -n $n"; fi
     # shellcheck disable=SC2086
-    $launch "$BERTRAIN" train tests/base.json $small --set train_steps="$steps" \
+    $launch "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps="$steps" \
         --set output_dir="\"$tmpdir/$out\"" "$@" > "$tmpdir/$out.$steps.log" 2>&1 ||
         { cat "$tmpdir/$out.$steps.log"; fail "$out: $n rank(s) to step $steps failed"; }
 }
@@ -49,7 +49,7 @@ done
 
 # SIGTERM to one rank only: every rank stops after the same step, checkpoint, exit 0
 # shellcheck disable=SC2086
-$MPI -n 2 "$BERTRAIN" train tests/base.json $small $two --set train_steps=100000 \
+$MPI -n 2 "$BERTRAIN" train tests/fixtures/base.json $small $two --set train_steps=100000 \
     --set output_dir="\"$tmpdir/sig\"" > "$tmpdir/sig.log" 2>&1 &
 pid=$!
 n=0

@@ -14,7 +14,7 @@ start_run() { # NAME ARGS...: start a long run in the background; pid in $pid
     name=$1
     shift
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $small --set train_steps=100000 \
+    "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=100000 \
         --set output_dir="\"$tmpdir/$name\"" "$@" > "$tmpdir/$name.log" 2>&1 &
     pid=$!
 }
@@ -42,10 +42,10 @@ ck=$(printf '%s/term/ckpt-%08d' "$tmpdir" "$at")
 echo "ok   SIGTERM: exit 0: $(grep '^bertrain: SIGTERM' "$tmpdir/term.log" | sed "s|$tmpdir/||")"
 end=$((at + 5))
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set train_steps=$end --set output_dir="\"$tmpdir/term\"" \
+"$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=$end --set output_dir="\"$tmpdir/term\"" \
     --resume auto > "$tmpdir/term2.log" 2>&1 || { cat "$tmpdir/term2.log"; fail "resume after SIGTERM"; }
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set train_steps=$end --set output_dir="\"$tmpdir/straight\"" \
+"$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=$end --set output_dir="\"$tmpdir/straight\"" \
     > "$tmpdir/straight.log" 2>&1 || fail "straight run failed"
 f=$(printf 'ckpt-%08d' "$end")
 cmp "$tmpdir/straight/$f/model.safetensors" "$tmpdir/term/$f/model.safetensors" ||
@@ -81,7 +81,7 @@ echo "ok   two SIGINTs: exit 130: $(grep -m1 'second SIGINT' "$tmpdir/int.log")"
 
 # checkpoint.max_runtime
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set train_steps=100000 --set checkpoint.max_runtime=1.5 \
+"$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=100000 --set checkpoint.max_runtime=1.5 \
     --set output_dir="\"$tmpdir/rt\"" > "$tmpdir/rt.log" 2>&1 || { cat "$tmpdir/rt.log"; fail "max_runtime: exit $?"; }
 grep -q '^bertrain: checkpoint.max_runtime: stopped after step' "$tmpdir/rt.log" ||
     { cat "$tmpdir/rt.log"; fail "max_runtime: no stop line"; }
@@ -90,7 +90,7 @@ echo "ok   $(grep '^bertrain: checkpoint.max_runtime' "$tmpdir/rt.log" | sed "s|
 
 # background writing: checkpoint 2's writer pauses 3 s; steps 3.. run meanwhile
 # shellcheck disable=SC2086
-BERTRAIN_TEST_CKPT=begin,2,pause:3 "$BERTRAIN" train tests/base.json $small --set train_steps=6 \
+BERTRAIN_TEST_CKPT=begin,2,pause:3 "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=6 \
     --set checkpoint.interval=2 --set output_dir="\"$tmpdir/bg\"" > "$tmpdir/bg.log" 2>&1 ||
     { cat "$tmpdir/bg.log"; fail "paused writer: run failed"; }
 l3=$(grep -n '^step *3 |' "$tmpdir/bg.log" | cut -d: -f1)

@@ -20,7 +20,7 @@ for change in "model.hidden_size=64:model.hidden_size is 128 in the checkpoint a
               "model.num_hidden_layers=3:model.num_hidden_layers is 2 in the checkpoint and 3 in the config"; do
     set="${change%%:*}" want="${change#*:}"
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/base.json $small --set "$set" --set output_dir="\"$tmpdir/shape\"" \
+    "$BERTRAIN" train tests/fixtures/base.json $small --set "$set" --set output_dir="\"$tmpdir/shape\"" \
         --resume "$ck" > "$tmpdir/shape.out" 2> "$tmpdir/shape.err"
     rc=$?
     [ "$rc" -eq 2 ] && [ "$(wc -l < "$tmpdir/shape.err")" -eq 1 ] && grep -qF "$want" "$tmpdir/shape.err" ||
@@ -30,7 +30,7 @@ done
 
 # data.seq_len does not change a parameter's shape: allowed, and logged
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set data.seq_len=64 --set train_steps=22 \
+"$BERTRAIN" train tests/fixtures/base.json $small --set data.seq_len=64 --set train_steps=22 \
     --set output_dir="\"$tmpdir/seq\"" --resume "$ck" > "$tmpdir/seq.log" 2>&1 ||
     { cat "$tmpdir/seq.log"; fail "resume with a longer data.seq_len failed"; }
 grep -q "^resume: data.seq_len 32 -> 64$" "$tmpdir/seq.log" || fail "the data.seq_len change was not logged"
@@ -39,7 +39,7 @@ echo "ok   data.seq_len 32 -> 64 on resume is allowed and logged"
 
 # a checkpoint that already reached train_steps: nothing to train
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set train_steps=40 \
+"$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=40 \
     --set output_dir="\"$tmpdir/cpu-resumed\"" --resume auto > "$tmpdir/done.log" 2>&1 ||
     { cat "$tmpdir/done.log"; fail "resuming a finished run failed"; }
 grep -q "already reaches train_steps 40" "$tmpdir/done.log" || fail "a finished run was not recognized"
@@ -47,7 +47,7 @@ echo "ok   resuming a finished run trains nothing: $(grep -m1 'already reaches' 
 
 if ! "$BERTRAIN" version | grep -q "backends:[^)]*opencl"; then
     skip_part "the OpenCL resume (bertrain was built without the OpenCL backend)"
-elif ! "$BERTRAIN" train tests/base.json $small --set device='"opencl:0:0"' --set train_steps=1 \
+elif ! "$BERTRAIN" train tests/fixtures/base.json $small --set device='"opencl:0:0"' --set train_steps=1 \
         --set output_dir="\"$tmpdir/probe\"" > "$tmpdir/probe.log" 2>&1; then
     skip_part "the OpenCL resume (opencl:0:0 does not work here: $(grep -m1 'bertrain' "$tmpdir/probe.log"))"
 else

@@ -20,7 +20,7 @@ cd "$src" || fail "no copy"
 ( autoreconf -fi && ./configure --enable-sanitizers --without-mpi CFLAGS="-O1 -g" ) > "$tmpdir/configure.log" 2>&1 ||
     { tail -20 "$tmpdir/configure.log"; fail "configure --enable-sanitizers failed"; }
 grep -q "sanitizers: *yes" "$tmpdir/configure.log" || fail "configure did not enable the sanitizers"
-progs="bertrain tests/test_shards tests/test_loss_scale tests/test_layerdrop tests/test_stash16 tests/st_compare
+progs="bertrain tests/c/test_shards tests/c/test_loss_scale tests/c/test_layerdrop tests/c/test_stash16 tests/c/st_compare
        tests/fuzz/fuzz_config tests/fuzz/fuzz_shard tests/fuzz/fuzz_safetensors tests/fuzz/fuzz_state
        tests/fuzz/fuzz_vocab tests/fuzz/fuzz_tokenizer"
 # shellcheck disable=SC2086
@@ -31,7 +31,7 @@ export top_srcdir="$src" top_builddir="$src" OMP_NUM_THREADS=2
 
 reports() { grep -l "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$@" 2> /dev/null; }
 for t in test_shards test_loss_scale test_layerdrop test_stash16; do
-    "tests/$t" > "$tmpdir/$t.log" 2>&1 || { tail -30 "$tmpdir/$t.log"; fail "sanitized $t failed"; }
+    "tests/c/$t" > "$tmpdir/$t.log" 2>&1 || { tail -30 "$tmpdir/$t.log"; fail "sanitized $t failed"; }
 done
 echo "ok   C unit tests under ASan+UBSan"
 for t in bad-config data-cli clear-errors checkpoint-checks fuzz-replay; do
@@ -45,8 +45,8 @@ echo "ok   bad-config, data-cli, clear-errors, checkpoint-checks and the fuzz re
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set steps_per_print=5 --set eval.interval=10 --set checkpoint.interval=10"
 # shellcheck disable=SC2086
-{ ./bertrain train tests/base.json $small --set train_steps=10 --set output_dir="\"$tmpdir/run\"" &&
-  ./bertrain train tests/base.json $small --set train_steps=20 --set output_dir="\"$tmpdir/run\"" --resume auto &&
+{ ./bertrain train tests/fixtures/base.json $small --set train_steps=10 --set output_dir="\"$tmpdir/run\"" &&
+  ./bertrain train tests/fixtures/base.json $small --set train_steps=20 --set output_dir="\"$tmpdir/run\"" --resume auto &&
   ./bertrain export "$tmpdir/run" "$tmpdir/hf" && ./bertrain import "$tmpdir/hf" "$tmpdir/imp" &&
   ./bertrain predict "$tmpdir/imp" "the [MASK] of the house"; } > "$tmpdir/train.log" 2>&1 ||
     { tail -30 "$tmpdir/train.log"; fail "the sanitized training run failed"; }

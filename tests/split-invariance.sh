@@ -4,7 +4,7 @@
 cd "$top_srcdir" || fail "no source dir"
 # test_split's own exit status decides; its log is kept whole for a failure
 status=0
-"$top_builddir/tests/test_split" tests/base.json "$tmpdir/out" > "$tmpdir/log" 2>&1 || status=$?
+"$top_builddir/tests/c/test_split" tests/fixtures/base.json "$tmpdir/out" > "$tmpdir/log" 2>&1 || status=$?
 if [ "$status" -ne 0 ]; then
     cat "$tmpdir/log"
     fail "test_split exited with status $status"

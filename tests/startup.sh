@@ -14,7 +14,7 @@ vocab=data/demo/vocab.txt text=data/corpus/austen-persuasion.txt
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set data.valid=\"\" --set steps_per_print=1 --set train_steps=1"
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set output_dir="\"$tmpdir/run\"" > "$tmpdir/run.log" 2>&1 ||
+"$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/run\"" > "$tmpdir/run.log" 2>&1 ||
     { cat "$tmpdir/run.log"; fail "training failed"; }
 
 # run_all PREFIX...: every command that needs no ranks, under PREFIX (env settings)
@@ -30,7 +30,7 @@ run_all() {
 
 if "$BERTRAIN" version | grep -q "; mpi)"; then
     # shellcheck disable=SC2086
-    OMPI_MCA_pml=bertrain_no_such_component "$BERTRAIN" train tests/base.json $small \
+    OMPI_MCA_pml=bertrain_no_such_component "$BERTRAIN" train tests/fixtures/base.json $small \
         --set output_dir="\"$tmpdir/probe\"" > "$tmpdir/probe.log" 2>&1 &&
         { cat "$tmpdir/probe.log"; fail "train ran with a broken MPI: the probe cannot see MPI_Init"; }
     run_all env OMPI_MCA_pml=bertrain_no_such_component 2> "$tmpdir/mpi.err" ||

@@ -40,15 +40,15 @@ echo "ok   prep --lowercase: no warning ($(grep UNK "$tmpdir/prep2.out"))"
 # train: shards against the vocab, the validation shards, the checkpoint
 # shellcheck disable=SC2086
 expect2 "train on uncased vocab, cased shards" "data.train .*cased/train.shard was made without --lowercase, but the vocab .* is uncased" \
-    "$BERTRAIN" train tests/base.json $small --set data.train="\"$tmpdir/cased/train.shard\"" \
+    "$BERTRAIN" train tests/fixtures/base.json $small --set data.train="\"$tmpdir/cased/train.shard\"" \
     --set data.valid='""' --set output_dir="\"$tmpdir/r1\""
 # shellcheck disable=SC2086
 expect2 "train with valid shards made differently" "data.valid .*cased/valid.shard was made without --lowercase and data.train" \
-    "$BERTRAIN" train tests/base.json $small --set data.train="\"$tmpdir/lower/train.shard\"" \
+    "$BERTRAIN" train tests/fixtures/base.json $small --set data.train="\"$tmpdir/lower/train.shard\"" \
     --set data.valid="\"$tmpdir/cased/valid.shard\"" --set output_dir="\"$tmpdir/r2\""
 # a checkpoint imported from a Hugging Face model whose tokenizer does not lowercase
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set data.valid='""' --set output_dir="\"$tmpdir/run\"" \
+"$BERTRAIN" train tests/fixtures/base.json $small --set data.valid='""' --set output_dir="\"$tmpdir/run\"" \
     > "$tmpdir/run.log" 2>&1 || { cat "$tmpdir/run.log"; fail "training failed"; }
 "$BERTRAIN" export "$tmpdir/run" "$tmpdir/hf" > /dev/null || fail "export failed"
 sed 's/"do_lower_case":[[:space:]]*true/"do_lower_case": false/' "$tmpdir/hf/tokenizer_config.json" \
@@ -57,7 +57,7 @@ grep -q '"do_lower_case": false' "$tmpdir/hf/tokenizer_config.json" || fail "cou
 "$BERTRAIN" import "$tmpdir/hf" "$tmpdir/cased-ckpt" > /dev/null || fail "import failed"
 # shellcheck disable=SC2086
 expect2 "resume a cased checkpoint on lowercased shards" "the checkpoint .*cased-ckpt was trained on shards made without --lowercase" \
-    "$BERTRAIN" train tests/base.json $small --set data.train="\"$tmpdir/lower/train.shard\"" \
+    "$BERTRAIN" train tests/fixtures/base.json $small --set data.train="\"$tmpdir/lower/train.shard\"" \
     --set data.valid='""' --set output_dir="\"$tmpdir/r3\"" --resume "$tmpdir/cased-ckpt"
 
 # a vocab with a repeated token
@@ -66,12 +66,12 @@ expect2 "prep with a repeated vocab token" "dup-vocab.txt: line 101 repeats the 
     "$BERTRAIN" prep --vocab "$tmpdir/dup-vocab.txt" --lowercase --out "$tmpdir/dup" $text
 # shellcheck disable=SC2086
 expect2 "train with a repeated vocab token" "dup-vocab.txt: line 101 repeats" \
-    "$BERTRAIN" train tests/base.json $small --set data.vocab="\"$tmpdir/dup-vocab.txt\"" \
+    "$BERTRAIN" train tests/fixtures/base.json $small --set data.vocab="\"$tmpdir/dup-vocab.txt\"" \
     --set output_dir="\"$tmpdir/r4\""
 
 # honest start-up lines
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/base.json $small --set data.valid='""' --set model.hidden_size=64 \
+"$BERTRAIN" train tests/fixtures/base.json $small --set data.valid='""' --set model.hidden_size=64 \
     --set output_dir="\"$tmpdir/r5\"" > "$tmpdir/r5.log" 2>&1 || { cat "$tmpdir/r5.log"; fail "training failed"; }
 grep -q "^bertrain: model tiny modified (hidden_size 64 instead of 128): 2 layers, hidden 64" "$tmpdir/r5.log" ||
     { head -3 "$tmpdir/r5.log"; fail "a modified preset is not named as modified"; }

@@ -36,7 +36,7 @@ echo "ok   opencl:no-such-device-xyz: $(cat "$tmpdir/noname")"
 
 for dev in cpu "$spec"; do
     name=${dev%%:*}
-    "$BERTRAIN" train tests/base.json --set train_steps=20 --set steps_per_print=1 \
+    "$BERTRAIN" train tests/fixtures/base.json --set train_steps=20 --set steps_per_print=1 \
         --set data.seq_len=64 --set data.valid='""' --set device="\"$dev\"" \
         --set output_dir="\"$tmpdir/$name\"" > "$tmpdir/$name.log" 2>&1 ||
         { cat "$tmpdir/$name.log"; fail "training on $dev failed"; }
@@ -51,7 +51,7 @@ paste "$tmpdir/cpu.loss" "$tmpdir/opencl.loss" | awk '
       printf "step %2d  cpu %s  opencl %s  rel %.2e\n", NR, $1, $2, r }
     END { printf "max loss rel diff %.3e\n", m; exit !(m <= 1e-4) }' ||
     fail "per-step losses differ by more than 1e-4 relative"
-"$top_builddir/tests/st_compare" "$tmpdir/cpu/ckpt-00000020/model.safetensors" \
+"$top_builddir/tests/c/st_compare" "$tmpdir/cpu/ckpt-00000020/model.safetensors" \
     "$tmpdir/opencl/ckpt-00000020/model.safetensors" 1e-4 ||
     fail "final parameters differ by more than 1e-4 relative L2"
 echo "PASS: 20 steps on $spec match the CPU backend"

@@ -1,9 +1,9 @@
 #!/bin/sh
-# 20 training steps of tests/base.json on the CPU backend and on DEVICE,
+# 20 training steps of tests/fixtures/base.json on the CPU backend and on DEVICE,
 # side by side (tests/gpu-check.sh's check 2, and the emulated CUDA device's
 # in tests/cuda-emu.sh):
 #  - fp32: the per-step losses within 1e-4 relative and the final parameters
-#    within 1e-4 relative L2 (tests/st_compare);
+#    within 1e-4 relative L2 (tests/c/st_compare);
 #  - bf16 and fp16: per-step losses within 2e-2 relative (DEVICE multiplies
 #    16-bit operands on tensor cores where it has them; the CPU keeps fp32
 #    GEMMs over 16-bit-valued activations, so the runs drift apart a little).
@@ -28,7 +28,7 @@ record() { # CHECK RESULT DETAIL
 train() { # train DEVICE OUTDIR [--set KEY=VALUE ...]
     dev=$1 out=$2
     shift 2
-    (cd "$top_srcdir" && BERTRAIN_CUDA_TF32= "$BERTRAIN" train tests/base.json \
+    (cd "$top_srcdir" && BERTRAIN_CUDA_TF32= "$BERTRAIN" train tests/fixtures/base.json \
         --set train_steps=20 --set data.seq_len=64 --set steps_per_print=1 \
         --set data.valid='""' --set device="\"$dev\"" --set output_dir="\"$out\"" \
         "$@") > "$out.log" 2>&1
@@ -64,10 +64,10 @@ if train cpu "$tmp/cpu" "$@" && train "$DEV" "$tmp/dev" "$@"; then
     # 1: its exact gradient is zero (softmax ignores a constant added to a row),
     # so AdamW turns rounding noise of either sign into lr-sized steps, on any
     # two backends; those values stay tiny next to the weights.
-    st="$top_builddir/tests/st_compare"
-    [ -x "$st" ] || (cd "$top_builddir" && make tests/st_compare) > "$tmp/make.log" 2>&1
+    st="$top_builddir/tests/c/st_compare"
+    [ -x "$st" ] || (cd "$top_builddir" && make tests/c/st_compare) > "$tmp/make.log" 2>&1
     if [ ! -x "$st" ]; then
-        record "CPU vs $DEV: final parameters" FAIL "tests/st_compare missing (run make check)"
+        record "CPU vs $DEV: final parameters" FAIL "tests/c/st_compare missing (run make check)"
     elif out=$("$st" "$tmp/cpu/ckpt-00000020/model.safetensors" \
             "$tmp/dev/ckpt-00000020/model.safetensors" 1e-4 2>&1); then
         record "CPU vs $DEV: final parameters" PASS "$out"

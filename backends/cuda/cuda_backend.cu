@@ -8,41 +8,13 @@
 
 /* ================= errors ================= */
 
-/* "cudaFoo(a, b)" -> "cudaFoo" */
-static int call_name_len(const char *call) { return (int)strcspn(call, "( "); }
-
-void cu_fatal(const char *call, cudaError_t err, const char *file, int line) {
-    fprintf(stderr, "bertrain: cuda: %.*s failed: %s: %s at %s:%d\n", call_name_len(call), call,
-            cudaGetErrorName(err), cudaGetErrorString(err), file, line);
-    exit(1);
-}
-
-const char *cublas_status_name(cublasStatus_t st) {
-    switch (st) {
-#define S(x) case x: return #x;
-        S(CUBLAS_STATUS_SUCCESS) S(CUBLAS_STATUS_NOT_INITIALIZED) S(CUBLAS_STATUS_ALLOC_FAILED)
-        S(CUBLAS_STATUS_INVALID_VALUE) S(CUBLAS_STATUS_ARCH_MISMATCH)
-        S(CUBLAS_STATUS_MAPPING_ERROR) S(CUBLAS_STATUS_EXECUTION_FAILED)
-        S(CUBLAS_STATUS_INTERNAL_ERROR) S(CUBLAS_STATUS_NOT_SUPPORTED)
-        S(CUBLAS_STATUS_LICENSE_ERROR)
-#undef S
-    default: return "unknown cuBLAS status";
-    }
-}
-
-void cublas_fatal(const char *call, cublasStatus_t st, const char *file, int line) {
-    fprintf(stderr, "bertrain: cuda: %.*s failed: %s (%d) at %s:%d\n", call_name_len(call), call,
-            cublas_status_name(st), (int)st, file, line);
-    exit(1);
-}
-
 /* Creation-time checks fail the creation with a message instead of exiting. */
 #define CU_TRY(call)                                                                   \
     do {                                                                               \
         cudaError_t e_ = (call);                                                       \
         if (e_ != cudaSuccess) {                                                       \
             snprintf(err, errlen, "cuda: %.*s failed: %s: %s at %s:%d",                \
-                     call_name_len(#call), #call, cudaGetErrorName(e_),                \
+                     cu_call_name_len(#call), #call, cudaGetErrorName(e_),                \
                      cudaGetErrorString(e_), __FILE__, __LINE__);                      \
             (void)cudaGetLastError();                                                  \
             goto fail;                                                                 \
@@ -53,37 +25,13 @@ void cublas_fatal(const char *call, cublasStatus_t st, const char *file, int lin
         cublasStatus_t s_ = (call);                                                    \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                             \
             snprintf(err, errlen, "cuda: %.*s failed: %s (%d) at %s:%d",               \
-                     call_name_len(#call), #call, cublas_status_name(s_), (int)s_,     \
+                     cu_call_name_len(#call), #call, cublas_status_name(s_), (int)s_,     \
                      __FILE__, __LINE__);                                              \
             goto fail;                                                                 \
         }                                                                              \
     } while (0)
 
-/* ================= device and addresses ================= */
-
-/* Make device current unless it already is (asked of the runtime each time:
- * cudaGetDevice is a cheap host call, and a cache would go stale). */
-static cudaError_t use_device(int device) {
-    int current = -1;
-    cudaError_t e = cudaGetDevice(&current);
-    if (e != cudaSuccess || current == device) return e;
-    return cudaSetDevice(device);
-}
-
-cu_ctx *cu(bt_backend *be) {
-    cu_ctx *c = (cu_ctx *)be->ctx;
-    CU_CHECK(use_device(c->device));
-    return c;
-}
-
-void *cu_addr(bt_ptr p, size_t esz) {
-    if (p.off % esz) {
-        fprintf(stderr, "bertrain: cuda: offset %zu is not a multiple of the element size %zu\n",
-                p.off, esz);
-        exit(1);
-    }
-    return (char *)p.buf->ptr + p.off;
-}
+/* ================= devices ================= */
 
 /* The device count, or false with the reason in err; *no_device when the
  * reason is that there is no usable device (no driver, a stub driver, no GPU). */
@@ -127,17 +75,6 @@ void bt_cuda_list_devices(FILE *out) {
 }
 
 /* ================= memory ================= */
-
-void *cu_scratch(cu_ctx *c, size_t bytes) {
-    if (bytes > c->scratch_bytes) {
-        if (c->scratch) CU_CHECK(cudaFree(c->scratch));
-        c->scratch = NULL;
-        c->scratch_bytes = 0;
-        CU_CHECK(cudaMalloc(&c->scratch, bytes));
-        c->scratch_bytes = bytes;
-    }
-    return c->scratch;
-}
 
 static bt_buffer *cu_alloc(bt_backend *be, size_t bytes) {
     cu(be);
@@ -218,7 +155,7 @@ static void cu_info(bt_backend *be, bt_device_info *out) {
 static void cu_destroy(bt_backend *be) {
     cu_ctx *c = (cu_ctx *)be->ctx;
     if (c) {
-        if (use_device(c->device) == cudaSuccess) {
+        if (cu_use_device(c->device) == cudaSuccess) {
             if (c->stream) (void)cudaStreamSynchronize(c->stream);
             if (c->blas) (void)cublasDestroy(c->blas);
             for (int i = 0; i < 2; i++)
@@ -283,7 +220,7 @@ bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, c
     fill_table(be);
     c->device = ord;
     cudaDeviceProp prop;
-    CU_TRY(use_device(ord));
+    CU_TRY(cu_use_device(ord));
     CU_TRY(cudaGetDeviceProperties(&prop, ord));
     CU_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUBLAS_TRY(cublasCreate(&c->blas));

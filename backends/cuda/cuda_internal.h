@@ -1,7 +1,8 @@
 /* Internals shared by the CUDA backend's files: the context, error checks and
- * launch helpers. Host code lives in cuda_backend.cu (devices, memory),
- * cuda_ops.cu (kernel launches) and cuda_gemm.cu (cuBLAS); the kernels in
- * kernels_cu/. All of it is CUDA C++ compiled by nvcc; the entry points in
+ * launch helpers. Host code lives in cuda_context.cu (errors, the current
+ * device, addresses, scratch: used by the others, using none of them),
+ * cuda_backend.cu (devices, memory, the table), cuda_ops.cu (kernel
+ * launches) and cuda_gemm.cu (cuBLAS); the kernels in kernels_cu/. All of it is CUDA C++ compiled by nvcc; the entry points in
  * cuda_backend.h have C linkage. */
 #ifndef BT_CUDA_INTERNAL_H
 #define BT_CUDA_INTERNAL_H
@@ -48,6 +49,12 @@ typedef struct {
 
 /* The symbolic name of a cuBLAS status ("CUBLAS_STATUS_INVALID_VALUE"). */
 const char *cublas_status_name(cublasStatus_t st);
+
+/* "cudaFoo(a, b)" -> the length of "cudaFoo", for messages about a call. */
+int cu_call_name_len(const char *call);
+
+/* Make `device` current on this thread unless the runtime says it already is. */
+cudaError_t cu_use_device(int device);
 
 /* kernel<<<grid, block, 0, stream>>>(args...): every launch goes through this
  * one macro so that the emulated device (tests/cuda_emu), compiled by g++,

@@ -7,32 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The name of a CLBlast status (the OpenCL name where they coincide). */
-const char *ocl_clblast_status_name(int s) {
-    switch (s) {
-    case CLBlastNotImplemented: return "CLBlastNotImplemented";
-    case CLBlastInvalidMatrixA: return "CLBlastInvalidMatrixA";
-    case CLBlastInvalidMatrixB: return "CLBlastInvalidMatrixB";
-    case CLBlastInvalidMatrixC: return "CLBlastInvalidMatrixC";
-    case CLBlastInvalidDimension: return "CLBlastInvalidDimension";
-    case CLBlastInvalidLeadDimA: return "CLBlastInvalidLeadDimA";
-    case CLBlastInvalidLeadDimB: return "CLBlastInvalidLeadDimB";
-    case CLBlastInvalidLeadDimC: return "CLBlastInvalidLeadDimC";
-    case CLBlastInsufficientMemoryA: return "CLBlastInsufficientMemoryA";
-    case CLBlastInsufficientMemoryB: return "CLBlastInsufficientMemoryB";
-    case CLBlastInsufficientMemoryC: return "CLBlastInsufficientMemoryC";
-    case CLBlastInsufficientMemoryTemp: return "CLBlastInsufficientMemoryTemp";
-    case CLBlastInvalidBatchCount: return "CLBlastInvalidBatchCount";
-    case CLBlastInvalidOverrideKernel: return "CLBlastInvalidOverrideKernel";
-    case CLBlastMissingOverrideParameter: return "CLBlastMissingOverrideParameter";
-    case CLBlastInvalidLocalMemUsage: return "CLBlastInvalidLocalMemUsage";
-    case CLBlastDatabaseError: return "CLBlastDatabaseError";
-    case CLBlastUnknownError: return "CLBlastUnknownError";
-    case CLBlastUnexpectedError: return "CLBlastUnexpectedError";
-    default: return (int)s > -1000 ? ocl_error_name((cl_int)s) : "unknown CLBlast status";
-    }
-}
-
 #define CLBLAST_CHECK(call)                                                                \
     do {                                                                                   \
         CLBlastStatusCode s_ = (call);                                                     \

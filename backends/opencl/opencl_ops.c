@@ -14,15 +14,6 @@
 
 /* ================= launch helpers ================= */
 
-size_t ocl_elem_off(bt_ptr p, size_t esz) {
-    if (p.off % esz) {
-        fprintf(stderr, "bertrain: opencl: offset %zu is not a multiple of the element size %zu\n",
-                p.off, esz);
-        exit(1);
-    }
-    return p.off / esz;
-}
-
 /* Arguments of one launch, set in order. */
 typedef struct {
     cl_kernel k;

@@ -1,5 +1,5 @@
 /* Our WordPiece ids == Hugging Face tokenizers' ids for every case of a
- * fixture written by tests/tokenizer_cases.py (and the same count of invalid
+ * fixture written by tests/python/tokenizer_cases.py (and the same count of invalid
  * UTF-8 sequences). Usage: test_tokenizer [VOCAB [CASES]]; the defaults are
  * the committed fixtures under $top_srcdir (or .). Exit 0 when all match. */
 #include "data/vocab.h"

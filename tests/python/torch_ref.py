@@ -25,7 +25,7 @@ Self-checks run every time: central finite differences on ~20 parameter entries 
 (including word_embeddings row 0 and LayerNorm weights) and a cross-check of the encoder
 against torch.nn.TransformerEncoderLayer (Post-LN, exact gelu).
 
-Usage: /usr/bin/python3 tests/torch_ref.py [--out DIR]     (default DIR: tests/fixtures)
+Usage: /usr/bin/python3 tests/python/torch_ref.py [--out DIR]     (default DIR: tests/fixtures)
 """
 import argparse
 import json
@@ -438,7 +438,7 @@ def build(name, c, out_dir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for name, c in CONFIGS.items():

@@ -1,5 +1,5 @@
 /* Whole-model conformance against PyTorch: loads a fixture written by
- * tests/torch_ref.py (initial weights, a batch, float64 reference outputs),
+ * tests/python/torch_ref.py (initial weights, a batch, float64 reference outputs),
  * runs the same model on the CPU backend and requires
  *   loss within 1e-5 relative, MLM/NSP logits within 1e-5 relative L2,
  *   every parameter gradient within 1e-4 relative L2,

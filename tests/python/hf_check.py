@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Load a `bertrain export` directory with transformers' BertForPreTraining
-and compare its logits with bertrain's on the fixed batch that tests/hf_logits
+and compare its logits with bertrain's on the fixed batch that tests/c/hf_logits
 wrote. Exits 0 when from_pretrained reports no missing or unexpected keys and
 the MLM (and NSP) logits agree within 1e-4 relative (max |diff| / max |logit|).
 

@@ -1,0 +1,77 @@
+/* CUDA backend: what every other file of the backend uses and nothing of it
+ * is called from here: error reports, making the backend's device current,
+ * device addresses and the context's scratch buffer. The bottom of the
+ * backend's files. */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ================= errors ================= */
+
+/* "cudaFoo(a, b)" -> "cudaFoo" */
+int cu_call_name_len(const char *call) { return (int)strcspn(call, "( "); }
+
+void cu_fatal(const char *call, cudaError_t err, const char *file, int line) {
+    fprintf(stderr, "bertrain: cuda: %.*s failed: %s: %s at %s:%d\n", cu_call_name_len(call), call,
+            cudaGetErrorName(err), cudaGetErrorString(err), file, line);
+    exit(1);
+}
+
+const char *cublas_status_name(cublasStatus_t st) {
+    switch (st) {
+#define S(x) case x: return #x;
+        S(CUBLAS_STATUS_SUCCESS) S(CUBLAS_STATUS_NOT_INITIALIZED) S(CUBLAS_STATUS_ALLOC_FAILED)
+        S(CUBLAS_STATUS_INVALID_VALUE) S(CUBLAS_STATUS_ARCH_MISMATCH)
+        S(CUBLAS_STATUS_MAPPING_ERROR) S(CUBLAS_STATUS_EXECUTION_FAILED)
+        S(CUBLAS_STATUS_INTERNAL_ERROR) S(CUBLAS_STATUS_NOT_SUPPORTED)
+        S(CUBLAS_STATUS_LICENSE_ERROR)
+#undef S
+    default: return "unknown cuBLAS status";
+    }
+}
+
+void cublas_fatal(const char *call, cublasStatus_t st, const char *file, int line) {
+    fprintf(stderr, "bertrain: cuda: %.*s failed: %s (%d) at %s:%d\n", cu_call_name_len(call), call,
+            cublas_status_name(st), (int)st, file, line);
+    exit(1);
+}
+
+/* ================= device and addresses ================= */
+
+/* Make device current unless it already is (asked of the runtime each time:
+ * cudaGetDevice is a cheap host call, and a cache would go stale). */
+cudaError_t cu_use_device(int device) {
+    int current = -1;
+    cudaError_t e = cudaGetDevice(&current);
+    if (e != cudaSuccess || current == device) return e;
+    return cudaSetDevice(device);
+}
+
+cu_ctx *cu(bt_backend *be) {
+    cu_ctx *c = (cu_ctx *)be->ctx;
+    CU_CHECK(cu_use_device(c->device));
+    return c;
+}
+
+void *cu_addr(bt_ptr p, size_t esz) {
+    if (p.off % esz) {
+        fprintf(stderr, "bertrain: cuda: offset %zu is not a multiple of the element size %zu\n",
+                p.off, esz);
+        exit(1);
+    }
+    return (char *)p.buf->ptr + p.off;
+}
+
+/* ================= scratch ================= */
+
+void *cu_scratch(cu_ctx *c, size_t bytes) {
+    if (bytes > c->scratch_bytes) {
+        if (c->scratch) CU_CHECK(cudaFree(c->scratch));
+        c->scratch = NULL;
+        c->scratch_bytes = 0;
+        CU_CHECK(cudaMalloc(&c->scratch, bytes));
+        c->scratch_bytes = bytes;
+    }
+    return c->scratch;
+}
