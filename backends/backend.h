@@ -60,6 +60,17 @@ typedef struct {
     uint64_t stream;
 } bt_rng_key;
 
+/* What a backend has done since its creation, for the profiler and the
+ * tests of the host-sync budget. */
+typedef struct {
+    long launches;     /* kernels and BLAS calls enqueued (the CPU: op calls) */
+    long host_reads;   /* blocking device-to-host reads: downloads, reductions to the host */
+    long host_syncs;   /* waits for the device to finish (sync) */
+    long host_writes;  /* blocking host-to-device copies (upload) */
+    size_t mem_in_use; /* bytes allocated through alloc and not freed */
+    size_t mem_peak;   /* the most mem_in_use has been */
+} bt_counters;
+
 typedef struct bt_backend bt_backend;
 
 struct bt_backend {
@@ -190,6 +201,21 @@ struct bt_backend {
      * NaN stays NaN). Mixed precision's storage rounding in one pass, with no
      * 16-bit staging buffer. */
     void (*round16)(bt_backend *be, bt_ptr x, bt_dtype dtype, size_t n);
+
+    /* ---- profiling ---- */
+    /* The backend's counters (bt_counters) as they are now: counting only, no
+     * device work. */
+    void (*counters)(bt_backend *be, bt_counters *out);
+    /* A mark on the device's timeline after everything issued so far; returns
+     * its number, 0, 1, ... since the last marks_reset. Cheap with
+     * bt_backend_options.profile (device events); without it a mark waits for
+     * the device. */
+    int (*mark)(bt_backend *be);
+    /* Seconds of device time from mark a to mark b (a before b), waiting for
+     * the device to pass b. The CPU backend's marks read the wall clock. */
+    double (*mark_seconds)(bt_backend *be, int a, int b);
+    /* Forget every mark (their resources are kept for reuse). */
+    void (*marks_reset)(bt_backend *be);
 };
 
 /* Options given to a backend at its creation. Each backend takes what
@@ -199,6 +225,8 @@ typedef struct {
     int cpu_threads; /* the CPU backend's OpenMP threads; 0: its default */
     bool tf32;       /* GEMMs on TF32 tensor cores where the device has them
                         (config "tf32"); elsewhere exact fp32 */
+    bool profile;    /* device timestamps for mark (an OpenCL profiling queue);
+                        without it a mark waits for the device */
 } bt_backend_options;
 
 /* Names of every op slot in the table, in order, for start-up checks and the

@@ -122,7 +122,7 @@ bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, 
                 return NULL;
             }
         }
-        be = bt_opencl_backend_create(p, d, err, errlen, &nodev);
+        be = bt_opencl_backend_create(p, d, opts, err, errlen, &nodev);
         if (no_device) *no_device = nodev;
         return checked(be, err, errlen);
 #else
@@ -152,7 +152,7 @@ bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, 
         if (be) return checked(be, err, errlen);
 #endif
 #ifdef BT_HAVE_OPENCL
-        be = bt_opencl_backend_create(-1, -1, err, errlen, &nodev); /* -1: first GPU */
+        be = bt_opencl_backend_create(-1, -1, opts, err, errlen, &nodev); /* -1: first GPU */
         if (be) return checked(be, err, errlen);
 #endif
         return checked(bt_cpu_backend_create(opts->cpu_threads), err, errlen);

@@ -51,6 +51,11 @@ void test_cast(bt_backend *be);
 /* round16: in-place rounding to bf16/f16 against the float64 reference's rounding. */
 void test_round16(bt_backend *be);
 
+/* ---- ops_profiling.c ---- */
+/* Check counters (memory in use and peak, reads, waits, launches) and marks
+ * on the device timeline (numbering, elapsed time, reset). */
+void test_profiling(bt_backend *be);
+
 /* ---- conformance_perf.c ---- */
 /* --perf: time every math op at its largest shape (gemm at BERT-mini training
  * shapes) and print ms per call and GFLOP/s or GB/s. */

@@ -3,6 +3,7 @@
  * bit-identical for any thread count. It is the oracle for the other backends. */
 #include "cpu_internal.h"
 
+#include "../common/counting.h"
 #include "../common/half.h"
 #include "../common/staged_gemm.h"
 
@@ -21,12 +22,15 @@ void openblas_set_num_threads(int num_threads); /* OpenBLAS's; not in every cbla
 typedef struct {
     int threads;
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
+    bt_counters count; /* launches stay 0: the CPU has none (the profiler counts op calls) */
+    bt_wall_marks marks;
 } cpu_ctx;
 
 static void cpu_destroy(bt_backend *be) {
     cpu_ctx *ctx = be->ctx;
     bt_stage_release(be, &ctx->stage[0]);
     bt_stage_release(be, &ctx->stage[1]);
+    bt_wall_marks_free(&ctx->marks);
     free(be->ctx);
     free(be);
 }
@@ -45,10 +49,9 @@ static void cpu_info(bt_backend *be, bt_device_info *out) {
     out->has_fp64 = true;
 }
 
-static void cpu_sync(bt_backend *be) { (void)be; }
+static void cpu_sync(bt_backend *be) { ((cpu_ctx *)be->ctx)->count.host_syncs++; }
 
 static bt_buffer *cpu_alloc(bt_backend *be, size_t bytes) {
-    (void)be;
     bt_buffer *b = malloc(sizeof *b);
     if (!b) return NULL;
     b->bytes = bytes;
@@ -58,12 +61,13 @@ static bt_buffer *cpu_alloc(bt_backend *be, size_t bytes) {
         free(b);
         return NULL;
     }
+    bt_count_alloc(&((cpu_ctx *)be->ctx)->count, bytes);
     return b;
 }
 
 static void cpu_free(bt_backend *be, bt_buffer *buf) {
-    (void)be;
     if (!buf) return;
+    bt_count_free(&((cpu_ctx *)be->ctx)->count, buf->bytes);
     free(buf->data);
     free(buf);
 }
@@ -74,7 +78,7 @@ static void cpu_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes
 }
 
 static void cpu_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
-    (void)be;
+    ((cpu_ctx *)be->ctx)->count.host_reads++;
     memcpy(dst, (char *)src.buf->data + src.off, bytes);
 }
 
@@ -198,17 +202,17 @@ static double reduce_chunks(const float *x, size_t n, bool squares) {
 }
 
 static double cpu_sumsq(bt_backend *be, bt_ptr x, size_t n) {
-    (void)be;
+    ((cpu_ctx *)be->ctx)->count.host_reads++;
     return reduce_chunks(cpu_f32(x), n, true);
 }
 
 static double cpu_sum(bt_backend *be, bt_ptr x, size_t n) {
-    (void)be;
+    ((cpu_ctx *)be->ctx)->count.host_reads++;
     return reduce_chunks(cpu_f32(x), n, false);
 }
 
 static bool cpu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
-    (void)be;
+    ((cpu_ctx *)be->ctx)->count.host_reads++;
     const float *X = cpu_f32(x);
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
@@ -294,6 +298,19 @@ static void cpu_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
     }
 }
 
+/* ---- profiling: counters, and marks that read the wall clock (the CPU's
+ * ops return when their work is done) ---- */
+
+static void cpu_counters(bt_backend *be, bt_counters *out) { *out = ((cpu_ctx *)be->ctx)->count; }
+
+static int cpu_mark(bt_backend *be) { return bt_wall_mark(&((cpu_ctx *)be->ctx)->marks, "cpu"); }
+
+static double cpu_mark_seconds(bt_backend *be, int a, int b) {
+    return bt_wall_mark_seconds(&((cpu_ctx *)be->ctx)->marks, a, b);
+}
+
+static void cpu_marks_reset(bt_backend *be) { ((cpu_ctx *)be->ctx)->marks.n = 0; }
+
 /* gemm16 on the CPU: rounded copies of both operands, then the fp32 GEMM. */
 static void cpu_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n, int k,
                        float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
@@ -341,6 +358,10 @@ bt_backend *bt_cpu_backend_create(int threads) {
     be->lamb_update = cpu_lamb_update;
     be->cast = cpu_cast;
     be->round16 = cpu_round16;
+    be->counters = cpu_counters;
+    be->mark = cpu_mark;
+    be->mark_seconds = cpu_mark_seconds;
+    be->marks_reset = cpu_marks_reset;
     cpu_fill_nn_ops(be);
     return be;
 }

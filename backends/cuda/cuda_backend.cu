@@ -92,12 +92,13 @@ static bt_buffer *cu_alloc(bt_backend *be, size_t bytes) {
         free(b);
         return NULL;
     }
+    bt_count_alloc(&((cu_ctx *)be->ctx)->count, bytes);
     return b;
 }
 
 static void cu_free(bt_backend *be, bt_buffer *buf) {
     if (!buf) return;
-    cu(be);
+    bt_count_free(&cu(be)->count, buf->bytes);
     CU_CHECK(cudaFree(buf->ptr)); /* waits for the work that uses it */
     free(buf);
 }
@@ -107,6 +108,7 @@ static void cu_free(bt_backend *be, bt_buffer *buf) {
 static void cu_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
     if (!bytes) return;
     cu_ctx *c = cu(be);
+    c->count.host_writes++;
     CU_CHECK(cudaMemcpyAsync((char *)dst.buf->ptr + dst.off, src, bytes, cudaMemcpyHostToDevice,
                              c->stream));
     CU_CHECK(cudaStreamSynchronize(c->stream));
@@ -115,6 +117,7 @@ static void cu_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes)
 static void cu_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
     if (!bytes) return;
     cu_ctx *c = cu(be);
+    c->count.host_reads++;
     CU_CHECK(cudaMemcpyAsync(dst, (char *)src.buf->ptr + src.off, bytes, cudaMemcpyDeviceToHost,
                              c->stream));
     CU_CHECK(cudaStreamSynchronize(c->stream));
@@ -139,7 +142,44 @@ static void cu_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
 
 /* ================= device ================= */
 
-static void cu_sync(bt_backend *be) { CU_CHECK(cudaStreamSynchronize(cu(be)->stream)); }
+static void cu_sync(bt_backend *be) {
+    cu_ctx *c = cu(be);
+    c->count.host_syncs++;
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+/* ================= profiling ================= */
+
+static void cu_counters(bt_backend *be, bt_counters *out) { *out = ((cu_ctx *)be->ctx)->count; }
+
+/* An event recorded on the stream (events are made once and reused). */
+static int cu_mark(bt_backend *be) {
+    cu_ctx *c = cu(be);
+    if (c->n_marks == c->cap_marks) {
+        int cap = c->cap_marks ? 2 * c->cap_marks : 256;
+        cudaEvent_t *m = (cudaEvent_t *)realloc(c->marks, (size_t)cap * sizeof *m);
+        if (!m) {
+            fprintf(stderr, "bertrain: cuda: out of host memory for profiling marks\n");
+            exit(1);
+        }
+        for (int i = c->cap_marks; i < cap; i++) CU_CHECK(cudaEventCreate(&m[i]));
+        c->marks = m;
+        c->cap_marks = cap;
+    }
+    CU_CHECK(cudaEventRecord(c->marks[c->n_marks], c->stream));
+    return c->n_marks++;
+}
+
+static double cu_mark_seconds(bt_backend *be, int a, int b) {
+    cu_ctx *c = cu(be);
+    if (a < 0 || b < 0 || a >= c->n_marks || b >= c->n_marks) return 0.0;
+    float ms = 0.0f;
+    CU_CHECK(cudaEventSynchronize(c->marks[b]));
+    CU_CHECK(cudaEventElapsedTime(&ms, c->marks[a], c->marks[b]));
+    return ms * 1e-3;
+}
+
+static void cu_marks_reset(bt_backend *be) { ((cu_ctx *)be->ctx)->n_marks = 0; }
 
 static void cu_info(bt_backend *be, bt_device_info *out) {
     cu_ctx *c = cu(be);
@@ -168,6 +208,8 @@ static void cu_destroy(bt_backend *be) {
         }
         (void)cudaGetLastError();
         bt_partials_free(&c->partials);
+        for (int i = 0; i < c->cap_marks; i++) (void)cudaEventDestroy(c->marks[i]);
+        free(c->marks);
         free(c);
     }
     free(be);
@@ -186,6 +228,10 @@ static void fill_table(bt_backend *be) {
     be->copy = cu_copy;
     be->gemm = cu_gemm;
     be->gemm16 = cu_gemm16;
+    be->counters = cu_counters;
+    be->mark = cu_mark;
+    be->mark_seconds = cu_mark_seconds;
+    be->marks_reset = cu_marks_reset;
     cu_fill_ops(be);
 }
 

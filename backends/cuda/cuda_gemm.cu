@@ -28,6 +28,7 @@ void cu_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, fl
         CUBLAS_CHECK(cublasSgemmStridedBatched(x->blas, op_b, op_a, n, m, k, &alpha, B, ldb,
                                                (long long)stride_b, A, lda, (long long)stride_a,
                                                &beta, C, ldc, (long long)stride_c, batch));
+    x->count.launches++;
     CU_SYNC_IF_DEBUG(x);
 }
 
@@ -66,5 +67,6 @@ void cu_gemm16(bt_backend *be, bt_dtype dt, bool trans_a, bool trans_b, int m, i
         k, &alpha, B, t, ldb, (long long)stride_b, A, t, lda, (long long)stride_a, &beta,
         cu_f32(c), CUDA_R_32F, ldc, (long long)stride_c, batch, CUBLAS_COMPUTE_32F,
         CUBLAS_GEMM_DEFAULT));
+    x->count.launches++;
     CU_SYNC_IF_DEBUG(x);
 }

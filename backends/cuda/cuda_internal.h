@@ -13,6 +13,7 @@
 extern "C" {
 #include "../backend.h"
 }
+#include "../common/counting.h"
 #include "../common/partials.h"
 #include "../common/staged_gemm.h"
 #include "cuda_backend.h"
@@ -38,6 +39,9 @@ typedef struct {
     size_t scratch_bytes;
     bt_stage stage[2];       /* gemm16: A and B converted to 16 bits (or rounded), grown on demand */
     bool sync_each;          /* synchronise after every launch and cuBLAS call (debugging) */
+    bt_counters count;       /* what the profiler reads (launches: kernels and cuBLAS calls) */
+    cudaEvent_t *marks;      /* the profiler's marks since marks_reset (events, reused) */
+    int n_marks, cap_marks;
     bt_partials partials;    /* host copy of the reduction partials */
     bt_device_info info;     /* static part; free_mem is queried by info() */
 } cu_ctx;

@@ -42,6 +42,7 @@ static void check_launch(const char *kernel, const char *file, int line) {
         const size_t items_ = (items);                                                \
         if (items_) {                                                                 \
             BT_KERNEL_LAUNCH(kernel, grid_of(items_), BT_WG, (c)->stream, __VA_ARGS__); \
+            (c)->count.launches++;                                                    \
             check_launch(#kernel, __FILE__, __LINE__);                                \
             CU_SYNC_IF_DEBUG(c);                                                      \
         }                                                                             \
@@ -207,8 +208,10 @@ static double reduce(bt_backend *be, partial_kernel kernel, const char *name, bt
     float *host = bt_partials_reserve(&c->partials, chunks, "cuda");
     float *part = (float *)cu_scratch(c, chunks * sizeof(float));
     BT_KERNEL_LAUNCH(kernel, grid_of(chunks * BT_WG), BT_WG, c->stream, part, cu_f32(x), n);
+    c->count.launches++;
     check_launch(name, __FILE__, __LINE__);
     CU_SYNC_IF_DEBUG(c);
+    c->count.host_reads++;
     CU_CHECK(cudaMemcpyAsync(host, part, chunks * sizeof(float), cudaMemcpyDeviceToHost,
                              c->stream));
     CU_CHECK(cudaStreamSynchronize(c->stream));
@@ -230,6 +233,7 @@ static bool cu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
     CU_CHECK(cudaMemsetAsync(f, 0, sizeof flag, c->stream));
     CU_SYNC_IF_DEBUG(c);
     LAUNCH(c, all_finite, n, f, cu_f32(x), n);
+    c->count.host_reads++;
     CU_CHECK(cudaMemcpyAsync(&flag, f, sizeof flag, cudaMemcpyDeviceToHost, c->stream));
     CU_CHECK(cudaStreamSynchronize(c->stream));
     return flag == 0;

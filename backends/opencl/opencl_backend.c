@@ -355,24 +355,27 @@ static bt_buffer *ocl_alloc(bt_backend *be, size_t bytes) {
         free(b);
         return NULL;
     }
+    bt_count_alloc(&c->count, bytes);
     return b;
 }
 
 static void ocl_free(bt_backend *be, bt_buffer *buf) {
-    (void)be;
     if (!buf) return;
+    bt_count_free(&ocl(be)->count, buf->bytes);
     CL_CHECK(clReleaseMemObject(buf->mem));
     free(buf);
 }
 
 static void ocl_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    ocl(be)->count.host_writes++;
     CL_CHECK(clEnqueueWriteBuffer(ocl(be)->queue, dst.buf->mem, CL_TRUE, dst.off, bytes, src, 0,
                                   NULL, NULL));
 }
 
 static void ocl_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
     if (!bytes) return;
+    ocl(be)->count.host_reads++;
     CL_CHECK(clEnqueueReadBuffer(ocl(be)->queue, src.buf->mem, CL_TRUE, src.off, bytes, dst, 0,
                                  NULL, NULL));
 }
@@ -395,7 +398,54 @@ static void ocl_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
 
 /* ================= device ================= */
 
-static void ocl_sync(bt_backend *be) { CL_CHECK(clFinish(ocl(be)->queue)); }
+static void ocl_sync(bt_backend *be) {
+    ocl(be)->count.host_syncs++;
+    CL_CHECK(clFinish(ocl(be)->queue));
+}
+
+/* ================= profiling ================= */
+
+static void ocl_counters(bt_backend *be, bt_counters *out) { *out = ocl(be)->count; }
+
+/* With a profiling queue a marker event (its end: when everything before it
+ * finished); without one the queue is drained and the clock read. */
+static int ocl_mark(bt_backend *be) {
+    ocl_ctx *c = ocl(be);
+    if (!c->profiling) {
+        CL_CHECK(clFinish(c->queue));
+        return bt_wall_mark(&c->wall, "opencl");
+    }
+    if (c->n_marks == c->cap_marks) {
+        int cap = c->cap_marks ? 2 * c->cap_marks : 256;
+        cl_event *m = realloc(c->marks, (size_t)cap * sizeof *m);
+        if (!m) {
+            fprintf(stderr, "bertrain: opencl: out of host memory for profiling marks\n");
+            exit(1);
+        }
+        c->marks = m;
+        c->cap_marks = cap;
+    }
+    CL_CHECK(clEnqueueMarkerWithWaitList(c->queue, 0, NULL, &c->marks[c->n_marks]));
+    return c->n_marks++;
+}
+
+static double ocl_mark_seconds(bt_backend *be, int a, int b) {
+    ocl_ctx *c = ocl(be);
+    if (!c->profiling) return bt_wall_mark_seconds(&c->wall, a, b);
+    if (a < 0 || b < 0 || a >= c->n_marks || b >= c->n_marks) return 0.0;
+    CL_CHECK(clWaitForEvents(1, &c->marks[b]));
+    cl_ulong ta = 0, tb = 0;
+    CL_CHECK(clGetEventProfilingInfo(c->marks[a], CL_PROFILING_COMMAND_END, sizeof ta, &ta, NULL));
+    CL_CHECK(clGetEventProfilingInfo(c->marks[b], CL_PROFILING_COMMAND_END, sizeof tb, &tb, NULL));
+    return tb > ta ? (double)(tb - ta) * 1e-9 : 0.0;
+}
+
+static void ocl_marks_reset(bt_backend *be) {
+    ocl_ctx *c = ocl(be);
+    for (int i = 0; i < c->n_marks; i++) clReleaseEvent(c->marks[i]);
+    c->n_marks = 0;
+    c->wall.n = 0;
+}
 
 static void ocl_info(bt_backend *be, bt_device_info *out) { *out = ocl(be)->info; }
 
@@ -410,6 +460,9 @@ static void ocl_destroy(bt_backend *be) {
         if (c->queue) clReleaseCommandQueue(c->queue);
         if (c->context) clReleaseContext(c->context);
         bt_partials_free(&c->partials);
+        for (int i = 0; i < c->n_marks; i++) clReleaseEvent(c->marks[i]);
+        free(c->marks);
+        bt_wall_marks_free(&c->wall);
         free(c);
     }
     free(be);
@@ -434,8 +487,8 @@ static size_t pow2_floor(size_t x) {
     return p;
 }
 
-bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t errlen,
-                                     bool *no_device) {
+bt_backend *bt_opencl_backend_create(int platform, int device, const bt_backend_options *opts,
+                                     char *err, size_t errlen, bool *no_device) {
     if (no_device) *no_device = false;
     ocl_ctx *c = calloc(1, sizeof *c);
     bt_backend *be = calloc(1, sizeof *be);
@@ -455,7 +508,9 @@ bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)c->platform, 0};
     c->context = clCreateContext(props, 1, &c->device, NULL, NULL, &e);
     CL_TRY("clCreateContext", e);
-    c->queue = clCreateCommandQueue(c->context, c->device, 0, &e); /* in order */
+    c->profiling = opts && opts->profile;
+    c->queue = clCreateCommandQueue(c->context, c->device,
+                                    c->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &e); /* in order */
     CL_TRY("clCreateCommandQueue", e);
     fill_info(c);
     c->max_alloc = (size_t)dev_ulong(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
@@ -483,6 +538,10 @@ bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t
     be->copy = ocl_copy;
     be->gemm = ocl_gemm;
     be->gemm16 = ocl_gemm16;
+    be->counters = ocl_counters;
+    be->mark = ocl_mark;
+    be->mark_seconds = ocl_mark_seconds;
+    be->marks_reset = ocl_marks_reset;
     ocl_fill_ops(be);
     ocl_load_tuning(c);
     return be;

@@ -9,11 +9,12 @@
 #include <stdio.h>
 
 /* Create the OpenCL backend on device `device` of platform `platform`;
- * (-1, -1) picks the first GPU of any platform. Returns NULL with a one-line
- * reason in err; *no_device is set when the reason is only that no such
- * device exists. */
-bt_backend *bt_opencl_backend_create(int platform, int device, char *err, size_t errlen,
-                                     bool *no_device);
+ * (-1, -1) picks the first GPU of any platform. opts->profile (opts may be
+ * NULL) makes the queue record timestamps for the profiler's marks. Returns
+ * NULL with a one-line reason in err; *no_device is set when the reason is
+ * only that no such device exists. */
+bt_backend *bt_opencl_backend_create(int platform, int device, const bt_backend_options *opts,
+                                     char *err, size_t errlen, bool *no_device);
 
 /* The one device whose name or vendor contains substr (any case), into
  * *platform and *device. Returns the number of matching devices (1: found;

@@ -41,6 +41,7 @@ void ocl_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha
     }
     const CLBlastTranspose opa = ta ? CLBlastTransposeYes : CLBlastTransposeNo;
     const CLBlastTranspose opb = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+    x->count.launches++;
     if (batch == 1) {
         CLBLAST_CHECK(CLBlastSgemm(CLBlastLayoutRowMajor, opa, opb, (size_t)m, (size_t)n,
                                    (size_t)k, alpha, a.buf->mem, ao, (size_t)lda, b.buf->mem,
@@ -54,6 +55,7 @@ void ocl_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha
         (size_t)ldc, (size_t)sc, (size_t)batch, &x->queue, NULL);
     if (s == CLBlastSuccess) return;
     if (s != CLBlastNotImplemented) CLBLAST_CHECK(s);
+    x->count.launches += batch - 1;
     for (int i = 0; i < batch; i++) /* fallback: one CLBlastSgemm per batch */
         CLBLAST_CHECK(CLBlastSgemm(CLBlastLayoutRowMajor, opa, opb, (size_t)m, (size_t)n,
                                    (size_t)k, alpha, a.buf->mem, ao + (size_t)i * (size_t)sa,

@@ -11,6 +11,7 @@
 #include <CL/cl.h>
 
 #include "../backend.h"
+#include "../common/counting.h"
 #include "../common/partials.h"
 #include "../common/staged_gemm.h"
 
@@ -59,6 +60,11 @@ typedef struct {
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B, grown on demand */
     bt_partials partials; /* host copy of the partials */
     bt_device_info info;
+    bt_counters count;    /* what the profiler reads (launches: kernels and CLBlast calls) */
+    bool profiling;       /* the queue records timestamps: marks are marker events */
+    cl_event *marks;      /* profiling: the marker events since marks_reset */
+    int n_marks, cap_marks;
+    bt_wall_marks wall;   /* no profiling: marks wait for the queue and read the clock */
 } ocl_ctx;
 
 /* The context of a backend. */

@@ -61,6 +61,7 @@ static void launch(bt_backend *be, args *a, size_t items) {
     if (!items) return;
     size_t local = c->wg, global = (items + local - 1) / local * local;
     CL_CHECK(clEnqueueNDRangeKernel(c->queue, a->k, 1, NULL, &global, &local, 0, NULL, NULL));
+    c->count.launches++;
 }
 
 /* ================= elementwise ================= */
@@ -329,6 +330,7 @@ static double reduce(bt_backend *be, ocl_kernel_id id, bt_ptr x, size_t n) {
     arg_f32p(&a, x);
     arg_ul(&a, n);
     launch(be, &a, chunks * c->wg);
+    c->count.host_reads++;
     CL_CHECK(clEnqueueReadBuffer(c->queue, part, CL_TRUE, 0, chunks * sizeof(float), host, 0,
                                  NULL, NULL));
     return bt_partials_sum(&c->partials, chunks);
@@ -351,6 +353,7 @@ static bool ocl_all_finite(bt_backend *be, bt_ptr x, size_t n) {
     arg_f32p(&a, x);
     arg_ul(&a, n);
     launch(be, &a, n);
+    c->count.host_reads++;
     CL_CHECK(clEnqueueReadBuffer(c->queue, f, CL_TRUE, 0, sizeof flag, &flag, 0, NULL, NULL));
     return flag == 0;
 }

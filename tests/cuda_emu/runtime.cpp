@@ -23,6 +23,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 
@@ -342,7 +343,8 @@ const char *cudaGetErrorName(cudaError_t e) {
         N(cudaErrorInitializationError) N(cudaErrorInvalidConfiguration)
         N(cudaErrorInvalidDevicePointer) N(cudaErrorInvalidMemcpyDirection)
         N(cudaErrorStubLibrary) N(cudaErrorInsufficientDriver) N(cudaErrorNoDevice)
-        N(cudaErrorInvalidDevice) N(cudaErrorInvalidResourceHandle) N(cudaErrorIllegalAddress)
+        N(cudaErrorInvalidDevice) N(cudaErrorInvalidResourceHandle) N(cudaErrorNotReady)
+        N(cudaErrorIllegalAddress)
         N(cudaErrorLaunchFailure)
 #undef N
     }
@@ -364,6 +366,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     }
@@ -522,4 +525,67 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) {
     stream *s = st ? (stream *)st : stream_of(nullptr, this_device);
     flush(s);
     return sticky() != cudaSuccess ? record(sticky()) : cudaSuccess;
+}
+
+/* ================= events ================= */
+
+/* An event: recorded on a stream, it takes the time when the stream's queue
+ * reaches it (when the work before it has run). */
+struct CUevent_st {
+    cudaStream_t stream = nullptr; /* the stream it was last recorded on */
+    int device = 0;
+    bool recorded = false, reached = false;
+    double t = 0.0;
+};
+
+static double monotonic_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+    STICKY_RETURN();
+    *event = new CUevent_st();
+    (*event)->device = current_device();
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    if (!event) return record(cudaErrorInvalidResourceHandle);
+    delete event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t st) {
+    STICKY_RETURN();
+    if (!event) return record(cudaErrorInvalidResourceHandle);
+    stream *s = stream_of(st, current_device());
+    if (!s) return cudaErrorInvalidResourceHandle;
+    event->stream = st;
+    event->device = s->device;
+    event->recorded = true;
+    event->reached = false;
+    s->push([event] {
+        event->t = monotonic_s();
+        event->reached = true;
+    });
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    STICKY_RETURN();
+    if (!event) return record(cudaErrorInvalidResourceHandle);
+    if (event->recorded && !event->reached)
+        flush(event->stream ? (stream *)event->stream : stream_of(nullptr, event->device));
+    return sticky() != cudaSuccess ? record(sticky()) : cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    STICKY_RETURN();
+    if (!start || !end || !start->recorded || !end->recorded)
+        return record(cudaErrorInvalidResourceHandle);
+    if (!start->reached || !end->reached) return record(cudaErrorNotReady);
+    *ms = (float)((end->t - start->t) * 1e3);
+    return cudaSuccess;
 }
