@@ -73,7 +73,7 @@ static void cpu_free(bt_backend *be, bt_buffer *buf) {
 }
 
 static void cpu_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
-    (void)be;
+    ((cpu_ctx *)be->ctx)->count.host_writes++;
     memcpy((char *)dst.buf->data + dst.off, src, bytes);
 }
 

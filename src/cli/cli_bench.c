@@ -1,10 +1,12 @@
 /* `bertrain bench`: time training steps of a preset on random tokens. */
 #include "cli.h"
 
+#include "backends/profile.h"
 #include "train/train.h"
 #include "util/clock.h"
 #include "train/device.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,10 @@
 static void usage(void) {
     fprintf(stderr, "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] "
                     "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"
-                    "       [--precision fp32|bf16|fp16]\n");
+                    "       [--precision fp32|bf16|fp16] [--profile] [--json]\n"
+                    "  --profile: time every op of the timed steps on the device's clock, and\n"
+                    "             count launches, blocking reads, waits and memory per step\n"
+                    "  --json:    print the results as one JSON object\n");
 }
 
 /* The command line of a bench. */
@@ -21,13 +26,18 @@ typedef struct {
     const char *preset, *backend, *precision;
     int seq, batch, steps, warmup, threads, layers;
     double layerdrop;
+    bool profile, json;
 } bench_opts;
 
 /* Options into o (defaults first); false after printing why. */
 static bool parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0};
+    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--profile") || !strcmp(a, "--json")) {
+            *(a[2] == 'p' ? &o->profile : &o->json) = true;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "bertrain bench: %s needs a value\n", a);
             return false;
@@ -109,11 +119,15 @@ static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_confi
     }
 }
 
-/* The bench's lines: time per step, activation memory, TFLOP/s of the layers
- * that ran (a dropped layer costs one layer's FLOPs less), samples/s. */
-static void report(const bench_opts *o, const bt_config *cfg, bert_model *m, double dt,
-                   long layers_dropped) {
-    bt_backend *be = m->be;
+/* What a bench measured. */
+typedef struct {
+    double ms_per_step, activation_mb, tflops, samples_per_s, layers_run;
+} bench_figures;
+
+/* The figures: time per step, activation memory, TFLOP/s of the layers that
+ * ran (a dropped layer costs one layer's FLOPs less), samples/s. */
+static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_model *m, double dt,
+                             long layers_dropped) {
     const double sps = (double)o->batch * o->steps / dt;
     bert_config one_less = cfg->model;
     one_less.num_hidden_layers--;
@@ -121,27 +135,67 @@ static void report(const bench_opts *o, const bt_config *cfg, bert_model *m, dou
                  per_layer =
                      per_sample - bert_train_flops_per_sample(&one_less, o->seq, 0.15 * o->seq);
     const double mean_dropped = (double)layers_dropped / o->steps;
-    const double flops = (per_sample - mean_dropped * per_layer) * sps;
+    return (bench_figures){1e3 * dt / o->steps, bert_activation_bytes(m) / 1e6,
+                           (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
+                           cfg->model.num_hidden_layers - mean_dropped};
+}
+
+/* The bench's lines, then the profile when there is one. */
+static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *be,
+                        const bench_figures *f) {
     bt_device_info info;
     be->info(be, &info);
     printf("bench: preset %s (%d layers, layerdrop %g), seq %d, batch %d, %d steps after %d "
            "warm-up, backend %s (%s)\n", o->preset, cfg->model.num_hidden_layers,
            (double)cfg->model.layerdrop, o->seq, o->batch, o->steps, o->warmup, be->name,
            info.name);
-    printf("ms/step: %.1f\n", 1e3 * dt / o->steps);
-    printf("activations: %.1f MB (%s storage)\n", bert_activation_bytes(m) / 1e6, o->precision);
+    printf("ms/step: %.1f\n", f->ms_per_step);
+    printf("activations: %.1f MB (%s storage)\n", f->activation_mb, o->precision);
     if (cfg->model.layerdrop > 0.0f)
-        printf("layers run per step: %.2f of %d (LayerDrop)\n",
-               cfg->model.num_hidden_layers - mean_dropped, cfg->model.num_hidden_layers);
-    printf("TFLOP/s: %.3f\n", flops / 1e12);
-    printf("samples/s: %.2f\n", sps);
+        printf("layers run per step: %.2f of %d (LayerDrop)\n", f->layers_run,
+               cfg->model.num_hidden_layers);
+    printf("TFLOP/s: %.3f\n", f->tflops);
+    printf("samples/s: %.2f\n", f->samples_per_s);
+    if (bt_profiler_of(be)) bt_profile_print(bt_profiler_of(be), stdout);
+}
+
+/* The same as {"bench": {...}, "profile": {...}} on one line. */
+static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *be,
+                        const bench_figures *f) {
+    bt_device_info info;
+    be->info(be, &info);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "preset", o->preset);
+    cJSON_AddNumberToObject(j, "layers", cfg->model.num_hidden_layers);
+    cJSON_AddNumberToObject(j, "layerdrop", cfg->model.layerdrop);
+    cJSON_AddNumberToObject(j, "seq", o->seq);
+    cJSON_AddNumberToObject(j, "batch", o->batch);
+    cJSON_AddNumberToObject(j, "steps", o->steps);
+    cJSON_AddNumberToObject(j, "warmup", o->warmup);
+    cJSON_AddStringToObject(j, "precision", o->precision);
+    cJSON_AddStringToObject(j, "backend", be->name);
+    cJSON_AddStringToObject(j, "device", info.name);
+    cJSON_AddNumberToObject(j, "ms_per_step", f->ms_per_step);
+    cJSON_AddNumberToObject(j, "activation_mb", f->activation_mb);
+    cJSON_AddNumberToObject(j, "layers_run", f->layers_run);
+    cJSON_AddNumberToObject(j, "tflops", f->tflops);
+    cJSON_AddNumberToObject(j, "samples_per_s", f->samples_per_s);
+    char *text = cJSON_PrintUnformatted(j);
+    printf("{\"bench\": %s, \"profile\": ", text ? text : "null");
+    free(text);
+    cJSON_Delete(j);
+    if (bt_profiler_of(be))
+        bt_profile_json(bt_profiler_of(be), stdout);
+    else
+        printf("null");
+    printf("}\n");
 }
 
 int cli_bench(int argc, char **argv) {
     bench_opts o;
     bt_config cfg;
     if (!parse_args(argc, argv, &o) || !bench_config(&o, &cfg)) return 2;
-    bt_backend *be = open_backend(o.backend, o.threads, false);
+    bt_backend *be = open_backend(o.backend, o.threads, false, o.profile);
     if (!be) return 2; /* a device that cannot be opened: the user's spec, exit 2 */
     const bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,
                             .sep_id = 3, .mask_id = 4};
@@ -169,11 +223,17 @@ int cli_bench(int argc, char **argv) {
         }
         random_batch(&mb, &vocab, &cfg, s, max_pred);
         const step_batch in = {&mb, &first, 1, 0, mb.B};
+        if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_begin(bt_profiler_of(be));
         step_result r = train_step(m, opt, &cfg, s, &in, 1e-4, NULL, NULL, NULL);
+        if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_end(bt_profiler_of(be));
         if (s >= o.warmup) layers_dropped += r.layers_dropped;
     }
     be->sync(be);
-    report(&o, &cfg, m, now_s() - t0, layers_dropped);
+    const bench_figures f = measure(&o, &cfg, m, now_s() - t0, layers_dropped);
+    if (o.json)
+        report_json(&o, &cfg, be, &f);
+    else
+        report_text(&o, &cfg, be, &f);
     batch_buf_free(&mb);
     optim_free(opt, m);
     bert_free(m);

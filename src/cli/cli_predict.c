@@ -135,7 +135,7 @@ static int predict_texts(const char *ckpt, const cJSON *state, const char *devic
     int rc = in && out ? encode_all(&v, ckpt_lowercase(state), texts, n,
                                     mc.max_position_embeddings, in, &T, &M)
                        : 1;
-    if (rc == 0 && !(be = open_backend(device, 0, false))) rc = 2;
+    if (rc == 0 && !(be = open_backend(device, 0, false, false))) rc = 2;
     if (rc == 0 && (!(m = bert_create(be, &mc, B, T, B * M, err, sizeof err)) ||
                     !ckpt_load_weights(ckpt, m, err, sizeof err) ||
                     !fill_mask_predict(m, &v, in, n, top_k, out, err, sizeof err))) {

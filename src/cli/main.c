@@ -20,7 +20,7 @@ static void usage(FILE *out) {
             "bertrain %s: pretrain BERT on CPUs and GPUs of any vendor\n"
             "\n"
             "usage:\n"
-            "  bertrain train CONFIG.json [--resume auto|DIR] [--set key.path=value]...\n"
+            "  bertrain train CONFIG.json [--resume auto|DIR] [--profile N] [--set key.path=value]...\n"
             "  bertrain eval CONFIG.json --checkpoint DIR [--set key.path=value]...\n"
             "  bertrain bench --preset P --seq S --batch B [--backend NAME] [--steps N]\n"
             "  bertrain vocab --size N --out vocab.txt [--lowercase] FILES...\n"
@@ -39,7 +39,7 @@ static void usage(FILE *out) {
 static int cmd_train(int argc, char **argv, bool eval) {
     const char *path = NULL, *checkpoint = NULL, *resume = NULL, *cmd = eval ? "eval" : "train";
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0;
+    int n_sets = 0, profile_steps = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--set")) {
             if (i + 1 >= argc) {
@@ -59,6 +59,16 @@ static int cmd_train(int argc, char **argv, bool eval) {
                 return 2;
             }
             resume = argv[++i];
+        } else if (!eval && !strcmp(argv[i], "--profile")) {
+            char *end = NULL;
+            const long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || !end || *end || n < 1 || n > 100000) {
+                fprintf(stderr, "bertrain train: --profile needs a number of steps (1 to 100000)\n");
+                free(sets);
+                return 2;
+            }
+            profile_steps = (int)n;
+            i++;
         } else if (!strncmp(argv[i], "--set=", 6)) {
             sets[n_sets++] = argv[i] + 6;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -94,6 +104,7 @@ static int cmd_train(int argc, char **argv, bool eval) {
         return 2;
     }
     if (resume) snprintf(cfg.resume, sizeof cfg.resume, "%s", resume);
+    cfg.profile_steps = profile_steps;
     dist_set_timeout(cfg.dist_timeout_s);
     int rc = eval ? eval_main(&cfg, checkpoint) : train_main(&cfg);
     config_free(&cfg);

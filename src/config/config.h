@@ -64,6 +64,7 @@ typedef struct {
     char device[64];
     int cpu_threads;
     bool tf32;             /* tf32: allow TF32 tensor-core GEMMs where the device has them */
+    int profile_steps;     /* train --profile N (not a config key): steps the profiler times */
     long ckpt_interval;    /* checkpoint.interval: steps between checkpoints (0: only the last) */
     int ckpt_keep;         /* checkpoint.keep: newest checkpoints kept */
     double max_runtime;    /* checkpoint.max_runtime: seconds, then checkpoint and stop (0: off) */

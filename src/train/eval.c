@@ -75,7 +75,7 @@ int eval_main(const bt_config *cfg, const char *checkpoint) {
                              cfg->seed, err, sizeof err);
         if (train) most_common = dataset_most_common_token(train);
     }
-    be = open_backend(cfg->device, cfg->cpu_threads, cfg->tf32);
+    be = open_backend(cfg->device, cfg->cpu_threads, cfg->tf32, false);
     if (!be) { /* a device that cannot be opened: the config's spec, exit 2 */
         rc = 2;
         goto out;

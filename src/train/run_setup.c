@@ -156,7 +156,7 @@ static int open_model(run_state *s, const bt_config *cfg, double *speed) {
     char err[1024], spec[256];
     const int rank = dist_rank(), world = dist_world();
     plan_device_spec(cfg, spec, sizeof spec);
-    s->be = open_backend(spec, cfg->cpu_threads, cfg->tf32);
+    s->be = open_backend(spec, cfg->cpu_threads, cfg->tf32, cfg->profile_steps > 0);
     if (!s->be) return 2; /* a device that cannot be opened: the config's spec */
     plan_from_config(&s->plan, cfg, world);
     const int B = s->plan.micro;

@@ -14,7 +14,15 @@
 #include "store/ckpt.h"
 #include "train.h"
 
+#include "backends/profile.h"
+
 #include <stdio.h>
+
+/* train --profile N: the steps the profiler times, [first, end). */
+typedef struct {
+    bt_profiler *p; /* NULL: not profiling */
+    long first, end;
+} run_profile;
 
 /* Everything a run owns, freed in one place. */
 typedef struct {
@@ -54,7 +62,19 @@ typedef struct {
     double t_run, t_start;   /* when the command and the loop started */
     double data_time;        /* seconds spent filling batches */
     metrics_window win;      /* since the last printed step */
+    run_profile prof;        /* train --profile N */
 } run_state;
+
+/* Choose the steps train --profile times: cfg->profile_steps of them after
+ * the loop's first (a warm-up: first launches, lazy allocations), or from the
+ * first when the run has no more. No-op without a profiler. */
+void run_profile_init(run_state *s, const bt_config *cfg);
+
+/* Around train_step: start timing step `step` when it is profiled; after it,
+ * end it, and after the last profiled step print the profile (rank 0) and
+ * write it to OUTPUT_DIR/profile.json (rank R > 0: profile-rankR.json). */
+void run_profile_begin(run_state *s, long step);
+void run_profile_end(run_state *s, const bt_config *cfg, long step);
 
 /* Everything before the first step, on every rank: the output directory and
  * its lock, the resume point, vocab and data, the ranks' agreement, the

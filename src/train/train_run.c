@@ -294,12 +294,15 @@ static int run_loop(run_state *s, const bt_config *cfg) {
     s->t_start = now_s();
     metrics_window_reset(&s->win, s->t_start);
     stop_install();
+    run_profile_init(s, cfg);
     for (long step = s->step0; step < cfg->train_steps && !s->stop; step++) {
         const step_batch in = next_batch(s, cfg, step);
         s->reached = step + 1;
         const double lr = sched_lr(cfg, sched_position(cfg, s->opt->step, (long long)in.run_position));
+        run_profile_begin(s, step);
         const step_result r = train_step(s->m, s->opt, cfg, step, &in, lr, s->gs, &s->guard,
                                          cfg->fp16 ? &s->scaler : NULL);
+        run_profile_end(s, cfg, step);
         metrics_window_add(&s->win, &r);
         switch (handle_result(s, cfg, &r, &in, &step)) {
         case STEP_ON: break;

@@ -1,0 +1,158 @@
+/* The profiler's steps and reports (profile.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "profile_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void prof_destroy(bt_backend *be) {
+    bt_profiler *p = be->ctx;
+    p->inner->destroy(p->inner);
+    free(p->ev);
+    free(p);
+    free(be);
+}
+
+bt_backend *bt_profile_wrap(bt_backend *inner) {
+    bt_backend *w = calloc(1, sizeof *w);
+    bt_profiler *p = calloc(1, sizeof *p);
+    if (!w || !p) {
+        free(w);
+        free(p);
+        return NULL;
+    }
+    p->inner = inner;
+    w->name = inner->name;
+    w->ctx = p;
+    prof_fill_ops(w);
+    w->destroy = prof_destroy;
+    return w;
+}
+
+bt_profiler *bt_profiler_of(const bt_backend *be) {
+    return be && be->destroy == prof_destroy ? be->ctx : NULL;
+}
+
+void bt_profile_step_begin(bt_profiler *p) {
+    p->inner->marks_reset(p->inner);
+    p->n_ev = 0;
+    p->step_calls = 0;
+    p->inner->counters(p->inner, &p->at_begin);
+    p->in_step = true;
+    p->step_t0 = wall_s();
+}
+
+void bt_profile_step_end(bt_profiler *p) {
+    if (!p->in_step) return;
+    bt_backend *in = p->inner;
+    p->in_step = false;
+    in->sync(in); /* the step ends when the device has finished it */
+    const double wall = wall_s() - p->step_t0;
+    bt_counters now;
+    in->counters(in, &now);
+    for (int i = 0; i < p->n_ev; i++) {
+        const prof_event *e = &p->ev[i];
+        prof_total *t = &p->total[e->op];
+        t->calls++;
+        t->seconds += in->mark_seconds(in, e->mark_before, e->mark_after);
+        t->flops += e->flops;
+        t->bytes += e->bytes;
+    }
+    in->marks_reset(in);
+    p->steps++;
+    p->step_seconds += wall;
+    p->calls += (double)p->step_calls;
+    p->launches += (double)(now.launches - p->at_begin.launches);
+    p->reads += (double)(now.host_reads - p->at_begin.host_reads);
+    /* the profiler's own wait above is not the step's */
+    p->syncs += (double)(now.host_syncs - p->at_begin.host_syncs - 1);
+    p->writes += (double)(now.host_writes - p->at_begin.host_writes);
+    p->mem_peak = now.mem_peak;
+}
+
+bt_profile_summary bt_profile_summarize(const bt_profiler *p) {
+    const double n = p->steps > 0 ? p->steps : 1;
+    return (bt_profile_summary){p->steps,         p->step_seconds / n, p->calls / n,
+                                p->launches / n,  p->reads / n,        p->syncs / n,
+                                p->writes / n,    p->mem_peak};
+}
+
+/* Op indices by total time, longest first (ops never called left out);
+ * returns how many. */
+static int ops_by_time(const bt_profiler *p, int *order) {
+    int n = 0;
+    for (int i = 0; i < PROF_N_OPS; i++)
+        if (p->total[i].calls) order[n++] = i;
+    for (int i = 1; i < n; i++) /* insertion sort: stable, so ties keep table order */
+        for (int j = i; j > 0 && p->total[order[j]].seconds > p->total[order[j - 1]].seconds; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    return n;
+}
+
+/* GFLOP/s for ops that count FLOPs, else GB/s; *is_flops says which. */
+static double op_rate(const prof_total *t, bool *is_flops) {
+    *is_flops = t->flops > 0;
+    if (t->seconds <= 0) return 0.0;
+    return (*is_flops ? t->flops : t->bytes) / t->seconds / 1e9;
+}
+
+void bt_profile_print(const bt_profiler *p, FILE *out) {
+    const bt_profile_summary s = bt_profile_summarize(p);
+    const double n = s.steps > 0 ? s.steps : 1, step_ms = 1e3 * s.step_s;
+    fprintf(out, "profile: %d step(s) on %s, %.2f ms a step (wall clock)\n", s.steps,
+            p->inner->name, step_ms);
+    fprintf(out, "%-16s %10s %10s %7s %10s %10s\n", "op", "calls/step", "ms/step", "share",
+            "GFLOP/s", "GB/s");
+    int order[PROF_N_OPS];
+    const int k = ops_by_time(p, order);
+    double op_ms = 0.0;
+    for (int j = 0; j < k; j++) {
+        const prof_total *t = &p->total[order[j]];
+        bool fl;
+        const double rate = op_rate(t, &fl), ms = 1e3 * t->seconds / n;
+        op_ms += ms;
+        char gf[16] = "-", gb[16] = "-";
+        if (t->seconds > 0) snprintf(fl ? gf : gb, sizeof gf, "%.1f", rate);
+        fprintf(out, "%-16s %10.1f %10.3f %6.1f%% %10s %10s\n", prof_op_name(order[j]),
+                t->calls / n, ms, step_ms > 0 ? 100.0 * ms / step_ms : 0.0, gf, gb);
+    }
+    fprintf(out, "%-16s %10s %10.3f %6.1f%%\n", "(outside ops)", "", step_ms - op_ms,
+            step_ms > 0 ? 100.0 * (step_ms - op_ms) / step_ms : 0.0);
+    fprintf(out, "per step: %.1f op calls, %.1f kernel launches, %.1f blocking reads, %.1f "
+                 "waits, %.1f uploads; device memory peak %.1f MB\n",
+            s.op_calls, s.launches, s.host_reads, s.host_syncs, s.host_writes, s.mem_peak / 1e6);
+}
+
+void bt_profile_json(const bt_profiler *p, FILE *out) {
+    const bt_profile_summary s = bt_profile_summarize(p);
+    const double n = s.steps > 0 ? s.steps : 1;
+    fprintf(out, "{\"backend\": \"%s\", \"steps\": %d, \"step_ms\": %.6g, \"per_step\": "
+                 "{\"op_calls\": %.6g, \"launches\": %.6g, \"host_reads\": %.6g, "
+                 "\"host_syncs\": %.6g, \"host_writes\": %.6g}, \"mem_peak_bytes\": %zu, "
+                 "\"ops\": [",
+            p->inner->name, s.steps, 1e3 * s.step_s, s.op_calls, s.launches, s.host_reads,
+            s.host_syncs, s.host_writes, s.mem_peak);
+    int order[PROF_N_OPS];
+    const int k = ops_by_time(p, order);
+    for (int j = 0; j < k; j++) {
+        const prof_total *t = &p->total[order[j]];
+        bool fl;
+        const double rate = op_rate(t, &fl);
+        fprintf(out, "%s{\"op\": \"%s\", \"calls\": %.6g, \"ms\": %.6g, \"share\": %.6g, "
+                     "\"%s\": %.6g}",
+                j ? ", " : "", prof_op_name(order[j]), t->calls / n, 1e3 * t->seconds / n,
+                s.step_s > 0 ? t->seconds / n / s.step_s : 0.0, fl ? "gflops" : "gbytes_s",
+                rate);
+    }
+    fprintf(out, "]}");
+}

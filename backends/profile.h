@@ -1,0 +1,55 @@
+/* The per-op profiler: a backend that wraps another and, between
+ * bt_profile_step_begin and _end, times every op on the device's own clock
+ * (marks: CUDA events, OpenCL profiling-queue markers, the wall clock on the
+ * CPU) and counts what each step costs (op calls, kernel launches, blocking
+ * reads, waits, uploads, device memory peak). Outside a step it only
+ * forwards. Layers above use it as any backend; nothing in it knows which
+ * backend it wraps. */
+#ifndef BT_PROFILE_H
+#define BT_PROFILE_H
+
+#include "backend.h"
+
+#include <stdio.h>
+
+typedef struct bt_profiler bt_profiler;
+
+/* A backend whose ops are inner's, profiled. inner should have been created
+ * with bt_backend_options.profile (else every mark waits for the device).
+ * Destroying the wrapper destroys inner. NULL when out of host memory (inner
+ * is left alone). */
+bt_backend *bt_profile_wrap(bt_backend *inner);
+
+/* The profiler behind a wrapping backend; NULL for any other backend. */
+bt_profiler *bt_profiler_of(const bt_backend *be);
+
+/* Start recording one step (forget the marks of the last). */
+void bt_profile_step_begin(bt_profiler *p);
+
+/* End the step: wait for the device, turn its marks into per-op times and
+ * add the step's counts to the totals. */
+void bt_profile_step_end(bt_profiler *p);
+
+/* What the profiled steps cost on average, per step. */
+typedef struct {
+    int steps;
+    double step_s;      /* wall time of a step */
+    double op_calls;    /* ops issued through the table */
+    double launches;    /* kernels and BLAS calls (0 on the CPU: it launches nothing) */
+    double host_reads;  /* blocking device-to-host reads */
+    double host_syncs;  /* waits for the device */
+    double host_writes; /* blocking host-to-device copies */
+    size_t mem_peak;    /* device memory high-water mark, bytes, since creation */
+} bt_profile_summary;
+
+/* The per-step averages of the steps profiled so far. */
+bt_profile_summary bt_profile_summarize(const bt_profiler *p);
+
+/* The profile as a table: per op calls, ms and share of the step, GFLOP/s
+ * (GEMMs) or GB/s (the bytes the op must touch), then the per-step counts. */
+void bt_profile_print(const bt_profiler *p, FILE *out);
+
+/* The same as one JSON object (for scripts), no newline after it. */
+void bt_profile_json(const bt_profiler *p, FILE *out);
+
+#endif

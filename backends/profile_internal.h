@@ -1,0 +1,59 @@
+/* Inside the profiler (profile.c: steps and reports; profile_ops.c: the
+ * wrapped ops and their cost model). */
+#ifndef BT_PROFILE_INTERNAL_H
+#define BT_PROFILE_INTERNAL_H
+
+#include "profile.h"
+
+/* The ops the profiler times, in report order when they tie. */
+#define BT_PROFILED_OPS(X)                                                              \
+    X(upload) X(download) X(copy) X(fill) X(gemm) X(gemm16) X(bias_add) X(bias_grad)   \
+    X(embed_fwd) X(embed_bwd) X(layernorm_fwd) X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) \
+    X(tanh_fwd) X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale)   \
+    X(axpy) X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum)            \
+    X(all_finite) X(adamw_step) X(lamb_update) X(cast) X(round16) X(sync)
+
+#define BT_PROF_ENUM(op) PROF_##op,
+enum { BT_PROFILED_OPS(BT_PROF_ENUM) PROF_N_OPS };
+#undef BT_PROF_ENUM
+
+/* One op issued inside a step: its marks before and after, and its cost. */
+typedef struct {
+    int op, mark_before, mark_after;
+    double flops, bytes;
+} prof_event;
+
+/* Totals of one op over the profiled steps. */
+typedef struct {
+    long calls;
+    double seconds, flops, bytes;
+} prof_total;
+
+struct bt_profiler {
+    bt_backend *inner;
+    bool in_step;
+    double step_t0;          /* wall clock at step begin */
+    bt_counters at_begin;    /* inner's counters at step begin */
+    prof_event *ev;
+    int n_ev, cap_ev;
+    long step_calls;         /* ops issued in this step */
+    prof_total total[PROF_N_OPS];
+    int steps;
+    double step_seconds, calls, launches, reads, syncs, writes;
+    size_t mem_peak;
+};
+
+/* A mark before an op when a step is being recorded, else -1. */
+int prof_before(bt_profiler *p);
+
+/* Record the op that began at mark m0 (-1: not recording) with its cost:
+ * flops (0 unless a GEMM) and the bytes it must read and write. */
+void prof_after(bt_profiler *p, int op, int m0, double flops, double bytes);
+
+/* Fill wrapper w's table with the profiling ops (profile_ops.c). */
+void prof_fill_ops(bt_backend *w);
+
+/* The report name of op i. */
+const char *prof_op_name(int i);
+
+#endif

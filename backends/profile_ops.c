@@ -1,0 +1,254 @@
+/* The profiler's op table: each op calls the wrapped backend's between two
+ * marks and records its cost, the FLOPs of a GEMM or the bytes an op must
+ * read and write (each element once: the least any kernel could move). */
+#include "profile_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define INNER(be) (((bt_profiler *)(be)->ctx)->inner)
+
+/* Run `call` on the wrapped backend `in` as op `op` costing (flops, bytes). */
+#define TIMED(be, op, flops, bytes, call)                            \
+    do {                                                             \
+        bt_profiler *p_ = (be)->ctx;                                 \
+        bt_backend *in = p_->inner;                                  \
+        const int m0_ = prof_before(p_);                             \
+        call;                                                        \
+        prof_after(p_, PROF_##op, m0_, (flops), (bytes));            \
+    } while (0)
+
+#define F4 4.0 /* bytes of an fp32 or int32 element */
+
+static const char *const op_names[] = {
+#define BT_PROF_NAME(op) #op,
+    BT_PROFILED_OPS(BT_PROF_NAME)
+#undef BT_PROF_NAME
+};
+
+const char *prof_op_name(int i) { return op_names[i]; }
+
+/* ---- recording ---- */
+
+int prof_before(bt_profiler *p) {
+    if (!p->in_step) return -1;
+    return p->inner->mark(p->inner);
+}
+
+void prof_after(bt_profiler *p, int op, int m0, double flops, double bytes) {
+    if (m0 < 0) return;
+    const int m1 = p->inner->mark(p->inner);
+    if (p->n_ev == p->cap_ev) {
+        int cap = p->cap_ev ? 2 * p->cap_ev : 1024;
+        prof_event *e = realloc(p->ev, (size_t)cap * sizeof *e);
+        if (!e) {
+            fprintf(stderr, "bertrain: profiler: out of host memory\n");
+            exit(1);
+        }
+        p->ev = e;
+        p->cap_ev = cap;
+    }
+    p->ev[p->n_ev++] = (prof_event){op, m0, m1, flops, bytes};
+    p->step_calls++;
+}
+
+/* ---- forwarded untimed: device queries, memory management, profiling ---- */
+
+static void p_info(bt_backend *be, bt_device_info *out) { INNER(be)->info(INNER(be), out); }
+static bt_buffer *p_alloc(bt_backend *be, size_t bytes) { return INNER(be)->alloc(INNER(be), bytes); }
+static void p_free(bt_backend *be, bt_buffer *b) { INNER(be)->free(INNER(be), b); }
+static void p_counters(bt_backend *be, bt_counters *out) { INNER(be)->counters(INNER(be), out); }
+static int p_mark(bt_backend *be) { return INNER(be)->mark(INNER(be)); }
+static double p_mark_seconds(bt_backend *be, int a, int b) {
+    return INNER(be)->mark_seconds(INNER(be), a, b);
+}
+static void p_marks_reset(bt_backend *be) { INNER(be)->marks_reset(INNER(be)); }
+
+/* ---- device and memory ---- */
+
+static void p_sync(bt_backend *be) { TIMED(be, sync, 0, 0, in->sync(in)); }
+static void p_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
+    TIMED(be, upload, 0, (double)bytes, in->upload(in, dst, src, bytes));
+}
+static void p_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
+    TIMED(be, download, 0, (double)bytes, in->download(in, dst, src, bytes));
+}
+static void p_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
+    TIMED(be, copy, 0, 2.0 * bytes, in->copy(in, dst, src, bytes));
+}
+static void p_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
+    TIMED(be, fill, 0, F4 * n, in->fill(in, dst, value, n));
+}
+
+/* ---- math ---- */
+
+/* Bytes of a GEMM: A and B read, C written (and read when beta != 0). */
+static double gemm_bytes(int m, int n, int k, float beta, int batch) {
+    return F4 * batch * ((double)m * k + (double)k * n + (beta != 0.0f ? 2.0 : 1.0) * m * n);
+}
+
+static void p_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha, bt_ptr a,
+                   int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc,
+                   long sc, int batch) {
+    TIMED(be, gemm, 2.0 * m * n * k * batch, gemm_bytes(m, n, k, beta, batch),
+          in->gemm(in, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch));
+}
+static void p_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n, int k,
+                     float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
+                     float beta, bt_ptr c, int ldc, long sc, int batch) {
+    TIMED(be, gemm16, 2.0 * m * n * k * batch, gemm_bytes(m, n, k, beta, batch),
+          in->gemm16(in, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                     batch));
+}
+static void p_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
+    TIMED(be, bias_add, 0, F4 * (2.0 * rows * cols + cols), in->bias_add(in, y, bias, rows, cols));
+}
+static void p_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
+    TIMED(be, bias_grad, 0, F4 * ((double)rows * cols + 2.0 * cols),
+          in->bias_grad(in, dbias, dy, rows, cols));
+}
+static void p_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr tt, bt_ptr wte, bt_ptr wpe,
+                        bt_ptr wtt, int B, int T, int C) {
+    const double btc = (double)B * T * C;
+    TIMED(be, embed_fwd, 0, F4 * (4.0 * btc + 2.0 * B * T),
+          in->embed_fwd(in, out, ids, tt, wte, wpe, wtt, B, T, C));
+}
+static void p_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
+                        bt_ptr ids, bt_ptr tt, int B, int T, int C, int V, int TV, int pad) {
+    const double btc = (double)B * T * C; /* dout read; the touched rows read and written */
+    TIMED(be, embed_bwd, 0, F4 * (btc + 2.0 * btc + 2.0 * (double)T * C + 2.0 * B * T),
+          in->embed_bwd(in, dwte, dwpe, dwtt, dout, ids, tt, B, T, C, V, TV, pad));
+}
+static void p_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
+                            bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
+    TIMED(be, layernorm_fwd, 0, F4 * (2.0 * rows * cols + 2.0 * cols + 2.0 * rows),
+          in->layernorm_fwd(in, out, mean, rstd, x, gamma, beta, rows, cols, eps));
+}
+static void p_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
+                            bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma, int rows, int cols) {
+    TIMED(be, layernorm_bwd, 0, F4 * (3.0 * rows * cols + 5.0 * cols + 2.0 * rows),
+          in->layernorm_bwd(in, dx, dgamma, dbeta, dout, x, mean, rstd, gamma, rows, cols));
+}
+static void p_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+    TIMED(be, gelu_fwd, 0, F4 * 2.0 * n, in->gelu_fwd(in, out, x, n));
+}
+static void p_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n) {
+    TIMED(be, gelu_bwd, 0, F4 * 3.0 * n, in->gelu_bwd(in, dx, dout, x, n));
+}
+static void p_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+    TIMED(be, tanh_fwd, 0, F4 * 2.0 * n, in->tanh_fwd(in, out, x, n));
+}
+static void p_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n) {
+    TIMED(be, tanh_bwd, 0, F4 * 3.0 * n, in->tanh_bwd(in, dx, dout, y, n));
+}
+static void p_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr mask, int B, int H,
+                          int T, float scale) {
+    TIMED(be, softmax_fwd, 0, F4 * (2.0 * B * H * T * T + (double)B * T),
+          in->softmax_fwd(in, probs, scores, mask, B, H, T, scale));
+}
+static void p_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr p, int rows, int T,
+                          float scale) {
+    TIMED(be, softmax_bwd, 0, F4 * 3.0 * rows * T, in->softmax_bwd(in, ds, dp, p, rows, T, scale));
+}
+static void p_dropout(bt_backend *be, bt_ptr out, bt_ptr x, size_t n, size_t per, uint32_t first,
+                      float p, bt_rng_key key) {
+    TIMED(be, dropout, 0, F4 * 2.0 * n, in->dropout(in, out, x, n, per, first, p, key));
+}
+static void p_add(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, size_t n) {
+    TIMED(be, add, 0, F4 * 3.0 * n, in->add(in, out, a, b, n));
+}
+static void p_scale(bt_backend *be, bt_ptr x, float alpha, size_t n) {
+    TIMED(be, scale, 0, F4 * 2.0 * n, in->scale(in, x, alpha, n));
+}
+static void p_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) {
+    TIMED(be, axpy, 0, F4 * 3.0 * n, in->axpy(in, y, alpha, x, n));
+}
+static void p_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, int n_idx, int cols) {
+    TIMED(be, gather_rows, 0, F4 * (2.0 * n_idx * cols + n_idx),
+          in->gather_rows(in, out, src, idx, n_idx, cols));
+}
+static void p_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
+                           int cols) {
+    TIMED(be, scatter_rows, 0, F4 * (3.0 * n_idx * cols + n_idx),
+          in->scatter_rows(in, dst, src, idx, n_idx, cols));
+}
+static void p_xent(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct, bt_ptr log_z,
+                   bt_ptr logits, bt_ptr labels, int rows, int V, float gs, float z) {
+    TIMED(be, xent_fwd_bwd, 0, F4 * (2.0 * rows * V + 4.0 * rows),
+          in->xent_fwd_bwd(in, dlogits, loss, correct, log_z, logits, labels, rows, V, gs, z));
+}
+static double p_sumsq(bt_backend *be, bt_ptr x, size_t n) {
+    double r;
+    TIMED(be, sumsq, 0, F4 * n, r = in->sumsq(in, x, n));
+    return r;
+}
+static double p_sum(bt_backend *be, bt_ptr x, size_t n) {
+    double r;
+    TIMED(be, sum, 0, F4 * n, r = in->sum(in, x, n));
+    return r;
+}
+static bool p_all_finite(bt_backend *be, bt_ptr x, size_t n) {
+    bool r;
+    TIMED(be, all_finite, 0, F4 * n, r = in->all_finite(in, x, n));
+    return r;
+}
+static void p_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
+                         float lr, float b1, float b2, float eps, float wd, float bc1, float bc2) {
+    TIMED(be, adamw_step, 0, F4 * 7.0 * n,
+          in->adamw_step(in, w, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2));
+}
+static void p_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                          size_t n, float b1, float b2, float eps, float wd, float bc1, float bc2) {
+    TIMED(be, lamb_update, 0, F4 * 7.0 * n,
+          in->lamb_update(in, u, w, g, m, v, n, b1, b2, eps, wd, bc1, bc2));
+}
+static void p_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st, size_t n) {
+    TIMED(be, cast, 0, (double)n * (bt_dtype_size(dt) + bt_dtype_size(st)),
+          in->cast(in, dst, dt, src, st, n));
+}
+static void p_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
+    TIMED(be, round16, 0, F4 * 2.0 * n, in->round16(in, x, dt, n));
+}
+
+void prof_fill_ops(bt_backend *w) {
+    w->info = p_info;
+    w->sync = p_sync;
+    w->alloc = p_alloc;
+    w->free = p_free;
+    w->upload = p_upload;
+    w->download = p_download;
+    w->copy = p_copy;
+    w->fill = p_fill;
+    w->gemm = p_gemm;
+    w->gemm16 = p_gemm16;
+    w->bias_add = p_bias_add;
+    w->bias_grad = p_bias_grad;
+    w->embed_fwd = p_embed_fwd;
+    w->embed_bwd = p_embed_bwd;
+    w->layernorm_fwd = p_layernorm_fwd;
+    w->layernorm_bwd = p_layernorm_bwd;
+    w->gelu_fwd = p_gelu_fwd;
+    w->gelu_bwd = p_gelu_bwd;
+    w->tanh_fwd = p_tanh_fwd;
+    w->tanh_bwd = p_tanh_bwd;
+    w->softmax_fwd = p_softmax_fwd;
+    w->softmax_bwd = p_softmax_bwd;
+    w->dropout = p_dropout;
+    w->add = p_add;
+    w->scale = p_scale;
+    w->axpy = p_axpy;
+    w->gather_rows = p_gather_rows;
+    w->scatter_rows = p_scatter_rows;
+    w->xent_fwd_bwd = p_xent;
+    w->sumsq = p_sumsq;
+    w->sum = p_sum;
+    w->all_finite = p_all_finite;
+    w->adamw_step = p_adamw_step;
+    w->lamb_update = p_lamb_update;
+    w->cast = p_cast;
+    w->round16 = p_round16;
+    w->counters = p_counters;
+    w->mark = p_mark;
+    w->mark_seconds = p_mark_seconds;
+    w->marks_reset = p_marks_reset;
+}
