@@ -60,6 +60,21 @@ typedef struct {
     uint64_t stream;
 } bt_rng_key;
 
+/* What a deferred reduction computes (reduce_defer). */
+typedef enum {
+    BT_REDUCE_SUM = 0,   /* sum of x[i] (as the sum op) */
+    BT_REDUCE_SUMSQ = 1, /* sum of x[i]^2 (as sumsq) */
+    BT_REDUCE_FINITE = 2 /* 1 when no x[i] is NaN or Inf, else 0 (as all_finite) */
+} bt_reduce_kind;
+
+/* One tensor of a multi-tensor optimizer step: elements [offset, offset +
+ * numel) of the flat parameter, gradient and moment buffers, with its own
+ * weight decay and bias corrections (see adamw_step). */
+typedef struct {
+    size_t offset, numel;
+    float weight_decay, bc1, bc2;
+} bt_tensor_span;
+
 /* What a backend has done since its creation, for the profiler and the
  * tests of the host-sync budget. */
 typedef struct {
@@ -181,6 +196,15 @@ struct bt_backend {
     double (*sum)(bt_backend *be, bt_ptr x, size_t n);
     /* true when no x[i] is NaN or Inf */
     bool (*all_finite)(bt_backend *be, bt_ptr x, size_t n);
+    /* Deferred reductions, so that a step reads its statistics in one go:
+     * queue the reduction `kind` of x[0..n) after everything issued so far
+     * and return its index among those queued since the last reduce_fetch.
+     * Its value is the bits sum, sumsq or all_finite would return. */
+    int (*reduce_defer)(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t n);
+    /* out[i] = the value of queued reduction i, for every one queued since the
+     * last fetch, in one blocking read (none when nothing is queued); the
+     * queue empties. */
+    void (*reduce_fetch)(bt_backend *be, double *out);
     /* torch.optim.AdamW on one tensor:  w *= 1 - lr*wd;  m = b1 m + (1-b1) g;
      * v = b2 v + (1-b2) g^2;  w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
      * bc1 = 1 - b1^t and bc2 = 1 - b2^t, or 1 without bias correction. */
@@ -193,6 +217,21 @@ struct bt_backend {
     void (*lamb_update)(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                         size_t n, float beta1, float beta2, float eps, float wd,
                         float bc1, float bc2);
+    /* adamw_step on every span of the flat buffers w, g, m, v, in a number of
+     * launches that does not grow with n_spans; the same bits as one
+     * adamw_step per span. Spans do not overlap. */
+    void (*adamw_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                        const bt_tensor_span *spans, int n_spans, float lr, float beta1,
+                        float beta2, float eps);
+    /* A whole LAMB step on every span, trust ratios on the device: per span,
+     * lamb_update, then trust = ||w|| / ||u|| (1 when either is 0; each norm
+     * the square root of sumsq's double value) clamped to [min_coeff,
+     * max_coeff], then w += (float)(-(double)lr * trust) * u as axpy. The same
+     * bits as those ops per span where the device has fp64 (the conformance
+     * suite says so where it has not). Launches do not grow with n_spans. */
+    void (*lamb_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                       const bt_tensor_span *spans, int n_spans, float lr, float beta1,
+                       float beta2, float eps, float min_coeff, float max_coeff);
     /* dst = src converted between dtypes (round to nearest even) */
     void (*cast)(bt_backend *be, bt_ptr dst, bt_dtype dst_type, bt_ptr src,
                  bt_dtype src_type, size_t n);

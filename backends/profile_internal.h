@@ -11,7 +11,8 @@
     X(embed_fwd) X(embed_bwd) X(layernorm_fwd) X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) \
     X(tanh_fwd) X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale)   \
     X(axpy) X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum)            \
-    X(all_finite) X(adamw_step) X(lamb_update) X(cast) X(round16) X(sync)
+    X(all_finite) X(reduce_defer) X(reduce_fetch) X(adamw_step) X(lamb_update)          \
+    X(adamw_multi) X(lamb_multi) X(cast) X(round16) X(sync)
 
 #define BT_PROF_ENUM(op) PROF_##op,
 enum { BT_PROFILED_OPS(BT_PROF_ENUM) PROF_N_OPS };

@@ -192,6 +192,35 @@ static bool p_all_finite(bt_backend *be, bt_ptr x, size_t n) {
     TIMED(be, all_finite, 0, F4 * n, r = in->all_finite(in, x, n));
     return r;
 }
+static int p_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t n) {
+    int r;
+    TIMED(be, reduce_defer, 0, F4 * n, r = in->reduce_defer(in, kind, x, n));
+    return r;
+}
+static void p_reduce_fetch(bt_backend *be, double *out) {
+    TIMED(be, reduce_fetch, 0, 0, in->reduce_fetch(in, out));
+}
+
+/* Elements of all spans. */
+static double span_elems(const bt_tensor_span *s, int n) {
+    double e = 0;
+    for (int i = 0; i < n; i++) e += (double)s[i].numel;
+    return e;
+}
+
+static void p_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                          const bt_tensor_span *s, int n, float lr, float b1, float b2, float eps) {
+    TIMED(be, adamw_multi, 0, F4 * 7.0 * span_elems(s, n),
+          in->adamw_multi(in, w, g, m, v, s, n, lr, b1, b2, eps));
+}
+/* LAMB's three passes: w, g, m, v read and m, v written; w, m, v read and w written. */
+static void p_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                         const bt_tensor_span *s, int n, float lr, float b1, float b2, float eps,
+                         float lo, float hi) {
+    TIMED(be, lamb_multi, 0, F4 * 10.0 * span_elems(s, n),
+          in->lamb_multi(in, w, g, m, v, s, n, lr, b1, b2, eps, lo, hi));
+}
+
 static void p_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
                          float lr, float b1, float b2, float eps, float wd, float bc1, float bc2) {
     TIMED(be, adamw_step, 0, F4 * 7.0 * n,
@@ -243,8 +272,12 @@ void prof_fill_ops(bt_backend *w) {
     w->sumsq = p_sumsq;
     w->sum = p_sum;
     w->all_finite = p_all_finite;
+    w->reduce_defer = p_reduce_defer;
+    w->reduce_fetch = p_reduce_fetch;
     w->adamw_step = p_adamw_step;
     w->lamb_update = p_lamb_update;
+    w->adamw_multi = p_adamw_multi;
+    w->lamb_multi = p_lamb_multi;
     w->cast = p_cast;
     w->round16 = p_round16;
     w->counters = p_counters;

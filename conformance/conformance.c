@@ -48,7 +48,9 @@ static void run_pass(bt_backend *be) {
     test_gather_scatter(be);
     test_xent(be);
     test_reductions(be);
+    test_deferred_reductions(be);
     test_optimizers(be);
+    test_multi_optimizers(be);
     test_cast(be);
     test_round16(be);
     test_nan_propagation(be);

@@ -51,6 +51,14 @@ void test_cast(bt_backend *be);
 /* round16: in-place rounding to bf16/f16 against the float64 reference's rounding. */
 void test_round16(bt_backend *be);
 
+/* ---- ops_multi.c ---- */
+/* Check reduce_defer and reduce_fetch: the bits of sum, sumsq and all_finite,
+ * values taken at queue time, one blocking read per fetch. */
+void test_deferred_reductions(bt_backend *be);
+/* Check adamw_multi and lamb_multi: the per-tensor ops' bits, the float64
+ * reference, nothing written between spans, launches independent of spans. */
+void test_multi_optimizers(bt_backend *be);
+
 /* ---- ops_profiling.c ---- */
 /* Check counters (memory in use and peak, reads, waits, launches) and marks
  * on the device timeline (numbering, elapsed time, reset). */

@@ -1,6 +1,48 @@
 /* Optimizer steps. The host precomputes every scalar that the CPU backend
  * computes once per call (decay, step, sqrt(bc2)), so the arithmetic per
- * element is the CPU backend's. Geometry: one work-item per element. */
+ * element is the CPU backend's. Per-tensor kernels: one work-item per
+ * element. Multi-tensor kernels (apex's multi_tensor_apply, over the flat
+ * buffers): one work-group per chunk of BT_REDUCE_CHUNK elements of a span,
+ * spans found from a table the host uploads:
+ *   tab[0 .. n)        span offsets in the flat buffers (elements)
+ *   tab[n .. 2n)       span lengths
+ *   tab[2n .. 3n+1)    chunk_begin: the first chunk of each span, then the total
+ *   ftab[3t .. 3t+3)   the span's three scalars (AdamW: decay, step, sqrt_bc2;
+ *                      LAMB: wd, bc1, bc2)
+ * Work-item l of a chunk takes elements l, l + BT_WG, ..., as sumsq_partial
+ * does, so LAMB's norms have sumsq's partials. */
+
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double trust_t; /* LAMB's norms and trust ratio: the host's double */
+#else
+typedef float trust_t; /* no fp64: the trust ratios round differently (conformance says so) */
+#endif
+
+/* AdamW on element i: m, v updated; w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps). */
+inline void adamw_elem(__global float *w, __global const float *g, __global float *m,
+                       __global float *v, size_t i, float beta1, float beta2, float eps,
+                       float decay, float step, float sqrt_bc2) {
+    const float gi = g[i];
+    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = w[i] * decay - step * mi / (sqrt(vi) / sqrt_bc2 + eps);
+}
+
+/* LAMB's moments on element i, returning its update direction
+ * u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * w. */
+inline float lamb_elem(__global const float *w, __global const float *g, __global float *m,
+                       __global float *v, size_t i, float beta1, float beta2, float eps, float wd,
+                       float bc1, float bc2) {
+    const float gi = g[i];
+    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    return (mi / bc1) / (sqrt(vi / bc2) + eps) + wd * w[i];
+}
 
 /* torch.optim.AdamW:  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
  * w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps)
@@ -11,12 +53,8 @@ __kernel void adamw_step(__global float *w, ulong w_off, __global const float *g
                          float sqrt_bc2) {
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    const float gi = g[g_off + i];
-    const float mi = beta1 * m[m_off + i] + (1.0f - beta1) * gi;
-    const float vi = beta2 * v[v_off + i] + (1.0f - beta2) * gi * gi;
-    m[m_off + i] = mi;
-    v[v_off + i] = vi;
-    w[w_off + i] = w[w_off + i] * decay - step * mi / (sqrt(vi) / sqrt_bc2 + eps);
+    adamw_elem(w + w_off, g + g_off, m + m_off, v + v_off, i, beta1, beta2, eps, decay, step,
+               sqrt_bc2);
 }
 
 /* LAMB's first half (DeepSpeed): moments as AdamW, then
@@ -27,10 +65,118 @@ __kernel void lamb_update(__global float *u, ulong u_off, __global const float *
                           float eps, float wd, float bc1, float bc2) {
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    const float gi = g[g_off + i];
-    const float mi = beta1 * m[m_off + i] + (1.0f - beta1) * gi;
-    const float vi = beta2 * v[v_off + i] + (1.0f - beta2) * gi * gi;
-    m[m_off + i] = mi;
-    v[v_off + i] = vi;
-    u[u_off + i] = (mi / bc1) / (sqrt(vi / bc2) + eps) + wd * w[w_off + i];
+    u[u_off + i] =
+        lamb_elem(w + w_off, g + g_off, m + m_off, v + v_off, i, beta1, beta2, eps, wd, bc1, bc2);
+}
+
+/* The span of work-group grp: the last t < n_spans with chunk_begin[t] <= grp
+ * (empty spans own no chunk). */
+inline int span_of_group(__global const ulong *chunk_begin, int n_spans, ulong grp) {
+    int lo = 0, hi = n_spans - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (chunk_begin[mid] <= grp) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The elements [*i0, *i1) of the flat buffers that work-group grp owns, in span *t. */
+inline void chunk_range(__global const ulong *tab, int n_spans, ulong grp, int *t, size_t *i0,
+                        size_t *i1) {
+    *t = span_of_group(tab + 2 * n_spans, n_spans, grp);
+    const size_t base = tab[*t], len = tab[n_spans + *t];
+    const size_t first = (grp - tab[2 * n_spans + *t]) * BT_REDUCE_CHUNK;
+    *i0 = base + first;
+    *i1 = base + min(first + BT_REDUCE_CHUNK, len);
+}
+
+/* adamw_step on every span (ftab: decay, step, sqrt_bc2 per span).
+ * global: total chunks * BT_WG. */
+__kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
+void adamw_multi(__global float *w, ulong w_off, __global const float *g, ulong g_off,
+                 __global float *m, ulong m_off, __global float *v, ulong v_off,
+                 __global const ulong *tab, __global const float *ftab, ulong ftab_off,
+                 int n_spans, float beta1, float beta2, float eps) {
+    int t;
+    size_t i0, i1;
+    chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
+    ftab += ftab_off + 3 * (size_t)t;
+    for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG)
+        adamw_elem(w + w_off, g + g_off, m + m_off, v + v_off, i, beta1, beta2, eps, ftab[0],
+                   ftab[1], ftab[2]);
+}
+
+/* LAMB, pass 1 of 3: moments of every span (ftab: wd, bc1, bc2), and per
+ * chunk the partial sums of w^2 and u^2 (sumsq_partial's) into
+ * partial[2 grp], partial[2 grp + 1]. global: total chunks * BT_WG. */
+__kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
+void lamb_multi_moments(__global const float *w, ulong w_off, __global const float *g,
+                        ulong g_off, __global float *m, ulong m_off, __global float *v,
+                        ulong v_off, __global const ulong *tab, __global const float *ftab,
+                        ulong ftab_off, __global float *partial, ulong p_off, int n_spans,
+                        float beta1, float beta2, float eps) {
+    __local float red[BT_WG];
+    int t;
+    size_t i0, i1;
+    const size_t grp = get_group_id(0);
+    chunk_range(tab, n_spans, grp, &t, &i0, &i1);
+    ftab += ftab_off + 3 * (size_t)t;
+    w += w_off;
+    float sw = 0.0f, su = 0.0f;
+    for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
+        const float u = lamb_elem(w, g + g_off, m + m_off, v + v_off, i, beta1, beta2, eps,
+                                  ftab[0], ftab[1], ftab[2]);
+        sw += w[i] * w[i];
+        su += u * u;
+    }
+    sw = wg_sum(sw, red);
+    su = wg_sum(su, red);
+    if (get_local_id(0) == 0) {
+        partial[p_off + 2 * grp] = sw;
+        partial[p_off + 2 * grp + 1] = su;
+    }
+}
+
+/* LAMB, pass 2: per span, ||w|| and ||u|| from its chunks' partials added in
+ * order (as the host adds sumsq's), the trust ratio clamped to [min_coeff,
+ * max_coeff] (1 when a norm is 0), and coef[t] = -lr * trust. global: n_spans. */
+__kernel void lamb_multi_trust(__global const ulong *tab, __global const float *partial,
+                               ulong p_off, __global float *coef, ulong coef_off, int n_spans,
+                               float lr, float min_coeff, float max_coeff) {
+    const int t = get_global_id(0);
+    if (t >= n_spans) return;
+    __global const ulong *chunk_begin = tab + 2 * n_spans;
+    trust_t sw = 0, su = 0;
+    for (ulong c = chunk_begin[t]; c < chunk_begin[t + 1]; c++) {
+        sw += (trust_t)partial[p_off + 2 * c];
+        su += (trust_t)partial[p_off + 2 * c + 1];
+    }
+    const trust_t wn = sqrt(sw), un = sqrt(su);
+    trust_t trust = (wn > 0 && un > 0) ? wn / un : (trust_t)1;
+    if (trust < (trust_t)min_coeff) trust = min_coeff;
+    if (trust > (trust_t)max_coeff) trust = max_coeff;
+    coef[coef_off + t] = (float)(-(trust_t)lr * trust);
+}
+
+/* LAMB, pass 3: w += coef[t] * u, u recomputed from the stored moments
+ * (lamb_elem's expression on the same values: the same bits).
+ * global: total chunks * BT_WG. */
+__kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
+void lamb_multi_apply(__global float *w, ulong w_off, __global const float *m, ulong m_off,
+                      __global const float *v, ulong v_off, __global const ulong *tab,
+                      __global const float *ftab, ulong ftab_off, __global const float *coef,
+                      ulong coef_off, int n_spans, float eps) {
+    int t;
+    size_t i0, i1;
+    chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
+    ftab += ftab_off + 3 * (size_t)t;
+    const float wd = ftab[0], bc1 = ftab[1], bc2 = ftab[2], alpha = coef[coef_off + t];
+    w += w_off;
+    m += m_off;
+    v += v_off;
+    for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
+        const float u = (m[i] / bc1) / (sqrt(v[i] / bc2) + eps) + wd * w[i];
+        w[i] += alpha * u;
+    }
 }

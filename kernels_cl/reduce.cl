@@ -13,12 +13,13 @@ __kernel void bias_grad(__global float *dbias, ulong db_off, __global const floa
     dbias[db_off + c] += acc;
 }
 
-/* partial[g] = sum of x over chunk g of BT_REDUCE_CHUNK elements.
+/* partial[p_off + g] = sum of x over chunk g of BT_REDUCE_CHUNK elements.
  * Geometry: one work-group of BT_WG per chunk; work-item l adds elements l,
  * l + BT_WG, ... of the chunk in order, then a fixed tree in local memory.
  * The host adds the partials in chunk order. global: chunks * BT_WG. */
 __kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
-void sum_partial(__global float *partial, __global const float *x, ulong x_off, ulong n) {
+void sum_partial(__global float *partial, ulong p_off, __global const float *x, ulong x_off,
+                 ulong n) {
     __local float red[BT_WG];
     const size_t g = get_group_id(0), lid = get_local_id(0);
     const size_t i0 = g * BT_REDUCE_CHUNK, i1 = min(i0 + BT_REDUCE_CHUNK, (size_t)n);
@@ -26,12 +27,13 @@ void sum_partial(__global float *partial, __global const float *x, ulong x_off, 
     float s = 0.0f;
     for (size_t i = i0 + lid; i < i1; i += BT_WG) s += x[i];
     s = wg_sum(s, red);
-    if (lid == 0) partial[g] = s;
+    if (lid == 0) partial[p_off + g] = s;
 }
 
-/* partial[g] = sum of x^2 over chunk g (as sum_partial). */
+/* partial[p_off + g] = sum of x^2 over chunk g (as sum_partial). */
 __kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
-void sumsq_partial(__global float *partial, __global const float *x, ulong x_off, ulong n) {
+void sumsq_partial(__global float *partial, ulong p_off, __global const float *x, ulong x_off,
+                   ulong n) {
     __local float red[BT_WG];
     const size_t g = get_group_id(0), lid = get_local_id(0);
     const size_t i0 = g * BT_REDUCE_CHUNK, i1 = min(i0 + BT_REDUCE_CHUNK, (size_t)n);
@@ -39,12 +41,14 @@ void sumsq_partial(__global float *partial, __global const float *x, ulong x_off
     float s = 0.0f;
     for (size_t i = i0 + lid; i < i1; i += BT_WG) s += x[i] * x[i];
     s = wg_sum(s, red);
-    if (lid == 0) partial[g] = s;
+    if (lid == 0) partial[p_off + g] = s;
 }
 
-/* *flag = 1 when some x[i] is NaN or Inf (the host zeroes flag first). Every
- * writer stores the same value, so the result is deterministic. global: n. */
-__kernel void all_finite(__global int *flag, __global const float *x, ulong x_off, ulong n) {
+/* flag[flag_off] = 1 when some x[i] is NaN or Inf (the host zeroes it
+ * first). Every writer stores the same value, so the result is
+ * deterministic. global: n. */
+__kernel void all_finite(__global float *flag, ulong flag_off, __global const float *x,
+                         ulong x_off, ulong n) {
     const size_t i = get_global_id(0);
-    if (i < n && !isfinite(x[x_off + i])) *flag = 1;
+    if (i < n && !isfinite(x[x_off + i])) flag[flag_off] = 1.0f;
 }

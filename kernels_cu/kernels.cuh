@@ -29,7 +29,7 @@ __global__ void dropout(float *out, const float *in, size_t per_sample, size_t b
 __global__ void bias_grad(float *dbias, const float *dy, int rows, int cols);
 __global__ void sum_partial(float *partial, const float *x, size_t n);
 __global__ void sumsq_partial(float *partial, const float *x, size_t n);
-__global__ void all_finite(int *flag, const float *x, size_t n);
+__global__ void all_finite(float *flag, const float *x, size_t n);
 
 /* ---- layernorm.cu ---- */
 __global__ void layernorm_fwd(float *out, float *mean, float *rstd, const float *x,
@@ -66,6 +66,18 @@ __global__ void adamw_step(float *w, const float *g, float *m, float *v, size_t 
 __global__ void lamb_update(float *u, const float *w, const float *g, float *m, float *v,
                             size_t n, float beta1, float beta2, float eps, float wd, float bc1,
                             float bc2);
+__global__ void adamw_multi(float *w, const float *g, float *m, float *v,
+                            const unsigned long long *tab, const float *ftab, int n_spans,
+                            float beta1, float beta2, float eps);
+__global__ void lamb_multi_moments(const float *w, const float *g, float *m, float *v,
+                                   const unsigned long long *tab, const float *ftab,
+                                   float *partial, int n_spans, float beta1, float beta2,
+                                   float eps);
+__global__ void lamb_multi_trust(const unsigned long long *tab, const float *partial, float *coef,
+                                 int n_spans, float lr, float min_coeff, float max_coeff);
+__global__ void lamb_multi_apply(float *w, const float *m, const float *v,
+                                 const unsigned long long *tab, const float *ftab,
+                                 const float *coef, int n_spans, float eps);
 
 /* ---- cast.cu ---- */
 __global__ void cast_f32_to_bf16(uint16_t *dst, const uint32_t *src, size_t n);

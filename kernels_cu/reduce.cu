@@ -49,7 +49,7 @@ sumsq_partial(float *partial, const float *x, size_t n) {
 /* *flag = 1 when some x[i] is NaN or Inf (the host zeroes flag first). Every
  * writer stores the same value, so the result is deterministic. grid: n
  * threads. */
-__global__ void all_finite(int *flag, const float *x, size_t n) {
+__global__ void all_finite(float *flag, const float *x, size_t n) {
     const size_t i = global_id();
-    if (i < n && !isfinite(x[i])) *flag = 1;
+    if (i < n && !isfinite(x[i])) *flag = 1.0f;
 }

@@ -13,6 +13,13 @@ fail() { echo "FAIL: $*"; exit 1; }
 # A part of the test that cannot run here: said now, and the test then ends in
 # SKIP naming it (finish), never in PASS; the parts that did run still fail it.
 PARTS_SKIPPED=""
+# True when DIR is the top of a git checkout (not a folder inside someone
+# else's checkout, as make distcheck's unpacked tarball is).
+is_git_checkout() {
+    command -v git > /dev/null 2>&1 || return 1
+    top=$(git -C "$1" rev-parse --show-toplevel 2> /dev/null) || return 1
+    [ "$(cd "$top" && pwd -P)" = "$(cd "$1" && pwd -P)" ]
+}
 skip_part() {
     echo "SKIP part: $*"
     PARTS_SKIPPED="${PARTS_SKIPPED:+$PARTS_SKIPPED; }$*"

@@ -12,7 +12,7 @@
 # instead, and the test reports SKIP for the fresh-clone part.
 . "$(dirname "$0")/lib.sh"
 head=""
-if command -v git > /dev/null 2>&1 && head=$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null); then
+if is_git_checkout "$top_srcdir" && head=$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null); then
     git clone -q "$top_srcdir" "$tmpdir/clone" || fail "git clone $top_srcdir failed"
     [ -z "$(git -C "$top_srcdir" status --porcelain --untracked-files=no 2>/dev/null)" ] ||
         echo "note: $top_srcdir has uncommitted changes; this checks the committed state $head"

@@ -10,7 +10,7 @@ cd "$top_srcdir" || fail "no source dir"
 printf 'int main(void) { return 0; }\n' > "$tmpdir/probe.c"
 ${CC:-cc} -fsanitize=address,undefined "$tmpdir/probe.c" -o "$tmpdir/probe" 2> /dev/null && "$tmpdir/probe" ||
     skip "the C compiler cannot build with -fsanitize=address,undefined here"
-command -v git > /dev/null 2>&1 && git rev-parse --git-dir > /dev/null 2>&1 || skip "not a git tree (the copy is made from git's file list)"
+is_git_checkout "$top_srcdir" || skip "not a git tree (the copy is made from git's file list)"
 
 # a copy of the tracked and new files, built with the sanitizers
 src="$tmpdir/src"

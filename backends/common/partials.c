@@ -1,6 +1,8 @@
 /* The host side of device reductions (partials.h). */
 #include "partials.h"
 
+#include "../backend.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,4 +29,42 @@ void bt_partials_free(bt_partials *p) {
     free(p->v);
     p->v = NULL;
     p->cap = 0;
+}
+
+int bt_deferrals_add(bt_deferrals *q, int kind, size_t count, const char *backend) {
+    if (q->n == q->cap) {
+        int cap = q->cap ? 2 * q->cap : 64;
+        bt_deferral *d = realloc(q->d, (size_t)cap * sizeof *d);
+        if (!d) {
+            fprintf(stderr, "bertrain: %s: out of host memory in a reduction\n", backend);
+            exit(1);
+        }
+        q->d = d;
+        q->cap = cap;
+    }
+    q->d[q->n] = (bt_deferral){kind, q->used, count};
+    q->used += count;
+    return q->n++;
+}
+
+void bt_deferrals_resolve(bt_deferrals *q, const float *partials, double *out) {
+    for (int i = 0; i < q->n; i++) {
+        const bt_deferral *d = &q->d[i];
+        if (d->kind == BT_REDUCE_FINITE) {
+            out[i] = partials[d->first] == 0.0f ? 1.0 : 0.0;
+            continue;
+        }
+        double total = 0.0;
+        for (size_t k = 0; k < d->count; k++) total += partials[d->first + k];
+        out[i] = total;
+    }
+    q->n = 0;
+    q->used = 0;
+}
+
+void bt_deferrals_free(bt_deferrals *q) {
+    free(q->d);
+    q->d = NULL;
+    q->n = q->cap = 0;
+    q->used = 0;
 }

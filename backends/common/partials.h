@@ -25,6 +25,31 @@ double bt_partials_sum(const bt_partials *p, size_t n);
 
 void bt_partials_free(bt_partials *p);
 
+/* The host side of deferred reductions (backend.h's reduce_defer and
+ * reduce_fetch) on a device: each queued reduction owns `count` consecutive
+ * float partials of one device buffer, from `first`. */
+typedef struct {
+    int kind; /* bt_reduce_kind */
+    size_t first, count;
+} bt_deferral;
+
+typedef struct {
+    bt_deferral *d;
+    int n, cap;
+    size_t used; /* partials the queued reductions own */
+} bt_deferrals;
+
+/* Queue a reduction of `kind` owning `count` partials; its index. On out of
+ * host memory, one line naming `backend` and exit. */
+int bt_deferrals_add(bt_deferrals *q, int kind, size_t count, const char *backend);
+
+/* out[i] = the value of queued reduction i from the partials read back (all
+ * q->used of them): a sum in chunk order in double, as bt_partials_sum, or
+ * for BT_REDUCE_FINITE 1 when its flag partial is 0. Empties the queue. */
+void bt_deferrals_resolve(bt_deferrals *q, const float *partials, double *out);
+
+void bt_deferrals_free(bt_deferrals *q);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,9 +3,7 @@
  * bit-identical for any thread count. It is the oracle for the other backends. */
 #include "cpu_internal.h"
 
-#include "../common/counting.h"
 #include "../common/half.h"
-#include "../common/staged_gemm.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -19,18 +17,14 @@
 void openblas_set_num_threads(int num_threads); /* OpenBLAS's; not in every cblas.h */
 #endif
 
-typedef struct {
-    int threads;
-    bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
-    bt_counters count; /* launches stay 0: the CPU has none (the profiler counts op calls) */
-    bt_wall_marks marks;
-} cpu_ctx;
 
 static void cpu_destroy(bt_backend *be) {
     cpu_ctx *ctx = be->ctx;
     bt_stage_release(be, &ctx->stage[0]);
     bt_stage_release(be, &ctx->stage[1]);
     bt_wall_marks_free(&ctx->marks);
+    free(ctx->deferred);
+    free(ctx->lamb_u);
     free(be->ctx);
     free(be);
 }
@@ -176,85 +170,6 @@ static void cpu_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) 
     for (size_t i = 0; i < n; i++) Y[i] += alpha * X[i];
 }
 
-/* Deterministic reduction: per-chunk double partials, added in chunk order. */
-static double reduce_chunks(const float *x, size_t n, bool squares) {
-    size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
-    if (chunks == 0) return 0.0;
-    double *part = malloc(chunks * sizeof *part);
-    if (!part) {
-        fprintf(stderr, "bertrain: cpu backend: out of host memory in a reduction\n");
-        exit(1);
-    }
-#pragma omp parallel for schedule(static)
-    for (size_t ch = 0; ch < chunks; ch++) {
-        size_t i0 = ch * CPU_REDUCE_CHUNK, i1 = i0 + CPU_REDUCE_CHUNK < n ? i0 + CPU_REDUCE_CHUNK : n;
-        double s = 0.0;
-        if (squares)
-            for (size_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
-        else
-            for (size_t i = i0; i < i1; i++) s += x[i];
-        part[ch] = s;
-    }
-    double total = 0.0;
-    for (size_t ch = 0; ch < chunks; ch++) total += part[ch];
-    free(part);
-    return total;
-}
-
-static double cpu_sumsq(bt_backend *be, bt_ptr x, size_t n) {
-    ((cpu_ctx *)be->ctx)->count.host_reads++;
-    return reduce_chunks(cpu_f32(x), n, true);
-}
-
-static double cpu_sum(bt_backend *be, bt_ptr x, size_t n) {
-    ((cpu_ctx *)be->ctx)->count.host_reads++;
-    return reduce_chunks(cpu_f32(x), n, false);
-}
-
-static bool cpu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
-    ((cpu_ctx *)be->ctx)->count.host_reads++;
-    const float *X = cpu_f32(x);
-    int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad)
-    for (size_t i = 0; i < n; i++) bad |= !isfinite(X[i]);
-    return !bad;
-}
-
-static void cpu_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
-                           float lr, float beta1, float beta2, float eps, float wd, float bc1,
-                           float bc2) {
-    (void)be;
-    float *W = cpu_f32(w), *M = cpu_f32(m), *V = cpu_f32(v);
-    const float *G = cpu_f32(g);
-    const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = G[i];
-        float mi = beta1 * M[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * V[i] + (1.0f - beta2) * gi * gi;
-        M[i] = mi;
-        V[i] = vi;
-        W[i] = W[i] * decay - step * mi / (sqrtf(vi) / sqrt_bc2 + eps);
-    }
-}
-
-static void cpu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                            size_t n, float beta1, float beta2, float eps, float wd, float bc1,
-                            float bc2) {
-    (void)be;
-    float *U = cpu_f32(u), *M = cpu_f32(m), *V = cpu_f32(v);
-    const float *W = cpu_f32(w), *G = cpu_f32(g);
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = G[i];
-        float mi = beta1 * M[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * V[i] + (1.0f - beta2) * gi * gi;
-        M[i] = mi;
-        V[i] = vi;
-        U[i] = (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * W[i];
-    }
-}
-
 /* One loop per conversion, free of per-element dispatch. */
 static void cpu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st,
                      size_t n) {
@@ -351,17 +266,14 @@ bt_backend *bt_cpu_backend_create(int threads) {
     be->add = cpu_add;
     be->scale = cpu_scale;
     be->axpy = cpu_axpy;
-    be->sumsq = cpu_sumsq;
-    be->sum = cpu_sum;
-    be->all_finite = cpu_all_finite;
-    be->adamw_step = cpu_adamw_step;
-    be->lamb_update = cpu_lamb_update;
     be->cast = cpu_cast;
     be->round16 = cpu_round16;
     be->counters = cpu_counters;
     be->mark = cpu_mark;
     be->mark_seconds = cpu_mark_seconds;
     be->marks_reset = cpu_marks_reset;
+    cpu_fill_reduce_ops(be);
     cpu_fill_nn_ops(be);
+    cpu_fill_optim_ops(be);
     return be;
 }

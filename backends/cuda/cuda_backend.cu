@@ -204,6 +204,8 @@ static void cu_destroy(bt_backend *be) {
                     free(c->stage[i].buf);
                 }
             if (c->scratch) (void)cudaFree(c->scratch);
+            cu_reduce_release(c);
+            cu_optim_release(c);
             if (c->stream) (void)cudaStreamDestroy(c->stream);
         }
         (void)cudaGetLastError();

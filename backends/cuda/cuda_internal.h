@@ -43,6 +43,13 @@ typedef struct {
     cudaEvent_t *marks;      /* the profiler's marks since marks_reset (events, reused) */
     int n_marks, cap_marks;
     bt_partials partials;    /* host copy of the reduction partials */
+    float *defer_mem;        /* partials of the deferred reductions, grown on demand */
+    size_t defer_cap;        /* floats */
+    bt_deferrals defer;      /* the reductions queued since the last fetch */
+    void *multi_mem;         /* multi-tensor optimizers: span table, partials, trust ratios */
+    size_t multi_bytes;
+    void *multi_host;        /* the span table built on the host */
+    size_t multi_host_bytes;
     bt_device_info info;     /* static part; free_mem is queried by info() */
 } cu_ctx;
 
@@ -111,8 +118,20 @@ static inline float *cu_f32(bt_ptr p) { return (float *)cu_addr(p, 4); }
 static inline int *cu_i32(bt_ptr p) { return (int *)cu_addr(p, 4); }
 
 /* ---- cuda_ops.cu ---- */
-/* Fill the op slots that launch kernels into a table. */
+/* Fill the op slots that launch kernels into a table (with the two below). */
 void cu_fill_ops(bt_backend *be);
+
+/* ---- cuda_reduce.cu ---- */
+/* Fill sum, sumsq, all_finite, reduce_defer and reduce_fetch. */
+void cu_fill_reduce_ops(bt_backend *be);
+/* Release the deferred reductions' buffers (at destroy). */
+void cu_reduce_release(cu_ctx *c);
+
+/* ---- cuda_optim.cu ---- */
+/* Fill adamw_step, lamb_update, adamw_multi and lamb_multi. */
+void cu_fill_optim_ops(bt_backend *be);
+/* Release the multi-tensor optimizers' buffers (at destroy). */
+void cu_optim_release(cu_ctx *c);
 
 /* ---- cuda_gemm.cu ---- */
 /* The gemm op (cuBLAS). */

@@ -1,56 +1,15 @@
 /* CUDA backend: the launches of every op except gemm (opencl_ops.c's twin).
  * Each op launches its kernel of kernels_cu/ on the backend's one stream with
  * the geometry documented at the kernel: 1-D, blocks of BT_WG threads, the
- * grid rounded up to whole blocks. Nothing here waits for the device except
- * the reductions whose value the host needs (sum, sumsq, all_finite). */
-#include "cuda_internal.h"
+ * grid rounded up to whole blocks. Nothing here waits for the device. The
+ * reductions are in cuda_reduce.cu, the optimizers in cuda_optim.cu. */
+#include "cuda_launch.cuh"
 
-#include "../../kernels_cu/common.cuh"
-#include "../../kernels_cu/kernels.cuh"
 #include "../philox.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ================= launch helpers ================= */
-
-/* Blocks for `items` threads, rounded up to whole blocks of BT_WG. */
-static unsigned grid_of(size_t items) {
-    size_t g = (items + BT_WG - 1) / BT_WG;
-    if (g > 0x7fffffffu) {
-        fprintf(stderr, "bertrain: cuda: %zu threads exceed the grid limit\n", items);
-        exit(1);
-    }
-    return (unsigned)g;
-}
-
-/* A launch error (bad configuration, missing kernel image for this GPU). */
-static void check_launch(const char *kernel, const char *file, int line) {
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        char what[96];
-        snprintf(what, sizeof what, "%s<<<>>>", kernel);
-        cu_fatal(what, e, file, line);
-    }
-}
-
-/* Launch kernel over `items` threads (rounded up to BT_WG) in blocks of
- * BT_WG on context c's stream; nothing for 0 items. */
-#define LAUNCH(c, kernel, items, ...)                                                 \
-    do {                                                                              \
-        const size_t items_ = (items);                                                \
-        if (items_) {                                                                 \
-            BT_KERNEL_LAUNCH(kernel, grid_of(items_), BT_WG, (c)->stream, __VA_ARGS__); \
-            (c)->count.launches++;                                                    \
-            check_launch(#kernel, __FILE__, __LINE__);                                \
-            CU_SYNC_IF_DEBUG(c);                                                      \
-        }                                                                             \
-    } while (0)
-
-static const uint16_t *u16c(bt_ptr p) { return (const uint16_t *)cu_addr(p, 2); }
-static uint16_t *u16(bt_ptr p) { return (uint16_t *)cu_addr(p, 2); }
-static uint32_t *u32(bt_ptr p) { return (uint32_t *)cu_addr(p, 4); }
 
 /* ================= elementwise ================= */
 
@@ -194,71 +153,6 @@ static void cu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, 
     LAUNCH(c, scatter_rows, (size_t)cols, cu_f32(dst), cu_f32(src), cu_i32(idx), n_idx, cols);
 }
 
-/* ================= reductions to the host ================= */
-
-typedef void (*partial_kernel)(float *, const float *, size_t);
-
-/* Per-chunk float partials on the device, added in chunk order in double on
- * the host: deterministic and independent of the device's size. */
-static double reduce(bt_backend *be, partial_kernel kernel, const char *name, bt_ptr x,
-                     size_t n) {
-    cu_ctx *c = cu(be);
-    size_t chunks = (n + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
-    if (!chunks) return 0.0;
-    float *host = bt_partials_reserve(&c->partials, chunks, "cuda");
-    float *part = (float *)cu_scratch(c, chunks * sizeof(float));
-    BT_KERNEL_LAUNCH(kernel, grid_of(chunks * BT_WG), BT_WG, c->stream, part, cu_f32(x), n);
-    c->count.launches++;
-    check_launch(name, __FILE__, __LINE__);
-    CU_SYNC_IF_DEBUG(c);
-    c->count.host_reads++;
-    CU_CHECK(cudaMemcpyAsync(host, part, chunks * sizeof(float), cudaMemcpyDeviceToHost,
-                             c->stream));
-    CU_CHECK(cudaStreamSynchronize(c->stream));
-    return bt_partials_sum(&c->partials, chunks);
-}
-
-static double cu_sum(bt_backend *be, bt_ptr x, size_t n) {
-    return reduce(be, sum_partial, "sum_partial", x, n);
-}
-
-static double cu_sumsq(bt_backend *be, bt_ptr x, size_t n) {
-    return reduce(be, sumsq_partial, "sumsq_partial", x, n);
-}
-
-static bool cu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
-    cu_ctx *c = cu(be);
-    int flag = 0;
-    int *f = (int *)cu_scratch(c, sizeof flag);
-    CU_CHECK(cudaMemsetAsync(f, 0, sizeof flag, c->stream));
-    CU_SYNC_IF_DEBUG(c);
-    LAUNCH(c, all_finite, n, f, cu_f32(x), n);
-    c->count.host_reads++;
-    CU_CHECK(cudaMemcpyAsync(&flag, f, sizeof flag, cudaMemcpyDeviceToHost, c->stream));
-    CU_CHECK(cudaStreamSynchronize(c->stream));
-    return flag == 0;
-}
-
-/* ================= optimizers ================= */
-
-static void cu_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
-                          float lr, float beta1, float beta2, float eps, float wd, float bc1,
-                          float bc2) {
-    cu_ctx *c = cu(be);
-    /* the CPU backend's per-call scalars, rounded on the host */
-    const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
-    LAUNCH(c, adamw_step, n, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v), n, beta1, beta2, eps,
-           decay, step, sqrt_bc2);
-}
-
-static void cu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                           size_t n, float beta1, float beta2, float eps, float wd, float bc1,
-                           float bc2) {
-    cu_ctx *c = cu(be);
-    LAUNCH(c, lamb_update, n, cu_f32(u), cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v), n, beta1,
-           beta2, eps, wd, bc1, bc2);
-}
-
 /* ================= cast ================= */
 
 static void cu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st, size_t n) {
@@ -314,11 +208,8 @@ void cu_fill_ops(bt_backend *be) {
     be->gather_rows = cu_gather_rows;
     be->scatter_rows = cu_scatter_rows;
     be->xent_fwd_bwd = cu_xent_fwd_bwd;
-    be->sumsq = cu_sumsq;
-    be->sum = cu_sum;
-    be->all_finite = cu_all_finite;
-    be->adamw_step = cu_adamw_step;
-    be->lamb_update = cu_lamb_update;
     be->cast = cu_cast;
     be->round16 = cu_round16;
+    cu_fill_reduce_ops(be);
+    cu_fill_optim_ops(be);
 }

@@ -455,6 +455,8 @@ static void ocl_destroy(bt_backend *be) {
         if (c->queue) clFinish(c->queue);
         for (int i = 0; i < 2; i++) bt_stage_release(be, &c->stage[i]);
         ocl_gemm_release(c);
+        ocl_reduce_release(c);
+        ocl_optim_release(c);
         release_program(c);
         if (c->scratch) clReleaseMemObject(c->scratch);
         if (c->queue) clReleaseCommandQueue(c->queue);

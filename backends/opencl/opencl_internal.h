@@ -33,7 +33,8 @@ struct bt_buffer {
     X(tanh_bwd) X(dropout) X(bias_grad) X(sum_partial) X(sumsq_partial) X(all_finite)   \
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_params) X(softmax_fwd)         \
     X(softmax_bwd) X(embed_fwd) X(embed_bwd_word) X(embed_bwd_pos) X(gather_rows)       \
-    X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(cast_f32_to_bf16)    \
+    X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(adamw_multi)         \
+    X(lamb_multi_moments) X(lamb_multi_trust) X(lamb_multi_apply) X(cast_f32_to_bf16)   \
     X(cast_f32_to_f16) X(cast_bf16_to_f32) X(cast_f16_to_f32) X(cast_bf16_to_f16)       \
     X(cast_f16_to_bf16) X(round16_bf16) X(round16_f16)
 
@@ -65,6 +66,14 @@ typedef struct {
     cl_event *marks;      /* profiling: the marker events since marks_reset */
     int n_marks, cap_marks;
     bt_wall_marks wall;   /* no profiling: marks wait for the queue and read the clock */
+    cl_mem defer_mem;     /* partials of the deferred reductions, grown on demand */
+    size_t defer_cap;     /* floats */
+    bt_deferrals defer;   /* the reductions queued since the last fetch */
+    cl_mem multi_mem;     /* multi-tensor optimizers: span table, partials, trust ratios */
+    size_t multi_bytes;
+    void *multi_host;     /* the span table as uploaded (kept until the write is done) */
+    size_t multi_host_bytes;
+    cl_event multi_write; /* the last table upload, NULL when none is pending */
 } ocl_ctx;
 
 /* The context of a backend. */
@@ -104,8 +113,20 @@ extern const char *const bt_cl_source_lines[];
 extern const size_t bt_cl_source_count;
 
 /* ---- opencl_ops.c ---- */
-/* Fill the op slots that launch kernels into a table. */
+/* Fill the op slots that launch kernels into a table (with the two below). */
 void ocl_fill_ops(bt_backend *be);
+
+/* ---- opencl_reduce.c ---- */
+/* Fill sum, sumsq, all_finite, reduce_defer and reduce_fetch. */
+void ocl_fill_reduce_ops(bt_backend *be);
+/* Release the deferred reductions' buffers (at destroy). */
+void ocl_reduce_release(ocl_ctx *c);
+
+/* ---- opencl_optim.c ---- */
+/* Fill adamw_step, lamb_update, adamw_multi and lamb_multi. */
+void ocl_fill_optim_ops(bt_backend *be);
+/* Release the multi-tensor optimizers' buffers (at destroy). */
+void ocl_optim_release(ocl_ctx *c);
 
 /* ---- opencl_gemm.c ---- */
 /* The gemm op (CLBlast). */

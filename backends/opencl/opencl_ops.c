@@ -1,9 +1,9 @@
 /* OpenCL backend: the launches of every op except gemm. Each op sets its
  * kernel's arguments (a tensor is a buffer and an offset in elements) and
  * enqueues it on the one in-order queue with the geometry documented at the
- * kernel in kernels_cl/. Reductions that return to the host (sum, sumsq,
- * all_finite) read back their result, which synchronizes. */
-#include "opencl_internal.h"
+ * kernel in kernels_cl/. The reductions are in opencl_reduce.c, the
+ * optimizers in opencl_optim.c. */
+#include "opencl_launch.h"
 
 #include "../philox.h"
 
@@ -11,58 +11,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ================= launch helpers ================= */
-
-/* Arguments of one launch, set in order. */
-typedef struct {
-    cl_kernel k;
-    cl_uint n;
-} args;
-
-static args begin(bt_backend *be, ocl_kernel_id id) { return (args){ocl(be)->kernels[id], 0}; }
-
-static void set(args *a, size_t size, const void *value) {
-    cl_int e = clSetKernelArg(a->k, a->n, size, value);
-    if (e != CL_SUCCESS) {
-        char what[64];
-        snprintf(what, sizeof what, "clSetKernelArg(argument %u)", a->n);
-        ocl_fatal(what, e, __FILE__, __LINE__);
-    }
-    a->n++;
-}
-
-/* A tensor: its buffer and its offset in elements of esz bytes. */
-static void arg_ptr(args *a, bt_ptr p, size_t esz) {
-    cl_ulong off = ocl_elem_off(p, esz);
-    set(a, sizeof(cl_mem), &p.buf->mem);
-    set(a, sizeof off, &off);
-}
-static void arg_f32p(args *a, bt_ptr p) { arg_ptr(a, p, 4); }
-static void arg_mem(args *a, cl_mem m) { set(a, sizeof m, &m); }
-static void arg_f(args *a, float v) { set(a, sizeof v, &v); }
-static void arg_i(args *a, int v) {
-    cl_int x = v;
-    set(a, sizeof x, &x);
-}
-static void arg_u(args *a, uint32_t v) {
-    cl_uint x = v;
-    set(a, sizeof x, &x);
-}
-static void arg_ul(args *a, size_t v) {
-    cl_ulong x = v;
-    set(a, sizeof x, &x);
-}
-
-/* Enqueue the kernel over `items` work-items (rounded up to BT_WG) in
- * work-groups of BT_WG. */
-static void launch(bt_backend *be, args *a, size_t items) {
-    ocl_ctx *c = ocl(be);
-    if (!items) return;
-    size_t local = c->wg, global = (items + local - 1) / local * local;
-    CL_CHECK(clEnqueueNDRangeKernel(c->queue, a->k, 1, NULL, &global, &local, 0, NULL, NULL));
-    c->count.launches++;
-}
 
 /* ================= elementwise ================= */
 
@@ -315,90 +263,6 @@ static void ocl_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx,
     launch(be, &a, (size_t)cols);
 }
 
-/* ================= reductions to the host ================= */
-
-/* Per-chunk float partials on the device, added in chunk order in double on
- * the host: deterministic and independent of the device's size. */
-static double reduce(bt_backend *be, ocl_kernel_id id, bt_ptr x, size_t n) {
-    ocl_ctx *c = ocl(be);
-    size_t chunks = (n + OCL_REDUCE_CHUNK - 1) / OCL_REDUCE_CHUNK;
-    if (!chunks) return 0.0;
-    float *host = bt_partials_reserve(&c->partials, chunks, "opencl");
-    cl_mem part = ocl_scratch(c, chunks * sizeof(float));
-    args a = begin(be, id);
-    arg_mem(&a, part);
-    arg_f32p(&a, x);
-    arg_ul(&a, n);
-    launch(be, &a, chunks * c->wg);
-    c->count.host_reads++;
-    CL_CHECK(clEnqueueReadBuffer(c->queue, part, CL_TRUE, 0, chunks * sizeof(float), host, 0,
-                                 NULL, NULL));
-    return bt_partials_sum(&c->partials, chunks);
-}
-
-static double ocl_sum(bt_backend *be, bt_ptr x, size_t n) { return reduce(be, K_sum_partial, x, n); }
-
-static double ocl_sumsq(bt_backend *be, bt_ptr x, size_t n) {
-    return reduce(be, K_sumsq_partial, x, n);
-}
-
-static bool ocl_all_finite(bt_backend *be, bt_ptr x, size_t n) {
-    ocl_ctx *c = ocl(be);
-    static const cl_int zero = 0;
-    cl_int flag = 0;
-    cl_mem f = ocl_scratch(c, sizeof flag);
-    CL_CHECK(clEnqueueWriteBuffer(c->queue, f, CL_FALSE, 0, sizeof zero, &zero, 0, NULL, NULL));
-    args a = begin(be, K_all_finite);
-    arg_mem(&a, f);
-    arg_f32p(&a, x);
-    arg_ul(&a, n);
-    launch(be, &a, n);
-    c->count.host_reads++;
-    CL_CHECK(clEnqueueReadBuffer(c->queue, f, CL_TRUE, 0, sizeof flag, &flag, 0, NULL, NULL));
-    return flag == 0;
-}
-
-/* ================= optimizers ================= */
-
-static void ocl_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
-                           float lr, float beta1, float beta2, float eps, float wd, float bc1,
-                           float bc2) {
-    /* the CPU backend's per-call scalars, rounded on the host */
-    const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
-    args a = begin(be, K_adamw_step);
-    arg_f32p(&a, w);
-    arg_f32p(&a, g);
-    arg_f32p(&a, m);
-    arg_f32p(&a, v);
-    arg_ul(&a, n);
-    arg_f(&a, beta1);
-    arg_f(&a, beta2);
-    arg_f(&a, eps);
-    arg_f(&a, decay);
-    arg_f(&a, step);
-    arg_f(&a, sqrt_bc2);
-    launch(be, &a, n);
-}
-
-static void ocl_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                            size_t n, float beta1, float beta2, float eps, float wd, float bc1,
-                            float bc2) {
-    args a = begin(be, K_lamb_update);
-    arg_f32p(&a, u);
-    arg_f32p(&a, w);
-    arg_f32p(&a, g);
-    arg_f32p(&a, m);
-    arg_f32p(&a, v);
-    arg_ul(&a, n);
-    arg_f(&a, beta1);
-    arg_f(&a, beta2);
-    arg_f(&a, eps);
-    arg_f(&a, wd);
-    arg_f(&a, bc1);
-    arg_f(&a, bc2);
-    launch(be, &a, n);
-}
-
 /* ================= cast ================= */
 
 static void ocl_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st, size_t n) {
@@ -444,11 +308,8 @@ void ocl_fill_ops(bt_backend *be) {
     be->gather_rows = ocl_gather_rows;
     be->scatter_rows = ocl_scatter_rows;
     be->xent_fwd_bwd = ocl_xent_fwd_bwd;
-    be->sumsq = ocl_sumsq;
-    be->sum = ocl_sum;
-    be->all_finite = ocl_all_finite;
-    be->adamw_step = ocl_adamw_step;
-    be->lamb_update = ocl_lamb_update;
     be->cast = ocl_cast;
     be->round16 = ocl_round16;
+    ocl_fill_reduce_ops(be);
+    ocl_fill_optim_ops(be);
 }

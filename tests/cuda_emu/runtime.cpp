@@ -22,7 +22,9 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -478,6 +480,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
         (const char *)src < (const char *)dst + bytes) {
         report("cudaMemcpyAsync(%zu bytes): overlapping device ranges", bytes);
         return record(cudaErrorInvalidValue);
+    }
+    if (kind == cudaMemcpyHostToDevice) { /* CUDA stages pageable host memory before it */
+        auto staged = std::make_shared<std::vector<char>>((const char *)src,  /* returns: the */
+                                                          (const char *)src + bytes); /* caller */
+        s->push([=] { memcpy(dst, staged->data(), bytes); }); /* may reuse src at once */
+        return cudaSuccess;
     }
     s->push([=] { memcpy(dst, src, bytes); });
     return cudaSuccess;

@@ -1,0 +1,105 @@
+/* The CPU reference backend's optimizer steps: AdamW and LAMB's first half
+ * per tensor, and their multi-tensor forms, which run the per-tensor
+ * arithmetic span by span (the bits of the per-tensor ops by construction). */
+#include "cpu_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* torch.optim.AdamW on n elements (backend.h's adamw_step). */
+static void adamw(float *W, const float *G, float *M, float *V, size_t n, float lr, float beta1,
+                  float beta2, float eps, float wd, float bc1, float bc2) {
+    const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = G[i];
+        float mi = beta1 * M[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * V[i] + (1.0f - beta2) * gi * gi;
+        M[i] = mi;
+        V[i] = vi;
+        W[i] = W[i] * decay - step * mi / (sqrtf(vi) / sqrt_bc2 + eps);
+    }
+}
+
+/* LAMB's first half on n elements: moments, then the update direction U. */
+static void lamb_direction(float *U, const float *W, const float *G, float *M, float *V, size_t n,
+                           float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = G[i];
+        float mi = beta1 * M[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * V[i] + (1.0f - beta2) * gi * gi;
+        M[i] = mi;
+        V[i] = vi;
+        U[i] = (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * W[i];
+    }
+}
+
+static void cpu_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
+                           float lr, float beta1, float beta2, float eps, float wd, float bc1,
+                           float bc2) {
+    (void)be;
+    adamw(cpu_f32(w), cpu_f32(g), cpu_f32(m), cpu_f32(v), n, lr, beta1, beta2, eps, wd, bc1, bc2);
+}
+
+static void cpu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                            size_t n, float beta1, float beta2, float eps, float wd, float bc1,
+                            float bc2) {
+    (void)be;
+    lamb_direction(cpu_f32(u), cpu_f32(w), cpu_f32(g), cpu_f32(m), cpu_f32(v), n, beta1, beta2,
+                   eps, wd, bc1, bc2);
+}
+
+static void cpu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                            const bt_tensor_span *spans, int n_spans, float lr, float beta1,
+                            float beta2, float eps) {
+    (void)be;
+    for (int s = 0; s < n_spans; s++) {
+        const bt_tensor_span *t = &spans[s];
+        adamw(cpu_f32(w) + t->offset, cpu_f32(g) + t->offset, cpu_f32(m) + t->offset,
+              cpu_f32(v) + t->offset, t->numel, lr, beta1, beta2, eps, t->weight_decay, t->bc1,
+              t->bc2);
+    }
+}
+
+/* The context's update-direction buffer, at least n floats. */
+static float *direction_buffer(cpu_ctx *c, size_t n) {
+    if (n > c->lamb_u_cap) {
+        free(c->lamb_u);
+        c->lamb_u = malloc(n * sizeof *c->lamb_u);
+        if (!c->lamb_u) {
+            fprintf(stderr, "bertrain: cpu backend: out of host memory for LAMB\n");
+            exit(1);
+        }
+        c->lamb_u_cap = n;
+    }
+    return c->lamb_u;
+}
+
+static void cpu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                           const bt_tensor_span *spans, int n_spans, float lr, float beta1,
+                           float beta2, float eps, float min_coeff, float max_coeff) {
+    for (int s = 0; s < n_spans; s++) {
+        const bt_tensor_span *t = &spans[s];
+        float *W = cpu_f32(w) + t->offset, *U = direction_buffer(be->ctx, t->numel);
+        lamb_direction(U, W, cpu_f32(g) + t->offset, cpu_f32(m) + t->offset,
+                       cpu_f32(v) + t->offset, t->numel, beta1, beta2, eps, t->weight_decay,
+                       t->bc1, t->bc2);
+        const double wn = sqrt(cpu_reduce_chunks(W, t->numel, true)),
+                     un = sqrt(cpu_reduce_chunks(U, t->numel, true));
+        double trust = (wn > 0.0 && un > 0.0) ? wn / un : 1.0;
+        if (trust < min_coeff) trust = min_coeff;
+        if (trust > max_coeff) trust = max_coeff;
+        const float alpha = (float)(-(double)lr * trust);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < t->numel; i++) W[i] += alpha * U[i];
+    }
+}
+
+void cpu_fill_optim_ops(bt_backend *be) {
+    be->adamw_step = cpu_adamw_step;
+    be->lamb_update = cpu_lamb_update;
+    be->adamw_multi = cpu_adamw_multi;
+    be->lamb_multi = cpu_lamb_multi;
+}

@@ -1,0 +1,95 @@
+/* The CPU reference backend's reductions: sums and sums of squares over
+ * fixed chunks in double, added in chunk order (the same bits for any thread
+ * count), the finiteness check, and the deferred forms, which the CPU computes
+ * at once and hands over at the fetch. */
+#include "cpu_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+double cpu_reduce_chunks(const float *x, size_t n, bool squares) {
+    size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
+    if (chunks == 0) return 0.0;
+    double *part = malloc(chunks * sizeof *part);
+    if (!part) {
+        fprintf(stderr, "bertrain: cpu backend: out of host memory in a reduction\n");
+        exit(1);
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t ch = 0; ch < chunks; ch++) {
+        size_t i0 = ch * CPU_REDUCE_CHUNK, i1 = i0 + CPU_REDUCE_CHUNK < n ? i0 + CPU_REDUCE_CHUNK : n;
+        double s = 0.0;
+        if (squares)
+            for (size_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
+        else
+            for (size_t i = i0; i < i1; i++) s += x[i];
+        part[ch] = s;
+    }
+    double total = 0.0;
+    for (size_t ch = 0; ch < chunks; ch++) total += part[ch];
+    free(part);
+    return total;
+}
+
+static double cpu_sumsq(bt_backend *be, bt_ptr x, size_t n) {
+    ((cpu_ctx *)be->ctx)->count.host_reads++;
+    return cpu_reduce_chunks(cpu_f32(x), n, true);
+}
+
+static double cpu_sum(bt_backend *be, bt_ptr x, size_t n) {
+    ((cpu_ctx *)be->ctx)->count.host_reads++;
+    return cpu_reduce_chunks(cpu_f32(x), n, false);
+}
+
+static bool all_finite(const float *x, size_t n) {
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+    for (size_t i = 0; i < n; i++) bad |= !isfinite(x[i]);
+    return !bad;
+}
+
+static bool cpu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
+    ((cpu_ctx *)be->ctx)->count.host_reads++;
+    return all_finite(cpu_f32(x), n);
+}
+
+/* Deferred reductions: the CPU computes each at once and keeps its value
+ * until the fetch, which hands them over (counted as one read, as a device's
+ * fetch is). */
+static int cpu_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t n) {
+    cpu_ctx *c = be->ctx;
+    if (c->n_deferred == c->cap_deferred) {
+        int cap = c->cap_deferred ? 2 * c->cap_deferred : 64;
+        double *d = realloc(c->deferred, (size_t)cap * sizeof *d);
+        if (!d) {
+            fprintf(stderr, "bertrain: cpu backend: out of host memory in a reduction\n");
+            exit(1);
+        }
+        c->deferred = d;
+        c->cap_deferred = cap;
+    }
+    double v;
+    if (kind == BT_REDUCE_FINITE)
+        v = all_finite(cpu_f32(x), n) ? 1.0 : 0.0;
+    else
+        v = cpu_reduce_chunks(cpu_f32(x), n, kind == BT_REDUCE_SUMSQ);
+    c->deferred[c->n_deferred] = v;
+    return c->n_deferred++;
+}
+
+static void cpu_reduce_fetch(bt_backend *be, double *out) {
+    cpu_ctx *c = be->ctx;
+    if (c->n_deferred) c->count.host_reads++;
+    memcpy(out, c->deferred, (size_t)c->n_deferred * sizeof *out);
+    c->n_deferred = 0;
+}
+
+void cpu_fill_reduce_ops(bt_backend *be) {
+    be->sum = cpu_sum;
+    be->sumsq = cpu_sumsq;
+    be->all_finite = cpu_all_finite;
+    be->reduce_defer = cpu_reduce_defer;
+    be->reduce_fetch = cpu_reduce_fetch;
+}

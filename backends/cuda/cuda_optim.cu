@@ -1,0 +1,142 @@
+/* CUDA backend: optimizer steps, per tensor and over every tensor at once
+ * (opencl_optim.c's twin; kernels in kernels_cu/optim.cu). A multi-tensor
+ * step copies its span table to the device without waiting (pageable host
+ * memory is staged before cudaMemcpyAsync returns) and launches a fixed
+ * number of kernels however many spans. */
+#include "cuda_launch.cuh"
+
+#include <math.h>
+#include <string.h>
+
+static void cu_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
+                          float lr, float beta1, float beta2, float eps, float wd, float bc1,
+                          float bc2) {
+    cu_ctx *c = cu(be);
+    /* the CPU backend's per-call scalars, rounded on the host */
+    const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
+    LAUNCH(c, adamw_step, n, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v), n, beta1, beta2, eps,
+           decay, step, sqrt_bc2);
+}
+
+static void cu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                           size_t n, float beta1, float beta2, float eps, float wd, float bc1,
+                           float bc2) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, lamb_update, n, cu_f32(u), cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v), n, beta1,
+           beta2, eps, wd, bc1, bc2);
+}
+
+/* A multi-tensor step's data on the device (c->multi_mem): the span table
+ * (see kernels_cl/optim.cl), the span scalars, two partials per chunk and
+ * one trust coefficient per span. */
+typedef struct {
+    size_t chunks; /* blocks of the element passes */
+    const unsigned long long *tab;
+    const float *ftab;
+    float *partial, *coef;
+} multi_layout;
+
+/* Host memory of at least `bytes` for the table. */
+static void *host_table(cu_ctx *c, size_t bytes) {
+    if (bytes > c->multi_host_bytes) {
+        free(c->multi_host);
+        if (!(c->multi_host = malloc(bytes))) {
+            fprintf(stderr, "bertrain: cuda: out of host memory for an optimizer step\n");
+            exit(1);
+        }
+        c->multi_host_bytes = bytes;
+    }
+    return c->multi_host;
+}
+
+/* Build and copy (without waiting) the table of n spans with `scalars` (3
+ * per span); grow c->multi_mem to hold it all. */
+static multi_layout upload_spans(cu_ctx *c, const bt_tensor_span *s, int n, const float *scalars) {
+    const size_t n_ul = 3 * (size_t)n + 1;
+    size_t chunks = 0;
+    for (int t = 0; t < n; t++) chunks += (s[t].numel + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
+    const size_t ftab_off = 2 * n_ul, part_off = ftab_off + 3 * (size_t)n,
+                 coef_off = part_off + 2 * chunks, table_bytes = part_off * sizeof(float),
+                 bytes = (coef_off + (size_t)n) * sizeof(float);
+    if (bytes > c->multi_bytes) {
+        if (c->multi_mem) CU_CHECK(cudaFree(c->multi_mem));
+        CU_CHECK(cudaMalloc(&c->multi_mem, bytes));
+        c->multi_bytes = bytes;
+    }
+    unsigned long long *tab = (unsigned long long *)host_table(c, table_bytes);
+    unsigned long long chunk = 0;
+    for (int t = 0; t < n; t++) {
+        tab[t] = s[t].offset;
+        tab[n + t] = s[t].numel;
+        tab[2 * n + t] = chunk;
+        chunk += (s[t].numel + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
+    }
+    tab[3 * n] = chunk;
+    memcpy((float *)tab + ftab_off, scalars, 3 * (size_t)n * sizeof(float));
+    CU_CHECK(cudaMemcpyAsync(c->multi_mem, tab, table_bytes, cudaMemcpyHostToDevice, c->stream));
+    float *dev = (float *)c->multi_mem;
+    return multi_layout{chunks, (const unsigned long long *)dev, dev + ftab_off, dev + part_off,
+                        dev + coef_off};
+}
+
+/* Per-span scalars (3 per span), freed by the caller. */
+static float *span_scalars(int n) {
+    float *f = (float *)malloc(3 * (size_t)(n > 0 ? n : 1) * sizeof *f);
+    if (!f) {
+        fprintf(stderr, "bertrain: cuda: out of host memory for an optimizer step\n");
+        exit(1);
+    }
+    return f;
+}
+
+static void cu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                           const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
+                           float eps) {
+    cu_ctx *c = cu(be);
+    if (n <= 0) return;
+    float *f = span_scalars(n);
+    for (int t = 0; t < n; t++) { /* adamw_step's per-call scalars */
+        f[3 * t] = 1.0f - lr * spans[t].weight_decay;
+        f[3 * t + 1] = lr / spans[t].bc1;
+        f[3 * t + 2] = sqrtf(spans[t].bc2);
+    }
+    const multi_layout L = upload_spans(c, spans, n, f);
+    free(f);
+    LAUNCH(c, adamw_multi, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v), L.tab,
+           L.ftab, n, beta1, beta2, eps);
+}
+
+static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+                          const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
+                          float eps, float min_coeff, float max_coeff) {
+    cu_ctx *c = cu(be);
+    if (n <= 0) return;
+    float *f = span_scalars(n);
+    for (int t = 0; t < n; t++) {
+        f[3 * t] = spans[t].weight_decay;
+        f[3 * t + 1] = spans[t].bc1;
+        f[3 * t + 2] = spans[t].bc2;
+    }
+    const multi_layout L = upload_spans(c, spans, n, f);
+    free(f);
+    LAUNCH(c, lamb_multi_moments, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v),
+           L.tab, L.ftab, L.partial, n, beta1, beta2, eps);
+    LAUNCH(c, lamb_multi_trust, (size_t)n, L.tab, L.partial, L.coef, n, lr, min_coeff, max_coeff);
+    LAUNCH(c, lamb_multi_apply, L.chunks * BT_WG, cu_f32(w), cu_f32(m), cu_f32(v), L.tab, L.ftab,
+           L.coef, n, eps);
+}
+
+void cu_optim_release(cu_ctx *c) {
+    if (c->multi_mem) (void)cudaFree(c->multi_mem);
+    free(c->multi_host);
+    c->multi_mem = NULL;
+    c->multi_host = NULL;
+    c->multi_bytes = c->multi_host_bytes = 0;
+}
+
+void cu_fill_optim_ops(bt_backend *be) {
+    be->adamw_step = cu_adamw_step;
+    be->lamb_update = cu_lamb_update;
+    be->adamw_multi = cu_adamw_multi;
+    be->lamb_multi = cu_lamb_multi;
+}

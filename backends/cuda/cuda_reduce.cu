@@ -1,0 +1,102 @@
+/* CUDA backend: reductions whose value the host needs (opencl_reduce.c's
+ * twin). Each writes float partials, one per chunk of BT_REDUCE_CHUNK
+ * elements, which the host adds in chunk order in double. sum, sumsq and
+ * all_finite read their result back at once; deferred ones write their
+ * partials into one buffer that reduce_fetch reads in one go. */
+#include "cuda_launch.cuh"
+
+/* Enqueue the partials (or the flag) of reduction `kind` of x into out:
+ * ceil(n / chunk) floats, or one for BT_REDUCE_FINITE. */
+static void enqueue_partials(cu_ctx *c, bt_reduce_kind kind, float *out, bt_ptr x, size_t n) {
+    if (kind == BT_REDUCE_FINITE) {
+        CU_CHECK(cudaMemsetAsync(out, 0, sizeof(float), c->stream));
+        CU_SYNC_IF_DEBUG(c);
+        LAUNCH(c, all_finite, n, out, cu_f32(x), n);
+        return;
+    }
+    const size_t chunks = (n + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
+    if (kind == BT_REDUCE_SUM)
+        LAUNCH(c, sum_partial, chunks * BT_WG, out, cu_f32(x), n);
+    else
+        LAUNCH(c, sumsq_partial, chunks * BT_WG, out, cu_f32(x), n);
+}
+
+/* Partials or flag of one reduction now, summed as bt_deferrals_resolve does. */
+static double reduce_now(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t n) {
+    cu_ctx *c = cu(be);
+    const size_t count = kind == BT_REDUCE_FINITE ? 1 : (n + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
+    if (!count) return 0.0;
+    float *host = bt_partials_reserve(&c->partials, count, "cuda");
+    float *part = (float *)cu_scratch(c, count * sizeof(float));
+    enqueue_partials(c, kind, part, x, n);
+    c->count.host_reads++;
+    CU_CHECK(cudaMemcpyAsync(host, part, count * sizeof(float), cudaMemcpyDeviceToHost,
+                             c->stream));
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+    if (kind == BT_REDUCE_FINITE) return host[0] == 0.0f ? 1.0 : 0.0;
+    return bt_partials_sum(&c->partials, count);
+}
+
+static double cu_sum(bt_backend *be, bt_ptr x, size_t n) { return reduce_now(be, BT_REDUCE_SUM, x, n); }
+
+static double cu_sumsq(bt_backend *be, bt_ptr x, size_t n) {
+    return reduce_now(be, BT_REDUCE_SUMSQ, x, n);
+}
+
+static bool cu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
+    return reduce_now(be, BT_REDUCE_FINITE, x, n) != 0.0;
+}
+
+/* Room for `floats` deferred partials: a larger buffer takes over the ones
+ * queued so far by a copy on the stream (cudaFree of the old one waits for
+ * it). */
+static void defer_reserve(cu_ctx *c, size_t floats) {
+    if (floats <= c->defer_cap) return;
+    size_t cap = c->defer_cap ? 2 * c->defer_cap : 65536;
+    while (cap < floats) cap *= 2;
+    float *mem = NULL;
+    CU_CHECK(cudaMalloc((void **)&mem, cap * sizeof(float)));
+    if (c->defer_mem && c->defer.used)
+        CU_CHECK(cudaMemcpyAsync(mem, c->defer_mem, c->defer.used * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, c->stream));
+    if (c->defer_mem) CU_CHECK(cudaFree(c->defer_mem));
+    c->defer_mem = mem;
+    c->defer_cap = cap;
+}
+
+static int cu_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t n) {
+    cu_ctx *c = cu(be);
+    const size_t count = kind == BT_REDUCE_FINITE ? 1 : (n + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
+    defer_reserve(c, c->defer.used + count);
+    const size_t first = c->defer.used;
+    const int index = bt_deferrals_add(&c->defer, kind, count, "cuda");
+    if (count) enqueue_partials(c, kind, c->defer_mem + first, x, n);
+    return index;
+}
+
+static void cu_reduce_fetch(bt_backend *be, double *out) {
+    cu_ctx *c = cu(be);
+    float *host = bt_partials_reserve(&c->partials, c->defer.used ? c->defer.used : 1, "cuda");
+    if (c->defer.used) {
+        c->count.host_reads++;
+        CU_CHECK(cudaMemcpyAsync(host, c->defer_mem, c->defer.used * sizeof(float),
+                                 cudaMemcpyDeviceToHost, c->stream));
+        CU_CHECK(cudaStreamSynchronize(c->stream));
+    }
+    bt_deferrals_resolve(&c->defer, host, out);
+}
+
+void cu_reduce_release(cu_ctx *c) {
+    if (c->defer_mem) (void)cudaFree(c->defer_mem);
+    c->defer_mem = NULL;
+    c->defer_cap = 0;
+    bt_deferrals_free(&c->defer);
+}
+
+void cu_fill_reduce_ops(bt_backend *be) {
+    be->sum = cu_sum;
+    be->sumsq = cu_sumsq;
+    be->all_finite = cu_all_finite;
+    be->reduce_defer = cu_reduce_defer;
+    be->reduce_fetch = cu_reduce_fetch;
+}
