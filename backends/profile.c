@@ -70,18 +70,22 @@ void bt_profile_step_end(bt_profiler *p) {
     p->step_seconds += wall;
     p->calls += (double)p->step_calls;
     p->launches += (double)(now.launches - p->at_begin.launches);
-    p->reads += (double)(now.host_reads - p->at_begin.host_reads);
-    /* the profiler's own wait above is not the step's */
-    p->syncs += (double)(now.host_syncs - p->at_begin.host_syncs - 1);
+    const long reads = now.host_reads - p->at_begin.host_reads,
+               syncs = now.host_syncs - p->at_begin.host_syncs - 1; /* not the wait above */
+    p->reads += (double)reads;
+    p->syncs += (double)syncs;
+    if (reads > p->most_reads) p->most_reads = reads;
+    if (syncs > p->most_syncs) p->most_syncs = syncs;
     p->writes += (double)(now.host_writes - p->at_begin.host_writes);
     p->mem_peak = now.mem_peak;
 }
 
 bt_profile_summary bt_profile_summarize(const bt_profiler *p) {
     const double n = p->steps > 0 ? p->steps : 1;
-    return (bt_profile_summary){p->steps,         p->step_seconds / n, p->calls / n,
-                                p->launches / n,  p->reads / n,        p->syncs / n,
-                                p->writes / n,    p->mem_peak};
+    return (bt_profile_summary){p->steps,        p->step_seconds / n, p->calls / n,
+                                p->launches / n, p->reads / n,        p->syncs / n,
+                                p->writes / n,   p->mem_peak,         p->most_reads,
+                                p->most_syncs};
 }
 
 /* Op indices by total time, longest first (ops never called left out);
@@ -129,8 +133,10 @@ void bt_profile_print(const bt_profiler *p, FILE *out) {
     fprintf(out, "%-16s %10s %10.3f %6.1f%%\n", "(outside ops)", "", step_ms - op_ms,
             step_ms > 0 ? 100.0 * (step_ms - op_ms) / step_ms : 0.0);
     fprintf(out, "per step: %.1f op calls, %.1f kernel launches, %.1f blocking reads, %.1f "
-                 "waits, %.1f uploads; device memory peak %.1f MB\n",
-            s.op_calls, s.launches, s.host_reads, s.host_syncs, s.host_writes, s.mem_peak / 1e6);
+                 "waits, %.1f uploads (at most %ld reads and %ld waits in a step); device "
+                 "memory peak %.1f MB\n",
+            s.op_calls, s.launches, s.host_reads, s.host_syncs, s.host_writes, s.most_reads,
+            s.most_syncs, s.mem_peak / 1e6);
 }
 
 void bt_profile_json(const bt_profiler *p, FILE *out) {
@@ -138,10 +144,11 @@ void bt_profile_json(const bt_profiler *p, FILE *out) {
     const double n = s.steps > 0 ? s.steps : 1;
     fprintf(out, "{\"backend\": \"%s\", \"steps\": %d, \"step_ms\": %.6g, \"per_step\": "
                  "{\"op_calls\": %.6g, \"launches\": %.6g, \"host_reads\": %.6g, "
-                 "\"host_syncs\": %.6g, \"host_writes\": %.6g}, \"mem_peak_bytes\": %zu, "
+                 "\"host_syncs\": %.6g, \"host_writes\": %.6g}, \"most_in_a_step\": "
+                 "{\"host_reads\": %ld, \"host_syncs\": %ld}, \"mem_peak_bytes\": %zu, "
                  "\"ops\": [",
             p->inner->name, s.steps, 1e3 * s.step_s, s.op_calls, s.launches, s.host_reads,
-            s.host_syncs, s.host_writes, s.mem_peak);
+            s.host_syncs, s.host_writes, s.most_reads, s.most_syncs, s.mem_peak);
     int order[PROF_N_OPS];
     const int k = ops_by_time(p, order);
     for (int j = 0; j < k; j++) {

@@ -40,6 +40,7 @@ typedef struct {
     double host_syncs;  /* waits for the device */
     double host_writes; /* blocking host-to-device copies */
     size_t mem_peak;    /* device memory high-water mark, bytes, since creation */
+    long most_reads, most_syncs; /* blocking reads and waits in the worst step */
 } bt_profile_summary;
 
 /* The per-step averages of the steps profiled so far. */

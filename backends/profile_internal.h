@@ -41,6 +41,7 @@ struct bt_profiler {
     prof_total total[PROF_N_OPS];
     int steps;
     double step_seconds, calls, launches, reads, syncs, writes;
+    long most_reads, most_syncs; /* in any one step: the host-sync budget is per step */
     size_t mem_peak;
 };
 

@@ -105,6 +105,18 @@ static void upload_batch(bert_model *m, const bert_batch *bt) {
     free(host);
 }
 
+/* A sum that the step's statistics need: read back now, or with
+ * pass->defer_stats queued on the device, its index in *ticket (0 returned). */
+static double stat_sum(bert_model *m, const bert_pass *pass, bt_reduce_kind kind, bt_ptr x,
+                       size_t n, int *ticket) {
+    bt_backend *be = m->be;
+    if (pass->defer_stats) {
+        *ticket = be->reduce_defer(be, kind, x, n);
+        return 0.0;
+    }
+    return kind == BT_REDUCE_SUMSQ ? be->sumsq(be, x, n) : be->sum(be, x, n);
+}
+
 /* out (B, NH, T, T) = Q K^T per head (unscaled: the softmax applies 1/sqrt(D)). */
 static void attention_scores(bert_model *m, int l, const bert_batch *bt, size_t out) {
     const bert_layer_acts *la = &m->act->layer[l];
@@ -127,8 +139,11 @@ static void attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert
     const size_t TT = (size_t)T * T, per_b = (size_t)NH * TT;
     const float p = pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
     attention_scores(m, l, bt, la->probs);
-    if (m->cfg.attention_logit_penalty > 0.0f) /* sum of (QK^T/sqrt(D))^2 */
-        m->attn_score_sq += be->sumsq(be, ACT(la->probs), B * per_b) / D;
+    if (m->cfg.attention_logit_penalty > 0.0f) { /* sum of (QK^T/sqrt(D))^2 */
+        int ticket = -1;
+        m->attn_score_sq += stat_sum(m, pass, BT_REDUCE_SUMSQ, ACT(la->probs), B * per_b, &ticket) / D;
+        if (ticket >= 0 && !m->n_attn_tickets++) m->attn_ticket_first = ticket;
+    }
     be->softmax_fwd(be, ACT(la->probs), ACT(la->probs), INT(m->act->mask), B, NH, T,
                     1.0f / sqrtf((float)D));
     STORE16(la->probs, B * per_b);
@@ -465,7 +480,10 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     upload_batch(m, bt);
     m->backward_ready = true;
     memset(st, 0, sizeof *st);
+    st->ticket.mlm_loss = st->ticket.mlm_correct = st->ticket.nsp_loss = -1;
+    st->ticket.nsp_correct = st->ticket.log_z_sq = st->ticket.attn_first = -1;
     m->attn_score_sq = 0.0;
+    m->n_attn_tickets = 0;
 
     /* embeddings -> LayerNorm -> dropout */
     be->embed_fwd(be, ACT(a->emb_sum), INT(a->ids), INT(a->types), PAR(v->wte), PAR(v->wpe),
@@ -486,6 +504,8 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         }
     size_t hidden = layer_input(m, L, pass);
     st->attn_score_sq = m->attn_score_sq;
+    if (m->n_attn_tickets) st->ticket.attn_first = m->attn_ticket_first;
+    st->ticket.n_attn = m->n_attn_tickets;
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */
         ln_fwd(m, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
                ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), N, H, eps);
@@ -506,10 +526,14 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         be->xent_fwd_bwd(be, ACT(a->logits), ACT(a->mlm_loss), ACT(a->mlm_correct),
                          ACT(a->mlm_log_z), ACT(a->logits), INT(a->mlm_labels), M, V,
                          pass->mlm_grad_scale, m->cfg.z_loss);
-        if (m->cfg.z_loss > 0.0f) st->mlm_log_z_sq = be->sumsq(be, ACT(a->mlm_log_z), (size_t)M);
+        if (m->cfg.z_loss > 0.0f)
+            st->mlm_log_z_sq = stat_sum(m, pass, BT_REDUCE_SUMSQ, ACT(a->mlm_log_z), (size_t)M,
+                                        &st->ticket.log_z_sq);
         STORE16(a->logits, (size_t)M * V); /* now d loss / d logits */
-        st->mlm_loss_sum = be->sum(be, ACT(a->mlm_loss), (size_t)M);
-        st->mlm_correct = be->sum(be, ACT(a->mlm_correct), (size_t)M);
+        st->mlm_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->mlm_loss), (size_t)M,
+                                    &st->ticket.mlm_loss);
+        st->mlm_correct = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->mlm_correct), (size_t)M,
+                                   &st->ticket.mlm_correct);
         st->n_masked = M;
     }
     /* NSP head on [CLS]: pooler dense -> tanh -> 2-way classifier */
@@ -525,9 +549,25 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
                          ACT(a->nsp_log_z), ACT(a->nsp_logits), INT(a->nsp_labels), B, 2,
                          pass->nsp_grad_scale, 0.0f);
         STORE16(a->nsp_logits, (size_t)B * 2);
-        st->nsp_loss_sum = be->sum(be, ACT(a->nsp_loss), (size_t)B);
-        st->nsp_correct = be->sum(be, ACT(a->nsp_correct), (size_t)B);
+        st->nsp_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->nsp_loss), (size_t)B,
+                                    &st->ticket.nsp_loss);
+        st->nsp_correct = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->nsp_correct), (size_t)B,
+                                   &st->ticket.nsp_correct);
         st->n_nsp = B;
+    }
+}
+
+void bert_stats_resolve(const bert_model *m, bert_stats *st, const double *values) {
+    const double D = m->cfg.hidden_size / m->cfg.num_attention_heads;
+    if (st->ticket.mlm_loss >= 0) st->mlm_loss_sum = values[st->ticket.mlm_loss];
+    if (st->ticket.mlm_correct >= 0) st->mlm_correct = values[st->ticket.mlm_correct];
+    if (st->ticket.nsp_loss >= 0) st->nsp_loss_sum = values[st->ticket.nsp_loss];
+    if (st->ticket.nsp_correct >= 0) st->nsp_correct = values[st->ticket.nsp_correct];
+    if (st->ticket.log_z_sq >= 0) st->mlm_log_z_sq = values[st->ticket.log_z_sq];
+    if (st->ticket.n_attn) { /* as the forward adds them, layer by layer */
+        double sum = 0.0;
+        for (int i = 0; i < st->ticket.n_attn; i++) sum += values[st->ticket.attn_first + i] / D;
+        st->attn_score_sq = sum;
     }
 }
 

@@ -116,6 +116,10 @@ typedef struct {
     /* d loss / d (sum of squared attention scores QK^T/sqrt(d)): the attention-logit
      * penalty over the global batch (0: no gradient) */
     float attn_penalty_grad_scale;
+    /* queue the sums of bert_stats on the device (reduce_defer) instead of
+     * reading each back: the caller fetches them with everything else the
+     * step reads, then calls bert_stats_resolve */
+    bool defer_stats;
 } bert_pass;
 
 /* Sums over one micro-batch (the host divides by global counts). */
@@ -126,6 +130,11 @@ typedef struct {
     long n_nsp;
     double mlm_log_z_sq; /* sum over MLM rows of logsumexp(logits)^2 (with z_loss) */
     double attn_score_sq; /* sum of squared attention scores (with the penalty, training) */
+    /* with bert_pass.defer_stats: the reduce_defer index of each sum above
+     * (-1: none), the attention's one per layer that ran, consecutive */
+    struct {
+        int mlm_loss, mlm_correct, nsp_loss, nsp_correct, log_z_sq, attn_first, n_attn;
+    } ticket;
 } bert_stats;
 
 typedef struct bert_model bert_model;
@@ -146,6 +155,7 @@ struct bert_model {
     int cur_B, cur_T, cur_masked; /* shape of the batch in flight */
     double admin_variance_sum;    /* Admin profiling: 1 + the branch variances so far */
     double attn_score_sq;         /* this forward's sum of squared attention scores */
+    int attn_ticket_first, n_attn_tickets; /* the same, deferred (bert_pass.defer_stats) */
     bt_buffer *stash;             /* 16-bit storage: every layer's saved activations between
                                    * forward and backward, in cfg.storage (or NULL) */
     bool backward_ready;          /* a forward pass ran since the last backward */
@@ -184,6 +194,11 @@ const bert_tensor *bert_find_tensor(const bert_model *m, const char *name);
  * nonzero, the loss gradients that bert_backward then propagates. */
 void bert_forward(bert_model *m, const bert_batch *batch, const bert_pass *pass,
                   bert_stats *stats);
+
+/* Fill st's sums from the values of its deferred reductions (values[i] =
+ * reduction i since the fetch's queue began): the same bits as a forward
+ * without defer_stats. */
+void bert_stats_resolve(const bert_model *m, bert_stats *st, const double *values);
 
 /* Backward pass for the last forward: grads += d loss / d params. */
 void bert_backward(bert_model *m, const bert_batch *batch, const bert_pass *pass);

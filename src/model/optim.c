@@ -1,5 +1,7 @@
-/* Optimizer steps: per-tensor backend ops, so decay flags and LAMB's
- * per-tensor trust ratios follow the named-tensor table. */
+/* Optimizer steps: one multi-tensor backend op per step over the named
+ * tensors' spans, so decay flags, LayerDrop's per-layer bias corrections and
+ * LAMB's per-tensor trust ratios follow the tensor table while the launches
+ * stay constant and nothing is read back. */
 #include "optim.h"
 
 #include <math.h>
@@ -21,13 +23,16 @@ bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err,
         free(o);
         return NULL;
     }
-    size_t largest = 1;
-    for (int i = 0; i < m->n_tensors; i++)
-        if (m->tensors[i].numel > largest) largest = m->tensors[i].numel;
+    o->spans = malloc((size_t)(m->n_tensors > 0 ? m->n_tensors : 1) * sizeof *o->spans);
+    if (!o->spans) {
+        snprintf(err, errlen, "out of host memory");
+        free(o->layer_steps);
+        free(o);
+        return NULL;
+    }
     o->m = be->alloc(be, m->n_params * 4);
     o->v = be->alloc(be, m->n_params * 4);
-    o->u = cfg->type == OPT_LAMB ? be->alloc(be, largest * 4) : NULL;
-    if (!o->m || !o->v || (cfg->type == OPT_LAMB && !o->u)) {
+    if (!o->m || !o->v) {
         snprintf(err, errlen, "out of device memory on %s for optimizer state (%.1f MB)",
                  be->name, 2.0 * m->n_params * 4 / 1e6);
         optim_free(o, m);
@@ -49,13 +54,13 @@ void optim_free(bt_optimizer *o, bert_model *m) {
     if (!o) return;
     if (o->m) m->be->free(m->be, o->m);
     if (o->v) m->be->free(m->be, o->v);
-    if (o->u) m->be->free(m->be, o->u);
+    free(o->spans);
     free(o->layer_steps);
     free(o);
 }
 
-double optim_grad_norm(bert_model *m) {
-    return sqrt(m->be->sumsq(m->be, (bt_ptr){m->grads, 0}, m->n_params));
+int optim_defer_grad_sumsq(bert_model *m) {
+    return m->be->reduce_defer(m->be, BT_REDUCE_SUMSQ, (bt_ptr){m->grads, 0}, m->n_params);
 }
 
 void optim_clip(bert_model *m, double norm, float max_norm) {
@@ -78,25 +83,20 @@ void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *l
     o->step++;
     for (int l = 0; l < o->n_layers; l++)
         if (!layer_skip || !layer_skip[l]) o->layer_steps[l]++;
+    int n = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         const bert_tensor *t = &m->tensors[i];
         if (t->layer >= 0 && layer_skip && layer_skip[t->layer]) continue;
-        float bc1, bc2;
-        bias_corrections(c, t->layer >= 0 ? o->layer_steps[t->layer] : o->step, &bc1, &bc2);
-        bt_ptr w = {m->params, t->offset * 4}, g = {m->grads, t->offset * 4},
-               mm = {o->m, t->offset * 4}, vv = {o->v, t->offset * 4};
-        float wd = t->decay ? c->weight_decay : 0.0f;
-        if (c->type == OPT_ADAMW) {
-            be->adamw_step(be, w, g, mm, vv, t->numel, lr, c->beta1, c->beta2, c->eps, wd, bc1,
-                           bc2);
-            continue;
-        }
-        bt_ptr u = {o->u, 0};
-        be->lamb_update(be, u, w, g, mm, vv, t->numel, c->beta1, c->beta2, c->eps, wd, bc1, bc2);
-        double wn = sqrt(be->sumsq(be, w, t->numel)), un = sqrt(be->sumsq(be, u, t->numel));
-        double trust = (wn > 0.0 && un > 0.0) ? wn / un : 1.0;
-        if (trust < c->min_coeff) trust = c->min_coeff;
-        if (trust > c->max_coeff) trust = c->max_coeff;
-        be->axpy(be, w, (float)(-(double)lr * trust), u, t->numel);
+        bt_tensor_span *s = &o->spans[n++];
+        s->offset = t->offset;
+        s->numel = t->numel;
+        s->weight_decay = t->decay ? c->weight_decay : 0.0f;
+        bias_corrections(c, t->layer >= 0 ? o->layer_steps[t->layer] : o->step, &s->bc1, &s->bc2);
     }
+    bt_ptr w = {m->params, 0}, g = {m->grads, 0}, mm = {o->m, 0}, vv = {o->v, 0};
+    if (c->type == OPT_ADAMW)
+        be->adamw_multi(be, w, g, mm, vv, o->spans, n, lr, c->beta1, c->beta2, c->eps);
+    else
+        be->lamb_multi(be, w, g, mm, vv, o->spans, n, lr, c->beta1, c->beta2, c->eps,
+                       c->min_coeff, c->max_coeff);
 }

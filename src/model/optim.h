@@ -18,7 +18,7 @@ typedef struct {
 typedef struct {
     bt_optim_config cfg;
     bt_buffer *m, *v; /* (n_params) first and second moments */
-    bt_buffer *u;     /* LAMB update scratch: the largest tensor */
+    bt_tensor_span *spans; /* (n_tensors) the spans of one step's multi-tensor update */
     long step;        /* updates applied so far */
     long *layer_steps; /* (num_hidden_layers) updates each encoder layer received: fewer
                         * than step under LayerDrop; its bias correction counts these */
@@ -32,8 +32,9 @@ void optim_free(bt_optimizer *o, bert_model *m);
 /* Back to the state of a fresh optimizer: zero moments, no updates. */
 void optim_reset(bt_optimizer *o, bert_model *m);
 
-/* L2 norm of all gradients. */
-double optim_grad_norm(bert_model *m);
+/* Queue the sum of squares of all gradients on the device (reduce_defer):
+ * its index; the global norm is the square root of the fetched value. */
+int optim_defer_grad_sumsq(bert_model *m);
 
 /* Scale gradients so their global norm is at most max_norm (torch's
  * clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1). */

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* What every rank adds up before any backward, so that each loss gradient is
@@ -52,31 +53,53 @@ static int draw_layerdrop(const bert_model *m, const bt_config *cfg, long step,
     return dropped;
 }
 
-/* Forward and backward over every micro-batch, adding the per-step sums;
- * the last backward hands finished gradient buckets to gs as they complete. */
+/* Forward and backward over every micro-batch, its sums queued on the
+ * device in st[k]; the last backward hands finished gradient buckets to gs
+ * as they complete. */
 static void forward_backward(bert_model *m, const step_batch *in, bert_pass *pass,
-                             grad_sync *gs, double *sums) {
+                             grad_sync *gs, bert_stats *st) {
+    pass->defer_stats = true;
     for (int k = 0; k < in->n_micro; k++) {
         const bt_batch_buf *mb = &in->mb[k];
         bert_batch b = {mb->B, mb->T, mb->input_ids, mb->token_type_ids, mb->attention_mask,
                         mb->n_masked, mb->mlm_positions, mb->mlm_labels,
                         m->cfg.nsp ? mb->nsp_labels : NULL, in->first_sample[k]};
-        bert_stats st;
         if (k == in->n_micro - 1 && gs) { /* the step's gradients become final: reduce early */
             pass->grads_ready = grad_sync_ready;
             pass->grads_ready_ctx = gs;
         }
-        bert_forward(m, &b, pass, &st);
+        bert_forward(m, &b, pass, &st[k]);
         bert_backward(m, &b, pass);
-        sums[SUM_MLM_LOSS] += st.mlm_loss_sum;
-        sums[SUM_MLM_CORRECT] += st.mlm_correct;
-        sums[SUM_NSP_LOSS] += st.nsp_loss_sum;
-        sums[SUM_NSP_CORRECT] += st.nsp_correct;
+    }
+}
+
+/* The micro-batches' sums in one blocking read, which also waits for the
+ * backward to finish, added up in micro-batch order into sums. */
+static void fetch_sums(bert_model *m, const step_batch *in, bert_stats *st, double *sums) {
+    const size_t most = (size_t)in->n_micro * (6 + (size_t)m->cfg.num_hidden_layers);
+    double *values = malloc(most * sizeof *values);
+    if (!values) {
+        fprintf(stderr, "bertrain: out of host memory\n");
+        exit(1);
+    }
+    bool queued = false;
+    for (int k = 0; k < in->n_micro && !queued; k++)
+        queued = st[k].ticket.mlm_loss >= 0 || st[k].ticket.nsp_loss >= 0 || st[k].ticket.n_attn;
+    m->be->reduce_fetch(m->be, values);
+    if (!queued) m->be->sync(m->be); /* nothing to read: wait for the backward */
+    for (int k = 0; k < in->n_micro; k++) {
+        const bt_batch_buf *mb = &in->mb[k];
+        bert_stats_resolve(m, &st[k], values);
+        sums[SUM_MLM_LOSS] += st[k].mlm_loss_sum;
+        sums[SUM_MLM_CORRECT] += st[k].mlm_correct;
+        sums[SUM_NSP_LOSS] += st[k].nsp_loss_sum;
+        sums[SUM_NSP_CORRECT] += st[k].nsp_correct;
         sums[SUM_SAMPLES] += mb->B;
         for (size_t i = 0; i < (size_t)mb->B * mb->T; i++) sums[SUM_TOKENS] += mb->attention_mask[i];
-        sums[SUM_LOG_Z_SQ] += st.mlm_log_z_sq;
-        sums[SUM_ATTN_SQ] += st.attn_score_sq;
+        sums[SUM_LOG_Z_SQ] += st[k].mlm_log_z_sq;
+        sums[SUM_ATTN_SQ] += st[k].attn_score_sq;
     }
+    free(values);
 }
 
 /* The step's losses and counts from the global sums. */
@@ -96,25 +119,37 @@ static void fill_result(step_result *r, const bert_model *m, const step_counts *
     r->n_tokens = (long)sums[SUM_TOKENS];
 }
 
-/* fp16: skip the step when the gradients overflowed anywhere (the same on
- * every rank after the allreduce), else unscale them. false: skipped. */
-static bool loss_scale_gradients(bert_model *m, loss_scaler *scaler, long step, double scale,
-                                 step_result *r) {
-    if (hook_overflow_step(step + 1)) bert_poison_grads(m, INFINITY);
-    const bool overflow = !m->be->all_finite(m->be, (bt_ptr){m->grads, 0}, m->n_params);
-    const loss_scale_verdict v = loss_scaler_update(scaler, overflow);
-    if (v != SCALE_STEP_OK) {
-        r->skipped = r->overflow = true;
-        r->at_min_scale = v == SCALE_STEP_AT_MIN;
-        r->next_loss_scale = scaler->scale;
-        r->grad_norm = INFINITY;
-        snprintf(r->skip_why, sizeof r->skip_why, "fp16 gradient overflow at loss scale %.10g",
-                 scale);
-        return false;
+/* The gradients' statistics in one blocking read: the global norm and, with
+ * fp16, whether they are finite, checked before they are unscaled (exact
+ * for the dynamic scaler's powers of 2). Returns the sum of squares; *finite
+ * gets the check (true without fp16). */
+static double gradient_checks(bert_model *m, const loss_scaler *scaler, long step, double scale,
+                              bool *finite) {
+    bt_backend *be = m->be;
+    int finite_ticket = -1;
+    if (scaler) {
+        if (hook_overflow_step(step + 1)) bert_poison_grads(m, INFINITY);
+        finite_ticket = be->reduce_defer(be, BT_REDUCE_FINITE, (bt_ptr){m->grads, 0}, m->n_params);
+        if (scale != 1.0) be->scale(be, (bt_ptr){m->grads, 0}, (float)(1.0 / scale), m->n_params);
     }
-    if (scale != 1.0) /* unscale (exact for the dynamic scaler's powers of 2) */
-        m->be->scale(m->be, (bt_ptr){m->grads, 0}, (float)(1.0 / scale), m->n_params);
-    return true;
+    const int norm_ticket = optim_defer_grad_sumsq(m);
+    double values[2];
+    be->reduce_fetch(be, values);
+    *finite = finite_ticket < 0 || values[finite_ticket] != 0.0;
+    return values[norm_ticket];
+}
+
+/* fp16: the loss scaler's decision on the gradients' finiteness; false: the
+ * step is skipped. */
+static bool loss_scale_step(loss_scaler *scaler, bool finite, double scale, step_result *r) {
+    const loss_scale_verdict v = loss_scaler_update(scaler, !finite);
+    if (v == SCALE_STEP_OK) return true;
+    r->skipped = r->overflow = true;
+    r->at_min_scale = v == SCALE_STEP_AT_MIN;
+    r->next_loss_scale = scaler->scale;
+    r->grad_norm = INFINITY;
+    snprintf(r->skip_why, sizeof r->skip_why, "fp16 gradient overflow at loss scale %.10g", scale);
+    return false;
 }
 
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
@@ -141,8 +176,14 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
         pass.attn_penalty_grad_scale = (float)(scale * m->cfg.attention_logit_penalty / n_scores);
     bert_zero_grads(m);
     double sums[N_SUMS] = {0};
-    forward_backward(m, in, &pass, gs, sums);
-    m->be->sync(m->be);
+    bert_stats *st = malloc((size_t)in->n_micro * sizeof *st);
+    if (!st) {
+        fprintf(stderr, "bertrain: out of host memory\n");
+        exit(1);
+    }
+    forward_backward(m, in, &pass, gs, st);
+    fetch_sums(m, in, st, sums); /* blocking read 1 */
+    free(st);
     const double t1 = now_s();
     dist_allreduce_sum_f64(sums, N_SUMS); /* returns when the slowest rank has computed */
     const double t2 = now_s();
@@ -156,9 +197,11 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
         bert_poison_grads(m, NAN);
     if (hook_spike_step(step + 1)) sums[SUM_MLM_LOSS] *= 1000.0;
     fill_result(&r, m, &c, sums, n_scores);
-    if (scaler && !loss_scale_gradients(m, scaler, step, scale, &r)) return r;
+    bool finite;
+    const double grad_sumsq = gradient_checks(m, scaler, step, scale, &finite); /* read 2 */
+    if (scaler && !loss_scale_step(scaler, finite, scale, &r)) return r;
     r.next_loss_scale = scaler ? scaler->scale : 1.0;
-    r.grad_norm = optim_grad_norm(m);
+    r.grad_norm = sqrt(grad_sumsq);
     if (guard && guard_check(guard, r.loss, r.grad_norm, r.skip_why, sizeof r.skip_why)) {
         r.skipped = true; /* no update: parameters and optimizer moments untouched */
         return r;
