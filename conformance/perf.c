@@ -216,6 +216,9 @@ void run_perf(bt_backend *be) {
     gemm_perf(be, "PV heads", false, false, 128, 64, 128, 4);
     gemm_perf(be, "mlm decoder fwd", false, true, 320, 30522, 256, 1);
     gemm_perf(be, "bert-base linear", false, false, 128, 768, 768, 1);
+    /* BERT-base's largest GEMM at batch 8 x seq 128: the SGEMM ceiling that
+     * scripts/bench-vs-torch.sh compares a training step with */
+    gemm_perf(be, "base ffn up", false, true, 1024, 3072, 768, 1);
 
     const size_t N = 196608; /* the suite's largest vector */
     const int R = 256, C = 768;

@@ -1,7 +1,10 @@
 #!/bin/sh
 # bertrain's CPU backend beside PyTorch (Debian's python3-torch) on the same
 # machine in the same run: training samples/s for a preset at one sequence
-# length, each measured twice, alternating, so machine noise shows.
+# length, each measured twice, alternating, so machine noise shows; then the
+# SGEMM ceiling (bertrain-conformance --perf: BERT-base's FFN GEMM,
+# 1024x3072x768, on the same threads) and bertrain's training FLOP rate as a
+# share of it.
 #   scripts/bench-vs-torch.sh PRESET SEQ BATCH STEPS [THREADS]
 set -eu
 cd "$(dirname "$0")/.."
@@ -9,13 +12,21 @@ preset=$1 seq=$2 batch=$3 steps=$4 threads=${5:-$(nproc)}
 py=${TORCH_PYTHON:-/usr/bin/python3}
 echo "| preset | seq | batch | threads | engine | samples/s (run 1) | samples/s (run 2) |"
 echo "|---|---|---|---|---|---|---|"
-b1= b2= t1= t2=
+b1= b2= t1= t2= f1= f2=
 for round in 1 2; do
-    b=$(OMP_NUM_THREADS=$threads ./bertrain bench --preset "$preset" --seq "$seq" --batch "$batch" \
-        --steps "$steps" --warmup 1 --threads "$threads" | sed -n 's/^samples\/s: //p')
+    out=$(OMP_NUM_THREADS=$threads ./bertrain bench --preset "$preset" --seq "$seq" --batch "$batch" \
+        --steps "$steps" --warmup 1 --threads "$threads")
+    b=$(printf '%s\n' "$out" | sed -n 's/^samples\/s: //p')
+    f=$(printf '%s\n' "$out" | sed -n 's/^TFLOP\/s: //p')
     t=$("$py" scripts/bench_torch.py --preset "$preset" --seq "$seq" --batch "$batch" \
         --steps "$steps" --warmup 1 --threads "$threads" | sed -n 's/^samples\/s: //p')
-    if [ $round = 1 ]; then b1=$b t1=$t; else b2=$b t2=$t; fi
+    if [ $round = 1 ]; then b1=$b t1=$t f1=$f; else b2=$b t2=$t f2=$f; fi
 done
 echo "| $preset | $seq | $batch | $threads | bertrain cpu | $b1 | $b2 |"
 echo "| $preset | $seq | $batch | $threads | PyTorch $("$py" -c 'import torch; print(torch.__version__)') | $t1 | $t2 |"
+ceiling=$(OMP_NUM_THREADS=$threads ./bertrain-conformance --perf --op gemm |
+    sed -n 's/.*base ffn up .* \([0-9.]*\) GFLOP\/s.*/\1/p')
+echo
+echo "SGEMM ceiling (1024x3072x768, $threads threads): $ceiling GFLOP/s"
+awk -v a="$f1" -v b="$f2" -v c="$ceiling" 'BEGIN { if (c > 0)
+    printf "bertrain training: %.1f / %.1f GFLOP/s = %.0f%% / %.0f%% of the ceiling\n", 1000 * a, 1000 * b, 100000 * a / c, 100000 * b / c }'
