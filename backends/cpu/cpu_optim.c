@@ -7,17 +7,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* Adam's moments after gradient g: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+ * stored and returned. */
+static inline void moments(float g, float *m, float *v, float beta1, float beta2, float *m_out,
+                           float *v_out) {
+    *m = *m_out = beta1 * *m + (1.0f - beta1) * g;
+    *v = *v_out = beta2 * *v + (1.0f - beta2) * g * g;
+}
+
 /* torch.optim.AdamW on n elements (backend.h's adamw_step). */
 static void adamw(float *W, const float *G, float *M, float *V, size_t n, float lr, float beta1,
                   float beta2, float eps, float wd, float bc1, float bc2) {
     const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
-        float gi = G[i];
-        float mi = beta1 * M[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * V[i] + (1.0f - beta2) * gi * gi;
-        M[i] = mi;
-        V[i] = vi;
+        float mi, vi;
+        moments(G[i], &M[i], &V[i], beta1, beta2, &mi, &vi);
         W[i] = W[i] * decay - step * mi / (sqrtf(vi) / sqrt_bc2 + eps);
     }
 }
@@ -27,11 +32,8 @@ static void lamb_direction(float *U, const float *W, const float *G, float *M, f
                            float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
-        float gi = G[i];
-        float mi = beta1 * M[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * V[i] + (1.0f - beta2) * gi * gi;
-        M[i] = mi;
-        V[i] = vi;
+        float mi, vi;
+        moments(G[i], &M[i], &V[i], beta1, beta2, &mi, &vi);
         U[i] = (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * W[i];
     }
 }
