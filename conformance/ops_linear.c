@@ -278,7 +278,41 @@ static void fwd_bias(void *c, double *out) {
     ref_bias_add(out, x->bias, x->rows, x->cols);
 }
 
+/* bias_grad of dy = y (rows x cols) into db against the float64 reference
+ * (ry, rdb: y and db in double; rdb is updated). */
+static void check_bias_grad(bt_backend *be, rows_cols_args q, const float *y, const float *db,
+                            const double *ry, double *rdb) {
+    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols;
+    ref_bias_grad(rdb, ry, q.rows, q.cols);
+    double *mag = ref_abs(db, c), *ay = ref_abs(y, n);
+    ref_bias_grad(mag, ay, q.rows, q.cols);
+    tensor t[] = {tensor_out("dbias", db, c), tensor_in("dy", y, n)};
+    verdict v = v_new();
+    if (exec_op(&v, be, t, 2, run_bias_grad, &q, NULL))
+        v_nmse(&v, "dbias", RES(t[0]), rdb, mag, c, THR_MATH);
+    v_report(&v, "bias_grad", "%dx%d +=", q.rows, q.cols);
+    tensors_free(t, 2);
+    free(mag), free(ay);
+}
+
+/* bias_grad past the devices' one-pass limit (64 rows): whole and partial
+ * row chunks, up to a BERT-base batch of tokens. */
+static void test_bias_grad_chunks(bt_backend *be) {
+    static const matrix_shape shapes[] = {{65, 3, 1, 0}, {200, 37, 1, 0}, {4100, 768, 0, 1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        if (skip_shape(shapes[si].quick)) continue;
+        reseed("bias_grad_chunks", si);
+        rows_cols_args q = {shapes[si].r, shapes[si].c};
+        const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols;
+        float *y = rand_floats(n, 1, 0), *db = rand_floats(c, 1, 0);
+        double *ry = ref_dup(y, n), *rdb = ref_dup(db, c);
+        check_bias_grad(be, q, y, db, ry, rdb);
+        free(y), free(db), free(ry), free(rdb);
+    }
+}
+
 void test_bias(bt_backend *be) {
+    if (want_op("bias_grad")) test_bias_grad_chunks(be);
     for (size_t si = 0; si < sizeof MATRIX_SHAPES / sizeof *MATRIX_SHAPES; si++) {
         if (skip_shape(MATRIX_SHAPES[si].quick)) continue;
         reseed("bias", si);
@@ -299,16 +333,7 @@ void test_bias(bt_backend *be) {
             free(r), free(mag), free(ab);
         }
         if (want_op("bias_grad")) { /* dy = y; accumulates into a nonzero dbias */
-            ref_bias_grad(rdb, ry, q.rows, q.cols);
-            double *mag = ref_abs(db, c), *ay = ref_abs(y, n);
-            ref_bias_grad(mag, ay, q.rows, q.cols);
-            tensor t[] = {tensor_out("dbias", db, c), tensor_in("dy", y, n)};
-            verdict v = v_new();
-            if (exec_op(&v, be, t, 2, run_bias_grad, &q, NULL))
-                v_nmse(&v, "dbias", RES(t[0]), rdb, mag, c, THR_MATH);
-            v_report(&v, "bias_grad", "%dx%d +=", q.rows, q.cols);
-            tensors_free(t, 2);
-            free(mag), free(ay);
+            check_bias_grad(be, q, y, db, ry, rdb);
             if (g_check_references) { /* bias_grad is the adjoint of bias_add */
                 verdict f = v_new();
                 double *an = ref_zalloc(c * sizeof *an), *w = ref_dup(bias, c);

@@ -12,7 +12,8 @@
  *  - no atomics: each output element has one owner, and reductions use fixed
  *    trees whose shape depends only on BT_WG, so the same device gives the
  *    same bits on every run;
- *  - fp32 only; no fp16 or fp64 needed; no a*b+c contraction into fma, so the
+ *  - fp32 (fp64 only where a device has it: LAMB's trust ratios in optim.cl);
+ *    no a*b+c contraction into fma, so the
  *    elementwise ops round exactly as the CPU reference backend does. */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -22,6 +23,8 @@
 #ifndef BT_REDUCE_CHUNK
 #define BT_REDUCE_CHUNK 4096
 #endif
+/* Rows per chunk of the two-pass column reductions (bias_grad). */
+#define BT_COL_ROWS 64
 
 /* Sum of v over the work-group by a fixed tree in red[BT_WG]; every
  * work-item gets the total. Must be reached by all work-items. */

@@ -1,8 +1,9 @@
 /* Reductions: bias_grad (column sums), sum / sumsq partials, all_finite. */
 
 /* dbias[c] += sum_r dy[r, c]                             dy: (rows, cols)
- * Geometry: one work-item per column, looping over rows in order (the CPU
- * backend's order, so the bits match it); global: cols. */
+ * for rows <= BT_COL_ROWS, and as the second pass of more rows over
+ * bias_grad_partial's chunk partials (chunks x cols). Geometry: one
+ * work-item per column, looping over the rows in order; global: cols. */
 __kernel void bias_grad(__global float *dbias, ulong db_off, __global const float *dy,
                         ulong dy_off, int rows, int cols) {
     const int c = get_global_id(0);
@@ -11,6 +12,22 @@ __kernel void bias_grad(__global float *dbias, ulong db_off, __global const floa
     float acc = 0.0f;
     for (int r = 0; r < rows; r++) acc += dy[(size_t)r * cols];
     dbias[db_off + c] += acc;
+}
+
+/* bias_grad's first pass for more rows: partial[p_off + g cols + c] = sum
+ * of dy[r, c] over the rows r of chunk g (BT_COL_ROWS rows, in order).
+ * Geometry: one work-item per (chunk, column), columns fastest, so a
+ * work-group reads whole rows; global: chunks * cols. */
+__kernel void bias_grad_partial(__global float *partial, ulong p_off, __global const float *dy,
+                                ulong dy_off, int rows, int cols) {
+    const size_t i = get_global_id(0), c = i % (size_t)cols, g = i / (size_t)cols;
+    const size_t r0 = g * BT_COL_ROWS;
+    if (r0 >= (size_t)rows) return;
+    const size_t r1 = min(r0 + BT_COL_ROWS, (size_t)rows);
+    dy += dy_off + c;
+    float acc = 0.0f;
+    for (size_t r = r0; r < r1; r++) acc += dy[r * cols];
+    partial[p_off + g * cols + c] = acc;
 }
 
 /* partial[p_off + g] = sum of x over chunk g of BT_REDUCE_CHUNK elements.

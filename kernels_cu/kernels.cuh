@@ -27,6 +27,7 @@ __global__ void dropout(float *out, const float *in, size_t per_sample, size_t b
 
 /* ---- reduce.cu ---- */
 __global__ void bias_grad(float *dbias, const float *dy, int rows, int cols);
+__global__ void bias_grad_partial(float *partial, const float *dy, int rows, int cols);
 __global__ void sum_partial(float *partial, const float *x, size_t n);
 __global__ void sumsq_partial(float *partial, const float *x, size_t n);
 __global__ void all_finite(float *flag, const float *x, size_t n);

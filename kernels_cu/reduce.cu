@@ -6,8 +6,9 @@
 #include <math.h>
 
 /* dbias[c] += sum_r dy[r, c]                             dy: (rows, cols)
- * Geometry: one thread per column, looping over rows in order (the CPU
- * backend's order, so the bits match it); grid: cols threads. */
+ * for rows <= BT_COL_ROWS, and as the second pass of more rows over
+ * bias_grad_partial's chunk partials (chunks x cols). Geometry: one thread
+ * per column, looping over the rows in order; grid: cols threads. */
 __global__ void bias_grad(float *dbias, const float *dy, int rows, int cols) {
     const int c = (int)global_id();
     if (c >= cols) return;
@@ -15,6 +16,21 @@ __global__ void bias_grad(float *dbias, const float *dy, int rows, int cols) {
     float acc = 0.0f;
     for (int r = 0; r < rows; r++) acc += dy[(size_t)r * cols];
     dbias[c] += acc;
+}
+
+/* bias_grad's first pass for more rows: partial[g cols + c] = sum of
+ * dy[r, c] over the rows r of chunk g (BT_COL_ROWS rows, in order).
+ * Geometry: one thread per (chunk, column), columns fastest, so a block
+ * reads whole rows; grid: chunks * cols threads. */
+__global__ void bias_grad_partial(float *partial, const float *dy, int rows, int cols) {
+    const size_t i = global_id(), c = i % (size_t)cols, g = i / (size_t)cols;
+    const size_t r0 = g * BT_COL_ROWS;
+    if (r0 >= (size_t)rows) return;
+    const size_t r1 = r0 + BT_COL_ROWS < (size_t)rows ? r0 + BT_COL_ROWS : (size_t)rows;
+    dy += c;
+    float acc = 0.0f;
+    for (size_t r = r0; r < r1; r++) acc += dy[r * cols];
+    partial[g * cols + c] = acc;
 }
 
 /* partial[g] = sum of x over chunk g of BT_REDUCE_CHUNK elements.

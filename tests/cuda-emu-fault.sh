@@ -38,6 +38,7 @@ mutant() {
     cmp -s "$file" "$src/$file" && fail "$name: the fault no longer applies to $file: update this test"
     case $file in
     kernels_cu/*.cuh) rebuild="elementwise reduce layernorm softmax embedding xent optim cast" ;;
+    backends/cuda/*.cuh) rebuild=$(grep -l "$(basename "$file")" backends/cuda/*.cu | sed 's|.*/||; s|\.cu$||') ;;
     *) rebuild=$(basename "$file" .cu) ;;
     esac
     keep=""
@@ -65,7 +66,7 @@ expect_failure() {
     echo "ok   $name: caught (exit $rc): ${why:-$(tail -1 "$tmpdir/$name.log")}"
 }
 
-mutant launch-grid backends/cuda/cuda_ops.cu 's|\(items \+ BT_WG - 1\) / BT_WG;|(items + BT_WG - 1) / (2 * BT_WG);|'
+mutant launch-grid backends/cuda/cuda_launch.cuh 's|\(items \+ BT_WG - 1\) / BT_WG;|(items + BT_WG - 1) / (2 * BT_WG);|'
 expect_failure launch-grid "$CONF" --backend cuda-emu --quick
 
 mutant no-syncthreads kernels_cu/common.cuh 's|(red\[lid\] = v;\n)    __syncthreads\(\);\n|$1|g'

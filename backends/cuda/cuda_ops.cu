@@ -74,9 +74,18 @@ static void cu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t p
 
 /* ================= column and row reductions ================= */
 
+/* As ocl_bias_grad: one pass up to BT_COL_ROWS rows, else chunk partials
+ * then their sum in chunk order. */
 static void cu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
     cu_ctx *c = cu(be);
-    LAUNCH(c, bias_grad, (size_t)cols, cu_f32(dbias), cu_f32(dy), rows, cols);
+    if (rows <= BT_COL_ROWS) {
+        LAUNCH(c, bias_grad, (size_t)cols, cu_f32(dbias), cu_f32(dy), rows, cols);
+        return;
+    }
+    const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
+    float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
+    LAUNCH(c, bias_grad_partial, (size_t)chunks * cols, part, cu_f32(dy), rows, cols);
+    LAUNCH(c, bias_grad, (size_t)cols, cu_f32(dbias), part, chunks, cols); /* partials by column */
 }
 
 static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,

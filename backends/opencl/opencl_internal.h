@@ -30,7 +30,7 @@ struct bt_buffer {
  * backend creation. */
 #define OCL_KERNELS(X)                                                                  \
     X(fill) X(add) X(scale) X(axpy) X(bias_add) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)     \
-    X(tanh_bwd) X(dropout) X(bias_grad) X(sum_partial) X(sumsq_partial) X(all_finite)   \
+    X(tanh_bwd) X(dropout) X(bias_grad) X(bias_grad_partial) X(sum_partial) X(sumsq_partial) X(all_finite)   \
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_params) X(softmax_fwd)         \
     X(softmax_bwd) X(embed_fwd) X(embed_bwd_word) X(embed_bwd_pos) X(gather_rows)       \
     X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(adamw_multi)         \
@@ -46,6 +46,8 @@ typedef enum { OCL_KERNELS(OCL_KERNEL_ENUM) K_COUNT } ocl_kernel_id;
  * adds the per-chunk partials in order, in double (as the CPU backend's
  * CPU_REDUCE_CHUNK). Must match BT_REDUCE_CHUNK in kernels_cl/reduce.cl. */
 #define OCL_REDUCE_CHUNK 4096
+/* Rows per chunk of the two-pass column reductions (kernels_cl: BT_COL_ROWS). */
+#define OCL_COL_ROWS 64
 
 typedef struct {
     cl_platform_id platform;

@@ -113,13 +113,35 @@ static void ocl_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
 
 /* ================= column and row reductions ================= */
 
+/* Column sums in one pass up to OCL_COL_ROWS rows; beyond, fixed chunks of
+ * rows into partials, then the partials added in chunk order, so a GPU
+ * runs chunks x cols threads instead of cols. */
 static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
-    args a = begin(be, K_bias_grad);
-    arg_f32p(&a, dbias);
+    if (rows <= OCL_COL_ROWS) {
+        args a = begin(be, K_bias_grad);
+        arg_f32p(&a, dbias);
+        arg_f32p(&a, dy);
+        arg_i(&a, rows);
+        arg_i(&a, cols);
+        launch(be, &a, (size_t)cols);
+        return;
+    }
+    const int chunks = (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
+    cl_mem part = ocl_scratch(ocl(be), (size_t)chunks * cols * sizeof(float));
+    args a = begin(be, K_bias_grad_partial);
+    arg_mem(&a, part);
+    arg_ul(&a, 0);
     arg_f32p(&a, dy);
     arg_i(&a, rows);
     arg_i(&a, cols);
-    launch(be, &a, (size_t)cols);
+    launch(be, &a, (size_t)chunks * cols);
+    args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */
+    arg_f32p(&f, dbias);
+    arg_mem(&f, part);
+    arg_ul(&f, 0);
+    arg_i(&f, chunks);
+    arg_i(&f, cols);
+    launch(be, &f, (size_t)cols);
 }
 
 static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,

@@ -153,6 +153,7 @@ struct bert_model {
     bt_buffer *ints;   /* uploaded int32 batch inputs */
     struct bert_act_layout *act;
     int cur_B, cur_T, cur_masked; /* shape of the batch in flight */
+    int heads_B, heads_T;         /* the shape attention's gather tables are for (0: none) */
     double admin_variance_sum;    /* Admin profiling: 1 + the branch variances so far */
     double attn_score_sq;         /* this forward's sum of squared attention scores */
     int attn_ticket_first, n_attn_tickets; /* the same, deferred (bert_pass.defer_stats) */

@@ -80,6 +80,7 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(pdrop, P);
     TAKE(dhm, M * H);
     TAKE(dcls, (size_t)Bm * H);
+    TAKE(dqkv_heads, N * 3 * H);
     a->total = off;
     off = 0;
     TAKE(ids, N);
@@ -89,6 +90,12 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(mlm_labels, M);
     TAKE(nsp_labels, (size_t)Bm);
     TAKE(cls_idx, (size_t)Bm);
+    a->ints_batch = off;
+    const size_t NH = (size_t)c->num_attention_heads;
+    TAKE(qkv_to_heads, 3 * N * NH);
+    TAKE(heads_to_ctx, N * NH);
+    TAKE(ctx_to_heads, N * NH);
+    TAKE(heads_to_qkv, 3 * N * NH);
     a->ints_total = off;
 #undef TAKE
     a->n_layers = L;

@@ -8,7 +8,7 @@
 #include "bert.h"
 
 typedef struct {
-    size_t qkv;          /* (N, 3H) */
+    size_t qkv;          /* (3, B, NH, T, D) Q, K, V by head (attention's batched GEMMs) */
     size_t probs;        /* (B, NH, T, T) softmax output, before dropout */
     size_t ctx;          /* (N, H) */
     size_t res1;         /* (N, H) x + dropout(attention output); Post-LN: LayerNorm input */
@@ -32,9 +32,16 @@ struct bert_act_layout {
     size_t xin;
     /* backward scratch */
     size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;
+    size_t dqkv_heads; /* (3, B, NH, T, D) attention's gradient by head, before its gather */
     size_t total;
-    /* int32 inputs */
-    size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx, ints_total;
+    /* int32 inputs of a batch (uploaded with it: the first ints_batch) */
+    size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx, ints_batch;
+    /* gather_rows tables (rows of D floats) between the token-major (N, 3H)
+     * and (N, H) layouts of the linear layers and attention's head-major
+     * (3, B, NH, T, D) and (B, NH, T, D), uploaded when the batch shape
+     * changes: qkv_to_heads (3 N NH), heads_to_ctx (N NH), ctx_to_heads
+     * (N NH), heads_to_qkv (3 N NH) */
+    size_t qkv_to_heads, heads_to_ctx, ctx_to_heads, heads_to_qkv, ints_total;
     int n_layers;
     /* Mixed precision with the 16-bit stash: the big saved activations of
      * every layer (qkv .. ln2, not the LayerNorm statistics) share one fp32
