@@ -38,7 +38,7 @@ mutant() {
     cmp -s "$file" "$src/$file" && fail "$name: the fault no longer applies to $file: update this test"
     case $file in
     kernels_cu/*.cuh) rebuild="elementwise reduce layernorm softmax embedding xent optim cast" ;;
-    backends/cuda/*.cuh) rebuild=$(grep -l "$(basename "$file")" backends/cuda/*.cu | sed 's|.*/||; s|\.cu$||') ;;
+    backends/cuda/*.cuh) rebuild=$(grep -l "$(basename "$file")" backends/cuda/*.cu | sed 's|.*/||; s|\.cu$||' | tr '\n' ' ') ;;
     *) rebuild=$(basename "$file" .cu) ;;
     esac
     keep=""
