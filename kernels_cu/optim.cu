@@ -10,15 +10,20 @@
 
 #include <math.h>
 
+/* Adam's moments after gradient g: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+ * stored and returned. */
+__device__ inline void moments(float g, float *m, float *v, float beta1, float beta2,
+                               float *m_out, float *v_out) {
+    *m = *m_out = beta1 * *m + (1.0f - beta1) * g;
+    *v = *v_out = beta2 * *v + (1.0f - beta2) * g * g;
+}
+
 /* AdamW on element i: m, v updated; w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps). */
 __device__ inline void adamw_elem(float *w, const float *g, float *m, float *v, size_t i,
                                   float beta1, float beta2, float eps, float decay, float step,
                                   float sqrt_bc2) {
-    const float gi = g[i];
-    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
+    float mi, vi;
+    moments(g[i], m + i, v + i, beta1, beta2, &mi, &vi);
     w[i] = w[i] * decay - step * mi / (sqrtf(vi) / sqrt_bc2 + eps);
 }
 
@@ -27,11 +32,8 @@ __device__ inline void adamw_elem(float *w, const float *g, float *m, float *v, 
 __device__ inline float lamb_elem(const float *w, const float *g, float *m, float *v, size_t i,
                                   float beta1, float beta2, float eps, float wd, float bc1,
                                   float bc2) {
-    const float gi = g[i];
-    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
+    float mi, vi;
+    moments(g[i], m + i, v + i, beta1, beta2, &mi, &vi);
     return (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * w[i];
 }
 
