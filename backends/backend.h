@@ -232,6 +232,42 @@ struct bt_backend {
     void (*lamb_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                        const bt_tensor_span *spans, int n_spans, float lr, float beta1,
                        float beta2, float eps, float min_coeff, float max_coeff);
+    /* ---- fused ops: each saves a pass over the activations and gives the
+     * bits of the ops it replaces, called in order on the same backend ---- */
+    /* y[r, c] += bias[c]; out[r, c] = gelu(y[r, c]): bias_add then gelu_fwd.
+     * y keeps the pre-activation the backward needs.   y, out: (rows, cols) */
+    void (*bias_gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
+                          int cols);
+    /* dx = dout * gelu'(x); dbias[c] += sum_r dx[r, c]: gelu_bwd then bias_grad
+     * (dx may alias dout).   dx, dout, x: (rows, cols) */
+    void (*bias_gelu_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
+                          int rows, int cols);
+    /* out = resid + dropout(y + bias): bias_add, dropout over element r*cols + c
+     * (per_sample, first_sample, p, key as dropout's), add. y is left unchanged;
+     * out may alias resid.   y, resid, out: (rows, cols) */
+    void (*bias_dropout_add)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
+                             int rows, int cols, size_t per_sample, uint32_t first_sample,
+                             float p, bt_rng_key key);
+    /* sum = resid + dropout(y + bias) as bias_dropout_add, then out, mean, rstd
+     * = layernorm_fwd(sum): a residual join and the LayerNorm after it in one
+     * pass. sum may alias resid; out may not alias an input. */
+    void (*residual_layernorm_fwd)(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
+                                   bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
+                                   bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                                   size_t per_sample, uint32_t first_sample, float p,
+                                   bt_rng_key key);
+    /* probs = softmax_fwd(scores) (in place allowed), then dropped =
+     * dropout(probs) with per_sample = H*T*T: attention's scale, mask, softmax
+     * and dropout in one pass. dropped: (B, H, T, T), not aliasing the others. */
+    void (*softmax_dropout_fwd)(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
+                                bt_ptr key_mask, int B, int H, int T, float scale,
+                                uint32_t first_sample, float p, bt_rng_key key);
+    /* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows, the
+     * dropout with per_sample = H*T*T: the backward of softmax_dropout_fwd.
+     * In place allowed (dscores = dprobs). */
+    void (*dropout_softmax_bwd)(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
+                                int B, int H, int T, float scale, uint32_t first_sample,
+                                float p, bt_rng_key key);
     /* dst = src converted between dtypes (round to nearest even) */
     void (*cast)(bt_backend *be, bt_ptr dst, bt_dtype dst_type, bt_ptr src,
                  bt_dtype src_type, size_t n);

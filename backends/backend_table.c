@@ -13,7 +13,8 @@
     X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale) X(axpy)   \
     X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum) X(all_finite)   \
     X(reduce_defer) X(reduce_fetch) X(adamw_step) X(lamb_update) X(adamw_multi)     \
-    X(lamb_multi) X(cast) X(round16) X(counters) X(mark)             \
+    X(lamb_multi) X(bias_gelu_fwd) X(bias_gelu_bwd) X(bias_dropout_add)             \
+    X(residual_layernorm_fwd) X(softmax_dropout_fwd) X(dropout_softmax_bwd) X(cast) X(round16) X(counters) X(mark)             \
     X(mark_seconds) X(marks_reset)
 
 /* At compile time: BT_OPS names every op slot of struct bt_backend, in the

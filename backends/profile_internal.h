@@ -12,7 +12,9 @@
     X(tanh_fwd) X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale)   \
     X(axpy) X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum)            \
     X(all_finite) X(reduce_defer) X(reduce_fetch) X(adamw_step) X(lamb_update)          \
-    X(adamw_multi) X(lamb_multi) X(cast) X(round16) X(sync)
+    X(adamw_multi) X(lamb_multi) X(bias_gelu_fwd) X(bias_gelu_bwd) X(bias_dropout_add)     \
+    X(residual_layernorm_fwd) X(softmax_dropout_fwd) X(dropout_softmax_bwd) X(cast)       \
+    X(round16) X(sync)
 
 #define BT_PROF_ENUM(op) PROF_##op,
 enum { BT_PROFILED_OPS(BT_PROF_ENUM) PROF_N_OPS };

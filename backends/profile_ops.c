@@ -239,6 +239,46 @@ static void p_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
     TIMED(be, round16, 0, F4 * 2.0 * n, in->round16(in, x, dt, n));
 }
 
+/* ---- fused ops: the bytes of their inputs and outputs, each once ---- */
+
+static void p_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
+                            int cols) {
+    TIMED(be, bias_gelu_fwd, 0, F4 * (3.0 * rows * cols + cols),
+          in->bias_gelu_fwd(in, out, y, bias, rows, cols));
+}
+static void p_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr db, bt_ptr dout, bt_ptr x,
+                            int rows, int cols) {
+    TIMED(be, bias_gelu_bwd, 0, F4 * (3.0 * rows * cols + 2.0 * cols),
+          in->bias_gelu_bwd(in, dx, db, dout, x, rows, cols));
+}
+static void p_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
+                               int rows, int cols, size_t per, uint32_t first, float p,
+                               bt_rng_key key) {
+    TIMED(be, bias_dropout_add, 0, F4 * (3.0 * rows * cols + cols),
+          in->bias_dropout_add(in, out, y, bias, resid, rows, cols, per, first, p, key));
+}
+static void p_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
+                                     bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
+                                     bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                                     size_t per, uint32_t first, float p, bt_rng_key key) {
+    TIMED(be, residual_layernorm_fwd, 0, F4 * (4.0 * rows * cols + 3.0 * cols + 2.0 * rows),
+          in->residual_layernorm_fwd(in, sum, out, mean, rstd, y, bias, resid, gamma, beta,
+                                     rows, cols, eps, per, first, p, key));
+}
+static void p_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
+                                  bt_ptr mask, int B, int H, int T, float scale, uint32_t first,
+                                  float p, bt_rng_key key) {
+    TIMED(be, softmax_dropout_fwd, 0, F4 * (3.0 * B * H * T * T + (double)B * T),
+          in->softmax_dropout_fwd(in, dropped, probs, scores, mask, B, H, T, scale, first, p,
+                                  key));
+}
+static void p_dropout_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr probs, int B,
+                                  int H, int T, float scale, uint32_t first, float p,
+                                  bt_rng_key key) {
+    TIMED(be, dropout_softmax_bwd, 0, F4 * 3.0 * B * H * T * T,
+          in->dropout_softmax_bwd(in, ds, dp, probs, B, H, T, scale, first, p, key));
+}
+
 void prof_fill_ops(bt_backend *w) {
     w->info = p_info;
     w->sync = p_sync;
@@ -278,6 +318,12 @@ void prof_fill_ops(bt_backend *w) {
     w->lamb_update = p_lamb_update;
     w->adamw_multi = p_adamw_multi;
     w->lamb_multi = p_lamb_multi;
+    w->bias_gelu_fwd = p_bias_gelu_fwd;
+    w->bias_gelu_bwd = p_bias_gelu_bwd;
+    w->bias_dropout_add = p_bias_dropout_add;
+    w->residual_layernorm_fwd = p_residual_layernorm_fwd;
+    w->softmax_dropout_fwd = p_softmax_dropout_fwd;
+    w->dropout_softmax_bwd = p_dropout_softmax_bwd;
     w->cast = p_cast;
     w->round16 = p_round16;
     w->counters = p_counters;

@@ -51,6 +51,7 @@ static void run_pass(bt_backend *be) {
     test_deferred_reductions(be);
     test_optimizers(be);
     test_multi_optimizers(be);
+    test_fused(be);
     test_cast(be);
     test_round16(be);
     test_nan_propagation(be);

@@ -59,6 +59,11 @@ void test_deferred_reductions(bt_backend *be);
  * reference, nothing written between spans, launches independent of spans. */
 void test_multi_optimizers(bt_backend *be);
 
+/* ---- ops_fused.c ---- */
+/* Check the fused ops: the bits of the unfused ops they replace on the same
+ * backend, and the float64 reference (dropout from philox.h). */
+void test_fused(bt_backend *be);
+
 /* ---- ops_profiling.c ---- */
 /* Check counters (memory in use and peak, reads, waits, launches) and marks
  * on the device timeline (numbering, elapsed time, reset). */

@@ -55,3 +55,12 @@ float wg_max(float v, __local float *red) {
     barrier(CLK_LOCAL_MEM_FENCE);
     return m;
 }
+
+/* The exact-erf GELU and its derivative, shared by gelu_fwd/bwd and the
+ * fused kernels so that both round alike. */
+float gelu_value(float x) { return 0.5f * x * (1.0f + erf(x * M_SQRT1_2_F)); }
+float gelu_grad_value(float x) {
+    const float cdf = 0.5f * (1.0f + erf(x * M_SQRT1_2_F));
+    const float pdf = 0.3989422804014327f * exp(-0.5f * x * x);
+    return cdf + x * pdf;
+}

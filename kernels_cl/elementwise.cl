@@ -50,7 +50,7 @@ __kernel void gelu_fwd(__global float *out, ulong out_off, __global const float 
 #ifdef BT_FAULT_GELU_TANH_APPROX /* test builds only: the tanh approximation */
     out[out_off + i] = 0.5f * xi * (1.0f + tanh(0.7978845608f * (xi + 0.044715f * xi * xi * xi)));
 #else
-    out[out_off + i] = 0.5f * xi * (1.0f + erf(xi * M_SQRT1_2_F));
+    out[out_off + i] = gelu_value(xi);
 #endif
 }
 
@@ -59,11 +59,7 @@ __kernel void gelu_bwd(__global float *dx, ulong dx_off, __global const float *d
                        ulong d_off, __global const float *x, ulong x_off, ulong n) {
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    const float inv_sqrt_2pi = 0.3989422804014327f;
-    const float xi = x[x_off + i];
-    const float cdf = 0.5f * (1.0f + erf(xi * M_SQRT1_2_F));
-    const float pdf = inv_sqrt_2pi * exp(-0.5f * xi * xi);
-    dx[dx_off + i] = dout[d_off + i] * (cdf + xi * pdf);
+    dx[dx_off + i] = dout[d_off + i] * gelu_grad_value(x[x_off + i]);
 }
 
 /* out = tanh(x)                                          (n) */

@@ -15,3 +15,13 @@ void philox4x32(uint ctr[4], uint k0, uint k1) {
         k1 += 0xBB67AE85u;
     }
 }
+
+/* Whether dropout keeps element i (counted over all samples of per_sample
+ * elements from sample first_sample): the draw dropout makes for it. */
+bool drop_keep(size_t i, ulong per_sample, uint first_sample, uint thr, uint seed_lo,
+               uint seed_hi, uint stream_lo, uint stream_hi) {
+    const size_t s = i / per_sample, e = i % per_sample;
+    uint r[4] = {(uint)(e >> 2), first_sample + (uint)s, stream_lo, stream_hi};
+    philox4x32(r, seed_lo, seed_hi);
+    return r[e & 3] >= thr;
+}

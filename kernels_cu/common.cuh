@@ -66,4 +66,13 @@ __device__ inline float wg_max(float v, float *red) {
     return m;
 }
 
+/* The exact-erf GELU and its derivative, shared by gelu_fwd/bwd and the
+ * fused kernels so that both round alike. */
+__device__ inline float gelu_value(float x) { return 0.5f * x * (1.0f + erff(x * BT_SQRT1_2_F)); }
+__device__ inline float gelu_grad_value(float x) {
+    const float cdf = 0.5f * (1.0f + erff(x * BT_SQRT1_2_F));
+    const float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+
 #endif

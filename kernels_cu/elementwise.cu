@@ -44,18 +44,14 @@ __global__ void gelu_fwd(float *out, const float *x, size_t n) {
     const size_t i = global_id();
     if (i >= n) return;
     const float xi = x[i];
-    out[i] = 0.5f * xi * (1.0f + erff(xi * BT_SQRT1_2_F));
+    out[i] = gelu_value(xi);
 }
 
 /* dx = dout * (Phi(x) + x * phi(x))                      (n) */
 __global__ void gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
     const size_t i = global_id();
     if (i >= n) return;
-    const float inv_sqrt_2pi = 0.3989422804014327f;
-    const float xi = x[i];
-    const float cdf = 0.5f * (1.0f + erff(xi * BT_SQRT1_2_F));
-    const float pdf = inv_sqrt_2pi * expf(-0.5f * xi * xi);
-    dx[i] = dout[i] * (cdf + xi * pdf);
+    dx[i] = dout[i] * gelu_grad_value(x[i]);
 }
 
 /* out = tanh(x)                                          (n) */

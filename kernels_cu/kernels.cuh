@@ -90,4 +90,30 @@ __global__ void cast_f16_to_bf16(uint16_t *dst, const uint16_t *src, size_t n);
 __global__ void round16_bf16(uint32_t *x, size_t n);
 __global__ void round16_f16(uint32_t *x, size_t n);
 
+/* ---- fused.cu ---- */
+__global__ void bias_gelu_fwd(float *out, float *y, const float *bias, int rows, int cols);
+__global__ void bias_gelu_bwd(float *partial, float *dx, const float *dout, const float *x,
+                              int rows, int cols, int chunk_rows, int accumulate);
+__global__ void bias_dropout_add(float *out, const float *y, const float *bias,
+                                 const float *resid, int rows, int cols, size_t per_sample,
+                                 uint32_t first_sample, uint32_t thr, float keep_scale,
+                                 uint32_t seed_lo, uint32_t seed_hi, uint32_t stream_lo,
+                                 uint32_t stream_hi);
+__global__ void residual_layernorm_fwd(float *sum, float *out, float *mean, float *rstd,
+                                       const float *y, const float *bias, const float *resid,
+                                       const float *gamma, const float *beta, int cols,
+                                       float eps, size_t per_sample, uint32_t first_sample,
+                                       uint32_t thr, float keep_scale, uint32_t seed_lo,
+                                       uint32_t seed_hi, uint32_t stream_lo,
+                                       uint32_t stream_hi);
+__global__ void softmax_dropout_fwd(float *dropped, float *probs, const float *scores,
+                                    const int *key_mask, int HT, int T, float scale,
+                                    uint32_t first_sample, uint32_t thr, float keep_scale,
+                                    uint32_t seed_lo, uint32_t seed_hi, uint32_t stream_lo,
+                                    uint32_t stream_hi);
+__global__ void dropout_softmax_bwd(float *dscores, const float *dprobs, const float *probs,
+                                    int HT, int T, float scale, uint32_t first_sample,
+                                    uint32_t thr, float keep_scale, uint32_t seed_lo,
+                                    uint32_t seed_hi, uint32_t stream_lo, uint32_t stream_hi);
+
 #endif

@@ -21,4 +21,15 @@ __device__ inline void philox4x32(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
     }
 }
 
+/* Whether dropout keeps element i (counted over all samples of per_sample
+ * elements from sample first_sample): the draw dropout makes for it. */
+__device__ inline bool drop_keep(size_t i, size_t per_sample, uint32_t first_sample, uint32_t thr,
+                                 uint32_t seed_lo, uint32_t seed_hi, uint32_t stream_lo,
+                                 uint32_t stream_hi) {
+    const size_t s = i / per_sample, e = i % per_sample;
+    uint32_t r[4] = {(uint32_t)(e >> 2), first_sample + (uint32_t)s, stream_lo, stream_hi};
+    philox4x32(r, seed_lo, seed_hi);
+    return r[e & 3] >= thr;
+}
+
 #endif

@@ -7,7 +7,12 @@
 #include "../common/counting.h"
 #include "../common/staged_gemm.h"
 
+#include "../philox.h"
+
+#include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
 
 struct bt_buffer {
     void *data;
@@ -42,6 +47,50 @@ static inline uint16_t *cpu_u16(bt_ptr p) { return (uint16_t *)((char *)p.buf->d
 /* Deterministic sum of x[0..n) (or of its squares): per-chunk double
  * partials of CPU_REDUCE_CHUNK elements, added in chunk order. */
 double cpu_reduce_chunks(const float *x, size_t n, bool squares);
+
+/* Exact-erf GELU and its derivative, shared by gelu_fwd/bwd and the fused
+ * ops so that both round alike. */
+static inline float cpu_gelu(float x) { return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)); }
+static inline float cpu_gelu_grad(float x) {
+    const float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+    const float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+
+/* Dropout's keep decisions along a run of elements (dropout's stream: one
+ * Philox block per four elements of a sample), drawing each block once. */
+typedef struct {
+    bt_rng_key key;
+    uint32_t first_sample, thr;
+    size_t per_sample;
+    size_t block; /* the block in r (SIZE_MAX: none yet) */
+    uint32_t r[4];
+} cpu_drop_stream;
+
+/* A stream for dropout with probability p over samples of per_sample elements. */
+static inline cpu_drop_stream cpu_drop_stream_new(bt_rng_key key, uint32_t first_sample,
+                                                  size_t per_sample, float p) {
+    cpu_drop_stream d = {key, first_sample, philox_drop_threshold(p), per_sample, SIZE_MAX,
+                         {0, 0, 0, 0}};
+    return d;
+}
+
+/* Whether element i (counted over all samples) is kept. */
+static inline bool cpu_drop_keep(cpu_drop_stream *d, size_t i) {
+    const size_t s = i / d->per_sample, e = i % d->per_sample;
+    const size_t block = s * ((d->per_sample + 3) / 4) + e / 4;
+    if (block != d->block) {
+        uint32_t r[4] = {(uint32_t)(e >> 2), d->first_sample + (uint32_t)s,
+                         (uint32_t)d->key.stream, (uint32_t)(d->key.stream >> 32)};
+        philox4x32(r, (uint32_t)d->key.seed, (uint32_t)(d->key.seed >> 32));
+        memcpy(d->r, r, sizeof r);
+        d->block = block;
+    }
+    return d->r[e & 3] >= d->thr;
+}
+
+/* Fill the fused ops (cpu_fused.c) into a table. */
+void cpu_fill_fused_ops(bt_backend *be);
 
 /* Fill the nn ops (cpu_nn.c) into a table. */
 void cpu_fill_nn_ops(bt_backend *be);

@@ -121,21 +121,15 @@ static void cpu_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
     float *O = cpu_f32(out);
     const float *X = cpu_f32(x);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) O[i] = 0.5f * X[i] * (1.0f + erff(X[i] * (float)M_SQRT1_2));
+    for (size_t i = 0; i < n; i++) O[i] = cpu_gelu(X[i]);
 }
 
 static void cpu_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n) {
     (void)be;
     float *DX = cpu_f32(dx);
     const float *D = cpu_f32(dout), *X = cpu_f32(x);
-    const float inv_sqrt_2pi = 0.3989422804014327f;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float xi = X[i];
-        float cdf = 0.5f * (1.0f + erff(xi * (float)M_SQRT1_2));
-        float pdf = inv_sqrt_2pi * expf(-0.5f * xi * xi);
-        DX[i] = D[i] * (cdf + xi * pdf);
-    }
+    for (size_t i = 0; i < n; i++) DX[i] = D[i] * cpu_gelu_grad(X[i]);
 }
 
 static void cpu_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {

@@ -130,6 +130,9 @@ void cu_reduce_release(cu_ctx *c);
 /* ---- cuda_optim.cu ---- */
 /* Fill adamw_step, lamb_update, adamw_multi and lamb_multi. */
 void cu_fill_optim_ops(bt_backend *be);
+
+/* Fill the fused ops (cuda_fused.cu) into a table. */
+void cu_fill_fused_ops(bt_backend *be);
 /* Release the multi-tensor optimizers' buffers (at destroy). */
 void cu_optim_release(cu_ctx *c);
 

@@ -221,4 +221,5 @@ void cu_fill_ops(bt_backend *be) {
     be->round16 = cu_round16;
     cu_fill_reduce_ops(be);
     cu_fill_optim_ops(be);
+    cu_fill_fused_ops(be);
 }

@@ -36,7 +36,9 @@ struct bt_buffer {
     X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(adamw_multi)         \
     X(lamb_multi_moments) X(lamb_multi_trust) X(lamb_multi_apply) X(cast_f32_to_bf16)   \
     X(cast_f32_to_f16) X(cast_bf16_to_f32) X(cast_f16_to_f32) X(cast_bf16_to_f16)       \
-    X(cast_f16_to_bf16) X(round16_bf16) X(round16_f16)
+    X(cast_f16_to_bf16) X(round16_bf16) X(round16_f16) X(bias_gelu_fwd)  \
+    X(bias_gelu_bwd) X(bias_dropout_add) X(residual_layernorm_fwd) X(softmax_dropout_fwd)   \
+    X(dropout_softmax_bwd)
 
 #define OCL_KERNEL_ENUM(name) K_##name,
 typedef enum { OCL_KERNELS(OCL_KERNEL_ENUM) K_COUNT } ocl_kernel_id;
@@ -127,6 +129,9 @@ void ocl_reduce_release(ocl_ctx *c);
 /* ---- opencl_optim.c ---- */
 /* Fill adamw_step, lamb_update, adamw_multi and lamb_multi. */
 void ocl_fill_optim_ops(bt_backend *be);
+
+/* Fill the fused ops (opencl_fused.c) into a table. */
+void ocl_fill_fused_ops(bt_backend *be);
 /* Release the multi-tensor optimizers' buffers (at destroy). */
 void ocl_optim_release(ocl_ctx *c);
 

@@ -334,4 +334,5 @@ void ocl_fill_ops(bt_backend *be) {
     be->round16 = ocl_round16;
     ocl_fill_reduce_ops(be);
     ocl_fill_optim_ops(be);
+    ocl_fill_fused_ops(be);
 }

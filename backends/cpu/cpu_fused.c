@@ -1,0 +1,173 @@
+/* CPU reference backend: the fused ops (bias + GELU, bias + dropout +
+ * residual, residual + LayerNorm, softmax + dropout). Each computes exactly
+ * the expressions of the ops it replaces, in their order, so it gives their
+ * bits; what it saves is the passes over memory between them. */
+#include "cpu_internal.h"
+
+/* The dropout scale 1/(1-p) as dropout rounds it. */
+static float keep_scale_of(float p) { return 1.0f / (1.0f - p); }
+
+static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
+                              int cols) {
+    (void)be;
+    float *O = cpu_f32(out), *Y = cpu_f32(y);
+    const float *bb = cpu_f32(bias);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float *yr = Y + (size_t)r * cols, *o = O + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) {
+            const float v = yr[c] + bb[c];
+            yr[c] = v;
+            o[c] = cpu_gelu(v);
+        }
+    }
+}
+
+/* Column blocks as bias_grad: each thread owns CPU_COL_BLOCK columns and
+ * walks the rows in order, writing dx as it goes. */
+static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
+                              int rows, int cols) {
+    (void)be;
+    float *DX = cpu_f32(dx), *db = cpu_f32(dbias);
+    const float *D = cpu_f32(dout), *X = cpu_f32(x);
+    const int blocks = (cols + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        const int c0 = blk * CPU_COL_BLOCK,
+                  c1 = c0 + CPU_COL_BLOCK < cols ? c0 + CPU_COL_BLOCK : cols;
+        float acc[CPU_COL_BLOCK] = {0};
+        for (int r = 0; r < rows; r++) {
+            const size_t row = (size_t)r * cols;
+            for (int c = c0; c < c1; c++) {
+                const float g = D[row + c] * cpu_gelu_grad(X[row + c]);
+                DX[row + c] = g;
+                acc[c - c0] += g;
+            }
+        }
+        for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
+    }
+}
+
+/* sum[c] = resid[c] + dropout(y[c] + bias[c]) for one row starting at
+ * element i0 of the dropout stream. */
+static void join_row(float *sum, const float *y, const float *bias, const float *resid,
+                     int cols, size_t i0, cpu_drop_stream *d, float p, float keep_scale) {
+    for (int c = 0; c < cols; c++) {
+        float v = y[c] + bias[c];
+        if (p > 0.0f) v = cpu_drop_keep(d, i0 + (size_t)c) ? v * keep_scale : 0.0f;
+        sum[c] = v + resid[c];
+    }
+}
+
+static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
+                                 bt_ptr resid, int rows, int cols, size_t per_sample,
+                                 uint32_t first_sample, float p, bt_rng_key key) {
+    (void)be;
+    float *O = cpu_f32(out);
+    const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid);
+    const float ks = keep_scale_of(p);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        cpu_drop_stream d = cpu_drop_stream_new(key, first_sample, per_sample, p);
+        const size_t row = (size_t)r * cols;
+        join_row(O + row, Y + row, bb, R + row, cols, row, &d, p, ks);
+    }
+}
+
+/* The join of bias_dropout_add, then layernorm_fwd's arithmetic on the row. */
+static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
+                                       bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
+                                       bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                                       size_t per_sample, uint32_t first_sample, float p,
+                                       bt_rng_key key) {
+    (void)be;
+    float *S = cpu_f32(sum), *O = cpu_f32(out), *MU = cpu_f32(mean), *RS = cpu_f32(rstd);
+    const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid), *G = cpu_f32(gamma),
+                *Bb = cpu_f32(beta);
+    const float ks = keep_scale_of(p);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        cpu_drop_stream d = cpu_drop_stream_new(key, first_sample, per_sample, p);
+        const size_t row = (size_t)r * cols;
+        float *xr = S + row;
+        join_row(xr, Y + row, bb, R + row, cols, row, &d, p, ks);
+        double s = 0.0;
+        for (int c = 0; c < cols; c++) s += xr[c];
+        double mu = s / cols, v = 0.0;
+        for (int c = 0; c < cols; c++) v += ((double)xr[c] - mu) * ((double)xr[c] - mu);
+        float m = (float)mu, rs = (float)(1.0 / sqrt(v / cols + eps));
+        float *o = O + row;
+        for (int c = 0; c < cols; c++) o[c] = (xr[c] - m) * rs * G[c] + Bb[c];
+        MU[r] = m;
+        RS[r] = rs;
+    }
+}
+
+/* softmax_fwd's row arithmetic, then dropout of the finished row. */
+static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
+                                    bt_ptr key_mask, int B, int H, int T, float scale,
+                                    uint32_t first_sample, float p, bt_rng_key key) {
+    (void)be;
+    float *P = cpu_f32(probs), *PD = cpu_f32(dropped);
+    const float *S = cpu_f32(scores);
+    const int32_t *K = cpu_i32(key_mask);
+    const int rows = B * H * T;
+    const size_t per_sample = (size_t)H * T * T;
+    const float ks = keep_scale_of(p);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        cpu_drop_stream d = cpu_drop_stream_new(key, first_sample, per_sample, p);
+        const int32_t *km = K + (size_t)(r / (H * T)) * T;
+        const float *s = S + (size_t)r * T;
+        float *pr = P + (size_t)r * T, *pd = PD + (size_t)r * T;
+        float mx = -INFINITY;
+        for (int j = 0; j < T; j++)
+            if (km[j] && scale * s[j] > mx) mx = scale * s[j];
+        double total = 0.0;
+        for (int j = 0; j < T; j++) {
+            float e = km[j] ? expf(scale * s[j] - mx) : 0.0f;
+            pr[j] = e;
+            total += e;
+        }
+        float inv = total > 0.0 ? (float)(1.0 / total) : 0.0f;
+        for (int j = 0; j < T; j++) {
+            pr[j] *= inv;
+            pd[j] = cpu_drop_keep(&d, (size_t)r * T + (size_t)j) ? pr[j] * ks : 0.0f;
+        }
+    }
+}
+
+/* dropout of the row of dprobs (into dscores), then softmax_bwd's arithmetic. */
+static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
+                                    int B, int H, int T, float scale, uint32_t first_sample,
+                                    float p, bt_rng_key key) {
+    (void)be;
+    float *DS = cpu_f32(dscores);
+    const float *DP = cpu_f32(dprobs), *P = cpu_f32(probs);
+    const int rows = B * H * T;
+    const size_t per_sample = (size_t)H * T * T;
+    const float ks = keep_scale_of(p);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        cpu_drop_stream d = cpu_drop_stream_new(key, first_sample, per_sample, p);
+        const float *dp = DP + (size_t)r * T, *pr = P + (size_t)r * T;
+        float *ds = DS + (size_t)r * T;
+        double dot = 0.0;
+        for (int j = 0; j < T; j++) {
+            const float g = cpu_drop_keep(&d, (size_t)r * T + (size_t)j) ? dp[j] * ks : 0.0f;
+            ds[j] = g;
+            dot += (double)g * pr[j];
+        }
+        const float fdot = (float)dot;
+        for (int j = 0; j < T; j++) ds[j] = scale * pr[j] * (ds[j] - fdot);
+    }
+}
+
+void cpu_fill_fused_ops(bt_backend *be) {
+    be->bias_gelu_fwd = cpu_bias_gelu_fwd;
+    be->bias_gelu_bwd = cpu_bias_gelu_bwd;
+    be->bias_dropout_add = cpu_bias_dropout_add;
+    be->residual_layernorm_fwd = cpu_residual_layernorm_fwd;
+    be->softmax_dropout_fwd = cpu_softmax_dropout_fwd;
+    be->dropout_softmax_bwd = cpu_dropout_softmax_bwd;
+}

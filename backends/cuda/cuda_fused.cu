@@ -1,0 +1,97 @@
+/* CUDA backend: the launches of the fused ops (kernels_cu/fused.cu;
+ * opencl_fused.c's twin). Each gives the bits of the ops it replaces on this
+ * backend; bias_gelu_bwd's column sum takes bias_grad's two passes beyond
+ * BT_COL_ROWS rows. */
+#include "cuda_launch.cuh"
+
+#include "../philox.h"
+
+/* Dropout's arguments as every fused kernel takes them (p = 0: thr 0 and
+ * scale 1, which keep every element). */
+typedef struct {
+    uint32_t first_sample, thr;
+    float keep_scale;
+    uint32_t seed_lo, seed_hi, stream_lo, stream_hi;
+} drop_args;
+
+static drop_args drop_args_of(uint32_t first_sample, float p, bt_rng_key key) {
+    drop_args d = {first_sample,           philox_drop_threshold(p), 1.0f / (1.0f - p),
+                   (uint32_t)key.seed,     (uint32_t)(key.seed >> 32), (uint32_t)key.stream,
+                   (uint32_t)(key.stream >> 32)};
+    return d;
+}
+#define DROP_ARGS(d) \
+    (d).first_sample, (d).thr, (d).keep_scale, (d).seed_lo, (d).seed_hi, (d).stream_lo, (d).stream_hi
+
+static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
+                             int cols) {
+    cu_ctx *c = cu(be);
+    LAUNCH(c, bias_gelu_fwd, (size_t)rows * cols, cu_f32(out), cu_f32(y), cu_f32(bias), rows,
+           cols);
+}
+
+/* As cu_bias_grad: one pass into dbias up to BT_COL_ROWS rows, else chunk
+ * partials then their sum in chunk order. */
+static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
+                             int rows, int cols) {
+    cu_ctx *c = cu(be);
+    if (rows <= 0 || cols <= 0) return;
+    if (rows <= BT_COL_ROWS) {
+        LAUNCH(c, bias_gelu_bwd, (size_t)cols, cu_f32(dbias), cu_f32(dx), cu_f32(dout),
+               cu_f32(x), rows, cols, rows, 1);
+        return;
+    }
+    const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
+    float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
+    LAUNCH(c, bias_gelu_bwd, (size_t)chunks * cols, part, cu_f32(dx), cu_f32(dout), cu_f32(x),
+           rows, cols, BT_COL_ROWS, 0);
+    LAUNCH(c, bias_grad, (size_t)cols, cu_f32(dbias), part, chunks, cols); /* partials by column */
+}
+
+static void cu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
+                                int rows, int cols, size_t per_sample, uint32_t first_sample,
+                                float p, bt_rng_key key) {
+    cu_ctx *c = cu(be);
+    const drop_args d = drop_args_of(first_sample, p, key);
+    LAUNCH(c, bias_dropout_add, (size_t)rows * cols, cu_f32(out), cu_f32(y), cu_f32(bias),
+           cu_f32(resid), rows, cols, per_sample, DROP_ARGS(d));
+}
+
+static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
+                                      bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
+                                      bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                                      size_t per_sample, uint32_t first_sample, float p,
+                                      bt_rng_key key) {
+    cu_ctx *c = cu(be);
+    const drop_args d = drop_args_of(first_sample, p, key);
+    LAUNCH(c, residual_layernorm_fwd, (size_t)rows * BT_WG, cu_f32(sum), cu_f32(out),
+           cu_f32(mean), cu_f32(rstd), cu_f32(y), cu_f32(bias), cu_f32(resid), cu_f32(gamma),
+           cu_f32(beta), cols, eps, per_sample, DROP_ARGS(d));
+}
+
+static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
+                                   bt_ptr key_mask, int B, int H, int T, float scale,
+                                   uint32_t first_sample, float p, bt_rng_key key) {
+    cu_ctx *c = cu(be);
+    const drop_args d = drop_args_of(first_sample, p, key);
+    LAUNCH(c, softmax_dropout_fwd, (size_t)B * H * T * BT_WG, cu_f32(dropped), cu_f32(probs),
+           cu_f32(scores), cu_i32(key_mask), H * T, T, scale, DROP_ARGS(d));
+}
+
+static void cu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
+                                   int B, int H, int T, float scale, uint32_t first_sample,
+                                   float p, bt_rng_key key) {
+    cu_ctx *c = cu(be);
+    const drop_args d = drop_args_of(first_sample, p, key);
+    LAUNCH(c, dropout_softmax_bwd, (size_t)B * H * T * BT_WG, cu_f32(dscores), cu_f32(dprobs),
+           cu_f32(probs), H * T, T, scale, DROP_ARGS(d));
+}
+
+void cu_fill_fused_ops(bt_backend *be) {
+    be->bias_gelu_fwd = cu_bias_gelu_fwd;
+    be->bias_gelu_bwd = cu_bias_gelu_bwd;
+    be->bias_dropout_add = cu_bias_dropout_add;
+    be->residual_layernorm_fwd = cu_residual_layernorm_fwd;
+    be->softmax_dropout_fwd = cu_softmax_dropout_fwd;
+    be->dropout_softmax_bwd = cu_dropout_softmax_bwd;
+}

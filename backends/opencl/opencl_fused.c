@@ -1,0 +1,137 @@
+/* OpenCL backend: the launches of the fused ops (kernels_cl/fused.cl). Each
+ * gives the bits of the ops it replaces on this backend; the column sum of
+ * bias_gelu_bwd takes bias_grad's two passes beyond OCL_COL_ROWS rows. */
+#include "opencl_launch.h"
+
+#include "../philox.h"
+
+/* Dropout's arguments as every fused kernel takes them: threshold, scale,
+ * key (thr = 0 and scale 1 when p = 0, which keeps every element). */
+static void arg_dropout(args *a, uint32_t first_sample, float p, bt_rng_key key) {
+    arg_u(a, first_sample);
+    arg_u(a, philox_drop_threshold(p));
+    arg_f(a, 1.0f / (1.0f - p));
+    arg_u(a, (uint32_t)key.seed);
+    arg_u(a, (uint32_t)(key.seed >> 32));
+    arg_u(a, (uint32_t)key.stream);
+    arg_u(a, (uint32_t)(key.stream >> 32));
+}
+
+static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
+                              int cols) {
+    args a = begin(be, K_bias_gelu_fwd);
+    arg_f32p(&a, out);
+    arg_f32p(&a, y);
+    arg_f32p(&a, bias);
+    arg_i(&a, rows);
+    arg_i(&a, cols);
+    launch(be, &a, (size_t)rows * cols);
+}
+
+/* One pass into dbias up to OCL_COL_ROWS rows; beyond, chunk partials then
+ * bias_grad over them, as ocl_bias_grad. */
+static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
+                              int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    const bool one_pass = rows <= OCL_COL_ROWS;
+    const int chunks = one_pass ? 1 : (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
+    cl_mem part = one_pass ? NULL : ocl_scratch(ocl(be), (size_t)chunks * cols * sizeof(float));
+    args a = begin(be, K_bias_gelu_bwd);
+    if (one_pass) {
+        arg_f32p(&a, dbias);
+    } else {
+        arg_mem(&a, part);
+        arg_ul(&a, 0);
+    }
+    arg_f32p(&a, dx);
+    arg_f32p(&a, dout);
+    arg_f32p(&a, x);
+    arg_i(&a, rows);
+    arg_i(&a, cols);
+    arg_i(&a, one_pass ? rows : OCL_COL_ROWS);
+    arg_i(&a, one_pass);
+    launch(be, &a, (size_t)chunks * cols);
+    if (one_pass) return;
+    args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */
+    arg_f32p(&f, dbias);
+    arg_mem(&f, part);
+    arg_ul(&f, 0);
+    arg_i(&f, chunks);
+    arg_i(&f, cols);
+    launch(be, &f, (size_t)cols);
+}
+
+static void ocl_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
+                                 bt_ptr resid, int rows, int cols, size_t per_sample,
+                                 uint32_t first_sample, float p, bt_rng_key key) {
+    args a = begin(be, K_bias_dropout_add);
+    arg_f32p(&a, out);
+    arg_f32p(&a, y);
+    arg_f32p(&a, bias);
+    arg_f32p(&a, resid);
+    arg_i(&a, rows);
+    arg_i(&a, cols);
+    arg_ul(&a, per_sample);
+    arg_dropout(&a, first_sample, p, key);
+    launch(be, &a, (size_t)rows * cols);
+}
+
+static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
+                                       bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
+                                       bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                                       size_t per_sample, uint32_t first_sample, float p,
+                                       bt_rng_key key) {
+    args a = begin(be, K_residual_layernorm_fwd);
+    arg_f32p(&a, sum);
+    arg_f32p(&a, out);
+    arg_f32p(&a, mean);
+    arg_f32p(&a, rstd);
+    arg_f32p(&a, y);
+    arg_f32p(&a, bias);
+    arg_f32p(&a, resid);
+    arg_f32p(&a, gamma);
+    arg_f32p(&a, beta);
+    arg_i(&a, cols);
+    arg_f(&a, eps);
+    arg_ul(&a, per_sample);
+    arg_dropout(&a, first_sample, p, key);
+    launch(be, &a, (size_t)rows * ocl(be)->wg);
+}
+
+static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
+                                    bt_ptr key_mask, int B, int H, int T, float scale,
+                                    uint32_t first_sample, float p, bt_rng_key key) {
+    args a = begin(be, K_softmax_dropout_fwd);
+    arg_f32p(&a, dropped);
+    arg_f32p(&a, probs);
+    arg_f32p(&a, scores);
+    arg_ptr(&a, key_mask, 4);
+    arg_i(&a, H * T);
+    arg_i(&a, T);
+    arg_f(&a, scale);
+    arg_dropout(&a, first_sample, p, key);
+    launch(be, &a, (size_t)B * H * T * ocl(be)->wg);
+}
+
+static void ocl_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
+                                    int B, int H, int T, float scale, uint32_t first_sample,
+                                    float p, bt_rng_key key) {
+    args a = begin(be, K_dropout_softmax_bwd);
+    arg_f32p(&a, dscores);
+    arg_f32p(&a, dprobs);
+    arg_f32p(&a, probs);
+    arg_i(&a, H * T);
+    arg_i(&a, T);
+    arg_f(&a, scale);
+    arg_dropout(&a, first_sample, p, key);
+    launch(be, &a, (size_t)B * H * T * ocl(be)->wg);
+}
+
+void ocl_fill_fused_ops(bt_backend *be) {
+    be->bias_gelu_fwd = ocl_bias_gelu_fwd;
+    be->bias_gelu_bwd = ocl_bias_gelu_bwd;
+    be->bias_dropout_add = ocl_bias_dropout_add;
+    be->residual_layernorm_fwd = ocl_residual_layernorm_fwd;
+    be->softmax_dropout_fwd = ocl_softmax_dropout_fwd;
+    be->dropout_softmax_bwd = ocl_dropout_softmax_bwd;
+}

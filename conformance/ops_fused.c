@@ -1,0 +1,380 @@
+/* Conformance checks of the fused ops (bias_gelu_fwd/bwd, bias_dropout_add,
+ * residual_layernorm_fwd, softmax_dropout_fwd, dropout_softmax_bwd). Each
+ * case runs the fused op and, on fresh copies of the same inputs, the
+ * unfused ops it replaces on the same backend: the outputs must be the same
+ * bits (the contract in backend.h), and close to a float64 reference built
+ * from ref.c's functions and philox.h's dropout draws. */
+#include "backends/philox.h"
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Everything one fused-op case needs: shapes, dropout, aliasing. */
+typedef struct {
+    int rows, cols;   /* row ops; attention: rows = B*H*T, cols = T */
+    int B, H, T;      /* attention ops */
+    size_t per_sample;
+    uint32_t first_sample;
+    float p;
+    bt_rng_key key;
+    int inplace;      /* the op's allowed aliasing (see each runner) */
+    float eps;
+} fused_args;
+
+/* One output to compare: tensor index, float64 reference, magnitudes. */
+typedef struct {
+    int t;
+    const double *ref, *mag;
+    double thr;
+} fused_out;
+
+/* Float64 dropout factor of element i: 1/(1-p) (as float, as the ops) or 0. */
+static double keep_factor(const fused_args *a, size_t i) {
+    const uint32_t thr = philox_drop_threshold(a->p);
+    const uint32_t sample = a->first_sample + (uint32_t)(i / a->per_sample);
+    const uint32_t elem = (uint32_t)(i % a->per_sample);
+    return philox_draw(a->key.seed, a->key.stream, sample, elem) >= thr
+               ? (double)(1.0f / (1.0f - a->p))
+               : 0.0;
+}
+
+/* Run the fused op and the unfused sequence on copies of the same inputs
+ * (make builds the tensors); compare bits and the references. */
+static void fused_case(bt_backend *be, const char *op, void (*make)(tensor *, void *),
+                       void *inputs, int nt, run_fn fused, run_fn unfused, fused_args *a,
+                       const fused_out *outs, int nout, const char *shape) {
+    tensor tf[MAXT], tu[MAXT];
+    make(tf, inputs);
+    make(tu, inputs);
+    verdict v = v_new();
+    bool ok_f = exec_op(&v, be, tf, nt, fused, a, NULL);
+    bool ok_u = ok_f && exec_op(&v, be, tu, nt, unfused, a, NULL);
+    if (ok_f && ok_u) {
+        for (int o = 0; o < nout; o++) {
+            const tensor *t = &tf[outs[o].t];
+            v_nmse(&v, t->name, RES(*t), outs[o].ref, outs[o].mag, t->n, outs[o].thr);
+            char what[64];
+            snprintf(what, sizeof what, "%s vs unfused", t->name);
+            v_bits(&v, what, RES(*t), RES(tu[outs[o].t]), t->n);
+        }
+    }
+    v_report(&v, op, "%s", shape);
+    tensors_free(tf, nt);
+    tensors_free(tu, nt);
+}
+
+/* ================= bias + GELU ================= */
+
+typedef struct {
+    const float *y, *bias, *dout, *x, *db;
+    size_t n, c;
+} gelu_inputs;
+
+static void make_bias_gelu_fwd(tensor *t, void *in) {
+    const gelu_inputs *g = in; /* out, y, bias */
+    t[0] = tensor_out("out", NULL, g->n);
+    t[1] = tensor_out("y", g->y, g->n);
+    t[2] = tensor_in("bias", g->bias, g->c);
+}
+static void run_bias_gelu_fwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    be->bias_gelu_fwd(be, t[0].p, t[1].p, t[2].p, f->rows, f->cols);
+}
+static void run_bias_gelu_fwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    be->bias_add(be, t[1].p, t[2].p, f->rows, f->cols);
+    be->gelu_fwd(be, t[0].p, t[1].p, (size_t)f->rows * f->cols);
+}
+
+static void make_bias_gelu_bwd(tensor *t, void *in) {
+    const gelu_inputs *g = in; /* dout (dx when in place), dbias, x, dx */
+    t[0] = tensor_out("dout", g->dout, g->n);
+    t[1] = tensor_out("dbias", g->db, g->c);
+    t[2] = tensor_in("x", g->x, g->n);
+    t[3] = tensor_out("dx", NULL, g->n);
+}
+static void run_bias_gelu_bwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    be->bias_gelu_bwd(be, f->inplace ? t[0].p : t[3].p, t[1].p, t[0].p, t[2].p, f->rows, f->cols);
+}
+static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    bt_ptr dx = f->inplace ? t[0].p : t[3].p;
+    be->gelu_bwd(be, dx, t[0].p, t[2].p, (size_t)f->rows * f->cols);
+    be->bias_grad(be, t[1].p, dx, f->rows, f->cols);
+}
+
+static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
+    reseed("bias_gelu", (size_t)si);
+    const size_t n = (size_t)a.rows * a.cols, c = (size_t)a.cols;
+    gelu_inputs g = {rand_floats(n, 1.5, 0), rand_floats(c, 0.5, 0), rand_floats(n, 1, 0),
+                     rand_floats(n, 1.5, 0), rand_floats(c, 1, 0), n, c};
+    char shape[64];
+    if (want_op("bias_gelu_fwd")) {
+        double *ry = ref_dup(g.y, n), *my = ref_abs(g.y, n), *ro = ref_alloc(n * 8);
+        for (size_t i = 0; i < n; i++) {
+            ry[i] += g.bias[i % c];
+            my[i] += fabs(g.bias[i % c]);
+            ro[i] = ref_gelu(ry[i]);
+        }
+        fused_out outs[] = {{1, ry, my, THR_ROUND}, {0, ro, NULL, THR_MATH}};
+        snprintf(shape, sizeof shape, "%dx%d", a.rows, a.cols);
+        fused_case(be, "bias_gelu_fwd", make_bias_gelu_fwd, &g, 3, run_bias_gelu_fwd,
+                   run_bias_gelu_fwd_unfused, &a, outs, 2, shape);
+        free(ry), free(my), free(ro);
+    }
+    for (int inpl = 0; inpl < 2 && want_op("bias_gelu_bwd"); inpl++) {
+        double *rdx = ref_alloc(n * 8), *rdb = ref_dup(g.db, c), *mdb = ref_abs(g.db, c);
+        for (size_t i = 0; i < n; i++) {
+            rdx[i] = (double)g.dout[i] * ref_gelu_grad(g.x[i]);
+            rdb[i % c] += rdx[i];
+            mdb[i % c] += fabs(rdx[i]);
+        }
+        a.inplace = inpl;
+        fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, THR_MATH}, {1, rdb, mdb, THR_MATH}};
+        snprintf(shape, sizeof shape, "%dx%d +=%s", a.rows, a.cols, inpl ? " dx=dout" : "");
+        fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, inpl ? 3 : 4, run_bias_gelu_bwd,
+                   run_bias_gelu_bwd_unfused, &a, outs, 2, shape);
+        free(rdx), free(rdb), free(mdb);
+    }
+    free((void *)g.y), free((void *)g.bias), free((void *)g.dout), free((void *)g.x);
+    free((void *)g.db);
+}
+
+/* ================= bias + dropout + residual (+ LayerNorm) ================= */
+
+typedef struct {
+    const float *y, *bias, *resid, *gamma, *beta;
+    size_t n, c, r;
+} join_inputs;
+
+static void make_join(tensor *t, void *in) {
+    const join_inputs *j = in; /* resid (sum/out when in place), y, bias, out (sum), scratch
+                                  (the unfused branch), ln out, mean, rstd, gamma, beta */
+    t[0] = tensor_out("resid", j->resid, j->n);
+    t[1] = tensor_in("y", j->y, j->n);
+    t[2] = tensor_in("bias", j->bias, j->c);
+    t[3] = tensor_out("out", NULL, j->n);
+    t[4] = tensor_out("scratch", NULL, j->n);
+    t[5] = tensor_out("ln", NULL, j->n);
+    t[6] = tensor_out("mean", NULL, j->r);
+    t[7] = tensor_out("rstd", NULL, j->r);
+    t[8] = tensor_in("gamma", j->gamma, j->c);
+    t[9] = tensor_in("beta", j->beta, j->c);
+}
+static void run_bias_dropout_add(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    be->bias_dropout_add(be, f->inplace ? t[0].p : t[3].p, t[1].p, t[2].p, t[0].p, f->rows,
+                         f->cols, f->per_sample, f->first_sample, f->p, f->key);
+}
+/* scratch = dropout(y + bias), as the model did before the fusion */
+static void branch_unfused(bt_backend *be, tensor *t, const fused_args *f) {
+    const size_t n = (size_t)f->rows * f->cols;
+    be->copy(be, t[4].p, t[1].p, n * 4);
+    be->bias_add(be, t[4].p, t[2].p, f->rows, f->cols);
+    if (f->p > 0.0f)
+        be->dropout(be, t[4].p, t[4].p, n, f->per_sample, f->first_sample, f->p, f->key);
+}
+static void run_bias_dropout_add_unfused(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    branch_unfused(be, t, f);
+    be->add(be, f->inplace ? t[0].p : t[3].p, t[4].p, t[0].p, (size_t)f->rows * f->cols);
+}
+
+static void run_residual_ln(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    be->residual_layernorm_fwd(be, f->inplace ? t[0].p : t[3].p, t[5].p, t[6].p, t[7].p, t[1].p,
+                               t[2].p, t[0].p, t[8].p, t[9].p, f->rows, f->cols, f->eps, f->per_sample,
+                               f->first_sample, f->p, f->key);
+}
+static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    bt_ptr sum = f->inplace ? t[0].p : t[3].p;
+    branch_unfused(be, t, f);
+    be->add(be, sum, t[4].p, t[0].p, (size_t)f->rows * f->cols);
+    be->layernorm_fwd(be, t[5].p, t[6].p, t[7].p, sum, t[8].p, t[9].p, f->rows, f->cols, f->eps);
+}
+
+/* Float64 sum, its magnitudes, and LayerNorm of the sum (out, mean, rstd). */
+static void join_reference(const join_inputs *j, const fused_args *a, double *sum, double *mag,
+                           double *ln, double *mean, double *rstd) {
+    for (size_t i = 0; i < j->n; i++) {
+        const double k = a->p > 0.0f ? keep_factor(a, i) : 1.0;
+        const double branch = ((double)j->y[i] + j->bias[i % j->c]) * k;
+        sum[i] = branch + j->resid[i];
+        mag[i] = (fabs((double)j->y[i]) + fabs((double)j->bias[i % j->c])) * k + fabs(j->resid[i]);
+    }
+    double *g = ref_dup(j->gamma, j->c), *b = ref_dup(j->beta, j->c);
+    ref_layernorm_fwd(ln, mean, rstd, sum, g, b, (int)j->r, (int)j->c, a->eps);
+    free(g), free(b);
+}
+
+static void join_cases(bt_backend *be, int si, fused_args a) {
+    reseed("fused_join", (size_t)si);
+    const size_t n = (size_t)a.rows * a.cols, c = (size_t)a.cols, r = (size_t)a.rows;
+    join_inputs j = {rand_floats(n, 1, 0), rand_floats(c, 0.5, 0), rand_floats(n, 1, 0.2),
+                     rand_floats(c, 0.1, 1.0), rand_floats(c, 0.1, 0), n, c, r};
+    double *sum = ref_alloc(n * 8), *mag = ref_alloc(n * 8), *ln = ref_alloc(n * 8),
+           *mean = ref_alloc(r * 8), *rstd = ref_alloc(r * 8), *mln = ref_alloc(n * 8);
+    join_reference(&j, &a, sum, mag, ln, mean, rstd);
+    for (size_t i = 0; i < n; i++) mln[i] = fabs(ln[i] - j.beta[i % c]) + fabs(j.beta[i % c]);
+    char shape[96];
+    for (int inpl = 0; inpl < 2; inpl++) {
+        a.inplace = inpl;
+        snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s", a.rows, a.cols, a.p, a.per_sample,
+                 inpl ? " out=resid" : "");
+        fused_out outs[] = {{inpl ? 0 : 3, sum, mag, THR_ROUND},
+                            {5, ln, mln, THR_MATH},
+                            {6, mean, NULL, THR_MATH},
+                            {7, rstd, NULL, THR_MATH}};
+        if (want_op("bias_dropout_add"))
+            fused_case(be, "bias_dropout_add", make_join, &j, 5, run_bias_dropout_add,
+                       run_bias_dropout_add_unfused, &a, outs, 1, shape);
+        if (want_op("residual_layernorm_fwd"))
+            fused_case(be, "residual_layernorm_fwd", make_join, &j, 10, run_residual_ln,
+                       run_residual_ln_unfused, &a, outs, 4, shape);
+    }
+    free(sum), free(mag), free(ln), free(mean), free(rstd), free(mln);
+    free((void *)j.y), free((void *)j.bias), free((void *)j.resid), free((void *)j.gamma);
+    free((void *)j.beta);
+}
+
+/* ================= softmax + dropout ================= */
+
+typedef struct {
+    const float *scores, *dp, *probs;
+    const int32_t *mask;
+    size_t n, nm;
+} attn_inputs;
+
+static void make_attn(tensor *t, void *in) {
+    const attn_inputs *q = in; /* scores (probs when in place), mask, probs, dropped */
+    t[0] = tensor_out("scores", q->scores, q->n);
+    t[1] = tensor_in("key_mask", q->mask, q->nm);
+    t[2] = tensor_out("probs", NULL, q->n);
+    t[3] = tensor_out("dropped", NULL, q->n);
+}
+static void run_softmax_dropout(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    const float scale = 1.0f / sqrtf(8.0f);
+    be->softmax_dropout_fwd(be, t[3].p, f->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, f->B, f->H,
+                            f->T, scale, f->first_sample, f->p, f->key);
+}
+static void run_softmax_dropout_unfused(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    const float scale = 1.0f / sqrtf(8.0f);
+    bt_ptr probs = f->inplace ? t[0].p : t[2].p;
+    be->softmax_fwd(be, probs, t[0].p, t[1].p, f->B, f->H, f->T, scale);
+    be->dropout(be, t[3].p, probs, (size_t)f->rows * f->cols, f->per_sample, f->first_sample,
+                f->p, f->key);
+}
+
+static void make_attn_bwd(tensor *t, void *in) {
+    const attn_inputs *q = in; /* dprobs (dscores when in place), probs, dscores */
+    t[0] = tensor_out("dprobs", q->dp, q->n);
+    t[1] = tensor_in("probs", q->probs, q->n);
+    t[2] = tensor_out("dscores", NULL, q->n);
+}
+static void run_dropout_softmax_bwd(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    be->dropout_softmax_bwd(be, f->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, f->B, f->H, f->T,
+                            0.125f, f->first_sample, f->p, f->key);
+}
+static void run_dropout_softmax_bwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    bt_ptr ds = f->inplace ? t[0].p : t[2].p;
+    be->dropout(be, ds, t[0].p, (size_t)f->rows * f->cols, f->per_sample, f->first_sample, f->p,
+                f->key);
+    be->softmax_bwd(be, ds, ds, t[1].p, f->rows, f->T, 0.125f);
+}
+
+static void attention_cases(bt_backend *be, int si, fused_args a) {
+    reseed("fused_attention", (size_t)si);
+    const size_t n = (size_t)a.rows * a.cols, nm = (size_t)a.B * a.T;
+    int32_t *mask = rand_ints(nm, 0, 4); /* about a quarter of the keys masked */
+    for (int b = 0; b < a.B; b++) mask[(size_t)b * a.T] = 1; /* at least one key */
+    float *probs = ref_alloc(n * 4);
+    double *rp = ref_alloc(n * 8), *rd = ref_alloc(n * 8);
+    float *scores = rand_floats(n, 3, 0);
+    double *rs = ref_dup(scores, n);
+    ref_softmax_fwd(rp, rs, mask, a.B, a.H, a.T, 1.0 / sqrt(8.0));
+    for (size_t i = 0; i < n; i++) {
+        rd[i] = rp[i] * keep_factor(&a, i);
+        probs[i] = (float)rp[i];
+    }
+    attn_inputs q = {scores, rand_floats(n, 1, 0), probs, mask, n, nm};
+    char shape[96];
+    for (int inpl = 0; inpl < 2; inpl++) {
+        a.inplace = inpl;
+        snprintf(shape, sizeof shape, "B%d H%d T%d p=%.2g%s", a.B, a.H, a.T, a.p,
+                 inpl ? " in place" : "");
+        if (want_op("softmax_dropout_fwd")) {
+            fused_out outs[] = {{inpl ? 0 : 2, rp, NULL, THR_MATH}, {3, rd, NULL, THR_MATH}};
+            fused_case(be, "softmax_dropout_fwd", make_attn, &q, 4, run_softmax_dropout,
+                       run_softmax_dropout_unfused, &a, outs, 2, shape);
+        }
+        if (want_op("dropout_softmax_bwd")) {
+            double *dpk = ref_alloc(n * 8), *pp = ref_dup(probs, n), *ds = ref_alloc(n * 8),
+                   *mds = ref_alloc(n * 8);
+            for (size_t i = 0; i < n; i++) dpk[i] = (double)q.dp[i] * keep_factor(&a, i);
+            ref_softmax_bwd(ds, dpk, pp, a.rows, a.T, 0.125);
+            ref_softmax_bwd_mag(mds, dpk, pp, a.rows, a.T, 0.125);
+            fused_out outs[] = {{inpl ? 0 : 2, ds, mds, THR_MATH}};
+            fused_case(be, "dropout_softmax_bwd", make_attn_bwd, &q, 3, run_dropout_softmax_bwd,
+                       run_dropout_softmax_bwd_unfused, &a, outs, 1, shape);
+            free(dpk), free(pp), free(ds), free(mds);
+        }
+    }
+    free(mask), free(probs), free(rp), free(rd), free(scores), free(rs), free((void *)q.dp);
+}
+
+void test_fused(bt_backend *be) {
+    static const char *const ops[] = {"bias_gelu_fwd",         "bias_gelu_bwd",
+                                      "bias_dropout_add",      "residual_layernorm_fwd",
+                                      "softmax_dropout_fwd",   "dropout_softmax_bwd"};
+    bool any = false;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) any |= want_op(ops[i]);
+    if (!any) return;
+    /* rows, cols, rows per sample (0: all), p, quick (-1: big) */
+    static const struct { int r, c, rps; float p; int quick; } rows[] = {
+        {1, 1, 0, 0.0f, 1},    {3, 5, 1, 0.1f, 1},   {7, 33, 0, 0.5f, 0},
+        {65, 3, 5, 0.1f, 1},   {31, 65, 1, 0.0f, 0}, {200, 37, 8, 0.1f, 0},
+        {1024, 768, 128, 0.1f, -1}};
+    for (int si = 0; si < (int)(sizeof rows / sizeof *rows); si++) {
+        if (skip_shape(rows[si].quick == 1)) continue;
+        const int rps = rows[si].rps ? rows[si].rps : rows[si].r;
+        fused_args a = {.rows = rows[si].r, .cols = rows[si].c,
+                        .per_sample = (size_t)rps * rows[si].c, .first_sample = 5,
+                        .p = rows[si].p, .key = {0x5eed0000u + (uint64_t)si, 0xabcdef12345ull},
+                        .eps = 1e-12f};
+        bias_gelu_cases(be, si, a);
+        join_cases(be, si, a);
+    }
+    /* B, H, T, p, quick */
+    static const struct { int B, H, T; float p; int quick; } attn[] = {
+        {1, 1, 1, 0.1f, 1}, {2, 3, 7, 0.1f, 1}, {2, 2, 33, 0.5f, 0}, {1, 1, 300, 0.1f, 0},
+        {2, 2, 9, 0.0f, 1}, {4, 12, 128, 0.1f, -1}};
+    for (int si = 0; si < (int)(sizeof attn / sizeof *attn); si++) {
+        if (skip_shape(attn[si].quick == 1)) continue;
+        const int B = attn[si].B, H = attn[si].H, T = attn[si].T;
+        fused_args a = {.rows = B * H * T, .cols = T, .B = B, .H = H, .T = T,
+                        .per_sample = (size_t)H * T * T, .first_sample = 3, .p = attn[si].p,
+                        .key = {0xa77e0000u + (uint64_t)si, 0x77ull}};
+        attention_cases(be, si, a);
+    }
+}
