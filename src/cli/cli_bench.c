@@ -15,7 +15,10 @@
 static void usage(void) {
     fprintf(stderr, "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] "
                     "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"
-                    "       [--precision fp32|bf16|fp16] [--profile] [--json]\n"
+                    "       [--precision fp32|bf16|fp16] [--unfused gelu,join,attention|all]\n"
+                    "       [--profile] [--json]\n"
+                    "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"
+                    "             (+LayerNorm); softmax+dropout) done op by op, to measure them\n"
                     "  --profile: time every op of the timed steps on the device's clock, and\n"
                     "             count launches, blocking reads, waits and memory per step\n"
                     "  --json:    print the results as one JSON object\n");
@@ -27,11 +30,37 @@ typedef struct {
     int seq, batch, steps, warmup, threads, layers;
     double layerdrop;
     bool profile, json;
+    unsigned unfused; /* BERT_FUSE_* bits turned off */
+    const char *unfused_list; /* as given */
 } bench_opts;
+
+/* The BERT_FUSE_* bits of a comma list of gelu, join, attention, all;
+ * false on an unknown name. */
+static bool parse_unfused(const char *list, unsigned *out) {
+    static const struct { const char *name; unsigned bit; } names[] = {
+        {"gelu", BERT_FUSE_GELU}, {"join", BERT_FUSE_JOIN},
+        {"attention", BERT_FUSE_ATTENTION}, {"all", BERT_FUSE_ALL}};
+    *out = 0;
+    for (const char *p = list; *p;) {
+        const size_t len = strcspn(p, ",");
+        size_t i = 0;
+        while (i < sizeof names / sizeof *names &&
+               (strlen(names[i].name) != len || strncmp(p, names[i].name, len)))
+            i++;
+        if (i == sizeof names / sizeof *names) {
+            fprintf(stderr, "bertrain bench: --unfused %s: expected a comma list of "
+                            "gelu, join, attention, all\n", list);
+            return false;
+        }
+        *out |= names[i].bit;
+        p += len + (p[len] == ',');
+    }
+    return true;
+}
 
 /* Options into o (defaults first); false after printing why. */
 static bool parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false};
+    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false, 0, ""};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--profile") || !strcmp(a, "--json")) {
@@ -52,7 +81,10 @@ static bool parse_args(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "--layers")) o->layers = atoi(v);
         else if (!strcmp(a, "--layerdrop")) o->layerdrop = atof(v);
         else if (!strcmp(a, "--precision")) o->precision = v;
-        else {
+        else if (!strcmp(a, "--unfused")) {
+            if (!parse_unfused(v, &o->unfused)) return false;
+            o->unfused_list = v;
+        } else {
             fprintf(stderr, "bertrain bench: unknown option %s\n", a);
             usage();
             return false;
@@ -149,6 +181,7 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
            "warm-up, backend %s (%s)\n", o->preset, cfg->model.num_hidden_layers,
            (double)cfg->model.layerdrop, o->seq, o->batch, o->steps, o->warmup, be->name,
            info.name);
+    if (o->unfused) printf("unfused: %s\n", o->unfused_list);
     printf("ms/step: %.1f\n", f->ms_per_step);
     printf("activations: %.1f MB (%s storage)\n", f->activation_mb, o->precision);
     if (cfg->model.layerdrop > 0.0f)
@@ -173,6 +206,7 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "steps", o->steps);
     cJSON_AddNumberToObject(j, "warmup", o->warmup);
     cJSON_AddStringToObject(j, "precision", o->precision);
+    cJSON_AddStringToObject(j, "unfused", o->unfused ? o->unfused_list : "");
     cJSON_AddStringToObject(j, "backend", be->name);
     cJSON_AddStringToObject(j, "device", info.name);
     cJSON_AddNumberToObject(j, "ms_per_step", f->ms_per_step);
@@ -213,6 +247,7 @@ int cli_bench(int argc, char **argv) {
         return 1;
     }
     bert_init_params(m, cfg.seed);
+    m->unfused = o.unfused;
     uint32_t first = 0;
     double t0 = 0.0;
     long layers_dropped = 0; /* LayerDrop: layers the timed steps skipped */

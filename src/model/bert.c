@@ -42,25 +42,39 @@ static bt_rng_key dropout_key(const bert_pass *pass, int layer, int site) {
     return k;
 }
 
+/* Whether fusion f (BERT_FUSE_*) is on; forward is true for a fusion of the
+ * forward pass, which needs fp32 storage (see BERT_FUSE_GELU). */
+static bool fused(const bert_model *m, unsigned f, bool forward) {
+    return !(m->unfused & f) && (!forward || m->cfg.storage == BT_F32);
+}
+
+/* out (rows, out_f) = in (rows, in_f) @ W^T, the bias left to a fused op.  W: (out_f, in_f) */
+static void linear_fwd_nobias(bert_model *m, bt_ptr out, bt_ptr in, size_t w, int rows,
+                              int in_f, int out_f) {
+    mm(m, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 0.0f, out,
+       out_f, 0, 1);
+}
+
 /* out (rows, out_f) = in (rows, in_f) @ W^T + b,  W: (out_f, in_f) */
 static void linear_fwd(bert_model *m, bt_ptr out, bt_ptr in, size_t w, size_t b, int rows,
                        int in_f, int out_f) {
     if (rows == 0) return;
-    bt_backend *be = m->be;
-    mm(m, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 0.0f, out,
-             out_f, 0, 1);
-    be->bias_add(be, out, PAR(b), rows, out_f);
+    linear_fwd_nobias(m, out, in, w, rows, in_f, out_f);
+    m->be->bias_add(m->be, out, PAR(b), rows, out_f);
     STORE16_PTR(out, (size_t)rows * out_f);
 }
 
-/* dW += dout^T @ in;  db += sum_rows dout;  din = dout @ W (skipped if din.buf NULL) */
+#define NO_BIAS ((size_t)-1) /* linear_bwd: the bias gradient comes from a fused op */
+
+/* dW += dout^T @ in;  db += sum_rows dout (unless b is NO_BIAS);  din = dout @ W
+ * (skipped if din.buf NULL) */
 static void linear_bwd(bert_model *m, bt_ptr din, size_t w, size_t b, bt_ptr dout, bt_ptr in,
                        int rows, int in_f, int out_f) {
     if (rows == 0) return;
     bt_backend *be = m->be;
     mm(m, true, false, out_f, in_f, rows, 1.0f, dout, out_f, 0, in, in_f, 0, 1.0f, GRD(w),
              in_f, 0, 1);
-    be->bias_grad(be, GRD(b), dout, rows, out_f);
+    if (b != NO_BIAS) be->bias_grad(be, GRD(b), dout, rows, out_f);
     if (din.buf) {
         mm(m, false, false, rows, in_f, out_f, 1.0f, dout, out_f, 0, PAR(w), in_f, 0, 0.0f,
                  din, in_f, 0, 1);
@@ -196,14 +210,19 @@ static void attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert
         m->attn_score_sq += stat_sum(m, pass, BT_REDUCE_SUMSQ, ACT(la->probs), B * per_b, &ticket) / D;
         if (ticket >= 0 && !m->n_attn_tickets++) m->attn_ticket_first = ticket;
     }
-    be->softmax_fwd(be, ACT(la->probs), ACT(la->probs), INT(a->mask), B, NH, T,
-                    1.0f / sqrtf((float)D));
-    STORE16(la->probs, B * per_b);
-    size_t src = la->probs;
-    if (p > 0.0f) {
-        be->dropout(be, ACT(a->pdrop), ACT(la->probs), B * per_b, per_b, bt->first_sample,
-                    p, dropout_key(pass, l, SITE_ATTN_PROBS));
-        src = a->pdrop;
+    const float scale = 1.0f / sqrtf((float)D);
+    const bt_rng_key key = dropout_key(pass, l, SITE_ATTN_PROBS);
+    size_t src = p > 0.0f ? a->pdrop : la->probs;
+    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, true)) {
+        be->softmax_dropout_fwd(be, ACT(a->pdrop), ACT(la->probs), ACT(la->probs), INT(a->mask),
+                                B, NH, T, scale, bt->first_sample, p, key);
+        STORE16(la->probs, B * per_b);
+    } else {
+        be->softmax_fwd(be, ACT(la->probs), ACT(la->probs), INT(a->mask), B, NH, T, scale);
+        STORE16(la->probs, B * per_b);
+        if (p > 0.0f)
+            be->dropout(be, ACT(a->pdrop), ACT(la->probs), B * per_b, per_b, bt->first_sample,
+                        p, key);
     }
     /* ctx by head (B, NH, T, D) into dctx (free during the forward), then (N, H) */
     mm(m, false, false, T, D, T, 1.0f, ACT(src), T, g.TT, ACT(g.v), D, g.block, 0.0f, ACT(a->dctx),
@@ -237,11 +256,16 @@ static void attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert
        g.block, g.heads);
     mm(m, false, true, T, T, D, 1.0f, ACT(dctx), D, g.block, ACT(g.v), D, g.block, 0.0f,
        ACT(a->dprobs), T, g.TT, g.heads);
-    if (p > 0.0f)
-        be->dropout(be, ACT(a->dprobs), ACT(a->dprobs), B * per_b, per_b, bt->first_sample, p,
-                    key);
-    be->softmax_bwd(be, ACT(a->dprobs), ACT(a->dprobs), ACT(la->probs), B * NH * T, T,
-                    1.0f / sqrtf((float)D));
+    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, false)) {
+        be->dropout_softmax_bwd(be, ACT(a->dprobs), ACT(a->dprobs), ACT(la->probs), B, NH, T,
+                                1.0f / sqrtf((float)D), bt->first_sample, p, key);
+    } else {
+        if (p > 0.0f)
+            be->dropout(be, ACT(a->dprobs), ACT(a->dprobs), B * per_b, per_b, bt->first_sample,
+                        p, key);
+        be->softmax_bwd(be, ACT(a->dprobs), ACT(a->dprobs), ACT(la->probs), B * NH * T, T,
+                        1.0f / sqrtf((float)D));
+    }
     if (pass->attn_penalty_grad_scale > 0.0f) { /* + d(c sum (S/sqrt(D))^2)/dS = 2c S / D */
         attention_scores(m, l, bt, a->pdrop); /* pdrop is free again: recompute S */
         be->axpy(be, ACT(a->dprobs), 2.0f * pass->attn_penalty_grad_scale / (float)D,
@@ -290,8 +314,8 @@ static void admin_measure(bert_model *m, int l, int site, layer_dims d) {
     m->admin_variance_sum += var;
 }
 
-/* out = omega * resid + dropout(dH): a residual branch's output (in dH) joins
- * the stream; omega = 1 (a plain add) but for Admin. */
+/* out = omega * resid + dropout(dH): a residual branch's output (in dH, its
+ * bias added) joins the stream; omega = 1 (a plain add) but for Admin. */
 static void branch_out(bert_model *m, int l, int site, size_t out, size_t resid,
                        const bert_batch *bt, const bert_pass *pass, layer_dims d) {
     bt_backend *be = m->be;
@@ -310,6 +334,43 @@ static void branch_out(bert_model *m, int l, int site, size_t out, size_t resid,
     STORE16(out, n);
 }
 
+/* A LayerNorm right after a residual join: its output, saved statistics and
+ * parameters. */
+typedef struct {
+    size_t out, mean, rstd, w, b;
+} join_norm;
+
+/* out = omega * resid + dropout(dH + bias), then (ln not NULL) ln->out =
+ * LayerNorm(out): a branch's output (dH, before its bias) joins the stream.
+ * One fused op where it can (omega = 1, no Admin profiling), else the ops
+ * one by one. */
+static void join_fwd(bert_model *m, int l, int site, size_t out, size_t resid, size_t bias,
+                     const join_norm *ln, const bert_batch *bt, const bert_pass *pass,
+                     layer_dims d) {
+    bt_backend *be = m->be;
+    const size_t dH = m->act->dH, n = (size_t)d.N * d.H;
+    const float eps = m->cfg.layer_norm_eps;
+    if (fused(m, BERT_FUSE_JOIN, true) && omega_at(m, l, site) == 1.0f && !pass->admin_profile) {
+        const bt_rng_key key = dropout_key(pass, l, site);
+        if (ln)
+            be->residual_layernorm_fwd(be, ACT(out), ACT(ln->out), ACT(ln->mean), ACT(ln->rstd),
+                                       ACT(dH), PAR(bias), ACT(resid), PAR(ln->w), PAR(ln->b),
+                                       d.N, d.H, eps, d.per_sample, bt->first_sample, d.p, key);
+        else
+            be->bias_dropout_add(be, ACT(out), ACT(dH), PAR(bias), ACT(resid), d.N, d.H,
+                                 d.per_sample, bt->first_sample, d.p, key);
+        STORE16(out, n);
+        if (ln) STORE16(ln->out, n);
+        return;
+    }
+    be->bias_add(be, ACT(dH), PAR(bias), d.N, d.H);
+    STORE16(dH, n);
+    branch_out(m, l, site, out, resid, bt, pass, d);
+    if (ln)
+        ln_fwd(m, ACT(ln->out), ACT(ln->mean), ACT(ln->rstd), ACT(out), PAR(ln->w), PAR(ln->b),
+               d.N, d.H, eps);
+}
+
 /* dA = omega * dA + dH: the gradient of a residual join's input, through the
  * residual (dA holds d out) and the branch (dH). */
 static void residual_grad(bert_model *m, int l, int site, size_t n) {
@@ -321,9 +382,10 @@ static void residual_grad(bert_model *m, int l, int site, size_t n) {
     STORE16(a->dA, n);
 }
 
-/* Attention block: res1 = resid + dropout(attention(in) Wo + bo).  in, resid: (N, H) */
-static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const bert_batch *bt,
-                           const bert_pass *pass) {
+/* Attention block: res1 = resid + dropout(attention(in) Wo + bo), then
+ * LayerNorm(res1) when ln is not NULL.  in, resid: (N, H) */
+static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const join_norm *ln,
+                           const bert_batch *bt, const bert_pass *pass) {
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
@@ -331,23 +393,31 @@ static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const 
     /* the projection (N, 3H) into dqkv, free during the forward */
     linear_fwd(m, ACT(a->dqkv), ACT(in), w->qkv_w, w->qkv_b, d.N, d.H, 3 * d.H);
     attention_fwd(m, l, bt, pass, a->dqkv);
-    linear_fwd(m, ACT(a->dH), ACT(la->ctx), w->ao_w, w->ao_b, d.N, d.H, d.H); /* dH: scratch */
-    branch_out(m, l, SITE_ATTN_OUT, la->res1, resid, bt, pass, d);
+    linear_fwd_nobias(m, ACT(a->dH), ACT(la->ctx), w->ao_w, d.N, d.H, d.H); /* dH: scratch */
+    join_fwd(m, l, SITE_ATTN_OUT, la->res1, resid, w->ao_b, ln, bt, pass, d);
 }
 
-/* Feed-forward block: res2 = resid + dropout(gelu(in W1 + b1) W2 + b2).  (N, H) */
-static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const bert_batch *bt,
-                          const bert_pass *pass) {
+/* Feed-forward block: res2 = resid + dropout(gelu(in W1 + b1) W2 + b2), then
+ * LayerNorm(res2) when ln is not NULL.  (N, H) */
+static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const join_norm *ln,
+                          const bert_batch *bt, const bert_pass *pass) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
     const layer_dims d = dims_of(m, bt, pass);
-    linear_fwd(m, ACT(la->fc1), ACT(in), w->fc1_w, w->fc1_b, d.N, d.H, d.I);
-    be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), (size_t)d.N * d.I);
-    STORE16(la->gelu, (size_t)d.N * d.I);
-    linear_fwd(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, w->fc2_b, d.N, d.I, d.H);
-    branch_out(m, l, SITE_FFN_OUT, la->res2, resid, bt, pass, d);
+    const size_t NI = (size_t)d.N * d.I;
+    if (fused(m, BERT_FUSE_GELU, true)) {
+        linear_fwd_nobias(m, ACT(la->fc1), ACT(in), w->fc1_w, d.N, d.H, d.I);
+        be->bias_gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), PAR(w->fc1_b), d.N, d.I);
+        STORE16(la->fc1, NI);
+    } else {
+        linear_fwd(m, ACT(la->fc1), ACT(in), w->fc1_w, w->fc1_b, d.N, d.H, d.I);
+        be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), NI);
+    }
+    STORE16(la->gelu, NI);
+    linear_fwd_nobias(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, d.N, d.I, d.H);
+    join_fwd(m, l, SITE_FFN_OUT, la->res2, resid, w->fc2_b, ln, bt, pass, d);
 }
 
 /* dH = the gradient reaching a residual branch through its output dropout:
@@ -356,10 +426,11 @@ static void branch_grad(bert_model *m, int l, int site, const bert_batch *bt,
                         const bert_pass *pass, layer_dims d) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
-    be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
-    if (d.p > 0.0f)
-        be->dropout(be, ACT(a->dH), ACT(a->dH), (size_t)d.N * d.H, d.per_sample,
+    if (d.p > 0.0f) /* straight from dA: no copy first */
+        be->dropout(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H, d.per_sample,
                     bt->first_sample, d.p, dropout_key(pass, l, site));
+    else
+        be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
 }
 
 /* Backward of ffn_block_fwd's branch: dA holds d res2; dH gets d in (the
@@ -373,9 +444,14 @@ static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
     const layer_dims d = dims_of(m, bt, pass);
     branch_grad(m, l, SITE_FFN_OUT, bt, pass, d);
     linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), d.N, d.I, d.H);
-    be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)d.N * d.I);
+    const bool fuse = fused(m, BERT_FUSE_GELU, false);
+    if (fuse) /* dI = dI * gelu'(fc1) and the bias gradient in one pass */
+        be->bias_gelu_bwd(be, ACT(a->dI), GRD(w->fc1_b), ACT(a->dI), ACT(la->fc1), d.N, d.I);
+    else
+        be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)d.N * d.I);
     STORE16(a->dI, (size_t)d.N * d.I);
-    linear_bwd(m, ACT(a->dH), w->fc1_w, w->fc1_b, ACT(a->dI), ACT(in), d.N, d.H, d.I);
+    linear_bwd(m, ACT(a->dH), w->fc1_w, fuse ? NO_BIAS : w->fc1_b, ACT(a->dI), ACT(in), d.N, d.H,
+               d.I);
 }
 
 /* Backward of attn_block_fwd's branch: dA holds d res1; dH gets d in. */
@@ -401,20 +477,16 @@ static void layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
     const bert_layer_views *w = &m->v.layer[l];
     const int N = bt->B * bt->T, H = m->cfg.hidden_size;
     const float eps = m->cfg.layer_norm_eps;
+    const join_norm norm1 = {la->ln1, la->mean1, la->rstd1, w->ln1_w, w->ln1_b},
+                    norm2 = {la->ln2, la->mean2, la->rstd2, w->ln2_w, w->ln2_b};
     if (m->cfg.norm == BERT_NORM_PRE) {
         ln_fwd(m, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(x_in),
                PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
-        attn_block_fwd(m, l, la->ln1, x_in, bt, pass);
-        ln_fwd(m, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res1),
-               PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
-        ffn_block_fwd(m, l, la->ln2, la->res1, bt, pass);
+        attn_block_fwd(m, l, la->ln1, x_in, &norm2, bt, pass); /* res1, ln2 = LN2(res1) */
+        ffn_block_fwd(m, l, la->ln2, la->res1, NULL, bt, pass);
     } else {
-        attn_block_fwd(m, l, x_in, x_in, bt, pass);
-        ln_fwd(m, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(la->res1),
-               PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
-        ffn_block_fwd(m, l, la->ln1, la->ln1, bt, pass);
-        ln_fwd(m, ACT(la->ln2), ACT(la->mean2), ACT(la->rstd2), ACT(la->res2),
-               PAR(w->ln2_w), PAR(w->ln2_b), N, H, eps);
+        attn_block_fwd(m, l, x_in, x_in, &norm1, bt, pass);   /* res1, ln1 = LN1(res1) */
+        ffn_block_fwd(m, l, la->ln1, la->ln1, &norm2, bt, pass); /* res2, ln2 = LN2(res2) */
     }
 }
 

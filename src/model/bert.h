@@ -162,6 +162,18 @@ struct bert_model {
     bool backward_ready;          /* a forward pass ran since the last backward */
     int layer_in_flight;          /* the layer whose forward runs (16-bit stash), or -1 */
     bool gemm16;                  /* GEMMs multiply 16-bit operands (see cfg.gemm16) */
+    unsigned unfused;             /* BERT_FUSE_* fusions turned off (bench --unfused), else 0 */
+};
+
+/* The fused ops the model uses, each a bit of bert_model.unfused to turn it
+ * off (results are the same bits either way with fp32 storage). The forward
+ * fusions need fp32 storage: with 16-bit storage the saved activations are
+ * rounded between the ops, which the fused kernels do not do. */
+enum {
+    BERT_FUSE_GELU = 1,      /* bias_gelu_fwd, bias_gelu_bwd */
+    BERT_FUSE_JOIN = 2,      /* bias_dropout_add, residual_layernorm_fwd */
+    BERT_FUSE_ATTENTION = 4, /* softmax_dropout_fwd, dropout_softmax_bwd */
+    BERT_FUSE_ALL = 7
 };
 
 /* Fill cfg with a named preset (tiny, mini, small, medium, base, large);
