@@ -42,7 +42,12 @@ void test_embed(bt_backend *be) {
     static const int shapes[][7] = {/* B, T, C, V, TV, pad_id, quick (-1: big) */
                                     {1, 1, 1, 2, 1, -1, 1},  {2, 5, 7, 11, 2, 0, 0},
                                     {3, 17, 33, 50, 3, 1, 1}, {2, 9, 20, 6, 2, -1, 0},
-                                    {2, 128, 768, 4096, 2, 0, -1}};
+                                    {2, 128, 768, 4096, 2, 0, -1},
+                                    /* past the devices' 64-token chunks of type rows, and
+                                     * thousands of tokens on few ids (long chains) */
+                                    {1, 65, 3, 4, 2, -1, 1},  {4, 300, 37, 13, 2, 3, 1},
+                                    {16, 128, 64, 5000, 3, 0, 0},
+                                    {32, 128, 768, 4096, 2, 0, -1}};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         const int *sh = shapes[si];
         if (skip_shape(sh[6] == 1)) continue;
@@ -153,8 +158,71 @@ static void fwd_ln(void *c, double *out) {
     ref_layernorm_fwd(out, NULL, NULL, x->x, x->g, x->b, x->q.rows, x->q.cols, x->q.eps);
 }
 
+/* layernorm_bwd of dout at x (with the float mean mu and rstd rs a forward
+ * saves) into dgamma = dg, dbeta = db and dx (dout itself when q.inplace),
+ * against the float64 reference. */
+static void check_ln_bwd(bt_backend *be, layernorm_args q, const float *x, const float *g,
+                         const float *dout, const float *dg, const float *db, const float *mu,
+                         const float *rs) {
+    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
+    const int inpl = q.inplace;
+    double *rx = ref_dup(x, n), *rg = ref_dup(g, c), *rd = ref_dup(dout, n);
+    double *dmu = ref_dup(mu, r), *drs = ref_dup(rs, r), *rdx = ref_alloc(n * 8),
+           *rdg = ref_dup(dg, c), *rdb = ref_dup(db, c);
+    ref_layernorm_bwd(rdx, rdg, rdb, rd, rx, dmu, drs, rg, q.rows, q.cols);
+    double *mdx = ref_alloc(n * 8), *mdg = ref_abs(dg, c), *mdb = ref_abs(db, c);
+    ref_layernorm_bwd_mag(mdx, rd, rx, dmu, drs, rg, q.rows, q.cols);
+    for (size_t i = 0; i < n; i++) {
+        mdg[i % c] += fabs(rd[i] * (rx[i] - dmu[i / c]) * drs[i / c]);
+        mdb[i % c] += fabs(rd[i]);
+    }
+    tensor t[] = {inpl ? tensor_out("dout", dout, n) : tensor_in("dout", dout, n),
+                  tensor_out("dgamma", dg, c), tensor_out("dbeta", db, c),
+                  tensor_in("x", x, n), tensor_in("mean", mu, r),
+                  tensor_in("rstd", rs, r), tensor_in("gamma", g, c),
+                  tensor_out("dx", NULL, n)};
+    verdict v = v_new();
+    if (exec_op(&v, be, t, inpl ? 7 : 8, run_ln_bwd, &q, NULL)) {
+        /* with cols = 1, dx is identically 0 and only mag gives it a scale */
+        v_nmse(&v, "dx", RES(t[inpl ? 0 : 7]), rdx, mdx, n, THR_MATH);
+        v_nmse(&v, "dgamma", RES(t[1]), rdg, mdg, c, THR_MATH);
+        v_nmse(&v, "dbeta", RES(t[2]), rdb, mdb, c, THR_MATH);
+    }
+    v_report(&v, "layernorm_bwd", "%dx%d +=%s", q.rows, q.cols, inpl ? " dx=dout" : "");
+    tensors_free(t, 8);
+    free(rx), free(rg), free(rd), free(dmu), free(drs), free(rdx), free(rdg), free(rdb);
+    free(mdx), free(mdg), free(mdb);
+}
+
+/* layernorm_bwd past the devices' one-pass limit (64 rows) of the parameter
+ * gradients: whole and partial row chunks, up to a BERT-base batch of
+ * tokens, dx apart and in place. */
+static void test_layernorm_bwd_chunks(bt_backend *be) {
+    static const matrix_shape shapes[] = {{65, 3, 1, 0}, {200, 37, 1, 0}, {4100, 768, 0, 1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        if (skip_shape(shapes[si].quick)) continue;
+        reseed("layernorm_bwd_chunks", si);
+        layernorm_args q = {shapes[si].r, shapes[si].c, 0, 1e-5f};
+        const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
+        float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0),
+              *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
+        double *rx = ref_dup(x, n), *rg = ref_dup(g, c), *ro = ref_alloc(n * 8),
+               *rmu = ref_alloc(r * 8), *rrs = ref_alloc(r * 8);
+        ref_layernorm_fwd(ro, rmu, rrs, rx, rg, rg, q.rows, q.cols, q.eps); /* for mean, rstd */
+        float *mu = ref_alloc(r * 4), *rs = ref_alloc(r * 4);
+        for (size_t i = 0; i < r; i++) mu[i] = (float)rmu[i], rs[i] = (float)rrs[i];
+        for (int inpl = 0; inpl < 2; inpl++) {
+            q.inplace = inpl;
+            check_ln_bwd(be, q, x, g, dout, dg, db, mu, rs);
+        }
+        free(x), free(g), free(dout), free(dg), free(db), free(rx), free(rg), free(ro);
+        free(rmu), free(rrs), free(mu), free(rs);
+    }
+}
+
 void test_layernorm(bt_backend *be) {
     if (!want_op("layernorm_fwd") && !want_op("layernorm_bwd")) return;
+    if (want_op("layernorm_bwd")) test_layernorm_bwd_chunks(be);
     for (size_t si = 0; si < sizeof MATRIX_SHAPES / sizeof *MATRIX_SHAPES; si++) {
         if (skip_shape(MATRIX_SHAPES[si].quick)) continue;
         reseed("layernorm", si);
@@ -188,32 +256,8 @@ void test_layernorm(bt_backend *be) {
             tensors_free(t, 6);
         }
         for (int inpl = 0; inpl < 2 && want_op("layernorm_bwd"); inpl++) {
-            /* the backward gets the float mean/rstd that a forward would save */
-            double *dmu = ref_dup(mu, r), *drs = ref_dup(rs, r), *rdx = ref_alloc(n * 8),
-                   *rdg = ref_dup(dg, c), *rdb = ref_dup(db, c);
-            ref_layernorm_bwd(rdx, rdg, rdb, rd, rx, dmu, drs, rg, q.rows, q.cols);
-            double *mdx = ref_alloc(n * 8), *mdg = ref_abs(dg, c), *mdb = ref_abs(db, c);
-            ref_layernorm_bwd_mag(mdx, rd, rx, dmu, drs, rg, q.rows, q.cols);
-            for (size_t i = 0; i < n; i++) {
-                mdg[i % c] += fabs(rd[i] * (rx[i] - dmu[i / c]) * drs[i / c]);
-                mdb[i % c] += fabs(rd[i]);
-            }
             q.inplace = inpl;
-            tensor t[] = {inpl ? tensor_out("dout", dout, n) : tensor_in("dout", dout, n),
-                          tensor_out("dgamma", dg, c), tensor_out("dbeta", db, c),
-                          tensor_in("x", x, n), tensor_in("mean", mu, r),
-                          tensor_in("rstd", rs, r), tensor_in("gamma", g, c),
-                          tensor_out("dx", NULL, n)};
-            verdict v = v_new();
-            if (exec_op(&v, be, t, inpl ? 7 : 8, run_ln_bwd, &q, NULL)) {
-                /* with cols = 1, dx is identically 0 and only mag gives it a scale */
-                v_nmse(&v, "dx", RES(t[inpl ? 0 : 7]), rdx, mdx, n, THR_MATH);
-                v_nmse(&v, "dgamma", RES(t[1]), rdg, mdg, c, THR_MATH);
-                v_nmse(&v, "dbeta", RES(t[2]), rdb, mdb, c, THR_MATH);
-            }
-            v_report(&v, "layernorm_bwd", "%dx%d +=%s", q.rows, q.cols, inpl ? " dx=dout" : "");
-            tensors_free(t, 8);
-            free(dmu), free(drs), free(rdx), free(rdg), free(rdb), free(mdx), free(mdg), free(mdb);
+            check_ln_bwd(be, q, x, g, dout, dg, db, mu, rs);
         }
         if (want_op("layernorm_bwd") && g_check_references) {
             verdict f = v_new();

@@ -30,8 +30,50 @@ static void fwd_gather(void *c, double *out) {
     ref_gather_rows(out, x->src, x->idx, x->q.n_idx, x->q.cols);
 }
 
+/* Many tokens into few rows: each row of dst gets up to hundreds of source
+ * rows, adjacent and far apart, and some rows none. Against the float64
+ * reference, and bit for bit against the additions in order of i that the
+ * contract prescribes (every backend adds them in that order). */
+static void test_scatter_many(bt_backend *be) {
+    static const int shapes[][4] = {/* n_idx, rows of dst, cols, quick (-1: big) */
+                                    {65, 3, 5, 1}, {3000, 7, 33, 1}, {5000, 2000, 65, 0},
+                                    {4096, 512, 768, -1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        if (skip_shape(shapes[si][3] == 1)) continue;
+        reseed("scatter_many", si);
+        const int nsrc = shapes[si][1];
+        rows_args q = {shapes[si][0], shapes[si][2]};
+        const size_t ns = (size_t)nsrc * q.cols, ni = (size_t)q.n_idx * q.cols;
+        float *dst = rand_floats(ns, 1, 0), *src = rand_floats(ni, 1, 0);
+        int32_t *ix = ref_alloc((size_t)q.n_idx * 4);
+        for (int i = 0; i < q.n_idx; i++) /* half repeat the previous index: runs */
+            ix[i] = i > 0 && ref_int(&g_input_rng, 2) ? ix[i - 1] : ref_int(&g_input_rng, nsrc);
+        float *want = ref_alloc(ns * 4); /* fp32, in order of i */
+        memcpy(want, dst, ns * 4);
+        for (int i = 0; i < q.n_idx; i++)
+            for (int c = 0; c < q.cols; c++)
+                want[(size_t)ix[i] * q.cols + c] += src[(size_t)i * q.cols + c];
+        double *r = ref_dup(dst, ns), *mag = ref_abs(dst, ns), *rs = ref_dup(src, ni),
+               *as = ref_abs(src, ni);
+        ref_scatter_rows(r, rs, ix, q.n_idx, q.cols);
+        ref_scatter_rows(mag, as, ix, q.n_idx, q.cols);
+        tensor t[] = {tensor_out("dst", dst, ns), tensor_in("src", src, ni),
+                      tensor_in("idx", ix, (size_t)q.n_idx)};
+        verdict v = v_new();
+        if (exec_op(&v, be, t, 3, run_scatter, &q, NULL)) {
+            /* sums of hundreds of terms: THR_MATH, not THR_ROUND */
+            v_nmse(&v, "dst", RES(t[0]), r, mag, ns, THR_MATH);
+            v_bits(&v, "dst in order", RES(t[0]), want, ns);
+        }
+        v_report(&v, "scatter_rows", "%d into %dx%d += many dup", q.n_idx, nsrc, q.cols);
+        tensors_free(t, 3);
+        free(dst), free(src), free(ix), free(want), free(r), free(mag), free(rs), free(as);
+    }
+}
+
 void test_gather_scatter(bt_backend *be) {
     if (!want_op("gather_rows") && !want_op("scatter_rows")) return;
+    if (want_op("scatter_rows")) test_scatter_many(be);
     static const int shapes[][4] = {/* rows of src/dst, cols, n_idx, quick (-1: big) */
                                     {1, 1, 1, 1},     {10, 7, 5, 0}, {100, 33, 40, 1},
                                     {50, 65, 80, 0},  {512, 768, 80, -1}};

@@ -23,7 +23,8 @@
 #ifndef BT_REDUCE_CHUNK
 #define BT_REDUCE_CHUNK 4096
 #endif
-/* Rows per chunk of the two-pass column reductions (bias_grad). */
+/* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
+ * dgamma and dbeta, embed_bwd's dwtt). */
 #define BT_COL_ROWS 64
 
 /* Sum of v over the work-group by a fixed tree in red[BT_WG]; every

@@ -17,27 +17,78 @@ __kernel void embed_fwd(__global float *out, ulong out_off, __global const int *
     out[out_off + i] = e + p + y;
 }
 
-/* dwte[ids[n]] += dout[n] (except ids[n] == pad_id) and
- * dwtt[type_ids[n]] += dout[n], for tokens n in order.   dout: (N, C)
- * Geometry: one work-item per column c, owning column c of both tables and
- * walking the tokens in order (the CPU backend's order; no atomics);
- * global: C. */
-__kernel void embed_bwd_word(__global float *dwte, ulong wte_off, __global float *dwtt,
-                             ulong wtt_off, __global const float *dout, ulong d_off,
-                             __global const int *ids, ulong ids_off, __global const int *tt,
-                             ulong tt_off, int N, int C, int pad_id) {
-    const int c = get_global_id(0);
-    if (c >= C) return;
-    dwte += wte_off + c;
-    dwtt += wtt_off + c;
-    dout += d_off + c;
-    ids += ids_off;
-    tt += tt_off;
-    for (int n = 0; n < N; n++) {
-        const float g = dout[(size_t)n * C];
-        dwtt[(size_t)tt[n] * C] += g;
-        if (ids[n] != pad_id) dwte[(size_t)ids[n] * C] += g;
+/* The chains of equal indices that scatter_rows walks, for idx (n):
+ * links[l_off + i] = the smallest j > i with idx[j] == idx[i], or -1, and
+ * links[l_off + n + i] = 1 when i is the first token of its index (no j < i
+ * has it), else 0. A token whose index is skip (skip >= 0: embed_bwd's
+ * pad_id) belongs to no chain: next -1, first 0. Geometry: one work-item per
+ * token, comparing its index with the tokens before it up to the previous
+ * occurrence and after it up to the next: at most n - 1 integer compares
+ * each, under n^2 in all (16.8 million at n = 4096); global: n. */
+__kernel void row_links(__global int *links, ulong l_off, __global const int *idx,
+                        ulong idx_off, int n, int skip) {
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    idx += idx_off;
+    links += l_off;
+    const int v = idx[i];
+    int next = -1, first = 0;
+    if (skip < 0 || v != skip) {
+        first = 1;
+        for (int j = i - 1; j >= 0; j--)
+            if (idx[j] == v) {
+                first = 0;
+                break;
+            }
+        for (int j = i + 1; j < n; j++)
+            if (idx[j] == v) {
+                next = j;
+                break;
+            }
     }
+    links[i] = next;
+    links[n + i] = first;
+}
+
+/* dwtt[t, c] += dout[n, c] for the tokens n < N with type_ids[n] == t, in
+ * order, for N <= BT_COL_ROWS (more: embed_bwd_type_partial, then bias_grad
+ * over its partials). Geometry: one work-item per element (t, c) of dwtt,
+ * walking the tokens in order (the CPU backend's order and bits); global:
+ * TV * C. */
+__kernel void embed_bwd_type(__global float *dwtt, ulong wtt_off, __global const float *dout,
+                             ulong d_off, __global const int *tt, ulong tt_off, int N, int C,
+                             int TV) {
+    const size_t i = get_global_id(0);
+    if (i >= (size_t)TV * (size_t)C) return;
+    const int t = (int)(i / (size_t)C), c = (int)(i % (size_t)C);
+    dout += d_off + c;
+    tt += tt_off;
+    float acc = dwtt[wtt_off + i];
+    for (int n = 0; n < N; n++)
+        if (tt[n] == t) acc += dout[(size_t)n * C];
+    dwtt[wtt_off + i] = acc;
+}
+
+/* The first pass of dwtt for more tokens: partial[p_off + (g TV + t) C + c]
+ * = the sum of dout[n, c] over the tokens n of chunk g (BT_COL_ROWS tokens,
+ * in order) with type_ids[n] == t; bias_grad then adds the partials (chunks
+ * x TV*C) onto dwtt (TV x C) in chunk order. Geometry: one work-item per
+ * (chunk, type, column), columns fastest; global: chunks * TV * C. */
+__kernel void embed_bwd_type_partial(__global float *partial, ulong p_off,
+                                     __global const float *dout, ulong d_off,
+                                     __global const int *tt, ulong tt_off, int N, int C,
+                                     int TV) {
+    const size_t i = get_global_id(0), row = (size_t)TV * (size_t)C;
+    const size_t g = i / row, t = i % row / (size_t)C, c = i % (size_t)C;
+    const size_t n0 = g * BT_COL_ROWS;
+    if (n0 >= (size_t)N) return;
+    const size_t n1 = min(n0 + BT_COL_ROWS, (size_t)N);
+    dout += d_off + c;
+    tt += tt_off;
+    float acc = 0.0f;
+    for (size_t n = n0; n < n1; n++)
+        if (tt[n] == (int)t) acc += dout[n * C];
+    partial[p_off + i] = acc;
 }
 
 /* dwpe[t, c] += sum_b dout[b, t, c], b in order.        dwpe: (>= T, C)
@@ -63,15 +114,25 @@ __kernel void gather_rows(__global float *out, ulong out_off, __global const flo
     out[out_off + i] = src[src_off + (size_t)idx[idx_off + r] * cols + c];
 }
 
-/* dst[idx[i], :] += src[i, :] for i in order (duplicates add up in order).
- * Geometry: one work-item per column, walking i in order; global: cols. */
+/* dst[idx[i], :] += src[i, :] for i in order (duplicates add up in order),
+ * with row_links' chains of idx at links (2 n_idx ints). Also embed_bwd's
+ * dwte[ids[n]] += dout[n] (its pad tokens in no chain). Geometry: one
+ * work-item per (token i, column c), columns fastest; the work-item of the
+ * first token of an index owns element c of its row of dst: it adds the
+ * chain i, next[i], next[next[i]], ... onto it in order, the same additions
+ * in the same order as one owner per column walking all tokens (no atomics;
+ * the other work-items return); global: n_idx * cols. */
 __kernel void scatter_rows(__global float *dst, ulong dst_off, __global const float *src,
-                           ulong src_off, __global const int *idx, ulong idx_off, int n_idx,
-                           int cols) {
-    const int c = get_global_id(0);
-    if (c >= cols) return;
-    dst += dst_off + c;
+                           ulong src_off, __global const int *idx, ulong idx_off,
+                           __global const int *links, ulong l_off, int n_idx, int cols) {
+    const size_t k = get_global_id(0);
+    if (k >= (size_t)n_idx * (size_t)cols) return;
+    const int i = (int)(k / (size_t)cols), c = (int)(k % (size_t)cols);
+    links += l_off;
+    if (!links[n_idx + i]) return;
+    dst += dst_off + (size_t)idx[idx_off + i] * cols + c;
     src += src_off + c;
-    idx += idx_off;
-    for (int i = 0; i < n_idx; i++) dst[(size_t)idx[i] * cols] += src[(size_t)i * cols];
+    float acc = *dst;
+    for (int j = i; j >= 0; j = links[j]) acc += src[(size_t)j * cols];
+    *dst = acc;
 }

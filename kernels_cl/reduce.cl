@@ -2,7 +2,8 @@
 
 /* dbias[c] += sum_r dy[r, c]                             dy: (rows, cols)
  * for rows <= BT_COL_ROWS, and as the second pass of more rows over
- * bias_grad_partial's chunk partials (chunks x cols). Geometry: one
+ * bias_grad_partial's chunk partials (chunks x cols) and over
+ * embed_bwd_type_partial's (chunks x TV*C, onto dwtt). Geometry: one
  * work-item per column, looping over the rows in order; global: cols. */
 __kernel void bias_grad(__global float *dbias, ulong db_off, __global const float *dy,
                         ulong dy_off, int rows, int cols) {

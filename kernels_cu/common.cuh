@@ -26,7 +26,8 @@
 #define BT_WG 256
 /* Elements per block of sum_partial / sumsq_partial (as CPU_REDUCE_CHUNK). */
 #define BT_REDUCE_CHUNK 4096
-/* Rows per chunk of the two-pass column reductions (bias_grad). */
+/* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
+ * dgamma and dbeta, embed_bwd's dwtt). */
 #define BT_COL_ROWS 64
 /* 1/sqrt(2) rounded to float (OpenCL's M_SQRT1_2_F, the CPU's (float)M_SQRT1_2). */
 #define BT_SQRT1_2_F 0.70710678118654752440f

@@ -40,6 +40,11 @@ __global__ void layernorm_bwd_dx(float *dx, const float *dout, const float *x, c
 __global__ void layernorm_bwd_params(float *dgamma, float *dbeta, const float *dout,
                                      const float *x, const float *mean, const float *rstd,
                                      int rows, int cols);
+__global__ void layernorm_bwd_params_partial(float *partial, const float *dout, const float *x,
+                                             const float *mean, const float *rstd, int rows,
+                                             int cols);
+__global__ void layernorm_bwd_params_sum(float *dgamma, float *dbeta, const float *partial,
+                                         int chunks, int cols);
 
 /* ---- softmax.cu ---- */
 __global__ void softmax_fwd(float *probs, const float *scores, const int *key_mask, int HT, int T,
@@ -50,11 +55,15 @@ __global__ void softmax_bwd(float *dscores, const float *dprobs, const float *pr
 /* ---- embedding.cu ---- */
 __global__ void embed_fwd(float *out, const int *ids, const int *tt, const float *wte,
                           const float *wpe, const float *wtt, int N, int T, int C);
-__global__ void embed_bwd_word(float *dwte, float *dwtt, const float *dout, const int *ids,
-                               const int *tt, int N, int C, int pad_id);
+__global__ void row_links(int *links, const int *idx, int n, int skip);
+__global__ void embed_bwd_type(float *dwtt, const float *dout, const int *tt, int N, int C,
+                               int TV);
+__global__ void embed_bwd_type_partial(float *partial, const float *dout, const int *tt, int N,
+                                       int C, int TV);
 __global__ void embed_bwd_pos(float *dwpe, const float *dout, int B, int T, int C);
 __global__ void gather_rows(float *out, const float *src, const int *idx, int n_idx, int cols);
-__global__ void scatter_rows(float *dst, const float *src, const int *idx, int n_idx, int cols);
+__global__ void scatter_rows(float *dst, const float *src, const int *idx, const int *links,
+                             int n_idx, int cols);
 
 /* ---- xent.cu ---- */
 __global__ void xent_fwd_bwd(float *dlogits, float *loss, float *correct, float *log_z,

@@ -7,7 +7,8 @@
 
 /* dbias[c] += sum_r dy[r, c]                             dy: (rows, cols)
  * for rows <= BT_COL_ROWS, and as the second pass of more rows over
- * bias_grad_partial's chunk partials (chunks x cols). Geometry: one thread
+ * bias_grad_partial's chunk partials (chunks x cols) and over
+ * embed_bwd_type_partial's (chunks x TV*C, onto dwtt). Geometry: one thread
  * per column, looping over the rows in order; grid: cols threads. */
 __global__ void bias_grad(float *dbias, const float *dy, int rows, int cols) {
     const int c = (int)global_id();

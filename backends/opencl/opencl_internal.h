@@ -31,9 +31,10 @@ struct bt_buffer {
 #define OCL_KERNELS(X)                                                                  \
     X(fill) X(add) X(scale) X(axpy) X(bias_add) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)     \
     X(tanh_bwd) X(dropout) X(bias_grad) X(bias_grad_partial) X(sum_partial) X(sumsq_partial) X(all_finite)   \
-    X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_params) X(softmax_fwd)         \
-    X(softmax_bwd) X(embed_fwd) X(embed_bwd_word) X(embed_bwd_pos) X(gather_rows)       \
-    X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(adamw_multi)         \
+    X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_params)                        \
+    X(layernorm_bwd_params_partial) X(layernorm_bwd_params_sum) X(softmax_fwd)          \
+    X(softmax_bwd) X(embed_fwd) X(row_links) X(embed_bwd_type) X(embed_bwd_type_partial) \
+    X(embed_bwd_pos) X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(adamw_multi)         \
     X(lamb_multi_moments) X(lamb_multi_trust) X(lamb_multi_apply) X(cast_f32_to_bf16)   \
     X(cast_f32_to_f16) X(cast_bf16_to_f32) X(cast_f16_to_f32) X(cast_bf16_to_f16)       \
     X(cast_f16_to_bf16) X(round16_bf16) X(round16_f16) X(bias_gelu_fwd)  \
@@ -48,7 +49,8 @@ typedef enum { OCL_KERNELS(OCL_KERNEL_ENUM) K_COUNT } ocl_kernel_id;
  * adds the per-chunk partials in order, in double (as the CPU backend's
  * CPU_REDUCE_CHUNK). Must match BT_REDUCE_CHUNK in kernels_cl/reduce.cl. */
 #define OCL_REDUCE_CHUNK 4096
-/* Rows per chunk of the two-pass column reductions (kernels_cl: BT_COL_ROWS). */
+/* Rows per chunk of the two-pass column reductions (kernels_cl: BT_COL_ROWS):
+ * bias_grad, layernorm_bwd's dgamma and dbeta, embed_bwd's dwtt. */
 #define OCL_COL_ROWS 64
 
 typedef struct {

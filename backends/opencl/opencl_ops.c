@@ -158,21 +158,47 @@ static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
     launch(be, &a, (size_t)rows * ocl(be)->wg);
 }
 
-static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
-                              bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                              int rows, int cols) {
-    /* parameter gradients first: dx may alias dout */
-    args a = begin(be, K_layernorm_bwd_params);
-    arg_f32p(&a, dgamma);
-    arg_f32p(&a, dbeta);
+/* layernorm_bwd's dgamma and dbeta: one pass up to OCL_COL_ROWS rows;
+ * beyond, chunk partials (chunks x 2 cols: dgamma's terms, then dbeta's),
+ * then each column of them added in chunk order, as ocl_bias_grad. */
+static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
+                                 bt_ptr x, bt_ptr mean, bt_ptr rstd, int rows, int cols) {
+    const bool one_pass = rows <= OCL_COL_ROWS;
+    const int chunks = (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
+    cl_mem part = NULL;
+    args a = begin(be, one_pass ? K_layernorm_bwd_params : K_layernorm_bwd_params_partial);
+    if (one_pass) {
+        arg_f32p(&a, dgamma);
+        arg_f32p(&a, dbeta);
+    } else {
+        part = ocl_scratch(ocl(be), (size_t)chunks * 2 * cols * sizeof(float));
+        arg_mem(&a, part);
+        arg_ul(&a, 0);
+    }
     arg_f32p(&a, dout);
     arg_f32p(&a, x);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
     arg_i(&a, rows);
     arg_i(&a, cols);
-    launch(be, &a, (size_t)cols);
-    a = begin(be, K_layernorm_bwd_dx);
+    launch(be, &a, one_pass ? (size_t)cols : (size_t)chunks * cols);
+    if (one_pass) return;
+    args f = begin(be, K_layernorm_bwd_params_sum);
+    arg_f32p(&f, dgamma);
+    arg_f32p(&f, dbeta);
+    arg_mem(&f, part);
+    arg_ul(&f, 0);
+    arg_i(&f, chunks);
+    arg_i(&f, cols);
+    launch(be, &f, (size_t)2 * cols);
+}
+
+static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
+                              bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
+                              int rows, int cols) {
+    /* parameter gradients first: dx may alias dout */
+    ocl_layernorm_params(be, dgamma, dbeta, dout, x, mean, rstd, rows, cols);
+    args a = begin(be, K_layernorm_bwd_dx);
     arg_f32p(&a, dx);
     arg_f32p(&a, dout);
     arg_f32p(&a, x);
@@ -239,22 +265,75 @@ static void ocl_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_id
     launch(be, &a, (size_t)B * T * C);
 }
 
+/* row_links of idx (n ints) into ints [0, 2n) of scratch buffer m (next
+ * then first), pad tokens (skip >= 0) in no chain. */
+static void row_links(bt_backend *be, cl_mem m, bt_ptr idx, int n, int skip) {
+    args a = begin(be, K_row_links);
+    arg_mem(&a, m);
+    arg_ul(&a, 0);
+    arg_ptr(&a, idx, 4);
+    arg_i(&a, n);
+    arg_i(&a, skip);
+    launch(be, &a, (size_t)n);
+}
+
+/* dst[idx[i]] += src[i] along the chains row_links left in m (ints [0, 2n)). */
+static void scatter_chains(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, cl_mem m, int n,
+                           int cols) {
+    args a = begin(be, K_scatter_rows);
+    arg_f32p(&a, dst);
+    arg_f32p(&a, src);
+    arg_ptr(&a, idx, 4);
+    arg_mem(&a, m);
+    arg_ul(&a, 0);
+    arg_i(&a, n);
+    arg_i(&a, cols);
+    launch(be, &a, (size_t)n * cols);
+}
+
+/* dwtt (TV x C) += dout by type: one pass up to OCL_COL_ROWS tokens; beyond,
+ * chunk partials at float p_off of scratch buffer m, added by bias_grad. */
+static void embed_types(bt_backend *be, bt_ptr dwtt, bt_ptr dout, bt_ptr type_ids, cl_mem m,
+                        size_t p_off, int N, int C, int TV) {
+    const bool one_pass = N <= OCL_COL_ROWS;
+    const int chunks = (N + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
+    args a = begin(be, one_pass ? K_embed_bwd_type : K_embed_bwd_type_partial);
+    if (one_pass) {
+        arg_f32p(&a, dwtt);
+    } else {
+        arg_mem(&a, m);
+        arg_ul(&a, p_off);
+    }
+    arg_f32p(&a, dout);
+    arg_ptr(&a, type_ids, 4);
+    arg_i(&a, N);
+    arg_i(&a, C);
+    arg_i(&a, TV);
+    launch(be, &a, (size_t)(one_pass ? 1 : chunks) * TV * C);
+    if (one_pass) return;
+    args f = begin(be, K_bias_grad); /* the partials, chunks x TV*C, summed by column */
+    arg_f32p(&f, dwtt);
+    arg_mem(&f, m);
+    arg_ul(&f, p_off);
+    arg_i(&f, chunks);
+    arg_i(&f, TV * C);
+    launch(be, &f, (size_t)TV * C);
+}
+
+/* dwte along the chains of ids (pad tokens in none), dwtt by type, dwpe by
+ * position. One scratch area: the links (2N ints), then dwtt's partials. */
 static void ocl_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
                           bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
                           int pad_id) {
     (void)V;
-    (void)TV;
-    args a = begin(be, K_embed_bwd_word);
-    arg_f32p(&a, dwte);
-    arg_f32p(&a, dwtt);
-    arg_f32p(&a, dout);
-    arg_ptr(&a, ids, 4);
-    arg_ptr(&a, type_ids, 4);
-    arg_i(&a, B * T);
-    arg_i(&a, C);
-    arg_i(&a, pad_id);
-    launch(be, &a, (size_t)C);
-    a = begin(be, K_embed_bwd_pos);
+    const int N = B * T;
+    if (!N || !C) return;
+    const size_t chunks = N <= OCL_COL_ROWS ? 0 : (size_t)(N + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
+    cl_mem m = ocl_scratch(ocl(be), (2 * (size_t)N + chunks * TV * C) * 4);
+    row_links(be, m, ids, N, pad_id);
+    scatter_chains(be, dwte, dout, ids, m, N, C);
+    embed_types(be, dwtt, dout, type_ids, m, 2 * (size_t)N, N, C, TV);
+    args a = begin(be, K_embed_bwd_pos);
     arg_f32p(&a, dwpe);
     arg_f32p(&a, dout);
     arg_i(&a, B);
@@ -274,15 +353,15 @@ static void ocl_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, 
     launch(be, &a, (size_t)n_idx * cols);
 }
 
+/* Chains of equal indices (row_links), then one owner per (index, column)
+ * adds its chain in order: the bits of an in-order walk, n_idx x cols
+ * work-items instead of cols. */
 static void ocl_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
                              int cols) {
-    args a = begin(be, K_scatter_rows);
-    arg_f32p(&a, dst);
-    arg_f32p(&a, src);
-    arg_ptr(&a, idx, 4);
-    arg_i(&a, n_idx);
-    arg_i(&a, cols);
-    launch(be, &a, (size_t)cols);
+    if (!n_idx || !cols) return;
+    cl_mem m = ocl_scratch(ocl(be), 2 * (size_t)n_idx * sizeof(cl_int));
+    row_links(be, m, idx, n_idx, -1);
+    scatter_chains(be, dst, src, idx, m, n_idx, cols);
 }
 
 /* ================= cast ================= */
