@@ -15,7 +15,8 @@
 static void usage(void) {
     fprintf(stderr, "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] "
                     "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"
-                    "       [--precision fp32|bf16|fp16] [--unfused gelu,join,attention|all]\n"
+                    "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"
+                    "       [--unfused gelu,join,attention|all]\n"
                     "       [--profile] [--json]\n"
                     "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"
                     "             (+LayerNorm); softmax+dropout) done op by op, to measure them\n"
@@ -32,6 +33,7 @@ typedef struct {
     bool profile, json;
     unsigned unfused; /* BERT_FUSE_* bits turned off */
     const char *unfused_list; /* as given */
+    const char *norm;         /* post (the preset's) or pre */
 } bench_opts;
 
 /* The BERT_FUSE_* bits of a comma list of gelu, join, attention, all;
@@ -60,7 +62,7 @@ static bool parse_unfused(const char *list, unsigned *out) {
 
 /* Options into o (defaults first); false after printing why. */
 static bool parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false, 0, ""};
+    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false, 0, "", "post"};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--profile") || !strcmp(a, "--json")) {
@@ -81,6 +83,7 @@ static bool parse_args(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "--layers")) o->layers = atoi(v);
         else if (!strcmp(a, "--layerdrop")) o->layerdrop = atof(v);
         else if (!strcmp(a, "--precision")) o->precision = v;
+        else if (!strcmp(a, "--norm")) o->norm = v;
         else if (!strcmp(a, "--unfused")) {
             if (!parse_unfused(v, &o->unfused)) return false;
             o->unfused_list = v;
@@ -107,6 +110,12 @@ static bool bench_config(const bench_opts *o, bt_config *cfg) {
     }
     if (o->layers) cfg->model.num_hidden_layers = o->layers;
     cfg->model.layerdrop = (float)o->layerdrop;
+    if (!strcmp(o->norm, "pre"))
+        cfg->model.norm = BERT_NORM_PRE;
+    else if (strcmp(o->norm, "post")) {
+        fprintf(stderr, "bertrain bench: --norm %s: expected post|pre\n", o->norm);
+        return false;
+    }
     if (o->seq < 8 || o->seq > cfg->model.max_position_embeddings || o->batch < 1 ||
         o->steps < 1 || o->warmup < 0 || o->layers < 0 ||
         !(o->layerdrop >= 0.0 && o->layerdrop < 1.0)) {
@@ -154,6 +163,7 @@ static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_confi
 /* What a bench measured. */
 typedef struct {
     double ms_per_step, activation_mb, tflops, samples_per_s, layers_run;
+    double loss, grad_norm; /* the last step's: the same bits whatever --unfused says */
 } bench_figures;
 
 /* The figures: time per step, activation memory, TFLOP/s of the layers that
@@ -169,7 +179,7 @@ static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_mod
     const double mean_dropped = (double)layers_dropped / o->steps;
     return (bench_figures){1e3 * dt / o->steps, bert_activation_bytes(m) / 1e6,
                            (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
-                           cfg->model.num_hidden_layers - mean_dropped};
+                           cfg->model.num_hidden_layers - mean_dropped, 0.0, 0.0};
 }
 
 /* The bench's lines, then the profile when there is one. */
@@ -189,6 +199,7 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
                cfg->model.num_hidden_layers);
     printf("TFLOP/s: %.3f\n", f->tflops);
     printf("samples/s: %.2f\n", f->samples_per_s);
+    printf("last step: loss %.17g, grad_norm %.17g\n", f->loss, f->grad_norm);
     if (bt_profiler_of(be)) bt_profile_print(bt_profiler_of(be), stdout);
 }
 
@@ -207,6 +218,7 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "warmup", o->warmup);
     cJSON_AddStringToObject(j, "precision", o->precision);
     cJSON_AddStringToObject(j, "unfused", o->unfused ? o->unfused_list : "");
+    cJSON_AddStringToObject(j, "norm", o->norm);
     cJSON_AddStringToObject(j, "backend", be->name);
     cJSON_AddStringToObject(j, "device", info.name);
     cJSON_AddNumberToObject(j, "ms_per_step", f->ms_per_step);
@@ -214,6 +226,8 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "layers_run", f->layers_run);
     cJSON_AddNumberToObject(j, "tflops", f->tflops);
     cJSON_AddNumberToObject(j, "samples_per_s", f->samples_per_s);
+    cJSON_AddNumberToObject(j, "loss", f->loss);
+    cJSON_AddNumberToObject(j, "grad_norm", f->grad_norm);
     char *text = cJSON_PrintUnformatted(j);
     printf("{\"bench\": %s, \"profile\": ", text ? text : "null");
     free(text);
@@ -251,6 +265,7 @@ int cli_bench(int argc, char **argv) {
     uint32_t first = 0;
     double t0 = 0.0;
     long layers_dropped = 0; /* LayerDrop: layers the timed steps skipped */
+    step_result last = {0};
     for (int s = 0; s < o.warmup + o.steps; s++) {
         if (s == o.warmup) {
             be->sync(be);
@@ -260,11 +275,14 @@ int cli_bench(int argc, char **argv) {
         const step_batch in = {&mb, &first, 1, 0, mb.B};
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_begin(bt_profiler_of(be));
         step_result r = train_step(m, opt, &cfg, s, &in, 1e-4, NULL, NULL, NULL);
+        last = r;
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_end(bt_profiler_of(be));
         if (s >= o.warmup) layers_dropped += r.layers_dropped;
     }
     be->sync(be);
-    const bench_figures f = measure(&o, &cfg, m, now_s() - t0, layers_dropped);
+    bench_figures f = measure(&o, &cfg, m, now_s() - t0, layers_dropped);
+    f.loss = last.loss;
+    f.grad_norm = last.grad_norm;
     if (o.json)
         report_json(&o, &cfg, be, &f);
     else
