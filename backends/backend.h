@@ -235,7 +235,8 @@ struct bt_backend {
     /* ---- fused ops: each saves a pass over the activations and gives the
      * bits of the ops it replaces, called in order on the same backend ---- */
     /* y[r, c] += bias[c]; out[r, c] = gelu(y[r, c]): bias_add then gelu_fwd.
-     * y keeps the pre-activation the backward needs.   y, out: (rows, cols) */
+     * y keeps the pre-activation the backward needs; out may not alias y.
+     * y, out: (rows, cols) */
     void (*bias_gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                           int cols);
     /* dx = dout * gelu'(x); dbias[c] += sum_r dx[r, c]: gelu_bwd then bias_grad

@@ -350,16 +350,17 @@ void test_fused(bt_backend *be) {
     bool any = false;
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) any |= want_op(ops[i]);
     if (!any) return;
-    /* rows, cols, rows per sample (0: all), p, quick (-1: big) */
+    /* rows, cols, rows per sample (0: all; < 0: -elements per sample, rows
+     * straddling samples), p, quick (-1: big) */
     static const struct { int r, c, rps; float p; int quick; } rows[] = {
         {1, 1, 0, 0.0f, 1},    {3, 5, 1, 0.1f, 1},   {7, 33, 0, 0.5f, 0},
         {65, 3, 5, 0.1f, 1},   {31, 65, 1, 0.0f, 0}, {200, 37, 8, 0.1f, 0},
-        {1024, 768, 128, 0.1f, -1}};
+        {6, 10, -15, 0.5f, 1}, {1024, 768, 128, 0.1f, -1}};
     for (int si = 0; si < (int)(sizeof rows / sizeof *rows); si++) {
         if (skip_shape(rows[si].quick == 1)) continue;
         const int rps = rows[si].rps ? rows[si].rps : rows[si].r;
-        fused_args a = {.rows = rows[si].r, .cols = rows[si].c,
-                        .per_sample = (size_t)rps * rows[si].c, .first_sample = 5,
+        const size_t per = rps < 0 ? (size_t)-rps : (size_t)rps * rows[si].c;
+        fused_args a = {.rows = rows[si].r, .cols = rows[si].c, .per_sample = per, .first_sample = 5,
                         .p = rows[si].p, .key = {0x5eed0000u + (uint64_t)si, 0xabcdef12345ull},
                         .eps = 1e-12f};
         bias_gelu_cases(be, si, a);

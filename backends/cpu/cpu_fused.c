@@ -14,12 +14,9 @@ static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
     const float *bb = cpu_f32(bias);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        float *yr = Y + (size_t)r * cols, *o = O + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) {
-            const float v = yr[c] + bb[c];
-            yr[c] = v;
-            o[c] = cpu_gelu(v);
-        }
+        float *restrict yr = Y + (size_t)r * cols, *restrict o = O + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) yr[c] += bb[c];
+        for (int c = 0; c < cols; c++) o[c] = cpu_gelu(yr[c]);
     }
 }
 
@@ -48,15 +45,17 @@ static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     }
 }
 
-/* sum[c] = resid[c] + dropout(y[c] + bias[c]) for one row starting at
- * element i0 of the dropout stream. */
-static void join_row(float *sum, const float *y, const float *bias, const float *resid,
-                     int cols, size_t i0, cpu_drop_stream *d, float p, float keep_scale) {
-    for (int c = 0; c < cols; c++) {
-        float v = y[c] + bias[c];
-        if (p > 0.0f) v = cpu_drop_keep(d, i0 + (size_t)c) ? v * keep_scale : 0.0f;
-        sum[c] = v + resid[c];
-    }
+/* sum[c] = resid[c] + dropout(y[c] + bias[c]) for one row, the dropout
+ * stream d positioned at its first element. */
+static void join_row(float *sum, const float *y, const float *bias, const float *resid, int cols, cpu_drop_stream *d, float p,
+                     float keep_scale) {
+    if (p > 0.0f)
+        for (int c = 0; c < cols; c++) {
+            const float v = y[c] + bias[c];
+            sum[c] = (cpu_drop_next(d) ? v * keep_scale : 0.0f) + resid[c];
+        }
+    else
+        for (int c = 0; c < cols; c++) sum[c] = (y[c] + bias[c]) + resid[c];
 }
 
 static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
@@ -68,9 +67,9 @@ static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
     const float ks = keep_scale_of(p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        cpu_drop_stream d = cpu_drop_stream_new(key, first_sample, per_sample, p);
         const size_t row = (size_t)r * cols;
-        join_row(O + row, Y + row, bb, R + row, cols, row, &d, p, ks);
+        cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, row);
+        join_row(O + row, Y + row, bb, R + row, cols, &d, p, ks);
     }
 }
 
@@ -87,10 +86,10 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     const float ks = keep_scale_of(p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        cpu_drop_stream d = cpu_drop_stream_new(key, first_sample, per_sample, p);
         const size_t row = (size_t)r * cols;
+        cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, row);
         float *xr = S + row;
-        join_row(xr, Y + row, bb, R + row, cols, row, &d, p, ks);
+        join_row(xr, Y + row, bb, R + row, cols, &d, p, ks);
         double s = 0.0;
         for (int c = 0; c < cols; c++) s += xr[c];
         double mu = s / cols, v = 0.0;
@@ -116,7 +115,7 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
     const float ks = keep_scale_of(p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        cpu_drop_stream d = cpu_drop_stream_new(key, first_sample, per_sample, p);
+        cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, (size_t)r * T);
         const int32_t *km = K + (size_t)(r / (H * T)) * T;
         const float *s = S + (size_t)r * T;
         float *pr = P + (size_t)r * T, *pd = PD + (size_t)r * T;
@@ -132,7 +131,7 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
         float inv = total > 0.0 ? (float)(1.0 / total) : 0.0f;
         for (int j = 0; j < T; j++) {
             pr[j] *= inv;
-            pd[j] = cpu_drop_keep(&d, (size_t)r * T + (size_t)j) ? pr[j] * ks : 0.0f;
+            pd[j] = cpu_drop_next(&d) ? pr[j] * ks : 0.0f;
         }
     }
 }
@@ -149,12 +148,12 @@ static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprob
     const float ks = keep_scale_of(p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        cpu_drop_stream d = cpu_drop_stream_new(key, first_sample, per_sample, p);
+        cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, (size_t)r * T);
         const float *dp = DP + (size_t)r * T, *pr = P + (size_t)r * T;
         float *ds = DS + (size_t)r * T;
         double dot = 0.0;
         for (int j = 0; j < T; j++) {
-            const float g = cpu_drop_keep(&d, (size_t)r * T + (size_t)j) ? dp[j] * ks : 0.0f;
+            const float g = cpu_drop_next(&d) ? dp[j] * ks : 0.0f;
             ds[j] = g;
             dot += (double)g * pr[j];
         }

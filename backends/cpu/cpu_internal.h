@@ -57,36 +57,43 @@ static inline float cpu_gelu_grad(float x) {
     return cdf + x * pdf;
 }
 
-/* Dropout's keep decisions along a run of elements (dropout's stream: one
- * Philox block per four elements of a sample), drawing each block once. */
+/* Dropout's keep decisions along a run of consecutive elements (dropout's
+ * stream: one Philox block per four elements of a sample), drawing each
+ * block once and dividing only at the start of the run. */
 typedef struct {
     bt_rng_key key;
     uint32_t first_sample, thr;
     size_t per_sample;
-    size_t block; /* the block in r (SIZE_MAX: none yet) */
+    size_t s, e;  /* the sample and element of the next decision */
+    bool drawn;   /* r holds the block of (s, e) */
     uint32_t r[4];
 } cpu_drop_stream;
 
-/* A stream for dropout with probability p over samples of per_sample elements. */
-static inline cpu_drop_stream cpu_drop_stream_new(bt_rng_key key, uint32_t first_sample,
-                                                  size_t per_sample, float p) {
-    cpu_drop_stream d = {key, first_sample, philox_drop_threshold(p), per_sample, SIZE_MAX,
-                         {0, 0, 0, 0}};
+/* A stream for dropout with probability p over samples of per_sample
+ * elements, positioned at element i (counted over all samples). */
+static inline cpu_drop_stream cpu_drop_stream_at(bt_rng_key key, uint32_t first_sample,
+                                                 size_t per_sample, float p, size_t i) {
+    cpu_drop_stream d = {key,   first_sample, philox_drop_threshold(p), per_sample,
+                         i / per_sample, i % per_sample, false, {0, 0, 0, 0}};
     return d;
 }
 
-/* Whether element i (counted over all samples) is kept. */
-static inline bool cpu_drop_keep(cpu_drop_stream *d, size_t i) {
-    const size_t s = i / d->per_sample, e = i % d->per_sample;
-    const size_t block = s * ((d->per_sample + 3) / 4) + e / 4;
-    if (block != d->block) {
-        uint32_t r[4] = {(uint32_t)(e >> 2), d->first_sample + (uint32_t)s,
+/* Whether the next element is kept; the stream moves on by one. */
+static inline bool cpu_drop_next(cpu_drop_stream *d) {
+    if (!d->drawn || (d->e & 3) == 0) {
+        uint32_t r[4] = {(uint32_t)(d->e >> 2), d->first_sample + (uint32_t)d->s,
                          (uint32_t)d->key.stream, (uint32_t)(d->key.stream >> 32)};
         philox4x32(r, (uint32_t)d->key.seed, (uint32_t)(d->key.seed >> 32));
         memcpy(d->r, r, sizeof r);
-        d->block = block;
+        d->drawn = true;
     }
-    return d->r[e & 3] >= d->thr;
+    const bool keep = d->r[d->e & 3] >= d->thr;
+    if (++d->e == d->per_sample) { /* the next sample starts a new block */
+        d->e = 0;
+        d->s++;
+        d->drawn = false;
+    }
+    return keep;
 }
 
 /* Fill the fused ops (cpu_fused.c) into a table. */
