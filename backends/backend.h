@@ -51,6 +51,12 @@ typedef struct {
      * mixed precision uses it; elsewhere it would only add rounding passes */
     bool tensor_f16, tensor_bf16;
     bool has_fp64;
+    /* the fused ops (bias_gelu_fwd ... dropout_softmax_bwd) beat the ops they
+     * replace here, so the model uses them: the CPU (measured), GPUs (where
+     * a pass over memory costs more than the arithmetic it saves); not CPU
+     * devices under OpenCL, whose fused kernels draw 4x the random numbers
+     * (measured on PoCL: docs/PERFORMANCE.md) */
+    bool fused_ops_pay;
 } bt_device_info;
 
 /* Key of a counter-based random stream (Philox-4x32-10): the value for element

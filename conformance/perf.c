@@ -178,6 +178,62 @@ static void call_round16(bt_backend *be, perf_case *c) {
     be->round16(be, c->t[0], BT_BF16, c->n);
 }
 
+/* ---- the fused ops, and the unfused ops each replaces (same tensors) ---- */
+static const bt_rng_key perf_key = {7, 11};
+static void call_bias_gelu_fwd(bt_backend *be, perf_case *c) {
+    be->bias_gelu_fwd(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1]);
+}
+static void call_bias_gelu_fwd_unfused(bt_backend *be, perf_case *c) {
+    be->bias_add(be, c->t[0], c->t[2], c->i[0], c->i[1]);
+    be->gelu_fwd(be, c->t[1], c->t[0], (size_t)c->i[0] * c->i[1]);
+}
+static void call_bias_gelu_bwd(bt_backend *be, perf_case *c) {
+    be->bias_gelu_bwd(be, c->t[0], c->t[2], c->t[0], c->t[1], c->i[0], c->i[1]);
+}
+static void call_bias_gelu_bwd_unfused(bt_backend *be, perf_case *c) {
+    be->gelu_bwd(be, c->t[0], c->t[0], c->t[1], (size_t)c->i[0] * c->i[1]);
+    be->bias_grad(be, c->t[2], c->t[0], c->i[0], c->i[1]);
+}
+/* t: y, bias, resid, out, scratch, ln out, mean, rstd; gamma = bias, beta = bias */
+static void call_join(bt_backend *be, perf_case *c) {
+    const size_t per = (size_t)c->i[1] * 128;
+    if (c->i[2])
+        be->residual_layernorm_fwd(be, c->t[3], c->t[5], c->t[6], c->t[7], c->t[0], c->t[1],
+                                   c->t[2], c->t[1], c->t[1], c->i[0], c->i[1], 1e-12f, per, 0,
+                                   0.1f, perf_key);
+    else
+        be->bias_dropout_add(be, c->t[3], c->t[0], c->t[1], c->t[2], c->i[0], c->i[1], per, 0,
+                             0.1f, perf_key);
+}
+static void call_join_unfused(bt_backend *be, perf_case *c) {
+    const size_t n = (size_t)c->i[0] * c->i[1], per = (size_t)c->i[1] * 128;
+    be->bias_add(be, c->t[4], c->t[1], c->i[0], c->i[1]); /* scratch: y's stand-in */
+    be->dropout(be, c->t[4], c->t[4], n, per, 0, 0.1f, perf_key);
+    be->add(be, c->t[3], c->t[4], c->t[2], n);
+    if (c->i[2])
+        be->layernorm_fwd(be, c->t[5], c->t[6], c->t[7], c->t[3], c->t[1], c->t[1], c->i[0],
+                          c->i[1], 1e-12f);
+}
+/* t: scores, probs, dropped, mask (i: B, H, T) */
+static void call_softmax_dropout(bt_backend *be, perf_case *c) {
+    be->softmax_dropout_fwd(be, c->t[2], c->t[1], c->t[0], c->t[3], c->i[0], c->i[1], c->i[2],
+                            0.125f, 0, 0.1f, perf_key);
+}
+static void call_softmax_dropout_unfused(bt_backend *be, perf_case *c) {
+    const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];
+    be->softmax_fwd(be, c->t[1], c->t[0], c->t[3], c->i[0], c->i[1], c->i[2], 0.125f);
+    be->dropout(be, c->t[2], c->t[1], per * c->i[0], per, 0, 0.1f, perf_key);
+}
+static void call_dropout_softmax(bt_backend *be, perf_case *c) {
+    be->dropout_softmax_bwd(be, c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], c->i[2], 0.125f, 0,
+                            0.1f, perf_key);
+}
+static void call_dropout_softmax_unfused(bt_backend *be, perf_case *c) {
+    const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];
+    be->dropout(be, c->t[2], c->t[0], per * c->i[0], per, 0, 0.1f, perf_key);
+    be->softmax_bwd(be, c->t[2], c->t[2], c->t[1], c->i[0] * c->i[1] * c->i[2], c->i[2], 0.125f);
+}
+
 /* Allocate the case's tensors (sizes in elements; int_hi > 0: int tensors)
  * and time it; skipped under --op for other ops. */
 static void run_case(bt_backend *be, perf_case c, const size_t *sizes, const int *int_hi, int nt) {
@@ -201,6 +257,43 @@ static void gemm_perf(bt_backend *be, const char *what, bool ta, bool tb, int m,
     size_t sz[3] = {(size_t)m * k * batch, (size_t)k * n * batch, (size_t)m * n * batch};
     run_case(be, c, sz, NULL, 3);
 }
+
+/* Each fused op beside the unfused ops it replaces, at BERT-mini's training
+ * shapes (B16 T128: 2048 tokens, H256, I1024, 4 heads): the bytes are the
+ * fused op's, so the two GB/s figures compare as times. */
+static void fused_perf(bt_backend *be) {
+    perf_case c;
+    const int N = 2048, H = 256, I = 1024;
+    const size_t NI = (size_t)N * I, NH = (size_t)N * H, S = 16u * 4 * 128 * 128;
+    for (int unf = 0; unf < 2; unf++) {
+        const char *tag = unf ? " unfused" : "";
+        c = (perf_case){.op = "bias_gelu_fwd", .work = 12.0 * NI, .i = {N, I},
+                        .call = unf ? call_bias_gelu_fwd_unfused : call_bias_gelu_fwd};
+        snprintf(c.shape, sizeof c.shape, "2048x1024%s", tag);
+        run_case(be, c, (size_t[]){NI, NI, (size_t)I}, NULL, 3);
+        c = (perf_case){.op = "bias_gelu_bwd", .work = 12.0 * NI, .i = {N, I},
+                        .call = unf ? call_bias_gelu_bwd_unfused : call_bias_gelu_bwd};
+        snprintf(c.shape, sizeof c.shape, "2048x1024 dx=dout%s", tag);
+        run_case(be, c, (size_t[]){NI, NI, (size_t)I}, NULL, 3);
+        for (int ln = 0; ln < 2; ln++) {
+            c = (perf_case){.op = ln ? "residual_layernorm_fwd" : "bias_dropout_add",
+                            .work = (ln ? 16.0 : 12.0) * NH, .i = {N, H, ln},
+                            .call = unf ? call_join_unfused : call_join};
+            snprintf(c.shape, sizeof c.shape, "2048x256 p=0.1%s", tag);
+            run_case(be, c, (size_t[]){NH, (size_t)H, NH, NH, NH, NH, (size_t)N, (size_t)N}, NULL,
+                     8);
+        }
+        c = (perf_case){.op = "softmax_dropout_fwd", .work = 12.0 * S, .i = {16, 4, 128},
+                        .call = unf ? call_softmax_dropout_unfused : call_softmax_dropout};
+        snprintf(c.shape, sizeof c.shape, "B16 H4 T128 p=0.1%s", tag);
+        run_case(be, c, (size_t[]){S, S, S, 16u * 128}, (int[]){0, 0, 0, 2}, 4);
+        c = (perf_case){.op = "dropout_softmax_bwd", .work = 12.0 * S, .i = {16, 4, 128},
+                        .call = unf ? call_dropout_softmax_unfused : call_dropout_softmax};
+        snprintf(c.shape, sizeof c.shape, "B16 H4 T128 p=0.1%s", tag);
+        run_case(be, c, (size_t[]){S, S, S}, NULL, 3);
+    }
+}
+
 
 void run_perf(bt_backend *be) {
     reseed("perf", 0);
@@ -296,4 +389,5 @@ void run_perf(bt_backend *be) {
     CASE("round16", call_round16, 8.0 * N, "n=196608 bf16", .n = N);
     run_case(be, c, (size_t[]){N, N}, NULL, 2);
 #undef CASE
+    fused_perf(be);
 }

@@ -19,7 +19,7 @@ while [ "$r" -le "$rounds" ]; do
     for variant in fused all gelu join attention; do
         set -- --preset "$preset" --seq "$seq" --batch "$batch" --steps "$steps" \
             --warmup 1 --backend "$backend" --threads "$threads"
-        [ "$variant" = fused ] || set -- "$@" --unfused "$variant"
+        if [ "$variant" = fused ]; then set -- "$@" --unfused none; else set -- "$@" --unfused "$variant"; fi
         res=$(./bertrain bench "$@" 2>&1) || { echo "$res" >&2; exit 1; }
         ms=$(echo "$res" | sed -n 's/^ms\/step: //p')
         sps=$(echo "$res" | sed -n 's/^samples\/s: //p')

@@ -6,7 +6,9 @@
 # OpenCL and on the emulated CUDA device. The profile must show the fused ops
 # called in the first run and none of them in the second, so the comparison
 # is between two different code paths; with bf16 storage only the backward
-# fusions may run. A part that cannot run here is a SKIP with its reason.
+# fusions may run. The device's own choice (fused on the CPU, not on an
+# OpenCL CPU device) is checked too. A part that cannot run here is a SKIP
+# with its reason.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 : "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
@@ -31,7 +33,7 @@ has() { grep -q "^$2 " "$tmpdir/$1"; }
 check_device() {
     dev=$1 tag=${1%%:*}
     for norm in post pre; do
-        bench "$dev" "$tag-$norm-fused" --norm "$norm"
+        bench "$dev" "$tag-$norm-fused" --norm "$norm" --unfused none
         bench "$dev" "$tag-$norm-unfused" --norm "$norm" --unfused all
         a=$(grep "^last step:" "$tmpdir/$tag-$norm-fused")
         b=$(grep "^last step:" "$tmpdir/$tag-$norm-unfused")
@@ -47,7 +49,7 @@ check_device() {
         done
         echo "ok   $dev, $norm-LN: fused and unfused agree ($a)"
     done
-    bench "$dev" "$tag-bf16" --precision bf16
+    bench "$dev" "$tag-bf16" --precision bf16 --unfused none
     for op in $fwd_ops; do
         ! has "$tag-bf16" "$op" || fail "$dev, bf16 storage: forward fusion $op ran"
     done
@@ -55,19 +57,23 @@ check_device() {
         has "$tag-bf16" "$op" || fail "$dev, bf16 storage: backward fusion $op did not run"
     done
     echo "ok   $dev, bf16 storage: only the backward fusions run"
+    bench "$dev" "$tag-default"
+    grep "^fused ops: $2\$" "$tmpdir/$tag-default" > /dev/null ||
+        fail "$dev: want 'fused ops: $2' by default, got '$(grep '^fused ops' "$tmpdir/$tag-default")'"
+    echo "ok   $dev: by default fused ops: $2"
 }
 
-check_device cpu
+check_device cpu all
 if ! "$BERTRAIN" version | grep -q "opencl"; then
     skip_part "OpenCL: bertrain was built without OpenCL"
 elif "$BERTRAIN" bench --preset tiny --seq 16 --batch 1 --steps 1 --warmup 0 --backend opencl:0:0 \
     > "$tmpdir/probe" 2>&1; then
-    check_device opencl:0:0
+    check_device opencl:0:0 none # PoCL: a CPU device
 else
     skip_part "OpenCL: no device opencl:0:0: $(tail -1 "$tmpdir/probe")"
 fi
 if [ -f "$BERTRAIN_CUDA_EMU" ]; then
-    check_device cuda-emu:0
+    check_device cuda-emu:0 all
 else
     skip_part "the emulated CUDA device is not built (configure found no C++17 compiler)"
 fi

@@ -41,6 +41,7 @@ static void cpu_info(bt_backend *be, bt_device_info *out) {
     out->compute_units = ctx->threads;
     out->has_fp16 = true; /* emulated storage */
     out->has_fp64 = true;
+    out->fused_ops_pay = true;
 }
 
 static void cpu_sync(bt_backend *be) { ((cpu_ctx *)be->ctx)->count.host_syncs++; }

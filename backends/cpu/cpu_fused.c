@@ -35,11 +35,8 @@ static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
         float acc[CPU_COL_BLOCK] = {0};
         for (int r = 0; r < rows; r++) {
             const size_t row = (size_t)r * cols;
-            for (int c = c0; c < c1; c++) {
-                const float g = D[row + c] * cpu_gelu_grad(X[row + c]);
-                DX[row + c] = g;
-                acc[c - c0] += g;
-            }
+            for (int c = c0; c < c1; c++) DX[row + c] = D[row + c] * cpu_gelu_grad(X[row + c]);
+            for (int c = c0; c < c1; c++) acc[c - c0] += DX[row + c];
         }
         for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
     }

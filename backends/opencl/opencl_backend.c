@@ -480,6 +480,9 @@ static void fill_info(ocl_ctx *c) {
     i->compute_units = (int)dev_uint(c->device, CL_DEVICE_MAX_COMPUTE_UNITS);
     i->has_fp16 = dev_has_ext(c->device, "cl_khr_fp16");
     i->has_fp64 = dev_has_fp64(c->device);
+    cl_device_type type = 0;
+    clGetDeviceInfo(c->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    i->fused_ops_pay = (type & CL_DEVICE_TYPE_GPU) != 0;
 }
 
 /* The largest power of two <= x (x >= 1). */

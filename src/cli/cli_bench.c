@@ -16,10 +16,11 @@ static void usage(void) {
     fprintf(stderr, "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] "
                     "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"
                     "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"
-                    "       [--unfused gelu,join,attention|all]\n"
+                    "       [--unfused gelu,join,attention|all|none]\n"
                     "       [--profile] [--json]\n"
                     "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"
                     "             (+LayerNorm); softmax+dropout) done op by op, to measure them\n"
+                    "             (none: all fused, also where the device says they do not pay)\n"
                     "  --profile: time every op of the timed steps on the device's clock, and\n"
                     "             count launches, blocking reads, waits and memory per step\n"
                     "  --json:    print the results as one JSON object\n");
@@ -41,7 +42,7 @@ typedef struct {
 static bool parse_unfused(const char *list, unsigned *out) {
     static const struct { const char *name; unsigned bit; } names[] = {
         {"gelu", BERT_FUSE_GELU}, {"join", BERT_FUSE_JOIN},
-        {"attention", BERT_FUSE_ATTENTION}, {"all", BERT_FUSE_ALL}};
+        {"attention", BERT_FUSE_ATTENTION}, {"all", BERT_FUSE_ALL}, {"none", 0}};
     *out = 0;
     for (const char *p = list; *p;) {
         const size_t len = strcspn(p, ",");
@@ -51,7 +52,7 @@ static bool parse_unfused(const char *list, unsigned *out) {
             i++;
         if (i == sizeof names / sizeof *names) {
             fprintf(stderr, "bertrain bench: --unfused %s: expected a comma list of "
-                            "gelu, join, attention, all\n", list);
+                            "gelu, join, attention, all, none\n", list);
             return false;
         }
         *out |= names[i].bit;
@@ -164,6 +165,7 @@ static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_confi
 typedef struct {
     double ms_per_step, activation_mb, tflops, samples_per_s, layers_run;
     double loss, grad_norm; /* the last step's: the same bits whatever --unfused says */
+    unsigned unfused;       /* the fusions that were off */
 } bench_figures;
 
 /* The figures: time per step, activation memory, TFLOP/s of the layers that
@@ -179,7 +181,7 @@ static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_mod
     const double mean_dropped = (double)layers_dropped / o->steps;
     return (bench_figures){1e3 * dt / o->steps, bert_activation_bytes(m) / 1e6,
                            (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
-                           cfg->model.num_hidden_layers - mean_dropped, 0.0, 0.0};
+                           cfg->model.num_hidden_layers - mean_dropped, 0.0, 0.0, 0};
 }
 
 /* The bench's lines, then the profile when there is one. */
@@ -191,7 +193,7 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
            "warm-up, backend %s (%s)\n", o->preset, cfg->model.num_hidden_layers,
            (double)cfg->model.layerdrop, o->seq, o->batch, o->steps, o->warmup, be->name,
            info.name);
-    if (o->unfused) printf("unfused: %s\n", o->unfused_list);
+    printf("fused ops: %s\n", !f->unfused ? "all" : f->unfused == BERT_FUSE_ALL ? "none" : "some");
     printf("ms/step: %.1f\n", f->ms_per_step);
     printf("activations: %.1f MB (%s storage)\n", f->activation_mb, o->precision);
     if (cfg->model.layerdrop > 0.0f)
@@ -217,7 +219,7 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "steps", o->steps);
     cJSON_AddNumberToObject(j, "warmup", o->warmup);
     cJSON_AddStringToObject(j, "precision", o->precision);
-    cJSON_AddStringToObject(j, "unfused", o->unfused ? o->unfused_list : "");
+    cJSON_AddStringToObject(j, "unfused", o->unfused_list);
     cJSON_AddStringToObject(j, "norm", o->norm);
     cJSON_AddStringToObject(j, "backend", be->name);
     cJSON_AddStringToObject(j, "device", info.name);
@@ -261,7 +263,7 @@ int cli_bench(int argc, char **argv) {
         return 1;
     }
     bert_init_params(m, cfg.seed);
-    m->unfused = o.unfused;
+    if (*o.unfused_list) m->unfused = o.unfused; /* else the device's choice */
     uint32_t first = 0;
     double t0 = 0.0;
     long layers_dropped = 0; /* LayerDrop: layers the timed steps skipped */
@@ -283,6 +285,7 @@ int cli_bench(int argc, char **argv) {
     bench_figures f = measure(&o, &cfg, m, now_s() - t0, layers_dropped);
     f.loss = last.loss;
     f.grad_norm = last.grad_norm;
+    f.unfused = m->unfused;
     if (o.json)
         report_json(&o, &cfg, be, &f);
     else

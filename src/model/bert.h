@@ -162,7 +162,8 @@ struct bert_model {
     bool backward_ready;          /* a forward pass ran since the last backward */
     int layer_in_flight;          /* the layer whose forward runs (16-bit stash), or -1 */
     bool gemm16;                  /* GEMMs multiply 16-bit operands (see cfg.gemm16) */
-    unsigned unfused;             /* BERT_FUSE_* fusions turned off (bench --unfused), else 0 */
+    unsigned unfused;             /* BERT_FUSE_* fusions off: all where the device says they
+                                   * do not pay (bt_device_info), else none; bench --unfused */
 };
 
 /* The fused ops the model uses, each a bit of bert_model.unfused to turn it

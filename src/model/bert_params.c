@@ -244,9 +244,10 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
     m->max_seq = max_seq;
     m->max_masked = max_masked;
     m->layer_in_flight = -1;
+    bt_device_info info;
+    be->info(be, &info);
+    m->unfused = info.fused_ops_pay ? 0 : BERT_FUSE_ALL;
     if (cfg->storage != BT_F32 && cfg->gemm16 >= 0) {
-        bt_device_info info;
-        be->info(be, &info);
         m->gemm16 = cfg->gemm16 > 0 || (cfg->storage == BT_F16 ? info.tensor_f16
                                                                 : info.tensor_bf16);
     }
