@@ -65,3 +65,44 @@ float gelu_grad_value(float x) {
     const float pdf = 0.3989422804014327f * exp(-0.5f * x * x);
     return cdf + x * pdf;
 }
+
+/* One row of LayerNorm by the whole work-group (every work-item must call
+ * it): out = (x - mean) * rstd * gamma + beta, work-item l owning columns l,
+ * l + BT_WG, ...; mean and variance by fixed trees; returns rstd and sets
+ * *mean. Shared by layernorm_fwd and residual_layernorm_fwd. */
+float layernorm_row(__global float *out, __global const float *x, __global const float *gamma,
+                    __global const float *beta, int cols, float eps, __local float *red,
+                    float *mean) {
+    const int lid = get_local_id(0);
+    float s = 0.0f;
+    for (int c = lid; c < cols; c += BT_WG) s += x[c];
+    const float m = wg_sum(s, red) / cols;
+    float v = 0.0f;
+    for (int c = lid; c < cols; c += BT_WG) v += (x[c] - m) * (x[c] - m);
+    const float rs = 1.0f / sqrt(wg_sum(v, red) / cols + eps);
+    for (int c = lid; c < cols; c += BT_WG) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
+    *mean = m;
+    return rs;
+}
+
+/* One row of the masked softmax by the whole work-group: p[j] =
+ * softmax_j(scale * s[j]) over keys with km[j] != 0 (masked keys 0, no key:
+ * all 0), work-item l owning keys l, l + BT_WG, ... (p may be s). Shared by
+ * softmax_fwd and softmax_dropout_fwd. */
+void softmax_row(__global float *p, __global const float *s, __global const int *km, int T,
+                 float scale, __local float *red) {
+    const int lid = get_local_id(0);
+    float mx = -INFINITY;
+    for (int j = lid; j < T; j += BT_WG)
+        if (km[j] && scale * s[j] > mx) mx = scale * s[j];
+    mx = wg_max(mx, red);
+    float sum = 0.0f;
+    for (int j = lid; j < T; j += BT_WG) {
+        const float e = km[j] ? exp(scale * s[j] - mx) : 0.0f;
+        p[j] = e;
+        sum += e;
+    }
+    sum = wg_sum(sum, red);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int j = lid; j < T; j += BT_WG) p[j] *= inv;
+}

@@ -88,17 +88,11 @@ void residual_layernorm_fwd(__global float *sum, ulong s_off, __global float *ou
     const size_t row = (size_t)r * cols;
     __global float *x = sum + s_off + row;
     __global float *o = out + out_off + row;
-    float s = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) {
+    for (int c = lid; c < cols; c += BT_WG) /* each work-item reads back only its own */
         x[c] = join_value(y + y_off, bias + b_off, resid + r_off, row + c, cols, per_sample,
                           first_sample, thr, keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
-        s += x[c];
-    }
-    const float m = wg_sum(s, red) / cols;
-    float v = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) v += (x[c] - m) * (x[c] - m);
-    const float rs = 1.0f / sqrt(wg_sum(v, red) / cols + eps);
-    for (int c = lid; c < cols; c += BT_WG) o[c] = (x[c] - m) * rs * gamma[g_off + c] + beta[be_off + c];
+    float m;
+    const float rs = layernorm_row(o, x, gamma + g_off, beta + be_off, cols, eps, red, &m);
     if (lid == 0) {
         mean[mean_off + r] = m;
         rstd[rstd_off + r] = rs;
@@ -121,24 +115,10 @@ void softmax_dropout_fwd(__global float *dropped, ulong d_off, __global float *p
     const ulong per_sample = (ulong)HT * T;
     __global const float *s = scores + s_off + row;
     __global float *p = probs + p_off + row, *pd = dropped + d_off + row;
-    __global const int *km = key_mask + m_off + (size_t)(r / HT) * T;
-    float mx = -INFINITY;
-    for (int j = lid; j < T; j += BT_WG)
-        if (km[j] && scale * s[j] > mx) mx = scale * s[j];
-    mx = wg_max(mx, red);
-    float total = 0.0f;
-    for (int j = lid; j < T; j += BT_WG) {
-        const float e = km[j] ? exp(scale * s[j] - mx) : 0.0f;
-        p[j] = e;
-        total += e;
-    }
-    total = wg_sum(total, red);
-    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-    for (int j = lid; j < T; j += BT_WG) {
-        p[j] *= inv;
+    softmax_row(p, s, key_mask + m_off + (size_t)(r / HT) * T, T, scale, red);
+    for (int j = lid; j < T; j += BT_WG) /* the keys this work-item wrote */
         pd[j] = drop_keep(row + j, per_sample, first_sample, thr, seed_lo, seed_hi, stream_lo,
                           stream_hi) ? p[j] * keep_scale : 0.0f;
-    }
 }
 
 /* dscores = softmax_bwd(dropout(dprobs), probs), the dropout with

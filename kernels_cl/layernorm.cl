@@ -14,15 +14,8 @@ void layernorm_fwd(__global float *out, ulong out_off, __global float *mean, ulo
     const int r = get_group_id(0), lid = get_local_id(0);
     x += x_off + (size_t)r * cols;
     out += out_off + (size_t)r * cols;
-    gamma += g_off;
-    beta += b_off;
-    float s = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) s += x[c];
-    const float m = wg_sum(s, red) / cols;
-    float v = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) v += (x[c] - m) * (x[c] - m);
-    const float rs = 1.0f / sqrt(wg_sum(v, red) / cols + eps);
-    for (int c = lid; c < cols; c += BT_WG) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
+    float m;
+    const float rs = layernorm_row(out, x, gamma + g_off, beta + b_off, cols, eps, red, &m);
     if (lid == 0) {
         mean[mean_off + r] = m;
         rstd[rstd_off + r] = rs;

@@ -10,24 +10,11 @@ __kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
 void softmax_fwd(__global float *probs, ulong p_off, __global const float *scores, ulong s_off,
                  __global const int *key_mask, ulong m_off, int HT, int T, float scale) {
     __local float red[BT_WG];
-    const int r = get_group_id(0), lid = get_local_id(0);
+    const int r = get_group_id(0);
     const size_t row = (size_t)r * T;
     __global const float *s = scores + s_off + row;
     __global float *p = probs + p_off + row;
-    __global const int *km = key_mask + m_off + (size_t)(r / HT) * T;
-    float mx = -INFINITY;
-    for (int j = lid; j < T; j += BT_WG)
-        if (km[j] && scale * s[j] > mx) mx = scale * s[j];
-    mx = wg_max(mx, red);
-    float sum = 0.0f;
-    for (int j = lid; j < T; j += BT_WG) {
-        const float e = km[j] ? exp(scale * s[j] - mx) : 0.0f;
-        p[j] = e;
-        sum += e;
-    }
-    sum = wg_sum(sum, red);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int j = lid; j < T; j += BT_WG) p[j] *= inv;
+    softmax_row(p, s, key_mask + m_off + (size_t)(r / HT) * T, T, scale, red);
 }
 
 /* dscores = scale * p * (dp - sum_j dp*p) per row of T.   (rows, T)

@@ -76,4 +76,46 @@ __device__ inline float gelu_grad_value(float x) {
     return cdf + x * pdf;
 }
 
+/* One row of LayerNorm by the whole block (every thread must call it): out =
+ * (x - mean) * rstd * gamma + beta, thread l owning columns l, l + BT_WG,
+ * ...; mean and variance by fixed trees; returns rstd and sets *mean.
+ * Shared by layernorm_fwd and residual_layernorm_fwd (layernorm_row in
+ * kernels_cl/common.cl). */
+__device__ inline float layernorm_row(float *out, const float *x, const float *gamma,
+                                      const float *beta, int cols, float eps, float *red,
+                                      float *mean) {
+    const int lid = local_id();
+    float s = 0.0f;
+    for (int c = lid; c < cols; c += BT_WG) s += x[c];
+    const float m = wg_sum(s, red) / cols;
+    float v = 0.0f;
+    for (int c = lid; c < cols; c += BT_WG) v += (x[c] - m) * (x[c] - m);
+    const float rs = 1.0f / sqrtf(wg_sum(v, red) / cols + eps);
+    for (int c = lid; c < cols; c += BT_WG) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
+    *mean = m;
+    return rs;
+}
+
+/* One row of the masked softmax by the whole block: p[j] = softmax_j(scale
+ * s[j]) over keys with km[j] != 0 (masked keys 0, no key: all 0), thread l
+ * owning keys l, l + BT_WG, ... (p may be s). Shared by softmax_fwd and
+ * softmax_dropout_fwd. */
+__device__ inline void softmax_row(float *p, const float *s, const int *km, int T, float scale,
+                                   float *red) {
+    const int lid = local_id();
+    float mx = -INFINITY;
+    for (int j = lid; j < T; j += BT_WG)
+        if (km[j] && scale * s[j] > mx) mx = scale * s[j];
+    mx = wg_max(mx, red);
+    float sum = 0.0f;
+    for (int j = lid; j < T; j += BT_WG) {
+        const float e = km[j] ? expf(scale * s[j] - mx) : 0.0f;
+        p[j] = e;
+        sum += e;
+    }
+    sum = wg_sum(sum, red);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int j = lid; j < T; j += BT_WG) p[j] *= inv;
+}
+
 #endif

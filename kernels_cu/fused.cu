@@ -84,17 +84,11 @@ residual_layernorm_fwd(float *sum, float *out, float *mean, float *rstd, const f
     const int r = group_id(), lid = local_id();
     const size_t row = (size_t)r * cols;
     float *x = sum + row, *o = out + row;
-    float s = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) {
+    for (int c = lid; c < cols; c += BT_WG) /* each thread reads back only its own */
         x[c] = join_value(y, bias, resid, row + c, cols, per_sample, first_sample, thr,
                           keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
-        s += x[c];
-    }
-    const float m = wg_sum(s, red) / cols;
-    float v = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) v += (x[c] - m) * (x[c] - m);
-    const float rs = 1.0f / sqrtf(wg_sum(v, red) / cols + eps);
-    for (int c = lid; c < cols; c += BT_WG) o[c] = (x[c] - m) * rs * gamma[c] + beta[c];
+    float m;
+    const float rs = layernorm_row(o, x, gamma, beta, cols, eps, red, &m);
     if (lid == 0) {
         mean[r] = m;
         rstd[r] = rs;
@@ -115,24 +109,10 @@ softmax_dropout_fwd(float *dropped, float *probs, const float *scores, const int
     const size_t row = (size_t)r * T, per_sample = (size_t)HT * T;
     const float *s = scores + row;
     float *p = probs + row, *pd = dropped + row;
-    const int *km = key_mask + (size_t)(r / HT) * T;
-    float mx = -INFINITY;
-    for (int j = lid; j < T; j += BT_WG)
-        if (km[j] && scale * s[j] > mx) mx = scale * s[j];
-    mx = wg_max(mx, red);
-    float total = 0.0f;
-    for (int j = lid; j < T; j += BT_WG) {
-        const float e = km[j] ? expf(scale * s[j] - mx) : 0.0f;
-        p[j] = e;
-        total += e;
-    }
-    total = wg_sum(total, red);
-    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-    for (int j = lid; j < T; j += BT_WG) {
-        p[j] *= inv;
+    softmax_row(p, s, key_mask + (size_t)(r / HT) * T, T, scale, red);
+    for (int j = lid; j < T; j += BT_WG) /* the keys this thread wrote */
         pd[j] = drop_keep(row + j, per_sample, first_sample, thr, seed_lo, seed_hi, stream_lo,
                           stream_hi) ? p[j] * keep_scale : 0.0f;
-    }
 }
 
 /* dscores = softmax_bwd(dropout(dprobs), probs), the dropout with

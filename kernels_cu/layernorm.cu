@@ -15,13 +15,8 @@ layernorm_fwd(float *out, float *mean, float *rstd, const float *x, const float 
     const int r = group_id(), lid = local_id();
     x += (size_t)r * cols;
     out += (size_t)r * cols;
-    float s = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) s += x[c];
-    const float m = wg_sum(s, red) / cols;
-    float v = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) v += (x[c] - m) * (x[c] - m);
-    const float rs = 1.0f / sqrtf(wg_sum(v, red) / cols + eps);
-    for (int c = lid; c < cols; c += BT_WG) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
+    float m;
+    const float rs = layernorm_row(out, x, gamma, beta, cols, eps, red, &m);
     if (lid == 0) {
         mean[r] = m;
         rstd[r] = rs;

@@ -15,24 +15,11 @@ __global__ void __launch_bounds__(BT_WG)
 softmax_fwd(float *probs, const float *scores, const int *key_mask, int HT, int T,
             float scale) {
     __shared__ float red[BT_WG];
-    const int r = group_id(), lid = local_id();
+    const int r = group_id();
     const size_t row = (size_t)r * T;
     const float *s = scores + row;
     float *p = probs + row;
-    const int *km = key_mask + (size_t)(r / HT) * T;
-    float mx = -INFINITY;
-    for (int j = lid; j < T; j += BT_WG)
-        if (km[j] && scale * s[j] > mx) mx = scale * s[j];
-    mx = wg_max(mx, red);
-    float sum = 0.0f;
-    for (int j = lid; j < T; j += BT_WG) {
-        const float e = km[j] ? expf(scale * s[j] - mx) : 0.0f;
-        p[j] = e;
-        sum += e;
-    }
-    sum = wg_sum(sum, red);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int j = lid; j < T; j += BT_WG) p[j] *= inv;
+    softmax_row(p, s, key_mask + (size_t)(r / HT) * T, T, scale, red);
 }
 
 /* dscores = scale * p * (dp - sum_j dp*p) per row of T.   (rows, T)

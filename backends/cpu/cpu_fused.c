@@ -85,17 +85,8 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
         cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, row);
-        float *xr = S + row;
-        join_row(xr, Y + row, bb, R + row, cols, &d, p, ks);
-        double s = 0.0;
-        for (int c = 0; c < cols; c++) s += xr[c];
-        double mu = s / cols, v = 0.0;
-        for (int c = 0; c < cols; c++) v += ((double)xr[c] - mu) * ((double)xr[c] - mu);
-        float m = (float)mu, rs = (float)(1.0 / sqrt(v / cols + eps));
-        float *o = O + row;
-        for (int c = 0; c < cols; c++) o[c] = (xr[c] - m) * rs * G[c] + Bb[c];
-        MU[r] = m;
-        RS[r] = rs;
+        join_row(S + row, Y + row, bb, R + row, cols, &d, p, ks);
+        cpu_layernorm_row(O + row, S + row, G, Bb, cols, eps, MU + r, RS + r);
     }
 }
 
@@ -113,23 +104,9 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, (size_t)r * T);
-        const int32_t *km = K + (size_t)(r / (H * T)) * T;
-        const float *s = S + (size_t)r * T;
         float *pr = P + (size_t)r * T, *pd = PD + (size_t)r * T;
-        float mx = -INFINITY;
-        for (int j = 0; j < T; j++)
-            if (km[j] && scale * s[j] > mx) mx = scale * s[j];
-        double total = 0.0;
-        for (int j = 0; j < T; j++) {
-            float e = km[j] ? expf(scale * s[j] - mx) : 0.0f;
-            pr[j] = e;
-            total += e;
-        }
-        float inv = total > 0.0 ? (float)(1.0 / total) : 0.0f;
-        for (int j = 0; j < T; j++) {
-            pr[j] *= inv;
-            pd[j] = cpu_drop_next(&d) ? pr[j] * ks : 0.0f;
-        }
+        cpu_softmax_row(pr, S + (size_t)r * T, K + (size_t)(r / (H * T)) * T, T, scale);
+        for (int j = 0; j < T; j++) pd[j] = cpu_drop_next(&d) ? pr[j] * ks : 0.0f;
     }
 }
 

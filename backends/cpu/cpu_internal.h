@@ -57,6 +57,40 @@ static inline float cpu_gelu_grad(float x) {
     return cdf + x * pdf;
 }
 
+/* LayerNorm of one row: out = (x - mean) * rstd * gamma + beta, mean and
+ * variance in double; the mean and rstd the op saves go to *mean, *rstd.
+ * Shared by layernorm_fwd and residual_layernorm_fwd. */
+static inline void cpu_layernorm_row(float *out, const float *x, const float *gamma,
+                                     const float *beta, int cols, float eps, float *mean,
+                                     float *rstd) {
+    double s = 0.0;
+    for (int c = 0; c < cols; c++) s += x[c];
+    double mu = s / cols, v = 0.0;
+    for (int c = 0; c < cols; c++) v += ((double)x[c] - mu) * ((double)x[c] - mu);
+    const float m = (float)mu, rs = (float)(1.0 / sqrt(v / cols + eps));
+    for (int c = 0; c < cols; c++) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
+    *mean = m;
+    *rstd = rs;
+}
+
+/* The masked softmax of one row: p[j] = softmax_j(scale * s[j]) over keys
+ * with km[j] != 0 (masked keys 0; no key: all 0); p may be s. Shared by
+ * softmax_fwd and softmax_dropout_fwd. */
+static inline void cpu_softmax_row(float *p, const float *s, const int32_t *km, int T,
+                                   float scale) {
+    float mx = -INFINITY;
+    for (int j = 0; j < T; j++)
+        if (km[j] && scale * s[j] > mx) mx = scale * s[j];
+    double sum = 0.0;
+    for (int j = 0; j < T; j++) {
+        const float e = km[j] ? expf(scale * s[j] - mx) : 0.0f;
+        p[j] = e;
+        sum += e;
+    }
+    const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+    for (int j = 0; j < T; j++) p[j] *= inv;
+}
+
 /* Dropout's keep decisions along a run of consecutive elements (dropout's
  * stream: one Philox block per four elements of a sample), drawing each
  * block once and dividing only at the start of the run. */

@@ -59,16 +59,8 @@ static void cpu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
     const float *X = cpu_f32(x), *G = cpu_f32(gamma), *Bb = cpu_f32(beta);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        const float *xr = X + (size_t)r * cols;
-        double s = 0.0;
-        for (int c = 0; c < cols; c++) s += xr[c];
-        double mu = s / cols, v = 0.0;
-        for (int c = 0; c < cols; c++) v += ((double)xr[c] - mu) * ((double)xr[c] - mu);
-        float m = (float)mu, rs = (float)(1.0 / sqrt(v / cols + eps));
-        float *o = O + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) o[c] = (xr[c] - m) * rs * G[c] + Bb[c];
-        MU[r] = m;
-        RS[r] = rs;
+        cpu_layernorm_row(O + (size_t)r * cols, X + (size_t)r * cols, G, Bb, cols, eps, MU + r,
+                          RS + r);
     }
 }
 
@@ -157,21 +149,8 @@ static void cpu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr 
     int rows = B * H * T;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        int b = r / (H * T);
-        const int32_t *km = K + (size_t)b * T;
-        const float *s = S + (size_t)r * T;
-        float *p = P + (size_t)r * T;
-        float mx = -INFINITY;
-        for (int j = 0; j < T; j++)
-            if (km[j] && scale * s[j] > mx) mx = scale * s[j];
-        double sum = 0.0;
-        for (int j = 0; j < T; j++) {
-            float e = km[j] ? expf(scale * s[j] - mx) : 0.0f;
-            p[j] = e;
-            sum += e;
-        }
-        float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-        for (int j = 0; j < T; j++) p[j] *= inv;
+        cpu_softmax_row(P + (size_t)r * T, S + (size_t)r * T, K + (size_t)(r / (H * T)) * T, T,
+                        scale);
     }
 }
 
