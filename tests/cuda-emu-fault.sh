@@ -37,7 +37,7 @@ mutant() {
     perl -0pi -e "$expr" "$src/$file"
     cmp -s "$file" "$src/$file" && fail "$name: the fault no longer applies to $file: update this test"
     case $file in
-    kernels_cu/*.cuh) rebuild="elementwise reduce layernorm softmax embedding xent optim cast" ;;
+    kernels_cu/*.cuh) rebuild="elementwise reduce layernorm softmax embedding xent optim cast fused" ;;
     backends/cuda/*.cuh) rebuild=$(grep -l "$(basename "$file")" backends/cuda/*.cu | sed 's|.*/||; s|\.cu$||' | tr '\n' ' ') ;;
     *) rebuild=$(basename "$file" .cu) ;;
     esac
