@@ -4,25 +4,6 @@
  * BT_COL_ROWS rows. */
 #include "cuda_launch.cuh"
 
-#include "../philox.h"
-
-/* Dropout's arguments as every fused kernel takes them (p = 0: thr 0 and
- * scale 1, which keep every element). */
-typedef struct {
-    uint32_t first_sample, thr;
-    float keep_scale;
-    uint32_t seed_lo, seed_hi, stream_lo, stream_hi;
-} drop_args;
-
-static drop_args drop_args_of(uint32_t first_sample, float p, bt_rng_key key) {
-    drop_args d = {first_sample,           philox_drop_threshold(p), 1.0f / (1.0f - p),
-                   (uint32_t)key.seed,     (uint32_t)(key.seed >> 32), (uint32_t)key.stream,
-                   (uint32_t)(key.stream >> 32)};
-    return d;
-}
-#define DROP_ARGS(d) \
-    (d).first_sample, (d).thr, (d).keep_scale, (d).seed_lo, (d).seed_hi, (d).stream_lo, (d).stream_hi
-
 static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                              int cols) {
     cu_ctx *c = cu(be);

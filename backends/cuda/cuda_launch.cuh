@@ -8,6 +8,7 @@
 
 #include "../../kernels_cu/common.cuh"
 #include "../../kernels_cu/kernels.cuh"
+#include "../philox.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +36,23 @@ static inline void check_launch(const char *kernel, const char *file, int line) 
 
 /* Launch kernel over `items` threads (rounded up to BT_WG) in blocks of
  * BT_WG on context c's stream; nothing for 0 items. */
+/* Dropout's arguments as dropout and every fused kernel take them (p = 0: thr 0 and
+ * scale 1, which keep every element). */
+typedef struct {
+    uint32_t first_sample, thr;
+    float keep_scale;
+    uint32_t seed_lo, seed_hi, stream_lo, stream_hi;
+} drop_args;
+
+static inline drop_args drop_args_of(uint32_t first_sample, float p, bt_rng_key key) {
+    drop_args d = {first_sample,           philox_drop_threshold(p), 1.0f / (1.0f - p),
+                   (uint32_t)key.seed,     (uint32_t)(key.seed >> 32), (uint32_t)key.stream,
+                   (uint32_t)(key.stream >> 32)};
+    return d;
+}
+#define DROP_ARGS(d) \
+    (d).first_sample, (d).thr, (d).keep_scale, (d).seed_lo, (d).seed_hi, (d).stream_lo, (d).stream_hi
+
 #define LAUNCH(c, kernel, items, ...)                                                 \
     do {                                                                              \
         const size_t items_ = (items);                                                \

@@ -5,7 +5,6 @@
  * reductions are in cuda_reduce.cu, the optimizers in cuda_optim.cu. */
 #include "cuda_launch.cuh"
 
-#include "../philox.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -64,12 +63,9 @@ static void cu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t p
                        uint32_t first_sample, float p, bt_rng_key key) {
     if (!n || !per_sample) return;
     cu_ctx *c = cu(be);
-    const uint32_t thr = philox_drop_threshold(p);
-    const float keep_scale = 1.0f / (1.0f - p);
     const size_t bps = (per_sample + 3) / 4, blocks = n / per_sample * bps;
-    LAUNCH(c, dropout, blocks, cu_f32(out), cu_f32(in), per_sample, bps, blocks, first_sample,
-           thr, keep_scale, (uint32_t)key.seed, (uint32_t)(key.seed >> 32), (uint32_t)key.stream,
-           (uint32_t)(key.stream >> 32));
+    const drop_args d = drop_args_of(first_sample, p, key);
+    LAUNCH(c, dropout, blocks, cu_f32(out), cu_f32(in), per_sample, bps, blocks, DROP_ARGS(d));
 }
 
 /* ================= column and row reductions ================= */

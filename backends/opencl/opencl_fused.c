@@ -3,20 +3,6 @@
  * bias_gelu_bwd takes bias_grad's two passes beyond OCL_COL_ROWS rows. */
 #include "opencl_launch.h"
 
-#include "../philox.h"
-
-/* Dropout's arguments as every fused kernel takes them: threshold, scale,
- * key (thr = 0 and scale 1 when p = 0, which keeps every element). */
-static void arg_dropout(args *a, uint32_t first_sample, float p, bt_rng_key key) {
-    arg_u(a, first_sample);
-    arg_u(a, philox_drop_threshold(p));
-    arg_f(a, 1.0f / (1.0f - p));
-    arg_u(a, (uint32_t)key.seed);
-    arg_u(a, (uint32_t)(key.seed >> 32));
-    arg_u(a, (uint32_t)key.stream);
-    arg_u(a, (uint32_t)(key.stream >> 32));
-}
-
 static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                               int cols) {
     args a = begin(be, K_bias_gelu_fwd);

@@ -7,6 +7,8 @@
 
 #include "opencl_internal.h"
 
+#include "../philox.h"
+
 #include <stdint.h>
 
 /* Arguments of one launch, set in order. */
@@ -47,6 +49,18 @@ static inline void arg_u(args *a, uint32_t v) {
 static inline void arg_ul(args *a, size_t v) {
     cl_ulong x = v;
     set(a, sizeof x, &x);
+}
+
+/* Dropout's arguments as dropout and every fused kernel take them: threshold, scale,
+ * key (thr = 0 and scale 1 when p = 0, which keeps every element). */
+static inline void arg_dropout(args *a, uint32_t first_sample, float p, bt_rng_key key) {
+    arg_u(a, first_sample);
+    arg_u(a, philox_drop_threshold(p));
+    arg_f(a, 1.0f / (1.0f - p));
+    arg_u(a, (uint32_t)key.seed);
+    arg_u(a, (uint32_t)(key.seed >> 32));
+    arg_u(a, (uint32_t)key.stream);
+    arg_u(a, (uint32_t)(key.stream >> 32));
 }
 
 /* Enqueue the kernel over `items` work-items (rounded up to BT_WG) in

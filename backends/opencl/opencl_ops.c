@@ -5,7 +5,6 @@
  * optimizers in opencl_optim.c. */
 #include "opencl_launch.h"
 
-#include "../philox.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -92,8 +91,6 @@ static void ocl_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_
 static void ocl_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
                         uint32_t first_sample, float p, bt_rng_key key) {
     if (!n || !per_sample) return;
-    const uint32_t thr = philox_drop_threshold(p);
-    const float keep_scale = 1.0f / (1.0f - p);
     const size_t bps = (per_sample + 3) / 4, blocks = n / per_sample * bps;
     args a = begin(be, K_dropout);
     arg_f32p(&a, out);
@@ -101,13 +98,7 @@ static void ocl_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
     arg_ul(&a, per_sample);
     arg_ul(&a, bps);
     arg_ul(&a, blocks);
-    arg_u(&a, first_sample);
-    arg_u(&a, thr);
-    arg_f(&a, keep_scale);
-    arg_u(&a, (uint32_t)key.seed);
-    arg_u(&a, (uint32_t)(key.seed >> 32));
-    arg_u(&a, (uint32_t)key.stream);
-    arg_u(&a, (uint32_t)(key.stream >> 32));
+    arg_dropout(&a, first_sample, p, key);
     launch(be, &a, blocks);
 }
 
