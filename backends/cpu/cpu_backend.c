@@ -135,17 +135,7 @@ static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int co
 
 static void cpu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
     (void)be;
-    float *db = cpu_f32(dbias);
-    const float *D = cpu_f32(dy);
-    int blocks = (cols + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < blocks; blk++) {
-        int c0 = blk * CPU_COL_BLOCK, c1 = c0 + CPU_COL_BLOCK < cols ? c0 + CPU_COL_BLOCK : cols;
-        float acc[CPU_COL_BLOCK] = {0};
-        for (int r = 0; r < rows; r++)
-            for (int c = c0; c < c1; c++) acc[c - c0] += D[(size_t)r * cols + c];
-        for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
-    }
+    cpu_column_sums(cpu_f32(dbias), NULL, cpu_f32(dy), NULL, NULL, NULL, rows, cols);
 }
 
 static void cpu_add(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, size_t n) {

@@ -16,43 +16,42 @@ static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
     for (int r = 0; r < rows; r++) {
         float *restrict yr = Y + (size_t)r * cols, *restrict o = O + (size_t)r * cols;
         for (int c = 0; c < cols; c++) yr[c] += bb[c];
-        for (int c = 0; c < cols; c++) o[c] = cpu_gelu(yr[c]);
+        cpu_gelu_span(o, yr, (size_t)cols);
     }
 }
 
-/* Column blocks as bias_grad: each thread owns CPU_COL_BLOCK columns and
- * walks the rows in order, writing dx as it goes. */
+/* gelu_bwd's rows, then bias_grad's column sums of the result. */
 static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
                               int rows, int cols) {
     (void)be;
-    float *DX = cpu_f32(dx), *db = cpu_f32(dbias);
+    float *DX = cpu_f32(dx);
     const float *D = cpu_f32(dout), *X = cpu_f32(x);
-    const int blocks = (cols + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
 #pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < blocks; blk++) {
-        const int c0 = blk * CPU_COL_BLOCK,
-                  c1 = c0 + CPU_COL_BLOCK < cols ? c0 + CPU_COL_BLOCK : cols;
-        float acc[CPU_COL_BLOCK] = {0};
-        for (int r = 0; r < rows; r++) {
-            const size_t row = (size_t)r * cols;
-            for (int c = c0; c < c1; c++) DX[row + c] = D[row + c] * cpu_gelu_grad(X[row + c]);
-            for (int c = c0; c < c1; c++) acc[c - c0] += DX[row + c];
-        }
-        for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
+    for (int r = 0; r < rows; r++) {
+        const size_t row = (size_t)r * cols;
+        cpu_gelu_grad_span(DX + row, D + row, X + row, (size_t)cols);
     }
+    cpu_column_sums(cpu_f32(dbias), NULL, DX, NULL, NULL, NULL, rows, cols);
 }
 
-/* sum[c] = resid[c] + dropout(y[c] + bias[c]) for one row, the dropout
- * stream d positioned at its first element. */
-static void join_row(float *sum, const float *y, const float *bias, const float *resid, int cols, cpu_drop_stream *d, float p,
-                     float keep_scale) {
-    if (p > 0.0f)
-        for (int c = 0; c < cols; c++) {
-            const float v = y[c] + bias[c];
-            sum[c] = (cpu_drop_next(d) ? v * keep_scale : 0.0f) + resid[c];
-        }
-    else
+/* sum[c] = resid[c] + dropout(y[c] + bias[c]) for one row whose first
+ * element is element i0 of the dropout stream d. */
+static void join_row(float *sum, const float *y, const float *bias, const float *resid, int cols,
+                     const cpu_drop *d, size_t i0, float p, float keep_scale) {
+    if (p <= 0.0f) {
         for (int c = 0; c < cols; c++) sum[c] = (y[c] + bias[c]) + resid[c];
+        return;
+    }
+    uint8_t keep[CPU_KEEP_RUN];
+    for (int c0 = 0; c0 < cols; c0 += CPU_KEEP_RUN) {
+        const int len = cols - c0 < CPU_KEEP_RUN ? cols - c0 : CPU_KEEP_RUN;
+        cpu_drop_keep(keep, d, i0 + (size_t)c0, (size_t)len);
+        for (int j = 0; j < len; j++) {
+            const int c = c0 + j;
+            const float v = y[c] + bias[c];
+            sum[c] = (keep[j] ? v * keep_scale : 0.0f) + resid[c];
+        }
+    }
 }
 
 static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
@@ -62,11 +61,11 @@ static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
     float *O = cpu_f32(out);
     const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid);
     const float ks = keep_scale_of(p);
+    const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
-        cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, row);
-        join_row(O + row, Y + row, bb, R + row, cols, &d, p, ks);
+        join_row(O + row, Y + row, bb, R + row, cols, &d, row, p, ks);
     }
 }
 
@@ -81,11 +80,11 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid), *G = cpu_f32(gamma),
                 *Bb = cpu_f32(beta);
     const float ks = keep_scale_of(p);
+    const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
-        cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, row);
-        join_row(S + row, Y + row, bb, R + row, cols, &d, p, ks);
+        join_row(S + row, Y + row, bb, R + row, cols, &d, row, p, ks);
         cpu_layernorm_row(O + row, S + row, G, Bb, cols, eps, MU + r, RS + r);
     }
 }
@@ -101,12 +100,12 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
     const int rows = B * H * T;
     const size_t per_sample = (size_t)H * T * T;
     const float ks = keep_scale_of(p);
+    const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, (size_t)r * T);
         float *pr = P + (size_t)r * T, *pd = PD + (size_t)r * T;
         cpu_softmax_row(pr, S + (size_t)r * T, K + (size_t)(r / (H * T)) * T, T, scale);
-        for (int j = 0; j < T; j++) pd[j] = cpu_drop_next(&d) ? pr[j] * ks : 0.0f;
+        cpu_dropout_run(pd, pr, (size_t)T, &d, (size_t)r * T, ks);
     }
 }
 
@@ -120,17 +119,14 @@ static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprob
     const int rows = B * H * T;
     const size_t per_sample = (size_t)H * T * T;
     const float ks = keep_scale_of(p);
+    const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        cpu_drop_stream d = cpu_drop_stream_at(key, first_sample, per_sample, p, (size_t)r * T);
         const float *dp = DP + (size_t)r * T, *pr = P + (size_t)r * T;
         float *ds = DS + (size_t)r * T;
+        cpu_dropout_run(ds, dp, (size_t)T, &d, (size_t)r * T, ks);
         double dot = 0.0;
-        for (int j = 0; j < T; j++) {
-            const float g = cpu_drop_next(&d) ? dp[j] * ks : 0.0f;
-            ds[j] = g;
-            dot += (double)g * pr[j];
-        }
+        for (int j = 0; j < T; j++) dot += (double)ds[j] * pr[j];
         const float fdot = (float)dot;
         for (int j = 0; j < T; j++) ds[j] = scale * pr[j] * (ds[j] - fdot);
     }

@@ -3,11 +3,10 @@
 #define BT_CPU_INTERNAL_H
 
 #include "cpu_backend.h"
+#include "cpu_math.h"
 
 #include "../common/counting.h"
 #include "../common/staged_gemm.h"
-
-#include "../philox.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -44,18 +43,20 @@ static inline uint16_t *cpu_u16(bt_ptr p) { return (uint16_t *)((char *)p.buf->d
 /* Columns per task in column-parallel gradient reductions. */
 #define CPU_COL_BLOCK 32
 
+/* Rows per chunk in two-pass column sums. */
+#define CPU_ROW_CHUNK 64
+
+/* Column sums of the rows x cols matrix D, two-pass: float partials per
+ * fixed chunk of CPU_ROW_CHUNK rows, then the chunks added in order in double
+ * (the same bits for any thread count): sum[c] += sum_r D[r][c], and where
+ * sum_xhat is given, sum_xhat[c] += sum_r D[r][c] (X[r][c] - mean[r]) rstd[r]
+ * (LayerNorm's dgamma). */
+void cpu_column_sums(float *sum, float *sum_xhat, const float *D, const float *X,
+                     const float *mean, const float *rstd, int rows, int cols);
+
 /* Deterministic sum of x[0..n) (or of its squares): per-chunk double
  * partials of CPU_REDUCE_CHUNK elements, added in chunk order. */
 double cpu_reduce_chunks(const float *x, size_t n, bool squares);
-
-/* Exact-erf GELU and its derivative, shared by gelu_fwd/bwd and the fused
- * ops so that both round alike. */
-static inline float cpu_gelu(float x) { return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)); }
-static inline float cpu_gelu_grad(float x) {
-    const float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
-    const float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
-    return cdf + x * pdf;
-}
 
 /* LayerNorm of one row: out = (x - mean) * rstd * gamma + beta, mean and
  * variance in double; the mean and rstd the op saves go to *mean, *rstd.
@@ -81,53 +82,11 @@ static inline void cpu_softmax_row(float *p, const float *s, const int32_t *km, 
     float mx = -INFINITY;
     for (int j = 0; j < T; j++)
         if (km[j] && scale * s[j] > mx) mx = scale * s[j];
+    cpu_exp_span(p, s, scale, mx, km, (size_t)T);
     double sum = 0.0;
-    for (int j = 0; j < T; j++) {
-        const float e = km[j] ? expf(scale * s[j] - mx) : 0.0f;
-        p[j] = e;
-        sum += e;
-    }
+    for (int j = 0; j < T; j++) sum += p[j];
     const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
     for (int j = 0; j < T; j++) p[j] *= inv;
-}
-
-/* Dropout's keep decisions along a run of consecutive elements (dropout's
- * stream: one Philox block per four elements of a sample), drawing each
- * block once and dividing only at the start of the run. */
-typedef struct {
-    bt_rng_key key;
-    uint32_t first_sample, thr;
-    size_t per_sample;
-    size_t s, e;  /* the sample and element of the next decision */
-    bool drawn;   /* r holds the block of (s, e) */
-    uint32_t r[4];
-} cpu_drop_stream;
-
-/* A stream for dropout with probability p over samples of per_sample
- * elements, positioned at element i (counted over all samples). */
-static inline cpu_drop_stream cpu_drop_stream_at(bt_rng_key key, uint32_t first_sample,
-                                                 size_t per_sample, float p, size_t i) {
-    cpu_drop_stream d = {key,   first_sample, philox_drop_threshold(p), per_sample,
-                         i / per_sample, i % per_sample, false, {0, 0, 0, 0}};
-    return d;
-}
-
-/* Whether the next element is kept; the stream moves on by one. */
-static inline bool cpu_drop_next(cpu_drop_stream *d) {
-    if (!d->drawn || (d->e & 3) == 0) {
-        uint32_t r[4] = {(uint32_t)(d->e >> 2), d->first_sample + (uint32_t)d->s,
-                         (uint32_t)d->key.stream, (uint32_t)(d->key.stream >> 32)};
-        philox4x32(r, (uint32_t)d->key.seed, (uint32_t)(d->key.seed >> 32));
-        memcpy(d->r, r, sizeof r);
-        d->drawn = true;
-    }
-    const bool keep = d->r[d->e & 3] >= d->thr;
-    if (++d->e == d->per_sample) { /* the next sample starts a new block */
-        d->e = 0;
-        d->s++;
-        d->drawn = false;
-    }
-    return keep;
 }
 
 /* Fill the fused ops (cpu_fused.c) into a table. */

@@ -4,8 +4,6 @@
  * column-parallel so every thread count gives the same bits. */
 #include "cpu_internal.h"
 
-#include "../philox.h"
-
 #include <math.h>
 
 static void cpu_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids, bt_ptr wte,
@@ -72,23 +70,7 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     const float *D = cpu_f32(dout), *X = cpu_f32(x), *MU = cpu_f32(mean), *RS = cpu_f32(rstd),
                 *G = cpu_f32(gamma);
     /* parameter gradients first: dx may alias dout */
-    int blocks = (cols + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < blocks; blk++) {
-        int c0 = blk * CPU_COL_BLOCK, c1 = c0 + CPU_COL_BLOCK < cols ? c0 + CPU_COL_BLOCK : cols;
-        float ag[CPU_COL_BLOCK] = {0}, ab[CPU_COL_BLOCK] = {0};
-        for (int r = 0; r < rows; r++) {
-            const float *d = D + (size_t)r * cols, *xr = X + (size_t)r * cols;
-            for (int c = c0; c < c1; c++) {
-                ag[c - c0] += d[c] * ((xr[c] - MU[r]) * RS[r]);
-                ab[c - c0] += d[c];
-            }
-        }
-        for (int c = c0; c < c1; c++) {
-            DG[c] += ag[c - c0];
-            DB[c] += ab[c - c0];
-        }
-    }
+    cpu_column_sums(DB, DG, D, X, MU, RS, rows, cols);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const float *d = D + (size_t)r * cols, *xr = X + (size_t)r * cols;
@@ -112,16 +94,24 @@ static void cpu_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
     (void)be;
     float *O = cpu_f32(out);
     const float *X = cpu_f32(x);
+    const size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) O[i] = cpu_gelu(X[i]);
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t i = k * CPU_REDUCE_CHUNK;
+        cpu_gelu_span(O + i, X + i, n - i < CPU_REDUCE_CHUNK ? n - i : CPU_REDUCE_CHUNK);
+    }
 }
 
 static void cpu_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n) {
     (void)be;
     float *DX = cpu_f32(dx);
     const float *D = cpu_f32(dout), *X = cpu_f32(x);
+    const size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) DX[i] = D[i] * cpu_gelu_grad(X[i]);
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t i = k * CPU_REDUCE_CHUNK;
+        cpu_gelu_grad_span(DX + i, D + i, X + i, n - i < CPU_REDUCE_CHUNK ? n - i : CPU_REDUCE_CHUNK);
+    }
 }
 
 static void cpu_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
@@ -175,20 +165,13 @@ static void cpu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
     (void)be;
     float *O = cpu_f32(out);
     const float *X = cpu_f32(in);
-    const uint32_t thr = philox_drop_threshold(p);
+    const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
     const float keep_scale = 1.0f / (1.0f - p);
-    /* one Philox block serves four consecutive elements of a sample */
-    const size_t blocks_per_sample = (per_sample + 3) / 4, samples = n / per_sample;
-    const size_t blocks = samples * blocks_per_sample;
+    const size_t runs = (n + CPU_KEEP_RUN - 1) / CPU_KEEP_RUN;
 #pragma omp parallel for schedule(static)
-    for (size_t blk = 0; blk < blocks; blk++) {
-        size_t s = blk / blocks_per_sample, e0 = (blk % blocks_per_sample) * 4;
-        uint32_t r[4] = {(uint32_t)(e0 >> 2), first_sample + (uint32_t)s, (uint32_t)key.stream,
-                         (uint32_t)(key.stream >> 32)};
-        philox4x32(r, (uint32_t)key.seed, (uint32_t)(key.seed >> 32));
-        size_t base = s * per_sample;
-        for (size_t e = e0; e < e0 + 4 && e < per_sample; e++)
-            O[base + e] = r[e & 3] >= thr ? X[base + e] * keep_scale : 0.0f;
+    for (size_t k = 0; k < runs; k++) {
+        const size_t i = k * CPU_KEEP_RUN;
+        cpu_dropout_run(O + i, X + i, n - i < CPU_KEEP_RUN ? n - i : CPU_KEEP_RUN, &d, i, keep_scale);
     }
 }
 
@@ -245,12 +228,9 @@ static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
                 arg = j;
             }
         const float x_y = x[y]; /* saved: d may alias x */
+        cpu_exp_span(d, x, 1.0f, mx, NULL, (size_t)V);
         double sum = 0.0;
-        for (int j = 0; j < V; j++) {
-            float e = expf(x[j] - mx);
-            d[j] = e;
-            sum += e;
-        }
+        for (int j = 0; j < V; j++) sum += d[j];
         L[r] = (float)(log(sum) + mx - x_y);
         CR[r] = arg == y ? 1.0f : 0.0f;
         LZ[r] = (float)(log(sum) + mx);

@@ -33,6 +33,56 @@ double cpu_reduce_chunks(const float *x, size_t n, bool squares) {
     return total;
 }
 
+static void *partials_alloc(size_t bytes) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "bertrain: cpu backend: out of host memory in a column reduction\n");
+        exit(1);
+    }
+    return p;
+}
+
+/* One chunk's column sums: rows r0..r1 added in order, all columns at once
+ * (contiguous, so the loop vectorises). */
+static void chunk_column_sums(float *restrict acc, float *restrict acc_xhat, const float *D,
+                              const float *X, const float *mean, const float *rstd, int r0,
+                              int r1, int cols) {
+    for (int r = r0; r < r1; r++) {
+        const float *restrict d = D + (size_t)r * cols;
+#pragma omp simd
+        for (int c = 0; c < cols; c++) acc[c] += d[c];
+        if (!acc_xhat) continue;
+        const float *restrict x = X + (size_t)r * cols;
+        const float mu = mean[r], rs = rstd[r];
+#pragma omp simd
+        for (int c = 0; c < cols; c++) acc_xhat[c] += d[c] * ((x[c] - mu) * rs);
+    }
+}
+
+void cpu_column_sums(float *sum, float *sum_xhat, const float *D, const float *X,
+                     const float *mean, const float *rstd, int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    const int chunks = (rows + CPU_ROW_CHUNK - 1) / CPU_ROW_CHUNK, parts = sum_xhat ? 2 : 1;
+    float *part = partials_alloc((size_t)chunks * parts * cols * sizeof *part);
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < chunks; ch++) {
+        const int r0 = ch * CPU_ROW_CHUNK, r1 = r0 + CPU_ROW_CHUNK < rows ? r0 + CPU_ROW_CHUNK : rows;
+        float *acc = part + (size_t)ch * parts * cols;
+        chunk_column_sums(acc, sum_xhat ? acc + cols : NULL, D, X, mean, rstd, r0, r1, cols);
+    }
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < cols; c++) {
+        double s = 0.0, sx = 0.0;
+        for (int ch = 0; ch < chunks; ch++) {
+            s += part[(size_t)ch * parts * cols + c];
+            if (sum_xhat) sx += part[(size_t)ch * parts * cols + cols + c];
+        }
+        sum[c] += (float)s;
+        if (sum_xhat) sum_xhat[c] += (float)sx;
+    }
+    free(part);
+}
+
 static double cpu_sumsq(bt_backend *be, bt_ptr x, size_t n) {
     ((cpu_ctx *)be->ctx)->count.host_reads++;
     return cpu_reduce_chunks(cpu_f32(x), n, true);

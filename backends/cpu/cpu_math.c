@@ -1,0 +1,92 @@
+/* CPU reference backend: the element-wise hot loops (GELU, exp, dropout's
+ * Philox draws) over spans, written so that GCC vectorises them, and built
+ * for AVX2 beside baseline x86-64 where the compiler supports it. Element i's
+ * result never depends on its neighbours, the vector width or the clone. */
+#include "cpu_math.h"
+
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && defined(__ELF__)
+#define CPU_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef CPU_SIMD_CLONES
+#define CPU_SIMD_CLONES
+#endif
+
+CPU_SIMD_CLONES void cpu_gelu_span(float *out, const float *x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = cpu_gelu(x[i]);
+}
+
+CPU_SIMD_CLONES void cpu_gelu_grad_span(float *dx, const float *dout, const float *x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = dout[i] * cpu_gelu_grad(x[i]);
+}
+
+CPU_SIMD_CLONES void cpu_exp_span(float *out, const float *x, float scale, float shift,
+                                  const int32_t *keep, size_t n) {
+    if (keep) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            out[i] = cpu_select(keep[i] != 0, cpu_expf(scale * x[i] - shift), 0.0f);
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) out[i] = cpu_expf(scale * x[i] - shift);
+    }
+}
+
+/* Philox blocks b0 .. b0+nb-1 of one sample, block b's four words at
+ * w[4b .. 4b+3]: philox4x32 of philox.h, lane by lane. */
+enum { DROP_BLOCKS = 64 };
+CPU_SIMD_CLONES static void philox_blocks(uint32_t w[4 * DROP_BLOCKS], uint32_t b0, int nb,
+                                          uint32_t sample, bt_rng_key key) {
+#pragma omp simd
+    for (int b = 0; b < nb; b++) {
+        uint32_t c0 = b0 + (uint32_t)b, c1 = sample, c2 = (uint32_t)key.stream,
+                 c3 = (uint32_t)(key.stream >> 32);
+        uint32_t k0 = (uint32_t)key.seed, k1 = (uint32_t)(key.seed >> 32);
+        for (int round = 0; round < 10; round++) {
+            const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+            const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+            c1 = (uint32_t)p1;
+            c3 = (uint32_t)p0;
+            c0 = n0;
+            c2 = n2;
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        w[4 * b] = c0, w[4 * b + 1] = c1, w[4 * b + 2] = c2, w[4 * b + 3] = c3;
+    }
+}
+
+CPU_SIMD_CLONES void cpu_drop_keep(uint8_t *keep, const cpu_drop *d, size_t i0, size_t n) {
+    const size_t per_sample = d->per_sample;
+    uint32_t w[4 * DROP_BLOCKS];
+    size_t done = 0;
+    while (done < n) {
+        const size_t i = i0 + done, s = i / per_sample, e = i % per_sample;
+        size_t run = per_sample - e; /* this sample's elements, at most DROP_BLOCKS blocks */
+        if (run > n - done) run = n - done;
+        const size_t b0 = e >> 2, b_end = (e + run - 1) / 4 + 1;
+        const int nb = (int)(b_end - b0 < DROP_BLOCKS ? b_end - b0 : DROP_BLOCKS);
+        if (run > (b0 + nb) * 4 - e) run = (b0 + nb) * 4 - e;
+        philox_blocks(w, (uint32_t)b0, nb, d->first_sample + (uint32_t)s, d->key);
+        const uint32_t *draw = w + (e - 4 * b0), thr = d->thr;
+        uint8_t *k = keep + done;
+#pragma omp simd
+        for (size_t j = 0; j < run; j++) k[j] = draw[j] >= thr;
+        done += run;
+    }
+}
+
+CPU_SIMD_CLONES void cpu_dropout_run(float *out, const float *in, size_t n, const cpu_drop *d, size_t i0,
+                     float keep_scale) {
+    uint8_t keep[CPU_KEEP_RUN];
+    for (size_t k = 0; k < n; k += CPU_KEEP_RUN) {
+        const size_t len = n - k < CPU_KEEP_RUN ? n - k : CPU_KEEP_RUN;
+        cpu_drop_keep(keep, d, i0 + k, len);
+        #pragma omp simd
+        for (size_t j = 0; j < len; j++)
+            out[k + j] = cpu_select(keep[j] != 0, in[k + j] * keep_scale, 0.0f);
+    }
+}
