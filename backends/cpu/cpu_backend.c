@@ -91,9 +91,25 @@ static void cpu_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
 
 /* OpenBLAS splits a GEMM by its own thread count, and the bits of C change
  * with the split. So BLAS runs single-threaded (bt_cpu_backend_create) on a
- * fixed grid of C tiles that OpenMP spreads over the threads: a tile's bits
- * depend on the shapes only, never on the thread count. */
-enum { GEMM_TILE_ROWS = 64, GEMM_TILE_COLS = 256 };
+ * grid of C tiles that OpenMP spreads over the threads; the grid follows from
+ * the shapes alone, so a tile's bits never depend on the thread count.
+ * 128 x 512 tiles run 10-30% faster than 64 x 256 at BERT's shapes on 2
+ * threads (each tile repacks its panels: docs/PERFORMANCE.md); a GEMM with
+ * fewer than GEMM_MIN_TILES tiles gets narrower, then shorter ones, so that
+ * many threads still share it. */
+enum { GEMM_TILE_ROWS = 128, GEMM_TILE_COLS = 512, GEMM_MIN_TILES = 16 };
+
+static long tile_count(int m, int n, int batch, int rows, int cols) {
+    return (long)((m + rows - 1) / rows) * ((n + cols - 1) / cols) * batch;
+}
+
+/* The tile shape of an m x n GEMM repeated batch times. */
+static void gemm_tiles(int m, int n, int batch, int *rows, int *cols) {
+    *rows = GEMM_TILE_ROWS;
+    *cols = GEMM_TILE_COLS;
+    while (*cols > 128 && tile_count(m, n, batch, *rows, *cols) < GEMM_MIN_TILES) *cols /= 2;
+    while (*rows > 32 && tile_count(m, n, batch, *rows, *cols) < GEMM_MIN_TILES) *rows /= 2;
+}
 
 static void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb, float beta,
@@ -105,16 +121,18 @@ static void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, floa
     }
     const float *A = cpu_f32(a), *B = cpu_f32(b);
     float *C = cpu_f32(c);
-    const long row_tiles = (m + GEMM_TILE_ROWS - 1) / GEMM_TILE_ROWS,
-               col_tiles = (n + GEMM_TILE_COLS - 1) / GEMM_TILE_COLS,
+    int tile_rows, tile_cols;
+    gemm_tiles(m, n, batch, &tile_rows, &tile_cols);
+    const long row_tiles = (m + tile_rows - 1) / tile_rows,
+               col_tiles = (n + tile_cols - 1) / tile_cols,
                per_matrix = row_tiles * col_tiles, tiles = per_matrix * batch;
 #pragma omp parallel for schedule(static) if (tiles > 1)
     for (long t = 0; t < tiles; t++) {
         const long i = t / per_matrix;
-        const int r0 = (int)(t % per_matrix / col_tiles) * GEMM_TILE_ROWS,
-                  c0 = (int)(t % col_tiles) * GEMM_TILE_COLS;
-        const int rows = m - r0 < GEMM_TILE_ROWS ? m - r0 : GEMM_TILE_ROWS,
-                  cols = n - c0 < GEMM_TILE_COLS ? n - c0 : GEMM_TILE_COLS;
+        const int r0 = (int)(t % per_matrix / col_tiles) * tile_rows,
+                  c0 = (int)(t % col_tiles) * tile_cols;
+        const int rows = m - r0 < tile_rows ? m - r0 : tile_rows,
+                  cols = n - c0 < tile_cols ? n - c0 : tile_cols;
         /* rows r0.. of op(A) and columns c0.. of op(B) */
         const float *a_tile = A + i * sa + (ta ? r0 : (long)r0 * lda),
                     *b_tile = B + i * sb + (tb ? (long)c0 * ldb : c0);
