@@ -19,7 +19,7 @@ static inline void moments(float g, float *m, float *v, float beta1, float beta2
 static void adamw(float *W, const float *G, float *M, float *V, size_t n, float lr, float beta1,
                   float beta2, float eps, float wd, float bc1, float bc2) {
     const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float mi, vi;
         moments(G[i], &M[i], &V[i], beta1, beta2, &mi, &vi);
@@ -30,7 +30,7 @@ static void adamw(float *W, const float *G, float *M, float *V, size_t n, float 
 /* LAMB's first half on n elements: moments, then the update direction U. */
 static void lamb_direction(float *U, const float *W, const float *G, float *M, float *V, size_t n,
                            float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float mi, vi;
         moments(G[i], &M[i], &V[i], beta1, beta2, &mi, &vi);
