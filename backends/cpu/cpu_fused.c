@@ -125,9 +125,7 @@ static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprob
         const float *dp = DP + (size_t)r * T, *pr = P + (size_t)r * T;
         float *ds = DS + (size_t)r * T;
         cpu_dropout_run(ds, dp, (size_t)T, &d, (size_t)r * T, ks);
-        double dot = 0.0;
-        for (int j = 0; j < T; j++) dot += (double)ds[j] * pr[j];
-        const float fdot = (float)dot;
+        const float fdot = (float)cpu_lane_dot(ds, pr, (size_t)T);
         for (int j = 0; j < T; j++) ds[j] = scale * pr[j] * (ds[j] - fdot);
     }
 }

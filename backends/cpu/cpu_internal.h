@@ -64,10 +64,8 @@ double cpu_reduce_chunks(const float *x, size_t n, bool squares);
 static inline void cpu_layernorm_row(float *out, const float *x, const float *gamma,
                                      const float *beta, int cols, float eps, float *mean,
                                      float *rstd) {
-    double s = 0.0;
-    for (int c = 0; c < cols; c++) s += x[c];
-    double mu = s / cols, v = 0.0;
-    for (int c = 0; c < cols; c++) v += ((double)x[c] - mu) * ((double)x[c] - mu);
+    const double mu = cpu_lane_sum(x, (size_t)cols) / cols,
+                 v = cpu_lane_sq_dev(x, mu, (size_t)cols);
     const float m = (float)mu, rs = (float)(1.0 / sqrt(v / cols + eps));
     for (int c = 0; c < cols; c++) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
     *mean = m;
@@ -83,8 +81,7 @@ static inline void cpu_softmax_row(float *p, const float *s, const int32_t *km, 
     for (int j = 0; j < T; j++)
         if (km[j] && scale * s[j] > mx) mx = scale * s[j];
     cpu_exp_span(p, s, scale, mx, km, (size_t)T);
-    double sum = 0.0;
-    for (int j = 0; j < T; j++) sum += p[j];
+    const double sum = cpu_lane_sum(p, (size_t)T);
     const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
     for (int j = 0; j < T; j++) p[j] *= inv;
 }

@@ -35,6 +35,54 @@ CPU_SIMD_CLONES void cpu_exp_span(float *out, const float *x, float scale, float
     }
 }
 
+/* The lane sums: TERM(i) is element i's double term. */
+#define LANE_SUM(TERM)                                                                            \
+    double acc[CPU_LANES] = {0};                                                                  \
+    size_t i0 = 0;                                                                                \
+    for (; i0 + CPU_LANES <= n; i0 += CPU_LANES) {                                                \
+        _Pragma("omp simd") for (size_t l = 0; l < CPU_LANES; l++) {                              \
+            const size_t i = i0 + l;                                                              \
+            acc[l] += (TERM);                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    for (size_t i = i0; i < n; i++) acc[i % CPU_LANES] += (TERM);                                 \
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+
+CPU_SIMD_CLONES double cpu_lane_sum(const float *x, size_t n) { LANE_SUM((double)x[i]); }
+
+CPU_SIMD_CLONES double cpu_lane_sumsq(const float *x, size_t n) {
+    LANE_SUM((double)x[i] * x[i]);
+}
+
+CPU_SIMD_CLONES double cpu_lane_dot(const float *a, const float *b, size_t n) {
+    LANE_SUM((double)a[i] * b[i]);
+}
+
+CPU_SIMD_CLONES double cpu_lane_sq_dev(const float *x, double mu, size_t n) {
+    LANE_SUM(((double)x[i] - mu) * ((double)x[i] - mu));
+}
+
+CPU_SIMD_CLONES void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu,
+                                     float rstd, size_t n, double *sd, double *sdx) {
+    double a[CPU_LANES] = {0}, b[CPU_LANES] = {0};
+    size_t i0 = 0;
+    for (; i0 + CPU_LANES <= n; i0 += CPU_LANES) {
+#pragma omp simd
+        for (size_t l = 0; l < CPU_LANES; l++) {
+            const double dn = (double)d[i0 + l] * g[i0 + l];
+            a[l] += dn;
+            b[l] += dn * ((x[i0 + l] - mu) * rstd);
+        }
+    }
+    for (size_t i = i0; i < n; i++) {
+        const double dn = (double)d[i] * g[i];
+        a[i % CPU_LANES] += dn;
+        b[i % CPU_LANES] += dn * ((x[i] - mu) * rstd);
+    }
+    *sd = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    *sdx = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+}
+
 /* Philox blocks b0 .. b0+nb-1 of one sample, block b's four words at
  * w[4b .. 4b+3]: philox4x32 of philox.h, lane by lane. */
 enum { DROP_BLOCKS = 64 };

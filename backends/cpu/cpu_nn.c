@@ -75,12 +75,8 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     for (int r = 0; r < rows; r++) {
         const float *d = D + (size_t)r * cols, *xr = X + (size_t)r * cols;
         float mu = MU[r], rs = RS[r];
-        double sd = 0.0, sdx = 0.0;
-        for (int c = 0; c < cols; c++) {
-            double dn = (double)d[c] * G[c];
-            sd += dn;
-            sdx += dn * ((xr[c] - mu) * rs);
-        }
+        double sd, sdx;
+        cpu_lane_ln_bwd(d, G, xr, mu, rs, (size_t)cols, &sd, &sdx);
         float mean_d = (float)(sd / cols), mean_dx = (float)(sdx / cols);
         float *o = DX + (size_t)r * cols;
         for (int c = 0; c < cols; c++) {
@@ -152,9 +148,7 @@ static void cpu_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_pt
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const float *dp = DP + (size_t)r * T, *p = P + (size_t)r * T;
-        double dot = 0.0;
-        for (int j = 0; j < T; j++) dot += (double)dp[j] * p[j];
-        float fdot = (float)dot;
+        const float fdot = (float)cpu_lane_dot(dp, p, (size_t)T);
         float *ds = DS + (size_t)r * T;
         for (int j = 0; j < T; j++) ds[j] = scale * p[j] * (dp[j] - fdot);
     }
@@ -229,8 +223,7 @@ static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
             }
         const float x_y = x[y]; /* saved: d may alias x */
         cpu_exp_span(d, x, 1.0f, mx, NULL, (size_t)V);
-        double sum = 0.0;
-        for (int j = 0; j < V; j++) sum += d[j];
+        const double sum = cpu_lane_sum(d, (size_t)V);
         L[r] = (float)(log(sum) + mx - x_y);
         CR[r] = arg == y ? 1.0f : 0.0f;
         LZ[r] = (float)(log(sum) + mx);

@@ -20,12 +20,7 @@ double cpu_reduce_chunks(const float *x, size_t n, bool squares) {
 #pragma omp parallel for schedule(static)
     for (size_t ch = 0; ch < chunks; ch++) {
         size_t i0 = ch * CPU_REDUCE_CHUNK, i1 = i0 + CPU_REDUCE_CHUNK < n ? i0 + CPU_REDUCE_CHUNK : n;
-        double s = 0.0;
-        if (squares)
-            for (size_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
-        else
-            for (size_t i = i0; i < i1; i++) s += x[i];
-        part[ch] = s;
+        part[ch] = squares ? cpu_lane_sumsq(x + i0, i1 - i0) : cpu_lane_sum(x + i0, i1 - i0);
     }
     double total = 0.0;
     for (size_t ch = 0; ch < chunks; ch++) total += part[ch];
