@@ -15,6 +15,7 @@ static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         float *restrict yr = Y + (size_t)r * cols, *restrict o = O + (size_t)r * cols;
+#pragma omp simd
         for (int c = 0; c < cols; c++) yr[c] += bb[c];
         cpu_gelu_span(o, yr, (size_t)cols);
     }
@@ -46,10 +47,11 @@ static void join_row(float *sum, const float *y, const float *bias, const float 
     for (int c0 = 0; c0 < cols; c0 += CPU_KEEP_RUN) {
         const int len = cols - c0 < CPU_KEEP_RUN ? cols - c0 : CPU_KEEP_RUN;
         cpu_drop_keep(keep, d, i0 + (size_t)c0, (size_t)len);
+#pragma omp simd
         for (int j = 0; j < len; j++) {
             const int c = c0 + j;
             const float v = y[c] + bias[c];
-            sum[c] = (keep[j] ? v * keep_scale : 0.0f) + resid[c];
+            sum[c] = cpu_select(keep[j] != 0, v * keep_scale, 0.0f) + resid[c];
         }
     }
 }

@@ -67,6 +67,7 @@ static inline void cpu_layernorm_row(float *out, const float *x, const float *ga
     const double mu = cpu_lane_sum(x, (size_t)cols) / cols,
                  v = cpu_lane_sq_dev(x, mu, (size_t)cols);
     const float m = (float)mu, rs = (float)(1.0 / sqrt(v / cols + eps));
+#pragma omp simd
     for (int c = 0; c < cols; c++) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
     *mean = m;
     *rstd = rs;

@@ -79,6 +79,7 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
         cpu_lane_ln_bwd(d, G, xr, mu, rs, (size_t)cols, &sd, &sdx);
         float mean_d = (float)(sd / cols), mean_dx = (float)(sdx / cols);
         float *o = DX + (size_t)r * cols;
+#pragma omp simd
         for (int c = 0; c < cols; c++) {
             float xhat = (xr[c] - mu) * rs;
             o[c] = rs * (d[c] * G[c] - mean_d - xhat * mean_dx);
@@ -177,7 +178,7 @@ static void cpu_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, 
     const int32_t *I = cpu_i32(idx);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n_idx; i++)
-        for (int c = 0; c < cols; c++) O[(size_t)i * cols + c] = S[(size_t)I[i] * cols + c];
+        memcpy(O + (size_t)i * cols, S + (size_t)I[i] * cols, (size_t)cols * sizeof *O);
 }
 
 static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
