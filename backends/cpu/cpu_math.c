@@ -4,7 +4,8 @@
  * result never depends on its neighbours, the vector width or the clone. */
 #include "cpu_math.h"
 
-#if defined(__x86_64__) && defined(__has_attribute)
+/* BT_CPU_MATH_NO_CLONES: tests/c/test_cpu_simd.c's plain scalar copy */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(BT_CPU_MATH_NO_CLONES)
 #if __has_attribute(target_clones) && defined(__ELF__)
 #define CPU_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
