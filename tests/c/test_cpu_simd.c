@@ -102,14 +102,14 @@ static int same_double(double a, double b) { return !memcmp(&a, &b, sizeof a) ||
     }
 
 static void test_elementwise(void) {
-    float *x = malloc(N * sizeof *x), *d = malloc(N * sizeof *d), *a = malloc(N * sizeof *a),
-          *b = malloc(N * sizeof *b);
-    int32_t *keep = malloc(N * sizeof *keep);
-    fill_inputs(x, N, 12.0f);
-    fill_inputs(d, N, 3.0f);
-    float *f = malloc(N * sizeof *f); /* finite, for sums that mean something */
-    for (size_t i = 0; i < N; i++) f[i] = uniform(-3.0f, 3.0f);
-    for (size_t i = 0; i < N; i++) keep[i] = (int32_t)(next_u32() % 3 == 0 ? 0 : next_u32());
+    float *x = malloc((N + 4) * sizeof *x), *d = malloc((N + 4) * sizeof *d), *a = malloc((N + 4) * sizeof *a),
+          *b = malloc((N + 4) * sizeof *b);
+    int32_t *keep = malloc((N + 4) * sizeof *keep);
+    fill_inputs(x, N + 4, 12.0f);
+    fill_inputs(d, N + 4, 3.0f);
+    float *f = malloc((N + 4) * sizeof *f); /* finite, for sums that mean something */
+    for (size_t i = 0; i < N + 4; i++) f[i] = uniform(-3.0f, 3.0f);
+    for (size_t i = 0; i < N + 4; i++) keep[i] = (int32_t)(next_u32() % 3 == 0 ? 0 : next_u32());
     int ok = 1;
     EACH_SPAN(cpu_gelu_span(a, x + off, len); scalar_gelu_span(b, x + off, len);
               ok &= same_bits(a, b, len));
