@@ -102,14 +102,15 @@ static int same_double(double a, double b) { return !memcmp(&a, &b, sizeof a) ||
     }
 
 static void test_elementwise(void) {
-    float *x = malloc((N + 4) * sizeof *x), *d = malloc((N + 4) * sizeof *d), *a = malloc((N + 4) * sizeof *a),
-          *b = malloc((N + 4) * sizeof *b);
-    int32_t *keep = malloc((N + 4) * sizeof *keep);
-    fill_inputs(x, N + 4, 12.0f);
-    fill_inputs(d, N + 4, 3.0f);
-    float *f = malloc((N + 4) * sizeof *f); /* finite, for sums that mean something */
-    for (size_t i = 0; i < N + 4; i++) f[i] = uniform(-3.0f, 3.0f);
-    for (size_t i = 0; i < N + 4; i++) keep[i] = (int32_t)(next_u32() % 3 == 0 ? 0 : next_u32());
+    const size_t room = N + 4; /* the shifted reads go up to 1 past N */
+    float *x = malloc(room * sizeof *x), *d = malloc(room * sizeof *d),
+          *a = malloc(room * sizeof *a), *b = malloc(room * sizeof *b);
+    int32_t *keep = malloc(room * sizeof *keep);
+    fill_inputs(x, room, 12.0f);
+    fill_inputs(d, room, 3.0f);
+    float *f = malloc(room * sizeof *f); /* finite, for sums that mean something */
+    for (size_t i = 0; i < room; i++) f[i] = uniform(-3.0f, 3.0f);
+    for (size_t i = 0; i < room; i++) keep[i] = (int32_t)(next_u32() % 3 == 0 ? 0 : next_u32());
     int ok = 1;
     EACH_SPAN(cpu_gelu_span(a, x + off, len); scalar_gelu_span(b, x + off, len);
               ok &= same_bits(a, b, len));
