@@ -37,23 +37,21 @@ CPU_SIMD_CLONES void cpu_exp_span(float *out, const float *x, float scale, float
 }
 
 /* The lane sums: TERM(i) is element i's double term. */
-#define LANE_SUM(TERM)                                                                            \
-    double acc[CPU_LANES] = {0};                                                                  \
-    size_t i0 = 0;                                                                                \
-    for (; i0 + CPU_LANES <= n; i0 += CPU_LANES) {                                                \
-        _Pragma("omp simd") for (size_t l = 0; l < CPU_LANES; l++) {                              \
-            const size_t i = i0 + l;                                                              \
-            acc[l] += (TERM);                                                                     \
-        }                                                                                         \
-    }                                                                                             \
-    for (size_t i = i0; i < n; i++) acc[i % CPU_LANES] += (TERM);                                 \
+#define LANE_SUM(TERM)                                                                             \
+    double acc[CPU_LANES] = {0};                                                                   \
+    size_t i0 = 0;                                                                                 \
+    for (; i0 + CPU_LANES <= n; i0 += CPU_LANES) {                                                 \
+        _Pragma("omp simd") for (size_t l = 0; l < CPU_LANES; l++) {                               \
+            const size_t i = i0 + l;                                                               \
+            acc[l] += (TERM);                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    for (size_t i = i0; i < n; i++) acc[i % CPU_LANES] += (TERM);                                  \
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 
 CPU_SIMD_CLONES double cpu_lane_sum(const float *x, size_t n) { LANE_SUM((double)x[i]); }
 
-CPU_SIMD_CLONES double cpu_lane_sumsq(const float *x, size_t n) {
-    LANE_SUM((double)x[i] * x[i]);
-}
+CPU_SIMD_CLONES double cpu_lane_sumsq(const float *x, size_t n) { LANE_SUM((double)x[i] * x[i]); }
 
 CPU_SIMD_CLONES double cpu_lane_dot(const float *a, const float *b, size_t n) {
     LANE_SUM((double)a[i] * b[i]);
@@ -128,13 +126,13 @@ CPU_SIMD_CLONES void cpu_drop_keep(uint8_t *keep, const cpu_drop *d, size_t i0, 
     }
 }
 
-CPU_SIMD_CLONES void cpu_dropout_run(float *out, const float *in, size_t n, const cpu_drop *d, size_t i0,
-                     float keep_scale) {
+CPU_SIMD_CLONES void cpu_dropout_run(float *out, const float *in, size_t n, const cpu_drop *d,
+                                     size_t i0, float keep_scale) {
     uint8_t keep[CPU_KEEP_RUN];
     for (size_t k = 0; k < n; k += CPU_KEEP_RUN) {
         const size_t len = n - k < CPU_KEEP_RUN ? n - k : CPU_KEEP_RUN;
         cpu_drop_keep(keep, d, i0 + k, len);
-        #pragma omp simd
+#pragma omp simd
         for (size_t j = 0; j < len; j++)
             out[k + j] = cpu_select(keep[j] != 0, in[k + j] * keep_scale, 0.0f);
     }

@@ -16,8 +16,8 @@
 #include "../philox.h"
 
 #include <math.h>
-#include <stddef.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -142,8 +142,8 @@ double cpu_lane_sq_dev(const float *x, double mu, size_t n);
 
 /* LayerNorm backward's row sums: *sd = sum_i d[i] g[i] and *sdx = sum_i
  * d[i] g[i] xhat[i], xhat[i] = (x[i] - mu) rstd in float, in double lanes. */
-void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu, float rstd,
-                     size_t n, double *sd, double *sdx);
+void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu, float rstd, size_t n,
+                     double *sd, double *sdx);
 
 /* A dropout call's stream: samples of per_sample elements from first_sample
  * on, one Philox block per four elements of a sample; an element is kept when

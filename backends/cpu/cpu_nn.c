@@ -107,7 +107,8 @@ static void cpu_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < chunks; k++) {
         const size_t i = k * CPU_REDUCE_CHUNK;
-        cpu_gelu_grad_span(DX + i, D + i, X + i, n - i < CPU_REDUCE_CHUNK ? n - i : CPU_REDUCE_CHUNK);
+        const size_t len = n - i < CPU_REDUCE_CHUNK ? n - i : CPU_REDUCE_CHUNK;
+        cpu_gelu_grad_span(DX + i, D + i, X + i, len);
     }
 }
 
@@ -166,7 +167,8 @@ static void cpu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < runs; k++) {
         const size_t i = k * CPU_KEEP_RUN;
-        cpu_dropout_run(O + i, X + i, n - i < CPU_KEEP_RUN ? n - i : CPU_KEEP_RUN, &d, i, keep_scale);
+        const size_t len = n - i < CPU_KEEP_RUN ? n - i : CPU_KEEP_RUN;
+        cpu_dropout_run(O + i, X + i, len, &d, i, keep_scale);
     }
 }
 

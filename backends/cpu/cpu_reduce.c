@@ -19,7 +19,8 @@ double cpu_reduce_chunks(const float *x, size_t n, bool squares) {
     }
 #pragma omp parallel for schedule(static)
     for (size_t ch = 0; ch < chunks; ch++) {
-        size_t i0 = ch * CPU_REDUCE_CHUNK, i1 = i0 + CPU_REDUCE_CHUNK < n ? i0 + CPU_REDUCE_CHUNK : n;
+        const size_t i0 = ch * CPU_REDUCE_CHUNK,
+                     i1 = i0 + CPU_REDUCE_CHUNK < n ? i0 + CPU_REDUCE_CHUNK : n;
         part[ch] = squares ? cpu_lane_sumsq(x + i0, i1 - i0) : cpu_lane_sum(x + i0, i1 - i0);
     }
     double total = 0.0;
@@ -61,7 +62,8 @@ void cpu_column_sums(float *sum, float *sum_xhat, const float *D, const float *X
     float *part = partials_alloc((size_t)chunks * parts * cols * sizeof *part);
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < chunks; ch++) {
-        const int r0 = ch * CPU_ROW_CHUNK, r1 = r0 + CPU_ROW_CHUNK < rows ? r0 + CPU_ROW_CHUNK : rows;
+        const int r0 = ch * CPU_ROW_CHUNK,
+                  r1 = r0 + CPU_ROW_CHUNK < rows ? r0 + CPU_ROW_CHUNK : rows;
         float *acc = part + (size_t)ch * parts * cols;
         chunk_column_sums(acc, sum_xhat ? acc + cols : NULL, D, X, mean, rstd, r0, r1, cols);
     }

@@ -39,8 +39,8 @@ double cpu_lane_sum(const float *x, size_t n);
 double cpu_lane_sumsq(const float *x, size_t n);
 double cpu_lane_dot(const float *a, const float *b, size_t n);
 double cpu_lane_sq_dev(const float *x, double mu, size_t n);
-void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu, float rstd,
-                     size_t n, double *sd, double *sdx);
+void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu, float rstd, size_t n,
+                     double *sd, double *sdx);
 void cpu_drop_keep(uint8_t *keep, const cpu_drop *d, size_t i0, size_t n);
 void cpu_dropout_run(float *out, const float *in, size_t n, const cpu_drop *d, size_t i0,
                      float keep_scale);
@@ -64,18 +64,35 @@ static uint32_t next_u32(void) { /* xorshift64*: the test's own stream */
     rng_state ^= rng_state >> 27;
     return (uint32_t)((rng_state * 2685821657736338717ull) >> 32);
 }
-static float uniform(float lo, float hi) { return lo + (hi - lo) * (float)(next_u32() >> 8) / 16777216.0f; }
+static float uniform(float lo, float hi) {
+    return lo + (hi - lo) * (float)(next_u32() >> 8) / 16777216.0f;
+}
 
 /* Inputs: a third anywhere in float's range (random bits), a third in
  * [-range, range], and special values spread through. */
 static void fill_inputs(float *x, size_t n, float range) {
-    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f,
-                                    0.9f * 1.41421356f, -0.9f * 1.41421356f, 10.0f * 1.41421356f,
-                                    -87.33f, -87.34f, 88.0f, 88.01f, 1e30f, -1e30f};
+    static const float special[] = {0.0f,
+                                    -0.0f,
+                                    INFINITY,
+                                    -INFINITY,
+                                    NAN,
+                                    1e-40f,
+                                    -1e-40f,
+                                    0.9f * 1.41421356f,
+                                    -0.9f * 1.41421356f,
+                                    10.0f * 1.41421356f,
+                                    -87.33f,
+                                    -87.34f,
+                                    88.0f,
+                                    88.01f,
+                                    1e30f,
+                                    -1e30f};
     for (size_t i = 0; i < n; i++) {
         const uint32_t r = next_u32();
-        if (i % 3 == 0) memcpy(&x[i], &r, sizeof r);
-        else x[i] = uniform(-range, range);
+        if (i % 3 == 0)
+            memcpy(&x[i], &r, sizeof r);
+        else
+            x[i] = uniform(-range, range);
         if (i % 97 == 0) x[i] = special[(i / 97) % (sizeof special / sizeof special[0])];
     }
 }
@@ -88,17 +105,19 @@ static int same_bits(const float *a, const float *b, size_t n) {
         if (memcmp(&a[i], &b[i], sizeof a[i]) && !(isnan(a[i]) && isnan(b[i]))) return 0;
     return 1;
 }
-static int same_double(double a, double b) { return !memcmp(&a, &b, sizeof a) || (isnan(a) && isnan(b)); }
+static int same_double(double a, double b) {
+    return !memcmp(&a, &b, sizeof a) || (isnan(a) && isnan(b));
+}
 
 /* Every length 0..67 at offsets 0..3, then the whole array. */
-#define EACH_SPAN(...)                                                                           \
-    for (size_t len = 0; len <= 67; len++)                                                        \
-        for (size_t off = 0; off < 4; off++) {                                                    \
-            __VA_ARGS__;                                                                          \
-        }                                                                                         \
-    {                                                                                             \
-        const size_t len = N, off = 0;                                                            \
-        __VA_ARGS__;                                                                              \
+#define EACH_SPAN(...)                                                                             \
+    for (size_t len = 0; len <= 67; len++)                                                         \
+        for (size_t off = 0; off < 4; off++) {                                                     \
+            __VA_ARGS__;                                                                           \
+        }                                                                                          \
+    {                                                                                              \
+        const size_t len = N, off = 0;                                                             \
+        __VA_ARGS__;                                                                               \
     }
 
 static void test_elementwise(void) {
@@ -129,8 +148,10 @@ static void test_elementwise(void) {
     ok = 1;
     EACH_SPAN(double s1 = cpu_lane_sum(d + off, len), s2 = scalar_lane_sum(d + off, len);
               double q1 = cpu_lane_sumsq(d + off, len), q2 = scalar_lane_sumsq(d + off, len);
-              double t1 = cpu_lane_dot(d + off, x + off, len), t2 = scalar_lane_dot(d + off, x + off, len);
-              double v1 = cpu_lane_sq_dev(d + off, 0.25, len), v2 = scalar_lane_sq_dev(d + off, 0.25, len);
+              double t1 = cpu_lane_dot(d + off, x + off, len),
+              t2 = scalar_lane_dot(d + off, x + off, len);
+              double v1 = cpu_lane_sq_dev(d + off, 0.25, len),
+              v2 = scalar_lane_sq_dev(d + off, 0.25, len);
               double l1, l2, m1, m2; cpu_lane_ln_bwd(d + off, x, d, 0.5f, 1.5f, len, &l1, &m1);
               scalar_lane_ln_bwd(d + off, x, d, 0.5f, 1.5f, len, &l2, &m2);
               ok &= same_double(s1, s2) && same_double(q1, q2) && same_double(t1, t2) &&
@@ -139,7 +160,8 @@ static void test_elementwise(void) {
     ok = 1;
     EACH_SPAN(double s1 = cpu_lane_sum(f + off, len), s2 = scalar_lane_sum(f + off, len);
               double t1 = cpu_lane_dot(f + off, f, len), t2 = scalar_lane_dot(f + off, f, len);
-              double v1 = cpu_lane_sq_dev(f + off, 0.25, len), v2 = scalar_lane_sq_dev(f + off, 0.25, len);
+              double v1 = cpu_lane_sq_dev(f + off, 0.25, len),
+              v2 = scalar_lane_sq_dev(f + off, 0.25, len);
               double l1, l2, m1, m2; cpu_lane_ln_bwd(f + off, f, f + 1, 0.5f, 1.5f, len, &l1, &m1);
               scalar_lane_ln_bwd(f + off, f, f + 1, 0.5f, 1.5f, len, &l2, &m2);
               ok &= !memcmp(&s1, &s2, 8) && !memcmp(&t1, &t2, 8) && !memcmp(&v1, &v2, 8) &&
@@ -161,7 +183,8 @@ static void test_accuracy(void) {
         if (fabs(gelu) > 1e-30) worst_gelu = fmax(worst_gelu, fabs(r - gelu) / fabs(gelu));
         const float one = 1.0f;
         cpu_gelu_grad_span(&r, &one, &g, 1);
-        worst_grad = fmax(worst_grad, fabs(r - (cdf + G * exp(-G * G / 2) / sqrt(2 * 3.14159265358979323846))));
+        worst_grad = fmax(worst_grad,
+                          fabs(r - (cdf + G * exp(-G * G / 2) / sqrt(2 * 3.14159265358979323846))));
     }
     printf("     exp rel %.3g, gelu rel %.3g (x in [-9, 9]), gelu' abs %.3g\n", worst_exp,
            worst_gelu, worst_grad);
@@ -177,7 +200,8 @@ static void test_accuracy(void) {
           "gelu(NaN, inf, -inf, 0, -0) = NaN, inf, NaN (-inf * 0, as erf's form), 0, 0");
     const float big[] = {-100.0f, 89.0f, NAN};
     cpu_exp_span(r, big, 1.0f, 0.0f, NULL, 3);
-    check(r[0] == 0.0f && r[1] == INFINITY && isnan(r[2]), "exp(-100) = 0, exp(89) = inf, exp(NaN) = NaN");
+    check(r[0] == 0.0f && r[1] == INFINITY && isnan(r[2]),
+          "exp(-100) = 0, exp(89) = inf, exp(NaN) = NaN");
 }
 
 static void test_dropout(void) {
