@@ -106,44 +106,12 @@ static inline float cpu_gelu_grad(float x) {
     return cdf + x * pdf;
 }
 
-/* The hot loops over spans (cpu_math.c), built twice where the compiler can
- * (AVX2 and baseline x86-64, picked at load time): both run the same IEEE
- * operations per element, so they give the same bits. */
-
-/* out[i] = gelu(x[i]); out may be x. */
-void cpu_gelu_span(float *out, const float *x, size_t n);
-
-/* dx[i] = dout[i] * gelu'(x[i]); dx may be dout. */
-void cpu_gelu_grad_span(float *dx, const float *dout, const float *x, size_t n);
-
-/* out[i] = exp(scale * x[i] - shift), or 0 where keep is given and keep[i]
- * is 0; out may be x. */
-void cpu_exp_span(float *out, const float *x, float scale, float shift, const int32_t *keep,
-                  size_t n);
-
 /* Sums in double over CPU_LANES fixed lanes: element i goes to lane
  * i % CPU_LANES, and the lanes are added in a fixed tree at the end. The
  * order is the code's, not the vector width's, so every clone gives the same
  * bits, and the lanes break the add-latency chain (5x faster than one
  * accumulator). */
 enum { CPU_LANES = 8 };
-
-/* sum_i x[i] */
-double cpu_lane_sum(const float *x, size_t n);
-
-/* sum_i x[i]^2 */
-double cpu_lane_sumsq(const float *x, size_t n);
-
-/* sum_i a[i] b[i] */
-double cpu_lane_dot(const float *a, const float *b, size_t n);
-
-/* sum_i (x[i] - mu)^2, in double */
-double cpu_lane_sq_dev(const float *x, double mu, size_t n);
-
-/* LayerNorm backward's row sums: *sd = sum_i d[i] g[i] and *sdx = sum_i
- * d[i] g[i] xhat[i], xhat[i] = (x[i] - mu) rstd in float, in double lanes. */
-void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu, float rstd, size_t n,
-                     double *sd, double *sdx);
 
 /* A dropout call's stream: samples of per_sample elements from first_sample
  * on, one Philox block per four elements of a sample; an element is kept when
@@ -163,6 +131,45 @@ static inline cpu_drop cpu_drop_of(bt_rng_key key, uint32_t first_sample, size_t
 
 /* The longest run cpu_drop_keep is asked for by the ops (a stack buffer). */
 enum { CPU_KEEP_RUN = 1024 };
+
+#endif
+
+/* The spans' declarations, outside the include guard: tests/c/test_cpu_simd.c
+ * includes them a second time under the library's names. */
+#ifndef BT_CPU_MATH_SPANS
+#define BT_CPU_MATH_SPANS
+
+/* The hot loops over spans (cpu_math.c), built twice where the compiler can
+ * (AVX2 and baseline x86-64, picked at load time): both run the same IEEE
+ * operations per element, so they give the same bits. */
+
+/* out[i] = gelu(x[i]); out may be x. */
+void cpu_gelu_span(float *out, const float *x, size_t n);
+
+/* dx[i] = dout[i] * gelu'(x[i]); dx may be dout. */
+void cpu_gelu_grad_span(float *dx, const float *dout, const float *x, size_t n);
+
+/* out[i] = exp(scale * x[i] - shift), or 0 where keep is given and keep[i]
+ * is 0; out may be x. */
+void cpu_exp_span(float *out, const float *x, float scale, float shift, const int32_t *keep,
+                  size_t n);
+
+/* sum_i x[i] */
+double cpu_lane_sum(const float *x, size_t n);
+
+/* sum_i x[i]^2 */
+double cpu_lane_sumsq(const float *x, size_t n);
+
+/* sum_i a[i] b[i] */
+double cpu_lane_dot(const float *a, const float *b, size_t n);
+
+/* sum_i (x[i] - mu)^2, in double */
+double cpu_lane_sq_dev(const float *x, double mu, size_t n);
+
+/* LayerNorm backward's row sums: *sd = sum_i d[i] g[i] and *sdx = sum_i
+ * d[i] g[i] xhat[i], xhat[i] = (x[i] - mu) rstd in float, in double lanes. */
+void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu, float rstd, size_t n,
+                     double *sd, double *sdx);
 
 /* keep[j] = whether element i0 + j (counted over all samples) is kept. */
 void cpu_drop_keep(uint8_t *keep, const cpu_drop *d, size_t i0, size_t n);

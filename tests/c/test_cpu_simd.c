@@ -30,20 +30,8 @@
 #undef cpu_lane_ln_bwd
 #undef cpu_drop_keep
 #undef cpu_dropout_run
-/* the library's functions (cpu_math.h's declarations, under their names) */
-void cpu_gelu_span(float *out, const float *x, size_t n);
-void cpu_gelu_grad_span(float *dx, const float *dout, const float *x, size_t n);
-void cpu_exp_span(float *out, const float *x, float scale, float shift, const int32_t *keep,
-                  size_t n);
-double cpu_lane_sum(const float *x, size_t n);
-double cpu_lane_sumsq(const float *x, size_t n);
-double cpu_lane_dot(const float *a, const float *b, size_t n);
-double cpu_lane_sq_dev(const float *x, double mu, size_t n);
-void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu, float rstd, size_t n,
-                     double *sd, double *sdx);
-void cpu_drop_keep(uint8_t *keep, const cpu_drop *d, size_t i0, size_t n);
-void cpu_dropout_run(float *out, const float *in, size_t n, const cpu_drop *d, size_t i0,
-                     float keep_scale);
+#undef BT_CPU_MATH_SPANS
+#include "backends/cpu/cpu_math.h" /* again: the library's functions, under their names */
 
 #include <math.h>
 #include <stdio.h>
