@@ -25,11 +25,15 @@ for round in 1 2; do
 done
 echo "| $preset | $seq | $batch | $threads | bertrain cpu | $b1 | $b2 |"
 echo "| $preset | $seq | $batch | $threads | PyTorch $("$py" -c 'import torch; print(torch.__version__)') | $t1 | $t2 |"
-tiled=$(OMP_NUM_THREADS=$threads ./bertrain-conformance --perf --op gemm |
-    sed -n 's/.*base ffn up .* \([0-9.]*\) GFLOP\/s.*/\1/p')
-# OpenBLAS's own threaded SGEMM at the same shape (numpy over Debian's
-# libblas, which is OpenBLAS), independent of bertrain's tile grid
-openblas=$(OPENBLAS_NUM_THREADS=$threads "$py" -c '
+# each probe three times, the best kept: on a shared machine one probe can
+# land in a busy second (93 against 163 GFLOP/s seen)
+tiled=0 openblas=0
+for probe in 1 2 3; do
+    t=$(OMP_NUM_THREADS=$threads ./bertrain-conformance --perf --op gemm |
+        sed -n 's/.*base ffn up .* \([0-9.]*\) GFLOP\/s.*/\1/p')
+    # OpenBLAS's own threaded SGEMM at the same shape (numpy over Debian's
+    # libblas, which is OpenBLAS), independent of bertrain's tile grid
+    o=$(OPENBLAS_NUM_THREADS=$threads "$py" -c '
 import time, numpy as np
 a = np.random.default_rng(1).standard_normal((1024, 768), dtype=np.float32)
 b = np.random.default_rng(2).standard_normal((3072, 768), dtype=np.float32)
@@ -37,9 +41,12 @@ best = 1e9
 for _ in range(6):
     t = time.perf_counter(); a @ b.T; best = min(best, time.perf_counter() - t)
 print("%.2f" % (2 * 1024 * 3072 * 768 / best / 1e9))')
+    tiled=$(awk -v a="$tiled" -v b="$t" 'BEGIN { print (a > b ? a : b) }')
+    openblas=$(awk -v a="$openblas" -v b="$o" 'BEGIN { print (a > b ? a : b) }')
+done
 ceiling=$(awk -v a="$tiled" -v b="$openblas" 'BEGIN { print (a > b ? a : b) }')
 echo
-echo "SGEMM at 1024x3072x768, $threads threads: bertrain's tiles $tiled GFLOP/s, OpenBLAS threaded $openblas GFLOP/s"
+echo "SGEMM at 1024x3072x768, $threads threads (best of 3 probes): bertrain's tiles $tiled GFLOP/s, OpenBLAS threaded $openblas GFLOP/s"
 echo "SGEMM ceiling (the higher): $ceiling GFLOP/s"
 awk -v a="$f1" -v b="$f2" -v c="$ceiling" 'BEGIN { if (c > 0)
     printf "bertrain training: %.1f / %.1f GFLOP/s = %.0f%% / %.0f%% of the ceiling\n", 1000 * a, 1000 * b, 100000 * a / c, 100000 * b / c }'
