@@ -24,7 +24,8 @@ static void cpu_destroy(bt_backend *be) {
     bt_stage_release(be, &ctx->stage[1]);
     bt_wall_marks_free(&ctx->marks);
     free(ctx->deferred);
-    free(ctx->lamb_u);
+    free(ctx->lamb_u.p);
+    free(ctx->col_part.p);
     free(be->ctx);
     free(be);
 }
@@ -153,7 +154,7 @@ static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int co
 
 static void cpu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
     (void)be;
-    cpu_column_sums(cpu_f32(dbias), NULL, cpu_f32(dy), NULL, NULL, NULL, rows, cols);
+    cpu_column_sums(be->ctx, cpu_f32(dbias), NULL, cpu_f32(dy), NULL, NULL, NULL, rows, cols);
 }
 
 static void cpu_add(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, size_t n) {

@@ -4,9 +4,6 @@
  * bits; what it saves is the passes over memory between them. */
 #include "cpu_internal.h"
 
-/* The dropout scale 1/(1-p) as dropout rounds it. */
-static float keep_scale_of(float p) { return 1.0f / (1.0f - p); }
-
 static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                               int cols) {
     (void)be;
@@ -32,14 +29,14 @@ static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
         const size_t row = (size_t)r * cols;
         cpu_gelu_grad_span(DX + row, D + row, X + row, (size_t)cols);
     }
-    cpu_column_sums(cpu_f32(dbias), NULL, DX, NULL, NULL, NULL, rows, cols);
+    cpu_column_sums(be->ctx, cpu_f32(dbias), NULL, DX, NULL, NULL, NULL, rows, cols);
 }
 
 /* sum[c] = resid[c] + dropout(y[c] + bias[c]) for one row whose first
  * element is element i0 of the dropout stream d. */
 static void join_row(float *sum, const float *y, const float *bias, const float *resid, int cols,
-                     const cpu_drop *d, size_t i0, float p, float keep_scale) {
-    if (p <= 0.0f) {
+                     const cpu_drop *d, size_t i0) {
+    if (d->thr == 0) { /* p = 0: every element kept, scaled by exactly 1 */
         for (int c = 0; c < cols; c++) sum[c] = (y[c] + bias[c]) + resid[c];
         return;
     }
@@ -51,7 +48,7 @@ static void join_row(float *sum, const float *y, const float *bias, const float 
         for (int j = 0; j < len; j++) {
             const int c = c0 + j;
             const float v = y[c] + bias[c];
-            sum[c] = cpu_select(keep[j] != 0, v * keep_scale, 0.0f) + resid[c];
+            sum[c] = cpu_select(keep[j] != 0, v * d->keep_scale, 0.0f) + resid[c];
         }
     }
 }
@@ -62,12 +59,11 @@ static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
     (void)be;
     float *O = cpu_f32(out);
     const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid);
-    const float ks = keep_scale_of(p);
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
-        join_row(O + row, Y + row, bb, R + row, cols, &d, row, p, ks);
+        join_row(O + row, Y + row, bb, R + row, cols, &d, row);
     }
 }
 
@@ -81,12 +77,11 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     float *S = cpu_f32(sum), *O = cpu_f32(out), *MU = cpu_f32(mean), *RS = cpu_f32(rstd);
     const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid), *G = cpu_f32(gamma),
                 *Bb = cpu_f32(beta);
-    const float ks = keep_scale_of(p);
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
-        join_row(S + row, Y + row, bb, R + row, cols, &d, row, p, ks);
+        join_row(S + row, Y + row, bb, R + row, cols, &d, row);
         cpu_layernorm_row(O + row, S + row, G, Bb, cols, eps, MU + r, RS + r);
     }
 }
@@ -101,13 +96,12 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
     const int32_t *K = cpu_i32(key_mask);
     const int rows = B * H * T;
     const size_t per_sample = (size_t)H * T * T;
-    const float ks = keep_scale_of(p);
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         float *pr = P + (size_t)r * T, *pd = PD + (size_t)r * T;
         cpu_softmax_row(pr, S + (size_t)r * T, K + (size_t)(r / (H * T)) * T, T, scale);
-        cpu_dropout_run(pd, pr, (size_t)T, &d, (size_t)r * T, ks);
+        cpu_dropout_run(pd, pr, (size_t)T, &d, (size_t)r * T);
     }
 }
 
@@ -120,13 +114,12 @@ static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprob
     const float *DP = cpu_f32(dprobs), *P = cpu_f32(probs);
     const int rows = B * H * T;
     const size_t per_sample = (size_t)H * T * T;
-    const float ks = keep_scale_of(p);
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const float *dp = DP + (size_t)r * T, *pr = P + (size_t)r * T;
         float *ds = DS + (size_t)r * T;
-        cpu_dropout_run(ds, dp, (size_t)T, &d, (size_t)r * T, ks);
+        cpu_dropout_run(ds, dp, (size_t)T, &d, (size_t)r * T);
         const float fdot = (float)cpu_lane_dot(ds, pr, (size_t)T);
         for (int j = 0; j < T; j++) ds[j] = scale * pr[j] * (ds[j] - fdot);
     }

@@ -18,6 +18,17 @@ struct bt_buffer {
     size_t bytes;
 };
 
+/* A host scratch buffer of floats that only grows: kept in the context so
+ * that no op allocates in the training step. */
+typedef struct {
+    float *p;
+    size_t cap;
+} cpu_floats;
+
+/* b's first n floats (grown when needed; exits with one line when the host
+ * is out of memory, naming what). */
+float *cpu_floats_at_least(cpu_floats *b, size_t n, const char *what);
+
 /* The CPU backend's state. */
 typedef struct {
     int threads;
@@ -26,8 +37,8 @@ typedef struct {
     bt_wall_marks marks;
     double *deferred;  /* values of the reductions queued since the last fetch */
     int n_deferred, cap_deferred;
-    float *lamb_u;     /* lamb_multi: one span's update direction, grown as needed */
-    size_t lamb_u_cap;
+    cpu_floats lamb_u;   /* lamb_multi: one span's update direction */
+    cpu_floats col_part; /* cpu_column_sums: the chunks' partial sums */
 } cpu_ctx;
 
 /* Host address of a device address. */
@@ -51,7 +62,7 @@ static inline uint16_t *cpu_u16(bt_ptr p) { return (uint16_t *)((char *)p.buf->d
  * (the same bits for any thread count): sum[c] += sum_r D[r][c], and where
  * sum_xhat is given, sum_xhat[c] += sum_r D[r][c] (X[r][c] - mean[r]) rstd[r]
  * (LayerNorm's dgamma). */
-void cpu_column_sums(float *sum, float *sum_xhat, const float *D, const float *X,
+void cpu_column_sums(cpu_ctx *ctx, float *sum, float *sum_xhat, const float *D, const float *X,
                      const float *mean, const float *rstd, int rows, int cols);
 
 /* Deterministic sum of x[0..n) (or of its squares): per-chunk double

@@ -172,7 +172,8 @@ CPU_SIMD_CLONES void cpu_drop_keep(uint8_t *keep, const cpu_drop *d, size_t i0, 
 }
 
 CPU_SIMD_CLONES void cpu_dropout_run(float *out, const float *in, size_t n, const cpu_drop *d,
-                                     size_t i0, float keep_scale) {
+                                     size_t i0) {
+    const float keep_scale = d->keep_scale;
     uint8_t keep[CPU_KEEP_RUN];
     for (size_t k = 0; k < n; k += CPU_KEEP_RUN) {
         const size_t len = n - k < CPU_KEEP_RUN ? n - k : CPU_KEEP_RUN;

@@ -114,18 +114,20 @@ static inline float cpu_gelu_grad(float x) {
 enum { CPU_LANES = 8 };
 
 /* A dropout call's stream: samples of per_sample elements from first_sample
- * on, one Philox block per four elements of a sample; an element is kept when
- * its draw >= thr. */
+ * on, one Philox block per four elements of a sample; an element is kept
+ * when its draw >= thr, and then scaled by keep_scale = 1/(1-p). (thr = 0
+ * keeps every element, and keep_scale is then exactly 1.) */
 typedef struct {
     bt_rng_key key;
     uint32_t first_sample, thr;
     size_t per_sample;
+    float keep_scale;
 } cpu_drop;
 
 /* A stream for dropout with probability p. */
 static inline cpu_drop cpu_drop_of(bt_rng_key key, uint32_t first_sample, size_t per_sample,
                                    float p) {
-    cpu_drop d = {key, first_sample, philox_drop_threshold(p), per_sample};
+    cpu_drop d = {key, first_sample, philox_drop_threshold(p), per_sample, 1.0f / (1.0f - p)};
     return d;
 }
 
@@ -174,9 +176,8 @@ void cpu_lane_ln_bwd(const float *d, const float *g, const float *x, float mu, f
 /* keep[j] = whether element i0 + j (counted over all samples) is kept. */
 void cpu_drop_keep(uint8_t *keep, const cpu_drop *d, size_t i0, size_t n);
 
-/* out[j] = in[j] * keep_scale where element i0 + j is kept, else 0; out may
- * be in. Dropout's arithmetic, shared by dropout and the fused ops. */
-void cpu_dropout_run(float *out, const float *in, size_t n, const cpu_drop *d, size_t i0,
-                     float keep_scale);
+/* out[j] = in[j] * d->keep_scale where element i0 + j is kept, else 0; out
+ * may be in. Dropout's arithmetic, shared by dropout and the fused ops. */
+void cpu_dropout_run(float *out, const float *in, size_t n, const cpu_drop *d, size_t i0);
 
 #endif

@@ -70,7 +70,7 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     const float *D = cpu_f32(dout), *X = cpu_f32(x), *MU = cpu_f32(mean), *RS = cpu_f32(rstd),
                 *G = cpu_f32(gamma);
     /* parameter gradients first: dx may alias dout */
-    cpu_column_sums(DB, DG, D, X, MU, RS, rows, cols);
+    cpu_column_sums(be->ctx, DB, DG, D, X, MU, RS, rows, cols);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const float *d = D + (size_t)r * cols, *xr = X + (size_t)r * cols;
@@ -162,13 +162,12 @@ static void cpu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
     float *O = cpu_f32(out);
     const float *X = cpu_f32(in);
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
-    const float keep_scale = 1.0f / (1.0f - p);
     const size_t runs = (n + CPU_KEEP_RUN - 1) / CPU_KEEP_RUN;
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < runs; k++) {
         const size_t i = k * CPU_KEEP_RUN;
         const size_t len = n - i < CPU_KEEP_RUN ? n - i : CPU_KEEP_RUN;
-        cpu_dropout_run(O + i, X + i, len, &d, i, keep_scale);
+        cpu_dropout_run(O + i, X + i, len, &d, i);
     }
 }
 

@@ -65,26 +65,14 @@ static void cpu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr
     }
 }
 
-/* The context's update-direction buffer, at least n floats. */
-static float *direction_buffer(cpu_ctx *c, size_t n) {
-    if (n > c->lamb_u_cap) {
-        free(c->lamb_u);
-        c->lamb_u = malloc(n * sizeof *c->lamb_u);
-        if (!c->lamb_u) {
-            fprintf(stderr, "bertrain: cpu backend: out of host memory for LAMB\n");
-            exit(1);
-        }
-        c->lamb_u_cap = n;
-    }
-    return c->lamb_u;
-}
-
 static void cpu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                            const bt_tensor_span *spans, int n_spans, float lr, float beta1,
                            float beta2, float eps, float min_coeff, float max_coeff) {
+    cpu_ctx *ctx = be->ctx;
     for (int s = 0; s < n_spans; s++) {
         const bt_tensor_span *t = &spans[s];
-        float *W = cpu_f32(w) + t->offset, *U = direction_buffer(be->ctx, t->numel);
+        float *W = cpu_f32(w) + t->offset,
+              *U = cpu_floats_at_least(&ctx->lamb_u, t->numel, "LAMB's update direction");
         lamb_direction(U, W, cpu_f32(g) + t->offset, cpu_f32(m) + t->offset,
                        cpu_f32(v) + t->offset, t->numel, beta1, beta2, eps, t->weight_decay,
                        t->bc1, t->bc2);

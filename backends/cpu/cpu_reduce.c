@@ -29,13 +29,17 @@ double cpu_reduce_chunks(const float *x, size_t n, bool squares) {
     return total;
 }
 
-static void *partials_alloc(size_t bytes) {
-    void *p = calloc(1, bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "bertrain: cpu backend: out of host memory in a column reduction\n");
-        exit(1);
+float *cpu_floats_at_least(cpu_floats *b, size_t n, const char *what) {
+    if (n > b->cap) {
+        free(b->p);
+        b->p = malloc(n * sizeof *b->p);
+        if (!b->p) {
+            fprintf(stderr, "bertrain: cpu backend: out of host memory for %s\n", what);
+            exit(1);
+        }
+        b->cap = n;
     }
-    return p;
+    return b->p;
 }
 
 /* One chunk's column sums: rows r0..r1 added in order, all columns at once
@@ -55,11 +59,13 @@ static void chunk_column_sums(float *restrict acc, float *restrict acc_xhat, con
     }
 }
 
-void cpu_column_sums(float *sum, float *sum_xhat, const float *D, const float *X,
+void cpu_column_sums(cpu_ctx *ctx, float *sum, float *sum_xhat, const float *D, const float *X,
                      const float *mean, const float *rstd, int rows, int cols) {
     if (rows <= 0 || cols <= 0) return;
     const int chunks = (rows + CPU_ROW_CHUNK - 1) / CPU_ROW_CHUNK, parts = sum_xhat ? 2 : 1;
-    float *part = partials_alloc((size_t)chunks * parts * cols * sizeof *part);
+    const size_t n_part = (size_t)chunks * parts * cols;
+    float *part = cpu_floats_at_least(&ctx->col_part, n_part, "a column reduction");
+    memset(part, 0, n_part * sizeof *part);
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < chunks; ch++) {
         const int r0 = ch * CPU_ROW_CHUNK,
@@ -77,7 +83,6 @@ void cpu_column_sums(float *sum, float *sum_xhat, const float *D, const float *X
         sum[c] += (float)s;
         if (sum_xhat) sum_xhat[c] += (float)sx;
     }
-    free(part);
 }
 
 static double cpu_sumsq(bt_backend *be, bt_ptr x, size_t n) {

@@ -34,10 +34,8 @@ static inline void check_launch(const char *kernel, const char *file, int line) 
     }
 }
 
-/* Launch kernel over `items` threads (rounded up to BT_WG) in blocks of
- * BT_WG on context c's stream; nothing for 0 items. */
-/* Dropout's arguments as dropout and every fused kernel take them (p = 0: thr 0 and
- * scale 1, which keep every element). */
+/* Dropout's arguments as dropout and every fused kernel take them (p = 0:
+ * thr 0 and scale 1, which keep every element). */
 typedef struct {
     uint32_t first_sample, thr;
     float keep_scale;
@@ -53,6 +51,8 @@ static inline drop_args drop_args_of(uint32_t first_sample, float p, bt_rng_key 
 #define DROP_ARGS(d) \
     (d).first_sample, (d).thr, (d).keep_scale, (d).seed_lo, (d).seed_hi, (d).stream_lo, (d).stream_hi
 
+/* Launch kernel over `items` threads (rounded up to BT_WG) in blocks of
+ * BT_WG on context c's stream; nothing for 0 items. */
 #define LAUNCH(c, kernel, items, ...)                                                 \
     do {                                                                              \
         const size_t items_ = (items);                                                \

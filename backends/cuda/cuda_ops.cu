@@ -5,7 +5,6 @@
  * reductions are in cuda_reduce.cu, the optimizers in cuda_optim.cu. */
 #include "cuda_launch.cuh"
 
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

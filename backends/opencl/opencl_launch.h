@@ -51,8 +51,8 @@ static inline void arg_ul(args *a, size_t v) {
     set(a, sizeof x, &x);
 }
 
-/* Dropout's arguments as dropout and every fused kernel take them: threshold, scale,
- * key (thr = 0 and scale 1 when p = 0, which keeps every element). */
+/* Dropout's arguments as dropout and every fused kernel take them: threshold,
+ * scale, key (thr = 0 and scale 1 when p = 0, which keeps every element). */
 static inline void arg_dropout(args *a, uint32_t first_sample, float p, bt_rng_key key) {
     arg_u(a, first_sample);
     arg_u(a, philox_drop_threshold(p));

@@ -5,7 +5,6 @@
  * optimizers in opencl_optim.c. */
 #include "opencl_launch.h"
 
-
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
