@@ -24,8 +24,8 @@ static void cpu_destroy(bt_backend *be) {
     bt_stage_release(be, &ctx->stage[1]);
     bt_wall_marks_free(&ctx->marks);
     free(ctx->deferred);
-    free(ctx->lamb_u.p);
-    free(ctx->col_part.p);
+    bt_partials_free(&ctx->lamb_u);
+    bt_partials_free(&ctx->col_part);
     free(be->ctx);
     free(be);
 }

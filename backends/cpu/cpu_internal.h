@@ -6,6 +6,7 @@
 #include "cpu_math.h"
 
 #include "../common/counting.h"
+#include "../common/partials.h"
 #include "../common/staged_gemm.h"
 
 #include <math.h>
@@ -18,17 +19,6 @@ struct bt_buffer {
     size_t bytes;
 };
 
-/* A host scratch buffer of floats that only grows: kept in the context so
- * that no op allocates in the training step. */
-typedef struct {
-    float *p;
-    size_t cap;
-} cpu_floats;
-
-/* b's first n floats (grown when needed; exits with one line when the host
- * is out of memory, naming what). */
-float *cpu_floats_at_least(cpu_floats *b, size_t n, const char *what);
-
 /* The CPU backend's state. */
 typedef struct {
     int threads;
@@ -37,8 +27,9 @@ typedef struct {
     bt_wall_marks marks;
     double *deferred;  /* values of the reductions queued since the last fetch */
     int n_deferred, cap_deferred;
-    cpu_floats lamb_u;   /* lamb_multi: one span's update direction */
-    cpu_floats col_part; /* cpu_column_sums: the chunks' partial sums */
+    /* grow-only host scratch, so that no op allocates in the step */
+    bt_partials lamb_u;   /* lamb_multi: one span's update direction */
+    bt_partials col_part; /* cpu_column_sums: the chunks' partial sums */
 } cpu_ctx;
 
 /* Host address of a device address. */

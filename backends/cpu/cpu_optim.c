@@ -72,7 +72,7 @@ static void cpu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     for (int s = 0; s < n_spans; s++) {
         const bt_tensor_span *t = &spans[s];
         float *W = cpu_f32(w) + t->offset,
-              *U = cpu_floats_at_least(&ctx->lamb_u, t->numel, "LAMB's update direction");
+              *U = bt_partials_reserve(&ctx->lamb_u, t->numel, "cpu backend");
         lamb_direction(U, W, cpu_f32(g) + t->offset, cpu_f32(m) + t->offset,
                        cpu_f32(v) + t->offset, t->numel, beta1, beta2, eps, t->weight_decay,
                        t->bc1, t->bc2);

@@ -29,19 +29,6 @@ double cpu_reduce_chunks(const float *x, size_t n, bool squares) {
     return total;
 }
 
-float *cpu_floats_at_least(cpu_floats *b, size_t n, const char *what) {
-    if (n > b->cap) {
-        free(b->p);
-        b->p = malloc(n * sizeof *b->p);
-        if (!b->p) {
-            fprintf(stderr, "bertrain: cpu backend: out of host memory for %s\n", what);
-            exit(1);
-        }
-        b->cap = n;
-    }
-    return b->p;
-}
-
 /* One chunk's column sums: rows r0..r1 added in order, all columns at once
  * (contiguous, so the loop vectorises). */
 static void chunk_column_sums(float *restrict acc, float *restrict acc_xhat, const float *D,
@@ -64,7 +51,7 @@ void cpu_column_sums(cpu_ctx *ctx, float *sum, float *sum_xhat, const float *D, 
     if (rows <= 0 || cols <= 0) return;
     const int chunks = (rows + CPU_ROW_CHUNK - 1) / CPU_ROW_CHUNK, parts = sum_xhat ? 2 : 1;
     const size_t n_part = (size_t)chunks * parts * cols;
-    float *part = cpu_floats_at_least(&ctx->col_part, n_part, "a column reduction");
+    float *part = bt_partials_reserve(&ctx->col_part, n_part, "cpu backend");
     memset(part, 0, n_part * sizeof *part);
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < chunks; ch++) {
