@@ -16,6 +16,7 @@ static void prof_destroy(bt_backend *be) {
     bt_profiler *p = be->ctx;
     p->inner->destroy(p->inner);
     free(p->ev);
+    free(p->shapes);
     free(p);
     free(be);
 }
@@ -60,10 +61,17 @@ void bt_profile_step_end(bt_profiler *p) {
     for (int i = 0; i < p->n_ev; i++) {
         const prof_event *e = &p->ev[i];
         prof_total *t = &p->total[e->op];
+        const double seconds = in->mark_seconds(in, e->mark_before, e->mark_after);
         t->calls++;
-        t->seconds += in->mark_seconds(in, e->mark_before, e->mark_after);
+        t->seconds += seconds;
         t->flops += e->flops;
         t->bytes += e->bytes;
+        if (e->shape >= 0) {
+            prof_gemm_shape *g = &p->shapes[e->shape];
+            g->calls++;
+            g->seconds += seconds;
+            g->flops += e->flops;
+        }
     }
     in->marks_reset(in);
     p->steps++;
@@ -137,6 +145,7 @@ void bt_profile_print(const bt_profiler *p, FILE *out) {
                  "memory peak %.1f MB\n",
             s.op_calls, s.launches, s.host_reads, s.host_syncs, s.host_writes, s.most_reads,
             s.most_syncs, s.mem_peak / 1e6);
+    prof_gemm_print(p, out);
 }
 
 void bt_profile_json(const bt_profiler *p, FILE *out) {
@@ -161,5 +170,7 @@ void bt_profile_json(const bt_profiler *p, FILE *out) {
                 s.step_s > 0 ? t->seconds / n / s.step_s : 0.0, fl ? "gflops" : "gbytes_s",
                 rate);
     }
-    fprintf(out, "]}");
+    fprintf(out, "], ");
+    prof_gemm_json(p, out);
+    fprintf(out, "}");
 }

@@ -46,6 +46,12 @@ typedef struct {
 /* The per-step averages of the steps profiled so far. */
 bt_profile_summary bt_profile_summarize(const bt_profiler *p);
 
+/* Replay each GEMM shape of the profiled steps alone on the wrapped
+ * backend (fresh seeded operands, the best of reps calls), so the reports
+ * add the SGEMM ceiling at the model's own shapes. false, with a line on
+ * stderr, when device memory runs out. */
+bool bt_profile_gemm_alone(bt_profiler *p, int reps);
+
 /* The profile as a table: per op calls, ms and share of the step, GFLOP/s
  * (GEMMs) or GB/s (the bytes the op must touch), then the per-step counts. */
 void bt_profile_print(const bt_profiler *p, FILE *out);

@@ -20,11 +20,27 @@
 enum { BT_PROFILED_OPS(BT_PROF_ENUM) PROF_N_OPS };
 #undef BT_PROF_ENUM
 
-/* One op issued inside a step: its marks before and after, and its cost. */
+/* One op issued inside a step: its marks before and after, its cost, and
+ * for a GEMM its shape (an index into bt_profiler.shapes, else -1). */
 typedef struct {
     int op, mark_before, mark_after;
     double flops, bytes;
+    int shape;
 } prof_event;
+
+/* One GEMM shape of the profiled steps, operands' layout included (the
+ * attention's slices of the QKV slab are not packed matrices), with its
+ * time in the steps and, once replayed, the best time of one call alone. */
+typedef struct {
+    int dtype; /* -1: gemm (fp32), else gemm16's bt_dtype */
+    bool ta, tb;
+    int m, n, k, lda, ldb, ldc, batch;
+    long sa, sb, sc;
+    float beta;
+    long calls;
+    double seconds, flops;
+    double alone_s; /* 0: not replayed */
+} prof_gemm_shape;
 
 /* Totals of one op over the profiled steps. */
 typedef struct {
@@ -45,6 +61,8 @@ struct bt_profiler {
     double step_seconds, calls, launches, reads, syncs, writes;
     long most_reads, most_syncs; /* in any one step: the host-sync budget is per step */
     size_t mem_peak;
+    prof_gemm_shape *shapes;
+    int n_shapes, cap_shapes;
 };
 
 /* A mark before an op when a step is being recorded, else -1. */
@@ -53,6 +71,17 @@ int prof_before(bt_profiler *p);
 /* Record the op that began at mark m0 (-1: not recording) with its cost:
  * flops (0 unless a GEMM) and the bytes it must read and write. */
 void prof_after(bt_profiler *p, int op, int m0, double flops, double bytes);
+
+/* The index of GEMM shape key in p->shapes, added when new (calls and
+ * times zero); -1 when no step is being recorded. */
+int prof_gemm_shape_of(bt_profiler *p, const prof_gemm_shape *key);
+
+/* The per-shape GEMM table and, after bt_profile_gemm_alone, the ceiling
+ * at the model's shapes (profile_gemm.c). */
+void prof_gemm_print(const bt_profiler *p, FILE *out);
+
+/* The same as a JSON array of shapes, then the ceiling's fields. */
+void prof_gemm_json(const bt_profiler *p, FILE *out);
 
 /* Fill wrapper w's table with the profiling ops (profile_ops.c). */
 void prof_fill_ops(bt_backend *w);

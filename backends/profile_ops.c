@@ -48,7 +48,7 @@ void prof_after(bt_profiler *p, int op, int m0, double flops, double bytes) {
         p->ev = e;
         p->cap_ev = cap;
     }
-    p->ev[p->n_ev++] = (prof_event){op, m0, m1, flops, bytes};
+    p->ev[p->n_ev++] = (prof_event){op, m0, m1, flops, bytes, -1};
     p->step_calls++;
 }
 
@@ -87,11 +87,20 @@ static double gemm_bytes(int m, int n, int k, float beta, int batch) {
     return F4 * batch * ((double)m * k + (double)k * n + (beta != 0.0f ? 2.0 : 1.0) * m * n);
 }
 
+/* Tag the event just recorded (when a step is) with its GEMM shape. */
+static void note_gemm_shape(bt_profiler *p, const prof_gemm_shape *key) {
+    if (p->in_step) p->ev[p->n_ev - 1].shape = prof_gemm_shape_of(p, key);
+}
+
 static void p_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha, bt_ptr a,
                    int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc,
                    long sc, int batch) {
     TIMED(be, gemm, 2.0 * m * n * k * batch, gemm_bytes(m, n, k, beta, batch),
           in->gemm(in, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch));
+    const prof_gemm_shape key = {.dtype = -1, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
+                                 .lda = lda, .ldb = ldb, .ldc = ldc, .batch = batch,
+                                 .sa = sa, .sb = sb, .sc = sc, .beta = beta};
+    note_gemm_shape(be->ctx, &key);
 }
 static void p_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n, int k,
                      float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
@@ -99,6 +108,10 @@ static void p_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n
     TIMED(be, gemm16, 2.0 * m * n * k * batch, gemm_bytes(m, n, k, beta, batch),
           in->gemm16(in, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
                      batch));
+    const prof_gemm_shape key = {.dtype = (int)dt, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
+                                 .lda = lda, .ldb = ldb, .ldc = ldc, .batch = batch,
+                                 .sa = sa, .sb = sb, .sc = sc, .beta = beta};
+    note_gemm_shape(be->ctx, &key);
 }
 static void p_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
     TIMED(be, bias_add, 0, F4 * (2.0 * rows * cols + cols), in->bias_add(in, y, bias, rows, cols));

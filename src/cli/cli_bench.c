@@ -17,12 +17,15 @@ static void usage(void) {
                     "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"
                     "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"
                     "       [--unfused gelu,join,attention|all|none]\n"
-                    "       [--profile] [--json]\n"
+                    "       [--profile] [--ceiling] [--json]\n"
                     "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"
                     "             (+LayerNorm); softmax+dropout) done op by op, to measure them\n"
                     "             (none: all fused, also where the device says they do not pay)\n"
                     "  --profile: time every op of the timed steps on the device's clock, and\n"
                     "             count launches, blocking reads, waits and memory per step\n"
+                    "  --ceiling: --profile, then each GEMM shape of the steps replayed alone\n"
+                    "             (the best of >= 3 calls and >= 0.25 s): the GEMM ceiling\n"
+                    "             at this model's shapes\n"
                     "  --json:    print the results as one JSON object\n");
 }
 
@@ -31,7 +34,7 @@ typedef struct {
     const char *preset, *backend, *precision;
     int seq, batch, steps, warmup, threads, layers;
     double layerdrop;
-    bool profile, json;
+    bool profile, json, ceiling;
     unsigned unfused; /* BERT_FUSE_* bits turned off */
     const char *unfused_list; /* as given */
     const char *norm;         /* post (the preset's) or pre */
@@ -63,11 +66,15 @@ static bool parse_unfused(const char *list, unsigned *out) {
 
 /* Options into o (defaults first); false after printing why. */
 static bool parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false, 0, "", "post"};
+    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false, false, 0, "", "post"};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--profile") || !strcmp(a, "--json")) {
             *(a[2] == 'p' ? &o->profile : &o->json) = true;
+            continue;
+        }
+        if (!strcmp(a, "--ceiling")) {
+            o->ceiling = o->profile = true;
             continue;
         }
         if (!v) {
@@ -286,13 +293,15 @@ int cli_bench(int argc, char **argv) {
     f.loss = last.loss;
     f.grad_norm = last.grad_norm;
     f.unfused = m->unfused;
-    if (o.json)
+    /* the GEMMs alone only after the timed steps, so they cost those nothing */
+    const int rc = o.ceiling && bt_profiler_of(be) && !bt_profile_gemm_alone(bt_profiler_of(be), 3) ? 1 : 0;
+    if (rc == 0 && o.json)
         report_json(&o, &cfg, be, &f);
-    else
+    else if (rc == 0)
         report_text(&o, &cfg, be, &f);
     batch_buf_free(&mb);
     optim_free(opt, m);
     bert_free(m);
     be->destroy(be);
-    return 0;
+    return rc;
 }

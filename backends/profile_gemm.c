@@ -1,0 +1,206 @@
+/* The profiler's GEMM shapes (profile_internal.h): each shape's time in the
+ * profiled steps and, replayed alone on fresh operands, its best time, so a
+ * report can say how fast the step's own GEMMs run when nothing else does:
+ * the SGEMM ceiling at this model's shapes. */
+#include "profile_internal.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool same_shape(const prof_gemm_shape *a, const prof_gemm_shape *b) {
+    return a->dtype == b->dtype && a->ta == b->ta && a->tb == b->tb && a->m == b->m &&
+           a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb &&
+           a->ldc == b->ldc && a->batch == b->batch && a->sa == b->sa && a->sb == b->sb &&
+           a->sc == b->sc && a->beta == b->beta;
+}
+
+int prof_gemm_shape_of(bt_profiler *p, const prof_gemm_shape *key) {
+    if (!p->in_step) return -1;
+    for (int i = 0; i < p->n_shapes; i++)
+        if (same_shape(&p->shapes[i], key)) return i;
+    if (p->n_shapes == p->cap_shapes) { /* a model has a few dozen: grows in the first step */
+        int cap = p->cap_shapes ? 2 * p->cap_shapes : 32;
+        prof_gemm_shape *s = realloc(p->shapes, (size_t)cap * sizeof *s);
+        if (!s) {
+            fprintf(stderr, "bertrain: profiler: out of host memory\n");
+            exit(1);
+        }
+        p->shapes = s;
+        p->cap_shapes = cap;
+    }
+    prof_gemm_shape *s = &p->shapes[p->n_shapes];
+    *s = *key;
+    s->calls = 0;
+    s->seconds = s->flops = s->alone_s = 0.0;
+    return p->n_shapes++;
+}
+
+/* ---- replaying each shape alone ---- */
+
+#define MIN_ALONE_S 0.25 /* seconds of timed calls of each shape, at least */
+
+/* Elements an operand spans: batch matrices stride apart, each rows x cols
+ * with row stride ld. */
+static size_t extent(int batch, long stride, int rows, int cols, int ld) {
+    return (size_t)(batch - 1) * (size_t)stride + (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
+
+/* A device buffer of n seeded values in [-1, 1); NULL when out of memory. */
+static bt_buffer *seeded_buffer(bt_backend *in, size_t n, uint64_t seed, float *host) {
+    bt_buffer *b = in->alloc(in, n * sizeof(float));
+    if (!b) return NULL;
+    for (size_t i = 0; i < n; i++) { /* splitmix64: different bits for every element */
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        host[i] = (float)((double)((z ^ (z >> 31)) >> 40) / (double)(1ULL << 23) - 1.0);
+    }
+    in->upload(in, (bt_ptr){b, 0}, host, n * sizeof(float));
+    return b;
+}
+
+static void run_shape(bt_backend *in, const prof_gemm_shape *s, bt_buffer *a, bt_buffer *b,
+                      bt_buffer *c) {
+    const bt_ptr A = {a, 0}, B = {b, 0}, C = {c, 0};
+    if (s->dtype < 0)
+        in->gemm(in, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, s->lda, s->sa, B, s->ldb, s->sb,
+                 s->beta, C, s->ldc, s->sc, s->batch);
+    else
+        in->gemm16(in, (bt_dtype)s->dtype, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, s->lda,
+                   s->sa, B, s->ldb, s->sb, s->beta, C, s->ldc, s->sc, s->batch);
+}
+
+/* The best time of shape s on fresh operands (after one untimed call) over
+ * at least reps calls and at least MIN_ALONE_S seconds, so that a short
+ * shape gets enough tries on a noisy machine; false when the device runs
+ * out of memory. */
+static bool time_alone(bt_backend *in, prof_gemm_shape *s, int reps) {
+    const size_t na = extent(s->batch, s->sa, s->ta ? s->k : s->m, s->ta ? s->m : s->k, s->lda),
+                 nb = extent(s->batch, s->sb, s->tb ? s->n : s->k, s->tb ? s->k : s->n, s->ldb),
+                 nc = extent(s->batch, s->sc, s->m, s->n, s->ldc);
+    size_t most = na > nb ? na : nb;
+    most = most > nc ? most : nc;
+    float *host = malloc(most * sizeof *host);
+    bt_buffer *a = host ? seeded_buffer(in, na, 1, host) : NULL;
+    bt_buffer *b = a ? seeded_buffer(in, nb, 2, host) : NULL;
+    bt_buffer *c = b ? seeded_buffer(in, nc, 3, host) : NULL;
+    free(host);
+    if (c) {
+        run_shape(in, s, a, b, c);
+        double best = 0.0, spent = 0.0;
+        for (int r = 0; r < reps || spent < MIN_ALONE_S; r++) {
+            in->marks_reset(in);
+            const int m0 = in->mark(in);
+            run_shape(in, s, a, b, c);
+            const int m1 = in->mark(in);
+            in->sync(in);
+            const double t = in->mark_seconds(in, m0, m1);
+            if (r == 0 || t < best) best = t;
+            spent += t;
+        }
+        in->marks_reset(in);
+        s->alone_s = best;
+    }
+    if (a) in->free(in, a);
+    if (b) in->free(in, b);
+    if (c) in->free(in, c);
+    return c != NULL;
+}
+
+bool bt_profile_gemm_alone(bt_profiler *p, int reps) {
+    for (int i = 0; i < p->n_shapes; i++)
+        if (!time_alone(p->inner, &p->shapes[i], reps < 1 ? 1 : reps)) {
+            fprintf(stderr, "bertrain: profiler: out of memory on %s replaying a GEMM of "
+                            "%dx%dx%d\n",
+                    p->inner->name, p->shapes[i].m, p->shapes[i].n, p->shapes[i].k);
+            return false;
+        }
+    return true;
+}
+
+/* ---- reports ---- */
+
+/* Shape indices by time in the steps, longest first; returns how many. */
+static int shapes_by_time(const bt_profiler *p, int *order) {
+    for (int i = 0; i < p->n_shapes; i++) order[i] = i;
+    for (int i = 1; i < p->n_shapes; i++) /* insertion sort: stable */
+        for (int j = i; j > 0 && p->shapes[order[j]].seconds > p->shapes[order[j - 1]].seconds;
+             j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    return p->n_shapes;
+}
+
+/* The GEMMs' FLOPs, seconds in the steps and seconds alone (0 unless every
+ * shape was replayed), per step. */
+static void gemm_totals(const bt_profiler *p, double *flops, double *in_steps, double *alone) {
+    const double n = p->steps > 0 ? p->steps : 1;
+    *flops = *in_steps = *alone = 0.0;
+    bool all = p->n_shapes > 0;
+    for (int i = 0; i < p->n_shapes; i++) {
+        const prof_gemm_shape *s = &p->shapes[i];
+        *flops += s->flops / n;
+        *in_steps += s->seconds / n;
+        *alone += s->alone_s * s->calls / n;
+        all = all && s->alone_s > 0;
+    }
+    if (!all) *alone = 0.0;
+}
+
+static const char *dtype_name(int dtype) {
+    return dtype < 0 ? "" : dtype == BT_BF16 ? " bf16" : " f16";
+}
+
+void prof_gemm_print(const bt_profiler *p, FILE *out) {
+    if (!p->n_shapes) return;
+    const double n = p->steps > 0 ? p->steps : 1;
+    fprintf(out, "gemm shapes (m x n x k, op(A) op(B), batch)   calls/step    ms/step    GFLOP/s  "
+                 "alone GFLOP/s\n");
+    int *order = malloc((size_t)p->n_shapes * sizeof *order);
+    if (!order) return;
+    const int k = shapes_by_time(p, order);
+    for (int j = 0; j < k; j++) {
+        const prof_gemm_shape *s = &p->shapes[order[j]];
+        char shape[64], alone[16] = "-";
+        snprintf(shape, sizeof shape, "%dx%dx%d %c%c x%d%s", s->m, s->n, s->k, s->ta ? 'T' : 'N',
+                 s->tb ? 'T' : 'N', s->batch, dtype_name(s->dtype));
+        if (s->alone_s > 0) snprintf(alone, sizeof alone, "%.1f", s->flops / s->calls / s->alone_s / 1e9);
+        fprintf(out, "  %-42s %10.1f %10.3f %10.1f %14s\n", shape, s->calls / n, 1e3 * s->seconds / n,
+                s->seconds > 0 ? s->flops / s->seconds / 1e9 : 0.0, alone);
+    }
+    free(order);
+    double flops, in_steps, alone;
+    gemm_totals(p, &flops, &in_steps, &alone);
+    if (alone <= 0) return;
+    const double step_s = p->step_seconds / n;
+    fprintf(out, "gemm ceiling at this model's shapes: %.1f GFLOP/s (the step's GEMMs alone: %.1f ms, "
+                 "in the step: %.1f ms)\n",
+            flops / alone / 1e9, 1e3 * alone, 1e3 * in_steps);
+    fprintf(out, "the step: %.1f GFLOP/s of GEMM work, %.1f%% of that ceiling\n",
+            flops / step_s / 1e9, 100.0 * alone / step_s);
+}
+
+void prof_gemm_json(const bt_profiler *p, FILE *out) {
+    const double n = p->steps > 0 ? p->steps : 1;
+    fprintf(out, "\"gemm_shapes\": [");
+    int *order = p->n_shapes ? malloc((size_t)p->n_shapes * sizeof *order) : NULL;
+    const int k = order ? shapes_by_time(p, order) : 0;
+    for (int j = 0; j < k; j++) {
+        const prof_gemm_shape *s = &p->shapes[order[j]];
+        fprintf(out, "%s{\"m\": %d, \"n\": %d, \"k\": %d, \"trans_a\": %s, \"trans_b\": %s, "
+                     "\"batch\": %d, \"dtype\": \"%s\", \"calls\": %.6g, \"ms\": %.6g, "
+                     "\"gflops\": %.6g, \"alone_gflops\": %.6g}",
+                j ? ", " : "", s->m, s->n, s->k, s->ta ? "true" : "false", s->tb ? "true" : "false",
+                s->batch, s->dtype < 0 ? "f32" : s->dtype == BT_BF16 ? "bf16" : "f16", s->calls / n,
+                1e3 * s->seconds / n, s->seconds > 0 ? s->flops / s->seconds / 1e9 : 0.0,
+                s->alone_s > 0 ? s->flops / s->calls / s->alone_s / 1e9 : 0.0);
+    }
+    free(order);
+    double flops, in_steps, alone;
+    gemm_totals(p, &flops, &in_steps, &alone);
+    fprintf(out, "], \"gemm_ms\": %.6g, \"gemm_alone_ms\": %.6g, \"gemm_ceiling_gflops\": %.6g",
+            1e3 * in_steps, 1e3 * alone, alone > 0 ? flops / alone / 1e9 : 0.0);
+}
