@@ -19,16 +19,8 @@ int prof_gemm_shape_of(bt_profiler *p, const prof_gemm_shape *key) {
     if (!p->in_step) return -1;
     for (int i = 0; i < p->n_shapes; i++)
         if (same_shape(&p->shapes[i], key)) return i;
-    if (p->n_shapes == p->cap_shapes) { /* a model has a few dozen: grows in the first step */
-        int cap = p->cap_shapes ? 2 * p->cap_shapes : 32;
-        prof_gemm_shape *s = realloc(p->shapes, (size_t)cap * sizeof *s);
-        if (!s) {
-            fprintf(stderr, "bertrain: profiler: out of host memory\n");
-            exit(1);
-        }
-        p->shapes = s;
-        p->cap_shapes = cap;
-    }
+    /* a model has a few dozen: the table grows in the first step only */
+    p->shapes = prof_room(p->shapes, p->n_shapes, &p->cap_shapes, 32, sizeof *p->shapes);
     prof_gemm_shape *s = &p->shapes[p->n_shapes];
     *s = *key;
     s->calls = 0;

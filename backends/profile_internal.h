@@ -65,6 +65,11 @@ struct bt_profiler {
     int n_shapes, cap_shapes;
 };
 
+/* items (used of *cap in use) with room for one more of size bytes: grown
+ * to twice (first: first_cap) when full; out of host memory ends the run
+ * with one line, as the profiler cannot report without its records. */
+void *prof_room(void *items, int used, int *cap, int first_cap, size_t size);
+
 /* A mark before an op when a step is being recorded, else -1. */
 int prof_before(bt_profiler *p);
 
