@@ -5,6 +5,9 @@
 
 #include "profile.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 /* The ops the profiler times, in report order when they tie. */
 #define BT_PROFILED_OPS(X)                                                              \
     X(upload) X(download) X(copy) X(fill) X(gemm) X(gemm16) X(bias_add) X(bias_grad)   \
@@ -68,7 +71,17 @@ struct bt_profiler {
 /* items (used of *cap in use) with room for one more of size bytes: grown
  * to twice (first: first_cap) when full; out of host memory ends the run
  * with one line, as the profiler cannot report without its records. */
-void *prof_room(void *items, int used, int *cap, int first_cap, size_t size);
+static inline void *prof_room(void *items, int used, int *cap, int first_cap, size_t size) {
+    if (used < *cap) return items;
+    const int grown = *cap ? 2 * *cap : first_cap;
+    void *more = realloc(items, (size_t)grown * size);
+    if (!more) {
+        fprintf(stderr, "bertrain: profiler: out of host memory\n");
+        exit(1);
+    }
+    *cap = grown;
+    return more;
+}
 
 /* A mark before an op when a step is being recorded, else -1. */
 int prof_before(bt_profiler *p);

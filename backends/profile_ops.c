@@ -35,18 +35,6 @@ int prof_before(bt_profiler *p) {
     return p->inner->mark(p->inner);
 }
 
-void *prof_room(void *items, int used, int *cap, int first_cap, size_t size) {
-    if (used < *cap) return items;
-    const int grown = *cap ? 2 * *cap : first_cap;
-    void *more = realloc(items, (size_t)grown * size);
-    if (!more) {
-        fprintf(stderr, "bertrain: profiler: out of host memory\n");
-        exit(1);
-    }
-    *cap = grown;
-    return more;
-}
-
 void prof_after(bt_profiler *p, int op, int m0, double flops, double bytes) {
     if (m0 < 0) return;
     const int m1 = p->inner->mark(p->inner);
