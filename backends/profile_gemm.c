@@ -68,6 +68,7 @@ static void run_shape(bt_backend *in, const prof_gemm_shape *s, bt_buffer *a, bt
  * shape gets enough tries on a noisy machine; false when the device runs
  * out of memory. */
 static bool time_alone(bt_backend *in, prof_gemm_shape *s, int reps) {
+    if (s->m <= 0 || s->n <= 0 || s->k <= 0 || s->batch <= 0) return true; /* no FLOPs to time */
     const size_t na = extent(s->batch, s->sa, s->ta ? s->k : s->m, s->ta ? s->m : s->k, s->lda),
                  nb = extent(s->batch, s->sb, s->tb ? s->n : s->k, s->tb ? s->k : s->n, s->ldb),
                  nc = extent(s->batch, s->sc, s->m, s->n, s->ldc);
@@ -137,7 +138,7 @@ static void gemm_totals(const bt_profiler *p, double *flops, double *in_steps, d
         *flops += s->flops / n;
         *in_steps += s->seconds / n;
         *alone += s->alone_s * s->calls / n;
-        all = all && s->alone_s > 0;
+        all = all && (s->alone_s > 0 || s->flops == 0); /* k = 0 and the like: not replayed */
     }
     if (!all) *alone = 0.0;
 }
