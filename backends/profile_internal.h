@@ -91,7 +91,7 @@ int prof_before(bt_profiler *p);
 void prof_after(bt_profiler *p, int op, int m0, double flops, double bytes);
 
 /* The index of GEMM shape key in p->shapes, added when new (calls and
- * times zero); -1 when no step is being recorded. */
+ * times zero). */
 int prof_gemm_shape_of(bt_profiler *p, const prof_gemm_shape *key);
 
 /* The per-shape GEMM table and, after bt_profile_gemm_alone, the ceiling
