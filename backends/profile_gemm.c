@@ -141,8 +141,16 @@ static void gemm_totals(const bt_profiler *p, double *flops, double *in_steps, d
     if (!all) *alone = 0.0;
 }
 
+/* GFLOP/s of shape s in the steps, and alone (0: not timed / replayed). */
+static double rate_in_steps(const prof_gemm_shape *s) {
+    return s->seconds > 0 ? s->flops / s->seconds / 1e9 : 0.0;
+}
+static double rate_alone(const prof_gemm_shape *s) {
+    return s->alone_s > 0 ? s->flops / s->calls / s->alone_s / 1e9 : 0.0;
+}
+
 static const char *dtype_name(int dtype) {
-    return dtype < 0 ? "" : dtype == BT_BF16 ? " bf16" : " f16";
+    return dtype < 0 ? "f32" : dtype == BT_BF16 ? "bf16" : "f16";
 }
 
 void prof_gemm_print(const bt_profiler *p, FILE *out) {
@@ -156,19 +164,20 @@ void prof_gemm_print(const bt_profiler *p, FILE *out) {
     for (int j = 0; j < k; j++) {
         const prof_gemm_shape *s = &p->shapes[order[j]];
         char shape[64], alone[16] = "-";
-        snprintf(shape, sizeof shape, "%dx%dx%d %c%c x%d%s", s->m, s->n, s->k, s->ta ? 'T' : 'N',
-                 s->tb ? 'T' : 'N', s->batch, dtype_name(s->dtype));
-        if (s->alone_s > 0) snprintf(alone, sizeof alone, "%.1f", s->flops / s->calls / s->alone_s / 1e9);
-        fprintf(out, "  %-42s %10.1f %10.3f %10.1f %14s\n", shape, s->calls / n, 1e3 * s->seconds / n,
-                s->seconds > 0 ? s->flops / s->seconds / 1e9 : 0.0, alone);
+        snprintf(shape, sizeof shape, "%dx%dx%d %c%c x%d%s%s", s->m, s->n, s->k,
+                 s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->batch, s->dtype < 0 ? "" : " ",
+                 s->dtype < 0 ? "" : dtype_name(s->dtype));
+        if (s->alone_s > 0) snprintf(alone, sizeof alone, "%.1f", rate_alone(s));
+        fprintf(out, "  %-42s %10.1f %10.3f %10.1f %14s\n", shape, s->calls / n,
+                1e3 * s->seconds / n, rate_in_steps(s), alone);
     }
     free(order);
     double flops, in_steps, alone;
     gemm_totals(p, &flops, &in_steps, &alone);
     if (alone <= 0) return;
     const double step_s = p->step_seconds / n;
-    fprintf(out, "gemm ceiling at this model's shapes: %.1f GFLOP/s (the step's GEMMs alone: %.1f ms, "
-                 "in the step: %.1f ms)\n",
+    fprintf(out, "gemm ceiling at this model's shapes: %.1f GFLOP/s (the step's GEMMs alone: "
+                 "%.1f ms, in the step: %.1f ms)\n",
             flops / alone / 1e9, 1e3 * alone, 1e3 * in_steps);
     fprintf(out, "the step: %.1f GFLOP/s of GEMM work, %.1f%% of that ceiling\n",
             flops / step_s / 1e9, 100.0 * alone / step_s);
@@ -185,9 +194,8 @@ void prof_gemm_json(const bt_profiler *p, FILE *out) {
                      "\"batch\": %d, \"dtype\": \"%s\", \"calls\": %.6g, \"ms\": %.6g, "
                      "\"gflops\": %.6g, \"alone_gflops\": %.6g}",
                 j ? ", " : "", s->m, s->n, s->k, s->ta ? "true" : "false", s->tb ? "true" : "false",
-                s->batch, s->dtype < 0 ? "f32" : s->dtype == BT_BF16 ? "bf16" : "f16", s->calls / n,
-                1e3 * s->seconds / n, s->seconds > 0 ? s->flops / s->seconds / 1e9 : 0.0,
-                s->alone_s > 0 ? s->flops / s->calls / s->alone_s / 1e9 : 0.0);
+                s->batch, dtype_name(s->dtype), s->calls / n,
+                1e3 * s->seconds / n, rate_in_steps(s), rate_alone(s));
     }
     free(order);
     double flops, in_steps, alone;
