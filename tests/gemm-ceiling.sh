@@ -3,7 +3,9 @@
 # counts and sums, never as times: every GEMM of the timed steps falls into
 # exactly one shape (the shapes' calls and ms add up to the gemm op's), the
 # model's own shapes are there with the calls a step makes of them (tiny: 2
-# layers, hidden 128, 2 heads; batch 4 x seq 32), and the ceiling is the
+# layers, hidden 128, 2 heads; batch 4 x seq 32; the top layer's feed-forward
+# block at the heads' rows, as many as bench reports, or with --dense-top at
+# every row), and the ceiling is the
 # shapes' FLOPs over their replayed times. Without --ceiling nothing is
 # replayed. On the CPU backend and, where built and present, OpenCL (device
 # marks instead of the wall clock).
@@ -24,7 +26,8 @@ check() {
     python3 - "$1" "$2" "$3" <<'PY' || exit 1
 import json, sys
 path, replayed, label = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
-p = json.load(open(path))["profile"]
+j = json.load(open(path))
+p, dense = j["profile"], j["bench"]["dense_top"]
 def fail(msg):
     print("FAIL: %s: %s" % (label, msg)); sys.exit(1)
 ops = {o["op"]: o for o in p["ops"]}
@@ -41,12 +44,21 @@ if abs(p["gemm_ms"] - ms) > 1e-4 * ms:
 def count(m, n, k, ta, tb, batch):
     return sum(s["calls"] for s in shapes if (s["m"], s["n"], s["k"], s["trans_a"], s["trans_b"], s["batch"]) == (m, n, k, ta, tb, batch))
 N, H, L = 4 * 32, 128, 2
-want = {"FFN up (N x 4H x H, B transposed)": (count(N, 4 * H, H, False, True, 1), L),
+full = L if dense else L - 1 # the layers whose feed-forward block runs at every row
+want = {"FFN up (N x 4H x H, B transposed)": (count(N, 4 * H, H, False, True, 1), full),
         "QKV (N x 3H x H, B transposed)": (count(N, 3 * H, H, False, True, 1), L),
-        "FFN up dW (4H x H x N, A transposed)": (count(4 * H, H, N, True, False, 1), L),
+        "FFN up dW (4H x H x N, A transposed)": (count(4 * H, H, N, True, False, 1), full),
         "QK^T (T x T x 64, batch B x heads)": (count(32, 32, 64, False, True, 8), 2 * L)}
 for what, (got, expect) in want.items():
     if got != expect: fail("%s: %g calls a step, expected %g" % (what, got, expect))
+# the top layer's FFN up at its rows: once a step, with the rows bench reports
+top = [s for s in shapes if (s["n"], s["k"], s["trans_a"], s["trans_b"], s["batch"]) == (4 * H, H, False, True, 1) and s["m"] < N]
+top_calls = sum(s["calls"] for s in top)
+if abs(top_calls - (0 if dense else 1)) > 1e-9:
+    fail("FFN up at fewer than N rows: %g calls a step, expected %d" % (top_calls, 0 if dense else 1))
+rows = sum(s["m"] * s["calls"] for s in top) / top_calls if top else N
+if abs(rows - 4 * j["bench"]["top_rows_per_seq"]) > 1e-6 * rows:
+    fail("the top layer's FFN up ran at %g rows a step, bench reports %g a sequence x 4" % (rows, j["bench"]["top_rows_per_seq"]))
 flops = [2.0 * s["m"] * s["n"] * s["k"] * s["batch"] * s["calls"] for s in shapes]
 if not replayed:
     if any(s["alone_gflops"] != 0 for s in shapes) or p["gemm_ceiling_gflops"] != 0 or p["gemm_alone_ms"] != 0:
@@ -72,6 +84,9 @@ backend_checks() {
     bench "$be" --threads 2 --profile --json > "$tmpdir/$tag-profile.json" ||
         fail "$be: bench --profile --json failed"
     check "$tmpdir/$tag-profile.json" 0 "$be --profile"
+    bench "$be" --threads 2 --profile --json --dense-top > "$tmpdir/$tag-dense.json" ||
+        fail "$be: bench --profile --json --dense-top failed"
+    check "$tmpdir/$tag-dense.json" 0 "$be --profile --dense-top"
     bench "$be" --threads 2 --ceiling > "$tmpdir/$tag-ceiling.txt" || fail "$be: bench --ceiling failed"
     grep -q "^gemm ceiling at this model's shapes: [0-9.]* GFLOP/s" "$tmpdir/$tag-ceiling.txt" ||
         fail "$be: no ceiling line in bench --ceiling's text"

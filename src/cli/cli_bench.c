@@ -16,11 +16,12 @@ static void usage(void) {
     fprintf(stderr, "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] "
                     "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"
                     "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"
-                    "       [--unfused gelu,join,attention|all|none]\n"
+                    "       [--unfused gelu,join,attention|all|none] [--dense-top]\n"
                     "       [--profile] [--ceiling] [--json]\n"
                     "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"
                     "             (+LayerNorm); softmax+dropout) done op by op, to measure them\n"
                     "             (none: all fused, also where the device says they do not pay)\n"
+                    "  --dense-top: the last layer at every row, not only at the heads' rows\n"
                     "  --profile: time every op of the timed steps on the device's clock, and\n"
                     "             count launches, blocking reads, waits and memory per step\n"
                     "  --ceiling: --profile, then each GEMM shape of the steps replayed alone\n"
@@ -34,7 +35,7 @@ typedef struct {
     const char *preset, *backend, *precision;
     int seq, batch, steps, warmup, threads, layers;
     double layerdrop;
-    bool profile, json, ceiling;
+    bool profile, json, ceiling, dense_top;
     unsigned unfused; /* BERT_FUSE_* bits turned off */
     const char *unfused_list; /* as given */
     const char *norm;         /* post (the preset's) or pre */
@@ -66,7 +67,8 @@ static bool parse_unfused(const char *list, unsigned *out) {
 
 /* Options into o (defaults first); false after printing why. */
 static bool parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false, false, 0, "", "post"};
+    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false, false, false,
+                      0, "", "post"};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--profile") || !strcmp(a, "--json")) {
@@ -75,6 +77,10 @@ static bool parse_args(int argc, char **argv, bench_opts *o) {
         }
         if (!strcmp(a, "--ceiling")) {
             o->ceiling = o->profile = true;
+            continue;
+        }
+        if (!strcmp(a, "--dense-top")) {
+            o->dense_top = true;
             continue;
         }
         if (!v) {
@@ -171,24 +177,34 @@ static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_confi
 /* What a bench measured. */
 typedef struct {
     double ms_per_step, activation_mb, tflops, samples_per_s, layers_run;
+    double masked_per_seq, top_rows_per_seq; /* the timed steps' means */
     double loss, grad_norm; /* the last step's: the same bits whatever --unfused says */
     unsigned unfused;       /* the fusions that were off */
 } bench_figures;
 
-/* The figures: time per step, activation memory, TFLOP/s of the layers that
- * ran (a dropped layer costs one layer's FLOPs less), samples/s. */
+/* What the timed steps did, summed over them. */
+typedef struct {
+    long layers_dropped; /* LayerDrop: layers skipped */
+    double masked, top_rows; /* masked tokens; rows the top layer computed (every row: B*T) */
+} bench_work;
+
+/* The figures: time per step, activation memory, TFLOP/s of the work done (a
+ * dropped layer costs one layer's FLOPs less; the top layer at its rows),
+ * samples/s. */
 static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_model *m, double dt,
-                             long layers_dropped) {
-    const double sps = (double)o->batch * o->steps / dt;
+                             const bench_work *w) {
+    const double sps = (double)o->batch * o->steps / dt, seqs = (double)o->batch * o->steps;
+    const double masked = w->masked / seqs, top_rows = w->top_rows / seqs;
     bert_config one_less = cfg->model;
     one_less.num_hidden_layers--;
-    const double per_sample = bert_train_flops_per_sample(&cfg->model, o->seq, 0.15 * o->seq),
-                 per_layer =
-                     per_sample - bert_train_flops_per_sample(&one_less, o->seq, 0.15 * o->seq);
-    const double mean_dropped = (double)layers_dropped / o->steps;
+    const double per_sample = bert_train_flops_per_sample(&cfg->model, o->seq, masked, top_rows),
+                 per_layer = per_sample - bert_train_flops_per_sample(&one_less, o->seq, masked,
+                                                                      top_rows);
+    const double mean_dropped = (double)w->layers_dropped / o->steps;
     return (bench_figures){1e3 * dt / o->steps, bert_activation_bytes(m) / 1e6,
                            (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
-                           cfg->model.num_hidden_layers - mean_dropped, 0.0, 0.0, 0};
+                           cfg->model.num_hidden_layers - mean_dropped, masked, top_rows,
+                           0.0, 0.0, 0};
 }
 
 /* The bench's lines, then the profile when there is one. */
@@ -206,6 +222,8 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
     if (cfg->model.layerdrop > 0.0f)
         printf("layers run per step: %.2f of %d (LayerDrop)\n", f->layers_run,
                cfg->model.num_hidden_layers);
+    printf("top layer: %.1f of %d rows a sequence after its attention (%s)\n",
+           f->top_rows_per_seq, o->seq, o->dense_top ? "--dense-top" : "the heads' rows");
     printf("TFLOP/s: %.3f\n", f->tflops);
     printf("samples/s: %.2f\n", f->samples_per_s);
     printf("last step: loss %.17g, grad_norm %.17g\n", f->loss, f->grad_norm);
@@ -228,6 +246,8 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddStringToObject(j, "precision", o->precision);
     cJSON_AddStringToObject(j, "unfused", o->unfused_list);
     cJSON_AddStringToObject(j, "norm", o->norm);
+    cJSON_AddBoolToObject(j, "dense_top", o->dense_top);
+    cJSON_AddNumberToObject(j, "top_rows_per_seq", f->top_rows_per_seq);
     cJSON_AddStringToObject(j, "backend", be->name);
     cJSON_AddStringToObject(j, "device", info.name);
     cJSON_AddNumberToObject(j, "ms_per_step", f->ms_per_step);
@@ -271,9 +291,10 @@ int cli_bench(int argc, char **argv) {
     }
     bert_init_params(m, cfg.seed);
     if (*o.unfused_list) m->unfused = o.unfused; /* else the device's choice */
+    m->dense_top = o.dense_top;
     uint32_t first = 0;
     double t0 = 0.0;
-    long layers_dropped = 0; /* LayerDrop: layers the timed steps skipped */
+    bench_work work = {0};
     step_result last = {0};
     for (int s = 0; s < o.warmup + o.steps; s++) {
         if (s == o.warmup) {
@@ -286,10 +307,14 @@ int cli_bench(int argc, char **argv) {
         step_result r = train_step(m, opt, &cfg, s, &in, 1e-4, NULL, NULL, NULL);
         last = r;
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_end(bt_profiler_of(be));
-        if (s >= o.warmup) layers_dropped += r.layers_dropped;
+        if (s >= o.warmup) {
+            work.layers_dropped += r.layers_dropped;
+            work.masked += mb.n_masked;
+            work.top_rows += m->top_layer >= 0 ? m->n_top : (double)mb.B * mb.T;
+        }
     }
     be->sync(be);
-    bench_figures f = measure(&o, &cfg, m, now_s() - t0, layers_dropped);
+    bench_figures f = measure(&o, &cfg, m, now_s() - t0, &work);
     f.loss = last.loss;
     f.grad_norm = last.grad_norm;
     f.unfused = m->unfused;

@@ -59,6 +59,37 @@ static void ln_bwd(bert_model *m, bt_ptr dx, bt_ptr dw, bt_ptr db, bt_ptr dy, bt
     STORE16_PTR(dx, (size_t)rows * cols);
 }
 
+static int compare_i32(const void *x, const void *y) {
+    const int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Where token row `row` is among the S sorted top rows. */
+static int32_t top_index(const int32_t *rows, int S, int32_t row) {
+    const int32_t *at = bsearch(&row, rows, (size_t)S, sizeof *rows, compare_i32);
+    return (int32_t)(at - rows);
+}
+
+/* The top layer's rows into host (the batch's int32 staging): the token rows
+ * the heads read (masked tokens, [CLS] when nsp), in order and once each, and
+ * each head's row among them. Returns their count S. */
+static int plan_top_rows(const struct bert_act_layout *a, const bert_batch *bt, bool nsp,
+                         int32_t *host) {
+    int32_t *rows = host + a->top_rows;
+    int n = 0, S = 0;
+    for (int i = 0; i < bt->n_masked; i++) rows[n++] = bt->mlm_positions[i];
+    for (int b = 0; nsp && b < bt->B; b++) rows[n++] = b * bt->T;
+    qsort(rows, (size_t)n, sizeof *rows, compare_i32);
+    for (int i = 0; i < n; i++)
+        if (S == 0 || rows[i] != rows[S - 1]) rows[S++] = rows[i];
+    for (int i = 0; i < bt->n_masked; i++)
+        host[a->top_mlm_pos + i] = top_index(rows, S, bt->mlm_positions[i]);
+    for (int b = 0; nsp && b < bt->B; b++) host[a->top_cls + b] = top_index(rows, S, b * bt->T);
+    return S;
+}
+
+/* The batch's int32 inputs to the device; with a top layer (m->top_layer),
+ * its rows, which set m->n_top (none: no top layer). */
 static void upload_batch(bert_model *m, const bert_batch *bt) {
     const struct bert_act_layout *a = m->act;
     int32_t *host = calloc(a->ints_batch, sizeof *host);
@@ -78,6 +109,8 @@ static void upload_batch(bert_model *m, const bert_batch *bt) {
         host[a->nsp_labels + b] = bt->nsp_labels ? bt->nsp_labels[b] : -1;
         host[a->cls_idx + b] = b * bt->T;
     }
+    m->n_top = m->top_layer >= 0 ? plan_top_rows(a, bt, m->cfg.nsp && bt->nsp_labels, host) : 0;
+    if (m->n_top == 0) m->top_layer = -1;
     m->be->upload(m->be, INT(0), host, a->ints_batch * 4);
     free(host);
 }
@@ -88,13 +121,32 @@ typedef struct {
     int N, H, I;
     float p; /* hidden dropout (0 outside training) */
     size_t per_sample;
+    bool top;    /* the top layer: after attention, N is its S rows, not all B*T */
+    size_t all;  /* B*T*H: every row's values */
 } layer_dims;
 
-static layer_dims dims_of(const bert_model *m, const bert_batch *bt, const bert_pass *pass) {
-    layer_dims d = {bt->B * bt->T, m->cfg.hidden_size, m->cfg.intermediate_size,
-                    pass->train ? m->cfg.hidden_dropout_prob : 0.0f,
-                    (size_t)bt->T * m->cfg.hidden_size};
+/* Layer l's geometry in this pass. */
+static layer_dims dims_of(const bert_model *m, int l, const bert_batch *bt,
+                          const bert_pass *pass) {
+    const bool top = l == m->top_layer;
+    layer_dims d = {top ? m->n_top : bt->B * bt->T, m->cfg.hidden_size,
+                    m->cfg.intermediate_size, pass->train ? m->cfg.hidden_dropout_prob : 0.0f,
+                    (size_t)bt->T * m->cfg.hidden_size, top,
+                    (size_t)bt->B * bt->T * m->cfg.hidden_size};
     return d;
+}
+
+/* dropout(x) of the top layer's rows x (S, H) with the masks they would have
+ * among all B*T rows: through dI (free whenever a branch's dropout runs), the
+ * rows at their places, the dropout over all rows, and the rows back. */
+static void top_dropout(bert_model *m, size_t x, const bert_batch *bt, layer_dims d,
+                        bt_rng_key key) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    be->fill(be, ACT(a->dI), 0.0f, d.all);
+    be->scatter_rows(be, ACT(a->dI), ACT(x), INT(a->top_rows), d.N, d.H);
+    be->dropout(be, ACT(a->dI), ACT(a->dI), d.all, d.per_sample, bt->first_sample, d.p, key);
+    be->gather_rows(be, ACT(x), ACT(a->dI), INT(a->top_rows), d.N, d.H);
 }
 
 /* Admin's residual scale at the join `site` of layer l (1 but for Admin). */
@@ -123,7 +175,9 @@ static void branch_out(bert_model *m, int l, int site, size_t out, size_t resid,
     bt_backend *be = m->be;
     const size_t dH = m->act->dH, n = (size_t)d.N * d.H;
     if (pass->admin_profile) admin_measure(m, l, site, d);
-    if (d.p > 0.0f)
+    if (d.p > 0.0f && d.top)
+        top_dropout(m, dH, bt, d, dropout_key(pass, l, site));
+    else if (d.p > 0.0f)
         be->dropout(be, ACT(dH), ACT(dH), n, d.per_sample, bt->first_sample, d.p,
                     dropout_key(pass, l, site));
     const float omega = omega_at(m, l, site);
@@ -144,15 +198,16 @@ typedef struct {
 
 /* out = omega * resid + dropout(dH + bias), then (ln not NULL) ln->out =
  * LayerNorm(out): a branch's output (dH, before its bias) joins the stream.
- * One fused op where it can (omega = 1, no Admin profiling), else the ops
- * one by one. */
+ * One fused op where it can (omega = 1, no Admin profiling, not the top
+ * layer, whose rows are not the fused ops' rows), else the ops one by one. */
 static void join_fwd(bert_model *m, int l, int site, size_t out, size_t resid, size_t bias,
                      const join_norm *ln, const bert_batch *bt, const bert_pass *pass,
                      layer_dims d) {
     bt_backend *be = m->be;
     const size_t dH = m->act->dH, n = (size_t)d.N * d.H;
     const float eps = m->cfg.layer_norm_eps;
-    if (fused(m, BERT_FUSE_JOIN, true) && omega_at(m, l, site) == 1.0f && !pass->admin_profile) {
+    if (fused(m, BERT_FUSE_JOIN, true) && omega_at(m, l, site) == 1.0f && !pass->admin_profile &&
+        !d.top) {
         const bt_rng_key key = dropout_key(pass, l, site);
         if (ln)
             be->residual_layernorm_fwd(be, ACT(out), ACT(ln->out), ACT(ln->mean), ACT(ln->rstd),
@@ -174,28 +229,51 @@ static void join_fwd(bert_model *m, int l, int site, size_t out, size_t resid, s
 }
 
 /* dA = omega * dA + dH: the gradient of a residual join's input, through the
- * residual (dA holds d out) and the branch (dH). */
-static void residual_grad(bert_model *m, int l, int site, size_t n) {
+ * residual (dA holds d out) and the branch (dH). At the top layer's attention
+ * join dA has its S rows and dH every row: the sum has every row. */
+static void residual_grad(bert_model *m, int l, int site, layer_dims d) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const float omega = omega_at(m, l, site);
+    const size_t n = (size_t)d.N * d.H;
     if (omega != 1.0f) be->scale(be, ACT(a->dA), omega, n);
+    if (d.top && site == SITE_ATTN_OUT) {
+        be->scatter_rows(be, ACT(a->dH), ACT(a->dA), INT(a->top_rows), d.N, d.H);
+        be->copy(be, ACT(a->dA), ACT(a->dH), d.all * 4);
+        STORE16(a->dA, d.all);
+        return;
+    }
     be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), n);
     STORE16(a->dA, n);
 }
 
+/* The top layer's attention context at its rows, into top_ctx. */
+static void top_ctx_rows(bert_model *m, int l, layer_dims d) {
+    const struct bert_act_layout *a = m->act;
+    m->be->gather_rows(m->be, ACT(a->top_ctx), ACT(a->layer[l].ctx), INT(a->top_rows), d.N, d.H);
+}
+
 /* Attention block: res1 = resid + dropout(attention(in) Wo + bo), then
- * LayerNorm(res1) when ln is not NULL.  in, resid: (N, H) */
+ * LayerNorm(res1) when ln is not NULL.  in, resid: (N, H); res1 and ln: the
+ * top layer's S rows (of the heads) or all N */
 static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const join_norm *ln,
                            const bert_batch *bt, const bert_pass *pass) {
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
-    const layer_dims d = dims_of(m, bt, pass);
-    /* the projection (N, 3H) into dqkv, free during the forward */
-    linear_fwd(m, ACT(a->dqkv), ACT(in), w->qkv_w, w->qkv_b, d.N, d.H, 3 * d.H);
+    const layer_dims d = dims_of(m, l, bt, pass);
+    /* the projection (N, 3H) into dqkv, free during the forward: every row,
+     * for the keys and values */
+    linear_fwd(m, ACT(a->dqkv), ACT(in), w->qkv_w, w->qkv_b, bt->B * bt->T, d.H, 3 * d.H);
     bert_attention_fwd(m, l, bt, pass, a->dqkv);
-    linear_fwd_nobias(m, ACT(a->dH), ACT(la->ctx), w->ao_w, d.N, d.H, d.H); /* dH: scratch */
+    size_t ctx = la->ctx;
+    if (d.top) { /* from here on, the heads' rows only */
+        top_ctx_rows(m, l, d);
+        m->be->gather_rows(m->be, ACT(a->top_x), ACT(resid), INT(a->top_rows), d.N, d.H);
+        ctx = a->top_ctx;
+        resid = a->top_x;
+    }
+    linear_fwd_nobias(m, ACT(a->dH), ACT(ctx), w->ao_w, d.N, d.H, d.H); /* dH: scratch */
     join_fwd(m, l, SITE_ATTN_OUT, la->res1, resid, w->ao_b, ln, bt, pass, d);
 }
 
@@ -207,7 +285,7 @@ static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const j
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
-    const layer_dims d = dims_of(m, bt, pass);
+    const layer_dims d = dims_of(m, l, bt, pass);
     const size_t NI = (size_t)d.N * d.I;
     if (fused(m, BERT_FUSE_GELU, true)) {
         linear_fwd_nobias(m, ACT(la->fc1), ACT(in), w->fc1_w, d.N, d.H, d.I);
@@ -228,11 +306,13 @@ static void branch_grad(bert_model *m, int l, int site, const bert_batch *bt,
                         const bert_pass *pass, layer_dims d) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
-    if (d.p > 0.0f) /* straight from dA: no copy first */
+    if (d.p > 0.0f && !d.top) { /* straight from dA: no copy first */
         be->dropout(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H, d.per_sample,
                     bt->first_sample, d.p, dropout_key(pass, l, site));
-    else
-        be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
+        return;
+    }
+    be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
+    if (d.p > 0.0f) top_dropout(m, a->dH, bt, d, dropout_key(pass, l, site));
 }
 
 /* Backward of ffn_block_fwd's branch: dA holds d res2; dH gets d in (the
@@ -243,7 +323,7 @@ static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
-    const layer_dims d = dims_of(m, bt, pass);
+    const layer_dims d = dims_of(m, l, bt, pass);
     branch_grad(m, l, SITE_FFN_OUT, bt, pass, d);
     linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), d.N, d.I, d.H);
     const bool fuse = fused(m, BERT_FUSE_GELU, false);
@@ -256,20 +336,32 @@ static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
                d.I);
 }
 
-/* Backward of attn_block_fwd's branch: dA holds d res1; dH gets d in. */
+/* Backward of attn_block_fwd's branch: dA holds d res1 (the top layer: at its
+ * rows); dH gets d in (every row). */
 static void attn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
                            const bert_pass *pass) {
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
-    const layer_dims d = dims_of(m, bt, pass);
+    const layer_dims d = dims_of(m, l, bt, pass);
     branch_grad(m, l, SITE_ATTN_OUT, bt, pass, d);
-    linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), d.N, d.H, d.H);
+    if (d.top) { /* d ctx at the heads' rows (into top_x), then at every row */
+        bt_backend *be = m->be;
+        top_ctx_rows(m, l, d);
+        linear_bwd(m, ACT(a->top_x), w->ao_w, w->ao_b, ACT(a->dH), ACT(a->top_ctx), d.N, d.H,
+                   d.H);
+        be->fill(be, ACT(a->dctx), 0.0f, d.all);
+        be->scatter_rows(be, ACT(a->dctx), ACT(a->top_x), INT(a->top_rows), d.N, d.H);
+    } else {
+        linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), d.N, d.H, d.H);
+    }
     bert_attention_bwd(m, l, bt, pass);
-    linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(in), d.N, d.H, 3 * d.H);
+    linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(in), bt->B * bt->T, d.H,
+               3 * d.H);
 }
 
-/* One encoder layer, x_in (N, H) -> layer output (N, H).
+/* One encoder layer, x_in (N, H) -> layer output (N, H); the top layer's
+ * output has only the S rows the heads read (m->top_layer).
  * Post-LN: ln1 = LN1(x + attn(x)); ln2 = LN2(ln1 + ffn(ln1)), the output.
  * Admin:   as Post-LN with x and ln1 scaled by their omegas in the sums.
  * Pre-LN:  res1 = x + attn(LN1(x)); res2 = res1 + ffn(LN2(res1)), the output. */
@@ -298,26 +390,26 @@ static void layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &m->v.layer[l];
-    const int N = bt->B * bt->T, H = m->cfg.hidden_size;
-    const size_t NH = (size_t)N * H;
+    const layer_dims d = dims_of(m, l, bt, pass); /* d.N: the rows after attention */
+    const int N = bt->B * bt->T, H = d.H;
     if (m->cfg.norm == BERT_NORM_PRE) {
         ffn_block_bwd(m, l, la->ln2, bt, pass);
         ln_bwd(m, ACT(a->dH), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dH),
-               ACT(la->res1), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
-        residual_grad(m, l, SITE_FFN_OUT, NH); /* d res1 */
+               ACT(la->res1), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), d.N, H);
+        residual_grad(m, l, SITE_FFN_OUT, d); /* d res1 */
         attn_block_bwd(m, l, la->ln1, bt, pass);
         ln_bwd(m, ACT(a->dH), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dH), ACT(x_in),
                ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
-        residual_grad(m, l, SITE_ATTN_OUT, NH); /* d x_in */
+        residual_grad(m, l, SITE_ATTN_OUT, d); /* d x_in */
     } else {
         ln_bwd(m, ACT(a->dA), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dA),
-               ACT(la->res2), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), N, H);
+               ACT(la->res2), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), d.N, H);
         ffn_block_bwd(m, l, la->ln1, bt, pass);
-        residual_grad(m, l, SITE_FFN_OUT, NH); /* d ln1 */
+        residual_grad(m, l, SITE_FFN_OUT, d); /* d ln1 */
         ln_bwd(m, ACT(a->dA), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dA),
-               ACT(la->res1), ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+               ACT(la->res1), ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), d.N, H);
         attn_block_bwd(m, l, x_in, bt, pass);
-        residual_grad(m, l, SITE_ATTN_OUT, NH); /* d x_in */
+        residual_grad(m, l, SITE_ATTN_OUT, d); /* d x_in */
     }
 }
 
@@ -382,6 +474,17 @@ void bert_admin_profile(bert_model *m, const bert_batch *bt) {
     bert_forward(m, bt, &pass, &st);
 }
 
+/* The rows of the encoder's output that the MLM head reads (int32 offsets):
+ * among the top layer's rows, or among all. */
+static size_t mlm_rows_of(const bert_model *m) {
+    return m->top_layer >= 0 ? m->act->top_mlm_pos : m->act->mlm_pos;
+}
+
+/* The same for the NSP head's [CLS] rows. */
+static size_t cls_rows_of(const bert_model *m) {
+    return m->top_layer >= 0 ? m->act->top_cls : m->act->cls_idx;
+}
+
 void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, bert_stats *st) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
@@ -398,7 +501,10 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     m->cur_B = B;
     m->cur_T = T;
     m->cur_masked = M;
-    upload_batch(m, bt);
+    /* the last layer that runs is the top layer, at the heads' rows only (but
+     * Admin's profiling measures every row, and dense_top turns it off) */
+    m->top_layer = m->dense_top || pass->admin_profile ? -1 : layer_before(pass, L);
+    upload_batch(m, bt); /* with the top layer's rows, or none */
     bert_upload_head_tables(m, B, T);
     m->backward_ready = true;
     memset(st, 0, sizeof *st);
@@ -425,18 +531,19 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
             stash_layer(m, l);
         }
     size_t hidden = layer_input(m, L, pass);
+    const int rows = m->top_layer >= 0 ? m->n_top : N; /* the rows of hidden */
     st->attn_score_sq = m->attn_score_sq;
     if (m->n_attn_tickets) st->ticket.attn_first = m->attn_ticket_first;
     st->ticket.n_attn = m->n_attn_tickets;
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */
         ln_fwd(m, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
-               ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), N, H, eps);
+               ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), rows, H, eps);
         hidden = a->final_out;
     }
 
     /* MLM head at masked rows: dense -> GELU -> LayerNorm -> tied decoder + bias */
     if (M > 0) {
-        be->gather_rows(be, ACT(a->hm), ACT(hidden), INT(a->mlm_pos), M, H);
+        be->gather_rows(be, ACT(a->hm), ACT(hidden), INT(mlm_rows_of(m)), M, H);
         linear_fwd(m, ACT(a->t1), ACT(a->hm), v->head_w, v->head_b, M, H, H);
         be->gelu_fwd(be, ACT(a->t2), ACT(a->t1), (size_t)M * H);
         STORE16(a->t2, (size_t)M * H);
@@ -460,7 +567,7 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     }
     /* NSP head on [CLS]: pooler dense -> tanh -> 2-way classifier */
     if (m->cfg.nsp && bt->nsp_labels) {
-        be->gather_rows(be, ACT(a->cls), ACT(hidden), INT(a->cls_idx), B, H);
+        be->gather_rows(be, ACT(a->cls), ACT(hidden), INT(cls_rows_of(m)), B, H);
         linear_fwd(m, ACT(a->pool_pre), ACT(a->cls), v->pool_w, v->pool_b, B, H, H);
         be->tanh_fwd(be, ACT(a->pooled), ACT(a->pool_pre), (size_t)B * H);
         STORE16(a->pooled, (size_t)B * H);
@@ -511,8 +618,9 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
         exit(1);
     }
     m->backward_ready = false;
+    const size_t rows = m->top_layer >= 0 ? (size_t)m->n_top : (size_t)N; /* of hidden */
 
-    be->fill(be, ACT(a->dA), 0.0f, (size_t)N * H); /* d final hidden */
+    be->fill(be, ACT(a->dA), 0.0f, rows * H); /* d final hidden */
     if (M > 0) {
         /* logits now hold d loss / d logits */
         linear_bwd(m, ACT(a->dhm), v->wte, v->dec_b, ACT(a->logits), ACT(a->t3), M, H, V);
@@ -521,7 +629,7 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
         be->gelu_bwd(be, ACT(a->dhm), ACT(a->dhm), ACT(a->t1), (size_t)M * H);
         STORE16(a->dhm, (size_t)M * H);
         linear_bwd(m, ACT(a->t2), v->head_w, v->head_b, ACT(a->dhm), ACT(a->hm), M, H, H);
-        be->scatter_rows(be, ACT(a->dA), ACT(a->t2), INT(a->mlm_pos), M, H); /* t2: scratch */
+        be->scatter_rows(be, ACT(a->dA), ACT(a->t2), INT(mlm_rows_of(m)), M, H); /* t2: scratch */
     }
     if (m->cfg.nsp && bt->nsp_labels) {
         linear_bwd(m, ACT(a->dcls), v->nsp_w, v->nsp_b, ACT(a->nsp_logits), ACT(a->pooled), B, H,
@@ -530,16 +638,16 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
         STORE16(a->dcls, (size_t)B * H);
         linear_bwd(m, ACT(a->pool_pre), v->pool_w, v->pool_b, ACT(a->dcls), ACT(a->cls), B, H,
                    H);
-        be->scatter_rows(be, ACT(a->dA), ACT(a->pool_pre), INT(a->cls_idx), B, H);
+        be->scatter_rows(be, ACT(a->dA), ACT(a->pool_pre), INT(cls_rows_of(m)), B, H);
     }
-    STORE16(a->dA, (size_t)N * H);
+    STORE16(a->dA, rows * H);
     /* the heads' parameters (after the layers in the flat buffer) are final */
     grads_final(m, pass, v->head_w, m->n_params);
     size_t layers_end = v->head_w; /* where the last layer's parameters end */
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm lies between layers and heads */
         ln_bwd(m, ACT(a->dA), GRD(v->final_ln_w), GRD(v->final_ln_b), ACT(a->dA),
                ACT(layer_input(m, L, pass)), ACT(a->final_mean),
-               ACT(a->final_rstd), PAR(v->final_ln_w), N, H);
+               ACT(a->final_rstd), PAR(v->final_ln_w), (int)rows, H);
         grads_final(m, pass, v->final_ln_w, v->head_w);
         layers_end = v->final_ln_w;
     }

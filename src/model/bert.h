@@ -164,6 +164,12 @@ struct bert_model {
     bool gemm16;                  /* GEMMs multiply 16-bit operands (see cfg.gemm16) */
     unsigned unfused;             /* BERT_FUSE_* fusions off: all where the device says they
                                    * do not pay (bt_device_info), else none; bench --unfused */
+    /* The top layer: the last encoder layer that runs computes its attention
+     * output projection, feed-forward block and LayerNorms only at the rows
+     * the heads read (masked tokens and [CLS]), the same values as at every
+     * row (bert_forward); the pass in flight's layer and row count. */
+    int top_layer, n_top; /* -1 and 0: every row (no head reads, Admin profiling, dense_top) */
+    bool dense_top;       /* every row in every layer (bench --dense-top; tests) */
 };
 
 /* The fused ops the model uses, each a bit of bert_model.unfused to turn it
@@ -248,7 +254,10 @@ void bert_zero_grads(bert_model *m);
  * of the first word-embedding element, so the step's gradient is not finite. */
 void bert_poison_grads(bert_model *m, float value);
 
-/* Training FLOPs of one sample (forward + backward, 6 per MAC plus attention). */
-double bert_train_flops_per_sample(const bert_config *cfg, int seq_len, double masked_per_seq);
+/* Training FLOPs of one sample (forward + backward, 6 per MAC plus attention);
+ * top_rows_per_seq: the rows the top layer computes after its attention
+ * (bert_model.top_layer; seq_len when every row). */
+double bert_train_flops_per_sample(const bert_config *cfg, int seq_len, double masked_per_seq,
+                                   double top_rows_per_seq);
 
 #endif

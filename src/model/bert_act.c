@@ -81,6 +81,9 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(dhm, M * H);
     TAKE(dcls, (size_t)Bm * H);
     TAKE(dqkv_heads, N * 3 * H);
+    const size_t S = M + (size_t)Bm; /* the top layer's rows: at most the masked and [CLS] */
+    TAKE(top_x, S * H);
+    TAKE(top_ctx, S * H);
     a->total = off;
     off = 0;
     TAKE(ids, N);
@@ -90,6 +93,9 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(mlm_labels, M);
     TAKE(nsp_labels, (size_t)Bm);
     TAKE(cls_idx, (size_t)Bm);
+    TAKE(top_rows, S);
+    TAKE(top_mlm_pos, M);
+    TAKE(top_cls, (size_t)Bm);
     a->ints_batch = off;
     const size_t NH = (size_t)c->num_attention_heads;
     TAKE(qkv_to_heads, 3 * N * NH);

@@ -33,9 +33,16 @@ struct bert_act_layout {
     /* backward scratch */
     size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;
     size_t dqkv_heads; /* (3, B, NH, T, D) attention's gradient by head, before its gather */
+    /* the top layer (bert_model.top_layer) at the heads' rows, (S, H) each for S
+     * <= M + B rows: its input rows (the forward) or d ctx rows (the backward),
+     * and ctx at those rows */
+    size_t top_x, top_ctx;
     size_t total;
     /* int32 inputs of a batch (uploaded with it: the first ints_batch) */
-    size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx, ints_batch;
+    size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx;
+    /* the top layer's rows: top_rows (S) the token rows the heads read, in
+     * order; top_mlm_pos (M) and top_cls (B) the heads' rows among them */
+    size_t top_rows, top_mlm_pos, top_cls, ints_batch;
     /* gather_rows tables (rows of D floats) between the token-major (N, 3H)
      * and (N, H) layouts of the linear layers and attention's head-major
      * (3, B, NH, T, D) and (B, NH, T, D), uploaded when the batch shape

@@ -244,6 +244,7 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
     m->max_seq = max_seq;
     m->max_masked = max_masked;
     m->layer_in_flight = -1;
+    m->top_layer = -1;
     bt_device_info info;
     be->info(be, &info);
     m->unfused = info.fused_ops_pay ? 0 : BERT_FUSE_ALL;
@@ -331,9 +332,14 @@ void bert_init_params(bert_model *m, uint64_t seed) {
     free(host);
 }
 
-double bert_train_flops_per_sample(const bert_config *c, int T, double masked_per_seq) {
-    double H = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers;
-    double per_token = L * (2.0 * (4.0 * H * H + 2.0 * H * I) + 2.0 * 2.0 * T * H);
-    double head = masked_per_seq * 2.0 * (H * H + H * c->vocab_size);
-    return 3.0 * (per_token * T + head); /* backward = 2x forward */
+double bert_train_flops_per_sample(const bert_config *c, int T, double masked_per_seq,
+                                   double top_rows_per_seq) {
+    const double H = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers;
+    /* per row: the QKV projection and attention (every row of every layer),
+     * then the output projection and the feed-forward block */
+    const double qkv_attention = 2.0 * 3.0 * H * H + 2.0 * 2.0 * T * H,
+                 after = 2.0 * (H * H + 2.0 * H * I);
+    const double layers = L * qkv_attention * T + (L - 1.0) * after * T + after * top_rows_per_seq;
+    const double head = masked_per_seq * 2.0 * (H * H + H * c->vocab_size);
+    return 3.0 * (layers + head); /* backward = 2x forward */
 }
