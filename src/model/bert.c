@@ -485,11 +485,69 @@ static size_t cls_rows_of(const bert_model *m) {
     return m->top_layer >= 0 ? m->act->top_cls : m->act->cls_idx;
 }
 
+/* MLM head at the M masked rows of hidden: dense -> GELU -> LayerNorm -> tied
+ * decoder + bias, the loss and its gradient (into the logits). */
+static void mlm_head_fwd(bert_model *m, const bert_batch *bt, const bert_pass *pass,
+                         bert_stats *st, size_t hidden) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    const int H = m->cfg.hidden_size, V = m->cfg.vocab_size, M = bt->n_masked;
+    const float eps = m->cfg.layer_norm_eps;
+    be->gather_rows(be, ACT(a->hm), ACT(hidden), INT(mlm_rows_of(m)), M, H);
+    linear_fwd(m, ACT(a->t1), ACT(a->hm), v->head_w, v->head_b, M, H, H);
+    be->gelu_fwd(be, ACT(a->t2), ACT(a->t1), (size_t)M * H);
+    STORE16(a->t2, (size_t)M * H);
+    ln_fwd(m, ACT(a->t3), ACT(a->t3_mean), ACT(a->t3_rstd), ACT(a->t2),
+           PAR(v->head_ln_w), PAR(v->head_ln_b), M, H, eps);
+    linear_fwd(m, ACT(a->logits), ACT(a->t3), v->wte, v->dec_b, M, H, V);
+    if (pass->mlm_logits_out)
+        be->download(be, pass->mlm_logits_out, ACT(a->logits), (size_t)M * V * 4);
+    be->xent_fwd_bwd(be, ACT(a->logits), ACT(a->mlm_loss), ACT(a->mlm_correct),
+                     ACT(a->mlm_log_z), ACT(a->logits), INT(a->mlm_labels), M, V,
+                     pass->mlm_grad_scale, m->cfg.z_loss);
+    if (m->cfg.z_loss > 0.0f)
+        st->mlm_log_z_sq = stat_sum(m, pass, BT_REDUCE_SUMSQ, ACT(a->mlm_log_z), (size_t)M,
+                                    &st->ticket.log_z_sq);
+    STORE16(a->logits, (size_t)M * V); /* now d loss / d logits */
+    st->mlm_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->mlm_loss), (size_t)M,
+                                &st->ticket.mlm_loss);
+    st->mlm_correct = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->mlm_correct), (size_t)M,
+                               &st->ticket.mlm_correct);
+    st->n_masked = M;
+}
+
+/* NSP head on the [CLS] rows of hidden: pooler dense -> tanh -> 2-way
+ * classifier, the loss and its gradient (into the logits). */
+static void nsp_head_fwd(bert_model *m, const bert_batch *bt, const bert_pass *pass,
+                         bert_stats *st, size_t hidden) {
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    const int B = bt->B, H = m->cfg.hidden_size;
+    be->gather_rows(be, ACT(a->cls), ACT(hidden), INT(cls_rows_of(m)), B, H);
+    linear_fwd(m, ACT(a->pool_pre), ACT(a->cls), v->pool_w, v->pool_b, B, H, H);
+    be->tanh_fwd(be, ACT(a->pooled), ACT(a->pool_pre), (size_t)B * H);
+    STORE16(a->pooled, (size_t)B * H);
+    linear_fwd(m, ACT(a->nsp_logits), ACT(a->pooled), v->nsp_w, v->nsp_b, B, H, 2);
+    if (pass->nsp_logits_out)
+        be->download(be, pass->nsp_logits_out, ACT(a->nsp_logits), (size_t)B * 2 * 4);
+    be->xent_fwd_bwd(be, ACT(a->nsp_logits), ACT(a->nsp_loss), ACT(a->nsp_correct),
+                     ACT(a->nsp_log_z), ACT(a->nsp_logits), INT(a->nsp_labels), B, 2,
+                     pass->nsp_grad_scale, 0.0f);
+    STORE16(a->nsp_logits, (size_t)B * 2);
+    st->nsp_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->nsp_loss), (size_t)B,
+                                &st->ticket.nsp_loss);
+    st->nsp_correct = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->nsp_correct), (size_t)B,
+                               &st->ticket.nsp_correct);
+    st->n_nsp = B;
+}
+
 void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, bert_stats *st) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bert_views *v = &m->v;
-    const int B = bt->B, T = bt->T, N = B * T, H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    const int B = bt->B, T = bt->T, N = B * T, H = m->cfg.hidden_size;
     const int L = m->cfg.num_hidden_layers, M = bt->n_masked;
     const float eps = m->cfg.layer_norm_eps;
     if (B > m->max_batch || T > m->max_seq || M > m->max_masked) {
@@ -541,49 +599,8 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
         hidden = a->final_out;
     }
 
-    /* MLM head at masked rows: dense -> GELU -> LayerNorm -> tied decoder + bias */
-    if (M > 0) {
-        be->gather_rows(be, ACT(a->hm), ACT(hidden), INT(mlm_rows_of(m)), M, H);
-        linear_fwd(m, ACT(a->t1), ACT(a->hm), v->head_w, v->head_b, M, H, H);
-        be->gelu_fwd(be, ACT(a->t2), ACT(a->t1), (size_t)M * H);
-        STORE16(a->t2, (size_t)M * H);
-        ln_fwd(m, ACT(a->t3), ACT(a->t3_mean), ACT(a->t3_rstd), ACT(a->t2),
-               PAR(v->head_ln_w), PAR(v->head_ln_b), M, H, eps);
-        linear_fwd(m, ACT(a->logits), ACT(a->t3), v->wte, v->dec_b, M, H, V);
-        if (pass->mlm_logits_out)
-            be->download(be, pass->mlm_logits_out, ACT(a->logits), (size_t)M * V * 4);
-        be->xent_fwd_bwd(be, ACT(a->logits), ACT(a->mlm_loss), ACT(a->mlm_correct),
-                         ACT(a->mlm_log_z), ACT(a->logits), INT(a->mlm_labels), M, V,
-                         pass->mlm_grad_scale, m->cfg.z_loss);
-        if (m->cfg.z_loss > 0.0f)
-            st->mlm_log_z_sq = stat_sum(m, pass, BT_REDUCE_SUMSQ, ACT(a->mlm_log_z), (size_t)M,
-                                        &st->ticket.log_z_sq);
-        STORE16(a->logits, (size_t)M * V); /* now d loss / d logits */
-        st->mlm_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->mlm_loss), (size_t)M,
-                                    &st->ticket.mlm_loss);
-        st->mlm_correct = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->mlm_correct), (size_t)M,
-                                   &st->ticket.mlm_correct);
-        st->n_masked = M;
-    }
-    /* NSP head on [CLS]: pooler dense -> tanh -> 2-way classifier */
-    if (m->cfg.nsp && bt->nsp_labels) {
-        be->gather_rows(be, ACT(a->cls), ACT(hidden), INT(cls_rows_of(m)), B, H);
-        linear_fwd(m, ACT(a->pool_pre), ACT(a->cls), v->pool_w, v->pool_b, B, H, H);
-        be->tanh_fwd(be, ACT(a->pooled), ACT(a->pool_pre), (size_t)B * H);
-        STORE16(a->pooled, (size_t)B * H);
-        linear_fwd(m, ACT(a->nsp_logits), ACT(a->pooled), v->nsp_w, v->nsp_b, B, H, 2);
-        if (pass->nsp_logits_out)
-            be->download(be, pass->nsp_logits_out, ACT(a->nsp_logits), (size_t)B * 2 * 4);
-        be->xent_fwd_bwd(be, ACT(a->nsp_logits), ACT(a->nsp_loss), ACT(a->nsp_correct),
-                         ACT(a->nsp_log_z), ACT(a->nsp_logits), INT(a->nsp_labels), B, 2,
-                         pass->nsp_grad_scale, 0.0f);
-        STORE16(a->nsp_logits, (size_t)B * 2);
-        st->nsp_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->nsp_loss), (size_t)B,
-                                    &st->ticket.nsp_loss);
-        st->nsp_correct = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->nsp_correct), (size_t)B,
-                                   &st->ticket.nsp_correct);
-        st->n_nsp = B;
-    }
+    if (M > 0) mlm_head_fwd(m, bt, pass, st, hidden);
+    if (m->cfg.nsp && bt->nsp_labels) nsp_head_fwd(m, bt, pass, st, hidden);
 }
 
 void bert_stats_resolve(const bert_model *m, bert_stats *st, const double *values) {
