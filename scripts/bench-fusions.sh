@@ -1,38 +1,46 @@
 #!/bin/sh
-# What each fused op saves: `bertrain bench` with every fusion, with all of
-# them off, and with each one off alone, alternating the variants in one run
-# (ROUNDS rounds) so that a noisy machine hits them alike.
-#   sh scripts/bench-fusions.sh BACKEND PRESET SEQ BATCH STEPS ROUNDS [THREADS]
+# What each fused op saves, and what running the top layer at the heads'
+# rows saves: `bertrain bench` in several variants, alternating them in one
+# run (ROUNDS rounds) so that a noisy machine hits them alike.
+#   sh scripts/bench-fusions.sh BACKEND PRESET SEQ BATCH STEPS ROUNDS [THREADS [VARIANTS]]
+# VARIANTS (default "fused all gelu join attention"), a space-separated list:
+#   fused      every fusion on (--unfused none), the top layer at the heads' rows
+#   all|gelu|join|attention   that fusion off (--unfused NAME)
+#   dense-top  every fusion on, the top layer at every row (--dense-top)
 # e.g. sh scripts/bench-fusions.sh cpu mini 128 16 3 2 2
 #      sh scripts/bench-fusions.sh opencl:0:0 mini 128 16 2 2 2
+#      sh scripts/bench-fusions.sh cpu base 128 8 2 3 2 "fused dense-top"
 # Prints one line per run: variant, round, ms/step, samples/s; then the mean
-# ms/step of each variant and its ratio to the all-fused one.
+# ms/step of each variant and its ratio to the first variant's.
 set -u
 cd "$(dirname "$0")/.." || exit 2
-[ $# -ge 6 ] || { echo "usage: sh scripts/bench-fusions.sh BACKEND PRESET SEQ BATCH STEPS ROUNDS [THREADS]" >&2; exit 2; }
+[ $# -ge 6 ] || { echo "usage: sh scripts/bench-fusions.sh BACKEND PRESET SEQ BATCH STEPS ROUNDS [THREADS [VARIANTS]]" >&2; exit 2; }
 backend=$1 preset=$2 seq=$3 batch=$4 steps=$5 rounds=$6 threads=${7:-0}
+variants=${8:-fused all gelu join attention}
 [ -x ./bertrain ] || { echo "bench-fusions: build ./bertrain first" >&2; exit 2; }
 out=$(mktemp) || exit 2
 trap 'rm -f "$out"' EXIT
 r=1
 while [ "$r" -le "$rounds" ]; do
-    for variant in fused all gelu join attention; do
+    for variant in $variants; do
         set -- --preset "$preset" --seq "$seq" --batch "$batch" --steps "$steps" \
             --warmup 1 --backend "$backend" --threads "$threads"
-        if [ "$variant" = fused ]; then set -- "$@" --unfused none; else set -- "$@" --unfused "$variant"; fi
+        case $variant in
+            fused) set -- "$@" --unfused none ;;
+            dense-top) set -- "$@" --unfused none --dense-top ;;
+            all | gelu | join | attention) set -- "$@" --unfused "$variant" ;;
+            *) echo "bench-fusions: unknown variant $variant" >&2; exit 2 ;;
+        esac
         res=$(./bertrain bench "$@" 2>&1) || { echo "$res" >&2; exit 1; }
         ms=$(echo "$res" | sed -n 's/^ms\/step: //p')
         sps=$(echo "$res" | sed -n 's/^samples\/s: //p')
-        printf '%-10s round %d  ms/step %10s  samples/s %8s\n' "unfused:$variant" "$r" "$ms" "$sps" |
-            sed 's/unfused:fused/fused     /'
+        printf '%-10s round %d  ms/step %10s  samples/s %8s\n' "$variant" "$r" "$ms" "$sps"
         echo "$variant $ms" >> "$out"
     done
     r=$((r + 1))
 done
-awk '{ s[$1] += $2; n[$1]++ }
-     END { base = s["fused"] / n["fused"];
-           split("fused all gelu join attention", v, " ");
-           for (i = 1; i <= 5; i++)
-               printf "mean %-22s ms/step %10.1f  x%.3f of fused\n",
-                      (v[i] == "fused" ? "all fused" : "unfused " v[i]), s[v[i]] / n[v[i]],
-                      s[v[i]] / n[v[i]] / base }' "$out"
+awk -v variants="$variants" '{ s[$1] += $2; n[$1]++ }
+     END { k = split(variants, v, " "); base = s[v[1]] / n[v[1]];
+           for (i = 1; i <= k; i++)
+               printf "mean %-12s ms/step %10.1f  x%.3f of %s\n", v[i], s[v[i]] / n[v[i]],
+                      s[v[i]] / n[v[i]] / base, v[1] }' "$out"

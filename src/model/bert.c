@@ -247,11 +247,6 @@ static void residual_grad(bert_model *m, int l, int site, layer_dims d) {
     STORE16(a->dA, n);
 }
 
-/* The top layer's attention context at its rows, into top_ctx. */
-static void top_ctx_rows(bert_model *m, int l, layer_dims d) {
-    const struct bert_act_layout *a = m->act;
-    m->be->gather_rows(m->be, ACT(a->top_ctx), ACT(a->layer[l].ctx), INT(a->top_rows), d.N, d.H);
-}
 
 /* Attention block: res1 = resid + dropout(attention(in) Wo + bo), then
  * LayerNorm(res1) when ln is not NULL.  in, resid: (N, H); res1 and ln: the
@@ -267,8 +262,8 @@ static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const 
     linear_fwd(m, ACT(a->dqkv), ACT(in), w->qkv_w, w->qkv_b, bt->B * bt->T, d.H, 3 * d.H);
     bert_attention_fwd(m, l, bt, pass, a->dqkv);
     size_t ctx = la->ctx;
-    if (d.top) { /* from here on, the heads' rows only */
-        top_ctx_rows(m, l, d);
+    if (d.top) { /* from here on, the heads' rows only (top_ctx kept for the backward) */
+        m->be->gather_rows(m->be, ACT(a->top_ctx), ACT(ctx), INT(a->top_rows), d.N, d.H);
         m->be->gather_rows(m->be, ACT(a->top_x), ACT(resid), INT(a->top_rows), d.N, d.H);
         ctx = a->top_ctx;
         resid = a->top_x;
@@ -347,7 +342,6 @@ static void attn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt
     branch_grad(m, l, SITE_ATTN_OUT, bt, pass, d);
     if (d.top) { /* d ctx at the heads' rows (into top_x), then at every row */
         bt_backend *be = m->be;
-        top_ctx_rows(m, l, d);
         linear_bwd(m, ACT(a->top_x), w->ao_w, w->ao_b, ACT(a->dH), ACT(a->top_ctx), d.N, d.H,
                    d.H);
         be->fill(be, ACT(a->dctx), 0.0f, d.all);

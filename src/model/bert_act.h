@@ -35,7 +35,7 @@ struct bert_act_layout {
     size_t dqkv_heads; /* (3, B, NH, T, D) attention's gradient by head, before its gather */
     /* the top layer (bert_model.top_layer) at the heads' rows, (S, H) each for S
      * <= M + B rows: its input rows (the forward) or d ctx rows (the backward),
-     * and ctx at those rows */
+     * and ctx at those rows (from the forward, kept for the backward) */
     size_t top_x, top_ctx;
     size_t total;
     /* int32 inputs of a batch (uploaded with it: the first ints_batch) */
