@@ -91,25 +91,39 @@ static void cpu_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
 }
 
 /* OpenBLAS splits a GEMM by its own thread count, and the bits of C change
- * with the split. So BLAS runs single-threaded (bt_cpu_backend_create) on a
- * grid of C tiles that OpenMP spreads over the threads; the grid follows from
- * the shapes alone, so a tile's bits never depend on the thread count.
- * 128 x 512 tiles run 10-30% faster than 64 x 256 at BERT's shapes on 2
- * threads (each tile repacks its panels: docs/PERFORMANCE.md); a GEMM with
- * fewer than GEMM_MIN_TILES tiles gets narrower, then shorter ones, so that
- * many threads still share it. */
-enum { GEMM_TILE_ROWS = 128, GEMM_TILE_COLS = 512, GEMM_MIN_TILES = 16 };
+ * with the split (and with a tile's shape). So BLAS runs single-threaded
+ * (bt_cpu_backend_create) on a grid of C tiles that OpenMP spreads over the
+ * threads; the grid follows from the shapes alone, so a tile's bits never
+ * depend on the thread count. Each tile repacks its panels of A and B, so
+ * large tiles pay: up to 256 x 1024, each dimension split into equal parts
+ * (a 512 + 256 split of 768 columns, or a 36-row tail of 164, ran 10-50%
+ * slower: docs/PERFORMANCE.md). A GEMM with fewer than GEMM_MIN_TILES tiles
+ * halves the longer side of its tiles until many threads can share it. */
+enum { GEMM_TILE_ROWS = 256, GEMM_TILE_COLS = 1024, GEMM_MIN_TILES = 8 };
 
 static long tile_count(int m, int n, int batch, int rows, int cols) {
     return (long)((m + rows - 1) / rows) * ((n + cols - 1) / cols) * batch;
 }
 
+/* The tile side that splits len into equal parts of at most max, rounded up
+ * to a multiple of 16 (the GEMM kernels' widest unroll). */
+static int even_split(int len, int max) {
+    const int parts = (len + max - 1) / max;
+    return ((len + parts - 1) / parts + 15) / 16 * 16;
+}
+
 /* The tile shape of an m x n GEMM repeated batch times. */
 static void gemm_tiles(int m, int n, int batch, int *rows, int *cols) {
-    *rows = GEMM_TILE_ROWS;
-    *cols = GEMM_TILE_COLS;
-    while (*cols > 128 && tile_count(m, n, batch, *rows, *cols) < GEMM_MIN_TILES) *cols /= 2;
-    while (*rows > 32 && tile_count(m, n, batch, *rows, *cols) < GEMM_MIN_TILES) *rows /= 2;
+    *rows = even_split(m, GEMM_TILE_ROWS);
+    *cols = even_split(n, GEMM_TILE_COLS);
+    while (tile_count(m, n, batch, *rows, *cols) < GEMM_MIN_TILES) {
+        if (*cols >= *rows && *cols > 128)
+            *cols = even_split(n, *cols / 2);
+        else if (*rows > 32)
+            *rows = even_split(m, *rows / 2);
+        else
+            break;
+    }
 }
 
 static void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
