@@ -224,20 +224,24 @@ struct bt_backend {
                         size_t n, float beta1, float beta2, float eps, float wd,
                         float bc1, float bc2);
     /* adamw_step on every span of the flat buffers w, g, m, v, in a number of
-     * launches that does not grow with n_spans; the same bits as one
+     * launches that does not grow with n_spans, each gradient read as the
+     * float product g * grad_scale (gradient clipping without a pass of its
+     * own; g is not written). The same bits as scale(g, grad_scale), then one
      * adamw_step per span. Spans do not overlap. */
     void (*adamw_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                         const bt_tensor_span *spans, int n_spans, float lr, float beta1,
-                        float beta2, float eps);
+                        float beta2, float eps, float grad_scale);
     /* A whole LAMB step on every span, trust ratios on the device: per span,
      * lamb_update, then trust = ||w|| / ||u|| (1 when either is 0; each norm
      * the square root of sumsq's double value) clamped to [min_coeff,
      * max_coeff], then w += (float)(-(double)lr * trust) * u as axpy. The same
      * bits as those ops per span where the device has fp64 (the conformance
-     * suite says so where it has not). Launches do not grow with n_spans. */
+     * suite says so where it has not). Launches do not grow with n_spans.
+     * Gradients are read as g * grad_scale, as in adamw_multi. */
     void (*lamb_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                        const bt_tensor_span *spans, int n_spans, float lr, float beta1,
-                       float beta2, float eps, float min_coeff, float max_coeff);
+                       float beta2, float eps, float min_coeff, float max_coeff,
+                       float grad_scale);
     /* ---- fused ops: each saves a pass over the activations and gives the
      * bits of the ops it replaces, called in order on the same backend ---- */
     /* y[r, c] += bias[c]; out[r, c] = gelu(y[r, c]): bias_add then gelu_fwd.

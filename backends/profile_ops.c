@@ -213,16 +213,17 @@ static double span_elems(const bt_tensor_span *s, int n) {
 }
 
 static void p_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                          const bt_tensor_span *s, int n, float lr, float b1, float b2, float eps) {
+                          const bt_tensor_span *s, int n, float lr, float b1, float b2, float eps,
+                          float gs) {
     TIMED(be, adamw_multi, 0, F4 * 7.0 * span_elems(s, n),
-          in->adamw_multi(in, w, g, m, v, s, n, lr, b1, b2, eps));
+          in->adamw_multi(in, w, g, m, v, s, n, lr, b1, b2, eps, gs));
 }
 /* LAMB's three passes: w, g, m, v read and m, v written; w, m, v read and w written. */
 static void p_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                          const bt_tensor_span *s, int n, float lr, float b1, float b2, float eps,
-                         float lo, float hi) {
+                         float lo, float hi, float gs) {
     TIMED(be, lamb_multi, 0, F4 * 10.0 * span_elems(s, n),
-          in->lamb_multi(in, w, g, m, v, s, n, lr, b1, b2, eps, lo, hi));
+          in->lamb_multi(in, w, g, m, v, s, n, lr, b1, b2, eps, lo, hi, gs));
 }
 
 static void p_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,

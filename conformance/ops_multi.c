@@ -134,17 +134,25 @@ typedef struct {
     int n_spans;
     size_t total;
     float lr, b1, b2, eps, min_coeff, max_coeff;
+    float grad_scale; /* the clipping factor the multi ops fold in */
     bt_buffer *scratch; /* per-span runs of LAMB: its direction */
 } multi_args;
 
 static void run_adamw_multi(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     multi_args *o = a; /* w, g, m, v */
-    be->adamw_multi(be, t[0].p, t[1].p, t[2].p, t[3].p, o->spans, o->n_spans, o->lr, o->b1, o->b2, o->eps);
+    be->adamw_multi(be, t[0].p, t[1].p, t[2].p, t[3].p, o->spans, o->n_spans, o->lr, o->b1, o->b2, o->eps,
+                    o->grad_scale);
+}
+/* Clipping as src/model/optim.c did it before the multi ops took grad_scale:
+ * a pass of its own over the gradients. */
+static void scale_grads(bt_backend *be, tensor *t, const multi_args *o) {
+    if (o->grad_scale != 1.0f) be->scale(be, t[1].p, o->grad_scale, o->total);
 }
 static void run_adamw_spans(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     multi_args *o = a;
+    scale_grads(be, t, o);
     for (int i = 0; i < o->n_spans; i++) {
         const bt_tensor_span *p = &o->spans[i];
         be->adamw_step(be, bt_at(t[0].p, p->offset), bt_at(t[1].p, p->offset), bt_at(t[2].p, p->offset),
@@ -155,12 +163,13 @@ static void run_lamb_multi(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     multi_args *o = a;
     be->lamb_multi(be, t[0].p, t[1].p, t[2].p, t[3].p, o->spans, o->n_spans, o->lr, o->b1, o->b2, o->eps,
-                   o->min_coeff, o->max_coeff);
+                   o->min_coeff, o->max_coeff, o->grad_scale);
 }
 /* LAMB per span as src/model/optim.c did it before lamb_multi. */
 static void run_lamb_spans(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     multi_args *o = a;
+    scale_grads(be, t, o);
     for (int i = 0; i < o->n_spans; i++) {
         const bt_tensor_span *p = &o->spans[i];
         bt_ptr w = bt_at(t[0].p, p->offset), u = {o->scratch, 0};
@@ -175,8 +184,9 @@ static void run_lamb_spans(bt_backend *be, tensor *t, void *a, double *s) {
 }
 
 /* The spans of SPAN_SIZES with gaps, mixed decay and bias corrections. */
-static multi_args make_spans(void) {
-    multi_args o = {.lr = 0.02f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-6f, .min_coeff = 0.01f, .max_coeff = 10.0f};
+static multi_args make_spans(float grad_scale) {
+    multi_args o = {.lr = 0.02f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-6f, .min_coeff = 0.01f, .max_coeff = 10.0f,
+                    .grad_scale = grad_scale};
     size_t off = 0;
     for (int i = 0; i < N_SPANS; i++) {
         off += GAP;
@@ -231,10 +241,10 @@ static void ref_multi(bool lamb, const multi_args *o, double *rw, const double *
     }
 }
 
-static void multi_case(bt_backend *be, bool lamb, bool has_fp64) {
+static void multi_case(bt_backend *be, bool lamb, bool has_fp64, float grad_scale) {
     const char *op = lamb ? "lamb_multi" : "adamw_multi";
     reseed(op, 0);
-    multi_args o = make_spans();
+    multi_args o = make_spans(grad_scale);
     size_t n = o.total;
     float *w = rand_floats(n, 1, 0), *g = rand_floats(n, 1, 0), *m = rand_floats(n, 0.1, 0),
           *v = rand_floats(n, 0.01, 0);
@@ -244,13 +254,15 @@ static void multi_case(bt_backend *be, bool lamb, bool has_fp64) {
     o.scratch = be->alloc(be, 10000 * 4);
     verdict vd = v_new();
     tensor tm[] = {tensor_out("w", w, n), tensor_in("g", g, n), tensor_out("m", m, n), tensor_out("v", v, n)};
-    tensor ts[] = {tensor_out("w", w, n), tensor_in("g", g, n), tensor_out("m", m, n), tensor_out("v", v, n)};
+    /* the per-tensor run clips g in place first */
+    tensor ts[] = {tensor_out("w", w, n), tensor_out("g", g, n), tensor_out("m", m, n), tensor_out("v", v, n)};
     bool ran = o.scratch && exec_op(&vd, be, tm, 4, lamb ? run_lamb_multi : run_adamw_multi, &o, NULL) &&
                exec_op(&vd, be, ts, 4, lamb ? run_lamb_spans : run_adamw_spans, &o, NULL);
     if (!o.scratch) v_fail(&vd, "alloc failed");
     if (ran) {
         double *rw = ref_dup(w, n), *rg = ref_dup(g, n), *rm = ref_dup(m, n), *rv = ref_dup(v, n),
                *mag = ref_alloc(n * 8);
+        for (size_t i = 0; i < n; i++) rg[i] *= grad_scale;
         ref_multi(lamb, &o, rw, rg, rm, rv, mag);
         v_nmse(&vd, "w", RES(tm[0]), rw, mag, n, lamb ? THR_MATH : THR_ROUND); /* LAMB: norms are long sums */
         v_nmse(&vd, "m", RES(tm[2]), rm, NULL, n, THR_ROUND);
@@ -265,7 +277,7 @@ static void multi_case(bt_backend *be, bool lamb, bool has_fp64) {
         }
         free(rw), free(rg), free(rm), free(rv), free(mag);
     }
-    v_report(&vd, op, "%d spans, gaps%s", o.n_spans,
+    v_report(&vd, op, "%d spans, gaps, grad_scale %g%s", o.n_spans, grad_scale,
              lamb && !has_fp64 ? " (no fp64: not per-tensor bits)" : ", per-tensor bits");
     tensors_free(tm, 4);
     tensors_free(ts, 4);
@@ -276,7 +288,7 @@ static void multi_case(bt_backend *be, bool lamb, bool has_fp64) {
 /* Launches and reads of one multi step do not grow with the number of spans. */
 static void multi_launches(bt_backend *be, bool lamb) {
     const char *op = lamb ? "lamb_multi" : "adamw_multi";
-    multi_args o = make_spans();
+    multi_args o = make_spans(0.5f);
     verdict vd = v_new();
     bt_buffer *buf = be->alloc(be, 4 * o.total * 4);
     if (!buf) {
@@ -291,9 +303,10 @@ static void multi_launches(bt_backend *be, bool lamb) {
             be->sync(be);
             be->counters(be, &a);
             if (lamb)
-                be->lamb_multi(be, w, g, m, v, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.min_coeff, o.max_coeff);
+                be->lamb_multi(be, w, g, m, v, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.min_coeff, o.max_coeff,
+                               o.grad_scale);
             else
-                be->adamw_multi(be, w, g, m, v, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps);
+                be->adamw_multi(be, w, g, m, v, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.grad_scale);
             be->counters(be, &b);
             launches[k] = b.launches - a.launches;
             reads[k] = b.host_reads - a.host_reads;
@@ -313,7 +326,8 @@ void test_multi_optimizers(bt_backend *be) {
     be->info(be, &info);
     for (int lamb = 0; lamb < 2; lamb++) {
         if (!want_op(lamb ? "lamb_multi" : "adamw_multi")) continue;
-        multi_case(be, lamb, info.has_fp64);
+        multi_case(be, lamb, info.has_fp64, 1.0f);
+        multi_case(be, lamb, info.has_fp64, 0.37f); /* clipping folded in */
         multi_launches(be, lamb);
     }
 }

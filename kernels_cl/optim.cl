@@ -27,22 +27,23 @@ inline void moments(float g, __global float *m, __global float *v, float beta1, 
     *v = *v_out = beta2 * *v + (1.0f - beta2) * g * g;
 }
 
-/* AdamW on element i: m, v updated; w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps). */
-inline void adamw_elem(__global float *w, __global const float *g, __global float *m,
-                       __global float *v, size_t i, float beta1, float beta2, float eps,
-                       float decay, float step, float sqrt_bc2) {
+/* AdamW on element i with gradient gi: m, v updated;
+ * w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps). */
+inline void adamw_elem(__global float *w, float gi, __global float *m, __global float *v,
+                       size_t i, float beta1, float beta2, float eps, float decay, float step,
+                       float sqrt_bc2) {
     float mi, vi;
-    moments(g[i], m + i, v + i, beta1, beta2, &mi, &vi);
+    moments(gi, m + i, v + i, beta1, beta2, &mi, &vi);
     w[i] = w[i] * decay - step * mi / (sqrt(vi) / sqrt_bc2 + eps);
 }
 
-/* LAMB's moments on element i, returning its update direction
- * u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * w. */
-inline float lamb_elem(__global const float *w, __global const float *g, __global float *m,
-                       __global float *v, size_t i, float beta1, float beta2, float eps, float wd,
-                       float bc1, float bc2) {
+/* LAMB's moments on element i with gradient gi, returning its update
+ * direction u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * w. */
+inline float lamb_elem(__global const float *w, float gi, __global float *m, __global float *v,
+                       size_t i, float beta1, float beta2, float eps, float wd, float bc1,
+                       float bc2) {
     float mi, vi;
-    moments(g[i], m + i, v + i, beta1, beta2, &mi, &vi);
+    moments(gi, m + i, v + i, beta1, beta2, &mi, &vi);
     return (mi / bc1) / (sqrt(vi / bc2) + eps) + wd * w[i];
 }
 
@@ -55,7 +56,7 @@ __kernel void adamw_step(__global float *w, ulong w_off, __global const float *g
                          float sqrt_bc2) {
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    adamw_elem(w + w_off, g + g_off, m + m_off, v + v_off, i, beta1, beta2, eps, decay, step,
+    adamw_elem(w + w_off, g[g_off + i], m + m_off, v + v_off, i, beta1, beta2, eps, decay, step,
                sqrt_bc2);
 }
 
@@ -68,7 +69,8 @@ __kernel void lamb_update(__global float *u, ulong u_off, __global const float *
     const size_t i = get_global_id(0);
     if (i >= n) return;
     u[u_off + i] =
-        lamb_elem(w + w_off, g + g_off, m + m_off, v + v_off, i, beta1, beta2, eps, wd, bc1, bc2);
+        lamb_elem(w + w_off, g[g_off + i], m + m_off, v + v_off, i, beta1, beta2, eps, wd, bc1,
+                  bc2);
 }
 
 /* The span of work-group grp: the last t < n_spans with chunk_begin[t] <= grp
@@ -93,31 +95,32 @@ inline void chunk_range(__global const ulong *tab, int n_spans, ulong grp, int *
     *i1 = base + min(first + BT_REDUCE_CHUNK, len);
 }
 
-/* adamw_step on every span (ftab: decay, step, sqrt_bc2 per span).
- * global: total chunks * BT_WG. */
+/* adamw_step on every span (ftab: decay, step, sqrt_bc2 per span), each
+ * gradient read as g * grad_scale. global: total chunks * BT_WG. */
 __kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
 void adamw_multi(__global float *w, ulong w_off, __global const float *g, ulong g_off,
                  __global float *m, ulong m_off, __global float *v, ulong v_off,
                  __global const ulong *tab, __global const float *ftab, ulong ftab_off,
-                 int n_spans, float beta1, float beta2, float eps) {
+                 int n_spans, float beta1, float beta2, float eps, float grad_scale) {
     int t;
     size_t i0, i1;
     chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
     ftab += ftab_off + 3 * (size_t)t;
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG)
-        adamw_elem(w + w_off, g + g_off, m + m_off, v + v_off, i, beta1, beta2, eps, ftab[0],
-                   ftab[1], ftab[2]);
+        adamw_elem(w + w_off, g[g_off + i] * grad_scale, m + m_off, v + v_off, i, beta1, beta2,
+                   eps, ftab[0], ftab[1], ftab[2]);
 }
 
-/* LAMB, pass 1 of 3: moments of every span (ftab: wd, bc1, bc2), and per
- * chunk the partial sums of w^2 and u^2 (sumsq_partial's) into
- * partial[2 grp], partial[2 grp + 1]. global: total chunks * BT_WG. */
+/* LAMB, pass 1 of 3: moments of every span (ftab: wd, bc1, bc2) from the
+ * gradients g * grad_scale, and per chunk the partial sums of w^2 and u^2
+ * (sumsq_partial's) into partial[2 grp], partial[2 grp + 1].
+ * global: total chunks * BT_WG. */
 __kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
 void lamb_multi_moments(__global const float *w, ulong w_off, __global const float *g,
                         ulong g_off, __global float *m, ulong m_off, __global float *v,
                         ulong v_off, __global const ulong *tab, __global const float *ftab,
                         ulong ftab_off, __global float *partial, ulong p_off, int n_spans,
-                        float beta1, float beta2, float eps) {
+                        float beta1, float beta2, float eps, float grad_scale) {
     __local float red[BT_WG];
     int t;
     size_t i0, i1;
@@ -127,8 +130,8 @@ void lamb_multi_moments(__global const float *w, ulong w_off, __global const flo
     w += w_off;
     float sw = 0.0f, su = 0.0f;
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
-        const float u = lamb_elem(w, g + g_off, m + m_off, v + v_off, i, beta1, beta2, eps,
-                                  ftab[0], ftab[1], ftab[2]);
+        const float u = lamb_elem(w, g[g_off + i] * grad_scale, m + m_off, v + v_off, i, beta1,
+                                  beta2, eps, ftab[0], ftab[1], ftab[2]);
         sw += w[i] * w[i];
         su += u * u;
     }

@@ -78,11 +78,11 @@ __global__ void lamb_update(float *u, const float *w, const float *g, float *m, 
                             float bc2);
 __global__ void adamw_multi(float *w, const float *g, float *m, float *v,
                             const unsigned long long *tab, const float *ftab, int n_spans,
-                            float beta1, float beta2, float eps);
+                            float beta1, float beta2, float eps, float grad_scale);
 __global__ void lamb_multi_moments(const float *w, const float *g, float *m, float *v,
                                    const unsigned long long *tab, const float *ftab,
                                    float *partial, int n_spans, float beta1, float beta2,
-                                   float eps);
+                                   float eps, float grad_scale);
 __global__ void lamb_multi_trust(const unsigned long long *tab, const float *partial, float *coef,
                                  int n_spans, float lr, float min_coeff, float max_coeff);
 __global__ void lamb_multi_apply(float *w, const float *m, const float *v,

@@ -18,22 +18,23 @@ __device__ inline void moments(float g, float *m, float *v, float beta1, float b
     *v = *v_out = beta2 * *v + (1.0f - beta2) * g * g;
 }
 
-/* AdamW on element i: m, v updated; w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps). */
-__device__ inline void adamw_elem(float *w, const float *g, float *m, float *v, size_t i,
-                                  float beta1, float beta2, float eps, float decay, float step,
+/* AdamW on element i with gradient gi: m, v updated;
+ * w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps). */
+__device__ inline void adamw_elem(float *w, float gi, float *m, float *v, size_t i, float beta1,
+                                  float beta2, float eps, float decay, float step,
                                   float sqrt_bc2) {
     float mi, vi;
-    moments(g[i], m + i, v + i, beta1, beta2, &mi, &vi);
+    moments(gi, m + i, v + i, beta1, beta2, &mi, &vi);
     w[i] = w[i] * decay - step * mi / (sqrtf(vi) / sqrt_bc2 + eps);
 }
 
-/* LAMB's moments on element i, returning its update direction
- * u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * w. */
-__device__ inline float lamb_elem(const float *w, const float *g, float *m, float *v, size_t i,
+/* LAMB's moments on element i with gradient gi, returning its update
+ * direction u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * w. */
+__device__ inline float lamb_elem(const float *w, float gi, float *m, float *v, size_t i,
                                   float beta1, float beta2, float eps, float wd, float bc1,
                                   float bc2) {
     float mi, vi;
-    moments(g[i], m + i, v + i, beta1, beta2, &mi, &vi);
+    moments(gi, m + i, v + i, beta1, beta2, &mi, &vi);
     return (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * w[i];
 }
 
@@ -44,7 +45,7 @@ __global__ void adamw_step(float *w, const float *g, float *m, float *v, size_t 
                            float beta2, float eps, float decay, float step, float sqrt_bc2) {
     const size_t i = global_id();
     if (i >= n) return;
-    adamw_elem(w, g, m, v, i, beta1, beta2, eps, decay, step, sqrt_bc2);
+    adamw_elem(w, g[i], m, v, i, beta1, beta2, eps, decay, step, sqrt_bc2);
 }
 
 /* LAMB's first half (DeepSpeed): moments as AdamW, then
@@ -54,7 +55,7 @@ __global__ void lamb_update(float *u, const float *w, const float *g, float *m, 
                             float bc2) {
     const size_t i = global_id();
     if (i >= n) return;
-    u[i] = lamb_elem(w, g, m, v, i, beta1, beta2, eps, wd, bc1, bc2);
+    u[i] = lamb_elem(w, g[i], m, v, i, beta1, beta2, eps, wd, bc1, bc2);
 }
 
 /* The span of block grp: the last t < n_spans with chunk_begin[t] <= grp. */
@@ -79,26 +80,28 @@ __device__ inline void chunk_range(const unsigned long long *tab, int n_spans,
     *i1 = base + (first + BT_REDUCE_CHUNK < len ? first + BT_REDUCE_CHUNK : len);
 }
 
-/* adamw_step on every span (ftab: decay, step, sqrt_bc2 per span).
- * grid: total chunks blocks. */
+/* adamw_step on every span (ftab: decay, step, sqrt_bc2 per span), each
+ * gradient read as g * grad_scale. grid: total chunks blocks. */
 __global__ void __launch_bounds__(BT_WG)
 adamw_multi(float *w, const float *g, float *m, float *v, const unsigned long long *tab,
-            const float *ftab, int n_spans, float beta1, float beta2, float eps) {
+            const float *ftab, int n_spans, float beta1, float beta2, float eps,
+            float grad_scale) {
     int t;
     size_t i0, i1;
     chunk_range(tab, n_spans, (unsigned long long)group_id(), &t, &i0, &i1);
     ftab += 3 * (size_t)t;
     for (size_t i = i0 + local_id(); i < i1; i += BT_WG)
-        adamw_elem(w, g, m, v, i, beta1, beta2, eps, ftab[0], ftab[1], ftab[2]);
+        adamw_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2, eps, ftab[0], ftab[1], ftab[2]);
 }
 
-/* LAMB, pass 1 of 3: moments of every span (ftab: wd, bc1, bc2), and per
- * chunk the partial sums of w^2 and u^2 (sumsq_partial's) into
- * partial[2 grp], partial[2 grp + 1]. grid: total chunks blocks. */
+/* LAMB, pass 1 of 3: moments of every span (ftab: wd, bc1, bc2) from the
+ * gradients g * grad_scale, and per chunk the partial sums of w^2 and u^2
+ * (sumsq_partial's) into partial[2 grp], partial[2 grp + 1].
+ * grid: total chunks blocks. */
 __global__ void __launch_bounds__(BT_WG)
 lamb_multi_moments(const float *w, const float *g, float *m, float *v,
                    const unsigned long long *tab, const float *ftab, float *partial, int n_spans,
-                   float beta1, float beta2, float eps) {
+                   float beta1, float beta2, float eps, float grad_scale) {
     __shared__ float red[BT_WG];
     int t;
     size_t i0, i1;
@@ -107,7 +110,8 @@ lamb_multi_moments(const float *w, const float *g, float *m, float *v,
     ftab += 3 * (size_t)t;
     float sw = 0.0f, su = 0.0f;
     for (size_t i = i0 + local_id(); i < i1; i += BT_WG) {
-        const float u = lamb_elem(w, g, m, v, i, beta1, beta2, eps, ftab[0], ftab[1], ftab[2]);
+        const float u = lamb_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2, eps, ftab[0],
+                                  ftab[1], ftab[2]);
         sw += w[i] * w[i];
         su += u * u;
     }

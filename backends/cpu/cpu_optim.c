@@ -15,25 +15,30 @@ static inline void moments(float g, float *m, float *v, float beta1, float beta2
     *v = *v_out = beta2 * *v + (1.0f - beta2) * g * g;
 }
 
-/* torch.optim.AdamW on n elements (backend.h's adamw_step). */
-static void adamw(float *W, const float *G, float *M, float *V, size_t n, float lr, float beta1,
-                  float beta2, float eps, float wd, float bc1, float bc2) {
+/* torch.optim.AdamW on n elements (backend.h's adamw_step), each gradient
+ * taken as the float G[i] * gs (exact for gs = 1). */
+static void adamw(float *W, const float *G, float gs, float *M, float *V, size_t n, float lr,
+                  float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
     const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float mi, vi;
-        moments(G[i], &M[i], &V[i], beta1, beta2, &mi, &vi);
+        const float gi = G[i] * gs;
+        moments(gi, &M[i], &V[i], beta1, beta2, &mi, &vi);
         W[i] = W[i] * decay - step * mi / (sqrtf(vi) / sqrt_bc2 + eps);
     }
 }
 
-/* LAMB's first half on n elements: moments, then the update direction U. */
-static void lamb_direction(float *U, const float *W, const float *G, float *M, float *V, size_t n,
-                           float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+/* LAMB's first half on n elements: moments of the gradients G[i] * gs, then
+ * the update direction U. */
+static void lamb_direction(float *U, const float *W, const float *G, float gs, float *M, float *V,
+                           size_t n, float beta1, float beta2, float eps, float wd, float bc1,
+                           float bc2) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float mi, vi;
-        moments(G[i], &M[i], &V[i], beta1, beta2, &mi, &vi);
+        const float gi = G[i] * gs;
+        moments(gi, &M[i], &V[i], beta1, beta2, &mi, &vi);
         U[i] = (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * W[i];
     }
 }
@@ -42,24 +47,25 @@ static void cpu_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
                            float lr, float beta1, float beta2, float eps, float wd, float bc1,
                            float bc2) {
     (void)be;
-    adamw(cpu_f32(w), cpu_f32(g), cpu_f32(m), cpu_f32(v), n, lr, beta1, beta2, eps, wd, bc1, bc2);
+    adamw(cpu_f32(w), cpu_f32(g), 1.0f, cpu_f32(m), cpu_f32(v), n, lr, beta1, beta2, eps, wd, bc1,
+          bc2);
 }
 
 static void cpu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                             size_t n, float beta1, float beta2, float eps, float wd, float bc1,
                             float bc2) {
     (void)be;
-    lamb_direction(cpu_f32(u), cpu_f32(w), cpu_f32(g), cpu_f32(m), cpu_f32(v), n, beta1, beta2,
-                   eps, wd, bc1, bc2);
+    lamb_direction(cpu_f32(u), cpu_f32(w), cpu_f32(g), 1.0f, cpu_f32(m), cpu_f32(v), n, beta1,
+                   beta2, eps, wd, bc1, bc2);
 }
 
 static void cpu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                             const bt_tensor_span *spans, int n_spans, float lr, float beta1,
-                            float beta2, float eps) {
+                            float beta2, float eps, float grad_scale) {
     (void)be;
     for (int s = 0; s < n_spans; s++) {
         const bt_tensor_span *t = &spans[s];
-        adamw(cpu_f32(w) + t->offset, cpu_f32(g) + t->offset, cpu_f32(m) + t->offset,
+        adamw(cpu_f32(w) + t->offset, cpu_f32(g) + t->offset, grad_scale, cpu_f32(m) + t->offset,
               cpu_f32(v) + t->offset, t->numel, lr, beta1, beta2, eps, t->weight_decay, t->bc1,
               t->bc2);
     }
@@ -67,13 +73,14 @@ static void cpu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr
 
 static void cpu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                            const bt_tensor_span *spans, int n_spans, float lr, float beta1,
-                           float beta2, float eps, float min_coeff, float max_coeff) {
+                           float beta2, float eps, float min_coeff, float max_coeff,
+                           float grad_scale) {
     cpu_ctx *ctx = be->ctx;
     for (int s = 0; s < n_spans; s++) {
         const bt_tensor_span *t = &spans[s];
         float *W = cpu_f32(w) + t->offset,
               *U = bt_partials_reserve(&ctx->lamb_u, t->numel, "cpu backend");
-        lamb_direction(U, W, cpu_f32(g) + t->offset, cpu_f32(m) + t->offset,
+        lamb_direction(U, W, cpu_f32(g) + t->offset, grad_scale, cpu_f32(m) + t->offset,
                        cpu_f32(v) + t->offset, t->numel, beta1, beta2, eps, t->weight_decay,
                        t->bc1, t->bc2);
         const double wn = sqrt(cpu_reduce_chunks(W, t->numel, true)),

@@ -91,7 +91,7 @@ static float *span_scalars(int n) {
 
 static void cu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                            const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
-                           float eps) {
+                           float eps, float grad_scale) {
     cu_ctx *c = cu(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -103,12 +103,12 @@ static void cu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     const multi_layout L = upload_spans(c, spans, n, f);
     free(f);
     LAUNCH(c, adamw_multi, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v), L.tab,
-           L.ftab, n, beta1, beta2, eps);
+           L.ftab, n, beta1, beta2, eps, grad_scale);
 }
 
 static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                           const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
-                          float eps, float min_coeff, float max_coeff) {
+                          float eps, float min_coeff, float max_coeff, float grad_scale) {
     cu_ctx *c = cu(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -120,7 +120,7 @@ static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v
     const multi_layout L = upload_spans(c, spans, n, f);
     free(f);
     LAUNCH(c, lamb_multi_moments, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v),
-           L.tab, L.ftab, L.partial, n, beta1, beta2, eps);
+           L.tab, L.ftab, L.partial, n, beta1, beta2, eps, grad_scale);
     LAUNCH(c, lamb_multi_trust, (size_t)n, L.tab, L.partial, L.coef, n, lr, min_coeff, max_coeff);
     LAUNCH(c, lamb_multi_apply, L.chunks * BT_WG, cu_f32(w), cu_f32(m), cu_f32(v), L.tab, L.ftab,
            L.coef, n, eps);

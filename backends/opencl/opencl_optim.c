@@ -130,7 +130,7 @@ static float *span_scalars(int n) {
 
 static void ocl_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                             const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
-                            float eps) {
+                            float eps, float grad_scale) {
     ocl_ctx *c = ocl(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -147,12 +147,13 @@ static void ocl_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr
     arg_f(&a, beta1);
     arg_f(&a, beta2);
     arg_f(&a, eps);
+    arg_f(&a, grad_scale);
     launch(be, &a, L.chunks * c->wg);
 }
 
 static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                            const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
-                           float eps, float min_coeff, float max_coeff) {
+                           float eps, float min_coeff, float max_coeff, float grad_scale) {
     ocl_ctx *c = ocl(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -171,6 +172,7 @@ static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     arg_f(&a, beta1);
     arg_f(&a, beta2);
     arg_f(&a, eps);
+    arg_f(&a, grad_scale);
     launch(be, &a, L.chunks * c->wg);
     args t = begin(be, K_lamb_multi_trust);
     arg_mem(&t, c->multi_mem);

@@ -63,10 +63,10 @@ int optim_defer_grad_sumsq(bert_model *m) {
     return m->be->reduce_defer(m->be, BT_REDUCE_SUMSQ, (bt_ptr){m->grads, 0}, m->n_params);
 }
 
-void optim_clip(bert_model *m, double norm, float max_norm) {
-    if (max_norm <= 0.0f) return;
-    double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) m->be->scale(m->be, (bt_ptr){m->grads, 0}, (float)coef, m->n_params);
+float optim_clip_scale(double norm, float max_norm) {
+    if (max_norm <= 0.0f) return 1.0f;
+    const double coef = max_norm / (norm + 1e-6);
+    return coef < 1.0 ? (float)coef : 1.0f;
 }
 
 /* Adam's bias corrections after t updates (1 without bias correction). */
@@ -77,7 +77,8 @@ static void bias_corrections(const bt_optim_config *c, long t, float *bc1, float
     *bc2 = (float)(1.0 - pow(c->beta2, (double)t));
 }
 
-void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip) {
+void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
+                float grad_scale) {
     bt_backend *be = m->be;
     const bt_optim_config *c = &o->cfg;
     o->step++;
@@ -95,8 +96,9 @@ void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *l
     }
     bt_ptr w = {m->params, 0}, g = {m->grads, 0}, mm = {o->m, 0}, vv = {o->v, 0};
     if (c->type == OPT_ADAMW)
-        be->adamw_multi(be, w, g, mm, vv, o->spans, n, lr, c->beta1, c->beta2, c->eps);
+        be->adamw_multi(be, w, g, mm, vv, o->spans, n, lr, c->beta1, c->beta2, c->eps,
+                        grad_scale);
     else
         be->lamb_multi(be, w, g, mm, vv, o->spans, n, lr, c->beta1, c->beta2, c->eps,
-                       c->min_coeff, c->max_coeff);
+                       c->min_coeff, c->max_coeff, grad_scale);
 }

@@ -36,13 +36,17 @@ void optim_reset(bt_optimizer *o, bert_model *m);
  * its index; the global norm is the square root of the fetched value. */
 int optim_defer_grad_sumsq(bert_model *m);
 
-/* Scale gradients so their global norm is at most max_norm (torch's
- * clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1). */
-void optim_clip(bert_model *m, double norm, float max_norm);
+/* The factor that brings gradients of global norm `norm` to at most
+ * max_norm (torch's clip_grad_norm_: max_norm / (norm + 1e-6) when below 1,
+ * else 1; 1 when max_norm <= 0), for optim_step's grad_scale. */
+float optim_clip_scale(double norm, float max_norm);
 
 /* One update with learning rate lr of every tensor except those of the
  * encoder layers with layer_skip[l] set (LayerDrop: their weights and
- * moments stay as they are); layer_skip may be NULL. */
-void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip);
+ * moments stay as they are); layer_skip may be NULL. Each gradient is read
+ * as g * grad_scale, in the update's own pass (the gradients stay as they
+ * are): the bits of scaling them first. */
+void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
+                float grad_scale);
 
 #endif

@@ -206,7 +206,7 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
         r.skipped = true; /* no update: parameters and optimizer moments untouched */
         return r;
     }
-    optim_clip(m, r.grad_norm, cfg->gradient_clipping);
-    optim_step(opt, m, (float)lr, pass.layer_skip);
+    optim_step(opt, m, (float)lr, pass.layer_skip,
+               optim_clip_scale(r.grad_norm, cfg->gradient_clipping));
     return r;
 }
