@@ -1,15 +1,19 @@
 #!/bin/sh
-# What each fused op saves, and what running the top layer at the heads'
-# rows saves: `bertrain bench` in several variants, alternating them in one
-# run (ROUNDS rounds) so that a noisy machine hits them alike.
+# What each fused op saves, what running the top layer at the heads' rows
+# saves, and what a change saves against the build before it: `bertrain
+# bench` in several variants, alternating them in one run (ROUNDS rounds) so
+# that a noisy machine hits them alike.
 #   sh scripts/bench-fusions.sh BACKEND PRESET SEQ BATCH STEPS ROUNDS [THREADS [VARIANTS]]
 # VARIANTS (default "fused all gelu join attention"), a space-separated list:
 #   fused      every fusion on (--unfused none), the top layer at the heads' rows
 #   all|gelu|join|attention   that fusion off (--unfused NAME)
 #   dense-top  every fusion on, the top layer at every row (--dense-top)
+#   build=DIR  as fused, but DIR/bertrain: another build, e.g. a git worktree
+#              of the commit before a change
 # e.g. sh scripts/bench-fusions.sh cpu mini 128 16 3 2 2
 #      sh scripts/bench-fusions.sh opencl:0:0 mini 128 16 2 2 2
 #      sh scripts/bench-fusions.sh cpu base 128 8 2 3 2 "fused dense-top"
+#      sh scripts/bench-fusions.sh cpu base 128 8 2 4 2 "build=/tmp/before fused"
 # Prints one line per run: variant, round, ms/step, samples/s; then the mean
 # ms/step of each variant and its ratio to the first variant's.
 set -u
@@ -25,13 +29,16 @@ while [ "$r" -le "$rounds" ]; do
     for variant in $variants; do
         set -- --preset "$preset" --seq "$seq" --batch "$batch" --steps "$steps" \
             --warmup 1 --backend "$backend" --threads "$threads"
+        bin=./bertrain
         case $variant in
             fused) set -- "$@" --unfused none ;;
+            build=*) bin=${variant#build=}/bertrain; set -- "$@" --unfused none ;;
             dense-top) set -- "$@" --unfused none --dense-top ;;
             all | gelu | join | attention) set -- "$@" --unfused "$variant" ;;
             *) echo "bench-fusions: unknown variant $variant" >&2; exit 2 ;;
         esac
-        res=$(./bertrain bench "$@" 2>&1) || { echo "$res" >&2; exit 1; }
+        [ -x "$bin" ] || { echo "bench-fusions: no $bin" >&2; exit 2; }
+        res=$("$bin" bench "$@" 2>&1) || { echo "$res" >&2; exit 1; }
         ms=$(echo "$res" | sed -n 's/^ms\/step: //p')
         sps=$(echo "$res" | sed -n 's/^samples\/s: //p')
         printf '%-10s round %d  ms/step %10s  samples/s %8s\n' "$variant" "$r" "$ms" "$sps"
