@@ -192,29 +192,40 @@ static void test_accuracy(void) {
           "exp(-100) = 0, exp(89) = inf, exp(NaN) = NaN");
 }
 
-static void test_dropout(void) {
-    const bt_rng_key key = {0x0123456789abcdefull, 0xfedcba9876543210ull};
-    const size_t per_sample = 37; /* not a multiple of 4: blocks restart at each sample */
+/* Keep decisions of every run of a stream with samples of per_sample
+ * elements: vectorised against scalar (*ok) and against philox_draw (*agree). */
+static void keep_runs(bt_rng_key key, size_t per_sample, uint8_t *k1, uint8_t *k2, size_t n,
+                      int *ok, int *agree) {
     const cpu_drop d = cpu_drop_of(key, 5, per_sample, 0.3f);
-    const size_t n = 3000;
-    uint8_t *k1 = malloc(n), *k2 = malloc(n);
-    int ok = 1, agree = 1;
     for (size_t i0 = 0; i0 < 200; i0 += 7)
         for (size_t len = 1; len < n - i0; len = len * 3 + 1) {
             cpu_drop_keep(k1, &d, i0, len);
             scalar_drop_keep(k2, &d, i0, len);
-            ok &= !memcmp(k1, k2, len);
+            *ok &= !memcmp(k1, k2, len);
             for (size_t j = 0; j < len; j++) {
                 const size_t i = i0 + j;
                 const uint32_t r = philox_draw(key.seed, key.stream, 5 + (uint32_t)(i / per_sample),
                                                (uint32_t)(i % per_sample));
-                agree &= k1[j] == (r >= d.thr);
+                *agree &= k1[j] == (r >= d.thr);
             }
         }
+}
+
+static void test_dropout(void) {
+    const bt_rng_key key = {0x0123456789abcdefull, 0xfedcba9876543210ull};
+    const size_t n = 3000;
+    uint8_t *k1 = malloc(n), *k2 = malloc(n);
+    int ok = 1, agree = 1;
+    /* not multiples of 4: blocks restart at each sample; 37 gives runs of up
+     * to 10 blocks, 1001 runs of the 64-block cap, and between them every
+     * path of the AVX2 Philox (2 groups of 4 blocks, 1 group, the C tail) */
+    keep_runs(key, 37, k1, k2, n, &ok, &agree);
+    keep_runs(key, 1001, k1, k2, n, &ok, &agree);
     check(ok, "dropout keep decisions: vectorised == scalar");
     check(agree, "dropout keep decisions == philox.h's philox_draw >= threshold");
     float *x = malloc(n * sizeof *x), *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
     fill_inputs(x, n, 4.0f);
+    const cpu_drop d = cpu_drop_of(key, 5, 37, 0.3f);
     cpu_dropout_run(a, x, n, &d, 11);
     scalar_dropout_run(b, x, n, &d, 11);
     check(same_bits(a, b, n), "dropout run: vectorised == scalar");
