@@ -21,7 +21,16 @@ cd "$(dirname "$0")/.." || exit 2
 [ $# -ge 6 ] || { echo "usage: sh scripts/bench-fusions.sh BACKEND PRESET SEQ BATCH STEPS ROUNDS [THREADS [VARIANTS]]" >&2; exit 2; }
 backend=$1 preset=$2 seq=$3 batch=$4 steps=$5 rounds=$6 threads=${7:-0}
 variants=${8:-fused all gelu join attention}
-[ -x ./bertrain ] || { echo "bench-fusions: build ./bertrain first" >&2; exit 2; }
+# the bertrain binary a variant runs
+bin_of() { case $1 in build=*) echo "${1#build=}/bertrain" ;; *) echo ./bertrain ;; esac; }
+for variant in $variants; do # every variant known and built before any runs
+    case $variant in
+        fused | build=* | dense-top | all | gelu | join | attention) ;;
+        *) echo "bench-fusions: unknown variant $variant" >&2; exit 2 ;;
+    esac
+    bin=$(bin_of "$variant")
+    [ -x "$bin" ] || { echo "bench-fusions: no $bin: build it first" >&2; exit 2; }
+done
 out=$(mktemp) || exit 2
 trap 'rm -f "$out"' EXIT
 r=1
@@ -29,16 +38,12 @@ while [ "$r" -le "$rounds" ]; do
     for variant in $variants; do
         set -- --preset "$preset" --seq "$seq" --batch "$batch" --steps "$steps" \
             --warmup 1 --backend "$backend" --threads "$threads"
-        bin=./bertrain
         case $variant in
-            fused) set -- "$@" --unfused none ;;
-            build=*) bin=${variant#build=}/bertrain; set -- "$@" --unfused none ;;
+            fused | build=*) set -- "$@" --unfused none ;;
             dense-top) set -- "$@" --unfused none --dense-top ;;
-            all | gelu | join | attention) set -- "$@" --unfused "$variant" ;;
-            *) echo "bench-fusions: unknown variant $variant" >&2; exit 2 ;;
+            *) set -- "$@" --unfused "$variant" ;; # all, gelu, join, attention
         esac
-        [ -x "$bin" ] || { echo "bench-fusions: no $bin" >&2; exit 2; }
-        res=$("$bin" bench "$@" 2>&1) || { echo "$res" >&2; exit 1; }
+        res=$("$(bin_of "$variant")" bench "$@" 2>&1) || { echo "$res" >&2; exit 1; }
         ms=$(echo "$res" | sed -n 's/^ms\/step: //p')
         sps=$(echo "$res" | sed -n 's/^samples\/s: //p')
         printf '%-10s round %d  ms/step %10s  samples/s %8s\n' "$variant" "$r" "$ms" "$sps"

@@ -247,7 +247,6 @@ static void residual_grad(bert_model *m, int l, int site, layer_dims d) {
     STORE16(a->dA, n);
 }
 
-
 /* Attention block: res1 = resid + dropout(attention(in) Wo + bo), then
  * LayerNorm(res1) when ln is not NULL.  in, resid: (N, H); res1 and ln: the
  * top layer's S rows (of the heads) or all N */
