@@ -200,6 +200,20 @@ void test_gemm(bt_backend *be) {
         gemm_case(be, (gemm_args){.tb = true, .m = 520, .n = 1601, .k = 9, .lda = 9, .ldb = 9,
                                   .ldc = 1601, .batch = 1, .alpha = 1, .beta = 0.5f},
                   false, " 176x416 tiles");
+    /* a small C over a long k (the weight gradients): the CPU backend splits
+     * k into parts of 1040, 1040, 1040 and 980 and two tiles of 48 rows, and
+     * adds the parts onto C in order; padded rows and a strided batch */
+    for (int tr = 0; tr < 4 && !g_quick; tr++) {
+        gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = 96, .n = 80, .k = 4100, .batch = 2,
+                       .alpha = ab[tr][0], .beta = ab[tr][1]};
+        g.lda = (g.ta ? g.m : g.k) + 3;
+        g.ldb = (g.tb ? g.k : g.n) + 3;
+        g.ldc = g.n + 3;
+        g.sa = (long)g.lda * (g.ta ? g.k : g.m) + 5;
+        g.sb = (long)g.ldb * (g.tb ? g.n : g.k) + 5;
+        g.sc = (long)g.ldc * g.m + 5;
+        gemm_case(be, g, tr == 0, " k parts batch2");
+    }
     /* attention layout: heads interleaved in rows of 3H (QK^T), and P V into ctx (ldc H) */
     for (int big = 0; big < 2; big++) {
         if (big && g_quick) continue;

@@ -181,7 +181,8 @@ void test_vector_ops(bt_backend *be) {
         double *ra = ref_dup(a, n), *rb = ref_dup(b, n), *r = ref_alloc(n * sizeof *r),
                *mag = ref_alloc(n * sizeof *mag);
         if (want_op("fill")) {
-            vec_args q = {n, (si & 1) ? -0.0f : -1.25f, 0};
+            /* -1.25, -0 and +0 (which a backend may fill with its memset) in turn */
+            vec_args q = {n, si % 3 == 0 ? -1.25f : si % 3 == 1 ? -0.0f : 0.0f, 0};
             float *e = ref_alloc(n * sizeof *e);
             for (size_t i = 0; i < n; i++) e[i] = q.alpha;
             tensor t[] = {tensor_out("x", a, n)};

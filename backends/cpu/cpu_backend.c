@@ -5,7 +5,6 @@
 
 #include "../common/half.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -26,6 +25,7 @@ static void cpu_destroy(bt_backend *be) {
     free(ctx->deferred);
     bt_partials_free(&ctx->lamb_u);
     bt_partials_free(&ctx->col_part);
+    bt_partials_free(&ctx->gemm_part);
     free(be->ctx);
     free(be);
 }
@@ -83,78 +83,24 @@ static void cpu_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
     memmove((char *)dst.buf->data + dst.off, (char *)src.buf->data + src.off, bytes);
 }
 
+/* Zeros (+0.0, all bits clear) by memset, one span a thread: glibc's
+ * non-temporal stores fill the 440 MB of BERT-base's gradients 3x faster
+ * than a store loop, which first reads every line it writes. */
 static void cpu_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
     (void)be;
     float *d = cpu_f32(dst);
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) d[i] = value;
-}
-
-/* OpenBLAS splits a GEMM by its own thread count, and the bits of C change
- * with the split (and with a tile's shape). So BLAS runs single-threaded
- * (bt_cpu_backend_create) on a grid of C tiles that OpenMP spreads over the
- * threads; the grid follows from the shapes alone, so a tile's bits never
- * depend on the thread count. Each tile repacks its panels of A and B, so
- * large tiles pay: up to 256 x 1024, each dimension split into equal parts
- * (a 512 + 256 split of 768 columns, or a 36-row tail of 164, ran 10-50%
- * slower: docs/PERFORMANCE.md). A GEMM with fewer than GEMM_MIN_TILES tiles
- * halves the longer side of its tiles until many threads can share it. */
-enum { GEMM_TILE_ROWS = 256, GEMM_TILE_COLS = 1024, GEMM_MIN_TILES = 8 };
-
-static long tile_count(int m, int n, int batch, int rows, int cols) {
-    return (long)((m + rows - 1) / rows) * ((n + cols - 1) / cols) * batch;
-}
-
-/* The tile side that splits len into equal parts of at most max, rounded up
- * to a multiple of 16 (the GEMM kernels' widest unroll). */
-static int even_split(int len, int max) {
-    const int parts = (len + max - 1) / max;
-    return ((len + parts - 1) / parts + 15) / 16 * 16;
-}
-
-/* The tile shape of an m x n GEMM repeated batch times. */
-static void gemm_tiles(int m, int n, int batch, int *rows, int *cols) {
-    *rows = even_split(m, GEMM_TILE_ROWS);
-    *cols = even_split(n, GEMM_TILE_COLS);
-    while (tile_count(m, n, batch, *rows, *cols) < GEMM_MIN_TILES) {
-        if (*cols >= *rows && *cols > 128)
-            *cols = even_split(n, *cols / 2);
-        else if (*rows > 32)
-            *rows = even_split(m, *rows / 2);
-        else
-            break;
-    }
-}
-
-static void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
-                     bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb, float beta,
-                     bt_ptr c, int ldc, long sc, int batch) {
-    if (m <= 0 || n <= 0 || batch <= 0) return;
-    if (k <= 0) {
-        bt_gemm_k0(be, m, n, beta, c, ldc, sc, batch);
+    if (value == 0.0f && !signbit(value)) {
+#pragma omp parallel
+        {
+            const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+            const size_t from = n / nt * t + (t < n % nt ? t : n % nt),
+                         count = n / nt + (t < n % nt);
+            memset(d + from, 0, count * sizeof *d);
+        }
         return;
     }
-    const float *A = cpu_f32(a), *B = cpu_f32(b);
-    float *C = cpu_f32(c);
-    int tile_rows, tile_cols;
-    gemm_tiles(m, n, batch, &tile_rows, &tile_cols);
-    const long row_tiles = (m + tile_rows - 1) / tile_rows,
-               col_tiles = (n + tile_cols - 1) / tile_cols,
-               per_matrix = row_tiles * col_tiles, tiles = per_matrix * batch;
-#pragma omp parallel for schedule(static) if (tiles > 1)
-    for (long t = 0; t < tiles; t++) {
-        const long i = t / per_matrix;
-        const int r0 = (int)(t % per_matrix / col_tiles) * tile_rows,
-                  c0 = (int)(t % col_tiles) * tile_cols;
-        const int rows = m - r0 < tile_rows ? m - r0 : tile_rows,
-                  cols = n - c0 < tile_cols ? n - c0 : tile_cols;
-        /* rows r0.. of op(A) and columns c0.. of op(B) */
-        const float *a_tile = A + i * sa + (ta ? r0 : (long)r0 * lda),
-                    *b_tile = B + i * sb + (tb ? (long)c0 * ldb : c0);
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    rows, cols, k, alpha, a_tile, lda, b_tile, ldb, beta,
-                    C + i * sc + (long)r0 * ldc + c0, ldc);
-    }
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) d[i] = value;
 }
 
 static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {

@@ -30,6 +30,7 @@ typedef struct {
     /* grow-only host scratch, so that no op allocates in the step */
     bt_partials lamb_u;   /* lamb_multi: one span's update direction */
     bt_partials col_part; /* cpu_column_sums: the chunks' partial sums */
+    bt_partials gemm_part; /* cpu_gemm: the products of k parts after the first */
 } cpu_ctx;
 
 /* Host address of a device address. */
@@ -88,6 +89,12 @@ static inline void cpu_softmax_row(float *p, const float *s, const int32_t *km, 
     const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
     for (int j = 0; j < T; j++) p[j] *= inv;
 }
+
+/* C = alpha op(A) op(B) + beta C, batched (backend.h's gemm), threaded over
+ * a grid of single-threaded BLAS calls fixed by the shapes (cpu_gemm.c). */
+void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha, bt_ptr a,
+              int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc,
+              long sc, int batch);
 
 /* Fill the fused ops (cpu_fused.c) into a table. */
 void cpu_fill_fused_ops(bt_backend *be);
