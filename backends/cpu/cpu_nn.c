@@ -216,13 +216,13 @@ static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
             for (int j = 0; j < V; j++) d[j] = 0.0f;
             continue;
         }
-        /* the max as a vector reduction (exact in any order; NaN never wins),
-         * then the first place it occurs */
-        float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-        for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
+        float mx = x[0];
         int arg = 0;
-        while (arg < V - 1 && x[arg] != mx) arg++;
+        for (int j = 1; j < V; j++)
+            if (x[j] > mx) {
+                mx = x[j];
+                arg = j;
+            }
         const float x_y = x[y]; /* saved: d may alias x */
         cpu_exp_span(d, x, 1.0f, mx, NULL, (size_t)V);
         const double sum = cpu_lane_sum(d, (size_t)V);
