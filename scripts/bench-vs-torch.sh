@@ -1,7 +1,7 @@
 #!/bin/sh
 # bertrain's CPU backend beside PyTorch (Debian's python3-torch) on the same
 # machine in the same run: training samples/s for a preset at one sequence
-# length, each measured twice, alternating, so machine noise shows. Each
+# length, measured in alternating rounds, so machine noise shows. Each
 # bertrain run is `bench --ceiling`: after its timed steps it replays every
 # GEMM shape of the step alone, so it also gives the SGEMM ceiling at the
 # model's own shapes and the step's share of it, measured in the same
@@ -9,36 +9,39 @@
 # BERT-base's FFN GEMM, 1024x3072x768, on the same threads (the higher of
 # bertrain's tiled GEMM, bertrain-conformance --perf, and OpenBLAS's own
 # threaded SGEMM) and bertrain's training FLOP rate as a share of it.
-#   scripts/bench-vs-torch.sh PRESET SEQ BATCH STEPS [THREADS]
+#   scripts/bench-vs-torch.sh PRESET SEQ BATCH STEPS [THREADS [ROUNDS]]
+# ROUNDS (default 2) alternating rounds; each prints one row, then the ratio
+# of the two engines' mean samples/s and the median of the rounds' ratios.
 set -eu
 cd "$(dirname "$0")/.."
-preset=$1 seq=$2 batch=$3 steps=$4 threads=${5:-$(nproc)}
+preset=$1 seq=$2 batch=$3 steps=$4 threads=${5:-$(nproc)} rounds=${6:-2}
 py=${TORCH_PYTHON:-/usr/bin/python3}
-echo "| preset | seq | batch | threads | engine | samples/s (run 1) | samples/s (run 2) |"
-echo "|---|---|---|---|---|---|---|"
-b1= b2= t1= t2= f1= f2= ceilings=
-for round in 1 2; do
+echo "| round | bertrain cpu samples/s | PyTorch $("$py" -c 'import torch; print(torch.__version__)') samples/s | ratio | share of the GEMM ceiling at the model's shapes | at most x PyTorch with every other op free |"
+echo "|---|---|---|---|---|---|"
+rows= flops=
+round=1
+while [ "$round" -le "$rounds" ]; do
     out=$(OMP_NUM_THREADS=$threads ./bertrain bench --preset "$preset" --seq "$seq" --batch "$batch" \
         --steps "$steps" --warmup 1 --threads "$threads" --ceiling)
     b=$(printf '%s\n' "$out" | sed -n 's/^samples\/s: //p')
     f=$(printf '%s\n' "$out" | sed -n 's/^TFLOP\/s: //p')
-    step_ms=$(printf '%s\n' "$out" | sed -n 's/^ms\/step: //p')
-    c=$(printf '%s\n' "$out" | sed -n "s/^gemm ceiling at this model's shapes: \([0-9.]* GFLOP\/s\).*/\1/p")
+    c=$(printf '%s\n' "$out" | sed -n "s/^gemm ceiling at this model's shapes: \([0-9.]*\) GFLOP\/s.*/\1/p")
     share=$(printf '%s\n' "$out" | sed -n 's/^the step: .*, \([0-9.]*%\) of that ceiling/\1/p')
     alone=$(printf '%s\n' "$out" | sed -n "s/^gemm ceiling.*GEMMs alone: \([0-9.]*\) ms.*/\1/p")
     t=$("$py" scripts/bench_torch.py --preset "$preset" --seq "$seq" --batch "$batch" \
         --steps "$steps" --warmup 1 --threads "$threads" | sed -n 's/^samples\/s: //p')
+    [ -n "$b" ] && [ -n "$t" ] && [ -n "$alone" ] || { echo "bench-vs-torch: round $round gave no figure" >&2; exit 1; }
     # the most any engine on these GEMMs could gain on PyTorch: its step
     # against bertrain's GEMMs alone (every other op free)
-    bound=$(awk -v b="$batch" -v t="$t" -v g="$alone" 'BEGIN { if (t > 0 && g > 0) printf "%.2f", 1000 * b / t / g }')
-    ceilings="$ceilings
-round $round: ${step_ms} ms a step; SGEMM ceiling at the model's shapes $c; the step's GEMM work at $share of it;
-  its GEMMs alone $alone ms, PyTorch's step $(awk -v b="$batch" -v t="$t" 'BEGIN { printf "%.1f", 1000 * b / t }') ms: at most ${bound}x PyTorch with every other op free"
-    if [ $round = 1 ]; then b1=$b t1=$t f1=$f; else b2=$b t2=$t f2=$f; fi
+    awk -v r="$round" -v b="$b" -v t="$t" -v c="$c" -v s="$share" -v g="$alone" -v n="$batch" 'BEGIN {
+        printf "| %d | %.2f | %.2f | %.2fx | %s (of %s GFLOP/s) | %.2fx |\n", r, b, t, b / t, s, c, 1000 * n / t / g }'
+    rows="$rows $b:$t" flops="$flops $f"
+    round=$((round + 1))
 done
-echo "| $preset | $seq | $batch | $threads | bertrain cpu | $b1 | $b2 |"
-echo "| $preset | $seq | $batch | $threads | PyTorch $("$py" -c 'import torch; print(torch.__version__)') | $t1 | $t2 |"
-echo "$ceilings"
+median=$(printf '%s\n' $rows | awk -F: '{ printf "%.6f\n", $1 / $2 }' | sort -n |
+    awk '{ r[NR] = $1 } END { printf "%.2f", NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2 }')
+printf '%s\n' $rows | awk -F: -v m="$median" '{ b += $1; t += $2 } END {
+    printf "mean samples/s: bertrain %.2f, PyTorch %.2f: %.2fx; median of the rounds'"'"' ratios %sx\n", b / NR, t / NR, b / t, m }'
 # each probe three times, the best kept: on a shared machine one probe can
 # land in a busy second (93 against 163 GFLOP/s seen)
 tiled=0 openblas=0
@@ -62,5 +65,6 @@ ceiling=$(awk -v a="$tiled" -v b="$openblas" 'BEGIN { print (a > b ? a : b) }')
 echo
 echo "SGEMM at 1024x3072x768, $threads threads (best of 3 probes): bertrain's tiles $tiled GFLOP/s, OpenBLAS threaded $openblas GFLOP/s"
 echo "SGEMM ceiling (the higher): $ceiling GFLOP/s"
-awk -v a="$f1" -v b="$f2" -v c="$ceiling" 'BEGIN { if (c > 0)
-    printf "bertrain training: %.1f / %.1f GFLOP/s = %.0f%% / %.0f%% of the ceiling\n", 1000 * a, 1000 * b, 100000 * a / c, 100000 * b / c }'
+printf '%s\n' $flops | awk -v c="$ceiling" '{ f = f sprintf("%s%.1f", (NR > 1 ? " / " : ""), 1000 * $1)
+    p = p sprintf("%s%.0f%%", (NR > 1 ? " / " : ""), 100000 * $1 / c) }
+    END { if (c > 0) printf "bertrain training: %s GFLOP/s = %s of the ceiling\n", f, p }'
