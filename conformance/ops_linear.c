@@ -152,16 +152,38 @@ static void gemm_k0_cases(bt_backend *be, bt_dtype dt) {
                               .beta = 0.5f, .dt = dt}, false, " k=0 batch2");
 }
 
+/* alpha and beta for the transposes NN, TN, NT, TT */
+static const float GEMM_AB[4][2] = {{1, 0}, {0.75f, 1}, {-1.5f, 0.5f}, {1, 1}};
+
+/* Every transpose of an m x n x k GEMM over a batch of 2, with leading
+ * dimensions `pad` beyond the columns and `gap` floats between the batch's
+ * matrices, so that an offset slip in any tile or part shows. nan_nn: NaN in
+ * C for NN, whose beta is 0. */
+static void padded_batch_cases(bt_backend *be, int m, int n, int k, int pad, int gap,
+                               bool nan_nn, const char *label) {
+    for (int tr = 0; tr < 4; tr++) {
+        gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = m, .n = n, .k = k, .batch = 2,
+                       .alpha = GEMM_AB[tr][0], .beta = GEMM_AB[tr][1]};
+        g.lda = (g.ta ? g.m : g.k) + pad;
+        g.ldb = (g.tb ? g.k : g.n) + pad;
+        g.ldc = g.n + pad;
+        g.sa = (long)g.lda * (g.ta ? g.k : g.m) + gap;
+        g.sb = (long)g.ldb * (g.tb ? g.n : g.k) + gap;
+        g.sc = (long)g.ldc * g.m + gap;
+        gemm_case(be, g, nan_nn && tr == 0, label);
+    }
+}
+
 void test_gemm(bt_backend *be) {
     if (!want_op("gemm")) return;
     static const int shapes[][4] = {{1, 1, 1, 1}, {1, 7, 3, 0}, {5, 3, 17, 1}, {17, 33, 65, 0},
                                     {63, 15, 129, 1}, {4, 16, 64, 0}};
-    static const float ab[4][2] = {{1, 0}, {0.75f, 1}, {-1.5f, 0.5f}, {1, 1}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         if (g_quick && !shapes[s][3]) continue;
         for (int tr = 0; tr < 4; tr++) {
             gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = shapes[s][0], .n = shapes[s][1],
-                           .k = shapes[s][2], .batch = 1, .alpha = ab[tr][0], .beta = ab[tr][1]};
+                           .k = shapes[s][2], .batch = 1, .alpha = GEMM_AB[tr][0],
+                           .beta = GEMM_AB[tr][1]};
             int pad = (int)(s + tr) % 2 ? 3 : 0; /* leading dimensions beyond the columns */
             g.lda = (g.ta ? g.m : g.k) + pad;
             g.ldb = (g.tb ? g.k : g.n) + pad;
@@ -181,19 +203,8 @@ void test_gemm(bt_backend *be) {
                               .sa = 77, .sb = 55, .sc = 35, .batch = 4, .alpha = 1, .beta = 0.25f},
               false, " batch4");
     /* sizes that leave partial blocks in rows and columns (the CPU backend's
-     * tiles, 80x80 here, GPU work-groups), every transpose, padded leading
-     * dimensions and strided batches, so an offset slip in any tile shows */
-    for (int tr = 0; tr < 4; tr++) {
-        gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = 70, .n = 300, .k = 33, .batch = 2,
-                       .alpha = ab[tr][0], .beta = ab[tr][1]};
-        g.lda = (g.ta ? g.m : g.k) + 5;
-        g.ldb = (g.tb ? g.k : g.n) + 5;
-        g.ldc = g.n + 5;
-        g.sa = (long)g.lda * (g.ta ? g.k : g.m) + 3;
-        g.sb = (long)g.ldb * (g.tb ? g.n : g.k) + 3;
-        g.sc = (long)g.ldc * g.m + 3;
-        gemm_case(be, g, false, " ld+5 batch2");
-    }
+     * tiles, 80x80 here, GPU work-groups) */
+    padded_batch_cases(be, 70, 300, 33, 5, 3, false, " ld+5 batch2");
     /* the CPU backend's even split into 176x416 tiles (3 x 4, the last row
      * and column short) */
     if (!g_quick)
@@ -202,18 +213,8 @@ void test_gemm(bt_backend *be) {
                   false, " 176x416 tiles");
     /* a small C over a long k (the weight gradients): the CPU backend splits
      * k into parts of 1040, 1040, 1040 and 980 and two tiles of 48 rows, and
-     * adds the parts onto C in order; padded rows and a strided batch */
-    for (int tr = 0; tr < 4 && !g_quick; tr++) {
-        gemm_args g = {.ta = tr & 1, .tb = tr >> 1, .m = 96, .n = 80, .k = 4100, .batch = 2,
-                       .alpha = ab[tr][0], .beta = ab[tr][1]};
-        g.lda = (g.ta ? g.m : g.k) + 3;
-        g.ldb = (g.tb ? g.k : g.n) + 3;
-        g.ldc = g.n + 3;
-        g.sa = (long)g.lda * (g.ta ? g.k : g.m) + 5;
-        g.sb = (long)g.ldb * (g.tb ? g.n : g.k) + 5;
-        g.sc = (long)g.ldc * g.m + 5;
-        gemm_case(be, g, tr == 0, " k parts batch2");
-    }
+     * adds the parts onto C in order */
+    if (!g_quick) padded_batch_cases(be, 96, 80, 4100, 3, 5, true, " k parts batch2");
     /* attention layout: heads interleaved in rows of 3H (QK^T), and P V into ctx (ldc H) */
     for (int big = 0; big < 2; big++) {
         if (big && g_quick) continue;
