@@ -46,7 +46,8 @@ static gemm_grid gemm_plan(int m, int n, int k, int batch) {
            k / (2 * parts) >= GEMM_K_PART_MIN)
         parts *= 2;
     g.k_part = even_split(k, (k + parts - 1) / parts);
-    while (tile_count(m, n, batch, g.rows, g.cols) * parts < GEMM_MIN_TILES) {
+    g.k_parts = (k + g.k_part - 1) / g.k_part;
+    while (tile_count(m, n, batch, g.rows, g.cols) * g.k_parts < GEMM_MIN_TILES) {
         if (g.cols >= g.rows && g.cols > 128)
             g.cols = even_split(n, g.cols / 2);
         else if (g.rows > 32)
@@ -56,7 +57,6 @@ static gemm_grid gemm_plan(int m, int n, int k, int batch) {
     }
     g.row_tiles = (m + g.rows - 1) / g.rows;
     g.col_tiles = (n + g.cols - 1) / g.cols;
-    g.k_parts = (k + g.k_part - 1) / g.k_part;
     g.per_part = g.row_tiles * g.col_tiles * batch;
     return g;
 }
