@@ -23,6 +23,7 @@ static void cpu_destroy(bt_backend *be) {
     bt_stage_release(be, &ctx->stage[1]);
     bt_wall_marks_free(&ctx->marks);
     free(ctx->deferred);
+    free(ctx->chunk_part);
     bt_partials_free(&ctx->lamb_u);
     bt_partials_free(&ctx->col_part);
     bt_partials_free(&ctx->gemm_part);

@@ -31,6 +31,8 @@ typedef struct {
     bt_partials lamb_u;   /* lamb_multi: one span's update direction */
     bt_partials col_part; /* cpu_column_sums: the chunks' partial sums */
     bt_partials gemm_part; /* cpu_gemm: the products of k parts after the first */
+    double *chunk_part;    /* cpu_reduce_chunks: the chunks' double partials */
+    size_t cap_chunk_part;
 } cpu_ctx;
 
 /* Host address of a device address. */
@@ -58,8 +60,9 @@ void cpu_column_sums(cpu_ctx *ctx, float *sum, float *sum_xhat, const float *D, 
                      const float *mean, const float *rstd, int rows, int cols);
 
 /* Deterministic sum of x[0..n) (or of its squares): per-chunk double
- * partials of CPU_REDUCE_CHUNK elements, added in chunk order. */
-double cpu_reduce_chunks(const float *x, size_t n, bool squares);
+ * partials of CPU_REDUCE_CHUNK elements (in ctx's grow-only scratch), added
+ * in chunk order. */
+double cpu_reduce_chunks(cpu_ctx *ctx, const float *x, size_t n, bool squares);
 
 /* LayerNorm of one row: out = (x - mean) * rstd * gamma + beta, mean and
  * variance in double; the mean and rstd the op saves go to *mean, *rstd.

@@ -83,8 +83,8 @@ static void cpu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
         lamb_direction(U, W, cpu_f32(g) + t->offset, grad_scale, cpu_f32(m) + t->offset,
                        cpu_f32(v) + t->offset, t->numel, beta1, beta2, eps, t->weight_decay,
                        t->bc1, t->bc2);
-        const double wn = sqrt(cpu_reduce_chunks(W, t->numel, true)),
-                     un = sqrt(cpu_reduce_chunks(U, t->numel, true));
+        const double wn = sqrt(cpu_reduce_chunks(ctx, W, t->numel, true)),
+                     un = sqrt(cpu_reduce_chunks(ctx, U, t->numel, true));
         double trust = (wn > 0.0 && un > 0.0) ? wn / un : 1.0;
         if (trust < min_coeff) trust = min_coeff;
         if (trust > max_coeff) trust = max_coeff;

@@ -9,14 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-double cpu_reduce_chunks(const float *x, size_t n, bool squares) {
-    size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
+double cpu_reduce_chunks(cpu_ctx *ctx, const float *x, size_t n, bool squares) {
+    const size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
     if (chunks == 0) return 0.0;
-    double *part = malloc(chunks * sizeof *part);
-    if (!part) {
-        fprintf(stderr, "bertrain: cpu backend: out of host memory in a reduction\n");
-        exit(1);
+    if (chunks > ctx->cap_chunk_part) {
+        double *grown = realloc(ctx->chunk_part, chunks * sizeof *grown);
+        if (!grown) {
+            fprintf(stderr, "bertrain: cpu backend: out of host memory in a reduction\n");
+            exit(1);
+        }
+        ctx->chunk_part = grown;
+        ctx->cap_chunk_part = chunks;
     }
+    double *part = ctx->chunk_part;
 #pragma omp parallel for schedule(static)
     for (size_t ch = 0; ch < chunks; ch++) {
         const size_t i0 = ch * CPU_REDUCE_CHUNK,
@@ -25,7 +30,6 @@ double cpu_reduce_chunks(const float *x, size_t n, bool squares) {
     }
     double total = 0.0;
     for (size_t ch = 0; ch < chunks; ch++) total += part[ch];
-    free(part);
     return total;
 }
 
@@ -74,12 +78,12 @@ void cpu_column_sums(cpu_ctx *ctx, float *sum, float *sum_xhat, const float *D, 
 
 static double cpu_sumsq(bt_backend *be, bt_ptr x, size_t n) {
     ((cpu_ctx *)be->ctx)->count.host_reads++;
-    return cpu_reduce_chunks(cpu_f32(x), n, true);
+    return cpu_reduce_chunks(be->ctx, cpu_f32(x), n, true);
 }
 
 static double cpu_sum(bt_backend *be, bt_ptr x, size_t n) {
     ((cpu_ctx *)be->ctx)->count.host_reads++;
-    return cpu_reduce_chunks(cpu_f32(x), n, false);
+    return cpu_reduce_chunks(be->ctx, cpu_f32(x), n, false);
 }
 
 static bool all_finite(const float *x, size_t n) {
@@ -113,7 +117,7 @@ static int cpu_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_
     if (kind == BT_REDUCE_FINITE)
         v = all_finite(cpu_f32(x), n) ? 1.0 : 0.0;
     else
-        v = cpu_reduce_chunks(cpu_f32(x), n, kind == BT_REDUCE_SUMSQ);
+        v = cpu_reduce_chunks(c, cpu_f32(x), n, kind == BT_REDUCE_SUMSQ);
     c->deferred[c->n_deferred] = v;
     return c->n_deferred++;
 }
