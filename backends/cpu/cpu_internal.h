@@ -45,8 +45,14 @@ static inline uint16_t *cpu_u16(bt_ptr p) { return (uint16_t *)((char *)p.buf->d
  * thread count. */
 #define CPU_REDUCE_CHUNK 4096
 
-/* Columns per task in column-parallel gradient reductions. */
-#define CPU_COL_BLOCK 32
+/* Columns per task in the column-parallel scatters (embed_bwd, scatter_rows):
+ * one block a thread, in multiples of 16. Each task walks every row in order,
+ * so the bits never depend on the block; wide blocks read each scattered row
+ * in one piece. */
+static inline int cpu_col_block(int cols, int threads) {
+    const int per = (cols + threads - 1) / (threads > 0 ? threads : 1);
+    return per < 16 ? 16 : (per + 15) / 16 * 16;
+}
 
 /* Rows per chunk in two-pass column sums. */
 #define CPU_ROW_CHUNK 64

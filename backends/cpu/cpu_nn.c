@@ -24,18 +24,18 @@ static void cpu_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_id
 static void cpu_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
                           bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
                           int pad_id) {
-    (void)be;
     (void)V;
     (void)TV;
     float *DE = cpu_f32(dwte), *DP = cpu_f32(dwpe), *DY = cpu_f32(dwtt);
     const float *D = cpu_f32(dout);
     const int32_t *I = cpu_i32(ids), *TT = cpu_i32(type_ids);
-    int blocks = (C + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
+    const int width = cpu_col_block(C, ((cpu_ctx *)be->ctx)->threads),
+              blocks = (C + width - 1) / width;
     /* each task owns a block of columns and walks tokens in order: no races,
      * and the summation order is fixed */
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < blocks; blk++) {
-        int c0 = blk * CPU_COL_BLOCK, c1 = c0 + CPU_COL_BLOCK < C ? c0 + CPU_COL_BLOCK : C;
+        const int c0 = blk * width, c1 = c0 + width < C ? c0 + width : C;
         for (int n = 0; n < B * T; n++) {
             const float *d = D + (size_t)n * C;
             float *dp = DP + (size_t)(n % T) * C, *dy = DY + (size_t)TT[n] * C;
@@ -184,14 +184,14 @@ static void cpu_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, 
 
 static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
                              int cols) {
-    (void)be;
     float *D = cpu_f32(dst);
     const float *S = cpu_f32(src);
     const int32_t *I = cpu_i32(idx);
-    int blocks = (cols + CPU_COL_BLOCK - 1) / CPU_COL_BLOCK;
+    const int width = cpu_col_block(cols, ((cpu_ctx *)be->ctx)->threads),
+              blocks = (cols + width - 1) / width;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < blocks; blk++) {
-        int c0 = blk * CPU_COL_BLOCK, c1 = c0 + CPU_COL_BLOCK < cols ? c0 + CPU_COL_BLOCK : cols;
+        const int c0 = blk * width, c1 = c0 + width < cols ? c0 + width : cols;
         for (int i = 0; i < n_idx; i++)
             for (int c = c0; c < c1; c++) D[(size_t)I[i] * cols + c] += S[(size_t)i * cols + c];
     }
