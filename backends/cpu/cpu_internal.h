@@ -26,7 +26,8 @@ typedef struct {
     bt_counters count; /* launches stay 0: the CPU has none (the profiler counts op calls) */
     bt_wall_marks marks;
     double *deferred;  /* values of the reductions queued since the last fetch */
-    int n_deferred, cap_deferred;
+    int n_deferred;
+    size_t cap_deferred;
     /* grow-only host scratch, so that no op allocates in the step */
     bt_partials lamb_u;   /* lamb_multi: one span's update direction */
     bt_partials col_part; /* cpu_column_sums: the chunks' partial sums */

@@ -9,19 +9,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-double cpu_reduce_chunks(cpu_ctx *ctx, const float *x, size_t n, bool squares) {
-    const size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
-    if (chunks == 0) return 0.0;
-    if (chunks > ctx->cap_chunk_part) {
-        double *grown = realloc(ctx->chunk_part, chunks * sizeof *grown);
+/* Room for need doubles at *v (grow-only scratch of capacity *cap); on out of
+ * host memory, one line and exit. */
+static double *grow_doubles(double **v, size_t *cap, size_t need) {
+    if (need > *cap) {
+        const size_t want = need > 2 * *cap ? need : 2 * *cap;
+        double *grown = realloc(*v, want * sizeof *grown);
         if (!grown) {
             fprintf(stderr, "bertrain: cpu backend: out of host memory in a reduction\n");
             exit(1);
         }
-        ctx->chunk_part = grown;
-        ctx->cap_chunk_part = chunks;
+        *v = grown;
+        *cap = want;
     }
-    double *part = ctx->chunk_part;
+    return *v;
+}
+
+double cpu_reduce_chunks(cpu_ctx *ctx, const float *x, size_t n, bool squares) {
+    const size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
+    if (chunks == 0) return 0.0;
+    double *part = grow_doubles(&ctx->chunk_part, &ctx->cap_chunk_part, chunks);
 #pragma omp parallel for schedule(static)
     for (size_t ch = 0; ch < chunks; ch++) {
         const size_t i0 = ch * CPU_REDUCE_CHUNK,
@@ -103,16 +110,7 @@ static bool cpu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
  * fetch is). */
 static int cpu_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t n) {
     cpu_ctx *c = be->ctx;
-    if (c->n_deferred == c->cap_deferred) {
-        int cap = c->cap_deferred ? 2 * c->cap_deferred : 64;
-        double *d = realloc(c->deferred, (size_t)cap * sizeof *d);
-        if (!d) {
-            fprintf(stderr, "bertrain: cpu backend: out of host memory in a reduction\n");
-            exit(1);
-        }
-        c->deferred = d;
-        c->cap_deferred = cap;
-    }
+    grow_doubles(&c->deferred, &c->cap_deferred, (size_t)c->n_deferred + 1);
     double v;
     if (kind == BT_REDUCE_FINITE)
         v = all_finite(cpu_f32(x), n) ? 1.0 : 0.0;
