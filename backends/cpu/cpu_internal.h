@@ -91,13 +91,9 @@ static inline void cpu_layernorm_row(float *out, const float *x, const float *ga
  * softmax_fwd and softmax_dropout_fwd. */
 static inline void cpu_softmax_row(float *p, const float *s, const int32_t *km, int T,
                                    float scale) {
-    float mx = -INFINITY;
-    for (int j = 0; j < T; j++)
-        if (km[j] && scale * s[j] > mx) mx = scale * s[j];
-    cpu_exp_span(p, s, scale, mx, km, (size_t)T);
-    const double sum = cpu_lane_sum(p, (size_t)T);
-    const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-    for (int j = 0; j < T; j++) p[j] *= inv;
+    const float mx = cpu_max_span(s, scale, km, (size_t)T);
+    const double sum = cpu_exp_sum_span(p, s, scale, mx, km, (size_t)T);
+    cpu_scale_span(p, sum > 0.0 ? (float)(1.0 / sum) : 0.0f, (size_t)T);
 }
 
 /* C = alpha op(A) op(B) + beta C, batched (backend.h's gemm), threaded over

@@ -25,16 +25,81 @@ CPU_SIMD_CLONES void cpu_gelu_grad_span(float *dx, const float *dout, const floa
     for (size_t i = 0; i < n; i++) dx[i] = dout[i] * cpu_gelu_grad(x[i]);
 }
 
-CPU_SIMD_CLONES void cpu_exp_span(float *out, const float *x, float scale, float shift,
-                                  const int32_t *keep, size_t n) {
+/* The exps of EXP_SUM's span go to out and, in the same pass, into
+ * CPU_LANES double lanes: the lanes and their tree are cpu_lane_sum's, so
+ * the sum has its bits. E(i): element i's exp. */
+#define EXP_SUM(E)                                                                                 \
+    double acc[CPU_LANES] = {0};                                                                   \
+    size_t i0 = 0;                                                                                 \
+    for (; i0 + CPU_LANES <= n; i0 += CPU_LANES) {                                                 \
+        _Pragma("omp simd") for (size_t l = 0; l < CPU_LANES; l++) {                               \
+            const size_t i = i0 + l;                                                               \
+            out[i] = (E);                                                                          \
+            acc[l] += out[i];                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    for (size_t i = i0; i < n; i++) {                                                              \
+        out[i] = (E);                                                                              \
+        acc[i % CPU_LANES] += out[i];                                                              \
+    }                                                                                              \
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+
+CPU_SIMD_CLONES double cpu_exp_sum_span(float *out, const float *x, float scale, float shift,
+                                        const int32_t *keep, size_t n) {
     if (keep) {
-#pragma omp simd
-        for (size_t i = 0; i < n; i++)
-            out[i] = cpu_select(keep[i] != 0, cpu_expf(scale * x[i] - shift), 0.0f);
-    } else {
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) out[i] = cpu_expf(scale * x[i] - shift);
+        EXP_SUM(cpu_select(keep[i] != 0, cpu_expf(scale * x[i] - shift), 0.0f));
     }
+    EXP_SUM(cpu_expf(scale * x[i] - shift));
+}
+
+/* The maximum in MAX_LANES lanes (element i in lane i % MAX_LANES), the
+ * lanes then taken in order: one comparison chain per lane instead of one
+ * for the whole span. A NaN never wins; a tie keeps the earlier value. */
+enum { MAX_LANES = 8 };
+#define MAX_OVER(COND)                                                                             \
+    float m[MAX_LANES];                                                                            \
+    for (size_t l = 0; l < MAX_LANES; l++) m[l] = -INFINITY;                                       \
+    size_t i0 = 0;                                                                                 \
+    for (; i0 + MAX_LANES <= n; i0 += MAX_LANES) {                                                 \
+        _Pragma("omp simd") for (size_t l = 0; l < MAX_LANES; l++) {                               \
+            const size_t i = i0 + l;                                                               \
+            const float v = scale * x[i];                                                          \
+            m[l] = cpu_select((COND) & (v > m[l]), v, m[l]);                                       \
+        }                                                                                          \
+    }                                                                                              \
+    for (size_t i = i0; i < n; i++) {                                                              \
+        const float v = scale * x[i];                                                              \
+        m[i % MAX_LANES] = cpu_select((COND) & (v > m[i % MAX_LANES]), v, m[i % MAX_LANES]);       \
+    }                                                                                              \
+    float mx = m[0];                                                                               \
+    for (size_t l = 1; l < MAX_LANES; l++)                                                        \
+        if (m[l] > mx) mx = m[l];                                                                  \
+    return mx
+
+CPU_SIMD_CLONES float cpu_max_span(const float *x, float scale, const int32_t *keep, size_t n) {
+    if (keep) {
+        MAX_OVER(keep[i] != 0);
+    }
+    MAX_OVER(true);
+}
+
+CPU_SIMD_CLONES size_t cpu_find_span(const float *x, float v, size_t n) {
+    enum { CHUNK = 64 }; /* whole chunks tested by vector compares, then the hit's one by one */
+    size_t i0 = 0;
+    for (; i0 + CHUNK <= n; i0 += CHUNK) {
+        int hit = 0;
+#pragma omp simd reduction(| : hit)
+        for (size_t l = 0; l < CHUNK; l++) hit |= x[i0 + l] == v;
+        if (hit) break;
+    }
+    for (size_t i = i0; i < n; i++)
+        if (x[i] == v) return i;
+    return n;
+}
+
+CPU_SIMD_CLONES void cpu_scale_span(float *x, float s, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
 /* The lane sums: TERM(i) is element i's double term. */

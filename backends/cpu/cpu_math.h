@@ -152,9 +152,20 @@ void cpu_gelu_span(float *out, const float *x, size_t n);
 void cpu_gelu_grad_span(float *dx, const float *dout, const float *x, size_t n);
 
 /* out[i] = exp(scale * x[i] - shift), or 0 where keep is given and keep[i]
- * is 0; out may be x. */
-void cpu_exp_span(float *out, const float *x, float scale, float shift, const int32_t *keep,
-                  size_t n);
+ * is 0 (out may be x); returns their sum, with cpu_lane_sum(out, n)'s bits:
+ * softmax's and cross-entropy's exps and their sum in one pass. */
+double cpu_exp_sum_span(float *out, const float *x, float scale, float shift,
+                        const int32_t *keep, size_t n);
+
+/* max_i scale * x[i] over the i with keep[i] != 0 (every i when keep is
+ * NULL); -inf when there is none. NaNs are passed over. */
+float cpu_max_span(const float *x, float scale, const int32_t *keep, size_t n);
+
+/* The first i with x[i] == v, or n when there is none. */
+size_t cpu_find_span(const float *x, float v, size_t n);
+
+/* x[i] *= s */
+void cpu_scale_span(float *x, float s, size_t n);
 
 /* sum_i x[i] */
 double cpu_lane_sum(const float *x, size_t n);

@@ -216,21 +216,16 @@ static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
             for (int j = 0; j < V; j++) d[j] = 0.0f;
             continue;
         }
-        float mx = x[0];
-        int arg = 0;
-        for (int j = 1; j < V; j++)
-            if (x[j] > mx) {
-                mx = x[j];
-                arg = j;
-            }
+        const float mx = cpu_max_span(x, 1.0f, NULL, (size_t)V);
+        size_t arg = cpu_find_span(x, mx, (size_t)V); /* the first argmax */
+        if (arg == (size_t)V) arg = 0;                 /* every value NaN */
         const float x_y = x[y]; /* saved: d may alias x */
-        cpu_exp_span(d, x, 1.0f, mx, NULL, (size_t)V);
-        const double sum = cpu_lane_sum(d, (size_t)V);
+        const double sum = cpu_exp_sum_span(d, x, 1.0f, mx, NULL, (size_t)V);
         L[r] = (float)(log(sum) + mx - x_y);
-        CR[r] = arg == y ? 1.0f : 0.0f;
+        CR[r] = arg == (size_t)y ? 1.0f : 0.0f;
         LZ[r] = (float)(log(sum) + mx);
-        const float g = grad_scale * (1.0f + 2.0f * z_loss * LZ[r]) * (float)(1.0 / sum);
-        for (int j = 0; j < V; j++) d[j] *= g;
+        cpu_scale_span(d, grad_scale * (1.0f + 2.0f * z_loss * LZ[r]) * (float)(1.0 / sum),
+                       (size_t)V);
         d[y] -= grad_scale;
     }
 }

@@ -11,7 +11,10 @@
 #define BT_CPU_MATH_NO_CLONES
 #define cpu_gelu_span scalar_gelu_span
 #define cpu_gelu_grad_span scalar_gelu_grad_span
-#define cpu_exp_span scalar_exp_span
+#define cpu_exp_sum_span scalar_exp_sum_span
+#define cpu_max_span scalar_max_span
+#define cpu_find_span scalar_find_span
+#define cpu_scale_span scalar_scale_span
 #define cpu_lane_sum scalar_lane_sum
 #define cpu_lane_sumsq scalar_lane_sumsq
 #define cpu_lane_dot scalar_lane_dot
@@ -22,7 +25,10 @@
 #include "backends/cpu/cpu_math.c"
 #undef cpu_gelu_span
 #undef cpu_gelu_grad_span
-#undef cpu_exp_span
+#undef cpu_exp_sum_span
+#undef cpu_max_span
+#undef cpu_find_span
+#undef cpu_scale_span
 #undef cpu_lane_sum
 #undef cpu_lane_sumsq
 #undef cpu_lane_dot
@@ -127,12 +133,42 @@ static void test_elementwise(void) {
               scalar_gelu_grad_span(b, d + off, x + off, len); ok &= same_bits(a, b, len));
     check(ok, "gelu grad span: vectorised == scalar");
     ok = 1;
-    EACH_SPAN(cpu_exp_span(a, x + off, 0.125f, 3.0f, NULL, len);
-              scalar_exp_span(b, x + off, 0.125f, 3.0f, NULL, len); ok &= same_bits(a, b, len);
-              cpu_exp_span(a, x + off, 1.0f, -2.0f, keep + off, len);
-              scalar_exp_span(b, x + off, 1.0f, -2.0f, keep + off, len);
+    EACH_SPAN(double s1 = cpu_exp_sum_span(a, x + off, 0.125f, 3.0f, NULL, len);
+              double s2 = scalar_exp_sum_span(b, x + off, 0.125f, 3.0f, NULL, len);
+              ok &= same_bits(a, b, len) && same_double(s1, s2) &&
+                    same_double(s1, scalar_lane_sum(b, len));
+              s1 = cpu_exp_sum_span(a, x + off, 1.0f, -2.0f, keep + off, len);
+              s2 = scalar_exp_sum_span(b, x + off, 1.0f, -2.0f, keep + off, len);
+              ok &= same_bits(a, b, len) && same_double(s1, s2) &&
+                    same_double(s1, scalar_lane_sum(b, len)));
+    check(ok, "exp span and its sum (with and without a key mask): vectorised == scalar, "
+              "the sum == lane_sum of the exps");
+    ok = 1;
+    int agree = 1;
+    EACH_SPAN(const float m1 = cpu_max_span(x + off, 0.5f, NULL, len),
+              m2 = scalar_max_span(x + off, 0.5f, NULL, len);
+              const float k1 = cpu_max_span(x + off, -2.0f, keep + off, len),
+              k2 = scalar_max_span(x + off, -2.0f, keep + off, len);
+              ok &= same_bits(&m1, &m2, 1) && same_bits(&k1, &k2, 1);
+              float r1 = -INFINITY, r2 = -INFINITY; /* the plain loop, NaNs passed over */
+              for (size_t i = 0; i < len; i++) {
+                  if (0.5f * x[off + i] > r1) r1 = 0.5f * x[off + i];
+                  if (keep[off + i] && -2.0f * x[off + i] > r2) r2 = -2.0f * x[off + i];
+              } agree &= r1 == m1 && r2 == k1);
+    check(ok, "max span (with and without a key mask): vectorised == scalar");
+    check(agree, "max span == the maximum by a plain loop");
+    ok = 1, agree = 1;
+    EACH_SPAN(const float v = len ? x[off + (len * 7) / 11] : 1.0f;
+              const size_t f1 = cpu_find_span(x + off, v, len), f2 = scalar_find_span(x + off, v, len);
+              size_t r = 0; while (r < len && !(x[off + r] == v)) r++;
+              ok &= f1 == f2; agree &= f1 == r);
+    check(ok, "find span: vectorised == scalar");
+    check(agree, "find span == the first match by a plain loop (n when none: NaN)");
+    ok = 1;
+    EACH_SPAN(memcpy(a, x + off, len * sizeof *a); memcpy(b, x + off, len * sizeof *b);
+              cpu_scale_span(a, 0.37f, len); scalar_scale_span(b, 0.37f, len);
               ok &= same_bits(a, b, len));
-    check(ok, "exp span (with and without a key mask): vectorised == scalar");
+    check(ok, "scale span: vectorised == scalar");
     ok = 1;
     EACH_SPAN(double s1 = cpu_lane_sum(d + off, len), s2 = scalar_lane_sum(d + off, len);
               double q1 = cpu_lane_sumsq(d + off, len), q2 = scalar_lane_sumsq(d + off, len);
@@ -163,7 +199,7 @@ static void test_accuracy(void) {
     for (int i = 0; i < 2000000; i++) {
         const float e = uniform(-87.0f, 0.0f), g = uniform(-9.0f, 9.0f);
         float r;
-        scalar_exp_span(&r, &e, 1.0f, 0.0f, NULL, 1);
+        scalar_exp_sum_span(&r, &e, 1.0f, 0.0f, NULL, 1);
         worst_exp = fmax(worst_exp, fabs(r - exp((double)e)) / exp((double)e));
         const double G = g, cdf = 0.5 * erfc(-G / sqrt(2.0));
         cpu_gelu_span(&r, &g, 1);
@@ -187,7 +223,7 @@ static void test_accuracy(void) {
     check(isnan(r[0]) && r[1] == INFINITY && isnan(r[2]) && r[3] == 0.0f && r[4] == 0.0f,
           "gelu(NaN, inf, -inf, 0, -0) = NaN, inf, NaN (-inf * 0, as erf's form), 0, 0");
     const float big[] = {-100.0f, 89.0f, NAN};
-    cpu_exp_span(r, big, 1.0f, 0.0f, NULL, 3);
+    cpu_exp_sum_span(r, big, 1.0f, 0.0f, NULL, 3);
     check(r[0] == 0.0f && r[1] == INFINITY && isnan(r[2]),
           "exp(-100) = 0, exp(89) = inf, exp(NaN) = NaN");
 }
