@@ -18,12 +18,16 @@ static void linear_fwd_nobias(bert_model *m, bt_ptr out, bt_ptr in, size_t w, in
        out_f, 0, 1);
 }
 
-/* out (rows, out_f) = in (rows, in_f) @ W^T + b,  W: (out_f, in_f) */
+/* out (rows, out_f) = in (rows, in_f) @ W^T + b,  W: (out_f, in_f): b written
+ * into every row, then the GEMM adds onto it (beta 1), so no pass of its own
+ * adds the bias. (OpenBLAS and cuBLAS zero C for beta 0 anyway; the
+ * products accumulate onto b, so the bits are not those of a bias_add after.) */
 static void linear_fwd(bert_model *m, bt_ptr out, bt_ptr in, size_t w, size_t b, int rows,
                        int in_f, int out_f) {
     if (rows == 0) return;
-    linear_fwd_nobias(m, out, in, w, rows, in_f, out_f);
-    m->be->bias_add(m->be, out, PAR(b), rows, out_f);
+    m->be->gather_rows(m->be, out, PAR(b), INT(m->act->zero_rows), rows, out_f);
+    mm(m, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 1.0f, out, out_f,
+       0, 1);
     STORE16_PTR(out, (size_t)rows * out_f);
 }
 
@@ -285,8 +289,10 @@ static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const j
         linear_fwd_nobias(m, ACT(la->fc1), ACT(in), w->fc1_w, d.N, d.H, d.I);
         be->bias_gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), PAR(w->fc1_b), d.N, d.I);
         STORE16(la->fc1, NI);
-    } else {
-        linear_fwd(m, ACT(la->fc1), ACT(in), w->fc1_w, w->fc1_b, d.N, d.H, d.I);
+    } else { /* the ops bias_gelu_fwd replaces, for its bits */
+        linear_fwd_nobias(m, ACT(la->fc1), ACT(in), w->fc1_w, d.N, d.H, d.I);
+        be->bias_add(be, ACT(la->fc1), PAR(w->fc1_b), d.N, d.I);
+        STORE16(la->fc1, NI);
         be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), NI);
     }
     STORE16(la->gelu, NI);
