@@ -1,6 +1,7 @@
 /* CPU reference backend: the element-wise hot loops (GELU, exp, dropout's
  * Philox draws) over spans, written so that GCC vectorises them, and built
- * for AVX2 beside baseline x86-64 where the compiler supports it; Philox's
+ * for x86-64-v3 (AVX2 + FMA) beside baseline x86-64 where the compiler
+ * supports it; Philox's
  * rounds, which GCC vectorises badly, by hand with AVX2 intrinsics. Element
  * i's result never depends on its neighbours, the vector width or the path. */
 #include "cpu_math.h"
@@ -8,7 +9,7 @@
 /* BT_CPU_MATH_NO_CLONES: tests/c/test_cpu_simd.c's plain scalar copy */
 #if defined(__x86_64__) && defined(__has_attribute) && !defined(BT_CPU_MATH_NO_CLONES)
 #if __has_attribute(target_clones) && defined(__ELF__)
-#define CPU_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#define CPU_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
 #endif
 #ifndef CPU_SIMD_CLONES

@@ -1,14 +1,15 @@
 /* Branch-free float exp and GELU for the CPU backend's hot loops. glibc's
  * erff takes ~26 ns an element here and blocks vectorisation, and the GELU
  * pair was 12% of a mini step; these are straight-line polynomials that GCC
- * vectorises inside `#pragma omp simd` loops. Vector and scalar lanes run the
- * same IEEE operations (no fma contraction under -std=c11), so every element
- * gets the same bits whichever path computes it.
+ * vectorises inside `#pragma omp simd` loops. Every multiply-add is an
+ * explicit fmaf (one rounding: the FMA instruction where the clone has it,
+ * libm's exact fmaf where not), and nothing else is contracted under
+ * -std=c11, so every element gets the same bits whichever path computes it.
  *
  * Coefficients: least-squares fits on Chebyshev nodes in float64 (relative
- * error of the fits: exp 6e-11, erf 3e-10, erfc 4e-9; the float rounding of
- * the evaluation, ~1e-7, dominates). Checked against float64 by the
- * conformance suite (gelu_fwd/bwd, softmax, xent and the fused ops). */
+ * error of the fits: exp 6e-11, erfc's Q 2.2e-8; the float evaluation,
+ * ~1.3e-7, dominates). Checked against float64 by tests/c/test_cpu_simd and
+ * the conformance suite (gelu_fwd/bwd, softmax, xent and the fused ops). */
 #ifndef BT_CPU_MATH_H
 #define BT_CPU_MATH_H
 
@@ -21,10 +22,18 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The helpers below must inline into each clone's loop (an out-of-line copy
+ * is built for the baseline ISA, where fmaf is a library call). */
+#if defined(__GNUC__) || defined(__clang__)
+#define CPU_INLINE static inline __attribute__((always_inline))
+#else
+#define CPU_INLINE static inline
+#endif
+
 /* c ? a : b by bit masks. A plain ?: lets GCC sink an arm's arithmetic into
  * a branch that it then will not if-convert (the arithmetic might trap), and
  * the loop stays scalar. */
-static inline float cpu_select(bool c, float a, float b) {
+CPU_INLINE float cpu_select(bool c, float a, float b) {
     uint32_t ia, ib;
     memcpy(&ia, &a, sizeof ia);
     memcpy(&ib, &b, sizeof ib);
@@ -36,19 +45,18 @@ static inline float cpu_select(bool c, float a, float b) {
 
 /* e^x for x <= 88 (the callers' arguments are <= 0), within ~2 ulp; 0 below
  * -87.33 (where expf goes subnormal), +inf above 88, NaN for NaN. */
-static inline float cpu_expf(float x) {
+CPU_INLINE float cpu_expf(float x) {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float xc = cpu_select(x < -87.33f, -87.33f, x);
     xc = cpu_select(xc > 88.0f, 88.0f, xc);
-    const float k = xc * 1.44269504088896341f + magic, n = k - magic;
-    const float r = (xc - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
-    const float q = 0.00019826496f;
-    float p = q * r + 0.0013946021f;
-    p = p * r + 0.0083334300f;
-    p = p * r + 0.041666270f;
-    p = p * r + 0.16666666f;
-    p = p * r + 0.50000001f;
-    p = 1.0f + r + r * r * p;
+    const float k = fmaf(xc, 1.44269504088896341f, magic), n = k - magic;
+    const float r = fmaf(-n, 1.42860682030941723e-6f, fmaf(-n, 0.693145751953125f, xc));
+    float p = fmaf(0.00019826496f, r, 0.0013946021f);
+    p = fmaf(p, r, 0.0083334300f);
+    p = fmaf(p, r, 0.041666270f);
+    p = fmaf(p, r, 0.16666666f);
+    p = fmaf(p, r, 0.50000001f);
+    p = 1.0f + fmaf(r * r, p, r);
     int32_t kbits;
     memcpy(&kbits, &k, sizeof kbits);
     const int32_t sbits = (int32_t)((uint32_t)(kbits - 0x4B400000 + 127) << 23); /* 2^n */
@@ -58,52 +66,41 @@ static inline float cpu_expf(float x) {
     return cpu_select(x < -87.33f, 0.0f, cpu_select(x > 88.0f, INFINITY, v));
 }
 
-/* The standard normal CDF and PDF at x (GELU's pieces): erf(a), a = |x|/sqrt2,
- * from an odd polynomial below 0.9, else erfc(a) = exp(-a^2) t Q(t),
- * t = 1/(1 + a/2), taken from the tail side so that x << 0 keeps its relative
- * accuracy (1 + erf(x) would cancel). */
-static inline void cpu_normal_cdf_pdf(float x, float *cdf, float *pdf) {
+/* The standard normal CDF and PDF at x (GELU's pieces) from one form for
+ * every x: erfc(a) = exp(-a^2) t Q(t), a = |x|/sqrt2, t = 1/(1 + a/2) in
+ * (1/6, 1], Q a polynomial fitted over all of it (a <= 10; beyond, the tail
+ * is 0 in float anyway). Phi(-|x|) = erfc(a)/2 keeps x << 0's relative
+ * accuracy (1 + erf(x) would cancel); Phi(|x|) = 1 - erfc(a)/2 >= 1/2. */
+CPU_INLINE void cpu_normal_cdf_pdf(float x, float *cdf, float *pdf) {
     const float u = x * 0.70710678118654752f, a0 = fabsf(u);
     const float a = cpu_select(a0 > 10.0f, 10.0f, a0); /* keeps t Q(t) finite for +-inf */
     const float s = a * a;
-    float pe = 8.5530196e-05f * s - 0.00081859284f;
-    pe = pe * s + 0.0052048708f;
-    pe = pe * s - 0.026860979f;
-    pe = pe * s + 0.11283725f;
-    pe = pe * s - 0.37612636f;
-    pe = pe * s + 1.1283792f;
-    const float erf_a = a * pe;
-    const float t = 1.0f / (1.0f + 0.5f * a);
-    float q = -0.048296578f * t + 0.25273172f;
-    q = q * t - 0.44998698f;
-    q = q * t + 0.25704390f;
-    q = q * t - 0.021596053f;
-    q = q * t + 0.20299777f;
-    q = q * t + 0.24267372f;
-    q = q * t + 0.28245894f;
-    q = q * t + 0.28208110f;
-    const float e = cpu_expf(-s), erfc_a = e * t * q;
-    /* every candidate is computed, then selected: no branches in the loop */
-    const float tail_small = 0.5f - 0.5f * erf_a, tail_large = 0.5f * erfc_a;
-    const float body_small = 0.5f + 0.5f * erf_a, body_large = 1.0f - tail_large;
-    const bool small = a0 < 0.9f;
-    const float tail = cpu_select(small, tail_small, tail_large),
-                body = cpu_select(small, body_small, body_large);
-    *cdf = cpu_select(x < 0.0f, tail, body); /* Phi(-|x|) or Phi(|x|) */
+    const float t = 1.0f / fmaf(0.5f, a, 1.0f);
+    float q = fmaf(0.0135346493f, t, -0.129614055f);
+    q = fmaf(q, t, 0.442811131f);
+    q = fmaf(q, t, -0.687045813f);
+    q = fmaf(q, t, 0.434151888f);
+    q = fmaf(q, t, -0.104528479f);
+    q = fmaf(q, t, 0.227445513f);
+    q = fmaf(q, t, 0.238288224f);
+    q = fmaf(q, t, 0.282894015f);
+    q = fmaf(q, t, 0.282062888f);
+    const float e = cpu_expf(-s), tail = 0.5f * (e * t * q); /* Phi(-|x|) */
+    *cdf = cpu_select(x < 0.0f, tail, 1.0f - tail);       /* no branches in the loop */
     *pdf = 0.39894228040143268f * e;
 }
 
 /* Exact-erf GELU, x * Phi(x), and its derivative Phi(x) + x phi(x); shared
  * by gelu_fwd/bwd and the fused ops so that all of them round alike. */
-static inline float cpu_gelu(float x) {
+CPU_INLINE float cpu_gelu(float x) {
     float cdf, pdf;
     cpu_normal_cdf_pdf(x, &cdf, &pdf);
     return x * cdf;
 }
-static inline float cpu_gelu_grad(float x) {
+CPU_INLINE float cpu_gelu_grad(float x) {
     float cdf, pdf;
     cpu_normal_cdf_pdf(x, &cdf, &pdf);
-    return cdf + x * pdf;
+    return fmaf(x, pdf, cdf);
 }
 
 /* Sums in double over CPU_LANES fixed lanes: element i goes to lane
@@ -142,8 +139,8 @@ enum { CPU_KEEP_RUN = 1024 };
 #define BT_CPU_MATH_SPANS
 
 /* The hot loops over spans (cpu_math.c), built twice where the compiler can
- * (AVX2 and baseline x86-64, picked at load time): both run the same IEEE
- * operations per element, so they give the same bits. */
+ * (x86-64-v3, AVX2 with FMA, and baseline x86-64, picked at load time): both
+ * run the same IEEE operations per element, so they give the same bits. */
 
 /* out[i] = gelu(x[i]); out may be x. */
 void cpu_gelu_span(float *out, const float *x, size_t n);

@@ -1,8 +1,8 @@
 /* The CPU backend's vectorised element-wise loops (backends/cpu/cpu_math.c)
  * give the bits of the same code run one element at a time: this program
  * holds a second, scalar copy of cpu_math.c (built without OpenMP's simd and
- * without GCC's vectoriser, no AVX2 clones or intrinsics) and compares the library's
- * functions (vectorised; the AVX2 clone where the CPU has AVX2) with it, bit
+ * without GCC's vectoriser, no x86-64-v3 clones or intrinsics) and compares the library's
+ * functions (vectorised; the x86-64-v3 clone, AVX2 + FMA, where the CPU has it) with it, bit
  * for bit, on seeded random values, special values (NaN, +-inf, +-0,
  * subnormals, the polynomials' switch points) and every length from 0 to 67
  * at odd offsets. It also checks the dropout draws against philox.h's
