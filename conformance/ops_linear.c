@@ -205,12 +205,12 @@ void test_gemm(bt_backend *be) {
     /* sizes that leave partial blocks in rows and columns (the CPU backend's
      * tiles, 80x80 here, GPU work-groups) */
     padded_batch_cases(be, 70, 300, 33, 5, 3, false, " ld+5 batch2");
-    /* the CPU backend's even split into 176x416 tiles (3 x 4, the last row
+    /* the CPU backend's even split into 272x416 tiles (2 x 4, the last row
      * and column short) */
     if (!g_quick)
         gemm_case(be, (gemm_args){.tb = true, .m = 520, .n = 1601, .k = 9, .lda = 9, .ldb = 9,
                                   .ldc = 1601, .batch = 1, .alpha = 1, .beta = 0.5f},
-                  false, " 176x416 tiles");
+                  false, " 272x416 tiles");
     /* a small C over a long k (the weight gradients): the CPU backend splits
      * k into parts of 1040, 1040, 1040 and 980 and two tiles of 48 rows, and
      * adds the parts onto C in order */

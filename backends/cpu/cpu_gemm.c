@@ -8,7 +8,7 @@
 /* OpenBLAS splits a GEMM by its own thread count, and the bits of C change
  * with the split (and with a tile's shape). So BLAS runs single-threaded
  * (bt_cpu_backend_create) on a grid of C tiles. Each tile repacks its panels
- * of A and B, so large tiles pay: up to 256 x 1024, each dimension split into
+ * of A and B, so large tiles pay: up to 512 x 1024, each dimension split into
  * equal parts (a 512 + 256 split of 768 columns, or a 36-row tail of 164, ran
  * 10-50% slower: docs/PERFORMANCE.md).
  *
@@ -18,7 +18,7 @@
  * beta, the others into partial buffers that are added onto C in part order.
  * Only then does it halve the longer side of its tiles until many threads can
  * share it. */
-enum { GEMM_TILE_ROWS = 256, GEMM_TILE_COLS = 1024, GEMM_MIN_TILES = 8, GEMM_K_PART_MIN = 1024 };
+enum { GEMM_TILE_ROWS = 512, GEMM_TILE_COLS = 1024, GEMM_MIN_TILES = 8, GEMM_K_PART_MIN = 1024 };
 
 /* The tasks of one GEMM: tiles of rows x cols of C, and k in parts of k_part
  * (the last one shorter). */
