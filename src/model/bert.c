@@ -20,8 +20,8 @@ static void linear_fwd_nobias(bert_model *m, bt_ptr out, bt_ptr in, size_t w, in
 
 /* out (rows, out_f) = in (rows, in_f) @ W^T + b,  W: (out_f, in_f): b written
  * into every row, then the GEMM adds onto it (beta 1), so no pass of its own
- * adds the bias. (OpenBLAS and cuBLAS zero C for beta 0 anyway; the
- * products accumulate onto b, so the bits are not those of a bias_add after.) */
+ * adds the bias (OpenBLAS zero-fills C for beta 0 anyway). The products
+ * accumulate onto b: not the bits of a bias_add after (DESIGN-NOTES 24). */
 static void linear_fwd(bert_model *m, bt_ptr out, bt_ptr in, size_t w, size_t b, int rows,
                        int in_f, int out_f) {
     if (rows == 0) return;
