@@ -1,9 +1,9 @@
-/* CPU reference backend: the element-wise hot loops (GELU, exp, dropout's
- * Philox draws) over spans, written so that GCC vectorises them, and built
- * for x86-64-v3 (AVX2 + FMA) beside baseline x86-64 where the compiler
- * supports it; Philox's
- * rounds, which GCC vectorises badly, by hand with AVX2 intrinsics. Element
- * i's result never depends on its neighbours, the vector width or the path. */
+/* CPU reference backend: the element-wise hot loops (GELU, exp, softmax's
+ * and cross-entropy's row passes, dropout's Philox draws) over spans, written
+ * so that GCC vectorises them, and built for x86-64-v3 (AVX2 + FMA) beside
+ * baseline x86-64 where the compiler supports it; Philox's rounds, which GCC
+ * vectorises badly, by hand with AVX2 intrinsics. Element i's result never
+ * depends on its neighbours, the vector width or the path. */
 #include "cpu_math.h"
 
 /* BT_CPU_MATH_NO_CLONES: tests/c/test_cpu_simd.c's plain scalar copy */
@@ -26,31 +26,26 @@ CPU_SIMD_CLONES void cpu_gelu_grad_span(float *dx, const float *dout, const floa
     for (size_t i = 0; i < n; i++) dx[i] = dout[i] * cpu_gelu_grad(x[i]);
 }
 
-/* The exps of EXP_SUM's span go to out and, in the same pass, into
- * CPU_LANES double lanes: the lanes and their tree are cpu_lane_sum's, so
- * the sum has its bits. E(i): element i's exp. */
-#define EXP_SUM(E)                                                                                 \
+/* The lane sums: TERM(i) is element i's double term, evaluated once per i
+ * (an assignment in it writes element i's value as it is summed). */
+#define LANE_SUM(TERM)                                                                             \
     double acc[CPU_LANES] = {0};                                                                   \
     size_t i0 = 0;                                                                                 \
     for (; i0 + CPU_LANES <= n; i0 += CPU_LANES) {                                                 \
         _Pragma("omp simd") for (size_t l = 0; l < CPU_LANES; l++) {                               \
             const size_t i = i0 + l;                                                               \
-            out[i] = (E);                                                                          \
-            acc[l] += out[i];                                                                      \
+            acc[l] += (TERM);                                                                      \
         }                                                                                          \
     }                                                                                              \
-    for (size_t i = i0; i < n; i++) {                                                              \
-        out[i] = (E);                                                                              \
-        acc[i % CPU_LANES] += out[i];                                                              \
-    }                                                                                              \
+    for (size_t i = i0; i < n; i++) acc[i % CPU_LANES] += (TERM);                                  \
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 
 CPU_SIMD_CLONES double cpu_exp_sum_span(float *out, const float *x, float scale, float shift,
                                         const int32_t *keep, size_t n) {
     if (keep) {
-        EXP_SUM(cpu_select(keep[i] != 0, cpu_expf(scale * x[i] - shift), 0.0f));
+        LANE_SUM(out[i] = cpu_select(keep[i] != 0, cpu_expf(scale * x[i] - shift), 0.0f));
     }
-    EXP_SUM(cpu_expf(scale * x[i] - shift));
+    LANE_SUM(out[i] = cpu_expf(scale * x[i] - shift));
 }
 
 /* The maximum in MAX_LANES lanes (element i in lane i % MAX_LANES), the
@@ -102,19 +97,6 @@ CPU_SIMD_CLONES void cpu_scale_span(float *x, float s, size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
-
-/* The lane sums: TERM(i) is element i's double term. */
-#define LANE_SUM(TERM)                                                                             \
-    double acc[CPU_LANES] = {0};                                                                   \
-    size_t i0 = 0;                                                                                 \
-    for (; i0 + CPU_LANES <= n; i0 += CPU_LANES) {                                                 \
-        _Pragma("omp simd") for (size_t l = 0; l < CPU_LANES; l++) {                               \
-            const size_t i = i0 + l;                                                               \
-            acc[l] += (TERM);                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    for (size_t i = i0; i < n; i++) acc[i % CPU_LANES] += (TERM);                                  \
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 
 CPU_SIMD_CLONES double cpu_lane_sum(const float *x, size_t n) { LANE_SUM((double)x[i]); }
 
