@@ -96,8 +96,8 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(top_rows, S);
     TAKE(top_mlm_pos, M);
     TAKE(top_cls, (size_t)Bm);
-    TAKE(zero_rows, N); /* the batch's host copy is zeroed: every upload writes them */
     a->ints_batch = off;
+    TAKE(zero_rows, N); /* zeroed once, when the model is built */
     const size_t NH = (size_t)c->num_attention_heads;
     TAKE(qkv_to_heads, 3 * N * NH);
     TAKE(heads_to_ctx, N * NH);

@@ -42,9 +42,10 @@ struct bert_act_layout {
     size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx;
     /* the top layer's rows: top_rows (S) the token rows the heads read, in
      * order; top_mlm_pos (M) and top_cls (B) the heads' rows among them */
-    size_t top_rows, top_mlm_pos, top_cls;
-    /* N zeros: gather_rows through it writes one row (a bias) into every row */
-    size_t zero_rows, ints_batch;
+    size_t top_rows, top_mlm_pos, top_cls, ints_batch;
+    /* N zeros (after the batch's inputs, written once): gather_rows through
+     * them writes one row, a bias, into every row */
+    size_t zero_rows;
     /* gather_rows tables (rows of D floats) between the token-major (N, 3H)
      * and (N, H) layouts of the linear layers and attention's head-major
      * (3, B, NH, T, D) and (B, NH, T, D), uploaded when the batch shape

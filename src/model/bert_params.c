@@ -277,6 +277,8 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
     }
     be->fill(be, (bt_ptr){m->params, 0}, 0.0f, m->n_params);
     be->fill(be, (bt_ptr){m->grads, 0}, 0.0f, m->n_params);
+    /* int32 zeros: fp32 +0 has the same bits */
+    be->fill(be, (bt_ptr){m->ints, m->act->zero_rows * 4}, 0.0f, (size_t)max_batch * max_seq);
     return m;
 oom:
     snprintf(err, errlen, "out of host memory building the model");
