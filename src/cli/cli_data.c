@@ -4,6 +4,7 @@
 #include "util/paths.h"
 #include "data/prep.h"
 #include "data/vocab_train.h"
+#include "store/run_dir.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -109,8 +110,9 @@ int cli_vocab(int argc, char **argv) {
                 !o.vocab_size ? "--size" : !o.out_path ? "--out" : "input FILES");
         goto done;
     }
-    char err[1200];
-    if (!paths_prepare_file(o.out_path, err, sizeof err)) {
+    char err[2400];
+    if (!run_dir_check_outside_ckpt(o.out_path, "vocab", err, sizeof err) ||
+        !paths_prepare_file(o.out_path, err, sizeof err)) {
         fprintf(stderr, "bertrain vocab: --out %s\n", err);
         goto done;
     }
@@ -183,6 +185,11 @@ int cli_prep(int argc, char **argv) {
     if (!o.vocab_path || !o.out_dir || !o.n_files) {
         fprintf(stderr, "bertrain prep: missing %s; see bertrain prep --help\n",
                 !o.vocab_path ? "--vocab" : !o.out_dir ? "--out" : "input FILES");
+        goto done;
+    }
+    char err[2400];
+    if (!run_dir_check_outside_ckpt(o.out_dir, "prep", err, sizeof err)) {
+        fprintf(stderr, "bertrain prep: --out %s\n", err);
         goto done;
     }
     o.files = files;

@@ -6,14 +6,15 @@
 #include "run_dir.h"
 #include "safetensors.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "util/test_hooks.h"
 #include "config/sched.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,14 +36,74 @@ static bool fsync_path(const char *path) {
     return ok;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
+/* The names bertrain ever writes into a checkpoint directory. */
+static const char *const CKPT_NAMES[] = {"state.json", "model.safetensors", "optim.bin",
+                                         "vocab.txt", CKPT_CARRIED_FILE};
+
+/* Whether `name` is one that checkpoint dir's own list says bertrain wrote:
+ * state.json, or a file its state.json lists under "files" (when state.json
+ * does not parse: any of CKPT_NAMES, all a write can have left). */
+static bool written_by_bertrain(const cJSON *files, const char *name) {
+    bool known = false;
+    for (size_t i = 0; i < sizeof CKPT_NAMES / sizeof CKPT_NAMES[0]; i++)
+        known = known || strcmp(name, CKPT_NAMES[i]) == 0;
+    if (!known || !strcmp(name, "state.json") || !files) return known;
+    return cJSON_GetObjectItemCaseSensitive(files, name) != NULL;
 }
 
-static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+/* The first entry of checkpoint directory dir that bertrain did not write
+ * (not a regular file of its own list), into foreign, and how many there are;
+ * -1 when dir cannot be read. */
+static int foreign_entries(const char *dir, char *foreign, size_t len) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    size_t n_text;
+    char *text = file_read_all(path, &n_text);
+    cJSON *state = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(state, "files");
+    DIR *d = opendir(dir);
+    int n = d ? 0 : -1;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (written_by_bertrain(cJSON_IsObject(files) ? files : NULL, e->d_name) &&
+            lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+            continue;
+        if (n++ == 0) snprintf(foreign, len, "%s", e->d_name);
+    }
+    if (d) closedir(d);
+    cJSON_Delete(state);
+    return n;
+}
+
+bool ckpt_removable(const char *dir, char *err, size_t errlen) {
+    char foreign[256];
+    struct stat sb;
+    if (lstat(dir, &sb) != 0 && errno == ENOENT) return true;
+    const int n = foreign_entries(dir, foreign, sizeof foreign);
+    if (n < 0)
+        snprintf(err, errlen, "%s: cannot read: %s", dir, strerror(errno));
+    else if (n > 0)
+        snprintf(err, errlen, "%s holds %s%s, which bertrain did not write", dir, foreign,
+                 n > 1 ? " and more" : "");
+    return n == 0;
+}
+
+bool ckpt_remove(const char *dir, char *err, size_t errlen) {
+    if (!ckpt_removable(dir, err, errlen)) return false;
+    char path[1400];
+    for (size_t i = 0; i < sizeof CKPT_NAMES / sizeof CKPT_NAMES[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, CKPT_NAMES[i]);
+        unlink(path); /* only bertrain's names: a file that appeared since stays, and so does dir */
+    }
+    if (rmdir(dir) != 0 && errno != ENOENT) {
+        snprintf(err, errlen, "%s: cannot remove: %s", dir, strerror(errno));
+        return false;
+    }
+    return true;
+}
 
 static bool write_bytes(const char *path, const void *data, size_t n, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
@@ -177,7 +238,14 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
     char tmp[1300], old[1300], path[1400];
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid());
     snprintf(old, sizeof old, "%s.old-%ld", dir, (long)getpid());
-    rm_tree(tmp);
+    /* an existing dir of that name is replaced only when all it holds is bertrain's; a
+     * leftover of an earlier process with this PID likewise */
+    if (!ckpt_removable(dir, err, errlen)) {
+        size_t k = strlen(err);
+        snprintf(err + k, errlen - k, ": not replacing it");
+        return false;
+    }
+    if (!ckpt_remove(tmp, err, errlen) || !ckpt_remove(old, err, errlen)) return false;
     if (mkdir(tmp, 0777) != 0) {
         snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         return false;
@@ -232,14 +300,15 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
     }
     if (ok) hook_ckpt_point("rename", step);
     if (ok) {
-        rm_tree(old); /* a checkpoint of the same name (an earlier run) is replaced */
-        bool had_old = rename(dir, old) == 0;
+        bool had_old = rename(dir, old) == 0; /* checked above: bertrain's files only */
         if (rename(tmp, dir) != 0) {
             snprintf(err, errlen, "%s: rename failed: %s", dir, strerror(errno));
             if (had_old) rename(old, dir);
             ok = false;
         } else if (had_old) {
-            rm_tree(old);
+            char why[512];
+            if (!ckpt_remove(old, why, sizeof why))
+                fprintf(stderr, "bertrain: warning: %s: kept\n", why);
         }
         char parent[1300];
         snprintf(parent, sizeof parent, "%s", dir);
@@ -247,7 +316,11 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
         if (slash) *slash = 0;
         fsync_path(slash ? parent : ".");
     }
-    if (!ok) rm_tree(tmp);
+    if (!ok) {
+        char why[512];
+        if (!ckpt_remove(tmp, why, sizeof why))
+            fprintf(stderr, "bertrain: warning: %s: kept\n", why);
+    }
     return ok;
 }
 
@@ -324,6 +397,7 @@ struct ckpt_writer {
     size_t vocab_len;
     pthread_t thread;
     bool running;
+    atomic_bool done; /* the thread has finished the write in flight */
     /* the job in flight */
     long step, opt_step;
     int opt_type;
@@ -351,9 +425,19 @@ static bool is_leftover(const char *name) {
            used == (int)strlen(name) && (!strcmp(kind, "tmp") || !strcmp(kind, "old"));
 }
 
+/* ckpt_remove, or a warning on stderr naming what keeps the directory
+ * (`why`: what would have removed it). */
+static void remove_or_warn(const char *dir, const char *why) {
+    char err[1400];
+    if (!ckpt_remove(dir, err, sizeof err))
+        fprintf(stderr, "bertrain: warning: %s: not removing it (%s); move your files out of "
+                        "it, or remove it yourself\n", err, why);
+}
+
 /* Delete the oldest checkpoints of lineage run_id beyond `keep` (a checkpoint
  * of another run, or of none, is never deleted), and with leftovers true the
- * leftovers of interrupted writes (the caller holds the run lock). */
+ * leftovers of interrupted writes (the caller holds the run lock); only the
+ * files bertrain wrote (ckpt_remove). */
 static void prune(const char *out, const char *run_id, int keep, bool leftovers) {
     DIR *d = opendir(out);
     if (!d) return;
@@ -363,7 +447,7 @@ static void prune(const char *out, const char *run_id, int keep, bool leftovers)
         if (strncmp(e->d_name, "ckpt-", 5) != 0) continue;
         snprintf(path, sizeof path, "%s/%s", out, e->d_name);
         if (is_leftover(e->d_name)) {
-            if (leftovers) rm_tree(path);
+            if (leftovers) remove_or_warn(path, "an interrupted checkpoint write");
             continue;
         }
         if (strchr(e->d_name, '.')) continue;
@@ -375,7 +459,7 @@ static void prune(const char *out, const char *run_id, int keep, bool leftovers)
     for (int i = 0; i < n; i++) {
         if (i < n - keep) {
             snprintf(path, sizeof path, "%s/%s", out, names[i]);
-            rm_tree(path);
+            remove_or_warn(path, "checkpoint.keep");
         }
         free(names[i]);
     }
@@ -396,6 +480,7 @@ static void *writer_main(void *arg) {
         snprintf(w->err, sizeof w->err, "%s belongs to another run (run id %s, this run %s): "
                  "not replacing it; give this run a new output_dir", final, id, w->run_id);
         w->ok = false;
+        atomic_store(&w->done, true);
         return NULL;
     }
     w->ok = ckpt_write_dir(final, &c, w->step, w->err, sizeof w->err);
@@ -419,6 +504,7 @@ static void *writer_main(void *arg) {
                "background)\n", w->step, final, w->t_boundary, now_s() - w->t_start);
         fflush(stdout);
     }
+    atomic_store(&w->done, true);
     return NULL;
 }
 
@@ -471,14 +557,20 @@ bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t er
     return true;
 }
 
-bool ckpt_writer_wait(ckpt_writer *w, char *err, size_t errlen) {
-    if (!w || !w->running) return true;
+int ckpt_writer_collect(ckpt_writer *w, bool wait, long *step, char *err, size_t errlen) {
+    if (!w || !w->running || (!wait && !atomic_load(&w->done))) return 0;
     pthread_join(w->thread, NULL);
     w->running = false;
     cJSON_Delete(w->state);
     w->state = NULL;
+    *step = w->step;
     if (!w->ok) snprintf(err, errlen, "%s", w->err);
-    return w->ok;
+    return w->ok ? 1 : -1;
+}
+
+bool ckpt_writer_wait(ckpt_writer *w, char *err, size_t errlen) {
+    long step;
+    return ckpt_writer_collect(w, true, &step, err, errlen) >= 0;
 }
 
 bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
@@ -500,6 +592,7 @@ bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
     cJSON_AddStringToObject(w->state, "run_id", w->run_id);
     w->t_start = now_s();
     w->t_boundary = w->t_start - t0;
+    atomic_store(&w->done, false);
     /* the writer thread takes no signals: they belong to the training loop */
     sigset_t all, old;
     sigfillset(&all);

@@ -68,6 +68,19 @@ typedef struct {
 bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long hook_step, char *err,
                     size_t errlen);
 
+/* Whether checkpoint directory dir (a finished one, or a write's temporary
+ * or replaced copy) holds only what bertrain wrote into it: regular files
+ * that its state.json lists, and state.json (without a readable state.json:
+ * files of the names a checkpoint has). true when dir does not exist. false
+ * with "DIR holds NAME, which bertrain did not write" in err. */
+bool ckpt_removable(const char *dir, char *err, size_t errlen);
+
+/* Remove checkpoint directory dir when ckpt_removable says it may: its
+ * files, then the directory. Anything else in it keeps it whole: false with
+ * the reason in err. Rotation, leftovers and replacement all go through
+ * this, so bertrain never deletes what it did not write. */
+bool ckpt_remove(const char *dir, char *err, size_t errlen);
+
 /* state.json fields of a training checkpoint at progress p, with the model's
  * state beyond its weights (Admin's omegas) from `model` (the caller adds
  * nothing; ckpt_write_dir adds the checksums). */
@@ -87,7 +100,8 @@ ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const ch
 /* At a step boundary: wait for the previous write, copy weights and moments to
  * the host, then write OUTPUT_DIR/ckpt-<step> in the background, point
  * OUTPUT_DIR/latest at it and keep the run's newest checkpoint.keep. false (with the
- * reason) when the previous write failed. */
+ * reason) when the previous write failed and nobody collected it (the
+ * training loop collects each write: ckpt_writer_collect). */
 bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
                        const ckpt_progress *p, char *err, size_t errlen);
 
@@ -95,6 +109,12 @@ bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
  * into every checkpoint this writer writes: a resumed import keeps them.
  * false with a reason when the file is there but unreadable. */
 bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t errlen);
+
+/* The write in flight once it has ended (with wait: once it ends): 1 when
+ * it succeeded, -1 when it failed (*step its step, err why), 0 when no write
+ * ended. The training loop calls it at every step boundary, so that a failed
+ * background write is reported at once, not at the next checkpoint. */
+int ckpt_writer_collect(ckpt_writer *w, bool wait, long *step, char *err, size_t errlen);
 
 /* Wait for the write in flight (if any); false with its error. */
 bool ckpt_writer_wait(ckpt_writer *w, char *err, size_t errlen);

@@ -334,7 +334,8 @@ int hf_export(const char *ckpt, const char *out, const char *keep_layers) {
                            "bertrain_pooler", "trained", "bertrain_nsp_head", "trained"};
     memcpy(e->meta, meta, sizeof meta);
     int rc = 0;
-    if (!run_dir_check_new_output(out, "export", err, sizeof err)) {
+    if (!run_dir_check_outside_ckpt(out, "export", err, sizeof err) ||
+        !run_dir_check_new_output(out, "export", err, sizeof err)) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         rc = 2;
     }

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +205,44 @@ bool run_dir_check_new_output(const char *dir, const char *what, char *err, size
                  "or empty directory, so that nothing there is lost", dir, n, n == 1 ? "y" : "ies",
                  first, what);
     return n == 0;
+}
+
+/* Whether directory dir holds a bertrain checkpoint's state.json. */
+static bool is_checkpoint(const char *dir) {
+    cJSON *state = read_state(dir, NULL);
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(state, "format");
+    const bool yes = cJSON_IsString(format) && !strcmp(format->valuestring, "bertrain checkpoint");
+    cJSON_Delete(state);
+    return yes;
+}
+
+bool run_dir_check_outside_ckpt(const char *path, const char *what, char *err, size_t errlen) {
+    char existing[PATH_MAX], real[PATH_MAX];
+    snprintf(existing, sizeof existing, "%s", path[0] ? path : ".");
+    struct stat st; /* the longest part of path that exists: nothing below it is a checkpoint */
+    while (stat(existing, &st) != 0) {
+        char *slash = strrchr(existing, '/');
+        if (!slash) {
+            snprintf(existing, sizeof existing, ".");
+        } else {
+            while (slash > existing && slash[-1] == '/') slash--;
+            if (slash == existing) slash++; /* "/x": "/" */
+            *slash = 0;
+        }
+    }
+    if (!realpath(existing, real)) return true; /* nothing to read: the write itself will say */
+    for (;;) { /* real and each directory above it, "/" last */
+        if (is_checkpoint(real)) {
+            snprintf(err, errlen, "%s is inside the bertrain checkpoint %s: %s never writes into "
+                     "a checkpoint (its rotation would delete it); choose a directory outside "
+                     "it", path, real, what);
+            return false;
+        }
+        char *slash = strrchr(real, '/');
+        if (!slash || (slash == real && !real[1])) break;
+        slash[slash == real] = 0; /* "/a/b" -> "/a", "/a" -> "/" */
+    }
+    return true;
 }
 
 void run_dir_newest_id(const char *dir, char out[RUN_ID_LEN + 1]) {

@@ -30,6 +30,12 @@ bool run_dir_check_fresh(const char *dir, char *err, size_t errlen);
  * command. false with the reason in err. */
 bool run_dir_check_new_output(const char *dir, const char *what, char *err, size_t errlen);
 
+/* No output of `what` (train's output_dir, export, import, prep) goes inside
+ * a bertrain checkpoint, where rotation would delete it: path (which need not
+ * exist yet) and every directory above it are not checkpoints. false with
+ * "PATH is inside the bertrain checkpoint DIR: ..." in err. */
+bool run_dir_check_outside_ckpt(const char *path, const char *what, char *err, size_t errlen);
+
 /* A new lineage id for a fresh run: RUN_ID_LEN hex digits and a NUL. The
  * checkpoints of one run and of its resumptions share it; keep-last-K only
  * deletes checkpoints of the current lineage. */

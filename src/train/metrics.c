@@ -3,8 +3,11 @@
 
 #include "util/clock.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ================= records ================= */
 
@@ -62,11 +65,72 @@ static void write_value(FILE *f, const cJSON *v) {
     }
 }
 
-void mrec_write(FILE *f, cJSON *rec) {
-    write_value(f, rec);
-    fputc('\n', f);
-    fflush(f);
+/* One whole line into the log with write(2), never half of one: a failed or
+ * short write is cut off again (the file keeps its earlier records), counted
+ * and its errno kept for metrics_check. */
+static void log_line(metrics_log *log, const char *line, size_t len) {
+    const int fd = fileno(log->f);
+    struct stat st;
+    const off_t before = fstat(fd, &st) == 0 ? st.st_size : -1;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, line + done, len - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += (size_t)n;
+    }
+    if (done == len) return;
+    if (!log->err) log->err = errno ? errno : EIO;
+    log->lost++;
+    if (done > 0 && before >= 0 && S_ISREG(st.st_mode) && ftruncate(fd, before) != 0) {
+        /* the record stays cut short; the next line still starts on its own line */
+    }
+}
+
+void mrec_write(metrics_log *log, cJSON *rec) {
+    char *line = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&line, &len);
+    if (m) {
+        write_value(m, rec);
+        fputc('\n', m);
+    }
+    errno = 0;
+    if (m && fclose(m) == 0) {
+        log_line(log, line, len);
+    } else {
+        if (!log->err) log->err = ENOMEM;
+        log->lost++;
+    }
+    free(line);
     cJSON_Delete(rec);
+}
+
+bool metrics_check(metrics_log *log, long step, int on_error) {
+    if (!log->err) return false;
+    const bool stop = on_error == METRICS_ON_ERROR_STOP;
+    if (stop && log->stopping) { /* said once; the summary line counts the rest */
+        log->err = 0;
+        return true;
+    }
+    log->stopping = stop;
+    fprintf(stderr, "bertrain: %sstep %ld: %s: write failed: %s (%ld record%s not written so "
+                    "far); %s\n", stop ? "" : "warning: ", step, log->path, strerror(log->err),
+            log->lost, log->lost == 1 ? "" : "s",
+            stop ? "stopping with a checkpoint (metrics.on_error \"stop\"; \"warn\" trains on "
+                   "without the records)"
+                 : "training goes on without them (metrics.on_error \"warn\")");
+    log->err = 0;
+    return stop;
+}
+
+bool metrics_close(metrics_log *log) {
+    if (!log->f) return true;
+    errno = 0;
+    const bool ok = fclose(log->f) == 0;
+    if (!ok && !log->err) log->err = errno ? errno : EIO;
+    log->f = NULL;
+    return ok && log->lost == 0;
 }
 
 /* ================= step lines ================= */
@@ -100,7 +164,7 @@ static void rank_times(cJSON *rec, const metrics_step_info *i) {
     }
 }
 
-void metrics_step(FILE *f, const step_result *r, const metrics_window *w, double now,
+void metrics_step(metrics_log *log, const step_result *r, const metrics_window *w, double now,
                   const metrics_step_info *i) {
     const double dt = now - w->t0, sps = w->samples / dt, tps = w->tokens / dt;
     char eta[32], extra[96] = "";
@@ -132,13 +196,13 @@ void metrics_step(FILE *f, const step_result *r, const metrics_window *w, double
     if (i->world > 1) rank_times(rec, i);
     mrec_int(rec, "batch_size", i->global_batch);
     mrec_int(rec, "samples", i->samples);
-    mrec_write(f, rec);
+    mrec_write(log, rec);
     fflush(stdout);
 }
 
 /* ================= steps without an update ================= */
 
-void metrics_guard_skip(FILE *f, long step, const char *why, uint64_t from, uint64_t to) {
+void metrics_guard_skip(metrics_log *log, long step, const char *why, uint64_t from, uint64_t to) {
     fprintf(stderr, "bertrain: step %ld skipped: %s; parameters and optimizer state unchanged, "
                     "samples [%llu, %llu) not learned from\n", step, why,
             (unsigned long long)from, (unsigned long long)to);
@@ -146,10 +210,10 @@ void metrics_guard_skip(FILE *f, long step, const char *why, uint64_t from, uint
     mrec_str(rec, "skipped", why);
     mrec_int(rec, "samples_from", (long long)from);
     mrec_int(rec, "samples_to", (long long)to);
-    mrec_write(f, rec);
+    mrec_write(log, rec);
 }
 
-void metrics_overflow(FILE *f, const step_result *r, long step, long overflow_steps,
+void metrics_overflow(metrics_log *log, const step_result *r, long step, long overflow_steps,
                       const char *output_dir) {
     if (r->at_min_scale)
         fprintf(stderr, "bertrain: step %ld: fp16 gradient overflow at the minimum loss scale "
@@ -165,10 +229,10 @@ void metrics_overflow(FILE *f, const step_result *r, long step, long overflow_st
     mrec_str(rec, "skipped", r->skip_why);
     mrec_num(rec, "loss_scale", "%.9g", r->loss_scale);
     mrec_num(rec, "next_loss_scale", "%.9g", r->next_loss_scale);
-    mrec_write(f, rec);
+    mrec_write(log, rec);
 }
 
-void metrics_rollback(FILE *f, long at_step, long back_to, uint64_t cursor, const char *ranges,
+void metrics_rollback(metrics_log *log, long at_step, long back_to, uint64_t cursor, const char *ranges,
                       const uint64_t (*skipped)[2], int n) {
     printf("bertrain: rolled back from step %ld to step %ld; the data continues at sample %llu "
            "and never trains on samples %s\n", at_step, back_to, (unsigned long long)cursor,
@@ -185,13 +249,13 @@ void metrics_rollback(FILE *f, long at_step, long back_to, uint64_t cursor, cons
         cJSON_AddItemToArray(one, cJSON_CreateRaw(pair));
         cJSON_AddItemToArray(list, one);
     }
-    mrec_write(f, rec);
+    mrec_write(log, rec);
     fflush(stdout);
 }
 
 /* ================= evaluation ================= */
 
-void metrics_eval(FILE *f, long step, const eval_result *ev, bool nsp, double seconds) {
+void metrics_eval(metrics_log *log, long step, const eval_result *ev, bool nsp, double seconds) {
     printf("eval step %ld | mlm_acc %.4f | perplexity %.3f | mlm_loss %.4f | baseline_acc %.4f "
            "(most common token) | %ld masked tokens | %.1f s\n", step, ev->mlm_acc,
            ev->perplexity, ev->mlm_loss, ev->baseline_acc, ev->n_masked, seconds);
@@ -202,10 +266,10 @@ void metrics_eval(FILE *f, long step, const eval_result *ev, bool nsp, double se
     mrec_num(rec, "eval_baseline_acc", "%.6g", ev->baseline_acc);
     mrec_int(rec, "eval_masked", ev->n_masked);
     if (nsp) mrec_num(rec, "eval_nsp_acc", "%.6g", ev->nsp_acc);
-    mrec_write(f, rec);
+    mrec_write(log, rec);
 }
 
-void metrics_fill_mask(FILE *f, long step, int n, char *const *texts, const int *n_masks,
+void metrics_fill_mask(metrics_log *log, long step, int n, char *const *texts, const int *n_masks,
                        fill_mask_guess *const *guesses, int top, const bt_vocab *vocab) {
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddNumberToObject(rec, "step", (double)step);
@@ -234,8 +298,16 @@ void metrics_fill_mask(FILE *f, long step, int n, char *const *texts, const int 
         }
         printf("\n");
     }
-    char *line = cJSON_PrintUnformatted(rec);
-    if (line) fprintf(f, "%s\n", line);
+    char *text = cJSON_PrintUnformatted(rec); /* the compact print, as metrics.h says */
+    char *line = text ? realloc(text, strlen(text) + 2) : NULL;
+    if (line) {
+        strcat(line, "\n");
+        log_line(log, line, strlen(line));
+    } else {
+        free(text);
+        if (!log->err) log->err = ENOMEM;
+        log->lost++;
+    }
     free(line);
     cJSON_Delete(rec);
 }

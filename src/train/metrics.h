@@ -17,6 +17,31 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* ---- metrics.jsonl ---- */
+
+/* metrics.jsonl as the loop writes it: the stream and what failed. A record
+ * that cannot be written is counted, never silently dropped: metrics_check
+ * says it at the next step boundary. */
+typedef struct {
+    FILE *f;
+    char path[1200];
+    int err;     /* errno of the first failed write since the last metrics_check; 0: none */
+    long lost;   /* records not written, in all */
+    bool stopping; /* metrics_check asked the run to stop: later failures are only counted */
+} metrics_log;
+
+/* What a failed metrics.jsonl write does (config metrics.on_error). */
+enum { METRICS_ON_ERROR_STOP = 0, METRICS_ON_ERROR_WARN = 1 };
+
+/* Rank 0, at a step boundary after `step`: when a write failed since the last
+ * check, one line on stderr naming the file, the error and the records lost;
+ * true when the run must stop for it (on_error METRICS_ON_ERROR_STOP). */
+bool metrics_check(metrics_log *log, long step, int on_error);
+
+/* Close metrics.jsonl; false (log->err set) when the last records did not
+ * reach the file. */
+bool metrics_close(metrics_log *log);
+
 /* ---- records ---- */
 
 /* A new record {"step": step}. */
@@ -26,8 +51,9 @@ void mrec_num(cJSON *rec, const char *key, const char *fmt, double v);
 void mrec_int(cJSON *rec, const char *key, long long v);
 /* key: "s", escaped. */
 void mrec_str(cJSON *rec, const char *key, const char *s);
-/* Write rec as one line of f ({"key": value, ...}), flush, and free it. */
-void mrec_write(FILE *f, cJSON *rec);
+/* Write rec as one line of the log ({"key": value, ...}), flush, and free
+ * it; a failure is recorded in the log. */
+void mrec_write(metrics_log *log, cJSON *rec);
 
 /* ---- the step lines ---- */
 
@@ -57,34 +83,34 @@ typedef struct {
 
 /* The step line on the console, the per-rank lines (world > 1) and the
  * step's metrics.jsonl record. */
-void metrics_step(FILE *f, const step_result *r, const metrics_window *w, double now,
+void metrics_step(metrics_log *log, const step_result *r, const metrics_window *w, double now,
                   const metrics_step_info *i);
 
 /* ---- steps without an update ---- */
 
 /* The guard refused the update of `step`: stderr and metrics.jsonl. */
-void metrics_guard_skip(FILE *f, long step, const char *why, uint64_t from, uint64_t to);
+void metrics_guard_skip(metrics_log *log, long step, const char *why, uint64_t from, uint64_t to);
 
 /* fp16: the loss scaler skipped `step` (stderr and metrics.jsonl), or the
  * run stops because it happened at the minimum scale (r->at_min_scale). */
-void metrics_overflow(FILE *f, const step_result *r, long step, long overflow_steps,
+void metrics_overflow(metrics_log *log, const step_result *r, long step, long overflow_steps,
                       const char *output_dir);
 
 /* A rollback from `at_step` to `back_to`: the data continues at `cursor`
  * and never trains on the ranges in `ranges` (already formatted); the
  * record lists them as [from, to) pairs (n of them). */
-void metrics_rollback(FILE *f, long at_step, long back_to, uint64_t cursor, const char *ranges,
+void metrics_rollback(metrics_log *log, long at_step, long back_to, uint64_t cursor, const char *ranges,
                       const uint64_t (*skipped)[2], int n);
 
 /* ---- evaluation ---- */
 
 /* The held-out evaluation of `step`, which took `seconds`. */
-void metrics_eval(FILE *f, long step, const eval_result *ev, bool nsp, double seconds);
+void metrics_eval(metrics_log *log, long step, const eval_result *ev, bool nsp, double seconds);
 
 /* The fill-mask predictions of `step`: per text, the top `top` guesses for
  * each [MASK] (guesses[i][k * top + j]), on the console and as one compact
  * record. */
-void metrics_fill_mask(FILE *f, long step, int n, char *const *texts, const int *n_masks,
+void metrics_fill_mask(metrics_log *log, long step, int n, char *const *texts, const int *n_masks,
                        fill_mask_guess *const *guesses, int top, const bt_vocab *vocab);
 
 /* ---- the rest of the loop's lines ---- */

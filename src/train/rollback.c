@@ -53,11 +53,7 @@ bool run_start_fresh(run_state *s, const bt_config *cfg, int micro) {
 long run_rollback(run_state *s, const bt_config *cfg, const resume_info *start, int micro,
                   sample_skips *skips, sample_skips *rejected, uint64_t *cursor,
                   loss_scaler *scaler) {
-    char err[1024];
-    if (dist_rank() == 0 && !ckpt_writer_wait(s->writer, err, sizeof err)) {
-        fprintf(stderr, "bertrain: checkpoint: %s\n", err);
-        dist_abort(1);
-    }
+    if (dist_rank() == 0) run_collect_checkpoint(s, true); /* a failed one is said */
     dist_barrier(); /* the newest checkpoint is complete on disk */
     bt_config *c = malloc(sizeof *c);
     if (!c) return -1;
@@ -96,10 +92,9 @@ long run_rollback(run_state *s, const bt_config *cfg, const resume_info *start, 
 
 void run_where_to_resume(run_state *s, const bt_config *cfg, const resume_info *start, char *out,
                          size_t outlen) {
-    char err[1024], dir[1024];
+    char dir[1024];
     cJSON *state = NULL;
-    if (!ckpt_writer_wait(s->writer, err, sizeof err)) /* the newest one is on disk */
-        fprintf(stderr, "bertrain: checkpoint: %s\n", err);
+    run_collect_checkpoint(s, true); /* the newest one is on disk (a failed one is said) */
     if (ckpt_find_auto(cfg->output_dir, dir, sizeof dir, &state)) {
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(state, "step");
         snprintf(out, outlen, "resume from %s (step %.0f; --resume auto)", dir,

@@ -18,7 +18,7 @@
 void run_free(run_state *s) {
     stop_uninstall();
     ckpt_writer_free(s->writer); /* waits for a write in flight */
-    if (s->metrics) fclose(s->metrics);
+    metrics_close(&s->metrics);
     for (int k = 0; s->mb && k < s->n_mb_alloc; k++) batch_buf_free(&s->mb[k]);
     free(s->mb);
     free(s->first);
@@ -62,7 +62,8 @@ static int open_output_dir(run_state *s, const bt_config *cfg) {
         fprintf(stderr, "bertrain: %s: data.train and data.vocab are required\n", cfg->path);
         return 2;
     }
-    if (dist_rank() == 0 && !paths_prepare_dir(cfg->output_dir, err, sizeof err)) {
+    if (dist_rank() == 0 && (!run_dir_check_outside_ckpt(cfg->output_dir, "train", err, sizeof err) ||
+                             !paths_prepare_dir(cfg->output_dir, err, sizeof err))) {
         fprintf(stderr, "bertrain: %s: output_dir %s\n", cfg->path, err);
         return 2;
     }
@@ -251,10 +252,11 @@ static void print_rank_table(run_state *s, double speed) {
  * writer (carrying an import's untrained heads); both abort the job when
  * they cannot be made. Then the start-up lines. */
 static void open_outputs(run_state *s, const bt_config *cfg) {
-    char err[1024], path[1200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->output_dir);
-    s->metrics = resume_open_metrics(path, &s->ri);
-    if (!s->metrics) {
+    char err[1024];
+    char *path = s->metrics.path;
+    snprintf(path, sizeof s->metrics.path, "%s/metrics.jsonl", cfg->output_dir);
+    s->metrics.f = resume_open_metrics(path, &s->ri);
+    if (!s->metrics.f) {
         fprintf(stderr, "bertrain: %s: cannot write: %s\n", path, strerror(errno));
         dist_abort(1);
     }

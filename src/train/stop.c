@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_signal;
+static int requested; /* stop_request's reason */
 static struct sigaction old_term, old_usr1, old_int;
 static bool installed;
 
@@ -30,6 +31,7 @@ void stop_install(void) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     stop_signal = 0;
+    requested = 0;
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGUSR1, &sa, &old_usr1);
     sigaction(SIGINT, &sa, &old_int);
@@ -44,8 +46,12 @@ void stop_uninstall(void) {
     installed = false;
 }
 
+void stop_request(int reason) {
+    if (reason > requested) requested = reason;
+}
+
 int stop_agree(double max_runtime, double elapsed) {
-    double why = stop_signal;
+    double why = stop_signal > requested ? stop_signal : requested;
     if (max_runtime > 0 && elapsed >= max_runtime && why == 0) why = STOP_RUNTIME;
     dist_allreduce_max_f64(&why, 1);
     return (int)why;
@@ -61,6 +67,8 @@ const char *stop_reason_name(int reason) {
         return "SIGINT";
     case STOP_RUNTIME:
         return "checkpoint.max_runtime";
+    case STOP_FAILED_WRITE:
+        return "a failed write";
     }
     return "a signal";
 }

@@ -65,7 +65,7 @@ static void log_fill_mask(run_state *s, long step) {
         return;
     }
     for (int i = 0; i < s->n_fill_mask; i++) n_masks[i] = s->fill_mask[i].n_masks;
-    metrics_fill_mask(s->metrics, step, s->n_fill_mask, s->fill_mask_texts, n_masks, out,
+    metrics_fill_mask(&s->metrics, step, s->n_fill_mask, s->fill_mask_texts, n_masks, out,
                       FILL_MASK_TOP, &s->vocab);
     for (int i = 0; i < s->n_fill_mask; i++) free(out[i]);
     free(out);
@@ -79,11 +79,10 @@ void run_evaluate(run_state *s, const bt_config *cfg, long step) {
         eval_run(s->m, s->valid, s->eval_batch, cfg->eval_max_samples, s->most_common, &ev);
         s->last_eval = ev;
         s->last_eval_step = step;
-        if (dist_rank() == 0) metrics_eval(s->metrics, step, &ev, s->m->cfg.nsp, now_s() - te);
+        if (dist_rank() == 0) metrics_eval(&s->metrics, step, &ev, s->m->cfg.nsp, now_s() - te);
     }
     if (dist_rank() == 0 && s->n_fill_mask > 0) log_fill_mask(s, step);
     if (dist_rank() == 0) {
-        fflush(s->metrics);
         fflush(stdout);
     }
 }

@@ -36,7 +36,8 @@ typedef struct {
     bt_batch_buf *mb;
     uint32_t *first;
     int n_mb_alloc;
-    FILE *metrics;
+    metrics_log metrics;     /* OUTPUT_DIR/metrics.jsonl (rank 0) */
+    int ckpt_failures;       /* background checkpoints that failed in a row (rank 0) */
     int lock_fd;             /* OUTPUT_DIR/.bertrain.lock, held for the run (rank 0; -1: none) */
     int most_common;         /* the frequency baseline's token (-1: no data.valid) */
     int eval_batch;          /* sequences per evaluation forward */
@@ -64,6 +65,12 @@ typedef struct {
     metrics_window win;      /* since the last printed step */
     run_profile prof;        /* train --profile N */
 } run_state;
+
+/* Rank 0: the background checkpoint that has ended (with wait: the one in
+ * flight, once it ends). A failure is one line on stderr and training goes
+ * on; the second failure in a row asks every rank to stop (stop_request).
+ * false when the write collected failed. */
+bool run_collect_checkpoint(run_state *s, bool wait);
 
 /* Choose the steps train --profile times: cfg->profile_steps of them after
  * the loop's first (a warm-up: first launches, lazy allocations), or from the

@@ -73,7 +73,7 @@ static step_verdict guard_refused(run_state *s, const bt_config *cfg, const step
     if (!skips_add(&s->rejected, in->run_position, in->run_position + (uint64_t)in->global))
         return STEP_OOM;
     if (dist_rank() == 0)
-        metrics_guard_skip(s->metrics, at, r->skip_why, in->run_position,
+        metrics_guard_skip(&s->metrics, at, r->skip_why, in->run_position,
                            in->run_position + (uint64_t)in->global);
     if (!too_many) return STEP_ON;
     if (s->rollbacks < cfg->guard_max_rollbacks) {
@@ -95,7 +95,7 @@ static step_verdict guard_refused(run_state *s, const bt_config *cfg, const step
                 pairs[i][0] = s->skips.r[i].from;
                 pairs[i][1] = s->skips.r[i].to;
             }
-            metrics_rollback(s->metrics, at, back, s->cursor, ranges,
+            metrics_rollback(&s->metrics, at, back, s->cursor, ranges,
                              (const uint64_t(*)[2])pairs, s->skips.n);
             free(pairs);
         }
@@ -120,7 +120,7 @@ static step_verdict handle_result(run_state *s, const bt_config *cfg, const step
                                   const step_batch *in, long *step) {
     if (r->overflow) {
         if (dist_rank() == 0)
-            metrics_overflow(s->metrics, r, *step + 1, s->scaler.skipped, cfg->output_dir);
+            metrics_overflow(&s->metrics, r, *step + 1, s->scaler.skipped, cfg->output_dir);
         return r->at_min_scale ? STEP_STOP_3 : STEP_ON;
     }
     if (r->skipped) return guard_refused(s, cfg, r, in, step);
@@ -211,7 +211,7 @@ static bool log_step(run_state *s, const bt_config *cfg, const step_result *r,
             .world = world,
             .per_rank = all,
             .shares = s->plan.share};
-        metrics_step(s->metrics, r, &s->win, t, &info);
+        metrics_step(&s->metrics, r, &s->win, t, &info);
     }
     free(all);
     metrics_window_reset(&s->win, t);
@@ -239,12 +239,32 @@ static bool rebalance(run_state *s, const step_result *r, long step) {
     return true;
 }
 
+bool run_collect_checkpoint(run_state *s, bool wait) {
+    char err[1400];
+    long step = 0;
+    const int r = ckpt_writer_collect(s->writer, wait, &step, err, sizeof err);
+    if (r > 0) s->ckpt_failures = 0;
+    if (r >= 0) return true;
+    s->ckpt_failures++;
+    if (s->ckpt_failures < 2)
+        fprintf(stderr, "bertrain: checkpoint step %ld failed: %s; training goes on and the "
+                        "next checkpoint tries again (two failures in a row stop the run)\n",
+                step, err);
+    else
+        fprintf(stderr, "bertrain: checkpoint step %ld failed: %s; %d checkpoints in a row "
+                        "failed: stopping\n", step, err, s->ckpt_failures);
+    if (s->ckpt_failures >= 2) stop_request(STOP_FAILED_WRITE);
+    return false;
+}
+
 /* A checkpoint at the step boundary after `step` (1-based): every rank
- * arrives; rank 0 takes the host copy now and writes it in the background. */
+ * arrives; rank 0 takes the host copy now and writes it in the background
+ * (after collecting the write before it). */
 static void checkpoint(run_state *s, const bt_config *cfg, const step_batch *in, long step) {
     dist_barrier();
     if (dist_rank() != 0) return;
     char err[1024];
+    run_collect_checkpoint(s, true);
     cJSON *eval = s->last_eval_step == step ? eval_result_json(&s->last_eval) : NULL;
     const ckpt_progress pr = {step, (long long)(in->run_position + (uint64_t)in->global),
                               in->global, (unsigned long long)dataset_num_samples(s->ds),
@@ -264,6 +284,11 @@ static bool after_step(run_state *s, const bt_config *cfg, const step_result *r,
                        const step_batch *in, long step) {
     const long done = step + 1;
     const int world = dist_world();
+    if (dist_rank() == 0) { /* what failed to reach the disk since the last boundary */
+        run_collect_checkpoint(s, false);
+        if (metrics_check(&s->metrics, done, cfg->metrics_on_error))
+            stop_request(STOP_FAILED_WRITE);
+    }
     s->stop = stop_agree(cfg->max_runtime, now_s() - s->t_run); /* every rank: the same step */
     const bool last = done == cfg->train_steps, final = last || s->stop;
     if (world > 1 && cfg->sync_check_interval > 0 &&
@@ -317,30 +342,52 @@ static int run_loop(run_state *s, const bt_config *cfg) {
     return 0;
 }
 
-/* The end of a run that got through its loop: the last checkpoint written,
- * what stopped it, the summary line, and the final parameters when asked. */
-static void finish(run_state *s, const bt_config *cfg, float **final_params, size_t *n_params) {
-    char err[1024];
-    if (dist_rank() == 0 && !ckpt_writer_wait(s->writer, err, sizeof err)) {
-        fprintf(stderr, "bertrain: checkpoint: %s\n", err);
-        dist_abort(1);
+/* Rank 0 at the end of a run that got through its loop: the last checkpoint
+ * and the last metrics written, what stopped the run, and the summary line.
+ * Returns the exit status: 1 when a write failed at the end or stopped the
+ * run. */
+static int finish_rank0(run_state *s, const bt_config *cfg) {
+    int rc = s->stop == STOP_FAILED_WRITE;
+    if (metrics_check(&s->metrics, s->reached, cfg->metrics_on_error) ||
+        (!metrics_close(&s->metrics) && metrics_check(&s->metrics, s->reached,
+                                                      cfg->metrics_on_error)))
+        rc = 1;
+    if (!run_collect_checkpoint(s, true)) {
+        char where[1400];
+        run_where_to_resume(s, cfg, &s->ri, where, sizeof where);
+        fprintf(stderr, "bertrain: the run ends without a checkpoint of step %ld; %s\n",
+                s->reached, where);
+        rc = 1;
+    } else if (s->stop) {
+        printf("bertrain: %s: stopped after step %ld with checkpoint %s/ckpt-%08ld; %sthe same "
+               "train command with --resume auto continues from it\n",
+               stop_reason_name(s->stop), s->reached, cfg->output_dir, s->reached,
+               s->stop == STOP_FAILED_WRITE ? "when the write works again, " : "");
     }
-    if (dist_rank() == 0 && s->stop)
-        printf("bertrain: %s: stopped after step %ld with checkpoint %s/ckpt-%08ld; the same "
-               "train command with --resume auto continues from it\n", stop_reason_name(s->stop),
-               s->reached, cfg->output_dir, s->reached);
-    if (dist_rank() == 0) {
-        const double total = now_s() - s->t_start;
-        printf("bertrain: %ld steps in %.1f s (data %.2f%% of the time); metrics in "
-               "%s/metrics.jsonl\n", s->reached - s->step0, total,
-               100.0 * s->data_time / (total > 0 ? total : 1), cfg->output_dir);
-    }
+    const double total = now_s() - s->t_start;
+    char lost[96] = "";
+    if (s->metrics.lost)
+        snprintf(lost, sizeof lost, " (%ld record%s could not be written)", s->metrics.lost,
+                 s->metrics.lost == 1 ? "" : "s");
+    printf("bertrain: %ld steps in %.1f s (data %.2f%% of the time); metrics in "
+           "%s/metrics.jsonl%s\n", s->reached - s->step0, total,
+           100.0 * s->data_time / (total > 0 ? total : 1), cfg->output_dir, lost);
+    return rc;
+}
+
+/* The end of a run that got through its loop (every rank): rank 0's
+ * finish_rank0, and the final parameters when asked. Returns the exit
+ * status. */
+static int finish(run_state *s, const bt_config *cfg, float **final_params, size_t *n_params) {
+    const int rc = dist_rank() == 0 ? finish_rank0(s, cfg) : 0;
+    s->every_rank_stops = true; /* every rank has left the loop at the same step */
     if (final_params) {
         *final_params = malloc(s->m->n_params * sizeof(float));
         *n_params = s->m->n_params;
         if (*final_params)
             s->be->download(s->be, *final_params, (bt_ptr){s->m->params, 0}, s->m->n_params * 4);
     }
+    return rc;
 }
 
 int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
@@ -357,7 +404,7 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
         fprintf(stderr, "bertrain: rank %d: out of host memory\n", dist_rank());
         rc = 1;
     }
-    if (rc == 0) finish(s, cfg, final_params, n_params);
+    if (rc == 0) rc = finish(s, cfg, final_params, n_params);
     g_every_rank_stops = s->every_rank_stops;
     run_free(s);
     free(s);
