@@ -45,6 +45,8 @@ typedef struct {
     char vendor[128];
     size_t total_mem;     /* bytes */
     size_t free_mem;      /* bytes, 0 if unknown */
+    size_t max_alloc;     /* the largest single buffer in bytes (OpenCL's
+                             CL_DEVICE_MAX_MEM_ALLOC_SIZE); 0: no limit below total_mem */
     int compute_units;
     bool has_fp16;
     /* gemm16 with fp16 / bf16 operands runs on 16-bit hardware (tensor cores), so

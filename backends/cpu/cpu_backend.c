@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
@@ -31,6 +32,44 @@ static void cpu_destroy(bt_backend *be) {
     free(be);
 }
 
+/* A number from the first line of file `path` (a cgroup limit), or 0 when it
+ * cannot be read or says "max". */
+static double read_limit(const char *path) {
+    FILE *f = fopen(path, "r");
+    char line[64] = "";
+    if (f && !fgets(line, sizeof line, f)) line[0] = 0;
+    if (f) fclose(f);
+    char *end;
+    const double v = strtod(line, &end);
+    return end != line && v > 0 ? v : 0;
+}
+
+/* The memory this process may use at most, in bytes (0: no limit found): its
+ * address-space limit (ulimit -v) and its cgroup's (v2 memory.max, v1
+ * memory.limit_in_bytes), as a batch scheduler sets them. */
+static double process_mem_limit(void) {
+    double limit = 0;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) limit = (double)rl.rlim_cur;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[1024], path[1200];
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        double v = 0;
+        if (!strncmp(line, "0::", 3)) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", line + 3);
+            v = read_limit(path);
+        } else if (strstr(line, ":memory:")) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes",
+                     strstr(line, ":memory:") + 8);
+            v = read_limit(path);
+        }
+        if (v > 0 && v < 0x1p62 && (limit == 0 || v < limit)) limit = v;
+    }
+    if (f) fclose(f);
+    return limit;
+}
+
 static void cpu_info(bt_backend *be, bt_device_info *out) {
     cpu_ctx *ctx = be->ctx;
     memset(out, 0, sizeof *out);
@@ -40,6 +79,9 @@ static void cpu_info(bt_backend *be, bt_device_info *out) {
     long avail = sysconf(_SC_AVPHYS_PAGES);
     if (pages > 0 && page > 0) out->total_mem = (size_t)pages * (size_t)page;
     if (avail > 0 && page > 0) out->free_mem = (size_t)avail * (size_t)page;
+    const double limit = process_mem_limit(); /* what this process may use of it */
+    if (limit > 0 && limit < (double)out->total_mem) out->total_mem = (size_t)limit;
+    if (limit > 0 && limit < (double)out->free_mem) out->free_mem = (size_t)limit;
     out->compute_units = ctx->threads;
     out->has_fp16 = true; /* emulated storage */
     out->has_fp64 = true;

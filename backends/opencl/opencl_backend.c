@@ -477,6 +477,7 @@ static void fill_info(ocl_ctx *c) {
     dev_str(c->device, CL_DEVICE_VENDOR, i->vendor, sizeof i->vendor);
     i->total_mem = (size_t)dev_ulong(c->device, CL_DEVICE_GLOBAL_MEM_SIZE);
     i->free_mem = 0; /* OpenCL has no portable query */
+    i->max_alloc = (size_t)dev_ulong(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
     i->compute_units = (int)dev_uint(c->device, CL_DEVICE_MAX_COMPUTE_UNITS);
     i->has_fp16 = dev_has_ext(c->device, "cl_khr_fp16");
     i->has_fp64 = dev_has_fp64(c->device);

@@ -243,6 +243,21 @@ void bert_admin_profile(bert_model *m, const bert_batch *batch);
  * hold; beyond fp16's range, +-Inf); nothing in fp32. */
 void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n);
 
+/* The device memory of a model (bert_memory_needed), in bytes. */
+typedef struct {
+    double params; /* the weights; the gradients and each optimizer moment take as much */
+    double acts;   /* the fp32 activation buffer: the model's largest single allocation */
+    double ints;   /* the int32 buffer: the batch's inputs and the gather tables */
+    double stash;  /* the 16-bit activation stash (0 with fp32 storage) */
+} bert_memory;
+
+/* What bert_create would allocate for this shape and capacity, computed in
+ * 64 bits without allocating it: set-up checks it against the device before
+ * anything is allocated. false with why when a count exceeds the model's
+ * int32 row indices or any device (so no size arithmetic can wrap). */
+bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long max_seq,
+                        long long max_masked, bert_memory *out, char *err, size_t errlen);
+
 /* Device bytes that activations take (fp32 buffers, the 16-bit stash, int32
  * inputs): what mixed precision saves is visible here. */
 size_t bert_activation_bytes(const bert_model *m);

@@ -228,9 +228,59 @@ const bert_tensor *bert_find_tensor(const bert_model *m, const char *name) {
 
 /* ---- allocation ---- */
 
+bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long max_seq,
+                        long long max_masked, bert_memory *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (!bert_config_valid(cfg, err, errlen)) return false;
+    /* the largest counts the layout multiplies, in doubles first: each must stay far below
+     * 2^64 so that the size_t sums after them are exact */
+    const double B = (double)max_batch, T = (double)max_seq, M = (double)max_masked,
+                 N = B * T, H = cfg->hidden_size, I = cfg->intermediate_size;
+    const double counts[] = {N * 3 * H, N * I, B * cfg->num_attention_heads * T * T,
+                             M * cfg->vocab_size, N * cfg->num_attention_heads * 3};
+    if (max_batch < 1 || max_seq < 1 || max_masked < 0 || N > INT32_MAX || M > INT32_MAX) {
+        snprintf(err, errlen, "a micro-batch of %lld x %lld tokens with %lld masked rows: the "
+                 "model addresses rows with int32 indices, at most 2147483647 of each",
+                 max_batch, max_seq, max_masked);
+        return false;
+    }
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (counts[i] > 0x1p50) {
+            snprintf(err, errlen, "a micro-batch of %lld x %lld tokens (%lld masked rows) needs "
+                     "%.3g activation values in one tensor, beyond any device's memory",
+                     max_batch, max_seq, max_masked, counts[i]);
+            return false;
+        }
+    bert_model *m = calloc(1, sizeof *m);
+    struct bert_act_layout *a = bert_act_layout_new(cfg, (int)max_batch, (int)max_seq,
+                                                     (int)max_masked);
+    bool ok = m && a;
+    if (ok) {
+        m->cfg = *cfg;
+        ok = build_table(m);
+    }
+    if (ok) {
+        out->params = (double)m->n_params * sizeof(float);
+        out->acts = (double)a->total * sizeof(float);
+        out->ints = (double)a->ints_total * sizeof(int32_t);
+        out->stash = (double)cfg->num_hidden_layers * (double)a->stash_per_layer * 2;
+    } else {
+        snprintf(err, errlen, "out of host memory sizing the model");
+    }
+    if (m) {
+        free(m->tensors);
+        free(m->v.layer);
+    }
+    free(m);
+    free(a);
+    return ok;
+}
+
 bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, int max_seq,
                         int max_masked, char *err, size_t errlen) {
-    if (!bert_config_valid(cfg, err, errlen)) return NULL;
+    bert_memory need;
+    if (!bert_memory_needed(cfg, max_batch, max_seq, max_masked, &need, err, errlen))
+        return NULL;
     if (max_seq > cfg->max_position_embeddings) {
         snprintf(err, errlen, "data.seq_len %d exceeds model.max_position_embeddings %d",
                  max_seq, cfg->max_position_embeddings);

@@ -4,6 +4,7 @@
 #include "store/ckpt.h"
 #include "train.h"
 #include "device.h"
+#include "plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -81,10 +82,18 @@ int eval_main(const bt_config *cfg, const char *checkpoint) {
         goto out;
     }
     int batch = cfg->eval_batch > 0 ? cfg->eval_batch : (int)cfg->micro_batch;
+    const size_request req = {0, 0, 0, batch, dataset_max_predictions(valid)};
+    bt_device_info info;
+    be->info(be, &info);
+    run_sizes sz;
+    if (!plan_sizes(cfg, &req, &info, &sz, err, sizeof err)) { /* in 64 bits, before allocating */
+        fprintf(stderr, "bertrain: %s: %s\n", cfg->path, err);
+        rc = 2;
+        goto out;
+    }
     bert_config mc = cfg->model;
     mc.pad_id = vocab.pad_id;
-    m = bert_create(be, &mc, batch, cfg->data.seq_len, batch * dataset_max_predictions(valid),
-                    err, sizeof err);
+    m = bert_create(be, &mc, batch, cfg->data.seq_len, sz.max_masked, err, sizeof err);
     if (!m || !ckpt_load_weights(checkpoint, m, err, sizeof err)) {
         fprintf(stderr, "bertrain: %s\n", err);
         goto out;

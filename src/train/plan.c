@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void set_offsets(batch_plan *p) {
     long off = 0;
@@ -101,4 +102,51 @@ void plan_set_accum(batch_plan *p, long accum) {
         p->offset[r] = p->global;
         p->global += p->share[r];
     }
+}
+
+bool plan_sizes(const bt_config *cfg, const size_request *r, const bt_device_info *dev,
+                run_sizes *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    const long long T = cfg->data.seq_len; /* a sequence masks at most its own tokens */
+    const long long cap_t = r->train_cap < T ? r->train_cap : T,
+                    cap_e = r->eval_cap < T ? r->eval_cap : T;
+    const long long B = r->micro > r->eval_batch ? r->micro : r->eval_batch;
+    const long long masked_t = r->micro * cap_t, masked_e = r->eval_batch * cap_e;
+    const long long masked = masked_t > masked_e ? masked_t : masked_e;
+    char why[512], what[256];
+    snprintf(what, sizeof what, "%s %lld x data.seq_len %lld (%lld masked rows)",
+             r->micro >= r->eval_batch ? "train_micro_batch_size_per_gpu" : "eval.batch_size", B,
+             T, masked);
+    if (!bert_memory_needed(&cfg->model, B, T, masked, &out->model, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", what, why);
+        return false;
+    }
+    const bert_memory *mm = &out->model;
+    out->max_batch = (int)B;
+    out->max_masked = (int)masked;
+    out->device_bytes = 4 * mm->params + mm->acts + mm->ints + mm->stash;
+    out->host_bytes = (double)r->buffers * (double)(r->micro * T * 3 + masked * 2 + r->micro) * 4;
+    const char *fix = "reduce train_micro_batch_size_per_gpu (or eval.batch_size), or data.seq_len";
+    if (dev->max_alloc && mm->acts > (double)dev->max_alloc) {
+        snprintf(err, errlen, "%s: the activations need %.2f GB in one buffer; %s allows %.2f GB "
+                 "per buffer: %s", what, mm->acts / 1e9, dev->name, dev->max_alloc / 1e9, fix);
+        return false;
+    }
+    if (dev->total_mem && out->device_bytes > (double)dev->total_mem) {
+        snprintf(err, errlen, "%s: needs %.2f GB on the device (parameters, gradients and "
+                 "optimizer moments %.2f GB, activations %.2f GB); %s has %.2f GB: %s", what,
+                 out->device_bytes / 1e9, 4 * mm->params / 1e9,
+                 (mm->acts + mm->ints + mm->stash) / 1e9, dev->name, dev->total_mem / 1e9, fix);
+        return false;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const double host = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (host > 0 && out->host_bytes > host) {
+        snprintf(err, errlen, "train_batch_size %ld in micro-batches of %ld: the %ld micro-batch "
+                 "buffers of a rank need %.2f GB of host memory, more than its %.2f GB: reduce "
+                 "train_batch_size or raise train_micro_batch_size_per_gpu", cfg->train_batch_size,
+                 r->micro, r->buffers, out->host_bytes / 1e9, host / 1e9);
+        return false;
+    }
+    return true;
 }

@@ -5,7 +5,9 @@
 #ifndef BT_PLAN_H
 #define BT_PLAN_H
 
+#include "backends/backend.h"
 #include "config/config.h"
+#include "model/bert.h"
 
 typedef struct {
     int world;
@@ -34,6 +36,32 @@ int plan_micro_batches(const batch_plan *p, int rank, int *sizes);
  * entry for this rank (list) or for "host:local_rank" / "host" / "*"
  * (object), else "device". "auto" becomes "auto:<local rank>". */
 void plan_device_spec(const bt_config *cfg, char *out, size_t n);
+
+/* What set-up is about to allocate (plan_sizes). */
+typedef struct {
+    long micro;         /* training micro-batch (0: evaluation only) */
+    long buffers;       /* host micro-batch buffers a rank holds */
+    int train_cap;      /* masked rows per training sequence (data.max_predictions or its default) */
+    long eval_batch;    /* evaluation batch (0: none) */
+    int eval_cap;       /* masked rows per held-out sequence */
+} size_request;
+
+typedef struct {
+    int max_batch;      /* the model's capacity: sequences, ... */
+    int max_masked;     /* ... and masked rows of a batch */
+    bert_memory model;  /* what bert_create allocates */
+    double device_bytes; /* the model, its gradients and the optimizer's two moments */
+    double host_bytes;  /* the micro-batch buffers */
+} run_sizes;
+
+/* The model's capacity for request r and the memory it and the batch buffers
+ * take, computed in 64 bits and checked before anything is allocated: every
+ * count within the model's int32 indices, the activation buffer within the
+ * device's largest allocation (dev->max_alloc, when it has one), everything
+ * within its memory (dev->total_mem) and the buffers within the host's.
+ * false with one line naming the config keys in err. */
+bool plan_sizes(const bt_config *cfg, const size_request *r, const bt_device_info *dev,
+                run_sizes *out, char *err, size_t errlen);
 
 /* "5+11" style text of the shares. */
 void plan_format(const batch_plan *p, char *out, size_t n);

@@ -154,20 +154,30 @@ static double measure_speed(run_state *s, const bt_config *cfg, int reps) {
  * state and the micro-batch buffers. *speed: this rank's measured samples/s
  * when the auto plan measured it (0 otherwise). */
 static int open_model(run_state *s, const bt_config *cfg, double *speed) {
-    char err[1024], spec[256];
+    char err[1400], spec[256];
     const int rank = dist_rank(), world = dist_world();
     plan_device_spec(cfg, spec, sizeof spec);
     s->be = open_backend(spec, cfg->cpu_threads, cfg->tf32, cfg->profile_steps > 0);
     if (!s->be) return 2; /* a device that cannot be opened: the config's spec */
     plan_from_config(&s->plan, cfg, world);
     const int B = s->plan.micro;
-    s->max_masked = B * dataset_max_predictions(s->ds);
-    if (s->valid && s->eval_batch * dataset_max_predictions(s->valid) > s->max_masked)
-        s->max_masked = s->eval_batch * dataset_max_predictions(s->valid);
+    /* sized in 64 bits and checked against the device before anything is allocated;
+     * auto shares may give one rank the whole batch */
+    const long share = cfg->shares_auto ? s->plan.global : s->plan.share[rank];
+    const size_request req = {B, (share + B - 1) / B, dataset_max_predictions(s->ds),
+                              s->valid ? s->eval_batch : 0,
+                              s->valid ? dataset_max_predictions(s->valid) : 0};
+    bt_device_info info;
+    s->be->info(s->be, &info);
+    run_sizes sz;
+    if (!plan_sizes(cfg, &req, &info, &sz, err, sizeof err)) {
+        fprintf(stderr, "bertrain: rank %d (%s): %s: %s\n", rank, dist_hostname(), cfg->path, err);
+        return 2;
+    }
+    s->max_masked = sz.max_masked;
     bert_config mc = cfg->model;
     mc.pad_id = s->vocab.pad_id;
-    const int max_B = s->valid && s->eval_batch > B ? s->eval_batch : B;
-    if (!(s->m = bert_create(s->be, &mc, max_B, s->T, s->max_masked, err, sizeof err)) ||
+    if (!(s->m = bert_create(s->be, &mc, sz.max_batch, s->T, s->max_masked, err, sizeof err)) ||
         !(s->opt = optim_create(s->m, &cfg->optim, err, sizeof err))) {
         fprintf(stderr, "bertrain: rank %d (%s): %s\n", rank, dist_hostname(), err);
         return 1;
