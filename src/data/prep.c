@@ -194,13 +194,71 @@ static bool prep_file(prep_state *s, const char *path, uint64_t n_docs, bt_ids *
     return ok;
 }
 
+/* Whether path is a regular file that starts as a bertrain shard: what an
+ * earlier prep wrote, the only kind of file prep replaces or removes. */
+static bool is_bertrain_shard(const char *path) {
+    struct stat st;
+    char magic[8];
+    FILE *f = lstat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
+    const bool yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, SHARD_MAGIC, 8) == 0;
+    if (f) fclose(f);
+    return yes;
+}
+
+/* Remove path when it is an earlier prep's shard (said on stdout). */
+static void remove_old_shard(const char *path) {
+    if (is_bertrain_shard(path) && remove(path) == 0)
+        printf("prep: removed %s from an earlier run\n", path);
+}
+
+/* A file prep would replace is absent or an earlier prep's shard; false with
+ * "PATH exists and is not a bertrain shard ..." in err. */
+static bool replaceable(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || is_bertrain_shard(path)) return true;
+    snprintf(err, errlen, "bertrain prep: %.4000s exists and is not a bertrain shard: prep never "
+             "replaces a file it did not write; move it, or choose another --out", path);
+    return false;
+}
+
+/* Every file prep may replace or remove in `dir` (train.shard, valid.shard,
+ * train/train-NNNNN.shard) is absent or a bertrain shard, and `train` is
+ * absent or a directory: checked before any work. false with "PATH ..." in
+ * err. */
+static bool check_outputs(const char *dir, char *err, size_t errlen) {
+    char path[MAX_PATH], shard[MAX_PATH + 512];
+    snprintf(path, sizeof path, "%s/train.shard", dir);
+    if (!replaceable(path, err, errlen)) return false;
+    snprintf(path, sizeof path, "%s/valid.shard", dir);
+    if (!replaceable(path, err, errlen)) return false;
+    snprintf(path, sizeof path, "%s/train", dir);
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "bertrain prep: %s exists and is not a directory (prep writes its "
+                 "train shards there): move it, or choose another --out", path);
+        return false;
+    }
+    DIR *d = opendir(path);
+    bool ok = true;
+    for (struct dirent *e; ok && d && (e = readdir(d));) {
+        int index, used = 0;
+        if (sscanf(e->d_name, "train-%5d.shard%n", &index, &used) != 1 ||
+            used != (int)strlen(e->d_name))
+            continue;
+        snprintf(shard, sizeof shard, "%s/%s", path, e->d_name);
+        ok = replaceable(shard, err, errlen);
+    }
+    if (d) closedir(d);
+    return ok;
+}
+
 /* Remove train shards of an earlier run that this run's layout does not
  * overwrite: OUT/train.shard, or OUT/train/train-NNNNN.shard from index keep_from. */
 static void remove_stale_train(const char *dir, bool single, int keep_from) {
     char path[MAX_PATH];
     if (!single) {
         snprintf(path, sizeof path, "%s/train.shard", dir);
-        if (remove(path) == 0) printf("prep: removed %s from an earlier run\n", path);
+        remove_old_shard(path);
     }
     snprintf(path, sizeof path, "%s/train", dir);
     DIR *d = opendir(path);
@@ -212,7 +270,7 @@ static void remove_stale_train(const char *dir, bool single, int keep_from) {
             (single || index >= keep_from)) {
             char stale[MAX_PATH + 512];
             snprintf(stale, sizeof stale, "%s/%s", path, e->d_name);
-            if (remove(stale) == 0) printf("prep: removed %s from an earlier run\n", stale);
+            remove_old_shard(stale);
         }
     }
     closedir(d);
@@ -248,7 +306,7 @@ static bool commit_all(prep_state *s, char *train_path, size_t train_path_len) {
         s->valid = NULL;
         return shard_writer_commit(w, NULL, s->err, sizeof s->err);
     }
-    if (remove(path) == 0) printf("prep: removed %s from an earlier run\n", path);
+    remove_old_shard(path);
     return true;
 }
 
@@ -374,6 +432,8 @@ static int prep_open(const bt_prep_options *o, bt_vocab *vocab, prep_state *s, u
     uint64_t n_bytes;
     if (!paths_prepare_dir(o->out_dir, s->err, sizeof s->err)) {
         fprintf(stderr, "bertrain prep: --out %s\n", s->err);
+    } else if (!check_outputs(o->out_dir, s->err, sizeof s->err)) {
+        fprintf(stderr, "%s\n", s->err);
     } else if (!count_documents(o, n_docs, &n_bytes)) { /* an input that cannot be read */
     } else if (*n_docs == 0) {
         fprintf(stderr, "%s%s: no text (%llu bytes, every line blank)\n", o->files[0],

@@ -4,6 +4,7 @@
 #include "shard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ bt_shard_writer *shard_writer_open(const char *path, uint32_t vocab_size, uint64
     size_t n = strlen(path);
     if (w) {
         w->path = strdup(path);
-        w->tmp_path = malloc(n + 5);
+        w->tmp_path = malloc(n + 32);
     }
     if (!w || !w->path || !w->tmp_path ||
         !push_u64(&w->sent_offsets, &w->n_sent_offsets, &w->sent_cap, 0) ||
@@ -65,15 +66,19 @@ bt_shard_writer *shard_writer_open(const char *path, uint32_t vocab_size, uint64
         shard_writer_abort(w);
         return NULL;
     }
-    snprintf(w->tmp_path, n + 5, "%s.tmp", path);
+    snprintf(w->tmp_path, n + 32, "%s.tmp-%ld", path, (long)getpid());
     w->vocab_size = vocab_size;
     w->token_width = vocab_size <= 65536 ? 2 : 4;
     w->flags = flags;
     w->vocab_hash = vocab_hash;
     w->payload_crc = crc32(0L, Z_NULL, 0);
-    w->f = fopen(w->tmp_path, "wb");
+    /* a new file only: a file of that name, whoever wrote it, is never truncated */
+    const int fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    w->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!w->f) {
-        snprintf(err, errlen, "%s: cannot create: %s", w->tmp_path, strerror(errno));
+        const int e = errno;
+        if (fd >= 0) close(fd);
+        snprintf(err, errlen, "%s: cannot create: %s", w->tmp_path, strerror(e));
         free(w->tmp_path);
         w->tmp_path = NULL; /* nothing to remove */
         shard_writer_abort(w);
