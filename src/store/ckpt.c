@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -465,6 +466,27 @@ static void prune(const char *out, const char *run_id, int keep, bool leftovers)
     }
 }
 
+/* Every weight and moment of the host copy finite: a checkpoint that resume
+ * would refuse is not written, so rotation never trades a good checkpoint for
+ * it. false with the first tensor that is not in err. */
+static bool host_copy_finite(const ckpt_writer *w, char *err, size_t errlen) {
+    const size_t np = w->m->n_params;
+    static const char *const what[3] = {"weights", "first moments", "second moments"};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < w->m->n_tensors; i++) {
+            const bert_tensor *t = &w->m->tensors[i];
+            const float *x = w->host + k * np + t->offset;
+            for (size_t j = 0; j < t->numel; j++)
+                if (!isfinite(x[j])) {
+                    snprintf(err, errlen, "the %s of tensor %s hold %g (element %zu): not "
+                             "writing a checkpoint that resume would refuse (the older ones "
+                             "are kept)", what[k], t->name, x[j], j);
+                    return false;
+                }
+        }
+    return true;
+}
+
 static void *writer_main(void *arg) {
     ckpt_writer *w = arg;
     const size_t np = w->m->n_params;
@@ -483,7 +505,8 @@ static void *writer_main(void *arg) {
         atomic_store(&w->done, true);
         return NULL;
     }
-    w->ok = ckpt_write_dir(final, &c, w->step, w->err, sizeof w->err);
+    w->ok = host_copy_finite(w, w->err, sizeof w->err) &&
+            ckpt_write_dir(final, &c, w->step, w->err, sizeof w->err);
     if (w->ok) {
         hook_ckpt_point("latest", w->step);
         char target[64];

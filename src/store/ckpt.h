@@ -168,8 +168,12 @@ bool ckpt_check_finite(const char *file, const char *name, const void *x, size_t
  * checkpoint directory or a .safetensors file. */
 bool ckpt_load_weights(const char *dir, bert_model *m, char *err, size_t errlen);
 
-/* Load dir/optim.bin into o (moments and step); its tensors must be m's. */
-bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, char *err,
-                     size_t errlen);
+/* Load dir/optim.bin into o (moments and step); its tensors must be m's,
+ * every first moment finite, every second moment finite and >= 0, and its
+ * step max_step (exact_step: state.json's optimizer.step) or at most max_step
+ * (state.json's step, for a checkpoint that records no optimizer.step): a
+ * checksum says a file is as written, not that it is sane. */
+bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_step,
+                     bool exact_step, char *err, size_t errlen);
 
 #endif

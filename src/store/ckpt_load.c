@@ -86,6 +86,12 @@ static bool check_state_fields(const cJSON *st, char *err, size_t errlen) {
                           STATE_NUMBERS[i].real, err, errlen))
             return false;
     }
+    const cJSON *step = ckpt_json_at(st, "step"), *updates = ckpt_json_at(st, "optimizer.step");
+    if (updates && updates->valuedouble > step->valuedouble) { /* skipped steps update nothing */
+        snprintf(err, errlen, "state.json: optimizer.step %.17g exceeds step %.17g",
+                 updates->valuedouble, step->valuedouble);
+        return false;
+    }
     const cJSON *steps = ckpt_json_at(st, "optimizer.layer_steps");
     for (const cJSON *v = cJSON_IsArray(steps) ? steps->child : NULL; v; v = v->next)
         if (!check_number(v, "optimizer.layer_steps[]", 0, 0x1p40, false, err, errlen))
@@ -351,8 +357,23 @@ static uint64_t get_le(const unsigned char *p, int bytes) {
         goto out;                                                                            \
     } while (0)
 
-bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, char *err,
-                     size_t errlen) {
+/* The moments of one tensor as read: every m finite, every v finite and >= 0
+ * (a second moment is a mean of squares); false with the first bad element. */
+static bool moments_valid(const float *x, size_t n, bool second, const char *name, char *err,
+                          size_t errlen) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || (second && x[i] < 0)) {
+            snprintf(err, errlen, "tensor %s: its %s moment holds %g at element %zu; a %s: the "
+                     "file is damaged or was not written by bertrain", name,
+                     second ? "second" : "first", x[i], i,
+                     second ? "second moment is finite and >= 0" : "first moment is finite");
+            return false;
+        }
+    return true;
+}
+
+bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_step,
+                     bool exact_step, char *err, size_t errlen) {
     char path[1200];
     snprintf(path, sizeof path, "%s/optim.bin", dir);
     bool ok = false;
@@ -391,17 +412,23 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, char *err,
     if ((uint64_t)sb.st_size != 32 + tbytes + total)
         BAD("%lld bytes; header and table say %llu", (long long)sb.st_size,
             (unsigned long long)(32 + tbytes + total));
+    const uint64_t step = get_le(hdr + 16, 8);
+    if (step > (uint64_t)max_step || (exact_step && step != (uint64_t)max_step))
+        BAD("optimizer step %llu; state.json says %s%ld: the file is damaged or from another "
+            "checkpoint", (unsigned long long)step, exact_step ? "" : "at most ", max_step);
     buf = malloc(largest * 4 + 4);
     if (!buf) BAD("out of host memory");
+    char why[512];
     for (int i = 0; i < m->n_tensors; i++) {
         const bert_tensor *t = &m->tensors[i];
         bt_buffer *dst[2] = {o->m, o->v};
         for (int k = 0; k < 2; k++) {
             if (fread(buf, 4, t->numel, f) != t->numel) BAD("truncated data");
+            if (!moments_valid(buf, t->numel, k == 1, t->name, why, sizeof why)) BAD("%s", why);
             m->be->upload(m->be, (bt_ptr){dst[k], t->offset * 4}, buf, t->numel * 4);
         }
     }
-    o->step = (long)get_le(hdr + 16, 8);
+    o->step = (long)step;
     for (int l = 0; l < o->n_layers; l++) o->layer_steps[l] = o->step; /* state.json may refine */
     ok = true;
 out:

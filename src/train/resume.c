@@ -103,6 +103,8 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri, bool rollback) {
     long old_batch = (long)num(state, "data.global_batch", (double)cfg->train_batch_size);
     ri->position = (long long)num(state, "data.position", (double)ri->step * old_batch);
     const long updates = (long)num(state, "optimizer.step", (double)ri->step); /* the schedule's step */
+    ri->opt_step = updates; /* what optim.bin must say */
+    ri->exact_opt_step = ckpt_json_at(state, "optimizer.step") != NULL;
     double old_lr = num(state, "schedule.next_lr", NAN),
            new_lr = sched_lr(cfg, sched_position(cfg, updates, ri->position));
     printf("resume: from %s (step %ld, sample %lld, epoch %.0f)\n", ri->dir, ri->step,
@@ -179,11 +181,17 @@ static bool read_state_arrays(const char *dir, bt_optimizer *o, bert_model *m, c
                               size_t errlen) {
     cJSON *state = read_state(dir);
     const cJSON *arr = state ? ckpt_json_at(state, "optimizer.layer_steps") : NULL;
-    if (cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == o->n_layers)
-        for (int l = 0; l < o->n_layers; l++)
-            o->layer_steps[l] = (long)cJSON_GetNumberValue(cJSON_GetArrayItem(arr, l));
     bool ok = true;
-    if (m->cfg.norm == BERT_NORM_ADMIN) {
+    if (cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == o->n_layers)
+        for (int l = 0; ok && l < o->n_layers; l++) {
+            o->layer_steps[l] = (long)cJSON_GetNumberValue(cJSON_GetArrayItem(arr, l));
+            if (o->layer_steps[l] > o->step) { /* a layer is updated at most every step */
+                snprintf(err, errlen, "state.json: optimizer.layer_steps[%d] is %ld, more than "
+                         "the optimizer step %ld", l, o->layer_steps[l], o->step);
+                ok = false;
+            }
+        }
+    if (ok && m->cfg.norm == BERT_NORM_ADMIN) {
         bert_config saved;
         ok = state && ckpt_model_config(state, &saved, err, errlen);
         if (!state) snprintf(err, errlen, "state.json is unreadable");
@@ -240,7 +248,8 @@ bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
     double status[2] = {1, 0}; /* ok, optimizer step */
     if (dist_rank() == 0) {
         if (!ckpt_load_weights(ri->dir, m, err, sizeof err) ||
-            !ckpt_load_optim(ri->dir, m, o, err, sizeof err)) {
+            !ckpt_load_optim(ri->dir, m, o, ri->opt_step, ri->exact_opt_step, err,
+                             sizeof err)) {
             fprintf(stderr, "bertrain: resume: %s\n", err);
             status[0] = 0;
         }

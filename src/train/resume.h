@@ -19,6 +19,8 @@ typedef struct {
     bool active;         /* false: a fresh start */
     char dir[1024];
     long step;           /* optimizer steps already done */
+    long opt_step;       /* rank 0: state.json's optimizer.step (updates applied), else step */
+    bool exact_opt_step; /* rank 0: state.json records optimizer.step */
     long long position;  /* data cursor: run position of the step's first sample */
     int lowercase;       /* the checkpoint's shards were lowercased: 1, 0, or -1 unknown */
     char run_id[RUN_ID_LEN + 1]; /* the run's lineage: the checkpoint's, or new for a fresh run */
