@@ -9,6 +9,7 @@
 
 #include "mpi/dist.h"
 #include "util/file.h"
+#include "util/json_dups.h"
 #include "util/json_num.h"
 #include "sched.h"
 
@@ -196,6 +197,13 @@ bool config_load(bt_config *cfg, const char *path, const char *const *overrides,
             }
             config_fail(cfg, "JSON syntax error at line %d, column %d", line, col);
             free(text);
+            return false;
+        }
+        char dup[512];
+        if (json_find_duplicate(text, len, dup, sizeof dup)) {
+            config_fail(cfg, "%s", dup);
+            free(text);
+            cJSON_Delete(root);
             return false;
         }
         free(text);

@@ -6,6 +6,7 @@
 #include "util/parse_num.h"
 #include "safetensors.h"
 #include "util/file.h"
+#include "util/json_dups.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -134,6 +135,8 @@ bool ckpt_verify(const char *dir, cJSON **state, char *err, size_t errlen) {
             want);
     st = cJSON_Parse(text);
     if (!cJSON_IsObject(st)) BAD("state.json: not a JSON object");
+    char dup[512];
+    if (json_find_duplicate(text, len, dup, sizeof dup)) BAD("state.json: %s", dup);
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(st, "files");
     if (!cJSON_IsObject(files) ||
         !cJSON_GetObjectItemCaseSensitive(files, "model.safetensors") ||

@@ -10,6 +10,7 @@
 #include "run_dir.h"
 #include "safetensors.h"
 #include "util/file.h"
+#include "util/json_dups.h"
 #include "util/json_num.h"
 #include "util/paths.h"
 
@@ -101,11 +102,12 @@ static void json_float(const cJSON *c, const char *key, float *out) {
 /* bert_config from an HF config.json; false after a one-line error. */
 static bool read_hf_config(const char *path, bert_config *mc) {
     size_t len;
-    char *text = file_read_all(path, &len);
+    char *text = file_read_all(path, &len), dup[512] = "";
     cJSON *c = text ? cJSON_Parse(text) : NULL;
     const char *why = !text ? strerror(errno) : "not a JSON object";
+    if (cJSON_IsObject(c) && json_find_duplicate(text, len, dup, sizeof dup)) why = dup;
     free(text);
-    if (!cJSON_IsObject(c)) {
+    if (!cJSON_IsObject(c) || dup[0]) {
         fprintf(stderr, "bertrain: import: %s: %s\n", path, why);
         cJSON_Delete(c);
         return false;
@@ -184,17 +186,21 @@ static cJSON *import_state(const bert_config *mc, uint64_t seed, const char *fro
     return st;
 }
 
-/* Whether the HF tokenizer lowercases (tokenizer_config.json; BERT's default: yes). */
-static bool hf_lowercase(const char *dir) {
-    char path[1400];
+/* Whether the HF tokenizer lowercases (tokenizer_config.json; BERT's
+ * default, and without the file: yes), into *lower; false after one line
+ * when the file is there but names do_lower_case twice. */
+static bool hf_lowercase(const char *dir, bool *lower) {
+    char path[1400], dup[512];
     size_t len;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     char *text = file_read_all(path, &len);
     cJSON *c = text ? cJSON_Parse(text) : NULL;
+    const bool twice = c && json_find_duplicate(text, len, dup, sizeof dup);
     free(text);
-    bool lower = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "do_lower_case"));
+    if (twice) fprintf(stderr, "bertrain: import: %s: %s\n", path, dup);
+    *lower = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "do_lower_case"));
     cJSON_Delete(c);
-    return lower;
+    return !twice;
 }
 
 /* The pooler and NSP head of an HF model imported without model.nsp, carried
@@ -406,7 +412,9 @@ static int import_vocab(import_job *j) {
 static int import_write(import_job *j) {
     char err[1024];
     const bert_config *mc = &j->mc;
-    j->state = import_state(mc, j->seed, j->in, hf_lowercase(j->in));
+    bool lower;
+    if (!hf_lowercase(j->in, &lower)) return 2;
+    j->state = import_state(mc, j->seed, j->in, lower);
     ckpt_contents c = {j->m, j->host, NULL, NULL, 0, OPT_ADAMW, j->vocab_text, j->vocab_len,
                        j->state, NULL, 0, j->carry.t, j->carry.n};
     if (!ckpt_write_dir(j->out, &c, 0, err, sizeof err)) {

@@ -1,6 +1,8 @@
 /* safetensors reading with full bounds checks. */
 #include "safetensors.h"
 
+#include "util/json_dups.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdint.h>
@@ -57,6 +59,9 @@ bool st_open(st_file *f, const char *path, char *err, size_t errlen) {
     f->data_start = 8 + (size_t)hlen;
     root = cJSON_ParseWithLength((const char *)f->file + 8, (size_t)hlen);
     if (!root || !cJSON_IsObject(root)) BAD("header is not a JSON object");
+    char dup[512]; /* a tensor named twice: which one is meant? */
+    if (json_find_duplicate((const char *)f->file + 8, (size_t)hlen, dup, sizeof dup))
+        BAD("header: %s", dup);
     int count = cJSON_GetArraySize(root);
     f->entries = calloc((size_t)count + 1, sizeof *f->entries);
     if (!f->entries) BAD("out of memory");
