@@ -93,7 +93,20 @@ struct.pack_into("<f", blob, begin + 12, value)
 open(path, "wb").write(blob)
 EOF
 }
-poison "$tmpdir/hf/model.safetensors" bert.encoder.layer.1.output.dense.weight nan || fail "cannot poison"
+# resign EXPORT_DIR: the export's mark lists model.safetensors as it is now (an
+# export of a model that holds the value)
+resign() {
+    "$py" - "$1" <<'EOF'
+import json, os, sys, zlib
+mark = os.path.join(sys.argv[1], "bertrain_export.json")
+m = json.load(open(mark))
+data = open(os.path.join(sys.argv[1], "model.safetensors"), "rb").read()
+m["files"]["model.safetensors"] = {"bytes": len(data), "crc32": "%08x" % (zlib.crc32(data) & 0xffffffff)}
+json.dump(m, open(mark, "w"), indent=2)
+EOF
+}
+poison "$tmpdir/hf/model.safetensors" bert.encoder.layer.1.output.dense.weight nan && resign "$tmpdir/hf" ||
+    fail "cannot poison"
 expect_refusal "import of a NaN tensor" "tensor bert.encoder.layer.1.output.dense.weight holds 1 NaN or infinite value \(the first at element 3: nan\)" \
     "$BERTRAIN" import "$tmpdir/hf" "$tmpdir/imp-nan"
 [ ! -e "$tmpdir/imp-nan" ] || fail "the refused import wrote $tmpdir/imp-nan"

@@ -55,7 +55,10 @@ hf_variant deeper num_hidden_layers 3
 expect "import: more layers than the weights" "16 tensors of the encoder that config.json describes are missing \(the first: bert.encoder.layer.2.*num_hidden_layers 3" \
     "$BERTRAIN" import "$tmpdir/deeper" "$tmpdir/o3"
 [ ! -e "$tmpdir/o3" ] || fail "the refused import wrote $tmpdir/o3"
-mkdir -p "$tmpdir/novocab" && cp "$tmpdir/hf/config.json" "$tmpdir/hf/model.safetensors" "$tmpdir/novocab/"
+# a model directory from elsewhere (no export mark) without vocab.txt
+mkdir -p "$tmpdir/novocab" && cp "$tmpdir/hf/config.json" "$tmpdir/novocab/" &&
+    "$py" tests/python/st_tool.py rename "$tmpdir/hf/model.safetensors" "$tmpdir/novocab/model.safetensors" plain ||
+    fail "cannot make novocab"
 expect "import without vocab.txt" "novocab/vocab.txt.*bertrain needs the model's WordPiece vocab.txt" \
     "$BERTRAIN" import "$tmpdir/novocab" "$tmpdir/o4"
 expect "layer limit, config" "model.num_hidden_layers: 300 is out of range \[1, 256\]" \

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -251,6 +252,12 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
         snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         return false;
     }
+    /* held while the write runs: a directory nobody holds is an interrupted write's
+     * leftover (ckpt_clean_leftovers) */
+    const int lock = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock >= 0 && flock(lock, LOCK_EX) != 0) {
+        /* no locks on this file system: the leftover is then never taken for stale */
+    }
     hook_ckpt_point("begin", step);
     const bert_model *m = c->m;
     st_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
@@ -322,7 +329,38 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
         if (!ckpt_remove(tmp, why, sizeof why))
             fprintf(stderr, "bertrain: warning: %s: kept\n", why);
     }
+    if (lock >= 0) close(lock);
     return ok;
+}
+
+void ckpt_clean_leftovers(const char *dir) {
+    char parent[1200], base[256], path[1600];
+    snprintf(parent, sizeof parent, "%s", dir);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+    char *slash = strrchr(parent, '/');
+    snprintf(base, sizeof base, "%s", slash ? slash + 1 : parent);
+    if (slash) slash[slash == parent] = 0;
+    else snprintf(parent, sizeof parent, ".");
+    DIR *d = opendir(parent);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const size_t bl = strlen(base);
+        if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".tmp-", 5) != 0 ||
+            !e->d_name[bl + 5] || strspn(e->d_name + bl + 5, "0123456789") != strlen(e->d_name + bl + 5))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+        const int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* its writer is gone */
+            char why[1800];
+            if (ckpt_remove(path, why, sizeof why))
+                printf("bertrain: removed %s, left by an interrupted write\n", path);
+            else
+                fprintf(stderr, "bertrain: warning: %s: not removing it\n", why);
+        }
+        close(fd);
+    }
+    if (d) closedir(d);
 }
 
 static const char *sched_name(bt_sched_type t) {

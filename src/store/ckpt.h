@@ -81,6 +81,11 @@ bool ckpt_removable(const char *dir, char *err, size_t errlen);
  * this, so bertrain never deletes what it did not write. */
 bool ckpt_remove(const char *dir, char *err, size_t errlen);
 
+/* Remove the leftovers of interrupted writes of checkpoint directory dir
+ * (DIR.tmp-PID that no process holds: their writer was killed), as far as
+ * ckpt_remove allows; each one is said. import calls it before it writes. */
+void ckpt_clean_leftovers(const char *dir);
+
 /* state.json fields of a training checkpoint at progress p, with the model's
  * state beyond its weights (Admin's omegas) from `model` (the caller adds
  * nothing; ckpt_write_dir adds the checksums). */

@@ -10,6 +10,7 @@
 #include "util/file.h"
 #include "util/paths.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,7 +169,8 @@ typedef struct {
     int n;
     char **names;               /* renumbered names (per checkpoint tensor) */
     float **folded;             /* Admin: scaled copies (per checkpoint tensor) */
-    const char *meta[8];        /* safetensors metadata: format, producer, the heads */
+    const char *meta[10];       /* safetensors metadata: format, producer, the heads
+                                   (values at 5 and 7), bertrain_export: its mark's name */
 } export_job;
 
 /* The checkpoint verified, its shape (pruned by --keep-layers), its vocab and
@@ -258,31 +260,38 @@ static int export_tensors(export_job *e) {
     return 0;
 }
 
-/* Everything checked: the directory and its files. 0, or 2 after one line
- * why. */
+/* Everything checked: the directory and its files, the mark of a complete
+ * export last. 0; 2 after one line when the directory cannot be made (a bad
+ * path, before any write); 1 after one line when a write failed. */
 static int export_write(export_job *e) {
-    char err[1024], tmp[1400], final[1400];
+    char err[3000], tmp[1400], final[1400];
     if (!paths_prepare_dir(e->out, err, sizeof err)) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         return 2;
     }
     snprintf(tmp, sizeof tmp, "%s/.model.safetensors.tmp", e->out);
     snprintf(final, sizeof final, "%s/model.safetensors", e->out);
-    if (!st_write(tmp, e->ts, e->n, e->meta, 4, err, sizeof err) || rename(tmp, final) != 0) {
+    bool ok = st_write(tmp, e->ts, e->n, e->meta, 5, err, sizeof err);
+    if (ok && rename(tmp, final) != 0) {
+        snprintf(err, sizeof err, "%s: cannot rename %s to it: %s", final, tmp, strerror(errno));
+        ok = false;
+    }
+    if (!ok) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         remove(tmp);
-        return 2;
+        return 1;
     }
     const hf_card card = {e->ckpt, e->state, &e->mc, e->vocab.size, e->keep, e->meta[5],
                           e->meta[7]};
     cJSON *hc = hf_config_json(&e->mc, e->vocab.pad_id);
-    const bool ok = hf_write_json(e->out, "config.json", hc) &&
+    ok = hf_write_json(e->out, "config.json", hc) &&
                     hf_write_atomic(e->out, "vocab.txt", e->vocab_text, e->vocab_len) &&
                     hf_write_tokenizer_files(e->out, &e->vocab, ckpt_lowercase(e->state),
                                              e->mc.max_position_embeddings) &&
-                    hf_write_model_card(e->out, &card);
+                    hf_write_model_card(e->out, &card) &&
+                    hf_write_export_mark(e->out, e->ckpt); /* last: the export is complete */
     cJSON_Delete(hc);
-    return ok ? 0 : 2;
+    return ok ? 0 : 1;
 }
 
 /* One line: what was exported, and how the heads were filled. */
@@ -290,7 +299,7 @@ static void export_report(const export_job *e) {
     const bert_config *mc = &e->mc;
     printf("export: %s -> %s: BertForPreTraining (%d layers%s%s, hidden %d, vocab %d), "
            "model.safetensors with %d tensors, config.json, vocab.txt, tokenizer.json, "
-           "tokenizer_config.json, README.md%s%s\n",
+           "tokenizer_config.json, README.md, " HF_EXPORT_MARK "%s%s\n",
            e->ckpt, e->out, mc->num_hidden_layers, e->keep ? " kept: " : "",
            e->keep ? e->keep : "", mc->hidden_size, mc->vocab_size, e->n,
            mc->nsp                           ? ""
@@ -330,8 +339,9 @@ int hf_export(const char *ckpt, const char *out, const char *keep_layers) {
     ckpt_resolve(ckpt, e->ckpt, sizeof e->ckpt);
     e->out = out;
     e->keep = keep_layers;
-    const char *meta[8] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION,
-                           "bertrain_pooler", "trained", "bertrain_nsp_head", "trained"};
+    const char *meta[10] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION,
+                            "bertrain_pooler", "trained", "bertrain_nsp_head", "trained",
+                            "bertrain_export", HF_EXPORT_MARK};
     memcpy(e->meta, meta, sizeof meta);
     int rc = 0;
     if (!run_dir_check_outside_ckpt(out, "export", err, sizeof err) ||

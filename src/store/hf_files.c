@@ -4,6 +4,7 @@
 
 #include "backends/registry.h"
 #include "ckpt.h"
+#include "util/file.h"
 #include "util/json_num.h"
 
 #include <errno.h>
@@ -299,5 +300,82 @@ bool hf_write_model_card(const char *dir, const hf_card *c) {
     bool ok = fclose(f) == 0 && text;
     ok = ok && hf_write_atomic(dir, "README.md", text, len);
     free(text);
+    return ok;
+}
+
+/* The files an export writes before its mark, in the order it writes them. */
+static const char *const EXPORT_FILES[] = {"model.safetensors", "config.json", "vocab.txt",
+                                           "tokenizer_config.json", "special_tokens_map.json",
+                                           "tokenizer.json", "README.md"};
+/* Of those, the ones import reads as data: they must be as the export wrote them. */
+static const char *const EXPORT_DATA[] = {"model.safetensors", "vocab.txt"};
+
+bool hf_write_export_mark(const char *dir, const char *ckpt) {
+    cJSON *mark = cJSON_CreateObject(), *files = cJSON_CreateObject();
+    cJSON_AddStringToObject(mark, "format", "bertrain export");
+    cJSON_AddNumberToObject(mark, "format_version", 1);
+    cJSON_AddStringToObject(mark, "bertrain_version", PACKAGE_VERSION);
+    cJSON_AddStringToObject(mark, "checkpoint", ckpt);
+    cJSON_AddItemToObject(mark, "files", files);
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof EXPORT_FILES / sizeof *EXPORT_FILES; i++) {
+        char path[1400], hex[16];
+        snprintf(path, sizeof path, "%s/%s", dir, EXPORT_FILES[i]);
+        uint32_t crc;
+        long long size;
+        if (!(ok = ckpt_file_crc(path, &crc, &size))) {
+            fprintf(stderr, "bertrain: %s: cannot read back: %s\n", path, strerror(errno));
+            break;
+        }
+        snprintf(hex, sizeof hex, "%08x", crc);
+        cJSON *f = cJSON_AddObjectToObject(files, EXPORT_FILES[i]);
+        cJSON_AddNumberToObject(f, "bytes", (double)size);
+        cJSON_AddStringToObject(f, "crc32", hex);
+    }
+    ok = ok && hf_write_json(dir, HF_EXPORT_MARK, mark);
+    cJSON_Delete(mark);
+    return ok;
+}
+
+bool hf_check_export(const char *dir, const char *marked, char *err, size_t errlen) {
+    if (!marked) return true; /* not written by bertrain export */
+    char path[1400];
+    size_t len;
+    snprintf(path, sizeof path, "%s/" HF_EXPORT_MARK, dir);
+    char *text = file_read_all(path, &len);
+    cJSON *mark = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(mark, "files");
+    bool ok = cJSON_IsObject(files);
+    if (!ok)
+        snprintf(err, errlen, "%s is an incomplete bertrain export: it has no readable %s, which "
+                 "export writes last (the export was interrupted); export the checkpoint again",
+                 dir, HF_EXPORT_MARK);
+    for (size_t i = 0; ok && i < sizeof EXPORT_FILES / sizeof *EXPORT_FILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, EXPORT_FILES[i]);
+        if (access(path, F_OK) != 0) {
+            snprintf(err, errlen, "%s: missing from the bertrain export (%s lists it)", path,
+                     HF_EXPORT_MARK);
+            ok = false;
+        }
+    }
+    for (size_t i = 0; ok && i < sizeof EXPORT_DATA / sizeof *EXPORT_DATA; i++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(files, EXPORT_DATA[i]);
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(f, "bytes");
+        const cJSON *want = cJSON_GetObjectItemCaseSensitive(f, "crc32");
+        snprintf(path, sizeof path, "%s/%s", dir, EXPORT_DATA[i]);
+        uint32_t crc;
+        long long size;
+        char hex[16] = "";
+        if (ckpt_file_crc(path, &crc, &size)) snprintf(hex, sizeof hex, "%08x", crc);
+        if (!cJSON_IsNumber(bytes) || !cJSON_IsString(want) || bytes->valuedouble != (double)size ||
+            strcmp(want->valuestring, hex) != 0) {
+            snprintf(err, errlen, "%s: not the file the export wrote (%s records another size "
+                     "or CRC-32): the export is damaged; export the checkpoint again", path,
+                     HF_EXPORT_MARK);
+            ok = false;
+        }
+    }
+    cJSON_Delete(mark);
     return ok;
 }

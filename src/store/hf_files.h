@@ -57,4 +57,20 @@ typedef struct {
  * state of the heads, and how to use it. false after printing why. */
 bool hf_write_model_card(const char *dir, const hf_card *card);
 
+/* The mark of a complete export, written after every other file. */
+#define HF_EXPORT_MARK "bertrain_export.json"
+
+/* Write dir/HF_EXPORT_MARK: the checkpoint exported and the size and CRC-32
+ * of each file the export wrote. Last, so that a directory without it is an
+ * export that was interrupted. false after printing why. */
+bool hf_write_export_mark(const char *dir, const char *ckpt);
+
+/* Import's check of an HF directory whose model.safetensors has metadata
+ * bertrain_export `marked` (NULL: none): an export's must carry the mark of a
+ * complete export, every file it lists, and model.safetensors and vocab.txt
+ * as the export wrote them. A directory from anywhere else (transformers'
+ * save_pretrained keeps no such metadata) passes. false with the reason in
+ * err. */
+bool hf_check_export(const char *dir, const char *marked, char *err, size_t errlen);
+
 #endif

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,6 +283,10 @@ static int import_open(import_job *j, bool no_nsp) {
                     : "");
         return 2;
     }
+    if (!hf_check_export(j->in, st_meta(&j->f, "bertrain_export"), err, sizeof err)) {
+        fprintf(stderr, "bertrain: import: %s\n", err);
+        return 2;
+    }
     const char *head = st_meta(&j->f, "bertrain_nsp_head");
     j->mc.nsp = !no_nsp && st_find(&j->f, "cls.seq_relationship.weight") &&
                 !(head && (!strcmp(head, "initialized") || !strcmp(head, "carried")));
@@ -407,8 +412,8 @@ static int import_vocab(import_job *j) {
     return 0;
 }
 
-/* The checkpoint at step 0, then what to put in a config to continue it. 0,
- * or 2 after one line why. */
+/* The checkpoint at step 0, then what to put in a config to continue it. 0;
+ * 2 after one line on bad input; 1 after one line when the write failed. */
 static int import_write(import_job *j) {
     char err[1024];
     const bert_config *mc = &j->mc;
@@ -417,9 +422,19 @@ static int import_write(import_job *j) {
     j->state = import_state(mc, j->seed, j->in, lower);
     ckpt_contents c = {j->m, j->host, NULL, NULL, 0, OPT_ADAMW, j->vocab_text, j->vocab_len,
                        j->state, NULL, 0, j->carry.t, j->carry.n};
-    if (!ckpt_write_dir(j->out, &c, 0, err, sizeof err)) {
+    ckpt_clean_leftovers(j->out); /* of an import that was killed */
+    /* a stop signal waits for the write to end (complete, or cleaned up): never half of one */
+    sigset_t stops, old;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGHUP);
+    sigprocmask(SIG_BLOCK, &stops, &old);
+    const bool written = ckpt_write_dir(j->out, &c, 0, err, sizeof err);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (!written) {
         fprintf(stderr, "bertrain: import: %s\n", err);
-        return 2;
+        return 1; /* a failed write */
     }
     printf("import: %s -> %s: %d layers, hidden %d, heads %d, intermediate %d, vocab %d, "
            "positions %d, NSP head %s; step 0, zero optimizer moments\n", j->in, j->out,

@@ -9,7 +9,9 @@
                                     gamma/beta names; drop-decoder: without the
                                     tied cls.predictions.decoder.* copies;
                                     plain: the same names, without bertrain's
-                                    metadata (as transformers writes it)
+                                    metadata (as transformers writes it); every
+                                    mode drops bertrain_export (the result is
+                                    no longer a bertrain export)
   st_tool.py same A B [PREFIX]      exit 0 when every tensor of A (whose name
                                     starts with PREFIX) is in B with the same
                                     bytes (prints the count)
@@ -76,7 +78,9 @@ def main(argv):
             new = rename(name, argv[4])
             if new:
                 out[new] = t
-        write(argv[3], out, {"format": "pt"} if argv[4] == "plain" else meta or {"format": "pt"})
+        # another layout is a hand-made directory, not a bertrain export: no export mark
+        meta = {k: v for k, v in (meta or {"format": "pt"}).items() if k != "bertrain_export"}
+        write(argv[3], out, {"format": "pt"} if argv[4] == "plain" else meta)
         return 0
     if len(argv) in (4, 5) and argv[1] == "same":
         a, _ = read(argv[2])
