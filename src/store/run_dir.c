@@ -18,28 +18,15 @@
 #include <time.h>
 #include <unistd.h>
 
-int run_dir_lock(const char *dir, char *err, size_t errlen) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/" RUN_DIR_LOCK_FILE, dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create the run lock: %s", path, strerror(errno));
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        char holder[256] = "";
-        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
-        holder[n > 0 ? n : 0] = 0;
-        holder[strcspn(holder, "\n")] = 0;
-        close(fd);
-        if (e == EWOULDBLOCK)
-            snprintf(err, errlen, "%s is in use by another bertrain run (%s; lock %s): one run "
-                     "per output_dir", dir, holder[0] ? holder : "holder unknown", path);
-        else
-            snprintf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
-        return -1;
-    }
+/* The holder's note of a lock file ("host H, pid P"), or "" when unreadable. */
+static void holder_note(int fd, char *out, size_t len) {
+    ssize_t n = fd >= 0 ? pread(fd, out, len - 1, 0) : -1;
+    out[n > 0 ? n : 0] = 0;
+    out[strcspn(out, "\n")] = 0;
+}
+
+/* Write this host and PID into the lock file fd. */
+static void write_note(int fd) {
     char host[256] = "?", line[400];
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
@@ -47,11 +34,86 @@ int run_dir_lock(const char *dir, char *err, size_t errlen) {
     if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) {
         /* the lock holds without the note; a second run says "holder unknown" */
     }
-    return fd;
 }
 
-void run_dir_unlock(int fd) {
-    if (fd >= 0) close(fd); /* closing releases the flock */
+/* Open and flock the lock file of dir into lock->file_fd (and its identity). */
+static bool lock_file(const char *dir, run_lock *lock, char *err, size_t errlen) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/" RUN_DIR_LOCK_FILE, dir);
+    lock->file_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (lock->file_fd < 0) {
+        snprintf(err, errlen, "%s: cannot create the run lock: %s", path, strerror(errno));
+        return false;
+    }
+    if (flock(lock->file_fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char holder[256];
+        holder_note(lock->file_fd, holder, sizeof holder);
+        close(lock->file_fd);
+        lock->file_fd = -1;
+        if (e == EWOULDBLOCK)
+            snprintf(err, errlen, "%s is in use by another bertrain run (%s; lock %s): one run "
+                     "per output_dir", dir, holder[0] ? holder : "holder unknown", path);
+        else
+            snprintf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
+        return false;
+    }
+    struct stat st;
+    if (fstat(lock->file_fd, &st) == 0) {
+        lock->dev = (unsigned long long)st.st_dev;
+        lock->ino = (unsigned long long)st.st_ino;
+    }
+    write_note(lock->file_fd);
+    return true;
+}
+
+bool run_dir_lock(const char *dir, run_lock *lock, char *err, size_t errlen) {
+    lock->file_fd = lock->dir_fd = -1;
+    lock->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock->dir_fd >= 0 && flock(lock->dir_fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        close(lock->dir_fd);
+        lock->dir_fd = -1;
+        if (e == EWOULDBLOCK) { /* held: the note says by whom, if its file is still there */
+            char path[1200], holder[256] = "";
+            snprintf(path, sizeof path, "%s/" RUN_DIR_LOCK_FILE, dir);
+            const int fd = open(path, O_RDONLY | O_CLOEXEC);
+            holder_note(fd, holder, sizeof holder);
+            if (fd >= 0) close(fd);
+            snprintf(err, errlen, "%s is in use by another bertrain run (%s; lock %s): one run "
+                     "per output_dir", dir, holder[0] ? holder : "holder unknown", path);
+            return false;
+        } /* else a file system without directory locks: the lock file alone */
+    }
+    if (!lock_file(dir, lock, err, errlen)) {
+        run_dir_unlock(lock);
+        return false;
+    }
+    return true;
+}
+
+bool run_dir_lock_check(const char *dir, run_lock *lock, char *err, size_t errlen) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/" RUN_DIR_LOCK_FILE, dir);
+    struct stat st;
+    const bool same = stat(path, &st) == 0 && (unsigned long long)st.st_dev == lock->dev &&
+                      (unsigned long long)st.st_ino == lock->ino;
+    if (same) return true;
+    if (lock->dir_fd >= 0) { /* still held through the directory: put the note back */
+        if (lock->file_fd >= 0) close(lock->file_fd);
+        lock->file_fd = -1;
+        return lock_file(dir, lock, err, errlen);
+    }
+    snprintf(err, errlen, "%s was deleted or replaced while this run held it, and this file "
+             "system cannot lock the directory itself: another run may be writing into %s",
+             path, dir);
+    return false;
+}
+
+void run_dir_unlock(run_lock *lock) {
+    if (lock->file_fd >= 0) close(lock->file_fd); /* closing releases the flock */
+    if (lock->dir_fd >= 0) close(lock->dir_fd);
+    lock->file_fd = lock->dir_fd = -1;
 }
 
 /* Whether name is a finished checkpoint's: "ckpt-" and digits only. */

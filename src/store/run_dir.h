@@ -11,14 +11,30 @@
 #define RUN_DIR_LOCK_FILE ".bertrain.lock"
 #define RUN_ID_LEN 16 /* hex digits of a run's lineage id */
 
-/* Take the lock OUTPUT_DIR/.bertrain.lock (flock, freed by the kernel when
- * the process ends, a crash included) and record this host and PID in it.
- * Returns the open descriptor to keep for the run, or -1 with "DIR is in use
- * by a bertrain run on HOST, pid PID" (or another reason) in err. */
-int run_dir_lock(const char *dir, char *err, size_t errlen);
+/* A run's hold on its output directory (run_dir_lock). */
+typedef struct {
+    int file_fd;          /* OUTPUT_DIR/.bertrain.lock, flocked; -1: not held */
+    int dir_fd;           /* OUTPUT_DIR itself, flocked; -1 where the file system cannot */
+    unsigned long long dev, ino; /* the lock file's identity, for run_dir_lock_check */
+} run_lock;
 
-/* Release a lock from run_dir_lock (fd < 0: nothing). */
-void run_dir_unlock(int fd);
+/* Take the lock on OUTPUT_DIR for a run: flock on the directory itself, so
+ * that deleting the lock file does not free it, and on
+ * OUTPUT_DIR/.bertrain.lock, which records this host and PID for the message
+ * a second run gets. The kernel frees both when the process ends, a crash
+ * included. false with "DIR is in use by another bertrain run (host HOST,
+ * pid PID ...)" (or another reason) in err. */
+bool run_dir_lock(const char *dir, run_lock *lock, char *err, size_t errlen);
+
+/* At each checkpoint: the run still holds dir. With the directory locked,
+ * a deleted or replaced lock file is written again (a second run is refused
+ * by the directory lock anyway); where directories cannot be locked, the lock
+ * file must still be the one this run locked. false with why in err: then
+ * another run may be writing into dir, and this one must stop. */
+bool run_dir_lock_check(const char *dir, run_lock *lock, char *err, size_t errlen);
+
+/* Release a lock from run_dir_lock (not held: nothing). */
+void run_dir_unlock(run_lock *lock);
 
 /* A fresh run (no --resume) may start in dir only when it holds no other
  * run: no checkpoint (ckpt-*), no `latest`, no non-empty metrics.jsonl.

@@ -33,7 +33,7 @@ void run_free(run_state *s) {
     guard_free(&s->guard);
     skips_free(&s->skips);
     skips_free(&s->rejected);
-    run_dir_unlock(s->lock_fd); /* last: the checkpoint writer is done */
+    run_dir_unlock(&s->lock); /* last: the checkpoint writer is done */
 }
 
 bool run_alloc_micro(run_state *s) {
@@ -68,7 +68,7 @@ static int open_output_dir(run_state *s, const bt_config *cfg) {
         return 2;
     }
     if (dist_rank() == 0 &&
-        ((s->lock_fd = run_dir_lock(cfg->output_dir, err, sizeof err)) < 0 ||
+        (!run_dir_lock(cfg->output_dir, &s->lock, err, sizeof err) ||
          (!cfg->resume[0] && !run_dir_check_fresh(cfg->output_dir, err, sizeof err)))) {
         fprintf(stderr, "bertrain: %s: output_dir %s\n", cfg->path, err);
         return 2;
@@ -295,7 +295,7 @@ static int open_loop_state(run_state *s, const bt_config *cfg) {
 }
 
 int run_setup(run_state *s, const bt_config *cfg) {
-    s->lock_fd = -1;
+    s->lock.file_fd = s->lock.dir_fd = -1;
     s->most_common = -1;
     s->T = cfg->data.seq_len;
     s->eval_batch = cfg->eval_batch > 0 ? cfg->eval_batch : (int)cfg->micro_batch;

@@ -38,7 +38,8 @@ typedef struct {
     int n_mb_alloc;
     metrics_log metrics;     /* OUTPUT_DIR/metrics.jsonl (rank 0) */
     int ckpt_failures;       /* background checkpoints that failed in a row (rank 0) */
-    int lock_fd;             /* OUTPUT_DIR/.bertrain.lock, held for the run (rank 0; -1: none) */
+    run_lock lock;           /* OUTPUT_DIR held for the run (rank 0) */
+    bool lock_lost;          /* rank 0: another run may share OUTPUT_DIR: no more checkpoints */
     int most_common;         /* the frequency baseline's token (-1: no data.valid) */
     int eval_batch;          /* sequences per evaluation forward */
     eval_result last_eval;   /* the newest held-out evaluation ... */

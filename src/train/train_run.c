@@ -262,9 +262,16 @@ bool run_collect_checkpoint(run_state *s, bool wait) {
  * (after collecting the write before it). */
 static void checkpoint(run_state *s, const bt_config *cfg, const step_batch *in, long step) {
     dist_barrier();
-    if (dist_rank() != 0) return;
-    char err[1024];
+    if (dist_rank() != 0 || s->lock_lost) return;
+    char err[1400];
     run_collect_checkpoint(s, true);
+    if (!run_dir_lock_check(cfg->output_dir, &s->lock, err, sizeof err)) {
+        fprintf(stderr, "bertrain: step %ld: %s; stopping without writing more checkpoints\n",
+                step, err);
+        s->lock_lost = true;
+        stop_request(STOP_FAILED_WRITE);
+        return;
+    }
     cJSON *eval = s->last_eval_step == step ? eval_result_json(&s->last_eval) : NULL;
     const ckpt_progress pr = {step, (long long)(in->run_position + (uint64_t)in->global),
                               in->global, (unsigned long long)dataset_num_samples(s->ds),
@@ -352,7 +359,7 @@ static int finish_rank0(run_state *s, const bt_config *cfg) {
         (!metrics_close(&s->metrics) && metrics_check(&s->metrics, s->reached,
                                                       cfg->metrics_on_error)))
         rc = 1;
-    if (!run_collect_checkpoint(s, true)) {
+    if (!run_collect_checkpoint(s, true) || s->lock_lost) {
         char where[1400];
         run_where_to_resume(s, cfg, &s->ri, where, sizeof where);
         fprintf(stderr, "bertrain: the run ends without a checkpoint of step %ld; %s\n",
