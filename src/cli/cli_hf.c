@@ -4,9 +4,22 @@
 
 #include "store/hf.h"
 #include "util/parse_num.h"
+#include "util/utf8_check.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* The paths export and import record (the export's mark and model card, an
+ * import's state.json) are UTF-8, as JSON must be; false after one line. */
+static bool paths_utf8(const char *cmd, const char *a, const char *b) {
+    const char *bad = !utf8_valid(a) ? a : !utf8_valid(b) ? b : NULL;
+    if (!bad) return true;
+    char shown[512];
+    utf8_shown(bad, shown, sizeof shown);
+    fprintf(stderr, "bertrain %s: \"%s\" is not valid UTF-8: bertrain records the path in JSON, "
+                    "which must be UTF-8; rename it\n", cmd, shown);
+    return false;
+}
 
 int cli_export(int argc, char **argv) {
     const char *keep = NULL, *pos[2] = {NULL, NULL};
@@ -23,6 +36,7 @@ int cli_export(int argc, char **argv) {
         fprintf(stderr, "usage: bertrain export CKPT_DIR OUT_DIR [--keep-layers 0,2,4,...]\n");
         return 2;
     }
+    if (!paths_utf8("export", pos[0], pos[1])) return 2;
     return hf_export(pos[0], pos[1], keep);
 }
 
@@ -52,5 +66,6 @@ int cli_import(int argc, char **argv) {
         fprintf(stderr, "usage: bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]\n");
         return 2;
     }
+    if (!paths_utf8("import", in, out)) return 2;
     return hf_import(in, out, seed, no_nsp);
 }

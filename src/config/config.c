@@ -11,6 +11,7 @@
 #include "util/file.h"
 #include "util/json_dups.h"
 #include "util/json_num.h"
+#include "util/utf8_check.h"
 #include "sched.h"
 
 #include <cjson/cJSON.h>
@@ -168,6 +169,40 @@ static bool resolve_batch(bt_config *cfg) {
     return true;
 }
 
+/* The first string of the resolved config (obj, under prefix) that is not
+ * valid UTF-8: its key into key; false when there is none. */
+static bool find_non_utf8(const cJSON *obj, const char *prefix, char *key, size_t len,
+                          const char **value) {
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        char path[256];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", it->string ? it->string : "[]");
+        if ((cJSON_IsObject(it) || cJSON_IsArray(it)) && find_non_utf8(it, path, key, len, value))
+            return true;
+        if (cJSON_IsString(it) && !utf8_valid(it->valuestring)) {
+            snprintf(key, len, "%s", path);
+            *value = it->valuestring;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Every path and text the config holds is UTF-8, which state.json and
+ * metrics.jsonl (JSON) must be; false after one line naming the key. */
+static bool check_utf8(bt_config *cfg, const cJSON *resolved) {
+    char key[256], shown[512];
+    const char *value = cfg->path;
+    if (utf8_valid(cfg->path) && !find_non_utf8(resolved, "", key, sizeof key, &value)) return true;
+    utf8_shown(value, shown, sizeof shown);
+    if (value == cfg->path)
+        config_fail(cfg, "the config file's path is not valid UTF-8 (\"%s\"): bertrain records it "
+                    "in state.json, whose JSON must be UTF-8; rename it", shown);
+    else
+        config_fail(cfg, "%s: \"%s\" is not valid UTF-8: bertrain records it in state.json, "
+                    "whose JSON must be UTF-8; rename the path or fix the text", key, shown);
+    return false;
+}
+
 bool config_load(bt_config *cfg, const char *path, const char *const *overrides, int n_over,
                  int world_size) {
     config_defaults(cfg);
@@ -305,6 +340,10 @@ bool config_load(bt_config *cfg, const char *path, const char *const *overrides,
         }
     }
     cJSON *resolved = config_to_cjson(cfg);
+    if (resolved && !check_utf8(cfg, resolved)) {
+        cJSON_Delete(resolved);
+        return false;
+    }
     cfg->resolved_json = resolved ? cJSON_PrintUnformatted(resolved) : NULL;
     cJSON_Delete(resolved);
     if (!cfg->resolved_json) {

@@ -344,7 +344,8 @@ int hf_export(const char *ckpt, const char *out, const char *keep_layers) {
                             "bertrain_export", HF_EXPORT_MARK};
     memcpy(e->meta, meta, sizeof meta);
     int rc = 0;
-    if (!run_dir_check_outside_ckpt(out, "export", err, sizeof err) ||
+    if (!paths_check_own_dir(out, "OUT_DIR", err, sizeof err) ||
+        !run_dir_check_outside_ckpt(out, "export", err, sizeof err) ||
         !run_dir_check_new_output(out, "export", err, sizeof err)) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         rc = 2;

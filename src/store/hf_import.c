@@ -265,7 +265,8 @@ typedef struct {
  * model keeps an NSP head, and the host model. 0, or 2 after one line why. */
 static int import_open(import_job *j, bool no_nsp) {
     char err[1024], path[1400];
-    if (!run_dir_check_outside_ckpt(j->out, "import", err, sizeof err) ||
+    if (!paths_check_own_dir(j->out, "OUT_CKPT", err, sizeof err) ||
+        !run_dir_check_outside_ckpt(j->out, "import", err, sizeof err) ||
         !run_dir_check_new_output(j->out, "import", err, sizeof err) ||
         !paths_prepare_parent(j->out, err, sizeof err)) {
         fprintf(stderr, "bertrain: import: %s\n", err);

@@ -2,6 +2,8 @@
 #include "paths.h"
 
 #include <errno.h>
+#include <pwd.h>
+#include <stdlib.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -133,4 +135,36 @@ bool paths_prepare_file(const char *path, char *err, size_t errlen) {
         return false;
     }
     return true;
+}
+
+/* Directories that belong to the system: a run's files never go straight
+ * into one (a directory below them is fine). */
+static const char *const SYSTEM_DIRS[] = {
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+    "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr",
+    "/var", "/usr/bin", "/usr/include", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/local",
+    "/usr/local/bin", "/usr/local/lib", "/usr/local/share", "/usr/sbin", "/usr/share", "/usr/src",
+    "/var/backups", "/var/cache", "/var/lib", "/var/local", "/var/lock", "/var/log", "/var/mail",
+    "/var/opt", "/var/run", "/var/spool", "/var/tmp"};
+
+/* Whether real (a resolved path) is path once resolved too. */
+static bool same_dir(const char *real, const char *path) {
+    char other[PATH_MAX];
+    return path && path[0] && realpath(path, other) && strcmp(real, other) == 0;
+}
+
+bool paths_check_own_dir(const char *dir, const char *what, char *err, size_t errlen) {
+    char real[PATH_MAX];
+    if (!realpath(dir, real)) return true; /* not there yet: made new, its own */
+    const char *kind = NULL;
+    const struct passwd *pw = getpwuid(getuid());
+    if (same_dir(real, getenv("HOME")) || (pw && same_dir(real, pw->pw_dir)))
+        kind = "your home directory";
+    for (size_t i = 0; !kind && i < sizeof SYSTEM_DIRS / sizeof SYSTEM_DIRS[0]; i++)
+        if (same_dir(real, SYSTEM_DIRS[i])) kind = i == 0 ? "the root directory" : "a system directory";
+    if (kind)
+        snprintf(err, errlen, "%s %s is %s (%s): bertrain writes its files straight into it; give "
+                 "it a directory of its own, such as %s/bertrain-out", what, dir, kind, real,
+                 strcmp(kind, "your home directory") ? "runs" : real);
+    return kind == NULL;
 }

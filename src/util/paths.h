@@ -28,6 +28,13 @@ bool paths_prepare_file(const char *path, char *err, size_t errlen);
  * or "PATH: is a directory, not a text file" in err. */
 FILE *paths_open_input(const char *path, char *err, size_t errlen);
 
+/* An output directory of its own: not "/", a system directory (/etc, /usr,
+ * /tmp itself, ...) or the home directory itself, where a run's files would
+ * mix with everything else (symbolic links followed). false with "DIR is
+ * ...; give ... a directory of its own" in err; `what` names the output
+ * ("output_dir", "export's OUT_DIR"). */
+bool paths_check_own_dir(const char *dir, const char *what, char *err, size_t errlen);
+
 /* Whether path names an existing directory. */
 bool paths_is_dir(const char *path);
 
