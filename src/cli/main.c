@@ -20,7 +20,7 @@ static void usage(FILE *out) {
             "bertrain %s: pretrain BERT on CPUs and GPUs of any vendor\n"
             "\n"
             "usage:\n"
-            "  bertrain train CONFIG.json [--resume auto|DIR] [--profile N] [--set key.path=value]...\n"
+            "  bertrain train CONFIG.json [--resume auto|DIR [--allow-data-change]] [--profile N] [--set key.path=value]...\n"
             "  bertrain eval CONFIG.json --checkpoint DIR [--set key.path=value]...\n"
             "  bertrain bench --preset P --seq S --batch B [--backend NAME] [--steps N] [--profile] [--json]\n"
             "  bertrain vocab --size N --out vocab.txt [--lowercase] FILES...\n"
@@ -40,6 +40,7 @@ static int cmd_train(int argc, char **argv, bool eval) {
     const char *path = NULL, *checkpoint = NULL, *resume = NULL, *cmd = eval ? "eval" : "train";
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     int n_sets = 0, profile_steps = 0;
+    bool allow_data_change = false;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--set")) {
             if (i + 1 >= argc) {
@@ -59,6 +60,8 @@ static int cmd_train(int argc, char **argv, bool eval) {
                 return 2;
             }
             resume = argv[++i];
+        } else if (!eval && !strcmp(argv[i], "--allow-data-change")) {
+            allow_data_change = true;
         } else if (!eval && !strcmp(argv[i], "--profile")) {
             char *end = NULL;
             const long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
@@ -105,6 +108,7 @@ static int cmd_train(int argc, char **argv, bool eval) {
     }
     if (resume) snprintf(cfg.resume, sizeof cfg.resume, "%s", resume);
     cfg.profile_steps = profile_steps;
+    cfg.allow_data_change = allow_data_change;
     dist_set_timeout(cfg.dist_timeout_s);
     int rc = eval ? eval_main(&cfg, checkpoint) : train_main(&cfg);
     config_free(&cfg);

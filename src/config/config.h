@@ -109,6 +109,7 @@ typedef struct {
     char *resolved_json; /* every key's effective value after presets, --set and defaults
                           * (JSON text, malloc'd by config_load, freed by config_free) */
     char resume[1024];   /* train --resume: "" (fresh), "auto" or a checkpoint directory */
+    bool allow_data_change; /* train --allow-data-change: resume may change seed or data.train */
 } bt_config;
 
 /* Load path, apply "key.path=value" overrides, validate. On any problem print

@@ -28,14 +28,22 @@ static bool is_shape_key(const char *path) {
     return false;
 }
 
+/* Keys that fix which samples each step of an epoch trains on: changed in
+ * the middle of an epoch, its samples would repeat or be skipped. */
+static bool is_data_order_key(const char *path) {
+    return !strcmp(path, "seed") || !strcmp(path, "data.train");
+}
+
 /* Compare every leaf of the checkpoint's config `old` with `cur`: false after
- * printing the first shape change; logs every other change. */
-static bool compare(const cJSON *old, const cJSON *cur, const char *prefix, const char *dir) {
+ * printing the first shape change, or the first change of the data order
+ * without allow_data; logs every other change. */
+static bool compare(const cJSON *old, const cJSON *cur, const char *prefix, const char *dir,
+                    bool allow_data) {
     for (const cJSON *it = old ? old->child : NULL; it; it = it->next) {
         char path[256];
         snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", it->string);
         if (cJSON_IsObject(it)) {
-            if (!compare(it, cur, path, dir)) return false;
+            if (!compare(it, cur, path, dir, allow_data)) return false;
             continue;
         }
         const cJSON *now = ckpt_json_at(cur, path);
@@ -46,6 +54,12 @@ static bool compare(const cJSON *old, const cJSON *cur, const char *prefix, cons
         if (!same && is_shape_key(path)) {
             fprintf(stderr, "bertrain: resume: %s: %s is %s in the checkpoint and %s in the "
                             "config; the model's shape cannot change on resume\n",
+                    dir, path, a ? a : "?", b ? b : "?");
+            ok = false;
+        } else if (!same && is_data_order_key(path) && !allow_data) {
+            fprintf(stderr, "bertrain: resume: %s: %s is %s in the checkpoint and %s in the "
+                            "config; the samples of the current epoch would repeat or be "
+                            "skipped: pass --allow-data-change to change it anyway\n",
                     dir, path, a ? a : "?", b ? b : "?");
             ok = false;
         } else if (!same) {
@@ -110,7 +124,8 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri, bool rollback) {
     printf("resume: from %s (step %ld, sample %lld, epoch %.0f)\n", ri->dir, ri->step,
            ri->position, num(state, "data.epoch", 0));
     cJSON *cur = cJSON_Parse(cfg->resolved_json ? cfg->resolved_json : "{}");
-    bool ok = compare(cJSON_GetObjectItemCaseSensitive(state, "config"), cur, "", ri->dir);
+    bool ok = compare(cJSON_GetObjectItemCaseSensitive(state, "config"), cur, "", ri->dir,
+                      cfg->allow_data_change);
     cJSON_Delete(cur);
     if (!ok) {
         cJSON_Delete(state);
