@@ -70,8 +70,12 @@ static bool apply_override(bt_config *cfg, cJSON *root, const char *assign) {
     snprintf(path, sizeof path, "%.*s", (int)(eq - assign), assign);
     cJSON *val = cJSON_Parse(eq + 1);
     uint64_t exact;
-    if (!val || (cJSON_IsNumber(val) && parse_u64(eq + 1, &exact) && exact >= (1ull << 53))) {
-        cJSON_Delete(val); /* a bare string, or digits a JSON number would round: the text */
+    const key_spec *k = config_find_key(path);
+    const bool digits = eq[1] && strspn(eq + 1, "0123456789") == strlen(eq + 1);
+    if (!val || (k && k->kind == K_SEED && cJSON_IsNumber(val) && digits &&
+                 !(parse_u64(eq + 1, &exact) && exact < (1ull << 53)))) {
+        cJSON_Delete(val); /* a bare string, or a seed's digits that a JSON number would round:
+                              the text, exact (and said exactly when out of range) */
         val = cJSON_CreateString(eq + 1);
     }
     cJSON *node = root;
@@ -410,6 +414,7 @@ void *config_to_cjson(const bt_config *cfg) {
             v = cJSON_CreateBool(*(const bool *)base);
             break;
         case K_STRING:
+        case K_OPT_STRING:
             v = cJSON_CreateString(base);
             break;
         case K_BETAS:

@@ -77,7 +77,7 @@ const key_spec CONFIG_KEYS[] = {
     {"model.layerdrop", K_FLOAT, OFF(model.layerdrop), 0, 0.95, NULL, 0},
     {"data", K_OBJECT, 0, 0, 0, NULL, 0},
     {"data.train", K_STRING, STR(data.train)},
-    {"data.valid", K_STRING, STR(data.valid)},
+    {"data.valid", K_OPT_STRING, STR(data.valid)},
     {"data.vocab", K_STRING, STR(data.vocab)},
     {"data.seq_len", K_INT, OFF(data.seq_len), 8, 1 << 16, NULL, 0},
     {"data.mask_prob", K_FLOAT, OFF(data.mask_prob), 0.001, 0.9, NULL, 0},
@@ -145,7 +145,7 @@ int edit_distance(const char *a, const char *b) {
     return d;
 }
 
-static const key_spec *find_key(const char *path) {
+const key_spec *config_find_key(const char *path) {
     for (size_t i = 0; i < CONFIG_N_KEYS; i++)
         if (strcmp(CONFIG_KEYS[i].path, path) == 0) return &CONFIG_KEYS[i];
     return NULL;
@@ -185,18 +185,35 @@ static const char *json_type_name(const cJSON *v) {
     return "null";
 }
 
+/* x as a reader should see it: whole numbers in digits (1000000000000, not
+ * 1e+12), others in the fewest digits that read back as x (1.0000000000000002,
+ * not 1). */
+static const char *shown(double x, char *buf, size_t n) {
+    if (x == floor(x) && fabs(x) < 1e21) {
+        snprintf(buf, n, "%.0f", x);
+        return buf;
+    }
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 static bool set_number(bt_config *cfg, const key_spec *k, const cJSON *v, double *out) {
     if (!cJSON_IsNumber(v)) {
         config_fail(cfg, "%s: expected a number, got %s", k->path, json_type_name(v));
         return false;
     }
     double x = v->valuedouble;
+    char a[40], b[40], c[40];
     if (!(x >= k->min && x <= k->max)) {
-        config_fail(cfg, "%s: %g is out of range [%g, %g]", k->path, x, k->min, k->max);
+        config_fail(cfg, "%s: %s is out of range [%s, %s]", k->path, shown(x, a, sizeof a),
+                    shown(k->min, b, sizeof b), shown(k->max, c, sizeof c));
         return false;
     }
     if ((k->kind == K_INT || k->kind == K_LONG || k->kind == K_SEED) && x != floor(x)) {
-        config_fail(cfg, "%s: expected an integer, got %g", k->path, x);
+        config_fail(cfg, "%s: expected an integer, got %s", k->path, shown(x, a, sizeof a));
         return false;
     }
     *out = x;
@@ -212,10 +229,10 @@ static bool set_seed(bt_config *cfg, const key_spec *k, const cJSON *v, uint64_t
                     v->valuestring);
         return false;
     }
-    if (cJSON_IsNumber(v) && v->valuedouble >= 0x1p53) {
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0x1p53) { /* which integer was meant is lost */
         config_fail(cfg, "%s: %.17g is 2^53 or more, where a JSON number is not exact; write the "
-                         "digits as a string (\"%s\": \"12345678901234567890\")", k->path,
-                    v->valuedouble, k->path);
+                         "digits as a string (\"%s\": \"12345678901234567890\", at most "
+                         "\"18446744073709551615\")", k->path, v->valuedouble, k->path);
         return false;
     }
     if (!set_number(cfg, k, v, &x)) return false;
@@ -233,8 +250,12 @@ static bool set_bool(bt_config *cfg, const key_spec *k, const cJSON *v, bool *ou
     return true;
 }
 
-/* K_STRING: into a buffer of k->size bytes. */
+/* K_STRING: into a buffer of k->size bytes; K_OPT_STRING: also null, as "". */
 static bool set_string(bt_config *cfg, const key_spec *k, const cJSON *v, char *out) {
+    if (k->kind == K_OPT_STRING && cJSON_IsNull(v)) {
+        out[0] = 0;
+        return true;
+    }
     if (!cJSON_IsString(v)) {
         config_fail(cfg, "%s: expected a string, got %s", k->path, json_type_name(v));
         return false;
@@ -372,7 +393,8 @@ static bool apply_key(bt_config *cfg, const key_spec *k, const cJSON *v) {
     case K_DOUBLE: return set_number(cfg, k, v, &x) && (*(double *)base = x, true);
     case K_SEED: return set_seed(cfg, k, v, (uint64_t *)base);
     case K_BOOL: return set_bool(cfg, k, v, (bool *)base);
-    case K_STRING: return set_string(cfg, k, v, base);
+    case K_STRING:
+    case K_OPT_STRING: return set_string(cfg, k, v, base);
     case K_BETAS: return set_betas(cfg, k, v, (float *)base);
     case K_SHARES: return set_shares(cfg, k, v);
     case K_DEVICES: return set_devices(cfg, k, v, base);
@@ -386,7 +408,7 @@ bool config_walk(bt_config *cfg, const cJSON *obj, const char *prefix) {
     for (const cJSON *it = obj->child; it; it = it->next) {
         char path[256];
         snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", it->string);
-        const key_spec *k = find_key(path);
+        const key_spec *k = config_find_key(path);
         if (!k) {
             const char *near = closest_key(path);
             if (near)

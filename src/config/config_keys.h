@@ -9,8 +9,9 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-typedef enum { K_OBJECT, K_INT, K_LONG, K_FLOAT, K_DOUBLE, K_BOOL, K_STRING, K_SEED, K_BETAS,
-               K_CHOICE, K_SHARES, K_DEVICES, K_MASK_TEXTS } key_kind;
+/* K_OPT_STRING: a string, or null for none (stored as ""). */
+typedef enum { K_OBJECT, K_INT, K_LONG, K_FLOAT, K_DOUBLE, K_BOOL, K_STRING, K_OPT_STRING, K_SEED,
+               K_BETAS, K_CHOICE, K_SHARES, K_DEVICES, K_MASK_TEXTS } key_kind;
 
 typedef struct {
     const char *path;
@@ -18,7 +19,7 @@ typedef struct {
     size_t offset;      /* into bt_config */
     double min, max;    /* numeric range, inclusive */
     const char *choices; /* K_CHOICE: "a|b|c", stored as the index (int) */
-    size_t size;        /* K_STRING: buffer size */
+    size_t size;        /* K_STRING, K_OPT_STRING: buffer size */
 } key_spec;
 
 #define OFF(field) offsetof(bt_config, field)
@@ -26,6 +27,9 @@ typedef struct {
 /* Every key, and how many. */
 extern const key_spec CONFIG_KEYS[];
 extern const size_t CONFIG_N_KEYS;
+
+/* The key at dotted path, or NULL when there is none. */
+const key_spec *config_find_key(const char *path);
 
 /* A K_CHOICE key stored as a bool (its first choice false) rather than an
  * index. */

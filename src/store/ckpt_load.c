@@ -149,6 +149,10 @@ bool ckpt_verify(const char *dir, cJSON **state, char *err, size_t errlen) {
         const cJSON *crc = cJSON_GetObjectItemCaseSensitive(f, "crc32");
         if (strchr(f->string, '/') || !cJSON_IsNumber(bytes) || !cJSON_IsString(crc))
             BAD("state.json: bad entry for %s", f->string);
+        if (!(bytes->valuedouble >= 0 && bytes->valuedouble <= 0x1p53) ||
+            bytes->valuedouble != floor(bytes->valuedouble))
+            BAD("state.json: files.%s.bytes is %.17g; a size is a whole number of bytes in [0, "
+                "2^53]", f->string, bytes->valuedouble);
         snprintf(path, sizeof path, "%s/%s", dir, f->string);
         struct stat sb;
         if (stat(path, &sb) != 0) BAD("%s: missing", f->string);

@@ -91,9 +91,13 @@ bool st_open(st_file *f, const char *path, char *err, size_t errlen) {
             numel *= (size_t)e->shape[d];
         }
         double b = json_whole(cJSON_GetArrayItem(of, 0)), en = json_whole(cJSON_GetArrayItem(of, 1));
-        if (b < 0 || en < b || en > (double)data_len)
-            BAD("tensor %s: data_offsets [%.0f, %.0f] outside the %zu data bytes", e->name, b, en,
-                data_len);
+        if (b < 0 || en < b || en > (double)data_len) { /* shown as written, not as parsed */
+            char *text = cJSON_PrintUnformatted(of);
+            char shown[128];
+            snprintf(shown, sizeof shown, "%s", text ? text : "?");
+            free(text);
+            BAD("tensor %s: data_offsets %s outside the %zu data bytes", e->name, shown, data_len);
+        }
         e->begin = (size_t)b;
         e->end = (size_t)en;
         if (e->end - e->begin != numel * dtype_size(e->dtype))
