@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 top=$(pwd)
 runs=${1:-10000000}
 [ $# -gt 0 ] && shift
-targets=${*:-config shard safetensors state vocab tokenizer sizes optim}
+targets=${*:-config shard safetensors state vocab tokenizer sizes optim import}
 work=${FUZZ_WORK:-/tmp/bertrain-fuzz}
 command -v clang > /dev/null || { echo "fuzz: clang not found (apt-get install clang libclang-rt-dev libomp-dev)"; exit 2; }
 rm -rf "$work" && mkdir -p "$work/src" "$work/corpus"

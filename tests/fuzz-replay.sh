@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 total=0
-for t in config shard safetensors state vocab tokenizer sizes optim; do
+for t in config shard safetensors state vocab tokenizer sizes optim import; do
     bin="$top_builddir/tests/fuzz/fuzz_$t"
     [ -x "$bin" ] || fail "$bin is not built"
     [ -n "$(ls tests/fuzz/corpus/$t 2>/dev/null)" ] || fail "no seed corpus for $t"
@@ -16,4 +16,4 @@ for t in config shard safetensors state vocab tokenizer sizes optim; do
     [ -n "$n" ] || { cat "$tmpdir/$t.log"; fail "fuzz_$t did not finish"; }
     total=$((total + n))
 done
-echo "PASS: $total stored fuzz inputs replayed through 8 targets"
+echo "PASS: $total stored fuzz inputs replayed through 9 targets"

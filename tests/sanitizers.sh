@@ -22,7 +22,8 @@ cd "$src" || fail "no copy"
 grep -q "sanitizers: *yes" "$tmpdir/configure.log" || fail "configure did not enable the sanitizers"
 progs="bertrain tests/c/test_shards tests/c/test_loss_scale tests/c/test_layerdrop tests/c/test_stash16 tests/c/test_cpu_simd tests/c/st_compare
        tests/fuzz/fuzz_config tests/fuzz/fuzz_shard tests/fuzz/fuzz_safetensors tests/fuzz/fuzz_state
-       tests/fuzz/fuzz_vocab tests/fuzz/fuzz_tokenizer tests/fuzz/fuzz_sizes tests/fuzz/fuzz_optim"
+       tests/fuzz/fuzz_vocab tests/fuzz/fuzz_tokenizer tests/fuzz/fuzz_sizes tests/fuzz/fuzz_optim
+       tests/fuzz/fuzz_import"
 # shellcheck disable=SC2086
 make -j2 $progs > "$tmpdir/make.log" 2>&1 || { tail -30 "$tmpdir/make.log"; fail "the sanitized build failed"; }
 export ASAN_OPTIONS=abort_on_error=0:halt_on_error=1:detect_leaks=1:exitcode=99
