@@ -6,8 +6,11 @@
  * depends on its neighbours, the vector width or the path. */
 #include "cpu_math.h"
 
-/* BT_CPU_MATH_NO_CLONES: tests/c/test_cpu_simd.c's plain scalar copy */
-#if defined(__x86_64__) && defined(__has_attribute) && !defined(BT_CPU_MATH_NO_CLONES)
+/* BT_CPU_MATH_NO_CLONES: tests/c/test_cpu_simd.c's plain scalar copy. Not with clang
+ * (scripts/fuzz.sh's builds): clang 14 emits the clones without the symbol that
+ * resolves them, so nothing links */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(BT_CPU_MATH_NO_CLONES) && \
+    !defined(__clang__)
 #if __has_attribute(target_clones) && defined(__ELF__)
 #define CPU_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif

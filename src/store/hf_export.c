@@ -339,7 +339,7 @@ int hf_export(const char *ckpt, const char *out, const char *keep_layers) {
     ckpt_resolve(ckpt, e->ckpt, sizeof e->ckpt);
     e->out = out;
     e->keep = keep_layers;
-    const char *meta[10] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION,
+    const char *meta[10] = {"format", "pt", "producer", ("bertrain " PACKAGE_VERSION),
                             "bertrain_pooler", "trained", "bertrain_nsp_head", "trained",
                             "bertrain_export", HF_EXPORT_MARK};
     memcpy(e->meta, meta, sizeof meta);
