@@ -400,6 +400,9 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_s
     uint64_t n = get_le(hdr + 24, 4), tbytes = get_le(hdr + 28, 4);
     if (n != (uint64_t)m->n_tensors)
         BAD("%llu tensors; the model has %d", (unsigned long long)n, m->n_tensors);
+    if (tbytes > (uint64_t)sb.st_size - 32) /* read no more than the file holds */
+        BAD("a tensor table of %llu bytes in a file of %lld", (unsigned long long)tbytes,
+            (long long)sb.st_size);
     table = malloc(tbytes + 1);
     if (!table || fread(table, 1, tbytes, f) != tbytes) BAD("truncated tensor table");
     size_t largest = 0, total = 0, pos = 0;
