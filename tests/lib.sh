@@ -36,6 +36,27 @@ finish() {
     exit 0
 }
 
+# run_case NAME FUNCTION [ARGS...]: one case of a test, in a subshell: a
+# `fail` in it ends that case only, is counted in CASE_FAILURES and named, and
+# the next case runs, so that a broken build shows every case it breaks.
+# Finish with cases_done.
+CASE_FAILURES=0 CASES_FAILED=""
+run_case() {
+    case_name=$1
+    shift
+    ( "$@" )
+    if [ $? -ne 0 ]; then
+        echo "FAIL case $case_name"
+        CASE_FAILURES=$((CASE_FAILURES + 1))
+        CASES_FAILED="${CASES_FAILED:+$CASES_FAILED, }$case_name"
+    fi
+}
+# cases_done MESSAGE: fail naming the cases that failed, else finish (PASS).
+cases_done() {
+    [ "$CASE_FAILURES" -eq 0 ] || fail "$CASE_FAILURES case(s) failed: $CASES_FAILED"
+    finish "$@"
+}
+
 # PY: the first python that imports every module named, or "" when none does:
 # the test environment that scripts/deps.sh test makes ($BERTRAIN_VENV, or venv/
 # in the build or source tree), configure's TORCH_PYTHON, Debian's

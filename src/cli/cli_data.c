@@ -188,9 +188,12 @@ int cli_prep(int argc, char **argv) {
         goto done;
     }
     char err[2400];
-    if (!paths_check_own_dir(o.out_dir, "--out", err, sizeof err) ||
-        !run_dir_check_outside_ckpt(o.out_dir, "prep", err, sizeof err)) {
+    if (!paths_check_own_dir(o.out_dir, "--out", err, sizeof err)) {
         fprintf(stderr, "bertrain prep: %s\n", err);
+        goto done;
+    }
+    if (!run_dir_check_outside_ckpt(o.out_dir, "prep", err, sizeof err)) {
+        fprintf(stderr, "bertrain prep: --out %s\n", err);
         goto done;
     }
     o.files = files;

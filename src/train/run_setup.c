@@ -62,12 +62,12 @@ static int open_output_dir(run_state *s, const bt_config *cfg) {
         fprintf(stderr, "bertrain: %s: data.train and data.vocab are required\n", cfg->path);
         return 2;
     }
-    if (dist_rank() == 0 && (!paths_check_own_dir(cfg->output_dir, "output_dir", err, sizeof err) ||
-                             !run_dir_check_outside_ckpt(cfg->output_dir, "train", err, sizeof err))) {
+    if (dist_rank() == 0 && !paths_check_own_dir(cfg->output_dir, "output_dir", err, sizeof err)) {
         fprintf(stderr, "bertrain: %s: %s\n", cfg->path, err);
         return 2;
     }
-    if (dist_rank() == 0 && !paths_prepare_dir(cfg->output_dir, err, sizeof err)) {
+    if (dist_rank() == 0 && (!run_dir_check_outside_ckpt(cfg->output_dir, "train", err, sizeof err) ||
+                             !paths_prepare_dir(cfg->output_dir, err, sizeof err))) {
         fprintf(stderr, "bertrain: %s: output_dir %s\n", cfg->path, err);
         return 2;
     }
