@@ -75,7 +75,7 @@ for case in "step:9223372036854775807:step is 9.2233720368547758e\+18; it must b
 done
 rm -rf "$tmpdir/edit" && cp -r "$tmpdir/zero/ckpt-00000001" "$tmpdir/edit"
 edit_state "$tmpdir/edit" step 1 || fail "cannot re-sign state.json"
-train --set train_steps=2 --set output_dir="\"$tmpdir/r-ok\"" --resume "$tmpdir/edit" > "$tmpdir/r-ok.log" 2>&1 ||
+train --set train_steps=2 --set seed=0 --set output_dir="\"$tmpdir/r-ok\"" --resume "$tmpdir/edit" > "$tmpdir/r-ok.log" 2>&1 ||
     { cat "$tmpdir/r-ok.log"; fail "a re-signed, unchanged state.json was refused: the edit itself is wrong"; }
 echo "ok   state.json with a valid checksum: step 2^63-1 and -5, world size 0, format 99, a bad seed refused"
 
@@ -96,6 +96,7 @@ EOF
 # resign EXPORT_DIR: the export's mark lists model.safetensors as it is now (an
 # export of a model that holds the value)
 resign() {
+    [ -f "$1/bertrain_export.json" ] || return 0
     "$py" - "$1" <<'EOF'
 import json, os, sys, zlib
 mark = os.path.join(sys.argv[1], "bertrain_export.json")
@@ -124,7 +125,7 @@ crc = "%08x" % (zlib.crc32(text.encode()) & 0xffffffff)
 open(d + "/state.json", "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
 EOF
 expect_refusal "resume of an Inf tensor" "tensor bert.embeddings.LayerNorm.weight holds 1 NaN or infinite value \(the first at element 3: inf\)" \
-    train --set train_steps=2 --set output_dir="\"$tmpdir/r-inf\"" --resume "$tmpdir/inf"
+    train --set train_steps=2 --set seed=0 --set output_dir="\"$tmpdir/r-inf\"" --resume "$tmpdir/inf"
 echo "ok   NaN in an import and Inf in a checkpoint (valid checksums) are refused, naming the tensor"
 
 # ---- a run started from an import, rolled back before its first checkpoint ----
@@ -142,4 +143,111 @@ grep -q "stopping; no checkpoint was written; resume from $tmpdir/imp, where thi
 grep -q "no usable checkpoint\|starting from step 0" "$tmpdir/g.log" &&
     { cat "$tmpdir/g.log"; fail "the rollback still says it starts from step 0"; }
 echo "ok   rollback and stop after an import: they name the import they reload and resume from"
-echo "PASS: seeds exact, state.json range-checked, NaN/Inf weights refused, rollback messages true"
+
+# ---- optim.bin's values, what state.json says of sizes, changes of the data order ----
+# forge_optim CKPT KIND: change optim.bin (step: the step in its header; vneg, vnan,
+# minf: one moment of the first tensor) and re-sign state.json, as a forger would
+forge_optim() {
+    "$py" - "$@" <<'EOF'
+import json, struct, sys, zlib
+d, kind = sys.argv[1], sys.argv[2]
+b = bytearray(open(d + "/optim.bin", "rb").read())
+table = struct.unpack_from("<I", b, 28)[0]
+name_len = struct.unpack_from("<H", b, 32)[0]
+numel = struct.unpack_from("<Q", b, 34 + name_len)[0]
+data = 32 + table
+if kind == "step":
+    struct.pack_into("<Q", b, 16, 2**40)
+elif kind == "vneg":
+    struct.pack_into("<f", b, data + 4 * numel + 12, -1e-3)
+elif kind == "vnan":
+    struct.pack_into("<f", b, data + 4 * numel + 12, float("nan"))
+elif kind == "minf":
+    struct.pack_into("<f", b, data + 12, float("inf"))
+open(d + "/optim.bin", "wb").write(b)
+s = json.load(open(d + "/state.json"))
+s["files"]["optim.bin"] = {"bytes": len(b), "crc32": "%08x" % (zlib.crc32(b) & 0xffffffff)}
+s["state_crc32"] = "00000000"
+text = json.dumps(s, indent=2)
+crc = "%08x" % (zlib.crc32(text.encode()) & 0xffffffff)
+open(d + "/state.json", "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
+EOF
+}
+
+optim_values() {
+    for case in "step:optimizer step 1099511627776; state.json says 1: the file is damaged" \
+                "vneg:its second moment holds -0.001 at element 3; a second moment is finite and >= 0" \
+                "vnan:its second moment holds nan at element 3" \
+                "minf:its first moment holds inf at element 3; a first moment is finite"; do
+        kind=${case%%:*} want=${case#*:}
+        rm -rf "$tmpdir/o-$kind" && mkdir -p "$tmpdir/o-$kind" &&
+            cp -r "$tmpdir/zero/ckpt-00000001" "$tmpdir/o-$kind/ckpt-00000001" &&
+            forge_optim "$tmpdir/o-$kind/ckpt-00000001" "$kind" || fail "cannot forge optim.bin ($kind)"
+        before=$(ls "$tmpdir/o-$kind")
+        # --resume auto: refused, and never a fresh start over the run
+        expect_refusal "optim.bin $kind" "resume: .*o-$kind/ckpt-00000001/optim.bin: .*$want" \
+            train --set train_steps=3 --set seed=0 --set output_dir="\"$tmpdir/o-$kind\"" --resume auto
+        [ "$(ls "$tmpdir/o-$kind")" = "$before" ] || { ls "$tmpdir/o-$kind"; fail "the refused resume ($kind) wrote into the run"; }
+    done
+    rm -rf "$tmpdir/o-ahead" && cp -r "$tmpdir/zero/ckpt-00000001" "$tmpdir/o-ahead"
+    "$py" - "$tmpdir/o-ahead/state.json" <<'EOF' || fail "cannot edit optimizer.step"
+import json, sys, zlib
+s = json.load(open(sys.argv[1]))
+s["optimizer"]["step"] = 5
+s["state_crc32"] = "00000000"
+text = json.dumps(s, indent=2)
+crc = "%08x" % (zlib.crc32(text.encode()) & 0xffffffff)
+open(sys.argv[1], "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
+EOF
+    expect_refusal "optimizer.step past step" "o-ahead: state.json: optimizer.step 5 exceeds step 1" \
+        train --set train_steps=3 --set seed=0 --set output_dir="\"$tmpdir/r-ahead\"" --resume "$tmpdir/o-ahead"
+    echo "ok   optim.bin with a valid checksum: a step past state.json's, a negative or NaN second moment, an infinite first moment refused"
+}
+
+size_messages() {
+    rm -rf "$tmpdir/big" && cp -r "$tmpdir/zero/ckpt-00000001" "$tmpdir/big"
+    "$py" - "$tmpdir/big/state.json" <<'EOF' || fail "cannot edit files.optim.bin.bytes"
+import json, sys, zlib
+s = json.load(open(sys.argv[1]))
+s["files"]["optim.bin"]["bytes"] = 2.0**64
+s["state_crc32"] = "00000000"
+text = json.dumps(s, indent=2)
+crc = "%08x" % (zlib.crc32(text.encode()) & 0xffffffff)
+open(sys.argv[1], "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
+EOF
+    expect_refusal "a size of 2^64" "big: state.json: files.optim.bin.bytes is 1.8446744073709552e\+19; a size is a whole number of bytes" \
+        train --set train_steps=3 --set seed=0 --set output_dir="\"$tmpdir/r-big\"" --resume "$tmpdir/big"
+    [ -f "$tmpdir/hf2/model.safetensors" ] || fail "no export hf2"
+    mkdir -p "$tmpdir/far" && cp "$tmpdir/hf2/config.json" "$tmpdir/hf2/vocab.txt" "$tmpdir/far/"
+    "$py" - "$tmpdir/hf2/model.safetensors" "$tmpdir/far/model.safetensors" <<'EOF' || fail "cannot write far"
+import json, struct, sys
+blob = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", blob[:8])
+h = json.loads(blob[8:8 + n])
+h.pop("__metadata__", None)
+h["bert.pooler.dense.bias"]["data_offsets"] = [2**64 - 16, 2**64 - 16]
+text = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + blob[8 + n:])
+EOF
+    expect_refusal "data_offsets near 2^64" "tensor bert.pooler.dense.bias: data_offsets \[1.8446744073709552e\+19,1.8446744073709552e\+19\] outside the" \
+        "$BERTRAIN" import "$tmpdir/far" "$tmpdir/imp-far"
+    echo "ok   a size of 2^64 in state.json and data_offsets near 2^64 are said as they are"
+}
+
+data_order_change() {
+    cp data/demo/train.shard "$tmpdir/same.shard"
+    expect_refusal "seed changed on resume" "resume: .*zero/ckpt-00000001: seed is 0 in the checkpoint and 8 in the config; the samples of the current epoch would repeat or be skipped: pass --allow-data-change" \
+        train --set train_steps=2 --set seed=8 --set output_dir="\"$tmpdir/dc1\"" --resume "$tmpdir/zero/ckpt-00000001"
+    expect_refusal "data.train changed on resume" "resume: .*: data.train is \"data/demo/train.shard\" in the checkpoint and \"$tmpdir/same.shard\" in the config; .*--allow-data-change" \
+        train --set train_steps=2 --set seed=0 --set data.train="\"$tmpdir/same.shard\"" --set output_dir="\"$tmpdir/dc2\"" \
+        --resume "$tmpdir/zero/ckpt-00000001"
+    train --set train_steps=2 --set seed=8 --set output_dir="\"$tmpdir/dc3\"" --resume "$tmpdir/zero/ckpt-00000001" \
+        --allow-data-change > "$tmpdir/dc3.log" 2>&1 || { cat "$tmpdir/dc3.log"; fail "--allow-data-change was refused"; }
+    grep -q "^resume: seed 0 -> 8$" "$tmpdir/dc3.log" || { cat "$tmpdir/dc3.log"; fail "the allowed change was not logged"; }
+    echo "ok   seed or data.train changed on resume: refused without --allow-data-change, logged with it"
+}
+
+run_case optim-values optim_values
+run_case size-messages size_messages
+run_case data-order data_order_change
+cases_done "seeds exact, state.json and optim.bin range-checked, NaN/Inf weights refused, rollback messages true, sizes said as they are, the data order kept on resume"
