@@ -70,6 +70,20 @@ replace_keeps_foreign() {
     echo "ok   a checkpoint holding notes.txt is not replaced by a resumed run (exit 1, said)"
 }
 
+rotation_keeps_written() {
+    R=$tmpdir/branch
+    train --set train_steps=4 --set checkpoint.interval=2 --set checkpoint.keep=2 \
+        --set output_dir="\"$R\"" > "$tmpdir/branch.log" 2>&1 || { cat "$tmpdir/branch.log"; fail "run branch failed"; }
+    # resumed from step 2 with checkpoint.keep 1: the checkpoint it writes (step 3) is the one kept
+    train --set train_steps=3 --set checkpoint.interval=1 --set checkpoint.keep=1 \
+        --set output_dir="\"$R\"" --resume "$R/ckpt-00000002" > "$tmpdir/branch2.log" 2>&1 ||
+        { cat "$tmpdir/branch2.log"; fail "resuming branch from step 2 failed"; }
+    [ -f "$R/ckpt-00000003/state.json" ] && [ "$(cat "$R/latest")" = "ckpt-00000003" ] ||
+        { ls "$R"; cat "$R/latest"; fail "rotation deleted the checkpoint just written (latest names ckpt-00000003)"; }
+    [ "$(ls "$R" | grep -c '^ckpt-')" -eq 1 ] || { ls "$R"; fail "checkpoint.keep 1 kept more than one"; }
+    echo "ok   a run resumed from an earlier step keeps the checkpoint it writes, not the lineage's later step"
+}
+
 prep_keeps_user_files() {
     P=$tmpdir/prep
     for f in train.shard valid.shard train/train-00000.shard; do
@@ -192,6 +206,7 @@ own_directories() {
 command -v flock > /dev/null 2>&1 || fail "no flock (util-linux) to hold a directory as a live writer does"
 run_case rotation rotation_keeps_foreign
 run_case replace replace_keeps_foreign
+run_case rotation-newest rotation_keeps_written
 run_case prep prep_keeps_user_files
 run_case export-mark export_marked
 run_case killed-import killed_import

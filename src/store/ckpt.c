@@ -476,8 +476,12 @@ static void remove_or_warn(const char *dir, const char *why) {
 /* Delete the oldest checkpoints of lineage run_id beyond `keep` (a checkpoint
  * of another run, or of none, is never deleted), and with leftovers true the
  * leftovers of interrupted writes (the caller holds the run lock); only the
- * files bertrain wrote (ckpt_remove). */
-static void prune(const char *out, const char *run_id, int keep, bool leftovers) {
+ * files bertrain wrote (ckpt_remove). `newest` (the checkpoint just written,
+ * or NULL) counts as the newest whatever its step: a run resumed from an
+ * earlier step, or started again past damaged checkpoints, keeps what it
+ * writes and lets the lineage's later steps go first. */
+static void prune(const char *out, const char *run_id, int keep, bool leftovers,
+                  const char *newest) {
     DIR *d = opendir(out);
     if (!d) return;
     char *names[4096], path[2048], id[RUN_ID_LEN + 1];
@@ -495,6 +499,13 @@ static void prune(const char *out, const char *run_id, int keep, bool leftovers)
     }
     closedir(d);
     qsort(names, (size_t)n, sizeof *names, cmp_name);
+    for (int i = 0; newest && i < n; i++) /* the just written one last: the newest */
+        if (!strcmp(names[i], newest)) {
+            char *it = names[i];
+            memmove(names + i, names + i + 1, (size_t)(n - 1 - i) * sizeof *names);
+            names[n - 1] = it;
+            break;
+        }
     for (int i = 0; i < n; i++) {
         if (i < n - keep) {
             snprintf(path, sizeof path, "%s/%s", out, names[i]);
@@ -558,7 +569,9 @@ static void *writer_main(void *arg) {
             w->ok = false;
         }
         fsync_path(w->cfg->output_dir);
-        if (w->ok) prune(w->cfg->output_dir, w->run_id, w->cfg->ckpt_keep, false);
+        char name[32];
+        snprintf(name, sizeof name, "ckpt-%08ld", w->step);
+        if (w->ok) prune(w->cfg->output_dir, w->run_id, w->cfg->ckpt_keep, false, name);
     }
     if (w->ok) {
         printf("checkpoint step %ld -> %s (%.2f s at the step boundary, %.2f s writing in the "
@@ -594,7 +607,7 @@ ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const ch
         fclose(f);
     }
     /* leftovers of writes that a crash interrupted (the run lock is held) */
-    prune(cfg->output_dir, w->run_id, 1 << 30, true);
+    prune(cfg->output_dir, w->run_id, 1 << 30, true, NULL);
     return w;
 }
 
