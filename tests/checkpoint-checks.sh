@@ -47,19 +47,26 @@ expect_refusal "import --seed -1" "import: --seed -1: not an integer" \
 echo "ok   seeds: 2^64-1 and 2^53+1 exact, 2^64-1 is not seed 0; rounded or out-of-range seeds refused"
 
 # ---- state.json fields are range-checked ----
-# edit_state CKPT KEY VALUE: set a top-level field and re-sign the file
-edit_state() {
+# edit_state_with CKPT CODE: run python CODE on state.json's object `s` (with
+# `d` the checkpoint directory, json and zlib imported), then re-sign it, as a
+# forger would
+edit_state_with() {
     "$py" - "$@" <<'EOF'
-import json, re, sys, zlib
-path = sys.argv[1] + "/state.json"
-text = open(path).read()
-s = json.loads(text)
-s[sys.argv[2]] = json.loads(sys.argv[3])
+import json, sys, zlib
+d = sys.argv[1]
+s = json.load(open(d + "/state.json"))
+exec(sys.argv[2])
 s["state_crc32"] = "00000000"
 text = json.dumps(s, indent=2)
 crc = "%08x" % (zlib.crc32(text.encode()) & 0xffffffff)
-open(path, "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
+open(d + "/state.json", "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
 EOF
+}
+# edit_state CKPT KEY VALUE: set a top-level field and re-sign the file
+edit_state() { edit_state_with "$1" "s['$2'] = json.loads(sys.argv[3])" "$3"; }
+# relist CKPT FILE: state.json lists FILE as it is now (size, CRC-32), re-signed
+relist() {
+    edit_state_with "$1" "b = open(d + '/$2', 'rb').read(); s['files']['$2'] = {'bytes': len(b), 'crc32': '%08x' % (zlib.crc32(b) & 0xffffffff)}"
 }
 for case in "step:9223372036854775807:step is 9.2233720368547758e\+18; it must be an integer in \[0, 1099511627776\]" \
             "step:-5:step is -5; it must be an integer" \
@@ -113,17 +120,7 @@ expect_refusal "import of a NaN tensor" "tensor bert.encoder.layer.1.output.dens
 [ ! -e "$tmpdir/imp-nan" ] || fail "the refused import wrote $tmpdir/imp-nan"
 rm -rf "$tmpdir/inf" && cp -r "$tmpdir/zero/ckpt-00000001" "$tmpdir/inf"
 poison "$tmpdir/inf/model.safetensors" bert.embeddings.LayerNorm.weight inf || fail "cannot poison"
-"$py" - "$tmpdir/inf" <<'EOF' || fail "cannot re-sign the checkpoint"
-import json, sys, zlib
-d = sys.argv[1]
-s = json.load(open(d + "/state.json"))
-blob = open(d + "/model.safetensors", "rb").read()
-s["files"]["model.safetensors"]["crc32"] = "%08x" % (zlib.crc32(blob) & 0xffffffff)
-s["state_crc32"] = "00000000"
-text = json.dumps(s, indent=2)
-crc = "%08x" % (zlib.crc32(text.encode()) & 0xffffffff)
-open(d + "/state.json", "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
-EOF
+relist "$tmpdir/inf" model.safetensors || fail "cannot re-sign the checkpoint"
 expect_refusal "resume of an Inf tensor" "tensor bert.embeddings.LayerNorm.weight holds 1 NaN or infinite value \(the first at element 3: inf\)" \
     train --set train_steps=2 --set seed=0 --set output_dir="\"$tmpdir/r-inf\"" --resume "$tmpdir/inf"
 echo "ok   NaN in an import and Inf in a checkpoint (valid checksums) are refused, naming the tensor"
@@ -165,13 +162,8 @@ elif kind == "vnan":
 elif kind == "minf":
     struct.pack_into("<f", b, data + 12, float("inf"))
 open(d + "/optim.bin", "wb").write(b)
-s = json.load(open(d + "/state.json"))
-s["files"]["optim.bin"] = {"bytes": len(b), "crc32": "%08x" % (zlib.crc32(b) & 0xffffffff)}
-s["state_crc32"] = "00000000"
-text = json.dumps(s, indent=2)
-crc = "%08x" % (zlib.crc32(text.encode()) & 0xffffffff)
-open(d + "/state.json", "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
 EOF
+    relist "$1" optim.bin
 }
 
 optim_values() {
@@ -190,15 +182,7 @@ optim_values() {
         [ "$(ls "$tmpdir/o-$kind")" = "$before" ] || { ls "$tmpdir/o-$kind"; fail "the refused resume ($kind) wrote into the run"; }
     done
     rm -rf "$tmpdir/o-ahead" && cp -r "$tmpdir/zero/ckpt-00000001" "$tmpdir/o-ahead"
-    "$py" - "$tmpdir/o-ahead/state.json" <<'EOF' || fail "cannot edit optimizer.step"
-import json, sys, zlib
-s = json.load(open(sys.argv[1]))
-s["optimizer"]["step"] = 5
-s["state_crc32"] = "00000000"
-text = json.dumps(s, indent=2)
-crc = "%08x" % (zlib.crc32(text.encode()) & 0xffffffff)
-open(sys.argv[1], "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
-EOF
+    edit_state_with "$tmpdir/o-ahead" "s['optimizer']['step'] = 5" || fail "cannot edit optimizer.step"
     expect_refusal "optimizer.step past step" "o-ahead: state.json: optimizer.step 5 exceeds step 1" \
         train --set train_steps=3 --set seed=0 --set output_dir="\"$tmpdir/r-ahead\"" --resume "$tmpdir/o-ahead"
     echo "ok   optim.bin with a valid checksum: a step past state.json's, a negative or NaN second moment, an infinite first moment refused"
@@ -206,15 +190,7 @@ EOF
 
 size_messages() {
     rm -rf "$tmpdir/big" && cp -r "$tmpdir/zero/ckpt-00000001" "$tmpdir/big"
-    "$py" - "$tmpdir/big/state.json" <<'EOF' || fail "cannot edit files.optim.bin.bytes"
-import json, sys, zlib
-s = json.load(open(sys.argv[1]))
-s["files"]["optim.bin"]["bytes"] = 2.0**64
-s["state_crc32"] = "00000000"
-text = json.dumps(s, indent=2)
-crc = "%08x" % (zlib.crc32(text.encode()) & 0xffffffff)
-open(sys.argv[1], "w").write(text.replace('"state_crc32": "00000000"', '"state_crc32": "%s"' % crc))
-EOF
+    edit_state_with "$tmpdir/big" "s['files']['optim.bin']['bytes'] = 2.0**64" || fail "cannot edit files.optim.bin.bytes"
     expect_refusal "a size of 2^64" "big: state.json: files.optim.bin.bytes is 1.8446744073709552e\+19; a size is a whole number of bytes" \
         train --set train_steps=3 --set seed=0 --set output_dir="\"$tmpdir/r-big\"" --resume "$tmpdir/big"
     [ -f "$tmpdir/hf2/model.safetensors" ] || fail "no export hf2"

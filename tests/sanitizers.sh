@@ -35,14 +35,14 @@ for t in test_shards test_loss_scale test_layerdrop test_stash16 test_cpu_simd; 
     "tests/c/$t" > "$tmpdir/$t.log" 2>&1 || { tail -30 "$tmpdir/$t.log"; fail "sanitized $t failed"; }
 done
 echo "ok   C unit tests under ASan+UBSan"
-for t in bad-config data-cli clear-errors checkpoint-checks fuzz-replay; do
+for t in bad-config data-cli clear-errors checkpoint-checks write-failures fuzz-replay; do
     sh "tests/$t.sh" > "$tmpdir/$t.log" 2>&1
     rc=$?
     bad=$(reports "$tmpdir/$t.log")
     [ -z "$bad" ] || { grep -m5 -A12 "ERROR: \|runtime error" "$tmpdir/$t.log"; fail "sanitizer report in $t.sh"; }
     [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || { tail -20 "$tmpdir/$t.log"; fail "sanitized $t.sh failed (exit $rc)"; }
 done
-echo "ok   bad-config, data-cli, clear-errors, checkpoint-checks and the fuzz replay under ASan+UBSan"
+echo "ok   bad-config, data-cli, clear-errors, checkpoint-checks, write-failures and the fuzz replay under ASan+UBSan"
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set steps_per_print=5 --set eval.interval=10 --set checkpoint.interval=10"
 # shellcheck disable=SC2086

@@ -6,7 +6,6 @@
 #include "run_dir.h"
 #include "safetensors.h"
 #include "util/clock.h"
-#include "util/file.h"
 #include "util/test_hooks.h"
 #include "config/sched.h"
 
@@ -58,11 +57,7 @@ static bool written_by_bertrain(const cJSON *files, const char *name) {
  * -1 when dir cannot be read. */
 static int foreign_entries(const char *dir, char *foreign, size_t len) {
     char path[1400];
-    snprintf(path, sizeof path, "%s/state.json", dir);
-    size_t n_text;
-    char *text = file_read_all(path, &n_text);
-    cJSON *state = text ? cJSON_Parse(text) : NULL;
-    free(text);
+    cJSON *state = run_dir_read_state(dir);
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(state, "files");
     DIR *d = opendir(dir);
     int n = d ? 0 : -1;

@@ -3,6 +3,8 @@
 #define _XOPEN_SOURCE 700
 #include "run_dir.h"
 
+#include "util/file.h"
+
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
@@ -124,36 +126,19 @@ static bool is_ckpt_name(const char *name) {
     return true;
 }
 
-/* dir/name/state.json parsed, or NULL. */
-static cJSON *read_state(const char *dir, const char *name) {
+cJSON *run_dir_read_state(const char *dir) {
     char path[1400];
-    snprintf(path, sizeof path, "%s%s%s/state.json", dir, name ? "/" : "", name ? name : "");
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (size_t got = 1; got > 0;) {
-        if (len + 4096 + 1 > cap) {
-            char *grown = realloc(text, cap = 2 * cap + 8192);
-            if (!grown) break;
-            text = grown;
-        }
-        got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-    }
-    fclose(f);
-    cJSON *state = NULL;
-    if (text) {
-        text[len < cap ? len : cap - 1] = 0;
-        state = cJSON_Parse(text);
-    }
+    size_t len;
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    char *text = file_read_all(path, &len);
+    cJSON *state = text ? cJSON_Parse(text) : NULL;
     free(text);
     return state;
 }
 
 void run_dir_ckpt_id(const char *ckpt_dir, char out[RUN_ID_LEN + 1]) {
     out[0] = 0;
-    cJSON *state = read_state(ckpt_dir, NULL);
+    cJSON *state = run_dir_read_state(ckpt_dir);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(state, "run_id");
     if (cJSON_IsString(id) && strlen(id->valuestring) == RUN_ID_LEN)
         memcpy(out, id->valuestring, RUN_ID_LEN + 1);
@@ -196,7 +181,9 @@ static void survey(const char *dir, run_found *r) {
     }
     closedir(d);
     if (r->n_ckpt > 0) {
-        cJSON *state = read_state(dir, r->last);
+        char last[1400];
+        snprintf(last, sizeof last, "%s/%s", dir, r->last);
+        cJSON *state = run_dir_read_state(last);
         const cJSON *seed = cJSON_GetObjectItemCaseSensitive(state, "seed");
         snprintf(r->seed, sizeof r->seed, "%s", cJSON_IsString(seed) ? seed->valuestring : "?");
         cJSON_Delete(state);
@@ -232,7 +219,7 @@ bool run_dir_check_new_output(const char *dir, const char *what, char *err, size
         snprintf(err, errlen, "%s: exists and is not a directory", dir);
         return false;
     }
-    cJSON *state = read_state(dir, NULL);
+    cJSON *state = run_dir_read_state(dir);
     cJSON_Delete(state);
     char lock[1200];
     snprintf(lock, sizeof lock, "%s/" RUN_DIR_LOCK_FILE, dir);
@@ -271,7 +258,7 @@ bool run_dir_check_new_output(const char *dir, const char *what, char *err, size
 
 /* Whether directory dir holds a bertrain checkpoint's state.json. */
 static bool is_checkpoint(const char *dir) {
-    cJSON *state = read_state(dir, NULL);
+    cJSON *state = run_dir_read_state(dir);
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(state, "format");
     const bool yes = cJSON_IsString(format) && !strcmp(format->valuestring, "bertrain checkpoint");
     cJSON_Delete(state);

@@ -5,6 +5,7 @@
 #ifndef BT_RUN_DIR_H
 #define BT_RUN_DIR_H
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -51,6 +52,10 @@ bool run_dir_check_new_output(const char *dir, const char *what, char *err, size
  * exist yet) and every directory above it are not checkpoints. false with
  * "PATH is inside the bertrain checkpoint DIR: ..." in err. */
 bool run_dir_check_outside_ckpt(const char *path, const char *what, char *err, size_t errlen);
+
+/* Checkpoint dir's state.json, parsed (its checksum unchecked), or NULL; the
+ * caller frees it. */
+cJSON *run_dir_read_state(const char *dir);
 
 /* A new lineage id for a fresh run: RUN_ID_LEN hex digits and a NUL. The
  * checkpoints of one run and of its resumptions share it; keep-last-K only

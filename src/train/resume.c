@@ -6,7 +6,6 @@
 
 #include "mpi/dist.h"
 #include "store/ckpt.h"
-#include "util/file.h"
 #include "config/sched.h"
 
 #include <math.h>
@@ -177,24 +176,13 @@ int resume_prepare(const bt_config *cfg, resume_info *ri, bool rollback) {
     return msg.rc;
 }
 
-/* The checkpoint's state.json, parsed (NULL when unreadable; the caller frees). */
-static cJSON *read_state(const char *dir) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/state.json", dir);
-    size_t len;
-    char *text = file_read_all(path, &len);
-    cJSON *state = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    return state;
-}
-
 /* From state.json: the per-layer update counts of optimizer.layer_steps (they
  * differ from the step under LayerDrop; older checkpoints lack them and keep
  * the optimizer step for every layer), and an Admin model's omegas. false
  * with a reason when the omegas are missing or bad. */
 static bool read_state_arrays(const char *dir, bt_optimizer *o, bert_model *m, char *err,
                               size_t errlen) {
-    cJSON *state = read_state(dir);
+    cJSON *state = run_dir_read_state(dir);
     const cJSON *arr = state ? ckpt_json_at(state, "optimizer.layer_steps") : NULL;
     bool ok = true;
     if (cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == o->n_layers)
@@ -218,7 +206,7 @@ static bool read_state_arrays(const char *dir, bt_optimizer *o, bert_model *m, c
 
 void resume_scaler(const resume_info *ri, loss_scaler *s) {
     if (dist_rank() == 0) {
-        cJSON *state = read_state(ri->dir);
+        cJSON *state = run_dir_read_state(ri->dir);
         const cJSON *scale = state ? ckpt_json_at(state, "loss_scaler.scale") : NULL,
                     *hyst = state ? ckpt_json_at(state, "loss_scaler.cur_hysteresis") : NULL,
                     *iter = state ? ckpt_json_at(state, "loss_scaler.iter") : NULL,
@@ -243,7 +231,7 @@ void resume_scaler(const resume_info *ri, loss_scaler *s) {
 bool resume_skips(const resume_info *ri, sample_skips *s) {
     int ok = 1;
     if (dist_rank() == 0) {
-        cJSON *state = read_state(ri->dir);
+        cJSON *state = run_dir_read_state(ri->dir);
         ok = state && skips_from_json(s, ckpt_json_at(state, "data.skipped_samples"));
         if (!ok)
             fprintf(stderr, "bertrain: resume: %s/state.json: data.skipped_samples is not a "

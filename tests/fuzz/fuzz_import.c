@@ -76,14 +76,7 @@ static void write_seed(const char *out) {
     static const char tokenizer[] = "{\"do_lower_case\": true}";
     char err[512], path[600];
     bert_config mc;
-    bert_preset("tiny", &mc);
-    mc.vocab_size = 16;
-    mc.hidden_size = 8;
-    mc.num_attention_heads = 2;
-    mc.intermediate_size = 8;
-    mc.num_hidden_layers = 1;
-    mc.max_position_embeddings = 8;
-    mc.type_vocab_size = 2;
+    fuzz_small_model(&mc);
     mc.nsp = true;
     const bt_backend_options one_thread = {.cpu_threads = 1};
     bt_backend *be = bt_backend_create("cpu", &one_thread, err, sizeof err, NULL);

@@ -31,14 +31,7 @@ static small_model *model(void) {
     char err[512];
     const bt_backend_options one_thread = {.cpu_threads = 1};
     bert_config mc;
-    bert_preset("tiny", &mc);
-    mc.vocab_size = 16;
-    mc.hidden_size = 8;
-    mc.num_attention_heads = 2;
-    mc.intermediate_size = 8;
-    mc.num_hidden_layers = 1;
-    mc.max_position_embeddings = 8;
-    mc.type_vocab_size = 2;
+    fuzz_small_model(&mc);
     const bt_optim_config adamw = {OPT_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true, 0.01f,
                                    10.0f};
     if (!(s.be = bt_backend_create("cpu", &one_thread, err, sizeof err, NULL)) ||
