@@ -9,7 +9,8 @@
 #   holds whole records only;
 # - a background checkpoint that fails is reported at the next step
 #   boundary (before the next one starts), training goes on, and the second
-#   failure in a row stops the run (exit 1).
+#   failure in a row stops the run (exit 1);
+# - export and import exit 1 (a failed write), not 2, when a write fails.
 # A file size limit (ulimit -f, with SIGXFSZ ignored) makes the big writes
 # fail and the small ones succeed, as a full disk does.
 . "$(dirname "$0")/lib.sh"
@@ -87,8 +88,23 @@ checkpoint_fails() {
     echo "ok   a failed background checkpoint is said before the next step's line; two in a row stop the run (exit 1)"
 }
 
+export_import_full() {
+    train --set train_steps=1 --set output_dir="\"$tmpdir/e\"" > "$tmpdir/e.log" 2>&1 || { cat "$tmpdir/e.log"; fail "run e failed"; }
+    "$BERTRAIN" export "$tmpdir/e" "$tmpdir/e-hf" > /dev/null 2>&1 || fail "export e failed"
+    for cmd in "export $tmpdir/e $tmpdir/e-hf2" "import $tmpdir/e-hf $tmpdir/e-imp"; do
+        # shellcheck disable=SC2086
+        (trap '' XFSZ; ulimit -f 2000; "$BERTRAIN" $cmd > "$tmpdir/full.out" 2> "$tmpdir/full.err"; echo $? > "$tmpdir/full.rc")
+        rc=$(cat "$tmpdir/full.rc")
+        [ "$rc" -eq 1 ] && [ "$(wc -l < "$tmpdir/full.err")" -eq 1 ] && grep -q "File too large" "$tmpdir/full.err" ||
+            { cat "$tmpdir/full.err"; fail "${cmd%% *} on a full disk: exit $rc, not 1 with one line (a failed write)"; }
+    done
+    [ ! -e "$tmpdir/e-imp" ] || fail "the failed import left $tmpdir/e-imp"
+    echo "ok   export and import exit 1 with one line when a write fails (the exit status table's failed write)"
+}
+
 run_case metrics-stop metrics_full_stop
 run_case metrics-warn metrics_full_warn
 run_case metrics-whole metrics_whole_records
 run_case checkpoint-fails checkpoint_fails
+run_case export-import-full export_import_full
 cases_done "failed metrics and checkpoint writes are said when they happen, and stop the run as configured"

@@ -230,6 +230,36 @@ static char *state_text(cJSON *state) {
     return text;
 }
 
+/* ckpt_remove, or a warning on stderr naming what keeps the directory
+ * (`why`: what would have removed it). */
+static void remove_or_warn(const char *dir, const char *why) {
+    char err[1400];
+    if (!ckpt_remove(dir, err, sizeof err))
+        fprintf(stderr, "bertrain: warning: %s: not removing it (%s); move your files out of "
+                        "it, or remove it yourself\n", err, why);
+}
+
+/* The written directory tmp renamed to dir, the checkpoint of that name it
+ * replaces (checked to hold bertrain's files only) moved aside first and
+ * removed after; the parent fsynced. false with the reason. */
+static bool move_into_place(const char *tmp, const char *dir, char *err, size_t errlen) {
+    char old[1300], parent[1300];
+    snprintf(old, sizeof old, "%s.old-%ld", dir, (long)getpid());
+    const bool had_old = rename(dir, old) == 0;
+    const bool ok = rename(tmp, dir) == 0;
+    if (!ok) {
+        snprintf(err, errlen, "%s: rename failed: %s", dir, strerror(errno));
+        if (had_old) rename(old, dir);
+    } else if (had_old) {
+        remove_or_warn(old, "the checkpoint it replaces");
+    }
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash) *slash = 0;
+    fsync_path(slash ? parent : ".");
+    return ok;
+}
+
 bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *err,
                     size_t errlen) {
     char tmp[1300], old[1300], path[1400];
@@ -302,28 +332,8 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
         ok = false;
     }
     if (ok) hook_ckpt_point("rename", step);
-    if (ok) {
-        bool had_old = rename(dir, old) == 0; /* checked above: bertrain's files only */
-        if (rename(tmp, dir) != 0) {
-            snprintf(err, errlen, "%s: rename failed: %s", dir, strerror(errno));
-            if (had_old) rename(old, dir);
-            ok = false;
-        } else if (had_old) {
-            char why[512];
-            if (!ckpt_remove(old, why, sizeof why))
-                fprintf(stderr, "bertrain: warning: %s: kept\n", why);
-        }
-        char parent[1300];
-        snprintf(parent, sizeof parent, "%s", dir);
-        char *slash = strrchr(parent, '/');
-        if (slash) *slash = 0;
-        fsync_path(slash ? parent : ".");
-    }
-    if (!ok) {
-        char why[512];
-        if (!ckpt_remove(tmp, why, sizeof why))
-            fprintf(stderr, "bertrain: warning: %s: kept\n", why);
-    }
+    ok = ok && move_into_place(tmp, dir, err, errlen);
+    if (!ok) remove_or_warn(tmp, "a failed write");
     if (lock >= 0) close(lock);
     return ok;
 }
@@ -457,15 +467,6 @@ static bool is_leftover(const char *name) {
     char kind[4];
     return sscanf(name, "ckpt-%ld.%3[a-z]-%ld%n", &step, kind, &pid, &used) == 3 &&
            used == (int)strlen(name) && (!strcmp(kind, "tmp") || !strcmp(kind, "old"));
-}
-
-/* ckpt_remove, or a warning on stderr naming what keeps the directory
- * (`why`: what would have removed it). */
-static void remove_or_warn(const char *dir, const char *why) {
-    char err[1400];
-    if (!ckpt_remove(dir, err, sizeof err))
-        fprintf(stderr, "bertrain: warning: %s: not removing it (%s); move your files out of "
-                        "it, or remove it yourself\n", err, why);
 }
 
 /* Delete the oldest checkpoints of lineage run_id beyond `keep` (a checkpoint

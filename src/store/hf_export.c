@@ -345,8 +345,8 @@ int hf_export(const char *ckpt, const char *out, const char *keep_layers) {
     memcpy(e->meta, meta, sizeof meta);
     int rc = 0;
     if (!paths_check_own_dir(out, "OUT_DIR", err, sizeof err) ||
-        !run_dir_check_outside_ckpt(out, "export", err, sizeof err) ||
-        !run_dir_check_new_output(out, "export", err, sizeof err)) {
+        !run_dir_check_new_output(out, "export", err, sizeof err) ||
+        !run_dir_check_outside_ckpt(out, "export", err, sizeof err)) {
         fprintf(stderr, "bertrain: export: %s\n", err);
         rc = 2;
     }

@@ -266,8 +266,8 @@ typedef struct {
 static int import_open(import_job *j, bool no_nsp) {
     char err[1024], path[1400];
     if (!paths_check_own_dir(j->out, "OUT_CKPT", err, sizeof err) ||
-        !run_dir_check_outside_ckpt(j->out, "import", err, sizeof err) ||
         !run_dir_check_new_output(j->out, "import", err, sizeof err) ||
+        !run_dir_check_outside_ckpt(j->out, "import", err, sizeof err) ||
         !paths_prepare_parent(j->out, err, sizeof err)) {
         fprintf(stderr, "bertrain: import: %s\n", err);
         return 2;
