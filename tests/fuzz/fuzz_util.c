@@ -2,19 +2,32 @@
 #define _XOPEN_SOURCE 700
 #include "fuzz_util.h"
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+static char scratch[256];
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* At exit: the scratch directory and everything the target wrote into it. */
+static void remove_scratch(void) { nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
 const char *fuzz_dir(void) {
-    static char dir[256];
-    if (!dir[0]) {
+    if (!scratch[0]) {
         const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-        snprintf(dir, sizeof dir, "%s/bertrain-fuzz.XXXXXX", base);
-        if (!mkdtemp(dir)) abort();
+        snprintf(scratch, sizeof scratch, "%s/bertrain-fuzz.XXXXXX", base);
+        if (!mkdtemp(scratch)) abort();
+        atexit(remove_scratch);
     }
-    return dir;
+    return scratch;
 }
 
 const char *fuzz_file(const char *name, const uint8_t *data, size_t size) {

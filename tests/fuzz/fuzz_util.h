@@ -12,7 +12,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A private scratch directory for this process (made once). */
+/* A private scratch directory for this process (made once, removed with
+ * what is in it when the process exits). */
 const char *fuzz_dir(void);
 
 /* Write data to fuzz_dir()/name and return the path (static buffer). */
