@@ -169,11 +169,7 @@ lock_file_deleted() {
     BERTRAIN_TEST_CKPT="begin,2,pause:8" "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=4 \
         --set checkpoint.interval=2 --set output_dir="\"$C\"" > "$tmpdir/lock.log" 2>&1 &
     first=$!
-    i=0
-    until grep -q "test hook: checkpoint 2" "$tmpdir/lock.log" 2> /dev/null; do
-        i=$((i + 1)); [ $i -lt 300 ] || { kill -9 $first; fail "the first run never reached its checkpoint"; }
-        sleep 0.2
-    done
+    wait_for_line "$tmpdir/lock.log" "test hook: checkpoint 2" $first "the first run never reached its checkpoint"
     rm "$C/.bertrain.lock"
     expect_refusal "a second run after the lock file was deleted" "lock is in use by another bertrain run" \
         train --set train_steps=4 --set output_dir="\"$C\"" --resume auto

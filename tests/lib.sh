@@ -57,6 +57,17 @@ cases_done() {
     finish "$@"
 }
 
+# wait_for_line LOG REGEX PID WHAT: wait (at most 60 s) until LOG has a line
+# matching REGEX (basic); otherwise kill PID and fail saying WHAT never came.
+wait_for_line() {
+    n=0
+    until grep -q "$2" "$1" 2> /dev/null; do
+        n=$((n + 1))
+        [ $n -lt 300 ] || { kill -9 "$3"; fail "$4"; }
+        sleep 0.2
+    done
+}
+
 # PY: the first python that imports every module named, or "" when none does:
 # the test environment that scripts/deps.sh test makes ($BERTRAIN_VENV, or venv/
 # in the build or source tree), configure's TORCH_PYTHON, Debian's

@@ -79,11 +79,7 @@ echo "ok   keep-last-K deletes only its own lineage; another run's checkpoint is
 BERTRAIN_TEST_CKPT="begin,2,pause:30" "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=3 \
     --set checkpoint.interval=2 --set output_dir="\"$tmpdir/C\"" > "$tmpdir/C.log" 2>&1 &
 first=$!
-i=0
-until grep -q "test hook: checkpoint 2" "$tmpdir/C.log" 2>/dev/null; do
-    i=$((i + 1)); [ $i -lt 300 ] || { kill -9 $first; fail "run C never reached its checkpoint"; }
-    sleep 0.2
-done
+wait_for_line "$tmpdir/C.log" "test hook: checkpoint 2" $first "run C never reached its checkpoint"
 expect_refusal "a second run on C" "C is in use by another bertrain run \(host .*, pid $first; lock .*\.bertrain\.lock\): one run per output_dir" \
     train --set train_steps=3 --set output_dir="\"$tmpdir/C\"" --resume auto
 [ -d "$tmpdir/C/ckpt-00000002.tmp-$first" ] || fail "the second run deleted the first's checkpoint in progress"
