@@ -20,11 +20,17 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The holder's note of a lock file ("host H, pid P"), or "" when unreadable. */
-static void holder_note(int fd, char *out, size_t len) {
-    ssize_t n = fd >= 0 ? pread(fd, out, len - 1, 0) : -1;
-    out[n > 0 ? n : 0] = 0;
-    out[strcspn(out, "\n")] = 0;
+/* "DIR is in use by another bertrain run (HOLDER; lock PATH): ..." into err,
+ * HOLDER the note ("host H, pid P") that lock file PATH holds, if readable. */
+static void say_in_use(const char *dir, const char *path, char *err, size_t errlen) {
+    char holder[256] = "";
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const ssize_t n = fd >= 0 ? pread(fd, holder, sizeof holder - 1, 0) : -1;
+    if (fd >= 0) close(fd);
+    holder[n > 0 ? n : 0] = 0;
+    holder[strcspn(holder, "\n")] = 0;
+    snprintf(err, errlen, "%s is in use by another bertrain run (%s; lock %s): one run per "
+             "output_dir", dir, holder[0] ? holder : "holder unknown", path);
 }
 
 /* Write this host and PID into the lock file fd. */
@@ -49,13 +55,10 @@ static bool lock_file(const char *dir, run_lock *lock, char *err, size_t errlen)
     }
     if (flock(lock->file_fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
-        char holder[256];
-        holder_note(lock->file_fd, holder, sizeof holder);
         close(lock->file_fd);
         lock->file_fd = -1;
         if (e == EWOULDBLOCK)
-            snprintf(err, errlen, "%s is in use by another bertrain run (%s; lock %s): one run "
-                     "per output_dir", dir, holder[0] ? holder : "holder unknown", path);
+            say_in_use(dir, path, err, errlen);
         else
             snprintf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
         return false;
@@ -70,20 +73,16 @@ static bool lock_file(const char *dir, run_lock *lock, char *err, size_t errlen)
 }
 
 bool run_dir_lock(const char *dir, run_lock *lock, char *err, size_t errlen) {
-    lock->file_fd = lock->dir_fd = -1;
+    lock->file_fd = -1;
     lock->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lock->dir_fd >= 0 && flock(lock->dir_fd, LOCK_EX | LOCK_NB) != 0) {
         const int e = errno;
         close(lock->dir_fd);
         lock->dir_fd = -1;
         if (e == EWOULDBLOCK) { /* held: the note says by whom, if its file is still there */
-            char path[1200], holder[256] = "";
+            char path[1200];
             snprintf(path, sizeof path, "%s/" RUN_DIR_LOCK_FILE, dir);
-            const int fd = open(path, O_RDONLY | O_CLOEXEC);
-            holder_note(fd, holder, sizeof holder);
-            if (fd >= 0) close(fd);
-            snprintf(err, errlen, "%s is in use by another bertrain run (%s; lock %s): one run "
-                     "per output_dir", dir, holder[0] ? holder : "holder unknown", path);
+            say_in_use(dir, path, err, errlen);
             return false;
         } /* else a file system without directory locks: the lock file alone */
     }
