@@ -5,8 +5,12 @@ the same preset sizes, random tokens with 15% masked, dropout 0.1, AdamW.
 Prints lines in bertrain bench's format; the last is `samples/s: X`.
 
 usage: /usr/bin/python3 scripts/bench_torch.py --preset mini --seq 128 --batch 8
-       [--steps N] [--warmup N] [--threads N]
-(Debian's python3-torch; CPU only.)"""
+       [--steps N] [--warmup N] [--threads N] [--device cpu|cuda]
+       [--precision fp32|tf32|bf16]
+(Debian's python3-torch on the CPU; on a GPU machine, its PyTorch with
+--device cuda: tf32 lets the GEMMs use TF32 tensor cores, bf16 runs the step
+under torch.autocast with fp32 master weights, AdamW's fused kernel where the
+PyTorch has one.)"""
 import argparse
 import math
 import time
@@ -72,18 +76,29 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
     a = ap.parse_args()
+    dev = torch.device(a.device)
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(42)
     L, H, NH = PRESETS[a.preset]
     V, T, B = 30522, a.seq, a.batch
-    model = Bert(V, L, H, NH, T)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+    model = Bert(V, L, H, NH, T).to(dev)
+    fused = {"fused": True} if a.device == "cuda" else {}
+    try:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01, **fused)
+    except TypeError:  # a PyTorch without fused AdamW
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     g = torch.Generator().manual_seed(1)
     t0 = None
     for s in range(a.warmup + a.steps):
         if s == a.warmup:
+            sync()
             t0 = time.perf_counter()
         ids = torch.randint(5, V, (B, T), generator=g)
         types = (torch.arange(T) >= T // 2).long().expand(B, T)
@@ -91,14 +106,18 @@ def main():
         masked = torch.rand(B * T, generator=g) < 0.15
         pos = masked.nonzero().flatten()
         labels = ids.flatten()[pos]
+        ids, types, att, pos, labels = (t.to(dev) for t in (ids, types, att, pos, labels))
         opt.zero_grad(set_to_none=True)
-        loss = model(ids, types, att, pos, labels)
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = model(ids, types, att, pos, labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+    sync()
     dt = time.perf_counter() - t0
-    print(f"bench: preset {a.preset}, seq {T}, batch {B}, {a.steps} steps after {a.warmup} "
-          f"warm-up, pytorch {torch.__version__} ({torch.get_num_threads()} threads)")
+    where = torch.cuda.get_device_name() if a.device == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"bench: preset {a.preset}, seq {T}, batch {B}, {a.precision}, {a.steps} steps after "
+          f"{a.warmup} warm-up, pytorch {torch.__version__} ({where})")
     print(f"ms/step: {1e3 * dt / a.steps:.1f}")
     print(f"samples/s: {B * a.steps / dt:.2f}")
 
