@@ -116,6 +116,10 @@ export_marked() {
     expect_refusal "import of an interrupted export" "cut is an incomplete bertrain export: it has no readable bertrain_export.json" \
         "$BERTRAIN" import "$tmpdir/cut" "$tmpdir/imp-cut"
     [ ! -e "$tmpdir/imp-cut" ] || fail "the refused import wrote imp-cut"
+    # killed just after its weights: model.safetensors alone
+    mkdir "$tmpdir/weights" && cp "$tmpdir/hf/model.safetensors" "$tmpdir/weights/"
+    expect_refusal "import of an export killed after its weights" "weights is an incomplete bertrain export" \
+        "$BERTRAIN" import "$tmpdir/weights" "$tmpdir/imp-weights"
     cp -r "$tmpdir/hf" "$tmpdir/nocard" && rm "$tmpdir/nocard/README.md"
     expect_refusal "import of an export missing a file" "nocard/README.md: missing from the bertrain export" \
         "$BERTRAIN" import "$tmpdir/nocard" "$tmpdir/imp-nocard"
@@ -134,6 +138,9 @@ export_marked() {
         [ -d "$tmpdir/k" ] || continue
         if [ -f "$tmpdir/k/bertrain_export.json" ]; then
             "$BERTRAIN" import "$tmpdir/k" "$tmpdir/k-imp-$delay" > /dev/null 2>&1 || fail "a complete export (killed after $delay s) was refused"
+        elif [ ! -f "$tmpdir/k/model.safetensors" ]; then # killed before its weights were in place
+            expect_refusal "import of an export killed after $delay s, before its weights" "k/model.safetensors: " \
+                "$BERTRAIN" import "$tmpdir/k" "$tmpdir/k-imp-$delay"
         else
             expect_refusal "import of an export killed after $delay s" "incomplete bertrain export" \
                 "$BERTRAIN" import "$tmpdir/k" "$tmpdir/k-imp-$delay"
@@ -154,7 +161,12 @@ killed_import() {
     cp "$tmpdir/hf/model.safetensors" "$tmpdir/i2.tmp-99999997/"
     flock "$tmpdir/i2.tmp-99999997" sleep 30 &
     holder=$!
-    sleep 0.5
+    n=0 # until the holder has its lock
+    while flock -n "$tmpdir/i2.tmp-99999997" true; do
+        n=$((n + 1))
+        [ $n -lt 600 ] || { kill $holder; fail "flock never took i2.tmp-99999997"; }
+        sleep 0.05
+    done
     "$BERTRAIN" import "$tmpdir/hf" "$tmpdir/i2" > "$tmpdir/i2.log" 2>&1 || { cat "$tmpdir/i2.log"; kill $holder; fail "import i2 failed"; }
     kill $holder 2> /dev/null
     [ "$(cat "$tmpdir/i2.tmp-99999998/notes.txt")" = "my notes" ] || fail "a leftover holding notes.txt was removed"

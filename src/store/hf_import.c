@@ -261,8 +261,9 @@ typedef struct {
     cJSON *state;
 } import_job;
 
-/* The output checked, config.json read, the weights opened, whether the
- * model keeps an NSP head, and the host model. 0, or 2 after one line why. */
+/* The output checked, the weights opened (and an export's mark checked),
+ * config.json read, whether the model keeps an NSP head, and the host model.
+ * 0, or 2 after one line why. */
 static int import_open(import_job *j, bool no_nsp) {
     char err[1024], path[1400];
     if (!paths_check_own_dir(j->out, "OUT_CKPT", err, sizeof err) ||
@@ -272,8 +273,6 @@ static int import_open(import_job *j, bool no_nsp) {
         fprintf(stderr, "bertrain: import: %s\n", err);
         return 2;
     }
-    snprintf(path, sizeof path, "%s/config.json", j->in);
-    if (!read_hf_config(path, &j->mc)) return 2;
     snprintf(j->path, sizeof j->path, "%s/model.safetensors", j->in);
     if (!st_open(&j->f, j->path, err, sizeof err)) {
         snprintf(path, sizeof path, "%s/pytorch_model.bin", j->in);
@@ -284,10 +283,13 @@ static int import_open(import_job *j, bool no_nsp) {
                     : "");
         return 2;
     }
+    /* before config.json: an interrupted export may have written the weights only */
     if (!hf_check_export(j->in, st_meta(&j->f, "bertrain_export"), err, sizeof err)) {
         fprintf(stderr, "bertrain: import: %s\n", err);
         return 2;
     }
+    snprintf(path, sizeof path, "%s/config.json", j->in);
+    if (!read_hf_config(path, &j->mc)) return 2;
     const char *head = st_meta(&j->f, "bertrain_nsp_head");
     j->mc.nsp = !no_nsp && st_find(&j->f, "cls.seq_relationship.weight") &&
                 !(head && (!strcmp(head, "initialized") || !strcmp(head, "carried")));
