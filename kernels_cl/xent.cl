@@ -7,8 +7,9 @@
  *   dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax(logits[r]) - onehot(y))
  *   (the gradient of loss + z_loss * log_z^2);
  * a label < 0 gives loss, correct, log_z and dlogits 0. dlogits may alias
- * logits: every read of a logit precedes, in its own work-item, the write of
- * the same element, and x_y is read before the first tree.
+ * logits: every logit is read and written by one work-item only, each read
+ * before the write of the same element; x_y too, by the work-item that owns
+ * logit y, which hands it on in local memory (ordered by the barriers).
  * Geometry: one work-group of BT_WG per row; work-item l handles logits l,
  * l + BT_WG, ...; (max, first index) and the exp sum by fixed trees, ties to
  * the lower index. global: rows * BT_WG. */
@@ -19,6 +20,7 @@ void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ul
                   ulong y_off, int V, float grad_scale, float z_loss) {
     __local float red[BT_WG];
     __local int arg_red[BT_WG];
+    __local float x_y; /* logit y, from its owner */
     const int r = get_group_id(0), lid = get_local_id(0);
     const size_t row = (size_t)r * V;
     __global const float *x = logits + x_off + row;
@@ -29,7 +31,11 @@ void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ul
         if (lid == 0) loss[l_off + r] = correct[c_off + r] = log_z[z_off + r] = 0.0f;
         return;
     }
-    const float x_y = x[y];
+#ifdef BT_FAULT_XENT_RACE /* test builds only (tests/oclgrind.sh): the race fixed on
+                          * 2026-11-26, every work-item reading x[y], which its owner
+                          * overwrites in place across barriers that fence local memory */
+    const float x_y_any = x[y];
+#endif
     /* first maximum: own logits in increasing order, then the tree */
     float mx = -INFINITY;
     int arg = INT_MAX;
@@ -61,7 +67,9 @@ void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ul
     barrier(CLK_LOCAL_MEM_FENCE);
     float sum = 0.0f;
     for (int j = lid; j < V; j += BT_WG) {
-        const float e = exp(x[j] - mx);
+        const float xj = x[j];
+        if (j == y) x_y = xj;
+        const float e = exp(xj - mx);
         d[j] = e;
         sum += e;
     }
@@ -74,7 +82,11 @@ void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ul
         d[j] = v;
     }
     if (lid == 0) {
+#ifdef BT_FAULT_XENT_RACE
+        loss[l_off + r] = lz - x_y_any;
+#else
         loss[l_off + r] = lz - x_y;
+#endif
         correct[c_off + r] = arg == y ? 1.0f : 0.0f;
         log_z[z_off + r] = lz;
     }

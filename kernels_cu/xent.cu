@@ -13,8 +13,9 @@
  *   dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax(logits[r]) - onehot(y))
  *   (the gradient of loss + z_loss * log_z^2);
  * a label < 0 gives loss, correct, log_z and dlogits 0. dlogits may alias
- * logits: every read of a logit precedes, in its own thread, the write of
- * the same element, and x_y is read before the first tree.
+ * logits: every logit is read and written by one thread only, each read
+ * before the write of the same element; x_y too, by the thread that owns
+ * logit y, which hands it on in shared memory (ordered by the barriers).
  * Geometry: one block of BT_WG per row; thread l handles logits l,
  * l + BT_WG, ...; (max, first index) and the exp sum by fixed trees, ties to
  * the lower index. grid: rows blocks. */
@@ -23,6 +24,7 @@ xent_fwd_bwd(float *dlogits, float *loss, float *correct, float *log_z, const fl
              const int *labels, int V, float grad_scale, float z_loss) {
     __shared__ float red[BT_WG];
     __shared__ int arg_red[BT_WG];
+    __shared__ float x_y; /* logit y, from its owner */
     const int r = group_id(), lid = local_id();
     const size_t row = (size_t)r * V;
     const float *x = logits + row;
@@ -33,7 +35,6 @@ xent_fwd_bwd(float *dlogits, float *loss, float *correct, float *log_z, const fl
         if (lid == 0) loss[r] = correct[r] = log_z[r] = 0.0f;
         return;
     }
-    const float x_y = x[y];
     /* first maximum: own logits in increasing order, then the tree */
     float mx = -INFINITY;
     int arg = INT_MAX;
@@ -65,7 +66,9 @@ xent_fwd_bwd(float *dlogits, float *loss, float *correct, float *log_z, const fl
     __syncthreads();
     float sum = 0.0f;
     for (int j = lid; j < V; j += BT_WG) {
-        const float e = expf(x[j] - mx);
+        const float xj = x[j];
+        if (j == y) x_y = xj;
+        const float e = expf(xj - mx);
         d[j] = e;
         sum += e;
     }
