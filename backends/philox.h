@@ -1,7 +1,7 @@
 /* Counter-based random numbers (Philox-4x32-10, Salmon et al. 2011), shared by
  * every backend and the host so that a draw depends only on (key, counter):
  * dropout masks, MLM masks and data order are then identical on every backend,
- * world size and resume. kernels_cl/ and kernels_cu/ carry the same function. */
+ * world size and resume. kernels/philox.cl carries the same function, for OpenCL and CUDA. */
 #ifndef BT_PHILOX_H
 #define BT_PHILOX_H
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # OpenCL (PoCL or any device) beside the CPU backend, measured in one run:
 # bertrain bench for a preset with CLBlast's default Xgemm parameters, with the
-# tuned ones (kernels_cl/tuning/), and on the CPU backend, interleaved in
+# tuned ones (backends/opencl/tuning/), and on the CPU backend, interleaved in
 # rounds so that a noisy machine hits all three alike. Prints samples/s per
 # round and the best of each. Usage: scripts/bench-opencl.sh [PRESET] [SEQ]
 # [BATCH] [STEPS] [ROUNDS] [DEVICE]

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The emulated CUDA device catches broken CUDA code: what tests/opencl-fault.sh
-# is for the OpenCL kernels. Each case copies backends/cuda and kernels_cu,
+# is for the OpenCL kernels. Each case copies backends, kernels and kernels_cu,
 # applies one deliberate fault, rebuilds the emulated backend from that copy
 # (only the files the fault touches; the rest are the build's objects) and
 # runs a check that must now fail:
@@ -30,14 +30,16 @@ objs=$(find "$top_builddir/tests/cuda_emu" "$top_builddir/backends" -name '*bert
 [ -n "$objs" ] || fail "no objects of bertrain-cuda-emu.so in $top_builddir"
 
 # mutant NAME FILE PERL-EXPRESSION: a plugin built with FILE (backends/cuda/...
-# or kernels_cu/...) changed by the expression, at $tmpdir/NAME.so
+# or kernels/...) changed by the expression, at $tmpdir/NAME.so
 mutant() {
     name=$1 file=$2 expr=$3 src="$tmpdir/$1"
-    mkdir -p "$src" && cp -R backends kernels_cu "$src/"
+    mkdir -p "$src" && cp -R backends kernels kernels_cu "$src/"
     perl -0pi -e "$expr" "$src/$file"
     cmp -s "$file" "$src/$file" && fail "$name: the fault no longer applies to $file: update this test"
     case $file in
-    kernels_cu/*.cuh) rebuild="elementwise reduce layernorm softmax embedding xent optim cast fused" ;;
+    kernels_cu/*.cuh | kernels/common.cl | kernels/philox.cl | kernels/dialect_cuda.cuh | kernels/constants.h)
+        rebuild="elementwise reduce layernorm softmax embedding xent optim cast fused" ;;
+    kernels/*.cl) rebuild=$(basename "$file" .cl) ;;
     backends/cuda/*.cuh) rebuild=$(grep -l "$(basename "$file")" backends/cuda/*.cu | sed 's|.*/||; s|\.cu$||' | tr '\n' ' ') ;;
     *) rebuild=$(basename "$file" .cu) ;;
     esac
@@ -55,13 +57,16 @@ mutant() {
     "$CXX" -shared -o "$tmpdir/$name.so" $keep "$src"/*.o $CUDA_EMU_LIBS || fail "$name: link failed"
 }
 
-# expect_failure NAME CMD...: CMD (run against the mutant) must exit non-zero
+# expect_failure NAME CMD...: CMD (run against the mutant) must fail: exit
+# non-zero, and not 77 (a skip: the mutant plugin did not load)
 expect_failure() {
     name=$1
     shift
     rc=0
     BERTRAIN_CUDA_EMU="$tmpdir/$name.so" "$@" > "$tmpdir/$name.log" 2>&1 || rc=$?
     [ $rc -ne 0 ] || { tail -5 "$tmpdir/$name.log"; fail "$name: the check still passes with the fault"; }
+    # 77: the suite skipped, the mutant plugin did not even load (a broken build, not a catch)
+    [ $rc -ne 77 ] || { tail -5 "$tmpdir/$name.log"; fail "$name: the mutant plugin did not load"; }
     why=$(grep -m1 -E " FAIL |failed|cuda-emu: (kernel|cublas|cuda)|FAIL" "$tmpdir/$name.log")
     echo "ok   $name: caught (exit $rc): ${why:-$(tail -1 "$tmpdir/$name.log")}"
 }
@@ -69,7 +74,7 @@ expect_failure() {
 mutant launch-grid backends/cuda/cuda_launch.cuh 's|\(items \+ BT_WG - 1\) / BT_WG;|(items + BT_WG - 1) / (2 * BT_WG);|'
 expect_failure launch-grid "$CONF" --backend cuda-emu --quick
 
-mutant no-syncthreads kernels_cu/common.cuh 's|(red\[lid\] = v;\n)    __syncthreads\(\);\n|$1|g'
+mutant no-syncthreads kernels/common.cl 's|(red\[lid\] = v;\n)    barrier\(CLK_LOCAL_MEM_FENCE\);\n|$1|g'
 expect_failure no-syncthreads "$CONF" --backend cuda-emu --op layernorm_fwd
 
 mutant swapped-ld backends/cuda/cuda_gemm.cu 's|B, ldb,\n(\s*)\(long long\)stride_b, A, lda,|B, lda,\n$1(long long)stride_b, A, ldb,|'

@@ -101,7 +101,7 @@ for mode in default sync; do
         where=cuda_backend.cu
     fi
     [ $rc -ne 0 ] || { cat "$tmpdir/fault.log"; fail "a write past a buffer went unnoticed ($mode)"; }
-    grep -q "kernel fill wrote outside a device allocation" "$tmpdir/fault.log" &&
+    grep -q "kernel bt_fill wrote outside a device allocation" "$tmpdir/fault.log" &&
         grep -q "cudaErrorIllegalAddress.* at .*$where:" "$tmpdir/fault.log" ||
         { cat "$tmpdir/fault.log"; fail "the fault ($mode) is not reported at $where"; }
     echo "ok   a kernel writing past its buffer ($mode): $(grep "bertrain: cuda: .* failed" "$tmpdir/fault.log")"

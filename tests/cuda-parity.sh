@@ -1,7 +1,10 @@
 #!/bin/sh
 # CUDA backend parity, mostly checkable without a GPU:
-#  1. every `__kernel void NAME` of kernels_cl/*.cl has a `__global__ void NAME`
-#     twin in kernels_cu/*.cu, and vice versa (source only: runs in every build);
+#  1. one kernel source (source only: runs in every build): every kernel of
+#     kernels/*.cl is named bt_*, defined once, created by the OpenCL backend
+#     (OCL_KERNELS) and declared for CUDA (kernels_cu/kernels.cuh), and
+#     nothing else is; kernels_cu/NAME.cu defines no kernel of its own and
+#     compiles kernels/NAME.cl, for every kernels/ file that has kernels;
 #  2. the CUDA backend fills every op slot of the dispatch table
 #     (tests/c/cuda_table: fills the table as bt_cuda_backend_create does, no
 #     device needed);
@@ -57,20 +60,35 @@ kernel_names() {
     }' | sort
 }
 
-# ---- 1. kernel names: kernels_cl/*.cl <-> kernels_cu/*.cu ----
-kernel_names __kernel "$top_srcdir"/kernels_cl/*.cl > "$tmpdir/cl" || fail "cannot read kernels_cl/"
-kernel_names __global__ "$top_srcdir"/kernels_cu/*.cu > "$tmpdir/cu" || fail "cannot read kernels_cu/"
-ncl=$(wc -l < "$tmpdir/cl")
-ncu=$(wc -l < "$tmpdir/cu")
-[ "$ncl" -gt 0 ] && [ "$ncu" -gt 0 ] || fail "found $ncl OpenCL and $ncu CUDA kernels: the name scan is broken"
-dups=$(cat "$tmpdir/cl" "$tmpdir/cu" | sort | uniq -c | awk '$1 > 2 { print $2 }')
+# ---- 1. one kernel source: kernels/*.cl, for OpenCL and CUDA ----
+K=$top_srcdir/kernels
+sources=$(ls "$K"/*.cl | grep -v '/dialect_opencl.cl$')
+# shellcheck disable=SC2086
+kernel_names BT_KERNEL $sources > "$tmpdir/kernels" || fail "cannot read kernels/"
+n=$(wc -l < "$tmpdir/kernels")
+[ "$n" -gt 0 ] || fail "found no kernel in kernels/: the name scan is broken"
+dups=$(uniq -d "$tmpdir/kernels" | tr '\n' ' ')
 [ -z "$dups" ] || fail "kernels defined more than once: $dups"
-only_cl=$(comm -23 "$tmpdir/cl" "$tmpdir/cu" | tr '\n' ' ')
-only_cu=$(comm -13 "$tmpdir/cl" "$tmpdir/cu" | tr '\n' ' ')
-[ -z "$only_cl" ] || echo "kernels_cl/ kernels without a kernels_cu/ twin: $only_cl"
-[ -z "$only_cu" ] || echo "kernels_cu/ kernels without a kernels_cl/ twin: $only_cu"
-[ -z "$only_cl$only_cu" ] || fail "kernels_cl/ and kernels_cu/ disagree on kernel names"
-echo "ok   $ncl kernels, each in kernels_cl/ and kernels_cu/ under the same name"
+unprefixed=$(grep -v '^bt_' "$tmpdir/kernels" | tr '\n' ' ' || true)
+[ -z "$unprefixed" ] || fail "kernels without the bt_ prefix: $unprefixed"
+sed -n '/^#define OCL_KERNELS(X)/,/^$/p' "$top_srcdir/backends/opencl/opencl_internal.h" |
+    grep -o 'X([a-z0-9_]*)' | sed 's/^X(/bt_/; s/)$//' | sort > "$tmpdir/opencl"
+kernel_names __global__ "$top_srcdir/kernels_cu/kernels.cuh" > "$tmpdir/cuda"
+for side in opencl cuda; do
+    diff "$tmpdir/kernels" "$tmpdir/$side" > "$tmpdir/$side.diff" || {
+        cat "$tmpdir/$side.diff"
+        fail "the $side list of kernels differs from kernels/ (<: only in kernels/, >: only in the $side list)"
+    }
+done
+[ -z "$(kernel_names __global__ "$top_srcdir"/kernels_cu/*.cu)" ] ||
+    fail "a kernels_cu/*.cu file defines a kernel itself: write it once in kernels/"
+for f in $sources; do
+    name=$(basename "$f" .cl)
+    [ -n "$(kernel_names BT_KERNEL "$f")" ] || continue
+    grep -q "^#include \"../kernels/$name.cl\"" "$top_srcdir/kernels_cu/$name.cu" 2> /dev/null ||
+        fail "kernels/$name.cl has kernels but kernels_cu/$name.cu does not compile it for CUDA"
+done
+echo "ok   $n kernels, each written once in kernels/ and compiled for OpenCL and CUDA"
 
 # ---- is the CUDA backend built? ----
 built=$("$BERTRAIN" version | sed -n 's/.*(backends: \([^;)]*\).*/\1/p')
@@ -96,7 +114,7 @@ case $rc in
     case $reason in
     "SKIP backend cuda: no CUDA device (cudaGetDeviceCount: "*")")
         skip_part "the conformance suite on a CUDA device (none here; the plugin loads and asked the driver)"
-        finish "kernel names, dispatch table and plugin; the CUDA conformance run needs a GPU" ;;
+        finish "one kernel source, dispatch table and plugin; the CUDA conformance run needs a GPU" ;;
     *)
         cat "$tmpdir/conf"
         fail "bertrain-conformance --backend cuda skipped for another reason than no device" ;;

@@ -71,7 +71,7 @@ echo "$n_ops ops, $n_rows rows passed under Oclgrind with no finding ($excluded 
 [ -x "$FAULT" ] || fail "tests/c/conformance_clfault is missing (make check builds it)"
 BERTRAIN_CL_FAULT=xent_race og "$tmpdir/fault.og" "$FAULT" --backend $spec --quick --op xent_fwd_bwd \
     > "$tmpdir/fault.out" 2>&1
-grep -q 'data race' "$tmpdir/fault.og" && grep -q 'Kernel: xent_fwd_bwd' "$tmpdir/fault.og" || {
+grep -q 'data race' "$tmpdir/fault.og" && grep -q 'Kernel: bt_xent_fwd_bwd' "$tmpdir/fault.og" || {
     cat "$tmpdir/fault.out" "$tmpdir/fault.og"
     fail "the planted xent_fwd_bwd race (BERTRAIN_CL_FAULT=xent_race) was not reported"
 }

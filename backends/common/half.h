@@ -3,7 +3,7 @@
  * or writes 16-bit values (Hugging Face F16 weights on import, the emulated
  * tensor cores). On the bits, every case computed and one selected (no
  * branches), so loops over them vectorize. The GPU kernels
- * (kernels_cl/cast.cl, kernels_cu/cast.cu) compute the same bits. */
+ * (kernels/cast.cl, for OpenCL and CUDA) compute the same bits. */
 #ifndef BT_HALF_H
 #define BT_HALF_H
 

@@ -1,6 +1,6 @@
 /* CUDA backend: device selection and listing, the context with its one stream
  * and cuBLAS handle, the memory ops and the error reporting. Kernel launches
- * are in cuda_ops.cu, GEMM in cuda_gemm.cu, the kernels in kernels_cu/. */
+ * are in cuda_ops.cu, GEMM in cuda_gemm.cu, the kernels in kernels/. */
 #include "cuda_internal.h"
 
 #include <stdlib.h>

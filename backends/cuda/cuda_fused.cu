@@ -1,4 +1,4 @@
-/* CUDA backend: the launches of the fused ops (kernels_cu/fused.cu;
+/* CUDA backend: the launches of the fused ops (kernels/fused.cl;
  * opencl_fused.c's twin). Each gives the bits of the ops it replaces on this
  * backend; bias_gelu_bwd's column sum takes bias_grad's two passes beyond
  * BT_COL_ROWS rows. */

@@ -2,7 +2,7 @@
  * launch helpers. Host code lives in cuda_context.cu (errors, the current
  * device, addresses, scratch: used by the others, using none of them),
  * cuda_backend.cu (devices, memory, the table), cuda_ops.cu (kernel
- * launches) and cuda_gemm.cu (cuBLAS); the kernels in kernels_cu/. All of it is CUDA C++ compiled by nvcc; the entry points in
+ * launches) and cuda_gemm.cu (cuBLAS); the kernels of kernels/ (kernels_cu/ compiles them). All of it is CUDA C++ compiled by nvcc; the entry points in
  * cuda_backend.h have C linkage. */
 #ifndef BT_CUDA_INTERNAL_H
 #define BT_CUDA_INTERNAL_H

@@ -6,7 +6,7 @@
 
 #include "cuda_internal.h"
 
-#include "../../kernels_cu/common.cuh"
+#include "../../kernels/constants.h"
 #include "../../kernels_cu/kernels.cuh"
 #include "../philox.h"
 
@@ -51,15 +51,15 @@ static inline drop_args drop_args_of(uint32_t first_sample, float p, bt_rng_key 
 #define DROP_ARGS(d) \
     (d).first_sample, (d).thr, (d).keep_scale, (d).seed_lo, (d).seed_hi, (d).stream_lo, (d).stream_hi
 
-/* Launch kernel over `items` threads (rounded up to BT_WG) in blocks of
- * BT_WG on context c's stream; nothing for 0 items. */
+/* Launch kernel bt_`kernel` (kernels/) over `items` threads (rounded up to
+ * BT_WG) in blocks of BT_WG on context c's stream; nothing for 0 items. */
 #define LAUNCH(c, kernel, items, ...)                                                 \
     do {                                                                              \
         const size_t items_ = (items);                                                \
         if (items_) {                                                                 \
-            BT_KERNEL_LAUNCH(kernel, grid_of(items_), BT_WG, (c)->stream, __VA_ARGS__); \
+            BT_KERNEL_LAUNCH(bt_##kernel, grid_of(items_), BT_WG, (c)->stream, __VA_ARGS__); \
             (c)->count.launches++;                                                    \
-            check_launch(#kernel, __FILE__, __LINE__);                                \
+            check_launch("bt_" #kernel, __FILE__, __LINE__);                         \
             CU_SYNC_IF_DEBUG(c);                                                      \
         }                                                                             \
     } while (0)

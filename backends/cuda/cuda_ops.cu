@@ -1,5 +1,5 @@
 /* CUDA backend: the launches of every op except gemm (opencl_ops.c's twin).
- * Each op launches its kernel of kernels_cu/ on the backend's one stream with
+ * Each op launches its kernel of kernels/ on the backend's one stream with
  * the geometry documented at the kernel: 1-D, blocks of BT_WG threads, the
  * grid rounded up to whole blocks. Nothing here waits for the device. The
  * reductions are in cuda_reduce.cu, the optimizers in cuda_optim.cu. */

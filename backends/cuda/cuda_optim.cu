@@ -1,5 +1,5 @@
 /* CUDA backend: optimizer steps, per tensor and over every tensor at once
- * (opencl_optim.c's twin; kernels in kernels_cu/optim.cu). A multi-tensor
+ * (opencl_optim.c's twin; kernels in kernels/optim.cl). A multi-tensor
  * step copies its span table to the device without waiting (pageable host
  * memory is staged before cudaMemcpyAsync returns) and launches a fixed
  * number of kernels however many spans. */
@@ -27,7 +27,7 @@ static void cu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr 
 }
 
 /* A multi-tensor step's data on the device (c->multi_mem): the span table
- * (see kernels_cl/optim.cl), the span scalars, two partials per chunk and
+ * (see kernels/optim.cl), the span scalars, two partials per chunk and
  * one trust coefficient per span. */
 typedef struct {
     size_t chunks; /* blocks of the element passes */

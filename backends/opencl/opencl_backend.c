@@ -242,7 +242,7 @@ static bool select_device(int platform, int device, cl_platform_id *pout, cl_dev
 /* ================= program ================= */
 
 static const char *const kernel_names[K_COUNT] = {
-#define OCL_KERNEL_NAME(name) #name,
+#define OCL_KERNEL_NAME(name) "bt_" #name,
     OCL_KERNELS(OCL_KERNEL_NAME)
 #undef OCL_KERNEL_NAME
 };

@@ -1,4 +1,4 @@
-/* OpenCL backend: the launches of the fused ops (kernels_cl/fused.cl). Each
+/* OpenCL backend: the launches of the fused ops (kernels/fused.cl). Each
  * gives the bits of the ops it replaces on this backend; the column sum of
  * bias_gelu_bwd takes bias_grad's two passes beyond OCL_COL_ROWS rows. */
 #include "opencl_launch.h"

@@ -1,7 +1,7 @@
 /* Internals shared by the OpenCL backend's files: the context, the kernel
  * table, error checks and launch helpers. Host code lives in
  * opencl_backend.c (device, memory, program), opencl_ops.c (kernel launches)
- * and opencl_gemm.c (CLBlast and its tuning); the kernels in kernels_cl/. */
+ * and opencl_gemm.c (CLBlast and its tuning); the kernels in kernels/. */
 #ifndef BT_OPENCL_INTERNAL_H
 #define BT_OPENCL_INTERNAL_H
 
@@ -10,6 +10,7 @@
 #endif
 #include <CL/cl.h>
 
+#include "../../kernels/constants.h"
 #include "../backend.h"
 #include "../common/counting.h"
 #include "../common/partials.h"
@@ -26,8 +27,8 @@ struct bt_buffer {
     size_t bytes;
 };
 
-/* Every kernel of kernels_cl/, by its OpenCL name. Each is created once, at
- * backend creation. */
+/* Every kernel of kernels/, by its name there without the bt_ prefix. Each is
+ * created once, at backend creation. */
 #define OCL_KERNELS(X)                                                                  \
     X(fill) X(add) X(scale) X(axpy) X(bias_add) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)     \
     X(tanh_bwd) X(dropout) X(bias_grad) X(bias_grad_partial) X(sum_partial) X(sumsq_partial) X(all_finite)   \
@@ -47,11 +48,11 @@ typedef enum { OCL_KERNELS(OCL_KERNEL_ENUM) K_COUNT } ocl_kernel_id;
 
 /* Elements each work-group of sum_partial / sumsq_partial reduces; the host
  * adds the per-chunk partials in order, in double (as the CPU backend's
- * CPU_REDUCE_CHUNK). Must match BT_REDUCE_CHUNK in kernels_cl/reduce.cl. */
-#define OCL_REDUCE_CHUNK 4096
-/* Rows per chunk of the two-pass column reductions (kernels_cl: BT_COL_ROWS):
- * bias_grad, layernorm_bwd's dgamma and dbeta, embed_bwd's dwtt. */
-#define OCL_COL_ROWS 64
+ * CPU_REDUCE_CHUNK). */
+#define OCL_REDUCE_CHUNK BT_REDUCE_CHUNK
+/* Rows per chunk of the two-pass column reductions: bias_grad, layernorm_bwd's
+ * dgamma and dbeta, embed_bwd's dwtt. */
+#define OCL_COL_ROWS BT_COL_ROWS
 
 typedef struct {
     cl_platform_id platform;
@@ -114,7 +115,7 @@ cl_mem ocl_scratch(ocl_ctx *c, size_t bytes);
 /* Element offset of p for elements of esz bytes (the offset must be aligned). */
 size_t ocl_elem_off(bt_ptr p, size_t esz);
 
-/* ---- generated from the kernels_cl/ sources at build time (opencl_kernels.c) ---- */
+/* ---- generated from the kernels/ sources at build time (opencl_kernels.c) ---- */
 extern const char *const bt_cl_source_lines[];
 extern const size_t bt_cl_source_count;
 

@@ -1,7 +1,7 @@
 /* OpenCL backend: the launches of every op except gemm. Each op sets its
  * kernel's arguments (a tensor is a buffer and an offset in elements) and
  * enqueues it on the one in-order queue with the geometry documented at the
- * kernel in kernels_cl/. The reductions are in opencl_reduce.c, the
+ * kernel in kernels/. The reductions are in opencl_reduce.c, the
  * optimizers in opencl_optim.c. */
 #include "opencl_launch.h"
 

@@ -1,5 +1,5 @@
 /* OpenCL backend: optimizer steps, per tensor and over every tensor at once
- * (kernels_cl/optim.cl). A multi-tensor step uploads its span table without
+ * (kernels/optim.cl). A multi-tensor step uploads its span table without
  * waiting and launches a fixed number of kernels however many spans. */
 #include "opencl_launch.h"
 
@@ -47,7 +47,7 @@ static void ocl_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr
 }
 
 /* Where a multi-tensor step's data lies in c->multi_mem: the span table
- * (ulongs, see kernels_cl/optim.cl), then in floats the span scalars, two
+ * (ulongs, see kernels/optim.cl), then in floats the span scalars, two
  * partials per chunk and one trust coefficient per span. */
 typedef struct {
     size_t chunks;                      /* work-groups of the element passes */

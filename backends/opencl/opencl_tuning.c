@@ -166,7 +166,7 @@ static bool apply_tuning(ocl_ctx *c, const char *path) {
  *   $BERTRAIN_CLBLAST_TUNING (a file, or a directory holding NAME.json;
  *     set but empty, or "none": no tuning),
  *   PKGDATADIR/tuning/NAME.json (installed),
- *   SRCDIR/kernels_cl/tuning/NAME.json (the source tree, uninstalled runs),
+ *   SRCDIR/backends/opencl/tuning/NAME.json (the source tree, uninstalled runs),
  * with NAME the device name sanitized by ocl_sanitize_name. */
 void ocl_load_tuning(ocl_ctx *c) {
     char name[160], path[1024];
@@ -187,7 +187,7 @@ void ocl_load_tuning(ocl_ctx *c) {
     }
     const char *dirs[] = {BT_PKGDATADIR "/tuning",
 #ifdef BT_SRCDIR
-                          BT_SRCDIR "/kernels_cl/tuning"
+                          BT_SRCDIR "/backends/opencl/tuning"
 #endif
     };
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {

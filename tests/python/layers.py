@@ -5,7 +5,7 @@ Every #include "..." of the engine's C and CUDA files is resolved as the
 compiler resolves it (the including file's directory, then the top of the
 tree, then src/) and must point to a file of the same layer or a lower one:
 
-    backends (with kernels_cl, kernels_cu), mpi   <- the bottom
+    backends (with kernels, kernels_cu), mpi      <- the bottom
     src/util
     src/model
     src/config
@@ -28,7 +28,7 @@ import re
 import subprocess
 import sys
 
-RANKS = {"backends": 0, "kernels_cl": 0, "kernels_cu": 0, "mpi": 0, "src/util": 1,
+RANKS = {"backends": 0, "kernels": 0, "kernels_cu": 0, "mpi": 0, "src/util": 1,
          "src/model": 2, "src/config": 3, "src/data": 4, "src/store": 5, "src/train": 6,
          "src/cli": 7}
 CONFORMANCE_MAY = {"backends", "src/util", "conformance"}
@@ -112,7 +112,7 @@ def call_cycles(paths):
 def main():
     top = sys.argv[1] if len(sys.argv) > 1 else "."
     files = []
-    for root in ("backends", "kernels_cl", "kernels_cu", "mpi", "src", "conformance"):
+    for root in ("backends", "kernels", "kernels_cu", "mpi", "src", "conformance"):
         for d, _, names in os.walk(os.path.join(top, root)):
             for n in names:
                 if n.endswith((".c", ".h", ".cu", ".cuh", ".cl")):

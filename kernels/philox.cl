@@ -1,8 +1,8 @@
-/* Philox-4x32-10, bit for bit as backends/philox.h: a draw depends only on
+/* Philox-4x32-10, bit for bit as backends/philox.h (the host's): a draw depends only on
  * (seed, stream, sample, element), so dropout masks match every backend. */
 
 /* One Philox-4x32-10 block: ctr (four words) in place under key (k0, k1). */
-void philox4x32(uint ctr[4], uint k0, uint k1) {
+BT_FN void philox4x32(uint ctr[4], uint k0, uint k1) {
     for (int round = 0; round < 10; round++) {
         const uint hi0 = mul_hi(0xD2511F53u, ctr[0]), lo0 = 0xD2511F53u * ctr[0];
         const uint hi1 = mul_hi(0xCD9E8D57u, ctr[2]), lo1 = 0xCD9E8D57u * ctr[2];
@@ -18,8 +18,8 @@ void philox4x32(uint ctr[4], uint k0, uint k1) {
 
 /* Whether dropout keeps element i (counted over all samples of per_sample
  * elements from sample first_sample): the draw dropout makes for it. */
-bool drop_keep(size_t i, ulong per_sample, uint first_sample, uint thr, uint seed_lo,
-               uint seed_hi, uint stream_lo, uint stream_hi) {
+BT_FN bool drop_keep(size_t i, ulong per_sample, uint first_sample, uint thr, uint seed_lo,
+                     uint seed_hi, uint stream_lo, uint stream_hi) {
     const size_t s = i / per_sample, e = i % per_sample;
     uint r[4] = {(uint)(e >> 2), first_sample + (uint)s, stream_lo, stream_hi};
     philox4x32(r, seed_lo, seed_hi);

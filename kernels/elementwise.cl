@@ -4,78 +4,90 @@
  * Outputs may alias inputs read at the same index (backend.h). */
 
 /* out[i] = value                                         out: (n) */
-__kernel void fill(__global float *out, ulong out_off, float value, ulong n) {
+BT_KERNEL void bt_fill(BT_OUT(float, out), float value, ulong n) {
+    BT_BIND(out);
     const size_t i = get_global_id(0);
-    if (i < n) out[out_off + i] = value;
+    if (i < n) out[i] = value;
 }
 
 /* out = a + b                                            (n) */
-__kernel void add(__global float *out, ulong out_off, __global const float *a, ulong a_off,
-                  __global const float *b, ulong b_off, ulong n) {
+BT_KERNEL void bt_add(BT_OUT(float, out), BT_IN(float, a), BT_IN(float, b), ulong n) {
+    BT_BIND(out);
+    BT_BIND(a);
+    BT_BIND(b);
     const size_t i = get_global_id(0);
-    if (i < n) out[out_off + i] = a[a_off + i] + b[b_off + i];
+    if (i < n) out[i] = a[i] + b[i];
 }
 
 /* x *= alpha                                             (n) */
-__kernel void scale(__global float *x, ulong x_off, float alpha, ulong n) {
+BT_KERNEL void bt_scale(BT_OUT(float, x), float alpha, ulong n) {
+    BT_BIND(x);
     const size_t i = get_global_id(0);
-    if (i < n) x[x_off + i] *= alpha;
+    if (i < n) x[i] *= alpha;
 }
 
 /* y += alpha * x                                         (n) */
-__kernel void axpy(__global float *y, ulong y_off, float alpha, __global const float *x,
-                   ulong x_off, ulong n) {
+BT_KERNEL void bt_axpy(BT_OUT(float, y), float alpha, BT_IN(float, x), ulong n) {
+    BT_BIND(y);
+    BT_BIND(x);
     const size_t i = get_global_id(0);
-    if (i < n) y[y_off + i] += alpha * x[x_off + i];
+    if (i < n) y[i] += alpha * x[i];
 }
 
 /* y[r, c] += bias[c]                                     y: (rows, cols) */
-__kernel void bias_add(__global float *y, ulong y_off, __global const float *bias, ulong b_off,
-                       int rows, int cols) {
+BT_KERNEL void bt_bias_add(BT_OUT(float, y), BT_IN(float, bias), int rows, int cols) {
+    BT_BIND(y);
+    BT_BIND(bias);
     const size_t i = get_global_id(0);
     if (i >= (size_t)rows * (size_t)cols) return;
     int c = (int)(i % (size_t)cols);
 #ifdef BT_FAULT_BIAS_ADD_OFF_BY_ONE /* test builds only (tests/opencl-fault.sh) */
     c = (c + 1) % cols;
 #endif
-    y[y_off + i] += bias[b_off + c];
+    y[i] += bias[c];
 }
 
 /* out = x * Phi(x), the exact erf GELU                   (n) */
-__kernel void gelu_fwd(__global float *out, ulong out_off, __global const float *x, ulong x_off,
-                       ulong n) {
+BT_KERNEL void bt_gelu_fwd(BT_OUT(float, out), BT_IN(float, x), ulong n) {
+    BT_BIND(out);
+    BT_BIND(x);
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    const float xi = x[x_off + i];
+    const float xi = x[i];
 #ifdef BT_FAULT_GELU_TANH_APPROX /* test builds only: the tanh approximation */
-    out[out_off + i] = 0.5f * xi * (1.0f + tanh(0.7978845608f * (xi + 0.044715f * xi * xi * xi)));
+    out[i] = 0.5f * xi * (1.0f + tanh(0.7978845608f * (xi + 0.044715f * xi * xi * xi)));
 #else
-    out[out_off + i] = gelu_value(xi);
+    out[i] = gelu_value(xi);
 #endif
 }
 
 /* dx = dout * (Phi(x) + x * phi(x))                      (n) */
-__kernel void gelu_bwd(__global float *dx, ulong dx_off, __global const float *dout,
-                       ulong d_off, __global const float *x, ulong x_off, ulong n) {
+BT_KERNEL void bt_gelu_bwd(BT_OUT(float, dx), BT_IN(float, dout), BT_IN(float, x), ulong n) {
+    BT_BIND(dx);
+    BT_BIND(dout);
+    BT_BIND(x);
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    dx[dx_off + i] = dout[d_off + i] * gelu_grad_value(x[x_off + i]);
+    dx[i] = dout[i] * gelu_grad_value(x[i]);
 }
 
 /* out = tanh(x)                                          (n) */
-__kernel void tanh_fwd(__global float *out, ulong out_off, __global const float *x, ulong x_off,
-                       ulong n) {
+BT_KERNEL void bt_tanh_fwd(BT_OUT(float, out), BT_IN(float, x), ulong n) {
+    BT_BIND(out);
+    BT_BIND(x);
     const size_t i = get_global_id(0);
-    if (i < n) out[out_off + i] = tanh(x[x_off + i]);
+    if (i < n) out[i] = tanh(x[i]);
 }
 
 /* dx = dout * (1 - y^2), y = tanh output                 (n) */
-__kernel void tanh_bwd(__global float *dx, ulong dx_off, __global const float *dout,
-                       ulong d_off, __global const float *y, ulong y_off, ulong n) {
+BT_KERNEL void bt_tanh_bwd(BT_OUT(float, dx), BT_IN(float, dout), BT_IN(float, y), ulong n) {
+    BT_BIND(dx);
+    BT_BIND(dout);
+    BT_BIND(y);
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    const float yi = y[y_off + i];
-    dx[dx_off + i] = dout[d_off + i] * (1.0f - yi * yi);
+    const float yi = y[i];
+    dx[i] = dout[i] * (1.0f - yi * yi);
 }
 
 /* out[i] = draw >= thr ? in[i] * keep_scale : 0, for `samples` samples of
@@ -83,10 +95,12 @@ __kernel void tanh_bwd(__global float *dx, ulong dx_off, __global const float *d
  * Philox block: four consecutive elements of one sample (the last block of a
  * sample may be partial). thr and keep_scale = 1/(1-p) come from the host, so
  * they round exactly as on the CPU. global: samples * blocks_per_sample. */
-__kernel void dropout(__global float *out, ulong out_off, __global const float *in, ulong in_off,
-                      ulong per_sample, ulong blocks_per_sample, ulong blocks, uint first_sample,
-                      uint thr, float keep_scale, uint seed_lo, uint seed_hi, uint stream_lo,
-                      uint stream_hi) {
+BT_KERNEL void bt_dropout(BT_OUT(float, out), BT_IN(float, in), ulong per_sample,
+                          ulong blocks_per_sample, ulong blocks, uint first_sample, uint thr,
+                          float keep_scale, uint seed_lo, uint seed_hi, uint stream_lo,
+                          uint stream_hi) {
+    BT_BIND(out);
+    BT_BIND(in);
     const size_t blk = get_global_id(0);
     if (blk >= blocks) return;
     const size_t s = blk / blocks_per_sample, e0 = (blk % blocks_per_sample) * 4;
@@ -94,5 +108,5 @@ __kernel void dropout(__global float *out, ulong out_off, __global const float *
     philox4x32(r, seed_lo, seed_hi);
     const size_t base = s * per_sample;
     for (size_t e = e0; e < e0 + 4 && e < per_sample; e++)
-        out[out_off + base + e] = r[e & 3] >= thr ? in[in_off + base + e] * keep_scale : 0.0f;
+        out[base + e] = r[e & 3] >= thr ? in[base + e] * keep_scale : 0.0f;
 }

@@ -13,22 +13,27 @@
  * Geometry: one work-group of BT_WG per row; work-item l handles logits l,
  * l + BT_WG, ...; (max, first index) and the exp sum by fixed trees, ties to
  * the lower index. global: rows * BT_WG. */
-__kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
-void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ulong l_off,
-                  __global float *correct, ulong c_off, __global float *log_z, ulong z_off,
-                  __global const float *logits, ulong x_off, __global const int *labels,
-                  ulong y_off, int V, float grad_scale, float z_loss) {
+BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
+                                  BT_OUT(float, correct), BT_OUT(float, log_z),
+                                  BT_IN(float, logits), BT_IN(int, labels), int V, float grad_scale,
+                                  float z_loss) {
+    BT_BIND(dlogits);
+    BT_BIND(loss);
+    BT_BIND(correct);
+    BT_BIND(log_z);
+    BT_BIND(logits);
+    BT_BIND(labels);
     __local float red[BT_WG];
     __local int arg_red[BT_WG];
     __local float x_y; /* logit y, from its owner */
     const int r = get_group_id(0), lid = get_local_id(0);
     const size_t row = (size_t)r * V;
-    __global const float *x = logits + x_off + row;
-    __global float *d = dlogits + d_off + row;
-    const int y = labels[y_off + r];
+    __global const float *x = logits + row;
+    __global float *d = dlogits + row;
+    const int y = labels[r];
     if (y < 0) {
         for (int j = lid; j < V; j += BT_WG) d[j] = 0.0f;
-        if (lid == 0) loss[l_off + r] = correct[c_off + r] = log_z[z_off + r] = 0.0f;
+        if (lid == 0) loss[r] = correct[r] = log_z[r] = 0.0f;
         return;
     }
 #ifdef BT_FAULT_XENT_RACE /* test builds only (tests/oclgrind.sh): the race fixed on
@@ -83,11 +88,11 @@ void xent_fwd_bwd(__global float *dlogits, ulong d_off, __global float *loss, ul
     }
     if (lid == 0) {
 #ifdef BT_FAULT_XENT_RACE
-        loss[l_off + r] = lz - x_y_any;
+        loss[r] = lz - x_y_any;
 #else
-        loss[l_off + r] = lz - x_y;
+        loss[r] = lz - x_y;
 #endif
-        correct[c_off + r] = arg == y ? 1.0f : 0.0f;
-        log_z[z_off + r] = lz;
+        correct[r] = arg == y ? 1.0f : 0.0f;
+        log_z[r] = lz;
     }
 }

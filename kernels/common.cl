@@ -1,35 +1,13 @@
-/* Shared definitions of the bertrain OpenCL kernels (OpenCL C 1.2).
- *
- * The host concatenates every kernels_cl/ file into one program (this file
- * first) and builds it with -DBT_WG=<work-group size> (256, or the largest
- * power of two the device allows) and -DBT_REDUCE_CHUNK=4096.
- *
- * Conventions, shared with the CUDA kernels in kernels_cu/:
- *  - every tensor argument is (pointer, ulong offset in elements): the host
- *    passes a bt_ptr's buffer and offset, never a sub-buffer;
- *  - every launch is 1-D with work-groups of BT_WG work-items, the global size
- *    rounded up to a multiple of BT_WG (extra work-items return early);
- *  - no atomics: each output element has one owner, and reductions use fixed
- *    trees whose shape depends only on BT_WG, so the same device gives the
- *    same bits on every run;
- *  - fp32 (fp64 only where a device has it: LAMB's trust ratios in optim.cl);
- *    no a*b+c contraction into fma, so the
- *    elementwise ops round exactly as the CPU reference backend does. */
-#pragma OPENCL FP_CONTRACT OFF
+/* Helpers shared by the kernels (the one source of kernels/, see
+ * dialect_opencl.cl): work-group trees, GELU's values, a LayerNorm row and a
+ * masked softmax row. */
 
-#ifndef BT_WG
-#define BT_WG 256
-#endif
-#ifndef BT_REDUCE_CHUNK
-#define BT_REDUCE_CHUNK 4096
-#endif
-/* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
- * dgamma and dbeta, embed_bwd's dwtt). */
-#define BT_COL_ROWS 64
+/* The smaller of two sizes. */
+BT_FN size_t bt_min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 /* Sum of v over the work-group by a fixed tree in red[BT_WG]; every
  * work-item gets the total. Must be reached by all work-items. */
-float wg_sum(float v, __local float *red) {
+BT_FN float wg_sum(float v, BT_LOCAL_PTR float *red) {
     const int lid = get_local_id(0);
     red[lid] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -44,7 +22,7 @@ float wg_sum(float v, __local float *red) {
 
 /* Maximum of v over the work-group (NaN-ignoring as `a > b`); every work-item
  * gets it. */
-float wg_max(float v, __local float *red) {
+BT_FN float wg_max(float v, BT_LOCAL_PTR float *red) {
     const int lid = get_local_id(0);
     red[lid] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -59,8 +37,8 @@ float wg_max(float v, __local float *red) {
 
 /* The exact-erf GELU and its derivative, shared by gelu_fwd/bwd and the
  * fused kernels so that both round alike. */
-float gelu_value(float x) { return 0.5f * x * (1.0f + erf(x * M_SQRT1_2_F)); }
-float gelu_grad_value(float x) {
+BT_FN float gelu_value(float x) { return 0.5f * x * (1.0f + erf(x * M_SQRT1_2_F)); }
+BT_FN float gelu_grad_value(float x) {
     const float cdf = 0.5f * (1.0f + erf(x * M_SQRT1_2_F));
     const float pdf = 0.3989422804014327f * exp(-0.5f * x * x);
     return cdf + x * pdf;
@@ -70,9 +48,9 @@ float gelu_grad_value(float x) {
  * it): out = (x - mean) * rstd * gamma + beta, work-item l owning columns l,
  * l + BT_WG, ...; mean and variance by fixed trees; returns rstd and sets
  * *mean. Shared by layernorm_fwd and residual_layernorm_fwd. */
-float layernorm_row(__global float *out, __global const float *x, __global const float *gamma,
-                    __global const float *beta, int cols, float eps, __local float *red,
-                    float *mean) {
+BT_FN float layernorm_row(__global float *out, __global const float *x,
+                          __global const float *gamma, __global const float *beta, int cols,
+                          float eps, BT_LOCAL_PTR float *red, float *mean) {
     const int lid = get_local_id(0);
     float s = 0.0f;
     for (int c = lid; c < cols; c += BT_WG) s += x[c];
@@ -89,8 +67,8 @@ float layernorm_row(__global float *out, __global const float *x, __global const
  * softmax_j(scale * s[j]) over keys with km[j] != 0 (masked keys 0, no key:
  * all 0), work-item l owning keys l, l + BT_WG, ... (p may be s). Shared by
  * softmax_fwd and softmax_dropout_fwd. */
-void softmax_row(__global float *p, __global const float *s, __global const int *km, int T,
-                 float scale, __local float *red) {
+BT_FN void softmax_row(__global float *p, __global const float *s, __global const int *km,
+                       int T, float scale, BT_LOCAL_PTR float *red) {
     const int lid = get_local_id(0);
     float mx = -INFINITY;
     for (int j = lid; j < T; j += BT_WG)

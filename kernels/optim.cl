@@ -12,8 +12,7 @@
  * Work-item l of a chunk takes elements l, l + BT_WG, ..., as sumsq_partial
  * does, so LAMB's norms have sumsq's partials. */
 
-#ifdef cl_khr_fp64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#ifdef BT_HAS_FP64
 typedef double trust_t; /* LAMB's norms and trust ratio: the host's double */
 #else
 typedef float trust_t; /* no fp64: the trust ratios round differently (conformance says so) */
@@ -21,17 +20,17 @@ typedef float trust_t; /* no fp64: the trust ratios round differently (conforman
 
 /* Adam's moments after gradient g: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
  * stored and returned. */
-inline void moments(float g, __global float *m, __global float *v, float beta1, float beta2,
-                    float *m_out, float *v_out) {
+BT_FN void moments(float g, __global float *m, __global float *v, float beta1, float beta2,
+                   float *m_out, float *v_out) {
     *m = *m_out = beta1 * *m + (1.0f - beta1) * g;
     *v = *v_out = beta2 * *v + (1.0f - beta2) * g * g;
 }
 
 /* AdamW on element i with gradient gi: m, v updated;
  * w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps). */
-inline void adamw_elem(__global float *w, float gi, __global float *m, __global float *v,
-                       size_t i, float beta1, float beta2, float eps, float decay, float step,
-                       float sqrt_bc2) {
+BT_FN void adamw_elem(__global float *w, float gi, __global float *m, __global float *v,
+                      size_t i, float beta1, float beta2, float eps, float decay, float step,
+                      float sqrt_bc2) {
     float mi, vi;
     moments(gi, m + i, v + i, beta1, beta2, &mi, &vi);
     w[i] = w[i] * decay - step * mi / (sqrt(vi) / sqrt_bc2 + eps);
@@ -39,9 +38,9 @@ inline void adamw_elem(__global float *w, float gi, __global float *m, __global 
 
 /* LAMB's moments on element i with gradient gi, returning its update
  * direction u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * w. */
-inline float lamb_elem(__global const float *w, float gi, __global float *m, __global float *v,
-                       size_t i, float beta1, float beta2, float eps, float wd, float bc1,
-                       float bc2) {
+BT_FN float lamb_elem(__global const float *w, float gi, __global float *m, __global float *v,
+                      size_t i, float beta1, float beta2, float eps, float wd, float bc1,
+                      float bc2) {
     float mi, vi;
     moments(gi, m + i, v + i, beta1, beta2, &mi, &vi);
     return (mi / bc1) / (sqrt(vi / bc2) + eps) + wd * w[i];
@@ -50,32 +49,39 @@ inline float lamb_elem(__global const float *w, float gi, __global float *m, __g
 /* torch.optim.AdamW:  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
  * w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps)
  * with decay = 1 - lr*wd, step = lr/bc1, sqrt_bc2 = sqrt(bc2).     (n) */
-__kernel void adamw_step(__global float *w, ulong w_off, __global const float *g, ulong g_off,
-                         __global float *m, ulong m_off, __global float *v, ulong v_off, ulong n,
-                         float beta1, float beta2, float eps, float decay, float step,
-                         float sqrt_bc2) {
+BT_KERNEL void bt_adamw_step(BT_OUT(float, w), BT_IN(float, g), BT_OUT(float, m), BT_OUT(float, v),
+                             ulong n, float beta1, float beta2, float eps, float decay, float step,
+                             float sqrt_bc2) {
+    BT_BIND(w);
+    BT_BIND(g);
+    BT_BIND(m);
+    BT_BIND(v);
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    adamw_elem(w + w_off, g[g_off + i], m + m_off, v + v_off, i, beta1, beta2, eps, decay, step,
+    adamw_elem(w, g[i], m, v, i, beta1, beta2, eps, decay, step,
                sqrt_bc2);
 }
 
 /* LAMB's first half (DeepSpeed): moments as AdamW, then
  * u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * w.                   (n) */
-__kernel void lamb_update(__global float *u, ulong u_off, __global const float *w, ulong w_off,
-                          __global const float *g, ulong g_off, __global float *m, ulong m_off,
-                          __global float *v, ulong v_off, ulong n, float beta1, float beta2,
-                          float eps, float wd, float bc1, float bc2) {
+BT_KERNEL void bt_lamb_update(BT_OUT(float, u), BT_IN(float, w), BT_IN(float, g), BT_OUT(float, m),
+                              BT_OUT(float, v), ulong n, float beta1, float beta2, float eps,
+                              float wd, float bc1, float bc2) {
+    BT_BIND(u);
+    BT_BIND(w);
+    BT_BIND(g);
+    BT_BIND(m);
+    BT_BIND(v);
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    u[u_off + i] =
-        lamb_elem(w + w_off, g[g_off + i], m + m_off, v + v_off, i, beta1, beta2, eps, wd, bc1,
+    u[i] =
+        lamb_elem(w, g[i], m, v, i, beta1, beta2, eps, wd, bc1,
                   bc2);
 }
 
 /* The span of work-group grp: the last t < n_spans with chunk_begin[t] <= grp
  * (empty spans own no chunk). */
-inline int span_of_group(__global const ulong *chunk_begin, int n_spans, ulong grp) {
+BT_FN int span_of_group(__global const ulong *chunk_begin, int n_spans, ulong grp) {
     int lo = 0, hi = n_spans - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
@@ -86,28 +92,32 @@ inline int span_of_group(__global const ulong *chunk_begin, int n_spans, ulong g
 }
 
 /* The elements [*i0, *i1) of the flat buffers that work-group grp owns, in span *t. */
-inline void chunk_range(__global const ulong *tab, int n_spans, ulong grp, int *t, size_t *i0,
-                        size_t *i1) {
+BT_FN void chunk_range(__global const ulong *tab, int n_spans, ulong grp, int *t, size_t *i0,
+                       size_t *i1) {
     *t = span_of_group(tab + 2 * n_spans, n_spans, grp);
     const size_t base = tab[*t], len = tab[n_spans + *t];
     const size_t first = (grp - tab[2 * n_spans + *t]) * BT_REDUCE_CHUNK;
     *i0 = base + first;
-    *i1 = base + min(first + BT_REDUCE_CHUNK, len);
+    *i1 = base + bt_min_size(first + BT_REDUCE_CHUNK, len);
 }
 
 /* adamw_step on every span (ftab: decay, step, sqrt_bc2 per span), each
  * gradient read as g * grad_scale. global: total chunks * BT_WG. */
-__kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
-void adamw_multi(__global float *w, ulong w_off, __global const float *g, ulong g_off,
-                 __global float *m, ulong m_off, __global float *v, ulong v_off,
-                 __global const ulong *tab, __global const float *ftab, ulong ftab_off,
-                 int n_spans, float beta1, float beta2, float eps, float grad_scale) {
+BT_KERNEL_WG void bt_adamw_multi(BT_OUT(float, w), BT_IN(float, g), BT_OUT(float, m),
+                                 BT_OUT(float, v), __global const ulong *tab, BT_IN(float, ftab),
+                                 int n_spans, float beta1, float beta2, float eps,
+                                 float grad_scale) {
+    BT_BIND(w);
+    BT_BIND(g);
+    BT_BIND(m);
+    BT_BIND(v);
+    BT_BIND(ftab);
     int t;
     size_t i0, i1;
     chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
-    ftab += ftab_off + 3 * (size_t)t;
+    ftab += 3 * (size_t)t;
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG)
-        adamw_elem(w + w_off, g[g_off + i] * grad_scale, m + m_off, v + v_off, i, beta1, beta2,
+        adamw_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2,
                    eps, ftab[0], ftab[1], ftab[2]);
 }
 
@@ -115,22 +125,25 @@ void adamw_multi(__global float *w, ulong w_off, __global const float *g, ulong 
  * gradients g * grad_scale, and per chunk the partial sums of w^2 and u^2
  * (sumsq_partial's) into partial[2 grp], partial[2 grp + 1].
  * global: total chunks * BT_WG. */
-__kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
-void lamb_multi_moments(__global const float *w, ulong w_off, __global const float *g,
-                        ulong g_off, __global float *m, ulong m_off, __global float *v,
-                        ulong v_off, __global const ulong *tab, __global const float *ftab,
-                        ulong ftab_off, __global float *partial, ulong p_off, int n_spans,
-                        float beta1, float beta2, float eps, float grad_scale) {
+BT_KERNEL_WG void bt_lamb_multi_moments(BT_IN(float, w), BT_IN(float, g), BT_OUT(float, m),
+                                        BT_OUT(float, v), __global const ulong *tab,
+                                        BT_IN(float, ftab), BT_OUT(float, partial), int n_spans,
+                                        float beta1, float beta2, float eps, float grad_scale) {
+    BT_BIND(w);
+    BT_BIND(g);
+    BT_BIND(m);
+    BT_BIND(v);
+    BT_BIND(ftab);
+    BT_BIND(partial);
     __local float red[BT_WG];
     int t;
     size_t i0, i1;
     const size_t grp = get_group_id(0);
     chunk_range(tab, n_spans, grp, &t, &i0, &i1);
-    ftab += ftab_off + 3 * (size_t)t;
-    w += w_off;
+    ftab += 3 * (size_t)t;
     float sw = 0.0f, su = 0.0f;
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
-        const float u = lamb_elem(w, g[g_off + i] * grad_scale, m + m_off, v + v_off, i, beta1,
+        const float u = lamb_elem(w, g[i] * grad_scale, m, v, i, beta1,
                                   beta2, eps, ftab[0], ftab[1], ftab[2]);
         sw += w[i] * w[i];
         su += u * u;
@@ -138,48 +151,50 @@ void lamb_multi_moments(__global const float *w, ulong w_off, __global const flo
     sw = wg_sum(sw, red);
     su = wg_sum(su, red);
     if (get_local_id(0) == 0) {
-        partial[p_off + 2 * grp] = sw;
-        partial[p_off + 2 * grp + 1] = su;
+        partial[2 * grp] = sw;
+        partial[2 * grp + 1] = su;
     }
 }
 
 /* LAMB, pass 2: per span, ||w|| and ||u|| from its chunks' partials added in
  * order (as the host adds sumsq's), the trust ratio clamped to [min_coeff,
  * max_coeff] (1 when a norm is 0), and coef[t] = -lr * trust. global: n_spans. */
-__kernel void lamb_multi_trust(__global const ulong *tab, __global const float *partial,
-                               ulong p_off, __global float *coef, ulong coef_off, int n_spans,
-                               float lr, float min_coeff, float max_coeff) {
+BT_KERNEL void bt_lamb_multi_trust(__global const ulong *tab, BT_IN(float, partial),
+                                   BT_OUT(float, coef), int n_spans, float lr, float min_coeff,
+                                   float max_coeff) {
+    BT_BIND(partial);
+    BT_BIND(coef);
     const int t = get_global_id(0);
     if (t >= n_spans) return;
     __global const ulong *chunk_begin = tab + 2 * n_spans;
     trust_t sw = 0, su = 0;
     for (ulong c = chunk_begin[t]; c < chunk_begin[t + 1]; c++) {
-        sw += (trust_t)partial[p_off + 2 * c];
-        su += (trust_t)partial[p_off + 2 * c + 1];
+        sw += (trust_t)partial[2 * c];
+        su += (trust_t)partial[2 * c + 1];
     }
     const trust_t wn = sqrt(sw), un = sqrt(su);
     trust_t trust = (wn > 0 && un > 0) ? wn / un : (trust_t)1;
     if (trust < (trust_t)min_coeff) trust = min_coeff;
     if (trust > (trust_t)max_coeff) trust = max_coeff;
-    coef[coef_off + t] = (float)(-(trust_t)lr * trust);
+    coef[t] = (float)(-(trust_t)lr * trust);
 }
 
 /* LAMB, pass 3: w += coef[t] * u, u recomputed from the stored moments
  * (lamb_elem's expression on the same values: the same bits).
  * global: total chunks * BT_WG. */
-__kernel __attribute__((reqd_work_group_size(BT_WG, 1, 1)))
-void lamb_multi_apply(__global float *w, ulong w_off, __global const float *m, ulong m_off,
-                      __global const float *v, ulong v_off, __global const ulong *tab,
-                      __global const float *ftab, ulong ftab_off, __global const float *coef,
-                      ulong coef_off, int n_spans, float eps) {
+BT_KERNEL_WG void bt_lamb_multi_apply(BT_OUT(float, w), BT_IN(float, m), BT_IN(float, v),
+                                      __global const ulong *tab, BT_IN(float, ftab),
+                                      BT_IN(float, coef), int n_spans, float eps) {
+    BT_BIND(w);
+    BT_BIND(m);
+    BT_BIND(v);
+    BT_BIND(ftab);
+    BT_BIND(coef);
     int t;
     size_t i0, i1;
     chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
-    ftab += ftab_off + 3 * (size_t)t;
-    const float wd = ftab[0], bc1 = ftab[1], bc2 = ftab[2], alpha = coef[coef_off + t];
-    w += w_off;
-    m += m_off;
-    v += v_off;
+    ftab += 3 * (size_t)t;
+    const float wd = ftab[0], bc1 = ftab[1], bc2 = ftab[2], alpha = coef[t];
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
         const float u = (m[i] / bc1) / (sqrt(v[i] / bc2) + eps) + wd * w[i];
         w[i] += alpha * u;

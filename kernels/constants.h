@@ -1,0 +1,19 @@
+/* Sizes the kernels and the host code that launches them agree on (C, CUDA
+ * C++ and OpenCL C alike). The OpenCL backend passes BT_WG and
+ * BT_REDUCE_CHUNK with -D, BT_WG possibly smaller where a device allows less. */
+#ifndef BT_KERNELS_CONSTANTS_H
+#define BT_KERNELS_CONSTANTS_H
+
+/* The work-group (CUDA: block) size of every kernel. */
+#ifndef BT_WG
+#define BT_WG 256
+#endif
+/* Elements per work-group of sum_partial / sumsq_partial (as CPU_REDUCE_CHUNK). */
+#ifndef BT_REDUCE_CHUNK
+#define BT_REDUCE_CHUNK 4096
+#endif
+/* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
+ * dgamma and dbeta, embed_bwd's dwtt). */
+#define BT_COL_ROWS 64
+
+#endif

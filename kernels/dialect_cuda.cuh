@@ -1,0 +1,43 @@
+/* The kernels' dialect as CUDA C++: kernels/dialect_opencl.cl's names (see
+ * there) for nvcc, and for g++ in the emulated device (tests/cuda_emu), so
+ * that each kernels/ file compiles unchanged for CUDA. kernels_cu/NAME.cu
+ * includes this header, kernels_cu/kernels.cuh (the host's declarations),
+ * common.cl, philox.cl and kernels/NAME.cl. */
+#ifndef BT_KERNELS_DIALECT_CUDA_CUH
+#define BT_KERNELS_DIALECT_CUDA_CUH
+
+/* every system header first: the OpenCL type names below are macros */
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "constants.h"
+
+#define BT_KERNEL __global__
+#define BT_KERNEL_WG __global__ __launch_bounds__(BT_WG)
+#define BT_FN static __device__ inline
+#define BT_IN(T, x) const T *x
+#define BT_OUT(T, x) T *x
+#define BT_BIND(x) (void)0
+#define BT_LOCAL_PTR
+#define BT_HAS_FP64 1
+
+#define __global
+#define __local __shared__
+#define CLK_LOCAL_MEM_FENCE 1
+#define barrier(flags) __syncthreads()
+/* 1-D launches only: blocks of BT_WG threads (the host's LAUNCH) */
+#define get_global_id(dim) ((size_t)blockIdx.x * BT_WG + threadIdx.x)
+#define get_group_id(dim) ((size_t)blockIdx.x)
+#define get_local_id(dim) ((size_t)threadIdx.x)
+#define mul_hi(a, b) __umulhi(a, b)
+#define as_float(u) __uint_as_float(u)
+#define as_uint(f) __float_as_uint(f)
+#define M_SQRT1_2_F 0.70710678118654752440f
+
+#define uint unsigned int
+#define ushort unsigned short
+#define ulong unsigned long long
+
+#endif
