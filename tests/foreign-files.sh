@@ -178,13 +178,16 @@ killed_import() {
 lock_file_deleted() {
     C=$tmpdir/lock
     # shellcheck disable=SC2086
-    BERTRAIN_TEST_CKPT="begin,2,pause:8" "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=4 \
+    BERTRAIN_TEST_CKPT="begin,2,wait:$tmpdir/lock-go" "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=4 \
         --set checkpoint.interval=2 --set output_dir="\"$C\"" > "$tmpdir/lock.log" 2>&1 &
     first=$!
     wait_for_line "$tmpdir/lock.log" "test hook: checkpoint 2" $first "the first run never reached its checkpoint"
     rm "$C/.bertrain.lock"
-    expect_refusal "a second run after the lock file was deleted" "lock is in use by another bertrain run" \
-        train --set train_steps=4 --set output_dir="\"$C\"" --resume auto
+    (expect_refusal "a second run after the lock file was deleted" "lock is in use by another bertrain run" \
+        train --set train_steps=4 --set output_dir="\"$C\"" --resume auto)
+    refused=$?
+    touch "$tmpdir/lock-go" # the first run goes on from its checkpoint 2
+    [ $refused -eq 0 ] || { wait $first; fail "the second run was not refused"; }
     wait $first || { cat "$tmpdir/lock.log"; fail "the first run failed"; }
     grep -q "pid $first" "$C/.bertrain.lock" || fail "the first run did not write its lock file again"
     echo "ok   with its lock file deleted the run still holds output_dir: a second run is refused, the file comes back"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { MAX_LISTED = 64 };
 
@@ -112,6 +113,12 @@ void hook_ckpt_point(const char *point, long step) {
             hooks.ckpt_action);
     fflush(stderr);
     if (strcmp(hooks.ckpt_action, "kill") == 0) raise(SIGKILL);
+    if (strncmp(hooks.ckpt_action, "wait:", 5) == 0) { /* until the test makes the file */
+        const struct timespec tick = {0, 20000000};
+        for (int i = 0; i < 6000 && access(hooks.ckpt_action + 5, F_OK) != 0; i++)
+            nanosleep(&tick, NULL);
+        return;
+    }
     double secs = strncmp(hooks.ckpt_action, "pause:", 6) == 0 ? atof(hooks.ckpt_action + 6) : 0;
     struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {

@@ -12,7 +12,8 @@
  *   BERTRAIN_TEST_PERTURB="RANK,STEP"  RANK changes one parameter after STEP
  *   BERTRAIN_TEST_CKPT="POINT,STEP,ACTION"  the checkpoint writer of STEP (0: any)
  *                                      at POINT (begin, model, optim, state, rename,
- *                                      latest) does ACTION: kill, or pause:SECONDS
+ *                                      latest) does ACTION: kill, pause:SECONDS,
+ *                                      or wait:FILE (until FILE exists, at most 120 s)
  *   BERTRAIN_TEST_LOG_SAMPLES          log each micro-batch's sample range
  *   BERTRAIN_TEST_LOG_LAYERDROP        log the layers LayerDrop skips */
 #ifndef BT_UTIL_TEST_HOOKS_H
