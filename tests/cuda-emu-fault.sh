@@ -9,6 +9,8 @@
 #                     block reductions (wg_sum, wg_max) removed   conformance layernorm
 #                     (a race shows only where the block's threads
 #                     hold different data: the full shapes)
+#   read-past-end     sum_partial's last chunk reads one element
+#                     past the tensor (the guard band's NaN)      conformance sum
 #   swapped-ld        lda and ldb swapped in the cuBLAS SGEMM      conformance gemm
 #   no-download-sync  download reads before the stream is done    conformance
 # and the bugs a review found on paper, each put back:
@@ -77,6 +79,9 @@ expect_failure launch-grid "$CONF" --backend cuda-emu --quick
 mutant no-syncthreads kernels/common.cl 's|(red\[lid\] = v;\n)    barrier\(CLK_LOCAL_MEM_FENCE\);\n|$1|g'
 expect_failure no-syncthreads "$CONF" --backend cuda-emu --op layernorm_fwd
 
+mutant read-past-end kernels/reduce.cl 's|(i1 = bt_min_size\(i0 \+ BT_REDUCE_CHUNK, \(size_t\)n)\);|$1 + 1);|'
+expect_failure read-past-end "$CONF" --backend cuda-emu --op sum
+
 mutant swapped-ld backends/cuda/cuda_gemm.cu 's|B, ldb,\n(\s*)\(long long\)stride_b, A, lda,|B, lda,\n$1(long long)stride_b, A, ldb,|'
 expect_failure swapped-ld "$CONF" --backend cuda-emu --quick --op gemm
 
@@ -94,4 +99,4 @@ unset CUDA_EMU_ARCH
 mutant cached-device backends/cuda/cuda_context.cu 's|(cudaError_t cu_use_device\(int device\) \{\n)|$1    static thread_local int cached = -1;\n    if (cached == device) return cudaSuccess;\n    cached = device;\n    return cudaSetDevice(device);\n|'
 expect_failure cached-device "$top_builddir/tests/c/test_cuda_emu" device-switch
 
-echo "PASS: the emulated device catches all 7 faults"
+echo "PASS: the emulated device catches all 8 faults"
