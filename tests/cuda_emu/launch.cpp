@@ -209,7 +209,8 @@ struct team {
     /* the block being run */
     unsigned n = 0, live = 0, waiting = 0, finished = 0;
     int current = -1;
-    void *barrier_site = nullptr; /* the __syncthreads() this pass's threads wait at */
+    const char *barrier_file = nullptr; /* the __syncthreads() this pass's threads wait at */
+    int barrier_line = 0;
     bool ok = true;
     affine_order order;
     order_rng rng{0};
@@ -252,7 +253,7 @@ struct team {
             }
             if (!ok || live == 0) return -1;
             waiting = finished = 0;
-            barrier_site = nullptr;
+            barrier_file = nullptr;
             order.start(n, rng);
         }
     }
@@ -295,7 +296,7 @@ static void fiber_main(void *arg) {
 
 using namespace cuemu;
 
-void cuemu_syncthreads(void) {
+void cuemu_syncthreads(const char *file, int line) {
     team *t = my_team;
     if (!t || !my_site) {
         report("__syncthreads() outside a kernel");
@@ -308,11 +309,16 @@ void cuemu_syncthreads(void) {
         abort();
     }
     const int me = t->current;
-    void *site = __builtin_return_address(0);
-    if (t->waiting++ == 0) t->barrier_site = site;
-    if (site != t->barrier_site && t->ok) {
-        report("kernel %s, block (%u,%u,%u): threads wait at different __syncthreads()",
-               t->site.kernel, t->site.block.x, t->site.block.y, t->site.block.z);
+    /* a barrier is its place in the source (the optimizer may copy its code) */
+    if (t->waiting++ == 0) {
+        t->barrier_file = file;
+        t->barrier_line = line;
+    }
+    if ((line != t->barrier_line || strcmp(file, t->barrier_file) != 0) && t->ok) {
+        report("kernel %s, block (%u,%u,%u): threads wait at different __syncthreads() (%s:%d "
+               "and %s:%d)",
+               t->site.kernel, t->site.block.x, t->site.block.y, t->site.block.z,
+               t->barrier_file, t->barrier_line, file, line);
         t->ok = false;
     }
     t->state[me] = WAITING;
@@ -343,7 +349,7 @@ static bool run_block(team *t, const kernel_launch &l, dim3 bidx, bool as_team, 
         }
         t->n = t->live = n;
         t->waiting = t->finished = 0;
-        t->barrier_site = nullptr;
+        t->barrier_file = nullptr;
         t->ok = true;
         t->order.start(n, t->rng);
         t->switch_next(&t->sched); /* back when the block is over */

@@ -118,8 +118,8 @@ extern thread_local dim3 cuemu_thread_idx, cuemu_block_idx, cuemu_block_dim, cue
 #define gridDim cuemu_grid_dim
 
 /* The barrier of the running block: every thread of it must reach it. */
-void cuemu_syncthreads(void);
-#define __syncthreads() cuemu_syncthreads()
+void cuemu_syncthreads(const char *file, int line);
+#define __syncthreads() cuemu_syncthreads(__FILE__, __LINE__)
 
 inline unsigned int __umulhi(unsigned int a, unsigned int b) {
     return (unsigned int)(((unsigned long long)a * b) >> 32);
