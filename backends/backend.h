@@ -317,13 +317,14 @@ typedef struct {
                         without it a mark waits for the device */
 } bt_backend_options;
 
-/* Names of every op slot in the table, in order, for start-up checks and the
- * conformance suite: a backend with a NULL slot is refused. */
+/* Names of every op slot in the table, in order (backends/op_list.h), for
+ * start-up checks and the conformance suite. */
 extern const char *const bt_op_names[];
 extern const int bt_op_count;
 
 /* Check that every slot of be is filled; print the first missing op and return
- * false otherwise (an op a backend lacks is an error, never a fallback). */
+ * false otherwise. An op a backend lacks is an error, except a fused op, which
+ * the registry composes from the ops it replaces first (common/composed.h). */
 bool bt_backend_complete(const bt_backend *be);
 
 #endif

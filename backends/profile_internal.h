@@ -3,24 +3,16 @@
 #ifndef BT_PROFILE_INTERNAL_H
 #define BT_PROFILE_INTERNAL_H
 
+#include "op_list.h"
 #include "profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The ops the profiler times, in report order when they tie. */
-#define BT_PROFILED_OPS(X)                                                              \
-    X(upload) X(download) X(copy) X(fill) X(gemm) X(gemm16) X(bias_add) X(bias_grad)   \
-    X(embed_fwd) X(embed_bwd) X(layernorm_fwd) X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) \
-    X(tanh_fwd) X(tanh_bwd) X(softmax_fwd) X(softmax_bwd) X(dropout) X(add) X(scale)   \
-    X(axpy) X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(sumsq) X(sum)            \
-    X(all_finite) X(reduce_defer) X(reduce_fetch) X(adamw_step) X(lamb_update)          \
-    X(adamw_multi) X(lamb_multi) X(bias_gelu_fwd) X(bias_gelu_bwd) X(bias_dropout_add)     \
-    X(residual_layernorm_fwd) X(softmax_dropout_fwd) X(dropout_softmax_bwd) X(cast)       \
-    X(round16) X(sync)
-
-#define BT_PROF_ENUM(op) PROF_##op,
-enum { BT_PROFILED_OPS(BT_PROF_ENUM) PROF_N_OPS };
+/* The ops the profiler times, in report order when they tie: every OP and
+ * FUSED op of BT_OP_LIST (op_list.h), as PROF_<op>. */
+#define BT_PROF_ENUM(op, kind) BT_OP_IF_TIMED(kind, PROF_##op, )
+enum { BT_OP_LIST(BT_PROF_ENUM) PROF_N_OPS };
 #undef BT_PROF_ENUM
 
 /* One op issued inside a step: its marks before and after, its cost, and

@@ -21,8 +21,8 @@
 #define F4 4.0 /* bytes of an fp32 or int32 element */
 
 static const char *const op_names[] = {
-#define BT_PROF_NAME(op) #op,
-    BT_PROFILED_OPS(BT_PROF_NAME)
+#define BT_PROF_NAME(op, kind) BT_OP_IF_TIMED(kind, #op, )
+    BT_OP_LIST(BT_PROF_NAME)
 #undef BT_PROF_NAME
 };
 

@@ -3,6 +3,8 @@
  * own header. */
 #include "registry.h"
 
+#include "common/composed.h"
+
 #include "cpu/cpu_backend.h"
 #include "cuda/cuda_backend.h"
 #ifdef BT_HAVE_OPENCL
@@ -62,7 +64,10 @@ const char *bt_backends_built(void) {
         ;
 }
 
+/* be with its empty fused slots composed from primitive ops
+ * (common/composed.h), checked complete; NULL after destroying it if not. */
 static bt_backend *checked(bt_backend *be, char *err, size_t errlen) {
+    if (be) bt_compose_missing(be);
     if (be && !bt_backend_complete(be)) {
         snprintf(err, errlen, "backend '%s' is incomplete", be->name);
         be->destroy(be);

@@ -1,18 +1,18 @@
 #!/bin/sh
 # Every op of the dispatch table is in every place docs/ADDING_AN_OP.md says
 # an op goes: the table's "check" column gives, per place, a pattern with NAME
-# for the op and the files to look in; each op of BT_OPS
-# (backends/backend_table.c) must match in each. A backend that lacks an op
+# for the op and the files to look in; each op of BT_OP_LIST
+# (backends/op_list.h) must match in each. A backend that lacks an op
 # fails here even where it cannot run (CUDA without a GPU). The conformance
 # row check runs the suite (--quick) on the CPU and needs a row per op.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 doc=docs/ADDING_AN_OP.md
 
-ops=$(sed -n '/#define BT_OPS/,/^$/p' backends/backend_table.c | grep -o 'X([a-z0-9_]*)' |
-      sed 's/X(\(.*\))/\1/')
+ops=$(sed -n '/#define BT_OP_LIST/,/^$/p' backends/op_list.h | grep -o 'X([a-z0-9_]*, [A-Z]*)' |
+      sed 's/X(\([a-z0-9_]*\),.*/\1/')
 n_ops=$(echo "$ops" | wc -w)
-[ "$n_ops" -ge 30 ] || fail "found only $n_ops ops in BT_OPS: the list scan is broken"
+[ "$n_ops" -ge 30 ] || fail "found only $n_ops ops in BT_OP_LIST: the list scan is broken"
 
 # "| # | place | what | `PATTERN` in `FILES` |" rows
 grep '^| *[0-9]' "$doc" | sed -n 's/.*| *`\([^`]*NAME[^`]*\)` in `\([^`]*\)` *|$/\1	\2/p' > "$tmpdir/places"

@@ -1,0 +1,88 @@
+/* The fused ops as the sequences of primitive ops that their contracts in
+ * backend.h name (see composed.h). */
+#include "composed.h"
+
+#include "../op_list.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* y += bias; out = gelu(y): bias_add then gelu_fwd.   (rows, cols) */
+static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
+                                   int cols) {
+    be->bias_add(be, y, bias, rows, cols);
+    be->gelu_fwd(be, out, y, (size_t)rows * cols);
+}
+
+/* dx = dout * gelu'(x); dbias += column sums of dx: gelu_bwd then bias_grad. */
+static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout,
+                                   bt_ptr x, int rows, int cols) {
+    be->gelu_bwd(be, dx, dout, x, (size_t)rows * cols);
+    be->bias_grad(be, dbias, dx, rows, cols);
+}
+
+/* out = resid + dropout(y + bias), y unchanged: the branch in a scratch
+ * buffer of the backend's (out may alias resid), then add. */
+static void composed_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
+                                      bt_ptr resid, int rows, int cols, size_t per_sample,
+                                      uint32_t first_sample, float p, bt_rng_key key) {
+    const size_t n = (size_t)rows * cols;
+    bt_buffer *scratch = be->alloc(be, n * sizeof(float));
+    if (!scratch) {
+        fprintf(stderr, "bertrain: %s: out of device memory for %zu bytes of the composed "
+                        "bias_dropout_add\n", be->name, n * sizeof(float));
+        exit(1);
+    }
+    const bt_ptr branch = {scratch, 0};
+    be->copy(be, branch, y, n * sizeof(float));
+    be->bias_add(be, branch, bias, rows, cols);
+    if (p > 0.0f) be->dropout(be, branch, branch, n, per_sample, first_sample, p, key);
+    be->add(be, out, branch, resid, n);
+    be->free(be, scratch); /* the backends free it once the queued ops are done */
+}
+
+/* sum = resid + dropout(y + bias); out, mean, rstd = layernorm_fwd(sum). */
+static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
+                                            bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
+                                            bt_ptr gamma, bt_ptr beta, int rows, int cols,
+                                            float eps, size_t per_sample, uint32_t first_sample,
+                                            float p, bt_rng_key key) {
+    be->bias_dropout_add(be, sum, y, bias, resid, rows, cols, per_sample, first_sample, p, key);
+    be->layernorm_fwd(be, out, mean, rstd, sum, gamma, beta, rows, cols, eps);
+}
+
+/* probs = softmax_fwd(scores); dropped = dropout(probs), per_sample H*T*T. */
+static void composed_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs,
+                                         bt_ptr scores, bt_ptr key_mask, int B, int H, int T,
+                                         float scale, uint32_t first_sample, float p,
+                                         bt_rng_key key) {
+    const size_t per_sample = (size_t)H * T * T;
+    be->softmax_fwd(be, probs, scores, key_mask, B, H, T, scale);
+    be->dropout(be, dropped, probs, (size_t)B * per_sample, per_sample, first_sample, p, key);
+}
+
+/* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows. */
+static void composed_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs,
+                                         bt_ptr probs, int B, int H, int T, float scale,
+                                         uint32_t first_sample, float p, bt_rng_key key) {
+    const size_t per_sample = (size_t)H * T * T;
+    be->dropout(be, dscores, dprobs, (size_t)B * per_sample, per_sample, first_sample, p, key);
+    be->softmax_bwd(be, dscores, dscores, probs, B * H * T, T, scale);
+}
+
+int bt_compose_missing(bt_backend *be) {
+    int filled = 0;
+    /* every FUSED op of the list: a new one without its composed_ function
+     * here does not compile */
+#define COMPOSE_ADMIN(op)
+#define COMPOSE_OP(op)
+#define COMPOSE_FUSED(op)       \
+    if (!be->op) {              \
+        be->op = composed_##op; \
+        filled++;               \
+    }
+#define COMPOSE(op, kind) COMPOSE_##kind(op)
+    BT_OP_LIST(COMPOSE)
+#undef COMPOSE
+    return filled;
+}

@@ -1,0 +1,186 @@
+/* The composed fallbacks of the fused ops (backends/common/composed.c): on
+ * every backend here (the CPU, and OpenCL's first device when built and
+ * present), each of the six fused ops, its slot emptied and filled by
+ * bt_compose_missing, gives the bits of the backend's own fused op on the
+ * same inputs: every output, including the inputs a fused op updates (y of
+ * bias_gelu_fwd, dbias), with dropout on and the in-place forms. */
+#include "backends/common/composed.h"
+#include "backends/registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* rows a whole number of dropout samples (5 rows and 7 rows), as backend.h's
+ * dropout asks */
+enum { ROWS = 35, COLS = 19, B = 2, H = 3, T = 11, NT = 6 };
+static int failures;
+
+/* The tensors of one case: host values in, device buffers, host values out. */
+typedef struct {
+    size_t n[NT];
+    float *host[NT];
+    bt_buffer *buf[NT];
+} tensors;
+
+static float uniform(uint64_t *s) { /* xorshift64*: the test's own inputs */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (float)((double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0) * 2 - 1;
+}
+
+static void setup(bt_backend *be, tensors *t, const size_t *n, int nt, int int_tensor) {
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < nt; i++) {
+        t->n[i] = n[i];
+        t->host[i] = malloc(n[i] * 4);
+        for (size_t j = 0; j < n[i]; j++) t->host[i][j] = uniform(&s);
+        if (i == int_tensor) /* a key mask: ones, a few zeros */
+            for (size_t j = 0; j < n[i]; j++) ((int32_t *)t->host[i])[j] = j % 5 != 3;
+        t->buf[i] = be->alloc(be, n[i] * 4);
+        be->upload(be, (bt_ptr){t->buf[i], 0}, t->host[i], n[i] * 4);
+    }
+}
+
+/* Download every tensor into out (one block) and free the case. */
+static unsigned char *finish(bt_backend *be, tensors *t, int nt, size_t *bytes) {
+    size_t total = 0;
+    for (int i = 0; i < nt; i++) total += t->n[i] * 4;
+    unsigned char *out = malloc(total), *at = out;
+    be->sync(be);
+    for (int i = 0; i < nt; i++) {
+        be->download(be, at, (bt_ptr){t->buf[i], 0}, t->n[i] * 4);
+        at += t->n[i] * 4;
+        be->free(be, t->buf[i]);
+        free(t->host[i]);
+    }
+    *bytes = total;
+    return out;
+}
+
+#define P(i) ((bt_ptr){t.buf[i], 0})
+
+/* One run of fused op `op` (0..5) on be as its table is now. */
+static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
+    const size_t rc = (size_t)ROWS * COLS, att = (size_t)B * H * T * T;
+    const bt_rng_key key = {1234, 5};
+    tensors t;
+    switch (op) {
+    case 0: { /* bias_gelu_fwd: out, y, bias */
+        const size_t n[] = {rc, rc, COLS};
+        setup(be, &t, n, 3, -1);
+        be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS);
+        return finish(be, &t, 3, bytes);
+    }
+    case 1: { /* bias_gelu_bwd: dx, dbias, dout, x */
+        const size_t n[] = {rc, COLS, rc, rc};
+        setup(be, &t, n, 4, -1);
+        be->bias_gelu_bwd(be, inplace ? P(2) : P(0), P(1), P(2), P(3), ROWS, COLS);
+        return finish(be, &t, 4, bytes);
+    }
+    case 2: { /* bias_dropout_add: out, y, bias, resid */
+        const size_t n[] = {rc, rc, COLS, rc};
+        setup(be, &t, n, 4, -1);
+        be->bias_dropout_add(be, inplace ? P(3) : P(0), P(1), P(2), P(3), ROWS, COLS, 5 * COLS, 3,
+                             0.25f, key);
+        return finish(be, &t, 4, bytes);
+    }
+    case 3: { /* residual_layernorm_fwd: sum, out, mean, rstd, y, bias, resid, gamma, beta */
+        const size_t n[] = {rc, rc, ROWS, ROWS, rc, COLS};
+        setup(be, &t, n, 6, -1);
+        bt_buffer *more = be->alloc(be, (rc + 2 * COLS) * 4);
+        float *h = malloc((rc + 2 * COLS) * 4);
+        uint64_t s = 7;
+        for (size_t j = 0; j < rc + 2 * COLS; j++) h[j] = uniform(&s);
+        be->upload(be, (bt_ptr){more, 0}, h, (rc + 2 * COLS) * 4);
+        const bt_ptr resid = {more, 0}, gamma = {more, rc * 4}, beta = {more, (rc + COLS) * 4};
+        be->residual_layernorm_fwd(be, inplace ? resid : P(0), P(1), P(2), P(3), P(4), P(5), resid,
+                                   gamma, beta, ROWS, COLS, 1e-5f, 7 * COLS, 0, 0.1f, key);
+        be->download(be, h, (bt_ptr){more, 0}, rc * 4);
+        be->free(be, more);
+        size_t b;
+        unsigned char *o = finish(be, &t, 6, &b), *all = malloc(b + rc * 4);
+        memcpy(all, o, b);
+        memcpy(all + b, h, rc * 4);
+        free(o);
+        free(h);
+        *bytes = b + rc * 4;
+        return all;
+    }
+    case 4: { /* softmax_dropout_fwd: dropped, probs, scores, key_mask */
+        const size_t n[] = {att, att, att, (size_t)B * T};
+        setup(be, &t, n, 4, 3);
+        be->softmax_dropout_fwd(be, P(0), inplace ? P(2) : P(1), P(2), P(3), B, H, T, 0.3f, 2,
+                                0.1f, key);
+        return finish(be, &t, 4, bytes);
+    }
+    default: { /* dropout_softmax_bwd: dscores, dprobs, probs */
+        const size_t n[] = {att, att, att};
+        setup(be, &t, n, 3, -1);
+        be->dropout_softmax_bwd(be, inplace ? P(1) : P(0), P(1), P(2), B, H, T, 0.3f, 2, 0.1f, key);
+        return finish(be, &t, 3, bytes);
+    }
+    }
+}
+
+static void check_backend(bt_backend *be, const char *spec) {
+    static const char *const names[] = {"bias_gelu_fwd",          "bias_gelu_bwd",
+                                        "bias_dropout_add",       "residual_layernorm_fwd",
+                                        "softmax_dropout_fwd",    "dropout_softmax_bwd"};
+    const bt_backend own = *be; /* its fused ops */
+    for (int op = 0; op < 6; op++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+            if (op == 0 && inplace) continue; /* bias_gelu_fwd's out may not alias y */
+            size_t nf, nc;
+            *be = own;
+            unsigned char *fused = run(be, op, inplace, &nf);
+            be->bias_gelu_fwd = NULL, be->bias_gelu_bwd = NULL, be->bias_dropout_add = NULL;
+            be->residual_layernorm_fwd = NULL, be->softmax_dropout_fwd = NULL;
+            be->dropout_softmax_bwd = NULL;
+            const int filled = bt_compose_missing(be);
+            unsigned char *composed = run(be, op, inplace, &nc);
+            const bool same = filled == 6 && nf == nc && memcmp(fused, composed, nf) == 0;
+            if (!same && nf == nc) /* where: the first byte that differs */
+                for (size_t j = 0; j < nf; j++)
+                    if (fused[j] != composed[j]) {
+                        printf("     first difference at byte %zu of %zu: float %zu, %g against %g\n",
+                               j, nf, j / 4, (double)((float *)fused)[j / 4],
+                               (double)((float *)composed)[j / 4]);
+                        size_t cnt = 0, last = 0;
+                        for (size_t k = j / 4; k < nf / 4; k++)
+                            if (((float *)fused)[k] != ((float *)composed)[k]) { cnt++; last = k; }
+                        printf("     %zu floats differ, the last at %zu\n", cnt, last);
+                        break;
+                    }
+            printf("%s %s: composed %s%s gives the fused op's bits (%d slots filled)\n",
+                   same ? "ok  " : "FAIL", spec, names[op], inplace ? " (in place)" : "", filled);
+            failures += !same;
+            free(fused);
+            free(composed);
+        }
+    *be = own;
+}
+
+int main(void) {
+    const char *specs[] = {"cpu", "opencl:0:0"};
+    int ran = 0;
+    for (int i = 0; i < 2; i++) {
+        char err[256];
+        bool nodev = false;
+        bt_backend *be = bt_backend_create(specs[i], NULL, err, sizeof err, &nodev);
+        if (!be) {
+            printf("skip %s: %s\n", specs[i], err);
+            continue;
+        }
+        check_backend(be, specs[i]);
+        be->destroy(be);
+        ran++;
+    }
+    if (!ran) {
+        printf("FAIL: no backend to run on\n");
+        return 1;
+    }
+    printf("%s: %d failure(s) on %d backend(s)\n", failures ? "FAIL" : "PASS", failures, ran);
+    return failures ? 1 : 0;
+}
