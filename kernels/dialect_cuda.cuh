@@ -27,10 +27,16 @@
 #define __local __shared__
 #define CLK_LOCAL_MEM_FENCE 1
 #define barrier(flags) __syncthreads()
-/* 1-D launches only: blocks of BT_WG threads (the host's LAUNCH) */
-#define get_global_id(dim) ((size_t)blockIdx.x * BT_WG + threadIdx.x)
-#define get_group_id(dim) ((size_t)blockIdx.x)
-#define get_local_id(dim) ((size_t)threadIdx.x)
+/* 1-D launches only: blocks of BT_WG threads (the host's LAUNCH); the
+ * emulated device checks that at each use (tests/cuda_emu) */
+#ifdef CUEMU_CUDA_RUNTIME_H
+#define BT_GEOMETRY_CHECK() cuemu_check_block(BT_WG, __FILE__, __LINE__),
+#else
+#define BT_GEOMETRY_CHECK()
+#endif
+#define get_global_id(dim) (BT_GEOMETRY_CHECK()(size_t) blockIdx.x * BT_WG + threadIdx.x)
+#define get_group_id(dim) (BT_GEOMETRY_CHECK()(size_t) blockIdx.x)
+#define get_local_id(dim) (BT_GEOMETRY_CHECK()(size_t) threadIdx.x)
 #define mul_hi(a, b) __umulhi(a, b)
 #define as_float(u) __uint_as_float(u)
 #define as_uint(f) __float_as_uint(f)

@@ -9,6 +9,8 @@
 #                     block reductions (wg_sum, wg_max) removed   conformance layernorm
 #                     (a race shows only where the block's threads
 #                     hold different data: the full shapes)
+#   half-blocks       every kernel launched in blocks of BT_WG / 2
+#                     (twice the blocks): the kernels assume BT_WG conformance softmax_fwd
 #   read-past-end     sum_partial's last chunk reads one element
 #                     past the tensor (the guard band's NaN)      conformance sum
 #   swapped-ld        lda and ldb swapped in the cuBLAS SGEMM      conformance gemm
@@ -79,6 +81,9 @@ expect_failure launch-grid "$CONF" --backend cuda-emu --quick
 mutant no-syncthreads kernels/common.cl 's|(red\[lid\] = v;\n)    barrier\(CLK_LOCAL_MEM_FENCE\);\n|$1|g'
 expect_failure no-syncthreads "$CONF" --backend cuda-emu --op layernorm_fwd
 
+mutant half-blocks backends/cuda/cuda_launch.cuh 's|BT_KERNEL_LAUNCH\(bt_##kernel, grid_of\(items_\), BT_WG,|BT_KERNEL_LAUNCH(bt_##kernel, 2 * grid_of(items_), BT_WG / 2,|'
+expect_failure half-blocks "$CONF" --backend cuda-emu --quick --op softmax_fwd
+
 mutant read-past-end kernels/reduce.cl 's|(i1 = bt_min_size\(i0 \+ BT_REDUCE_CHUNK, \(size_t\)n)\);|$1 + 1);|'
 expect_failure read-past-end "$CONF" --backend cuda-emu --op sum
 
@@ -99,4 +104,4 @@ unset CUDA_EMU_ARCH
 mutant cached-device backends/cuda/cuda_context.cu 's|(cudaError_t cu_use_device\(int device\) \{\n)|$1    static thread_local int cached = -1;\n    if (cached == device) return cudaSuccess;\n    cached = device;\n    return cudaSetDevice(device);\n|'
 expect_failure cached-device "$top_builddir/tests/c/test_cuda_emu" device-switch
 
-echo "PASS: the emulated device catches all 8 faults"
+echo "PASS: the emulated device catches all 9 faults"

@@ -296,6 +296,18 @@ static void fiber_main(void *arg) {
 
 using namespace cuemu;
 
+void cuemu_check_block(unsigned threads, const char *file, int line) {
+    if (cuemu_block_dim.x == threads && cuemu_block_dim.y == 1 && cuemu_block_dim.z == 1 &&
+        cuemu_grid_dim.y == 1 && cuemu_grid_dim.z == 1)
+        return;
+    report("kernel %s assumes 1-D blocks of %u threads (%s:%d) and runs in blocks of "
+           "(%u,%u,%u), a grid of (%u,%u,%u)",
+           my_site ? my_site->kernel : "?", threads, file, line, cuemu_block_dim.x,
+           cuemu_block_dim.y, cuemu_block_dim.z, cuemu_grid_dim.x, cuemu_grid_dim.y,
+           cuemu_grid_dim.z);
+    abort();
+}
+
 void cuemu_syncthreads(const char *file, int line) {
     team *t = my_team;
     if (!t || !my_site) {

@@ -117,6 +117,11 @@ extern thread_local dim3 cuemu_thread_idx, cuemu_block_idx, cuemu_block_dim, cue
 #define blockDim cuemu_block_dim
 #define gridDim cuemu_grid_dim
 
+/* A kernel written for 1-D blocks of `threads` (kernels/dialect_cuda.cuh's
+ * get_global_id and friends, with BT_WG) asks at each use: any other launch
+ * geometry is reported, naming the kernel and file:line, and aborts. */
+void cuemu_check_block(unsigned threads, const char *file, int line);
+
 /* The barrier of the running block: every thread of it must reach it. */
 void cuemu_syncthreads(const char *file, int line);
 #define __syncthreads() cuemu_syncthreads(__FILE__, __LINE__)
