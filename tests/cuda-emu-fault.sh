@@ -29,10 +29,6 @@ CXXFLAGS="-std=c++17 -O1 -fPIC -ffp-contract=off -w -D_GNU_SOURCE"
 CONF="$top_builddir/bertrain-conformance"
 export OMP_NUM_THREADS=1 CUDA_EMU_WORKERS=2
 
-# The objects of the emulated plugin from the build, by source file name.
-objs=$(find "$top_builddir/tests/cuda_emu" "$top_builddir/backends" -name '*bertrain_cuda_emu_so-*.o')
-[ -n "$objs" ] || fail "no objects of bertrain-cuda-emu.so in $top_builddir"
-
 # mutant NAME FILE PERL-EXPRESSION: a plugin built with FILE (backends/cuda/...
 # or kernels/...) changed by the expression, at $tmpdir/NAME.so
 mutant() {
@@ -47,18 +43,8 @@ mutant() {
     backends/cuda/*.cuh) rebuild=$(grep -l "$(basename "$file")" backends/cuda/*.cu | sed 's|.*/||; s|\.cu$||' | tr '\n' ' ') ;;
     *) rebuild=$(basename "$file" .cu) ;;
     esac
-    keep=""
-    for o in $objs; do
-        base=${o##*bertrain_cuda_emu_so-}
-        case " $rebuild " in *" ${base%.o} "*) continue ;; esac
-        keep="$keep $o"
-    done
-    for w in $rebuild; do
-        "$CXX" $CXXFLAGS -I"$top_srcdir/tests/cuda_emu/include" -I"$src" -I"$top_srcdir" \
-            -c "$top_srcdir/tests/cuda_emu/cu/$w.cpp" -o "$src/$w.o" || fail "$name: $w.cpp does not compile"
-    done
     # shellcheck disable=SC2086
-    "$CXX" -shared -o "$tmpdir/$name.so" $keep "$src"/*.o $CUDA_EMU_LIBS || fail "$name: link failed"
+    emu_plugin "$tmpdir/$name.so" "$src" "$CXXFLAGS" $rebuild
 }
 
 # expect_failure NAME CMD...: CMD (run against the mutant) must fail: exit

@@ -149,3 +149,31 @@ resume_exact() {
     echo "ok   $name: $n steps = $half + resume + $half: model.safetensors and optim.bin identical (cmp), $n per-step losses identical"
     echo "     $(sed -n "${half}p" "$b.losses") | $(sed -n "$((half + 1))p" "$b.losses") (first resumed step) | $(sed -n "${n}p" "$b.losses")"
 }
+
+# emu_plugin OUT SRC CXXFLAGS NAME...: the emulated CUDA device's plugin at OUT,
+# with the kernel or backend files NAME (tests/cuda_emu/cu/NAME.cpp) compiled
+# from the sources in SRC (a copy of backends, kernels and kernels_cu) with
+# CXXFLAGS, and every other object taken from the build. Fails the test when it
+# does not build.
+emu_plugin() {
+    out=$1 src=$2 flags=$3
+    shift 3
+    : "${CXX:=g++}" "${CUDA_EMU_LIBS:=-lopenblas -lpthread -ldl}"
+    objdir="$out.objs"
+    mkdir -p "$objdir"
+    keep=""
+    for o in $(find "$top_builddir/tests/cuda_emu" "$top_builddir/backends" -name '*bertrain_cuda_emu_so-*.o'); do
+        base=${o##*bertrain_cuda_emu_so-}
+        case " $* " in *" ${base%.o} "*) continue ;; esac
+        keep="$keep $o"
+    done
+    [ -n "$keep" ] || fail "no objects of bertrain-cuda-emu.so in $top_builddir"
+    for w in "$@"; do
+        # shellcheck disable=SC2086
+        "$CXX" $flags -I"$top_srcdir/tests/cuda_emu/include" -I"$src" -I"$top_srcdir" \
+            -c "$top_srcdir/tests/cuda_emu/cu/$w.cpp" -o "$objdir/$w.o" || fail "$w.cpp does not compile ($out)"
+    done
+    # shellcheck disable=SC2086
+    "$CXX" -shared -o "$out" $keep "$objdir"/*.o $CUDA_EMU_LIBS || fail "$out: link failed"
+}
+

@@ -103,6 +103,14 @@ struct kernel_site {
 };
 /* The kernel this OS thread is running, or nullptr. */
 const kernel_site *running_kernel();
+/* The running thread's index in its block (-1 outside a kernel), and the
+ * block's failure (reported by the caller): the launch then fails. */
+int running_thread();
+void fail_running_block();
+/* race.cpp: a new interval between barriers of the running block begins;
+ * a new block begins. */
+void race_new_interval();
+void race_new_block();
 
 }  // namespace cuemu
 

@@ -209,6 +209,7 @@ struct team {
     /* the block being run */
     unsigned n = 0, live = 0, waiting = 0, finished = 0;
     int current = -1;
+    int solo = -1; /* the thread running, in a block run thread after thread */
     const char *barrier_file = nullptr; /* the __syncthreads() this pass's threads wait at */
     int barrier_line = 0;
     bool ok = true;
@@ -254,6 +255,7 @@ struct team {
             if (!ok || live == 0) return -1;
             waiting = finished = 0;
             barrier_file = nullptr;
+            race_new_interval(); /* every thread passed the barrier */
             order.start(n, rng);
         }
     }
@@ -277,6 +279,15 @@ static thread_local team *my_team;
 static thread_local const kernel_site *my_site;
 
 const kernel_site *running_kernel() { return my_site; }
+
+int running_thread() {
+    if (!my_site || !my_team) return -1;
+    return my_team->current >= 0 ? my_team->current : my_team->solo;
+}
+
+void fail_running_block() {
+    if (my_team) my_team->ok = false;
+}
 
 static team *get_team() {
     if (!my_team) my_team = new team(); /* one per OS thread, for the life of the process */
@@ -354,6 +365,7 @@ static bool run_block(team *t, const kernel_launch &l, dim3 bidx, bool as_team, 
     cuemu_block_dim = l.block;
     cuemu_grid_dim = l.grid;
     t->current = -1;
+    race_new_block();
     if (as_team) {
         for (unsigned i = 0; i < n; i++) {
             t->state[i] = FRESH;
@@ -372,10 +384,12 @@ static bool run_block(team *t, const kernel_launch &l, dim3 bidx, bool as_team, 
         while (t->order.next(&i)) {
             cuemu_thread_idx = unflatten(i, l.block);
             t->site.thread = cuemu_thread_idx;
+            t->solo = (int)i;
             l.run(l.kernel, l.args);
         }
     }
     t->current = -1;
+    t->solo = -1;
     my_site = nullptr;
     return t->ok;
 }

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Data races between the threads of a block, on the emulated CUDA device: the
+# kernels (kernels/, through kernels_cu/) compiled with g++ -fsanitize=thread
+# into a plugin whose every load and store is seen by tests/cuda_emu/race.cpp;
+# a byte written by one thread and read or written by another between two
+# barriers is reported and fails the launch, in whatever order the threads ran.
+#  1. the conformance suite (--quick) on that plugin: every kernel race-free;
+#  2. wg_sum with every thread adding into red[0] (a non-atomic accumulation
+#     in shared memory, which the uninstrumented emulator only notices when
+#     two runs round differently): reported as a race.
+. "$(dirname "$0")/lib.sh"
+cd "$top_srcdir" || fail "no source dir"
+[ -f "$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so" ] ||
+    skip "the emulated CUDA device is not built (configure found no C++17 compiler)"
+CONF="$top_builddir/bertrain-conformance"
+FLAGS="-std=c++17 -O1 -fPIC -ffp-contract=off -w -D_GNU_SOURCE -fsanitize=thread"
+KERNELS="elementwise reduce layernorm softmax embedding xent optim cast fused"
+export OMP_NUM_THREADS=1 CUDA_EMU_WORKERS=2
+
+# ---- 1. every kernel race-free ----
+mkdir -p "$tmpdir/clean" && cp -R backends kernels kernels_cu "$tmpdir/clean/"
+# shellcheck disable=SC2086
+emu_plugin "$tmpdir/race.so" "$tmpdir/clean" "$FLAGS" $KERNELS
+nm -D "$tmpdir/race.so" | grep -q ' T __tsan_write4' || fail "the plugin has no race hooks"
+rc=0
+BERTRAIN_CUDA_EMU="$tmpdir/race.so" "$CONF" --backend cuda-emu --quick > "$tmpdir/clean.log" 2>&1 || rc=$?
+grep -m5 'data race' "$tmpdir/clean.log"
+[ $rc -eq 0 ] || { tail -5 "$tmpdir/clean.log"; fail "the conformance suite failed on the instrumented plugin (exit $rc)"; }
+echo "ok   every kernel, instrumented: $(tail -1 "$tmpdir/clean.log"), no race"
+
+# ---- 2. a planted race is reported ----
+src="$tmpdir/racy"
+mkdir -p "$src" && cp -R backends kernels kernels_cu "$src/"
+perl -0pi -e 's|    red\[lid\] = v;\n    barrier\(CLK_LOCAL_MEM_FENCE\);\n    for \(int s = BT_WG / 2; s > 0; s >>= 1\) \{\n        if \(lid < s\) red\[lid\] \+= red\[lid \+ s\];\n        barrier\(CLK_LOCAL_MEM_FENCE\);\n    \}\n|    if (lid == 0) red[0] = 0.0f;\n    barrier(CLK_LOCAL_MEM_FENCE);\n    red[0] += v;\n    barrier(CLK_LOCAL_MEM_FENCE);\n|' \
+    "$src/kernels/common.cl"
+cmp -s kernels/common.cl "$src/kernels/common.cl" && fail "the planted race no longer applies to kernels/common.cl: update this test"
+# shellcheck disable=SC2086
+emu_plugin "$tmpdir/racy.so" "$src" "$FLAGS" $KERNELS
+rc=0
+BERTRAIN_CUDA_EMU="$tmpdir/racy.so" "$CONF" --backend cuda-emu --quick --op layernorm_fwd > "$tmpdir/racy.log" 2>&1 || rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q 'kernel bt_layernorm_fwd.*a data race on .* between two barriers' "$tmpdir/racy.log" ||
+    { tail -5 "$tmpdir/racy.log"; fail "the planted race in wg_sum was not reported (exit $rc)"; }
+echo "ok   planted race caught: $(grep -m1 'data race' "$tmpdir/racy.log")"
+echo "PASS: the kernels are free of races within a block; a planted one is reported"
