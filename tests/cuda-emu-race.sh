@@ -7,7 +7,9 @@
 #  1. the conformance suite (--quick) on that plugin: every kernel race-free;
 #  2. wg_sum with every thread adding into red[0] (a non-atomic accumulation
 #     in shared memory, which the uninstrumented emulator only notices when
-#     two runs round differently): reported as a race.
+#     two runs round differently): reported as a race;
+#  3. wg_sum leaving red[0] unwritten (its tree then reads what an earlier
+#     block or nothing left in shared memory): reported as a stale read.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 [ -f "$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so" ] ||
@@ -41,4 +43,17 @@ BERTRAIN_CUDA_EMU="$tmpdir/racy.so" "$CONF" --backend cuda-emu --quick --op laye
 [ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q 'kernel bt_layernorm_fwd.*a data race on .* between two barriers' "$tmpdir/racy.log" ||
     { tail -5 "$tmpdir/racy.log"; fail "the planted race in wg_sum was not reported (exit $rc)"; }
 echo "ok   planted race caught: $(grep -m1 'data race' "$tmpdir/racy.log")"
-echo "PASS: the kernels are free of races within a block; a planted one is reported"
+
+# ---- 3. a read of shared memory the block never wrote is reported ----
+src="$tmpdir/stale"
+mkdir -p "$src" && cp -R backends kernels kernels_cu "$src/"
+perl -0pi -e 's|    red\[lid\] = v;\n|    if (lid > 0) red[lid] = v;\n|' "$src/kernels/common.cl"
+cmp -s kernels/common.cl "$src/kernels/common.cl" && fail "the planted stale read no longer applies to kernels/common.cl: update this test"
+# shellcheck disable=SC2086
+emu_plugin "$tmpdir/stale.so" "$src" "$FLAGS" $KERNELS
+rc=0
+BERTRAIN_CUDA_EMU="$tmpdir/stale.so" "$CONF" --backend cuda-emu --quick --op layernorm_fwd > "$tmpdir/stale.log" 2>&1 || rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q 'kernel bt_layernorm_fwd.*reads shared memory at .* that no thread of the block wrote' "$tmpdir/stale.log" ||
+    { tail -5 "$tmpdir/stale.log"; fail "the planted stale shared-memory read in wg_sum was not reported (exit $rc)"; }
+echo "ok   planted stale read caught: $(grep -m1 'no thread of the block wrote' "$tmpdir/stale.log")"
+echo "PASS: the kernels are free of races and stale shared-memory reads within a block; planted ones are reported"
