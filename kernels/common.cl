@@ -11,10 +11,26 @@ BT_FN float wg_sum(float v, BT_LOCAL_PTR float *red) {
     const int lid = get_local_id(0);
     red[lid] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
+#ifdef BT_WARP
+    /* down to one warp in local memory, then the warp's levels by shuffles:
+     * the same additions in the same order, so the same bits, with fewer
+     * barriers (lanes at or past s add values no lane below s reads) */
+    for (int s = BT_WG / 2; s >= BT_WARP; s >>= 1) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid < BT_WARP) {
+        float x = red[lid];
+        for (int s = BT_WARP / 2; s > 0; s >>= 1) x += bt_shfl_down(x, s);
+        if (lid == 0) red[0] = x;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
     for (int s = BT_WG / 2; s > 0; s >>= 1) {
         if (lid < s) red[lid] += red[lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#endif
     const float total = red[0];
     barrier(CLK_LOCAL_MEM_FENCE); /* red may be reused right away */
     return total;

@@ -37,6 +37,10 @@
 #define get_global_id(dim) (BT_GEOMETRY_CHECK()(size_t) blockIdx.x * BT_WG + threadIdx.x)
 #define get_group_id(dim) (BT_GEOMETRY_CHECK()(size_t) blockIdx.x)
 #define get_local_id(dim) (BT_GEOMETRY_CHECK()(size_t) threadIdx.x)
+/* a warp of 32 lanes, and its shuffle down over the whole warp (every lane
+ * of it must call it) */
+#define BT_WARP 32
+#define bt_shfl_down(x, delta) __shfl_down_sync(0xffffffffu, x, delta)
 #define mul_hi(a, b) __umulhi(a, b)
 #define as_float(u) __uint_as_float(u)
 #define as_uint(f) __float_as_uint(f)

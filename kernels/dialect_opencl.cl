@@ -17,6 +17,9 @@
  *                   then points at the tensor's first element in both APIs
  *   BT_LOCAL_PTR    a helper's pointer argument into local (shared) memory
  *   BT_HAS_FP64     defined where kernels may compute in double
+ *   BT_WARP         defined (32) where lanes of a warp exchange values by
+ *                   bt_shfl_down(x, delta): CUDA; OpenCL keeps local-memory
+ *                   trees (sub-groups are optional there)
  *   __local, __global, barrier(CLK_LOCAL_MEM_FENCE), get_global_id(0),
  *   get_group_id(0), get_local_id(0), mul_hi, as_float, as_uint, uint,
  *   ushort, ulong: OpenCL's own, mapped to CUDA by dialect_cuda.cuh.

@@ -11,6 +11,8 @@
 #                     hold different data: the full shapes)
 #   half-blocks       every kernel launched in blocks of BT_WG / 2
 #                     (twice the blocks): the kernels assume BT_WG conformance softmax_fwd
+#   shuffle-mask      wg_sum's warp shuffles with half the warp in
+#                     their mask                                  conformance layernorm_fwd
 #   read-past-end     sum_partial's last chunk reads one element
 #                     past the tensor (the guard band's NaN)      conformance sum
 #   swapped-ld        lda and ldb swapped in the cuBLAS SGEMM      conformance gemm
@@ -70,6 +72,9 @@ expect_failure no-syncthreads "$CONF" --backend cuda-emu --op layernorm_fwd
 mutant half-blocks backends/cuda/cuda_launch.cuh 's|BT_KERNEL_LAUNCH\(bt_##kernel, grid_of\(items_\), BT_WG,|BT_KERNEL_LAUNCH(bt_##kernel, 2 * grid_of(items_), BT_WG / 2,|'
 expect_failure half-blocks "$CONF" --backend cuda-emu --quick --op softmax_fwd
 
+mutant shuffle-mask kernels/dialect_cuda.cuh 's|__shfl_down_sync\(0xffffffffu, x, delta\)|__shfl_down_sync(0x0000ffffu, x, delta)|'
+expect_failure shuffle-mask "$CONF" --backend cuda-emu --quick --op layernorm_fwd
+
 mutant read-past-end kernels/reduce.cl 's|(i1 = bt_min_size\(i0 \+ BT_REDUCE_CHUNK, \(size_t\)n)\);|$1 + 1);|'
 expect_failure read-past-end "$CONF" --backend cuda-emu --op sum
 
@@ -90,4 +95,4 @@ unset CUDA_EMU_ARCH
 mutant cached-device backends/cuda/cuda_context.cu 's|(cudaError_t cu_use_device\(int device\) \{\n)|$1    static thread_local int cached = -1;\n    if (cached == device) return cudaSuccess;\n    cached = device;\n    return cudaSetDevice(device);\n|'
 expect_failure cached-device "$top_builddir/tests/c/test_cuda_emu" device-switch
 
-echo "PASS: the emulated device catches all 9 faults"
+echo "PASS: the emulated device catches all 10 faults"

@@ -192,7 +192,18 @@ static dim3 unflatten(unsigned i, dim3 d) {
     return dim3(i % d.x, i / d.x % d.y, i / (d.x * d.y));
 }
 
-enum thread_state { FRESH, WAITING, DONE };
+enum thread_state { FRESH, WAITING, WARP_WAITING, DONE };
+
+/* A warp's shuffle, ballot or __syncwarp in progress: the lanes that have
+ * reached it, where, with which mask and values. */
+struct warp_op {
+    unsigned arrived = 0, mask = 0;
+    int kind = 0;
+    const char *file = nullptr;
+    int line = 0;
+    unsigned long long value[32];
+    int src_arg[32];
+};
 
 /* What one OS thread needs to run blocks: the fibers with their stacks, and
  * the state of the block being run. A block's threads hand over to each other
@@ -215,6 +226,11 @@ struct team {
     bool ok = true;
     affine_order order;
     order_rng rng{0};
+    /* warps: the operation each is in, results per thread, lanes released */
+    warp_op warps[MAX_THREADS / 32];
+    unsigned long long warp_result[MAX_THREADS];
+    int ready[MAX_THREADS];
+    int n_ready = 0, warp_waiting = 0;
 
     team() {
         const size_t per = FIBER_STACK + PAGE;
@@ -243,8 +259,17 @@ struct team {
     int pick_next() {
         for (;;) {
             unsigned i;
+            if (n_ready) return ready[--n_ready]; /* lanes a warp operation released */
             while (order.next(&i))
-                if (state[i] != DONE) return (int)i;
+                if (state[i] != DONE && state[i] != WARP_WAITING) return (int)i;
+            if (warp_waiting && ok) {
+                report("kernel %s, block (%u,%u,%u): %d threads wait at a warp operation (%s:%d) "
+                       "that lanes of its mask never reach (divergent code, or a lane that "
+                       "returned)", site.kernel, site.block.x, site.block.y, site.block.z,
+                       warp_waiting, first_warp_site(), first_warp_line());
+                ok = false;
+            }
+            if (!ok) return -1;
             live -= finished;
             if (waiting && finished) {
                 report("kernel %s, block (%u,%u,%u): %u threads returned while %u wait at "
@@ -258,6 +283,17 @@ struct team {
             race_new_interval(); /* every thread passed the barrier */
             order.start(n, rng);
         }
+    }
+
+    const char *first_warp_site() const {
+        for (const warp_op &w : warps)
+            if (w.arrived) return w.file;
+        return "?";
+    }
+    int first_warp_line() const {
+        for (const warp_op &w : warps)
+            if (w.arrived) return w.line;
+        return 0;
     }
 
     /* Leave fiber `from` for the next thread (or sched at the block's end). */
@@ -306,6 +342,81 @@ static void fiber_main(void *arg) {
 }  // namespace cuemu
 
 using namespace cuemu;
+
+/* A warp operation (cuda_runtime.h's __shfl_*_sync, __ballot_sync,
+ * __syncwarp): the lanes of `mask` meet here, as at a barrier of their own;
+ * the last to arrive computes every lane's result and releases the others.
+ * A lane outside its mask, lanes of one mask at different operations or with
+ * different masks, a lane reading from one outside the mask, and lanes that
+ * never arrive are reported, and the launch fails. */
+unsigned long long cuemu_warp_op(int kind, unsigned mask, unsigned long long value, int arg,
+                                 const char *file, int line) {
+    static const char *const names[] = {"__shfl_sync", "__shfl_down_sync", "__shfl_up_sync",
+                                        "__shfl_xor_sync", "__ballot_sync", "__syncwarp"};
+    team *t = my_team;
+    if (!t || !my_site || t->current < 0) {
+        report("%s at %s:%d outside a kernel with __shared__ memory (the emulation runs only such "
+               "kernels' threads as a team)", names[kind], file, line);
+        abort();
+    }
+    const int me = t->current, lane = me % 32, w = me / 32;
+    warp_op &op = t->warps[w];
+    auto fail = [&](const char *why) {
+        if (t->ok)
+            report("kernel %s, block (%u,%u,%u), thread %d: %s at %s:%d: %s", t->site.kernel,
+                   t->site.block.x, t->site.block.y, t->site.block.z, me, names[kind], file, line,
+                   why);
+        t->ok = false;
+    };
+    if (!(mask >> lane & 1u)) {
+        fail("the lane is not in its mask");
+        return value;
+    }
+    if (!op.arrived) {
+        op.mask = mask;
+        op.kind = kind;
+        op.file = file;
+        op.line = line;
+    } else if (op.mask != mask || op.kind != kind || op.line != line || strcmp(op.file, file)) {
+        fail("lanes of the warp are at different warp operations or masks (divergent)");
+        return value;
+    }
+    op.value[lane] = value;
+    op.src_arg[lane] = arg;
+    op.arrived |= 1u << lane;
+    if (op.arrived != mask) { /* wait for the rest of the mask */
+        t->state[me] = WARP_WAITING;
+        t->warp_waiting++;
+        t->switch_next(&t->fibers[me]);
+        return t->warp_result[me]; /* released by the last lane */
+    }
+    unsigned long long ballot = 0;
+    for (int l = 0; l < 32; l++)
+        if (mask >> l & 1u) ballot |= (unsigned long long)(op.value[l] != 0ull) << l;
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1u)) continue;
+        const int a = op.src_arg[l];
+        int src = l;
+        switch (kind) {
+        case 0: src = a & 31; break;
+        case 1: src = l + a < 32 ? l + a : l; break;
+        case 2: src = l - a >= 0 ? l - a : l; break;
+        case 3: src = (l ^ a) & 31; break;
+        }
+        if (kind <= 3 && !(mask >> src & 1u)) {
+            fail("a lane reads from a lane outside the mask");
+            src = l;
+        }
+        t->warp_result[w * 32 + l] = kind == 4 ? ballot : kind == 5 ? 0 : op.value[src];
+        if (l != lane) { /* release it */
+            t->state[w * 32 + l] = FRESH;
+            t->warp_waiting--;
+            t->ready[t->n_ready++] = w * 32 + l;
+        }
+    }
+    op.arrived = 0;
+    return t->warp_result[me];
+}
 
 void cuemu_check_block(unsigned threads, const char *file, int line) {
     if (cuemu_block_dim.x == threads && cuemu_block_dim.y == 1 && cuemu_block_dim.z == 1 &&
@@ -373,6 +484,8 @@ static bool run_block(team *t, const kernel_launch &l, dim3 bidx, bool as_team, 
         }
         t->n = t->live = n;
         t->waiting = t->finished = 0;
+        t->n_ready = t->warp_waiting = 0;
+        for (warp_op &w : t->warps) w.arrived = 0;
         t->barrier_file = nullptr;
         t->ok = true;
         t->order.start(n, t->rng);

@@ -66,6 +66,26 @@ __global__ void big_shared(float *out) {
 
 __global__ void read_one(float *out, const float *x, int i) { out[0] = x[i]; }
 
+/* per warp of 32: the sum of x by shuffles (down, then xor), and the ballot of
+ * x > 0; `mask` for the shuffles (the full warp, or a wrong one) */
+__global__ void warp_ops(float *sum_down, float *sum_xor, unsigned *ballot, const float *x,
+                         unsigned mask) {
+    __shared__ float one[1]; /* shared memory makes the block a team: warp operations need one */
+    const int i = (int)threadIdx.x, lane = i % 32;
+    if (i == 0) one[0] = 1.0f;
+    __syncthreads();
+    float v = x[i] * one[0], u = x[i];
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(mask, v, d);
+    for (int m = 16; m > 0; m >>= 1) u += __shfl_xor_sync(0xffffffffu, u, m);
+    const unsigned b = __ballot_sync(0xffffffffu, x[i] > 0.0f);
+    __syncwarp(0xffffffffu);
+    if (lane == 0) {
+        sum_down[i / 32] = v;
+        ballot[i / 32] = b;
+    }
+    sum_xor[i] = u;
+}
+
 /* ---- the checks ---- */
 
 static void launch_limits() {
@@ -230,6 +250,49 @@ static int read_past_end() {
     return 0;
 }
 
+/* Warp operations over 64 threads (two warps): sums and ballots exact; with
+ * mask `wrong`, a failed launch instead (reported by the emulation). */
+static int warps(unsigned mask) {
+    float hx[64], *x, *down, *xr;
+    unsigned *bal;
+    for (int i = 0; i < 64; i++) hx[i] = (float)((i * 7) % 13) - 4.0f;
+    cudaMalloc((void **)&x, sizeof hx);
+    cudaMalloc((void **)&down, 2 * 4);
+    cudaMalloc((void **)&xr, 64 * 4);
+    cudaMalloc((void **)&bal, 2 * 4);
+    cudaMemcpyAsync(x, hx, sizeof hx, cudaMemcpyHostToDevice, nullptr);
+    CUEMU_LAUNCH(warp_ops, 1, 64, 0, nullptr, down, xr, bal, (const float *)x, mask);
+    const cudaError_t e = cudaStreamSynchronize(nullptr);
+    if (mask != 0xffffffffu) {
+        printf("warp-mask: the launch %s\n", e == cudaSuccess ? "succeeded: not caught" : "failed");
+        return e == cudaSuccess ? 0 : 1;
+    }
+    float hd[2], hxr[64];
+    unsigned hb[2];
+    cudaMemcpyAsync(hd, down, sizeof hd, cudaMemcpyDeviceToHost, nullptr);
+    cudaMemcpyAsync(hxr, xr, sizeof hxr, cudaMemcpyDeviceToHost, nullptr);
+    cudaMemcpyAsync(hb, bal, sizeof hb, cudaMemcpyDeviceToHost, nullptr);
+    cudaStreamSynchronize(nullptr);
+    for (int w = 0; w < 2; w++) {
+        float sum = 0;
+        unsigned b = 0;
+        for (int l = 0; l < 32; l++) {
+            sum += hx[w * 32 + l];
+            b |= (unsigned)(hx[w * 32 + l] > 0.0f) << l;
+        }
+        bool xor_ok = true;
+        for (int l = 0; l < 32; l++) xor_ok &= hxr[w * 32 + l] == sum;
+        check(e == cudaSuccess && hd[w] == sum, "a warp's sum by __shfl_down_sync (small integers: exact)");
+        check(e == cudaSuccess && xor_ok, "every lane's sum by __shfl_xor_sync");
+        check(e == cudaSuccess && hb[w] == b, "__ballot_sync");
+    }
+    cudaFree(x);
+    cudaFree(down);
+    cudaFree(xr);
+    cudaFree(bal);
+    return 0;
+}
+
 static int host_touch() {
     float *x;
     cudaMalloc((void **)&x, 64);
@@ -248,8 +311,9 @@ int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "host-pointer")) return host_pointer();
     if (argc == 2 && !strcmp(argv[1], "read-past-end")) return read_past_end();
     if (argc == 2 && !strcmp(argv[1], "host-touch")) return host_touch();
+    if (argc == 2 && !strcmp(argv[1], "warp-mask")) return warps(0x0000ffffu);
     if (argc != 1) {
-        fprintf(stderr, "usage: emu_selftest [host-pointer | read-past-end | host-touch]\n");
+        fprintf(stderr, "usage: emu_selftest [host-pointer | read-past-end | host-touch | warp-mask]\n");
         return 2;
     }
     launch_limits();
@@ -257,6 +321,7 @@ int main(int argc, char **argv) {
     pointer_checks();
     races();
     gemm_checks();
+    warps(0xffffffffu);
     divergence(); /* last: it leaves the device with a sticky error */
     printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

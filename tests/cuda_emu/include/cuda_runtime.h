@@ -122,6 +122,30 @@ extern thread_local dim3 cuemu_thread_idx, cuemu_block_idx, cuemu_block_dim, cue
  * geometry is reported, naming the kernel and file:line, and aborts. */
 void cuemu_check_block(unsigned threads, const char *file, int line);
 
+/* Warp operations (launch.cpp's cuemu_warp_op): the lanes of the mask meet,
+ * their masks and places checked; width is always 32 here. */
+unsigned long long cuemu_warp_op(int kind, unsigned mask, unsigned long long value, int arg,
+                                 const char *file, int line);
+namespace cuemu {
+template <typename T>
+T warp_value(int kind, unsigned mask, T v, int arg, const char *file, int line) {
+    static_assert(sizeof(T) <= 8, "a warp operation on more than 8 bytes");
+    unsigned long long bits = 0;
+    memcpy(&bits, &v, sizeof v);
+    bits = cuemu_warp_op(kind, mask, bits, arg, file, line);
+    T out;
+    memcpy(&out, &bits, sizeof out);
+    return out;
+}
+}  // namespace cuemu
+#define __shfl_sync(mask, v, src) cuemu::warp_value(0, mask, v, (int)(src), __FILE__, __LINE__)
+#define __shfl_down_sync(mask, v, d) cuemu::warp_value(1, mask, v, (int)(d), __FILE__, __LINE__)
+#define __shfl_up_sync(mask, v, d) cuemu::warp_value(2, mask, v, (int)(d), __FILE__, __LINE__)
+#define __shfl_xor_sync(mask, v, m) cuemu::warp_value(3, mask, v, (int)(m), __FILE__, __LINE__)
+#define __ballot_sync(mask, pred) \
+    ((unsigned)cuemu_warp_op(4, mask, (pred) ? 1ull : 0ull, 0, __FILE__, __LINE__))
+#define __syncwarp(mask) ((void)cuemu_warp_op(5, mask, 0, 0, __FILE__, __LINE__))
+
 /* The barrier of the running block: every thread of it must reach it. */
 void cuemu_syncthreads(const char *file, int line);
 #define __syncthreads() cuemu_syncthreads(__FILE__, __LINE__)
