@@ -31,30 +31,28 @@ grep -m5 'data race' "$tmpdir/clean.log"
 [ $rc -eq 0 ] || { tail -5 "$tmpdir/clean.log"; fail "the conformance suite failed on the instrumented plugin (exit $rc)"; }
 echo "ok   every kernel, instrumented: $(tail -1 "$tmpdir/clean.log"), no race"
 
+# planted NAME PERL-EXPRESSION REPORT: kernels/common.cl changed by the
+# expression, built instrumented; layernorm_fwd's conformance run on it must
+# fail with a line matching REPORT.
+planted() {
+    name=$1 expr=$2 want=$3 src="$tmpdir/$(echo "$1" | tr " " -)"
+    mkdir -p "$src" && cp -R backends kernels kernels_cu "$src/"
+    perl -0pi -e "$expr" "$src/kernels/common.cl"
+    cmp -s kernels/common.cl "$src/kernels/common.cl" && fail "$name no longer applies to kernels/common.cl: update this test"
+    # shellcheck disable=SC2086
+    emu_plugin "$src.so" "$src" "$FLAGS" $KERNELS
+    rc=0
+    BERTRAIN_CUDA_EMU="$src.so" "$CONF" --backend cuda-emu --quick --op layernorm_fwd > "$src.log" 2>&1 || rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q "kernel bt_layernorm_fwd.*$want" "$src.log" ||
+        { tail -5 "$src.log"; fail "$name was not reported (exit $rc)"; }
+    echo "ok   $name caught: $(grep -m1 "$want" "$src.log")"
+}
+
 # ---- 2. a planted race is reported ----
-src="$tmpdir/racy"
-mkdir -p "$src" && cp -R backends kernels kernels_cu "$src/"
-perl -0pi -e 's|    red\[lid\] = v;\n    barrier\(CLK_LOCAL_MEM_FENCE\);\n|    red[lid] = 0.0f;\n    barrier(CLK_LOCAL_MEM_FENCE);\n    red[0] += v;\n    barrier(CLK_LOCAL_MEM_FENCE);\n|' \
-    "$src/kernels/common.cl"
-cmp -s kernels/common.cl "$src/kernels/common.cl" && fail "the planted race no longer applies to kernels/common.cl: update this test"
-# shellcheck disable=SC2086
-emu_plugin "$tmpdir/racy.so" "$src" "$FLAGS" $KERNELS
-rc=0
-BERTRAIN_CUDA_EMU="$tmpdir/racy.so" "$CONF" --backend cuda-emu --quick --op layernorm_fwd > "$tmpdir/racy.log" 2>&1 || rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q 'kernel bt_layernorm_fwd.*a data race on .* between two barriers' "$tmpdir/racy.log" ||
-    { tail -5 "$tmpdir/racy.log"; fail "the planted race in wg_sum was not reported (exit $rc)"; }
-echo "ok   planted race caught: $(grep -m1 'data race' "$tmpdir/racy.log")"
+planted "planted race" 's|    red\[lid\] = v;\n    barrier\(CLK_LOCAL_MEM_FENCE\);\n|    red[lid] = 0.0f;\n    barrier(CLK_LOCAL_MEM_FENCE);\n    red[0] += v;\n    barrier(CLK_LOCAL_MEM_FENCE);\n|' \
+    'a data race on .* between two barriers'
 
 # ---- 3. a read of shared memory the block never wrote is reported ----
-src="$tmpdir/stale"
-mkdir -p "$src" && cp -R backends kernels kernels_cu "$src/"
-perl -0pi -e 's|    red\[lid\] = v;\n|    if (lid > 0) red[lid] = v;\n|' "$src/kernels/common.cl"
-cmp -s kernels/common.cl "$src/kernels/common.cl" && fail "the planted stale read no longer applies to kernels/common.cl: update this test"
-# shellcheck disable=SC2086
-emu_plugin "$tmpdir/stale.so" "$src" "$FLAGS" $KERNELS
-rc=0
-BERTRAIN_CUDA_EMU="$tmpdir/stale.so" "$CONF" --backend cuda-emu --quick --op layernorm_fwd > "$tmpdir/stale.log" 2>&1 || rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q 'kernel bt_layernorm_fwd.*reads shared memory at .* that no thread of the block wrote' "$tmpdir/stale.log" ||
-    { tail -5 "$tmpdir/stale.log"; fail "the planted stale shared-memory read in wg_sum was not reported (exit $rc)"; }
-echo "ok   planted stale read caught: $(grep -m1 'no thread of the block wrote' "$tmpdir/stale.log")"
+planted "planted stale read" 's|    red\[lid\] = v;\n|    if (lid > 0) red[lid] = v;\n|' \
+    'reads shared memory at .* that no thread of the block wrote'
 echo "PASS: the kernels are free of races and stale shared-memory reads within a block; planted ones are reported"
