@@ -74,9 +74,8 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
     BT_BIND(resid);
     const size_t i = get_global_id(0);
     if (i >= (size_t)rows * (size_t)cols) return;
-    out[i] = join_value(y, bias, resid, i, cols, per_sample,
-                                  first_sample, thr, keep_scale, seed_lo, seed_hi, stream_lo,
-                                  stream_hi);
+    out[i] = join_value(y, bias, resid, i, cols, per_sample, first_sample, thr, keep_scale,
+                        seed_lo, seed_hi, stream_lo, stream_hi);
 }
 
 /* sum = resid + dropout(y + bias), then out = LayerNorm(sum) with mean and
@@ -106,8 +105,8 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     __global float *x = sum + row;
     __global float *o = out + row;
     for (int c = lid; c < cols; c += BT_WG) /* each work-item reads back only its own */
-        x[c] = join_value(y, bias, resid, row + c, cols, per_sample,
-                          first_sample, thr, keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
+        x[c] = join_value(y, bias, resid, row + c, cols, per_sample, first_sample, thr,
+                          keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
     float m;
     const float rs = layernorm_row(o, x, gamma, beta, cols, eps, red, &m);
     if (lid == 0) {

@@ -58,8 +58,7 @@ BT_KERNEL void bt_adamw_step(BT_OUT(float, w), BT_IN(float, g), BT_OUT(float, m)
     BT_BIND(v);
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    adamw_elem(w, g[i], m, v, i, beta1, beta2, eps, decay, step,
-               sqrt_bc2);
+    adamw_elem(w, g[i], m, v, i, beta1, beta2, eps, decay, step, sqrt_bc2);
 }
 
 /* LAMB's first half (DeepSpeed): moments as AdamW, then
@@ -74,9 +73,7 @@ BT_KERNEL void bt_lamb_update(BT_OUT(float, u), BT_IN(float, w), BT_IN(float, g)
     BT_BIND(v);
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    u[i] =
-        lamb_elem(w, g[i], m, v, i, beta1, beta2, eps, wd, bc1,
-                  bc2);
+    u[i] = lamb_elem(w, g[i], m, v, i, beta1, beta2, eps, wd, bc1, bc2);
 }
 
 /* The span of work-group grp: the last t < n_spans with chunk_begin[t] <= grp
@@ -117,8 +114,7 @@ BT_KERNEL_WG void bt_adamw_multi(BT_OUT(float, w), BT_IN(float, g), BT_OUT(float
     chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
     ftab += 3 * (size_t)t;
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG)
-        adamw_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2,
-                   eps, ftab[0], ftab[1], ftab[2]);
+        adamw_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2, eps, ftab[0], ftab[1], ftab[2]);
 }
 
 /* LAMB, pass 1 of 3: moments of every span (ftab: wd, bc1, bc2) from the
@@ -143,8 +139,8 @@ BT_KERNEL_WG void bt_lamb_multi_moments(BT_IN(float, w), BT_IN(float, g), BT_OUT
     ftab += 3 * (size_t)t;
     float sw = 0.0f, su = 0.0f;
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
-        const float u = lamb_elem(w, g[i] * grad_scale, m, v, i, beta1,
-                                  beta2, eps, ftab[0], ftab[1], ftab[2]);
+        const float u = lamb_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2, eps, ftab[0],
+                                  ftab[1], ftab[2]);
         sw += w[i] * w[i];
         su += u * u;
     }
