@@ -65,8 +65,8 @@ ls "$tmpdir/usr1" | grep -q '^ckpt-' || fail "SIGUSR1: no checkpoint"
 echo "ok   SIGUSR1: exit 0 with a checkpoint"
 
 # SIGINT twice: abort now, 130 (the second one while the stop's checkpoint is
-# being written, which the test hook makes last 5 s)
-export BERTRAIN_TEST_CKPT=begin,0,pause:5
+# being written, which the test hook holds until the test is done)
+export BERTRAIN_TEST_CKPT="begin,0,wait:$tmpdir/int-go"
 start_run int
 unset BERTRAIN_TEST_CKPT
 wait_step "$tmpdir/int.log" 3
@@ -76,6 +76,7 @@ until grep -q "test hook" "$tmpdir/int.log" || [ $n -ge 600 ]; do sleep 0.05; n=
 kill -INT "$pid"
 wait "$pid"
 rc=$?
+touch "$tmpdir/int-go"
 [ "$rc" -eq 130 ] || { cat "$tmpdir/int.log"; fail "two SIGINTs: exit $rc, wanted 130"; }
 echo "ok   two SIGINTs: exit 130: $(grep -m1 'second SIGINT' "$tmpdir/int.log")"
 
@@ -88,11 +89,15 @@ grep -q '^bertrain: checkpoint.max_runtime: stopped after step' "$tmpdir/rt.log"
 ls "$tmpdir/rt" | grep -q '^ckpt-' || fail "max_runtime: no checkpoint"
 echo "ok   $(grep '^bertrain: checkpoint.max_runtime' "$tmpdir/rt.log" | sed "s|$tmpdir/||")"
 
-# background writing: checkpoint 2's writer pauses 3 s; steps 3.. run meanwhile
+# background writing: checkpoint 2's writer waits until the test has seen step
+# 3 in the log; steps 3.. run meanwhile
 # shellcheck disable=SC2086
-BERTRAIN_TEST_CKPT=begin,2,pause:3 "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=6 \
-    --set checkpoint.interval=2 --set output_dir="\"$tmpdir/bg\"" > "$tmpdir/bg.log" 2>&1 ||
-    { cat "$tmpdir/bg.log"; fail "paused writer: run failed"; }
+BERTRAIN_TEST_CKPT="begin,2,wait:$tmpdir/bg-go" "$BERTRAIN" train tests/fixtures/base.json $small \
+    --set train_steps=6 --set checkpoint.interval=2 --set output_dir="\"$tmpdir/bg\"" > "$tmpdir/bg.log" 2>&1 &
+pid=$!
+wait_step "$tmpdir/bg.log" 3
+touch "$tmpdir/bg-go"
+wait "$pid" || { cat "$tmpdir/bg.log"; fail "paused writer: run failed"; }
 l3=$(grep -n '^step *3 |' "$tmpdir/bg.log" | cut -d: -f1)
 lc=$(grep -n '^checkpoint step 2 ->' "$tmpdir/bg.log" | cut -d: -f1)
 [ -n "$l3" ] && [ -n "$lc" ] && [ "$l3" -lt "$lc" ] ||

@@ -29,7 +29,7 @@ static struct {
     number_list nan_steps, spike_steps, overflow_steps, nan_samples;
     rank_step die, perturb;
     bool ckpt_set;
-    char ckpt_point[32], ckpt_action[32];
+    char ckpt_point[32], ckpt_action[1024]; /* the action may hold a path (wait:FILE) */
     long ckpt_step;
     bool log_samples, log_layerdrop;
 } hooks;
@@ -60,8 +60,8 @@ void test_hooks_init(void) {
     read_rank_step("BERTRAIN_TEST_DIE", &hooks.die);
     read_rank_step("BERTRAIN_TEST_PERTURB", &hooks.perturb);
     const char *ckpt = getenv("BERTRAIN_TEST_CKPT");
-    hooks.ckpt_set = ckpt && sscanf(ckpt, "%31[^,],%ld,%31s", hooks.ckpt_point, &hooks.ckpt_step,
-                                    hooks.ckpt_action) == 3;
+    hooks.ckpt_set = ckpt && sscanf(ckpt, "%31[^,],%ld,%1023[^\n]", hooks.ckpt_point,
+                                    &hooks.ckpt_step, hooks.ckpt_action) == 3;
     hooks.log_samples = getenv("BERTRAIN_TEST_LOG_SAMPLES") != NULL;
     hooks.log_layerdrop = getenv("BERTRAIN_TEST_LOG_LAYERDROP") != NULL;
 }
