@@ -177,3 +177,49 @@ emu_plugin() {
     "$CXX" -shared -o "$out" $keep "$objdir"/*.o $CUDA_EMU_LIBS || fail "$out: link failed"
 }
 
+# kernel_names KEYWORD FILE...: the name of every kernel introduced by
+# KEYWORD (__kernel or __global__), one a line, sorted. Comments are removed;
+# attributes between the keyword and the name (__attribute__((...)),
+# __launch_bounds__(...)) are skipped, so the name is the first identifier
+# followed by "(" that is not an attribute.
+kernel_names() {
+    kw=$1
+    shift
+    cat "$@" | awk -v kw="$kw" '
+    { sub(/\/\/.*$/, ""); text = text $0 " " }
+    END {
+        gsub(/\/\*([^*]|\*+[^*\/])*\*+\//, " ", text)
+        n = length(text)
+        pos = 1
+        while ((i = index(substr(text, pos), kw)) > 0) {
+            p = pos + i - 1 + length(kw)
+            name = ""
+            while (p <= n) {
+                c = substr(text, p, 1)
+                if (c ~ /[ \t]/) { p++; continue }
+                if (c !~ /[A-Za-z_]/) break
+                s = p
+                while (p <= n && substr(text, p, 1) ~ /[A-Za-z0-9_]/) p++
+                id = substr(text, s, p - s)
+                q = p
+                while (q <= n && substr(text, q, 1) ~ /[ \t]/) q++
+                if (substr(text, q, 1) != "(") continue
+                if (id == "__attribute__" || id == "__launch_bounds__") {
+                    depth = 0
+                    p = q
+                    do {
+                        c = substr(text, p, 1)
+                        if (c == "(") depth++
+                        else if (c == ")") depth--
+                        p++
+                    } while (depth > 0 && p <= n)
+                    continue
+                }
+                name = id
+                break
+            }
+            if (name != "") print name
+            pos = p
+        }
+    }' | sort
+}
