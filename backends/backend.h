@@ -220,8 +220,10 @@ struct bt_backend {
                        float lr, float beta1, float beta2, float eps, float wd,
                        float bc1, float bc2);
     /* First half of a LAMB step (DeepSpeed semantics): update moments and write
-     * u = (m/bc1) / (sqrt(v/bc2) + eps) + wd * w. The host then takes ||w||, ||u||
-     * with sumsq and applies w -= lr * trust * u with axpy. */
+     * u = (m/bc1) / (sqrt(v/bc2) + eps) + wd * w; the trust ratio and
+     * w -= lr * trust * u follow from sumsq and axpy. Training uses lamb_multi,
+     * which does all of it on the device; this op is its conformance
+     * reference, composed that way. */
     void (*lamb_update)(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
                         size_t n, float beta1, float beta2, float eps, float wd,
                         float bc1, float bc2);

@@ -74,7 +74,7 @@ const key_spec CONFIG_KEYS[] = {
     {"model.z_loss", K_FLOAT, OFF(model.z_loss), 0, 1, NULL, 0},
     {"model.attention_logit_penalty", K_FLOAT, OFF(model.attention_logit_penalty), 0, 1, NULL, 0},
     {"model.admin_init", K_CHOICE, OFF(model.admin_init), 0, 0, "closed_form|profile", 0},
-    {"model.layerdrop", K_FLOAT, OFF(model.layerdrop), 0, 0.95, NULL, 0},
+    {"model.layerdrop", K_FLOAT, OFF(model.layerdrop), 0, BERT_MAX_LAYERDROP, NULL, 0},
     {"data", K_OBJECT, 0, 0, 0, NULL, 0},
     {"data.train", K_STRING, STR(data.train)},
     {"data.valid", K_OPT_STRING, STR(data.valid)},

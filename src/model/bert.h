@@ -12,6 +12,9 @@
 enum { BERT_NORM_POST = 0, BERT_NORM_PRE = 1, BERT_NORM_ADMIN = 2 };
 enum { BERT_ADMIN_CLOSED_FORM = 0, BERT_ADMIN_PROFILE = 1 };
 #define BERT_MAX_LAYERS 256
+/* The largest LayerDrop probability (model.layerdrop): above it most steps
+ * would train almost nothing. */
+#define BERT_MAX_LAYERDROP 0.95
 
 typedef struct {
     int vocab_size;

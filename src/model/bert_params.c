@@ -94,8 +94,8 @@ bool bert_config_valid(const bert_config *c, char *err, size_t errlen) {
     for (int i = 0; i < 2 * c->num_hidden_layers; i++)
         REQUIRE(c->admin_omega[i] > 0 && c->admin_omega[i] < 1e6f,
                 "admin_omega[%d]: must be in (0, 1e6) (got %g)", i, c->admin_omega[i]);
-    REQUIRE(c->layerdrop >= 0 && c->layerdrop < 1,
-            "model.layerdrop: must be in [0, 1) (got %g)", c->layerdrop);
+    REQUIRE(c->layerdrop >= 0 && c->layerdrop <= (float)BERT_MAX_LAYERDROP,
+            "model.layerdrop: must be in [0, %g] (got %g)", BERT_MAX_LAYERDROP, c->layerdrop);
     REQUIRE(c->initializer_range > 0 && c->initializer_range < 1,
             "model.initializer_range: must be in (0, 1) (got %g)", c->initializer_range);
 #undef REQUIRE
