@@ -148,29 +148,39 @@ void bt_profile_print(const bt_profiler *p, FILE *out) {
     prof_gemm_print(p, out);
 }
 
-void bt_profile_json(const bt_profiler *p, FILE *out) {
+void *bt_profile_to_json(const bt_profiler *p) {
     const bt_profile_summary s = bt_profile_summarize(p);
     const double n = s.steps > 0 ? s.steps : 1;
-    fprintf(out, "{\"backend\": \"%s\", \"steps\": %d, \"step_ms\": %.6g, \"per_step\": "
-                 "{\"op_calls\": %.6g, \"launches\": %.6g, \"host_reads\": %.6g, "
-                 "\"host_syncs\": %.6g, \"host_writes\": %.6g}, \"most_in_a_step\": "
-                 "{\"host_reads\": %ld, \"host_syncs\": %ld}, \"mem_peak_bytes\": %zu, "
-                 "\"ops\": [",
-            p->inner->name, s.steps, 1e3 * s.step_s, s.op_calls, s.launches, s.host_reads,
-            s.host_syncs, s.host_writes, s.most_reads, s.most_syncs, s.mem_peak);
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    cJSON_AddStringToObject(root, "backend", p->inner->name);
+    cJSON_AddNumberToObject(root, "steps", s.steps);
+    cJSON_AddNumberToObject(root, "step_ms", 1e3 * s.step_s);
+    cJSON *per_step = cJSON_AddObjectToObject(root, "per_step");
+    cJSON_AddNumberToObject(per_step, "op_calls", s.op_calls);
+    cJSON_AddNumberToObject(per_step, "launches", s.launches);
+    cJSON_AddNumberToObject(per_step, "host_reads", s.host_reads);
+    cJSON_AddNumberToObject(per_step, "host_syncs", s.host_syncs);
+    cJSON_AddNumberToObject(per_step, "host_writes", s.host_writes);
+    cJSON *most = cJSON_AddObjectToObject(root, "most_in_a_step");
+    cJSON_AddNumberToObject(most, "host_reads", (double)s.most_reads);
+    cJSON_AddNumberToObject(most, "host_syncs", (double)s.most_syncs);
+    cJSON_AddNumberToObject(root, "mem_peak_bytes", (double)s.mem_peak);
+    cJSON *ops = cJSON_AddArrayToObject(root, "ops");
     int order[PROF_N_OPS];
     const int k = ops_by_time(p, order);
     for (int j = 0; j < k; j++) {
         const prof_total *t = &p->total[order[j]];
         bool fl;
         const double rate = op_rate(t, &fl);
-        fprintf(out, "%s{\"op\": \"%s\", \"calls\": %.6g, \"ms\": %.6g, \"share\": %.6g, "
-                     "\"%s\": %.6g}",
-                j ? ", " : "", prof_op_name(order[j]), t->calls / n, 1e3 * t->seconds / n,
-                s.step_s > 0 ? t->seconds / n / s.step_s : 0.0, fl ? "gflops" : "gbytes_s",
-                rate);
+        cJSON *op = cJSON_CreateObject();
+        cJSON_AddStringToObject(op, "op", prof_op_name(order[j]));
+        cJSON_AddNumberToObject(op, "calls", t->calls / n);
+        cJSON_AddNumberToObject(op, "ms", 1e3 * t->seconds / n);
+        cJSON_AddNumberToObject(op, "share", s.step_s > 0 ? t->seconds / n / s.step_s : 0.0);
+        cJSON_AddNumberToObject(op, fl ? "gflops" : "gbytes_s", rate);
+        cJSON_AddItemToArray(ops, op);
     }
-    fprintf(out, "], ");
-    prof_gemm_json(p, out);
-    fprintf(out, "}");
+    prof_gemm_json(p, root);
+    return root;
 }

@@ -56,7 +56,9 @@ bool bt_profile_gemm_alone(bt_profiler *p, int reps);
  * (GEMMs) or GB/s (the bytes the op must touch), then the per-step counts. */
 void bt_profile_print(const bt_profiler *p, FILE *out);
 
-/* The same as one JSON object (for scripts), no newline after it. */
-void bt_profile_json(const bt_profiler *p, FILE *out);
+/* The same as a cJSON object (for scripts: bench --json, the train profile
+ * file); the caller frees it with cJSON_Delete. NULL when out of memory.
+ * Returned as void * so that this header needs no cJSON. */
+void *bt_profile_to_json(const bt_profiler *p);
 
 #endif

@@ -183,23 +183,31 @@ void prof_gemm_print(const bt_profiler *p, FILE *out) {
             flops / step_s / 1e9, 100.0 * alone / step_s);
 }
 
-void prof_gemm_json(const bt_profiler *p, FILE *out) {
+void prof_gemm_json(const bt_profiler *p, cJSON *obj) {
     const double n = p->steps > 0 ? p->steps : 1;
-    fprintf(out, "\"gemm_shapes\": [");
+    cJSON *shapes = cJSON_AddArrayToObject(obj, "gemm_shapes");
     int *order = p->n_shapes ? malloc((size_t)p->n_shapes * sizeof *order) : NULL;
     const int k = order ? shapes_by_time(p, order) : 0;
     for (int j = 0; j < k; j++) {
         const prof_gemm_shape *s = &p->shapes[order[j]];
-        fprintf(out, "%s{\"m\": %d, \"n\": %d, \"k\": %d, \"trans_a\": %s, \"trans_b\": %s, "
-                     "\"batch\": %d, \"dtype\": \"%s\", \"calls\": %.6g, \"ms\": %.6g, "
-                     "\"gflops\": %.6g, \"alone_gflops\": %.6g}",
-                j ? ", " : "", s->m, s->n, s->k, s->ta ? "true" : "false", s->tb ? "true" : "false",
-                s->batch, dtype_name(s->dtype), s->calls / n,
-                1e3 * s->seconds / n, rate_in_steps(s), rate_alone(s));
+        cJSON *shape = cJSON_CreateObject();
+        cJSON_AddNumberToObject(shape, "m", s->m);
+        cJSON_AddNumberToObject(shape, "n", s->n);
+        cJSON_AddNumberToObject(shape, "k", s->k);
+        cJSON_AddBoolToObject(shape, "trans_a", s->ta);
+        cJSON_AddBoolToObject(shape, "trans_b", s->tb);
+        cJSON_AddNumberToObject(shape, "batch", s->batch);
+        cJSON_AddStringToObject(shape, "dtype", dtype_name(s->dtype));
+        cJSON_AddNumberToObject(shape, "calls", s->calls / n);
+        cJSON_AddNumberToObject(shape, "ms", 1e3 * s->seconds / n);
+        cJSON_AddNumberToObject(shape, "gflops", rate_in_steps(s));
+        cJSON_AddNumberToObject(shape, "alone_gflops", rate_alone(s));
+        cJSON_AddItemToArray(shapes, shape);
     }
     free(order);
     double flops, in_steps, alone;
     gemm_totals(p, &flops, &in_steps, &alone);
-    fprintf(out, "], \"gemm_ms\": %.6g, \"gemm_alone_ms\": %.6g, \"gemm_ceiling_gflops\": %.6g",
-            1e3 * in_steps, 1e3 * alone, alone > 0 ? flops / alone / 1e9 : 0.0);
+    cJSON_AddNumberToObject(obj, "gemm_ms", 1e3 * in_steps);
+    cJSON_AddNumberToObject(obj, "gemm_alone_ms", 1e3 * alone);
+    cJSON_AddNumberToObject(obj, "gemm_ceiling_gflops", alone > 0 ? flops / alone / 1e9 : 0.0);
 }

@@ -6,6 +6,7 @@
 #include "op_list.h"
 #include "profile.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -90,8 +91,8 @@ int prof_gemm_shape_of(bt_profiler *p, const prof_gemm_shape *key);
  * at the model's shapes (profile_gemm.c). */
 void prof_gemm_print(const bt_profiler *p, FILE *out);
 
-/* The same as a JSON array of shapes, then the ceiling's fields. */
-void prof_gemm_json(const bt_profiler *p, FILE *out);
+/* The same into obj: the array "gemm_shapes", then the ceiling's fields. */
+void prof_gemm_json(const bt_profiler *p, cJSON *obj);
 
 /* Fill wrapper w's table with the profiling ops (profile_ops.c). */
 void prof_fill_ops(bt_backend *w);

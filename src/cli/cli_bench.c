@@ -257,15 +257,14 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "samples_per_s", f->samples_per_s);
     cJSON_AddNumberToObject(j, "loss", f->loss);
     cJSON_AddNumberToObject(j, "grad_norm", f->grad_norm);
-    char *text = cJSON_PrintUnformatted(j);
-    printf("{\"bench\": %s, \"profile\": ", text ? text : "null");
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemToObject(root, "bench", j);
+    cJSON *prof = bt_profiler_of(be) ? bt_profile_to_json(bt_profiler_of(be)) : NULL;
+    cJSON_AddItemToObject(root, "profile", prof ? prof : cJSON_CreateNull());
+    char *text = cJSON_PrintUnformatted(root);
+    puts(text ? text : "{\"error\": \"out of memory\"}");
     free(text);
-    cJSON_Delete(j);
-    if (bt_profiler_of(be))
-        bt_profile_json(bt_profiler_of(be), stdout);
-    else
-        printf("null");
-    printf("}\n");
+    cJSON_Delete(root);
 }
 
 int cli_bench(int argc, char **argv) {

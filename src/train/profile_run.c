@@ -4,7 +4,9 @@
 
 #include "mpi/dist.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 void run_profile_init(run_state *s, const bt_config *cfg) {
     s->prof.p = bt_profiler_of(s->be);
@@ -25,13 +27,16 @@ void run_profile_begin(run_state *s, long step) {
 static void write_json(const bt_profiler *p, const bt_config *cfg, const char *name) {
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", cfg->output_dir, name);
-    FILE *f = fopen(path, "w");
+    cJSON *json = bt_profile_to_json(p);
+    char *text = json ? cJSON_PrintUnformatted(json) : NULL;
+    cJSON_Delete(json);
+    FILE *f = text ? fopen(path, "w") : NULL;
     bool ok = f != NULL;
     if (f) {
-        bt_profile_json(p, f);
-        fputc('\n', f);
-        ok = fclose(f) == 0;
+        ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+        ok = fclose(f) == 0 && ok;
     }
+    free(text);
     if (!ok) fprintf(stderr, "bertrain: rank %d: cannot write the profile to %s\n", dist_rank(), path);
 }
 
