@@ -14,7 +14,7 @@
 /* out (rows, out_f) = in (rows, in_f) @ W^T, the bias left to a fused op.  W: (out_f, in_f) */
 static void linear_fwd_nobias(bert_model *m, bt_ptr out, bt_ptr in, size_t w, int rows,
                               int in_f, int out_f) {
-    mm(m, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 0.0f, out,
+    mm(m, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, par(m, w), in_f, 0, 0.0f, out,
        out_f, 0, 1);
 }
 
@@ -25,10 +25,10 @@ static void linear_fwd_nobias(bert_model *m, bt_ptr out, bt_ptr in, size_t w, in
 static void linear_fwd(bert_model *m, bt_ptr out, bt_ptr in, size_t w, size_t b, int rows,
                        int in_f, int out_f) {
     if (rows == 0) return;
-    m->be->gather_rows(m->be, out, PAR(b), INT(m->act->zero_rows), rows, out_f);
-    mm(m, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, PAR(w), in_f, 0, 1.0f, out, out_f,
+    m->be->gather_rows(m->be, out, par(m, b), ints(m, m->act->zero_rows), rows, out_f);
+    mm(m, false, true, rows, out_f, in_f, 1.0f, in, in_f, 0, par(m, w), in_f, 0, 1.0f, out, out_f,
        0, 1);
-    STORE16_PTR(out, (size_t)rows * out_f);
+    store16_ptr(m, out, (size_t)rows * out_f);
 }
 
 #define NO_BIAS ((size_t)-1) /* linear_bwd: the bias gradient comes from a fused op */
@@ -39,13 +39,13 @@ static void linear_bwd(bert_model *m, bt_ptr din, size_t w, size_t b, bt_ptr dou
                        int rows, int in_f, int out_f) {
     if (rows == 0) return;
     bt_backend *be = m->be;
-    mm(m, true, false, out_f, in_f, rows, 1.0f, dout, out_f, 0, in, in_f, 0, 1.0f, GRD(w),
+    mm(m, true, false, out_f, in_f, rows, 1.0f, dout, out_f, 0, in, in_f, 0, 1.0f, grd(m, w),
              in_f, 0, 1);
-    if (b != NO_BIAS) be->bias_grad(be, GRD(b), dout, rows, out_f);
+    if (b != NO_BIAS) be->bias_grad(be, grd(m, b), dout, rows, out_f);
     if (din.buf) {
-        mm(m, false, false, rows, in_f, out_f, 1.0f, dout, out_f, 0, PAR(w), in_f, 0, 0.0f,
+        mm(m, false, false, rows, in_f, out_f, 1.0f, dout, out_f, 0, par(m, w), in_f, 0, 0.0f,
                  din, in_f, 0, 1);
-        STORE16_PTR(din, (size_t)rows * in_f);
+        store16_ptr(m, din, (size_t)rows * in_f);
     }
 }
 
@@ -53,14 +53,14 @@ static void linear_bwd(bert_model *m, bt_ptr din, size_t w, size_t b, bt_ptr dou
 static void ln_fwd(bert_model *m, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr in, bt_ptr w,
                    bt_ptr b, int rows, int cols, float eps) {
     m->be->layernorm_fwd(m->be, out, mean, rstd, in, w, b, rows, cols, eps);
-    STORE16_PTR(out, (size_t)rows * cols);
+    store16_ptr(m, out, (size_t)rows * cols);
 }
 
 /* LayerNorm backward: dx (stored as an activation gradient), dw and db += . */
 static void ln_bwd(bert_model *m, bt_ptr dx, bt_ptr dw, bt_ptr db, bt_ptr dy, bt_ptr x,
                    bt_ptr mean, bt_ptr rstd, bt_ptr w, int rows, int cols) {
     m->be->layernorm_bwd(m->be, dx, dw, db, dy, x, mean, rstd, w, rows, cols);
-    STORE16_PTR(dx, (size_t)rows * cols);
+    store16_ptr(m, dx, (size_t)rows * cols);
 }
 
 static int compare_i32(const void *x, const void *y) {
@@ -115,7 +115,7 @@ static void upload_batch(bert_model *m, const bert_batch *bt) {
     }
     m->n_top = m->top_layer >= 0 ? plan_top_rows(a, bt, m->cfg.nsp && bt->nsp_labels, host) : 0;
     if (m->n_top == 0) m->top_layer = -1;
-    m->be->upload(m->be, INT(0), host, a->ints_batch * 4);
+    m->be->upload(m->be, ints(m, 0), host, a->ints_batch * 4);
     free(host);
 }
 
@@ -147,10 +147,10 @@ static void top_dropout(bert_model *m, size_t x, const bert_batch *bt, layer_dim
                         bt_rng_key key) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
-    be->fill(be, ACT(a->dI), 0.0f, d.all);
-    be->scatter_rows(be, ACT(a->dI), ACT(x), INT(a->top_rows), d.N, d.H);
-    be->dropout(be, ACT(a->dI), ACT(a->dI), d.all, d.per_sample, bt->first_sample, d.p, key);
-    be->gather_rows(be, ACT(x), ACT(a->dI), INT(a->top_rows), d.N, d.H);
+    be->fill(be, act(m, a->dI), 0.0f, d.all);
+    be->scatter_rows(be, act(m, a->dI), act(m, x), ints(m, a->top_rows), d.N, d.H);
+    be->dropout(be, act(m, a->dI), act(m, a->dI), d.all, d.per_sample, bt->first_sample, d.p, key);
+    be->gather_rows(be, act(m, x), act(m, a->dI), ints(m, a->top_rows), d.N, d.H);
 }
 
 /* Admin's residual scale at the join `site` of layer l (1 but for Admin). */
@@ -165,8 +165,8 @@ static void admin_measure(bert_model *m, int l, int site, layer_dims d) {
     bt_backend *be = m->be;
     const size_t n = (size_t)d.N * d.H;
     const int i = 2 * l + (site == SITE_FFN_OUT);
-    double mean = be->sum(be, ACT(m->act->dH), n) / (double)n;
-    double var = be->sumsq(be, ACT(m->act->dH), n) / (double)n - mean * mean;
+    double mean = be->sum(be, act(m, m->act->dH), n) / (double)n;
+    double var = be->sumsq(be, act(m, m->act->dH), n) / (double)n - mean * mean;
     if (i == 0) m->admin_variance_sum = 1.0; /* the embeddings: unit variance after LN */
     m->cfg.admin_omega[i] = (float)sqrt(m->admin_variance_sum);
     m->admin_variance_sum += var;
@@ -182,16 +182,16 @@ static void branch_out(bert_model *m, int l, int site, size_t out, size_t resid,
     if (d.p > 0.0f && d.top)
         top_dropout(m, dH, bt, d, dropout_key(pass, l, site));
     else if (d.p > 0.0f)
-        be->dropout(be, ACT(dH), ACT(dH), n, d.per_sample, bt->first_sample, d.p,
+        be->dropout(be, act(m, dH), act(m, dH), n, d.per_sample, bt->first_sample, d.p,
                     dropout_key(pass, l, site));
     const float omega = omega_at(m, l, site);
     if (omega == 1.0f) {
-        be->add(be, ACT(out), ACT(dH), ACT(resid), n);
+        be->add(be, act(m, out), act(m, dH), act(m, resid), n);
     } else {
-        be->copy(be, ACT(out), ACT(dH), n * 4);
-        be->axpy(be, ACT(out), omega, ACT(resid), n);
+        be->copy(be, act(m, out), act(m, dH), n * 4);
+        be->axpy(be, act(m, out), omega, act(m, resid), n);
     }
-    STORE16(out, n);
+    store16(m, out, n);
 }
 
 /* A LayerNorm right after a residual join: its output, saved statistics and
@@ -214,22 +214,23 @@ static void join_fwd(bert_model *m, int l, int site, size_t out, size_t resid, s
         !d.top) {
         const bt_rng_key key = dropout_key(pass, l, site);
         if (ln)
-            be->residual_layernorm_fwd(be, ACT(out), ACT(ln->out), ACT(ln->mean), ACT(ln->rstd),
-                                       ACT(dH), PAR(bias), ACT(resid), PAR(ln->w), PAR(ln->b),
-                                       d.N, d.H, eps, d.per_sample, bt->first_sample, d.p, key);
+            be->residual_layernorm_fwd(be, act(m, out), act(m, ln->out), act(m, ln->mean),
+                                       act(m, ln->rstd), act(m, dH), par(m, bias), act(m, resid),
+                                       par(m, ln->w), par(m, ln->b), d.N, d.H, eps, d.per_sample,
+                                       bt->first_sample, d.p, key);
         else
-            be->bias_dropout_add(be, ACT(out), ACT(dH), PAR(bias), ACT(resid), d.N, d.H,
+            be->bias_dropout_add(be, act(m, out), act(m, dH), par(m, bias), act(m, resid), d.N, d.H,
                                  d.per_sample, bt->first_sample, d.p, key);
-        STORE16(out, n);
-        if (ln) STORE16(ln->out, n);
+        store16(m, out, n);
+        if (ln) store16(m, ln->out, n);
         return;
     }
-    be->bias_add(be, ACT(dH), PAR(bias), d.N, d.H);
-    STORE16(dH, n);
+    be->bias_add(be, act(m, dH), par(m, bias), d.N, d.H);
+    store16(m, dH, n);
     branch_out(m, l, site, out, resid, bt, pass, d);
     if (ln)
-        ln_fwd(m, ACT(ln->out), ACT(ln->mean), ACT(ln->rstd), ACT(out), PAR(ln->w), PAR(ln->b),
-               d.N, d.H, eps);
+        ln_fwd(m, act(m, ln->out), act(m, ln->mean), act(m, ln->rstd), act(m, out), par(m, ln->w),
+               par(m, ln->b), d.N, d.H, eps);
 }
 
 /* dA = omega * dA + dH: the gradient of a residual join's input, through the
@@ -240,15 +241,15 @@ static void residual_grad(bert_model *m, int l, int site, layer_dims d) {
     const struct bert_act_layout *a = m->act;
     const float omega = omega_at(m, l, site);
     const size_t n = (size_t)d.N * d.H;
-    if (omega != 1.0f) be->scale(be, ACT(a->dA), omega, n);
+    if (omega != 1.0f) be->scale(be, act(m, a->dA), omega, n);
     if (d.top && site == SITE_ATTN_OUT) {
-        be->scatter_rows(be, ACT(a->dH), ACT(a->dA), INT(a->top_rows), d.N, d.H);
-        be->copy(be, ACT(a->dA), ACT(a->dH), d.all * 4);
-        STORE16(a->dA, d.all);
+        be->scatter_rows(be, act(m, a->dH), act(m, a->dA), ints(m, a->top_rows), d.N, d.H);
+        be->copy(be, act(m, a->dA), act(m, a->dH), d.all * 4);
+        store16(m, a->dA, d.all);
         return;
     }
-    be->add(be, ACT(a->dA), ACT(a->dA), ACT(a->dH), n);
-    STORE16(a->dA, n);
+    be->add(be, act(m, a->dA), act(m, a->dA), act(m, a->dH), n);
+    store16(m, a->dA, n);
 }
 
 /* Attention block: res1 = resid + dropout(attention(in) Wo + bo), then
@@ -262,16 +263,16 @@ static void attn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const 
     const layer_dims d = dims_of(m, l, bt, pass);
     /* the projection (N, 3H) into dqkv, free during the forward: every row,
      * for the keys and values */
-    linear_fwd(m, ACT(a->dqkv), ACT(in), w->qkv_w, w->qkv_b, bt->B * bt->T, d.H, 3 * d.H);
+    linear_fwd(m, act(m, a->dqkv), act(m, in), w->qkv_w, w->qkv_b, bt->B * bt->T, d.H, 3 * d.H);
     bert_attention_fwd(m, l, bt, pass, a->dqkv);
     size_t ctx = la->ctx;
     if (d.top) { /* from here on, the heads' rows only (top_ctx kept for the backward) */
-        m->be->gather_rows(m->be, ACT(a->top_ctx), ACT(ctx), INT(a->top_rows), d.N, d.H);
-        m->be->gather_rows(m->be, ACT(a->top_x), ACT(resid), INT(a->top_rows), d.N, d.H);
+        m->be->gather_rows(m->be, act(m, a->top_ctx), act(m, ctx), ints(m, a->top_rows), d.N, d.H);
+        m->be->gather_rows(m->be, act(m, a->top_x), act(m, resid), ints(m, a->top_rows), d.N, d.H);
         ctx = a->top_ctx;
         resid = a->top_x;
     }
-    linear_fwd_nobias(m, ACT(a->dH), ACT(ctx), w->ao_w, d.N, d.H, d.H); /* dH: scratch */
+    linear_fwd_nobias(m, act(m, a->dH), act(m, ctx), w->ao_w, d.N, d.H, d.H); /* dH: scratch */
     join_fwd(m, l, SITE_ATTN_OUT, la->res1, resid, w->ao_b, ln, bt, pass, d);
 }
 
@@ -286,17 +287,17 @@ static void ffn_block_fwd(bert_model *m, int l, size_t in, size_t resid, const j
     const layer_dims d = dims_of(m, l, bt, pass);
     const size_t NI = (size_t)d.N * d.I;
     if (fused(m, BERT_FUSE_GELU, true)) {
-        linear_fwd_nobias(m, ACT(la->fc1), ACT(in), w->fc1_w, d.N, d.H, d.I);
-        be->bias_gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), PAR(w->fc1_b), d.N, d.I);
-        STORE16(la->fc1, NI);
+        linear_fwd_nobias(m, act(m, la->fc1), act(m, in), w->fc1_w, d.N, d.H, d.I);
+        be->bias_gelu_fwd(be, act(m, la->gelu), act(m, la->fc1), par(m, w->fc1_b), d.N, d.I);
+        store16(m, la->fc1, NI);
     } else { /* the ops bias_gelu_fwd replaces, for its bits */
-        linear_fwd_nobias(m, ACT(la->fc1), ACT(in), w->fc1_w, d.N, d.H, d.I);
-        be->bias_add(be, ACT(la->fc1), PAR(w->fc1_b), d.N, d.I);
-        STORE16(la->fc1, NI);
-        be->gelu_fwd(be, ACT(la->gelu), ACT(la->fc1), NI);
+        linear_fwd_nobias(m, act(m, la->fc1), act(m, in), w->fc1_w, d.N, d.H, d.I);
+        be->bias_add(be, act(m, la->fc1), par(m, w->fc1_b), d.N, d.I);
+        store16(m, la->fc1, NI);
+        be->gelu_fwd(be, act(m, la->gelu), act(m, la->fc1), NI);
     }
-    STORE16(la->gelu, NI);
-    linear_fwd_nobias(m, ACT(a->dH), ACT(la->gelu), w->fc2_w, d.N, d.I, d.H);
+    store16(m, la->gelu, NI);
+    linear_fwd_nobias(m, act(m, a->dH), act(m, la->gelu), w->fc2_w, d.N, d.I, d.H);
     join_fwd(m, l, SITE_FFN_OUT, la->res2, resid, w->fc2_b, ln, bt, pass, d);
 }
 
@@ -307,11 +308,11 @@ static void branch_grad(bert_model *m, int l, int site, const bert_batch *bt,
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     if (d.p > 0.0f && !d.top) { /* straight from dA: no copy first */
-        be->dropout(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H, d.per_sample,
+        be->dropout(be, act(m, a->dH), act(m, a->dA), (size_t)d.N * d.H, d.per_sample,
                     bt->first_sample, d.p, dropout_key(pass, l, site));
         return;
     }
-    be->copy(be, ACT(a->dH), ACT(a->dA), (size_t)d.N * d.H * 4);
+    be->copy(be, act(m, a->dH), act(m, a->dA), (size_t)d.N * d.H * 4);
     if (d.p > 0.0f) top_dropout(m, a->dH, bt, d, dropout_key(pass, l, site));
 }
 
@@ -325,15 +326,17 @@ static void ffn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt,
     const bert_layer_views *w = &m->v.layer[l];
     const layer_dims d = dims_of(m, l, bt, pass);
     branch_grad(m, l, SITE_FFN_OUT, bt, pass, d);
-    linear_bwd(m, ACT(a->dI), w->fc2_w, w->fc2_b, ACT(a->dH), ACT(la->gelu), d.N, d.I, d.H);
+    linear_bwd(m, act(m, a->dI), w->fc2_w, w->fc2_b, act(m, a->dH), act(m, la->gelu), d.N, d.I,
+               d.H);
     const bool fuse = fused(m, BERT_FUSE_GELU, false);
     if (fuse) /* dI = dI * gelu'(fc1) and the bias gradient in one pass */
-        be->bias_gelu_bwd(be, ACT(a->dI), GRD(w->fc1_b), ACT(a->dI), ACT(la->fc1), d.N, d.I);
+        be->bias_gelu_bwd(be, act(m, a->dI), grd(m, w->fc1_b), act(m, a->dI), act(m, la->fc1), d.N,
+                          d.I);
     else
-        be->gelu_bwd(be, ACT(a->dI), ACT(a->dI), ACT(la->fc1), (size_t)d.N * d.I);
-    STORE16(a->dI, (size_t)d.N * d.I);
-    linear_bwd(m, ACT(a->dH), w->fc1_w, fuse ? NO_BIAS : w->fc1_b, ACT(a->dI), ACT(in), d.N, d.H,
-               d.I);
+        be->gelu_bwd(be, act(m, a->dI), act(m, a->dI), act(m, la->fc1), (size_t)d.N * d.I);
+    store16(m, a->dI, (size_t)d.N * d.I);
+    linear_bwd(m, act(m, a->dH), w->fc1_w, fuse ? NO_BIAS : w->fc1_b, act(m, a->dI), act(m, in),
+               d.N, d.H, d.I);
 }
 
 /* Backward of attn_block_fwd's branch: dA holds d res1 (the top layer: at its
@@ -347,16 +350,17 @@ static void attn_block_bwd(bert_model *m, int l, size_t in, const bert_batch *bt
     branch_grad(m, l, SITE_ATTN_OUT, bt, pass, d);
     if (d.top) { /* d ctx at the heads' rows (into top_x), then at every row */
         bt_backend *be = m->be;
-        linear_bwd(m, ACT(a->top_x), w->ao_w, w->ao_b, ACT(a->dH), ACT(a->top_ctx), d.N, d.H,
-                   d.H);
-        be->fill(be, ACT(a->dctx), 0.0f, d.all);
-        be->scatter_rows(be, ACT(a->dctx), ACT(a->top_x), INT(a->top_rows), d.N, d.H);
+        linear_bwd(m, act(m, a->top_x), w->ao_w, w->ao_b, act(m, a->dH), act(m, a->top_ctx), d.N,
+                   d.H, d.H);
+        be->fill(be, act(m, a->dctx), 0.0f, d.all);
+        be->scatter_rows(be, act(m, a->dctx), act(m, a->top_x), ints(m, a->top_rows), d.N, d.H);
     } else {
-        linear_bwd(m, ACT(a->dctx), w->ao_w, w->ao_b, ACT(a->dH), ACT(la->ctx), d.N, d.H, d.H);
+        linear_bwd(m, act(m, a->dctx), w->ao_w, w->ao_b, act(m, a->dH), act(m, la->ctx), d.N, d.H,
+                   d.H);
     }
     bert_attention_bwd(m, l, bt, pass);
-    linear_bwd(m, ACT(a->dH), w->qkv_w, w->qkv_b, ACT(a->dqkv), ACT(in), bt->B * bt->T, d.H,
-               3 * d.H);
+    linear_bwd(m, act(m, a->dH), w->qkv_w, w->qkv_b, act(m, a->dqkv), act(m, in), bt->B * bt->T,
+               d.H, 3 * d.H);
 }
 
 /* One encoder layer, x_in (N, H) -> layer output (N, H); the top layer's
@@ -373,8 +377,8 @@ static void layer_fwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
     const join_norm norm1 = {la->ln1, la->mean1, la->rstd1, w->ln1_w, w->ln1_b},
                     norm2 = {la->ln2, la->mean2, la->rstd2, w->ln2_w, w->ln2_b};
     if (m->cfg.norm == BERT_NORM_PRE) {
-        ln_fwd(m, ACT(la->ln1), ACT(la->mean1), ACT(la->rstd1), ACT(x_in),
-               PAR(w->ln1_w), PAR(w->ln1_b), N, H, eps);
+        ln_fwd(m, act(m, la->ln1), act(m, la->mean1), act(m, la->rstd1), act(m, x_in),
+               par(m, w->ln1_w), par(m, w->ln1_b), N, H, eps);
         attn_block_fwd(m, l, la->ln1, x_in, &norm2, bt, pass); /* res1, ln2 = LN2(res1) */
         ffn_block_fwd(m, l, la->ln2, la->res1, NULL, bt, pass);
     } else {
@@ -393,20 +397,20 @@ static void layer_bwd(bert_model *m, int l, size_t x_in, const bert_batch *bt,
     const int N = bt->B * bt->T, H = d.H;
     if (m->cfg.norm == BERT_NORM_PRE) {
         ffn_block_bwd(m, l, la->ln2, bt, pass);
-        ln_bwd(m, ACT(a->dH), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dH),
-               ACT(la->res1), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), d.N, H);
+        ln_bwd(m, act(m, a->dH), grd(m, w->ln2_w), grd(m, w->ln2_b), act(m, a->dH),
+               act(m, la->res1), act(m, la->mean2), act(m, la->rstd2), par(m, w->ln2_w), d.N, H);
         residual_grad(m, l, SITE_FFN_OUT, d); /* d res1 */
         attn_block_bwd(m, l, la->ln1, bt, pass);
-        ln_bwd(m, ACT(a->dH), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dH), ACT(x_in),
-               ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), N, H);
+        ln_bwd(m, act(m, a->dH), grd(m, w->ln1_w), grd(m, w->ln1_b), act(m, a->dH), act(m, x_in),
+               act(m, la->mean1), act(m, la->rstd1), par(m, w->ln1_w), N, H);
         residual_grad(m, l, SITE_ATTN_OUT, d); /* d x_in */
     } else {
-        ln_bwd(m, ACT(a->dA), GRD(w->ln2_w), GRD(w->ln2_b), ACT(a->dA),
-               ACT(la->res2), ACT(la->mean2), ACT(la->rstd2), PAR(w->ln2_w), d.N, H);
+        ln_bwd(m, act(m, a->dA), grd(m, w->ln2_w), grd(m, w->ln2_b), act(m, a->dA),
+               act(m, la->res2), act(m, la->mean2), act(m, la->rstd2), par(m, w->ln2_w), d.N, H);
         ffn_block_bwd(m, l, la->ln1, bt, pass);
         residual_grad(m, l, SITE_FFN_OUT, d); /* d ln1 */
-        ln_bwd(m, ACT(a->dA), GRD(w->ln1_w), GRD(w->ln1_b), ACT(a->dA),
-               ACT(la->res1), ACT(la->mean1), ACT(la->rstd1), PAR(w->ln1_w), d.N, H);
+        ln_bwd(m, act(m, a->dA), grd(m, w->ln1_w), grd(m, w->ln1_b), act(m, a->dA),
+               act(m, la->res1), act(m, la->mean1), act(m, la->rstd1), par(m, w->ln1_w), d.N, H);
         attn_block_bwd(m, l, x_in, bt, pass);
         residual_grad(m, l, SITE_ATTN_OUT, d); /* d x_in */
     }
@@ -493,25 +497,25 @@ static void mlm_head_fwd(bert_model *m, const bert_batch *bt, const bert_pass *p
     const bert_views *v = &m->v;
     const int H = m->cfg.hidden_size, V = m->cfg.vocab_size, M = bt->n_masked;
     const float eps = m->cfg.layer_norm_eps;
-    be->gather_rows(be, ACT(a->hm), ACT(hidden), INT(mlm_rows_of(m)), M, H);
-    linear_fwd(m, ACT(a->t1), ACT(a->hm), v->head_w, v->head_b, M, H, H);
-    be->gelu_fwd(be, ACT(a->t2), ACT(a->t1), (size_t)M * H);
-    STORE16(a->t2, (size_t)M * H);
-    ln_fwd(m, ACT(a->t3), ACT(a->t3_mean), ACT(a->t3_rstd), ACT(a->t2),
-           PAR(v->head_ln_w), PAR(v->head_ln_b), M, H, eps);
-    linear_fwd(m, ACT(a->logits), ACT(a->t3), v->wte, v->dec_b, M, H, V);
+    be->gather_rows(be, act(m, a->hm), act(m, hidden), ints(m, mlm_rows_of(m)), M, H);
+    linear_fwd(m, act(m, a->t1), act(m, a->hm), v->head_w, v->head_b, M, H, H);
+    be->gelu_fwd(be, act(m, a->t2), act(m, a->t1), (size_t)M * H);
+    store16(m, a->t2, (size_t)M * H);
+    ln_fwd(m, act(m, a->t3), act(m, a->t3_mean), act(m, a->t3_rstd), act(m, a->t2),
+           par(m, v->head_ln_w), par(m, v->head_ln_b), M, H, eps);
+    linear_fwd(m, act(m, a->logits), act(m, a->t3), v->wte, v->dec_b, M, H, V);
     if (pass->mlm_logits_out)
-        be->download(be, pass->mlm_logits_out, ACT(a->logits), (size_t)M * V * 4);
-    be->xent_fwd_bwd(be, ACT(a->logits), ACT(a->mlm_loss), ACT(a->mlm_correct),
-                     ACT(a->mlm_log_z), ACT(a->logits), INT(a->mlm_labels), M, V,
+        be->download(be, pass->mlm_logits_out, act(m, a->logits), (size_t)M * V * 4);
+    be->xent_fwd_bwd(be, act(m, a->logits), act(m, a->mlm_loss), act(m, a->mlm_correct),
+                     act(m, a->mlm_log_z), act(m, a->logits), ints(m, a->mlm_labels), M, V,
                      pass->mlm_grad_scale, m->cfg.z_loss);
     if (m->cfg.z_loss > 0.0f)
-        st->mlm_log_z_sq = stat_sum(m, pass, BT_REDUCE_SUMSQ, ACT(a->mlm_log_z), (size_t)M,
+        st->mlm_log_z_sq = stat_sum(m, pass, BT_REDUCE_SUMSQ, act(m, a->mlm_log_z), (size_t)M,
                                     &st->ticket.log_z_sq);
-    STORE16(a->logits, (size_t)M * V); /* now d loss / d logits */
-    st->mlm_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->mlm_loss), (size_t)M,
+    store16(m, a->logits, (size_t)M * V); /* now d loss / d logits */
+    st->mlm_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, act(m, a->mlm_loss), (size_t)M,
                                 &st->ticket.mlm_loss);
-    st->mlm_correct = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->mlm_correct), (size_t)M,
+    st->mlm_correct = stat_sum(m, pass, BT_REDUCE_SUM, act(m, a->mlm_correct), (size_t)M,
                                &st->ticket.mlm_correct);
     st->n_masked = M;
 }
@@ -524,20 +528,20 @@ static void nsp_head_fwd(bert_model *m, const bert_batch *bt, const bert_pass *p
     const struct bert_act_layout *a = m->act;
     const bert_views *v = &m->v;
     const int B = bt->B, H = m->cfg.hidden_size;
-    be->gather_rows(be, ACT(a->cls), ACT(hidden), INT(cls_rows_of(m)), B, H);
-    linear_fwd(m, ACT(a->pool_pre), ACT(a->cls), v->pool_w, v->pool_b, B, H, H);
-    be->tanh_fwd(be, ACT(a->pooled), ACT(a->pool_pre), (size_t)B * H);
-    STORE16(a->pooled, (size_t)B * H);
-    linear_fwd(m, ACT(a->nsp_logits), ACT(a->pooled), v->nsp_w, v->nsp_b, B, H, 2);
+    be->gather_rows(be, act(m, a->cls), act(m, hidden), ints(m, cls_rows_of(m)), B, H);
+    linear_fwd(m, act(m, a->pool_pre), act(m, a->cls), v->pool_w, v->pool_b, B, H, H);
+    be->tanh_fwd(be, act(m, a->pooled), act(m, a->pool_pre), (size_t)B * H);
+    store16(m, a->pooled, (size_t)B * H);
+    linear_fwd(m, act(m, a->nsp_logits), act(m, a->pooled), v->nsp_w, v->nsp_b, B, H, 2);
     if (pass->nsp_logits_out)
-        be->download(be, pass->nsp_logits_out, ACT(a->nsp_logits), (size_t)B * 2 * 4);
-    be->xent_fwd_bwd(be, ACT(a->nsp_logits), ACT(a->nsp_loss), ACT(a->nsp_correct),
-                     ACT(a->nsp_log_z), ACT(a->nsp_logits), INT(a->nsp_labels), B, 2,
+        be->download(be, pass->nsp_logits_out, act(m, a->nsp_logits), (size_t)B * 2 * 4);
+    be->xent_fwd_bwd(be, act(m, a->nsp_logits), act(m, a->nsp_loss), act(m, a->nsp_correct),
+                     act(m, a->nsp_log_z), act(m, a->nsp_logits), ints(m, a->nsp_labels), B, 2,
                      pass->nsp_grad_scale, 0.0f);
-    STORE16(a->nsp_logits, (size_t)B * 2);
-    st->nsp_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->nsp_loss), (size_t)B,
+    store16(m, a->nsp_logits, (size_t)B * 2);
+    st->nsp_loss_sum = stat_sum(m, pass, BT_REDUCE_SUM, act(m, a->nsp_loss), (size_t)B,
                                 &st->ticket.nsp_loss);
-    st->nsp_correct = stat_sum(m, pass, BT_REDUCE_SUM, ACT(a->nsp_correct), (size_t)B,
+    st->nsp_correct = stat_sum(m, pass, BT_REDUCE_SUM, act(m, a->nsp_correct), (size_t)B,
                                &st->ticket.nsp_correct);
     st->n_nsp = B;
 }
@@ -571,15 +575,15 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     m->n_attn_tickets = 0;
 
     /* embeddings -> LayerNorm -> dropout */
-    be->embed_fwd(be, ACT(a->emb_sum), INT(a->ids), INT(a->types), PAR(v->wte), PAR(v->wpe),
-                  PAR(v->wtt), B, T, H);
-    ln_fwd(m, ACT(a->emb_out), ACT(a->emb_mean), ACT(a->emb_rstd), ACT(a->emb_sum),
-           PAR(v->emb_ln_w), PAR(v->emb_ln_b), N, H, eps);
+    be->embed_fwd(be, act(m, a->emb_sum), ints(m, a->ids), ints(m, a->types), par(m, v->wte),
+                  par(m, v->wpe), par(m, v->wtt), B, T, H);
+    ln_fwd(m, act(m, a->emb_out), act(m, a->emb_mean), act(m, a->emb_rstd), act(m, a->emb_sum),
+           par(m, v->emb_ln_w), par(m, v->emb_ln_b), N, H, eps);
     if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)
-        be->dropout(be, ACT(a->emb_out), ACT(a->emb_out), (size_t)N * H, (size_t)T * H,
+        be->dropout(be, act(m, a->emb_out), act(m, a->emb_out), (size_t)N * H, (size_t)T * H,
                     bt->first_sample, m->cfg.hidden_dropout_prob,
                     dropout_key(pass, -1, SITE_EMB));
-    STORE16(a->emb_out, (size_t)N * H);
+    store16(m, a->emb_out, (size_t)N * H);
     for (int l = 0; l < L; l++)
         if (!layer_skipped(pass, l)) {
             m->layer_in_flight = l;
@@ -593,8 +597,8 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     if (m->n_attn_tickets) st->ticket.attn_first = m->attn_ticket_first;
     st->ticket.n_attn = m->n_attn_tickets;
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */
-        ln_fwd(m, ACT(a->final_out), ACT(a->final_mean), ACT(a->final_rstd),
-               ACT(hidden), PAR(v->final_ln_w), PAR(v->final_ln_b), rows, H, eps);
+        ln_fwd(m, act(m, a->final_out), act(m, a->final_mean), act(m, a->final_rstd),
+               act(m, hidden), par(m, v->final_ln_w), par(m, v->final_ln_b), rows, H, eps);
         hidden = a->final_out;
     }
 
@@ -636,34 +640,35 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
     m->backward_ready = false;
     const size_t rows = m->top_layer >= 0 ? (size_t)m->n_top : (size_t)N; /* of hidden */
 
-    be->fill(be, ACT(a->dA), 0.0f, rows * H); /* d final hidden */
+    be->fill(be, act(m, a->dA), 0.0f, rows * H); /* d final hidden */
     if (M > 0) {
         /* logits now hold d loss / d logits */
-        linear_bwd(m, ACT(a->dhm), v->wte, v->dec_b, ACT(a->logits), ACT(a->t3), M, H, V);
-        ln_bwd(m, ACT(a->dhm), GRD(v->head_ln_w), GRD(v->head_ln_b), ACT(a->dhm),
-               ACT(a->t2), ACT(a->t3_mean), ACT(a->t3_rstd), PAR(v->head_ln_w), M, H);
-        be->gelu_bwd(be, ACT(a->dhm), ACT(a->dhm), ACT(a->t1), (size_t)M * H);
-        STORE16(a->dhm, (size_t)M * H);
-        linear_bwd(m, ACT(a->t2), v->head_w, v->head_b, ACT(a->dhm), ACT(a->hm), M, H, H);
-        be->scatter_rows(be, ACT(a->dA), ACT(a->t2), INT(mlm_rows_of(m)), M, H); /* t2: scratch */
+        linear_bwd(m, act(m, a->dhm), v->wte, v->dec_b, act(m, a->logits), act(m, a->t3), M, H, V);
+        ln_bwd(m, act(m, a->dhm), grd(m, v->head_ln_w), grd(m, v->head_ln_b), act(m, a->dhm),
+               act(m, a->t2), act(m, a->t3_mean), act(m, a->t3_rstd), par(m, v->head_ln_w), M, H);
+        be->gelu_bwd(be, act(m, a->dhm), act(m, a->dhm), act(m, a->t1), (size_t)M * H);
+        store16(m, a->dhm, (size_t)M * H);
+        linear_bwd(m, act(m, a->t2), v->head_w, v->head_b, act(m, a->dhm), act(m, a->hm), M, H, H);
+        be->scatter_rows(be, act(m, a->dA), act(m, a->t2), ints(m, mlm_rows_of(m)), M,
+                         H); /* t2: scratch */
     }
     if (m->cfg.nsp && bt->nsp_labels) {
-        linear_bwd(m, ACT(a->dcls), v->nsp_w, v->nsp_b, ACT(a->nsp_logits), ACT(a->pooled), B, H,
-                   2);
-        be->tanh_bwd(be, ACT(a->dcls), ACT(a->dcls), ACT(a->pooled), (size_t)B * H);
-        STORE16(a->dcls, (size_t)B * H);
-        linear_bwd(m, ACT(a->pool_pre), v->pool_w, v->pool_b, ACT(a->dcls), ACT(a->cls), B, H,
-                   H);
-        be->scatter_rows(be, ACT(a->dA), ACT(a->pool_pre), INT(cls_rows_of(m)), B, H);
+        linear_bwd(m, act(m, a->dcls), v->nsp_w, v->nsp_b, act(m, a->nsp_logits), act(m, a->pooled),
+                   B, H, 2);
+        be->tanh_bwd(be, act(m, a->dcls), act(m, a->dcls), act(m, a->pooled), (size_t)B * H);
+        store16(m, a->dcls, (size_t)B * H);
+        linear_bwd(m, act(m, a->pool_pre), v->pool_w, v->pool_b, act(m, a->dcls), act(m, a->cls), B,
+                   H, H);
+        be->scatter_rows(be, act(m, a->dA), act(m, a->pool_pre), ints(m, cls_rows_of(m)), B, H);
     }
-    STORE16(a->dA, rows * H);
+    store16(m, a->dA, rows * H);
     /* the heads' parameters (after the layers in the flat buffer) are final */
     grads_final(m, pass, v->head_w, m->n_params);
     size_t layers_end = v->head_w; /* where the last layer's parameters end */
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm lies between layers and heads */
-        ln_bwd(m, ACT(a->dA), GRD(v->final_ln_w), GRD(v->final_ln_b), ACT(a->dA),
-               ACT(layer_input(m, L, pass)), ACT(a->final_mean),
-               ACT(a->final_rstd), PAR(v->final_ln_w), (int)rows, H);
+        ln_bwd(m, act(m, a->dA), grd(m, v->final_ln_w), grd(m, v->final_ln_b), act(m, a->dA),
+               act(m, layer_input(m, L, pass)), act(m, a->final_mean),
+               act(m, a->final_rstd), par(m, v->final_ln_w), (int)rows, H);
         grads_final(m, pass, v->final_ln_w, v->head_w);
         layers_end = v->final_ln_w;
     }
@@ -676,13 +681,14 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass) {
     }
     /* embeddings */
     if (pass->train && m->cfg.hidden_dropout_prob > 0.0f)
-        be->dropout(be, ACT(a->dA), ACT(a->dA), (size_t)N * H, (size_t)T * H, bt->first_sample,
-                    m->cfg.hidden_dropout_prob, dropout_key(pass, -1, SITE_EMB));
-    STORE16(a->dA, (size_t)N * H);
-    ln_bwd(m, ACT(a->dA), GRD(v->emb_ln_w), GRD(v->emb_ln_b), ACT(a->dA),
-           ACT(a->emb_sum), ACT(a->emb_mean), ACT(a->emb_rstd), PAR(v->emb_ln_w), N,
+        be->dropout(be, act(m, a->dA), act(m, a->dA), (size_t)N * H, (size_t)T * H,
+                    bt->first_sample, m->cfg.hidden_dropout_prob, dropout_key(pass, -1, SITE_EMB));
+    store16(m, a->dA, (size_t)N * H);
+    ln_bwd(m, act(m, a->dA), grd(m, v->emb_ln_w), grd(m, v->emb_ln_b), act(m, a->dA),
+           act(m, a->emb_sum), act(m, a->emb_mean), act(m, a->emb_rstd), par(m, v->emb_ln_w), N,
            H);
-    be->embed_bwd(be, GRD(v->wte), GRD(v->wpe), GRD(v->wtt), ACT(a->dA), INT(a->ids),
-                  INT(a->types), B, T, H, V, m->cfg.type_vocab_size, m->cfg.pad_id);
+    be->embed_bwd(be, grd(m, v->wte), grd(m, v->wpe), grd(m, v->wtt), act(m, a->dA),
+                  ints(m, a->ids), ints(m, a->types), B, T, H, V, m->cfg.type_vocab_size,
+                  m->cfg.pad_id);
     grads_final(m, pass, 0, v->layer[0].qkv_w);
 }

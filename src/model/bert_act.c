@@ -2,12 +2,11 @@
  * lives (the layout), and mixed precision's 16-bit storage of it: rounding
  * values to the storage dtype, and the per-layer 16-bit stash that holds a
  * layer's saved activations between its forward and its backward. */
-#include "bert_act.h"
+#include "bert_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define ACT(off) ((bt_ptr){m->acts, (size_t)(off) * 4})
 
 struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm, int Mm) {
     int L = c->num_hidden_layers;
@@ -136,8 +135,8 @@ void bert_act_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
         off >= a->work_base && off < a->work_base + a->stash_per_layer) {
         const bt_dtype dt = (bt_dtype)m->cfg.storage;
         const bt_ptr slot = stash_at(m, m->layer_in_flight, off);
-        m->be->cast(m->be, slot, dt, ACT(off), BT_F32, n);
-        m->be->cast(m->be, ACT(off), BT_F32, slot, dt, n);
+        m->be->cast(m->be, slot, dt, act(m, off), BT_F32, n);
+        m->be->cast(m->be, act(m, off), BT_F32, slot, dt, n);
     } else {
         bert_store16(m, buf, off, n);
     }
@@ -160,7 +159,7 @@ static int stashed_spans(const bert_model *m, size_t off[9], size_t n[9]) {
 
 void bert_act_stash_layer(bert_model *m, size_t out) {
     if (!m->act->stash_per_layer) return;
-    m->be->copy(m->be, ACT(m->act->xin), ACT(out),
+    m->be->copy(m->be, act(m, m->act->xin), act(m, out),
                 (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size * 4);
 }
 
@@ -170,9 +169,9 @@ void bert_act_unstash_layer(bert_model *m, int l, int before, size_t before_out)
     const bt_dtype dt = (bt_dtype)m->cfg.storage;
     size_t off[9], n[9];
     for (int i = 0, k = stashed_spans(m, off, n); i < k; i++)
-        be->cast(be, ACT(off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
+        be->cast(be, act(m, off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
     if (before >= 0)
-        be->cast(be, ACT(m->act->xin), BT_F32, stash_at(m, before, before_out), dt,
+        be->cast(be, act(m, m->act->xin), BT_F32, stash_at(m, before, before_out), dt,
                  (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size);
 }
 

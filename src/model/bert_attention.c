@@ -30,15 +30,16 @@ void bert_upload_head_tables(bert_model *m, int B, int T) {
                     qkv_to_heads[heads] = (int32_t)tokens;
                     heads_to_qkv[tokens] = (int32_t)heads;
                     if (s) continue;
-                    const size_t ctx_heads = (b * NH + h) * T + t, ctx_tokens = (b * T + t) * NH + h;
+                    const size_t ctx_heads = (b * NH + h) * T + t,
+                                 ctx_tokens = (b * T + t) * NH + h;
                     heads_to_ctx[ctx_tokens] = (int32_t)ctx_heads;
                     ctx_to_heads[ctx_heads] = (int32_t)ctx_tokens;
                 }
     bt_backend *be = m->be;
-    be->upload(be, INT(a->qkv_to_heads), qkv_to_heads, 3 * N * NH * 4);
-    be->upload(be, INT(a->heads_to_qkv), heads_to_qkv, 3 * N * NH * 4);
-    be->upload(be, INT(a->heads_to_ctx), heads_to_ctx, N * NH * 4);
-    be->upload(be, INT(a->ctx_to_heads), ctx_to_heads, N * NH * 4);
+    be->upload(be, ints(m, a->qkv_to_heads), qkv_to_heads, 3 * N * NH * 4);
+    be->upload(be, ints(m, a->heads_to_qkv), heads_to_qkv, 3 * N * NH * 4);
+    be->upload(be, ints(m, a->heads_to_ctx), heads_to_ctx, N * NH * 4);
+    be->upload(be, ints(m, a->ctx_to_heads), ctx_to_heads, N * NH * 4);
     free(host);
     m->heads_B = B;
     m->heads_T = T;
@@ -48,22 +49,40 @@ void bert_upload_head_tables(bert_model *m, int B, int T) {
  * head-major, (3, B, NH, T, D), each head a (T, D) block at a fixed stride. */
 typedef struct {
     int T, D, heads;    /* heads = B * NH */
-    long block, TT;     /* T * D, T * T */
+    long TT;            /* T * T */
     size_t q, k, v;     /* offsets of Q, K, V in the activations */
 } attn_dims;
 
 static attn_dims attn_dims_of(const bert_model *m, int l, const bert_batch *bt) {
     const int H = m->cfg.hidden_size, NH = m->cfg.num_attention_heads, D = H / NH;
     const size_t NHsz = (size_t)bt->B * bt->T * H, q = m->act->layer[l].qkv;
-    return (attn_dims){bt->T, D, bt->B * NH, (long)bt->T * D, (long)bt->T * bt->T, q, q + NHsz,
-                       q + 2 * NHsz};
+    return (attn_dims){bt->T, D, bt->B * NH, (long)bt->T * bt->T, q, q + NHsz, q + 2 * NHsz};
+}
+
+/* One head's matrix of a head-major activation: a (rows, cols) block at
+ * activation offset `off`, the next head's block right after it. */
+typedef struct {
+    size_t off;
+    int rows, cols;
+} head_mat;
+
+static head_mat by_head(size_t off, int rows, int cols) { return (head_mat){off, rows, cols}; }
+
+/* c = op(a) op(b) for every head at once (one batched GEMM over g->heads
+ * blocks), op transposing where ta / tb is set: the shapes follow from the
+ * blocks, so a call reads as its formula. */
+static void heads_gemm(bert_model *m, const attn_dims *g, bool ta, head_mat a, bool tb,
+                       head_mat b, head_mat c) {
+    const int M = ta ? a.cols : a.rows, K = ta ? a.rows : a.cols, N = tb ? b.rows : b.cols;
+    mm(m, ta, tb, M, N, K, 1.0f, act(m, a.off), a.cols, (long)a.rows * a.cols, act(m, b.off),
+       b.cols, (long)b.rows * b.cols, 0.0f, act(m, c.off), c.cols, (long)c.rows * c.cols, g->heads);
 }
 
 /* out (B, NH, T, T) = Q K^T per head (unscaled: the softmax applies 1/sqrt(D)). */
 static void attention_scores(bert_model *m, int l, const bert_batch *bt, size_t out) {
     const attn_dims g = attn_dims_of(m, l, bt);
-    mm(m, false, true, g.T, g.T, g.D, 1.0f, ACT(g.q), g.D, g.block, ACT(g.k), g.D, g.block, 0.0f,
-       ACT(out), g.T, g.TT, g.heads);
+    heads_gemm(m, &g, false, by_head(g.q, g.T, g.D), true, by_head(g.k, g.T, g.D),
+               by_head(out, g.T, g.T));
 }
 
 /* Self-attention core for one layer: ctx = dropout(softmax(QK^T/sqrt(D))) V.
@@ -78,33 +97,36 @@ void bert_attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert_p
     const int B = bt->B, T = bt->T, NH = m->cfg.num_attention_heads, D = g.D;
     const size_t per_b = (size_t)NH * g.TT, N = (size_t)B * T;
     const float p = pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
-    be->gather_rows(be, ACT(la->qkv), ACT(qkv_tokens), INT(a->qkv_to_heads), (int)(3 * N * NH), D);
-    STORE16(la->qkv, 3 * N * NH * D);
+    be->gather_rows(be, act(m, la->qkv), act(m, qkv_tokens), ints(m, a->qkv_to_heads),
+                    (int)(3 * N * NH), D);
+    store16(m, la->qkv, 3 * N * NH * D);
     attention_scores(m, l, bt, la->probs);
     if (m->cfg.attention_logit_penalty > 0.0f) { /* sum of (QK^T/sqrt(D))^2 */
         int ticket = -1;
-        m->attn_score_sq += stat_sum(m, pass, BT_REDUCE_SUMSQ, ACT(la->probs), B * per_b, &ticket) / D;
+        m->attn_score_sq +=
+            stat_sum(m, pass, BT_REDUCE_SUMSQ, act(m, la->probs), B * per_b, &ticket) / D;
         if (ticket >= 0 && !m->n_attn_tickets++) m->attn_ticket_first = ticket;
     }
     const float scale = 1.0f / sqrtf((float)D);
     const bt_rng_key key = dropout_key(pass, l, SITE_ATTN_PROBS);
     size_t src = p > 0.0f ? a->pdrop : la->probs;
     if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, true)) {
-        be->softmax_dropout_fwd(be, ACT(a->pdrop), ACT(la->probs), ACT(la->probs), INT(a->mask),
-                                B, NH, T, scale, bt->first_sample, p, key);
-        STORE16(la->probs, B * per_b);
+        be->softmax_dropout_fwd(be, act(m, a->pdrop), act(m, la->probs), act(m, la->probs),
+                                ints(m, a->mask), B, NH, T, scale, bt->first_sample, p, key);
+        store16(m, la->probs, B * per_b);
     } else {
-        be->softmax_fwd(be, ACT(la->probs), ACT(la->probs), INT(a->mask), B, NH, T, scale);
-        STORE16(la->probs, B * per_b);
+        be->softmax_fwd(be, act(m, la->probs), act(m, la->probs), ints(m, a->mask), B, NH, T,
+                        scale);
+        store16(m, la->probs, B * per_b);
         if (p > 0.0f)
-            be->dropout(be, ACT(a->pdrop), ACT(la->probs), B * per_b, per_b, bt->first_sample,
+            be->dropout(be, act(m, a->pdrop), act(m, la->probs), B * per_b, per_b, bt->first_sample,
                         p, key);
     }
     /* ctx by head (B, NH, T, D) into dctx (free during the forward), then (N, H) */
-    mm(m, false, false, T, D, T, 1.0f, ACT(src), T, g.TT, ACT(g.v), D, g.block, 0.0f, ACT(a->dctx),
-       D, g.block, g.heads);
-    be->gather_rows(be, ACT(la->ctx), ACT(a->dctx), INT(a->heads_to_ctx), (int)(N * NH), D);
-    STORE16(la->ctx, N * NH * D);
+    heads_gemm(m, &g, false, by_head(src, T, T), false, by_head(g.v, T, D), by_head(a->dctx, T, D));
+    be->gather_rows(be, act(m, la->ctx), act(m, a->dctx), ints(m, a->heads_to_ctx), (int)(N * NH),
+                    D);
+    store16(m, la->ctx, N * NH * D);
 }
 
 /* Backward of attention_fwd: dctx (N, H) -> dqkv (N, 3H). dH is free here
@@ -122,37 +144,36 @@ void bert_attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert_p
     const size_t dq = a->dqkv_heads, dk = dq + NHD, dv = dq + 2 * NHD, dctx = a->dH;
     size_t src = la->probs;
     if (p > 0.0f) { /* recompute the dropped probabilities */
-        be->dropout(be, ACT(a->pdrop), ACT(la->probs), B * per_b, per_b, bt->first_sample, p,
+        be->dropout(be, act(m, a->pdrop), act(m, la->probs), B * per_b, per_b, bt->first_sample, p,
                     key);
         src = a->pdrop;
     }
-    be->gather_rows(be, ACT(dctx), ACT(a->dctx), INT(a->ctx_to_heads), (int)(N * NH), D);
+    be->gather_rows(be, act(m, dctx), act(m, a->dctx), ints(m, a->ctx_to_heads), (int)(N * NH), D);
     /* dV = P^T dctx;  dP = dctx V^T */
-    mm(m, true, false, T, D, T, 1.0f, ACT(src), T, g.TT, ACT(dctx), D, g.block, 0.0f, ACT(dv), D,
-       g.block, g.heads);
-    mm(m, false, true, T, T, D, 1.0f, ACT(dctx), D, g.block, ACT(g.v), D, g.block, 0.0f,
-       ACT(a->dprobs), T, g.TT, g.heads);
+    heads_gemm(m, &g, true, by_head(src, T, T), false, by_head(dctx, T, D), by_head(dv, T, D));
+    heads_gemm(m, &g, false, by_head(dctx, T, D), true, by_head(g.v, T, D),
+               by_head(a->dprobs, T, T));
     if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, false)) {
-        be->dropout_softmax_bwd(be, ACT(a->dprobs), ACT(a->dprobs), ACT(la->probs), B, NH, T,
-                                1.0f / sqrtf((float)D), bt->first_sample, p, key);
+        be->dropout_softmax_bwd(be, act(m, a->dprobs), act(m, a->dprobs), act(m, la->probs), B, NH,
+                                T, 1.0f / sqrtf((float)D), bt->first_sample, p, key);
     } else {
         if (p > 0.0f)
-            be->dropout(be, ACT(a->dprobs), ACT(a->dprobs), B * per_b, per_b, bt->first_sample,
-                        p, key);
-        be->softmax_bwd(be, ACT(a->dprobs), ACT(a->dprobs), ACT(la->probs), B * NH * T, T,
+            be->dropout(be, act(m, a->dprobs), act(m, a->dprobs), B * per_b, per_b,
+                        bt->first_sample, p, key);
+        be->softmax_bwd(be, act(m, a->dprobs), act(m, a->dprobs), act(m, la->probs), B * NH * T, T,
                         1.0f / sqrtf((float)D));
     }
     if (pass->attn_penalty_grad_scale > 0.0f) { /* + d(c sum (S/sqrt(D))^2)/dS = 2c S / D */
         attention_scores(m, l, bt, a->pdrop); /* pdrop is free again: recompute S */
-        be->axpy(be, ACT(a->dprobs), 2.0f * pass->attn_penalty_grad_scale / (float)D,
-                 ACT(a->pdrop), B * per_b);
+        be->axpy(be, act(m, a->dprobs), 2.0f * pass->attn_penalty_grad_scale / (float)D,
+                 act(m, a->pdrop), B * per_b);
     }
-    STORE16(a->dprobs, B * per_b);
+    store16(m, a->dprobs, B * per_b);
     /* dQ = dS K;  dK = dS^T Q */
-    mm(m, false, false, T, D, T, 1.0f, ACT(a->dprobs), T, g.TT, ACT(g.k), D, g.block, 0.0f, ACT(dq),
-       D, g.block, g.heads);
-    mm(m, true, false, T, D, T, 1.0f, ACT(a->dprobs), T, g.TT, ACT(g.q), D, g.block, 0.0f, ACT(dk),
-       D, g.block, g.heads);
-    be->gather_rows(be, ACT(a->dqkv), ACT(dq), INT(a->heads_to_qkv), (int)(3 * N * NH), D);
-    STORE16(a->dqkv, 3 * NHD);
+    heads_gemm(m, &g, false, by_head(a->dprobs, T, T), false, by_head(g.k, T, D),
+               by_head(dq, T, D));
+    heads_gemm(m, &g, true, by_head(a->dprobs, T, T), false, by_head(g.q, T, D), by_head(dk, T, D));
+    be->gather_rows(be, act(m, a->dqkv), act(m, dq), ints(m, a->heads_to_qkv), (int)(3 * N * NH),
+                    D);
+    store16(m, a->dqkv, 3 * NHD);
 }

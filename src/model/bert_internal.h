@@ -10,13 +10,22 @@
 
 #include <stdbool.h>
 
-#define PAR(off) ((bt_ptr){m->params, (size_t)(off) * 4})
-#define GRD(off) ((bt_ptr){m->grads, (size_t)(off) * 4})
-#define ACT(off) ((bt_ptr){m->acts, (size_t)(off) * 4})
-#define INT(off) ((bt_ptr){m->ints, (size_t)(off) * 4})
-/* mixed precision: an activation (or its gradient) is stored in 16 bits */
-#define STORE16(off, n) bert_act_store16(m, m->acts, (off), (size_t)(n))
-#define STORE16_PTR(p, n) bert_act_store16(m, (p).buf, (p).off / 4, (size_t)(n))
+/* Views into the model's buffers: the element at offset off (a bert_views
+ * or bert_act_layout field) of the parameters, their gradients, the
+ * activations and the int32 inputs, as a device pointer. */
+static inline bt_ptr par(const bert_model *m, size_t off) { return (bt_ptr){m->params, off * 4}; }
+static inline bt_ptr grd(const bert_model *m, size_t off) { return (bt_ptr){m->grads, off * 4}; }
+static inline bt_ptr act(const bert_model *m, size_t off) { return (bt_ptr){m->acts, off * 4}; }
+static inline bt_ptr ints(const bert_model *m, size_t off) { return (bt_ptr){m->ints, off * 4}; }
+
+/* Mixed precision: n activations (or activation gradients) from offset off,
+ * or from p, stored in 16 bits (bert_act_store16); nothing in fp32. */
+static inline void store16(bert_model *m, size_t off, size_t n) {
+    bert_act_store16(m, m->acts, off, n);
+}
+static inline void store16_ptr(bert_model *m, bt_ptr p, size_t n) {
+    bert_act_store16(m, p.buf, p.off / 4, n);
+}
 
 /* Every GEMM of the model: with 16-bit operands (fp32 accumulation) where
  * m->gemm16 (mixed precision on tensor cores), else in fp32. */
