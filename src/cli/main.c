@@ -24,6 +24,7 @@ static void usage(FILE *out) {
             "  bertrain train CONFIG.json [--resume auto|DIR [--allow-data-change]] [--profile N] [--set key.path=value]...\n"
             "  bertrain eval CONFIG.json --checkpoint DIR [--set key.path=value]...\n"
             "  bertrain bench --preset P --seq S --batch B [--backend NAME] [--steps N] [--profile] [--json]\n"
+            "                 [--set key.path=value]...  (bertrain bench --help: all its options)\n"
             "  bertrain vocab --size N --out vocab.txt [--lowercase] FILES...\n"
             "  bertrain prep --vocab vocab.txt [--lowercase] --out DIR [--valid-fraction F] FILES...\n"
             "  bertrain prep --inspect SHARD [--vocab vocab.txt]\n"
