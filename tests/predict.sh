@@ -52,7 +52,7 @@ expect2 "text 2: \"no mask here\" has no \[MASK\]" \
 long=$(printf 'word %.0s' $(seq 200))
 expect2 "is 203 tokens with \[CLS\] and \[SEP\]; the most is 128" \
     "$BERTRAIN" predict "$tmpdir/run" "$long [MASK]"
-expect2 "--top 0 is not a count" "$BERTRAIN" predict "$tmpdir/run" --top 0 "a [MASK]"
+expect2 "--top 0 is out of range \[1, 1000\]" "$BERTRAIN" predict "$tmpdir/run" --top 0 "a [MASK]"
 
 find_transformers_python
 if [ -z "$TPY" ]; then

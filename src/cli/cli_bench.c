@@ -1,5 +1,8 @@
 /* `bertrain bench`: time training steps of a preset on random tokens. */
 #include "cli.h"
+#include "cli_args.h"
+
+#include "mpi/dist.h"
 
 #include "backends/profile.h"
 #include "train/train.h"
@@ -12,23 +15,28 @@
 #include <string.h>
 #include <time.h>
 
-static void usage(void) {
-    fprintf(stderr, "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] "
-                    "[--steps N] [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"
-                    "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"
-                    "       [--unfused gelu,join,attention|all|none] [--dense-top]\n"
-                    "       [--profile] [--ceiling] [--json]\n"
-                    "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"
-                    "             (+LayerNorm); softmax+dropout) done op by op, to measure them\n"
-                    "             (none: all fused, also where the device says they do not pay)\n"
-                    "  --dense-top: the last layer at every row, not only at the heads' rows\n"
-                    "  --profile: time every op of the timed steps on the device's clock, and\n"
-                    "             count launches, blocking reads, waits and memory per step\n"
-                    "  --ceiling: --profile, then each GEMM shape of the steps replayed alone\n"
-                    "             (the best of >= 3 calls and >= 0.25 s): the GEMM ceiling\n"
-                    "             at this model's shapes\n"
-                    "  --json:    print the results as one JSON object\n");
-}
+#define BENCH_USAGE                                                                          \
+    "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] [--steps N]\n"      \
+    "       [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"                        \
+    "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"                                 \
+    "       [--unfused gelu,join,attention|all|none] [--dense-top]\n"                         \
+    "       [--profile] [--ceiling] [--json] [--set key.path=value]...\n"                     \
+    "  --preset, --seq, --batch, --precision, --layers, --layerdrop, --norm: the config\n"   \
+    "             keys model.preset, data.seq_len, train_micro_batch_size_per_gpu,\n"       \
+    "             fp16/bf16.enabled, model.num_hidden_layers, model.layerdrop and\n"        \
+    "             model.norm (defaults: mini, 128, 8, fp32, the preset's)\n"                \
+    "  --set:     any other config key (docs/CONFIG.md), validated as train validates\n"    \
+    "             it; applied after the options above\n"                                    \
+    "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"                 \
+    "             (+LayerNorm); softmax+dropout) done op by op, to measure them\n"          \
+    "             (none: all fused, also where the device says they do not pay)\n"          \
+    "  --dense-top: the last layer at every row, not only at the heads' rows\n"              \
+    "  --profile: time every op of the timed steps on the device's clock, and\n"            \
+    "             count launches, blocking reads, waits and memory per step\n"              \
+    "  --ceiling: --profile, then each GEMM shape of the steps replayed alone\n"            \
+    "             (the best of >= 3 calls and >= 0.25 s): the GEMM ceiling\n"               \
+    "             at this model's shapes\n"                                                 \
+    "  --json:    print the results as one JSON object\n"
 
 /* The command line of a bench. */
 typedef struct {
@@ -65,88 +73,85 @@ static bool parse_unfused(const char *list, unsigned *out) {
     return true;
 }
 
-/* Options into o (defaults first); false after printing why. */
-static bool parse_args(int argc, char **argv, bench_opts *o) {
+/* The options as given (0 or NULL: not given), before the config resolves
+ * them into a bench_opts and a bt_config. */
+typedef struct {
+    const char *preset, *precision, *norm;
+    int seq, batch, layers;
+    double layerdrop;
+    bool has_layerdrop;
+    cli_list sets;
+} bench_given;
+
+/* Options into o (defaults first) and g; CLI_OK, CLI_HELP, or CLI_ERROR after
+ * one line. */
+static int parse_args(int argc, char **argv, bench_opts *o, bench_given *g) {
     *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false, false, false,
                       0, "", "post"};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--profile") || !strcmp(a, "--json")) {
-            *(a[2] == 'p' ? &o->profile : &o->json) = true;
-            continue;
-        }
-        if (!strcmp(a, "--ceiling")) {
-            o->ceiling = o->profile = true;
-            continue;
-        }
-        if (!strcmp(a, "--dense-top")) {
-            o->dense_top = true;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "bertrain bench: %s needs a value\n", a);
-            return false;
-        }
-        if (!strcmp(a, "--preset")) o->preset = v;
-        else if (!strcmp(a, "--seq")) o->seq = atoi(v);
-        else if (!strcmp(a, "--batch")) o->batch = atoi(v);
-        else if (!strcmp(a, "--backend")) o->backend = v;
-        else if (!strcmp(a, "--steps")) o->steps = atoi(v);
-        else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
-        else if (!strcmp(a, "--threads")) o->threads = atoi(v);
-        else if (!strcmp(a, "--layers")) o->layers = atoi(v);
-        else if (!strcmp(a, "--layerdrop")) o->layerdrop = atof(v);
-        else if (!strcmp(a, "--precision")) o->precision = v;
-        else if (!strcmp(a, "--norm")) o->norm = v;
-        else if (!strcmp(a, "--unfused")) {
-            if (!parse_unfused(v, &o->unfused)) return false;
-            o->unfused_list = v;
-        } else {
-            fprintf(stderr, "bertrain bench: unknown option %s\n", a);
-            usage();
-            return false;
-        }
-        i++;
-    }
-    return true;
+    *g = (bench_given){.layerdrop = -1.0, .sets = cli_list_new(argc)};
+    if (!g->sets.items) return CLI_ERROR;
+    const cli_opt opts[] = {
+        {"--preset", ARG_CHOICE, &g->preset, "P", 0, 0, false, "tiny|mini|small|medium|base|large"},
+        {"--seq", ARG_INT, &g->seq, "S", 8, 1 << 16, false, NULL},
+        {"--batch", ARG_INT, &g->batch, "B", 1, 1e7, false, NULL},
+        {"--backend", ARG_STRING, &o->backend, "NAME", 0, 0, false, NULL},
+        {"--steps", ARG_INT, &o->steps, "N", 1, 1e9, false, NULL},
+        {"--warmup", ARG_INT, &o->warmup, "N", 0, 1e9, false, NULL},
+        {"--threads", ARG_INT, &o->threads, "N", 0, 65536, false, NULL},
+        {"--layers", ARG_INT, &g->layers, "L", 1, BERT_MAX_LAYERS, false, NULL},
+        {"--layerdrop", ARG_DOUBLE, &g->layerdrop, "P", 0, BERT_MAX_LAYERDROP, false, NULL},
+        {"--precision", ARG_CHOICE, &g->precision, "fp32|bf16|fp16", 0, 0, false, "fp32|bf16|fp16"},
+        {"--norm", ARG_CHOICE, &g->norm, "post|pre", 0, 0, false, "post|pre"},
+        {"--unfused", ARG_STRING, &o->unfused_list, "a comma list", 0, 0, false, NULL},
+        {"--dense-top", ARG_FLAG, &o->dense_top, NULL, 0, 0, false, NULL},
+        {"--profile", ARG_FLAG, &o->profile, NULL, 0, 0, false, NULL},
+        {"--ceiling", ARG_FLAG, &o->ceiling, NULL, 0, 0, false, NULL},
+        {"--json", ARG_FLAG, &o->json, NULL, 0, 0, false, NULL},
+        {"--set", ARG_LIST, &g->sets, "key.path=value", 0, 0, false, NULL},
+    };
+    const cli_spec spec = {"bench", opts, sizeof opts / sizeof *opts, 0, "", BENCH_USAGE};
+    int n_pos = 0;
+    const int rc = cli_parse(&spec, argc, argv, NULL, &n_pos);
+    if (rc != CLI_OK) return rc;
+    g->has_layerdrop = g->layerdrop >= 0.0;
+    o->profile |= o->ceiling;
+    if (*o->unfused_list && !parse_unfused(o->unfused_list, &o->unfused)) return CLI_ERROR;
+    return CLI_OK;
 }
 
-/* The run config of a bench: the preset's model as o shapes it, 16-bit
- * storage as bf16.enabled / fp16.enabled give it (fp16: a fixed loss scale
- * of 1, so no step is skipped and every timed step does the same work).
- * false after printing why. */
-static bool bench_config(const bench_opts *o, bt_config *cfg) {
-    config_defaults(cfg);
-    if (!bert_preset(o->preset, &cfg->model)) {
-        fprintf(stderr, "bertrain bench: --preset %s: expected tiny|mini|small|medium|base|large\n",
-                o->preset);
-        return false;
-    }
-    if (o->layers) cfg->model.num_hidden_layers = o->layers;
-    cfg->model.layerdrop = (float)o->layerdrop;
-    if (!strcmp(o->norm, "pre"))
-        cfg->model.norm = BERT_NORM_PRE;
-    else if (strcmp(o->norm, "post")) {
-        fprintf(stderr, "bertrain bench: --norm %s: expected post|pre\n", o->norm);
-        return false;
-    }
-    if (o->seq < 8 || o->seq > cfg->model.max_position_embeddings || o->batch < 1 ||
-        o->steps < 1 || o->warmup < 0 || o->layers < 0 ||
-        !(o->layerdrop >= 0.0 && o->layerdrop < 1.0)) {
-        fprintf(stderr, "bertrain bench: need 8 <= --seq <= %d, --batch >= 1, --steps >= 1, "
-                        "--layers >= 1, 0 <= --layerdrop < 1\n",
-                cfg->model.max_position_embeddings);
-        return false;
-    }
-    if (strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16") &&
-        strcmp(o->precision, "fp16")) {
-        fprintf(stderr, "bertrain bench: --precision %s: expected fp32|bf16|fp16\n", o->precision);
-        return false;
-    }
-    cfg->model.storage = !strcmp(o->precision, "bf16")   ? BT_BF16
-                         : !strcmp(o->precision, "fp16") ? BT_F16
-                                                         : BT_F32;
-    snprintf(cfg->preset, sizeof cfg->preset, "%s", o->preset);
+/* The run config of a bench: the options as config keys (the preset's model
+ * as they shape it; 16-bit storage as bf16.enabled / fp16.enabled give it),
+ * then --set, loaded and validated as train's config; o's preset, seq, batch,
+ * precision and norm read back from it. bench passes no loss scaler: fp16
+ * runs at a fixed loss scale of 1, so no step is skipped and every timed
+ * step does the same work. false after one line. */
+static bool bench_config(bench_opts *o, const bench_given *g, bt_config *cfg) {
+    char given[7][64];
+    int n = 0;
+    snprintf(given[n++], sizeof *given, "model.preset=%s", g->preset ? g->preset : o->preset);
+    snprintf(given[n++], sizeof *given, "data.seq_len=%d", g->seq ? g->seq : o->seq);
+    snprintf(given[n++], sizeof *given, "train_micro_batch_size_per_gpu=%d",
+             g->batch ? g->batch : o->batch);
+    if (g->precision && strcmp(g->precision, "fp32"))
+        snprintf(given[n++], sizeof *given, "%s.enabled=true", g->precision);
+    if (g->layers) snprintf(given[n++], sizeof *given, "model.num_hidden_layers=%d", g->layers);
+    if (g->has_layerdrop)
+        snprintf(given[n++], sizeof *given, "model.layerdrop=%.17g", g->layerdrop);
+    if (g->norm) snprintf(given[n++], sizeof *given, "model.norm=\"%s\"", g->norm);
+    const char **all = calloc((size_t)(n + g->sets.n), sizeof *all);
+    if (!all) return false;
+    for (int i = 0; i < n; i++) all[i] = given[i];
+    for (int i = 0; i < g->sets.n; i++) all[n + i] = g->sets.items[i];
+    const bool ok = config_load_named(cfg, "bench", all, n + g->sets.n, dist_world());
+    free(all);
+    if (!ok) return false;
+    config_free(cfg); /* bench needs no resolved_json */
+    o->preset = cfg->preset;
+    o->seq = cfg->data.seq_len;
+    o->batch = (int)cfg->micro_batch;
+    o->precision = cfg->fp16 ? "fp16" : cfg->bf16 ? "bf16" : "fp32";
+    o->norm = cfg->model.norm == BERT_NORM_PRE ? "pre" : cfg->model.norm == BERT_NORM_ADMIN ? "admin"
+                                                                                           : "post";
     cfg->micro_batch = cfg->train_batch_size = o->batch;
     cfg->grad_accum = 1;
     return true;
@@ -269,8 +274,12 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
 
 int cli_bench(int argc, char **argv) {
     bench_opts o;
+    bench_given g;
     bt_config cfg;
-    if (!parse_args(argc, argv, &o) || !bench_config(&o, &cfg)) return 2;
+    const int parsed = parse_args(argc, argv, &o, &g);
+    const bool ok = parsed == CLI_OK && bench_config(&o, &g, &cfg);
+    free(g.sets.items);
+    if (!ok) return parsed == CLI_HELP ? 0 : 2;
     bt_backend *be = open_backend(o.backend, o.threads, false, o.profile);
     if (!be) return 2; /* a device that cannot be opened: the user's spec, exit 2 */
     const bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,

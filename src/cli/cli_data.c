@@ -1,39 +1,14 @@
 /* Argument parsing of the data commands: `bertrain vocab` and `bertrain prep`. */
 #include "cli.h"
-#include "util/parse_num.h"
+#include "cli_args.h"
 #include "util/paths.h"
 #include "data/prep.h"
 #include "data/vocab_train.h"
 #include "store/run_dir.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The value of option name at argv[*i] ("--name V" or "--name=V"), advancing
- * *i past it; NULL if argv[*i] is not that option. *missing is set when the
- * option is there without a value. */
-static const char *option_value(int argc, char **argv, int *i, const char *name, bool *missing) {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0) return NULL;
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (argv[*i][n] != 0) return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-static bool parse_double(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end) return false;
-    *out = v;
-    return true;
-}
 
 #define VOCAB_USAGE                                                                        \
     "usage: bertrain vocab --size N --out vocab.txt [options] FILES...\n"                  \
@@ -62,48 +37,20 @@ static bool parse_double(const char *s, double *out) {
 int cli_vocab(int argc, char **argv) {
     bt_vocab_train_options o = {.min_frequency = 2};
     const char **files = calloc((size_t)argc + 1, sizeof *files);
-    uint64_t num;
     int rc = 2;
-    for (int i = 0; i < argc; i++) {
-        bool missing = false;
-        const char *v;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf(VOCAB_USAGE);
-            rc = 0;
-            goto done;
-        } else if (!strcmp(argv[i], "--lowercase")) {
-            o.lowercase = true;
-        } else if ((v = option_value(argc, argv, &i, "--size", &missing))) {
-            if (!parse_u64(v, &num) || num < 6 || num > 1u << 30) {
-                fprintf(stderr, "bertrain vocab: --size %s is not a count between 6 and 2^30\n", v);
-                goto done;
-            }
-            o.vocab_size = (int)num;
-        } else if ((v = option_value(argc, argv, &i, "--out", &missing))) {
-            o.out_path = v;
-        } else if ((v = option_value(argc, argv, &i, "--min-frequency", &missing))) {
-            if (!parse_u64(v, &num) || num < 1 || num > 1u << 30) {
-                fprintf(stderr, "bertrain vocab: --min-frequency %s is not a count >= 1\n", v);
-                goto done;
-            }
-            o.min_frequency = (int)num;
-        } else if ((v = option_value(argc, argv, &i, "--limit-alphabet", &missing))) {
-            if (!parse_u64(v, &num) || num > 1u << 30) {
-                fprintf(stderr, "bertrain vocab: --limit-alphabet %s is not a count\n", v);
-                goto done;
-            }
-            o.limit_alphabet = (int)num;
-        } else if (missing) {
-            fprintf(stderr, "bertrain vocab: %s needs a value; see bertrain vocab --help\n",
-                    argv[i]);
-            goto done;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "bertrain vocab: unknown option %s; see bertrain vocab --help\n",
-                    argv[i]);
-            goto done;
-        } else {
-            files[o.n_files++] = argv[i];
-        }
+    const cli_opt opts[] = {
+        {"--size", ARG_INT, &o.vocab_size, "N", 6, 1 << 30, false, NULL},
+        {"--out", ARG_STRING, &o.out_path, "FILE", 0, 0, false, NULL},
+        {"--lowercase", ARG_FLAG, &o.lowercase, NULL, 0, 0, false, NULL},
+        {"--min-frequency", ARG_INT, &o.min_frequency, "K", 1, 1 << 30, false, NULL},
+        {"--limit-alphabet", ARG_INT, &o.limit_alphabet, "K", 0, 1 << 30, false, NULL},
+    };
+    const cli_spec spec = {"vocab", opts, sizeof opts / sizeof *opts, -1, "FILES", VOCAB_USAGE};
+    if (!files) goto done;
+    const int parsed = cli_parse(&spec, argc, argv, files, &o.n_files);
+    if (parsed != CLI_OK) {
+        rc = parsed == CLI_HELP ? 0 : 2;
+        goto done;
     }
     if (!o.vocab_size || !o.out_path || !o.n_files) {
         fprintf(stderr, "bertrain vocab: missing %s; see bertrain vocab --help\n",
@@ -129,49 +76,25 @@ int cli_prep(int argc, char **argv) {
     const char **files = calloc((size_t)argc + 1, sizeof *files);
     const char *inspect = NULL;
     int rc = 2;
-    for (int i = 0; i < argc; i++) {
-        bool missing = false;
-        const char *v;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf(PREP_USAGE);
-            rc = 0;
-            goto done;
-        } else if (!strcmp(argv[i], "--lowercase")) {
-            o.lowercase = true;
-        } else if ((v = option_value(argc, argv, &i, "--vocab", &missing))) {
-            o.vocab_path = v;
-        } else if ((v = option_value(argc, argv, &i, "--out", &missing))) {
-            o.out_dir = v;
-        } else if ((v = option_value(argc, argv, &i, "--inspect", &missing))) {
-            inspect = v;
-        } else if ((v = option_value(argc, argv, &i, "--valid-fraction", &missing))) {
-            if (!parse_double(v, &o.valid_fraction) || !(o.valid_fraction >= 0) ||
-                !(o.valid_fraction < 1)) {
-                fprintf(stderr, "bertrain prep: --valid-fraction %s is not a number in [0, 1)\n",
-                        v);
-                goto done;
-            }
-        } else if ((v = option_value(argc, argv, &i, "--seed", &missing))) {
-            if (!parse_u64(v, &o.seed)) {
-                fprintf(stderr, "bertrain prep: --seed %s is not a non-negative integer\n", v);
-                goto done;
-            }
-        } else if ((v = option_value(argc, argv, &i, "--shard-tokens", &missing))) {
-            if (!parse_u64(v, &o.shard_tokens) || o.shard_tokens == 0) {
-                fprintf(stderr, "bertrain prep: --shard-tokens %s is not a count >= 1\n", v);
-                goto done;
-            }
-        } else if (missing) {
-            fprintf(stderr, "bertrain prep: %s needs a value; see bertrain prep --help\n",
-                    argv[i]);
-            goto done;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "bertrain prep: unknown option %s; see bertrain prep --help\n",
-                    argv[i]);
-            goto done;
-        } else {
-            files[o.n_files++] = argv[i];
-        }
+    const cli_opt opts[] = {
+        {"--vocab", ARG_STRING, &o.vocab_path, "vocab.txt", 0, 0, false, NULL},
+        {"--out", ARG_STRING, &o.out_dir, "DIR", 0, 0, false, NULL},
+        {"--lowercase", ARG_FLAG, &o.lowercase, NULL, 0, 0, false, NULL},
+        {"--valid-fraction", ARG_DOUBLE, &o.valid_fraction, "F", 0, 1, true, NULL},
+        {"--seed", ARG_U64, &o.seed, "S", 0, 0, false, NULL},
+        {"--shard-tokens", ARG_U64, &o.shard_tokens, "N", 0, 0, false, NULL},
+        {"--inspect", ARG_STRING, &inspect, "SHARD", 0, 0, false, NULL},
+    };
+    const cli_spec spec = {"prep", opts, sizeof opts / sizeof *opts, -1, "FILES", PREP_USAGE};
+    if (!files) goto done;
+    const int parsed = cli_parse(&spec, argc, argv, files, &o.n_files);
+    if (parsed != CLI_OK) {
+        rc = parsed == CLI_HELP ? 0 : 2;
+        goto done;
+    }
+    if (o.shard_tokens == 0) {
+        fprintf(stderr, "bertrain prep: --shard-tokens 0 is out of range [1, 18446744073709551615]\n");
+        goto done;
     }
     if (inspect) {
         if (o.n_files || o.out_dir) {

@@ -1,9 +1,9 @@
 /* `bertrain export` and `bertrain import`: their command lines (the work is
  * store/hf_export.c and store/hf_import.c). */
 #include "cli.h"
+#include "cli_args.h"
 
 #include "store/hf.h"
-#include "util/parse_num.h"
 #include "util/utf8_check.h"
 
 #include <stdio.h>
@@ -21,19 +21,20 @@ static bool paths_utf8(const char *cmd, const char *a, const char *b) {
     return false;
 }
 
+#define EXPORT_USAGE "usage: bertrain export CKPT_DIR OUT_DIR [--keep-layers 0,2,4,...]\n"
+#define IMPORT_USAGE "usage: bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]\n"
+
 int cli_export(int argc, char **argv) {
-    const char *keep = NULL, *pos[2] = {NULL, NULL};
+    const char *keep = NULL, *pos[2];
     int n_pos = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--keep-layers") && i + 1 < argc)
-            keep = argv[++i];
-        else if (argv[i][0] != '-' && n_pos < 2)
-            pos[n_pos++] = argv[i];
-        else
-            n_pos = 3;
-    }
+    const cli_opt opts[] = {
+        {"--keep-layers", ARG_STRING, &keep, "a comma list of layers", 0, 0, false, NULL},
+    };
+    const cli_spec spec = {"export", opts, 1, 2, "CKPT_DIR OUT_DIR", EXPORT_USAGE};
+    const int parsed = cli_parse(&spec, argc, argv, pos, &n_pos);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
     if (n_pos != 2) {
-        fprintf(stderr, "usage: bertrain export CKPT_DIR OUT_DIR [--keep-layers 0,2,4,...]\n");
+        fprintf(stderr, EXPORT_USAGE);
         return 2;
     }
     if (!paths_utf8("export", pos[0], pos[1])) return 2;
@@ -41,31 +42,21 @@ int cli_export(int argc, char **argv) {
 }
 
 int cli_import(int argc, char **argv) {
-    const char *in = NULL, *out = NULL;
+    const char *pos[2];
+    int n_pos = 0;
     uint64_t seed = 42;
     bool no_nsp = false;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            if (!parse_u64(argv[++i], &seed)) {
-                fprintf(stderr, "bertrain import: --seed %s: not an integer in [0, "
-                                "18446744073709551615]\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--no-nsp")) {
-            no_nsp = true;
-        } else if (!in && argv[i][0] != '-') {
-            in = argv[i];
-        } else if (!out && argv[i][0] != '-') {
-            out = argv[i];
-        } else {
-            in = out = NULL;
-            i = argc;
-        }
-    }
-    if (!in || !out) {
-        fprintf(stderr, "usage: bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]\n");
+    const cli_opt opts[] = {
+        {"--seed", ARG_U64, &seed, "N", 0, 0, false, NULL},
+        {"--no-nsp", ARG_FLAG, &no_nsp, NULL, 0, 0, false, NULL},
+    };
+    const cli_spec spec = {"import", opts, 2, 2, "HF_DIR OUT_CKPT", IMPORT_USAGE};
+    const int parsed = cli_parse(&spec, argc, argv, pos, &n_pos);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
+    if (n_pos != 2) {
+        fprintf(stderr, IMPORT_USAGE);
         return 2;
     }
-    if (!paths_utf8("import", in, out)) return 2;
-    return hf_import(in, out, seed, no_nsp);
+    if (!paths_utf8("import", pos[0], pos[1])) return 2;
+    return hf_import(pos[0], pos[1], seed, no_nsp);
 }

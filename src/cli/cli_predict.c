@@ -4,6 +4,7 @@
  * fill-mask pipeline on the exported model (tests/predict.sh). */
 #include "store/ckpt.h"
 #include "cli.h"
+#include "cli_args.h"
 #include "train/fill_mask.h"
 #include "train/train.h"
 #include "train/device.h"
@@ -161,31 +162,21 @@ int cli_predict(int argc, char **argv) {
     char **args = calloc((size_t)argc + 1, sizeof *args);
     int n_args = 0, top_k = 5, rc = 2;
     bool json = false;
-    for (int i = 0; args && i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf(PREDICT_USAGE);
-            free(args);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = true;
-        } else if (!strcmp(argv[i], "--top") && i + 1 < argc) {
-            char *end;
-            long k = strtol(argv[++i], &end, 10);
-            if (*end || k < 1 || k > 1000) {
-                fprintf(stderr, "bertrain predict: --top %s is not a count in 1..1000\n", argv[i]);
-                goto done;
-            }
-            top_k = (int)k;
-        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            device = argv[++i];
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "bertrain predict: unknown option %s\n%s", argv[i], PREDICT_USAGE);
-            goto done;
-        } else if (!ckpt_arg) {
-            ckpt_arg = argv[i];
-        } else {
-            args[n_args++] = argv[i];
-        }
+    const cli_opt opts[] = {
+        {"--top", ARG_INT, &top_k, "K", 1, 1000, false, NULL},
+        {"--json", ARG_FLAG, &json, NULL, 0, 0, false, NULL},
+        {"--device", ARG_STRING, &device, "SPEC", 0, 0, false, NULL},
+    };
+    const cli_spec spec = {"predict", opts, sizeof opts / sizeof *opts, -1, "CKPT TEXT...",
+                           PREDICT_USAGE};
+    const int parsed = args ? cli_parse(&spec, argc, argv, (const char **)args, &n_args) : CLI_ERROR;
+    if (parsed != CLI_OK) {
+        free(args);
+        return parsed == CLI_HELP ? 0 : 2;
+    }
+    if (n_args > 0) { /* the checkpoint, then the texts */
+        ckpt_arg = args[0];
+        memmove(args, args + 1, (size_t)--n_args * sizeof *args);
     }
     if (!ckpt_arg) {
         fprintf(stderr, "%s", PREDICT_USAGE);

@@ -1,6 +1,7 @@
 /* bertrain: pretrain BERT on CPUs and GPUs of any vendor. Command dispatch. */
 #include "mpi/dist.h"
 #include "cli.h"
+#include "cli_args.h"
 #include "config/config.h"
 #include "train/eval.h"
 #include "train/train.h"
@@ -23,6 +24,7 @@ static void usage(FILE *out) {
             "  bertrain train CONFIG.json [--resume auto|DIR [--allow-data-change]] [--profile N] [--set key.path=value]...\n"
             "  bertrain eval CONFIG.json --checkpoint DIR [--set key.path=value]...\n"
             "  bertrain bench --preset P --seq S --batch B [--backend NAME] [--steps N] [--profile] [--json]\n"
+            "                 [--set key.path=value]...  (bertrain bench --help: all its options)\n"
             "  bertrain vocab --size N --out vocab.txt [--lowercase] FILES...\n"
             "  bertrain prep --vocab vocab.txt [--lowercase] --out DIR [--valid-fraction F] FILES...\n"
             "  bertrain prep --inspect SHARD [--vocab vocab.txt]\n"
@@ -36,69 +38,40 @@ static void usage(FILE *out) {
             PACKAGE_VERSION, bt_backends_built());
 }
 
+/* `bertrain train|eval CONFIG.json [options]`; the exit code. */
 static int cmd_train(int argc, char **argv, bool eval) {
-    const char *path = NULL, *checkpoint = NULL, *resume = NULL, *cmd = eval ? "eval" : "train";
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, profile_steps = 0;
+    const char *checkpoint = NULL, *resume = NULL, *cmd = eval ? "eval" : "train";
+    const char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    cli_list sets = cli_list_new(argc);
+    int n_pos = 0, profile_steps = 0;
     bool allow_data_change = false;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--set")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "bertrain %s: --set needs key.path=value\n", cmd);
-                free(sets);
-                return 2;
-            }
-            sets[n_sets++] = argv[++i];
-        } else if (eval && !strcmp(argv[i], "--checkpoint") && i + 1 < argc) {
-            checkpoint = argv[++i];
-        } else if (!eval && !strncmp(argv[i], "--resume=", 9)) {
-            resume = argv[i] + 9;
-        } else if (!eval && !strcmp(argv[i], "--resume")) {
-            if (i + 1 >= argc || !argv[i + 1][0]) {
-                fprintf(stderr, "bertrain train: --resume needs auto or a checkpoint directory\n");
-                free(sets);
-                return 2;
-            }
-            resume = argv[++i];
-        } else if (!eval && !strcmp(argv[i], "--allow-data-change")) {
-            allow_data_change = true;
-        } else if (!eval && !strcmp(argv[i], "--profile")) {
-            char *end = NULL;
-            const long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
-            if (i + 1 >= argc || !end || *end || n < 1 || n > 100000) {
-                fprintf(stderr, "bertrain train: --profile needs a number of steps (1 to 100000)\n");
-                free(sets);
-                return 2;
-            }
-            profile_steps = (int)n;
-            i++;
-        } else if (!strncmp(argv[i], "--set=", 6)) {
-            sets[n_sets++] = argv[i] + 6;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "bertrain %s: unknown option %s\n", cmd, argv[i]);
-            free(sets);
-            return 2;
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            fprintf(stderr, "bertrain %s: more than one config file (%s, %s)\n", cmd, path, argv[i]);
-            free(sets);
-            return 2;
-        }
-    }
-    if (!path) {
+    const cli_opt train_opts[] = {
+        {"--set", ARG_LIST, &sets, "key.path=value", 0, 0, false, NULL},
+        {"--resume", ARG_STRING, &resume, "auto or a checkpoint directory", 0, 0, false, NULL},
+        {"--allow-data-change", ARG_FLAG, &allow_data_change, NULL, 0, 0, false, NULL},
+        {"--profile", ARG_INT, &profile_steps, "a number of steps", 1, 100000, false, NULL},
+    };
+    const cli_opt eval_opts[] = {
+        {"--set", ARG_LIST, &sets, "key.path=value", 0, 0, false, NULL},
+        {"--checkpoint", ARG_STRING, &checkpoint, "a checkpoint directory", 0, 0, false, NULL},
+    };
+    const cli_spec spec = {cmd, eval ? eval_opts : train_opts,
+                           eval ? 2 : (int)(sizeof train_opts / sizeof *train_opts), 1,
+                           "one CONFIG.json", NULL};
+    int rc = pos && sets.items ? cli_parse(&spec, argc, argv, pos, &n_pos) : CLI_ERROR;
+    const char *path = n_pos ? pos[0] : NULL;
+    free(pos);
+    if (rc == CLI_OK && !path)
         fprintf(stderr, "bertrain %s: missing CONFIG.json (try examples/demo.json)\n", cmd);
-        free(sets);
-        return 2;
-    }
-    if (eval && !checkpoint) {
+    else if (rc == CLI_OK && eval && !checkpoint)
         fprintf(stderr, "bertrain eval: missing --checkpoint DIR\n");
-        free(sets);
+    if (rc != CLI_OK || !path || (eval && !checkpoint)) {
+        free(sets.items);
         return 2;
     }
     bt_config cfg;
-    bool ok = config_load(&cfg, path, sets, n_sets, dist_world());
-    free(sets);
+    bool ok = config_load(&cfg, path, sets.items, sets.n, dist_world());
+    free(sets.items);
     if (!ok) return 2;
     if (resume && strlen(resume) >= sizeof cfg.resume) {
         fprintf(stderr, "bertrain train: --resume: path longer than %zu characters\n",
@@ -110,9 +83,18 @@ static int cmd_train(int argc, char **argv, bool eval) {
     cfg.profile_steps = profile_steps;
     cfg.allow_data_change = allow_data_change;
     dist_set_timeout(cfg.dist_timeout_s);
-    int rc = eval ? eval_main(&cfg, checkpoint) : train_main(&cfg);
+    rc = eval ? eval_main(&cfg, checkpoint) : train_main(&cfg);
     config_free(&cfg);
     return rc;
+}
+
+/* A command that takes no arguments (devices, version): CLI_OK, or
+ * CLI_ERROR after one line. */
+static int no_args(const char *cmd, int argc, char **argv) {
+    const char *pos[1];
+    int n_pos = 0;
+    const cli_spec spec = {cmd, NULL, 0, 0, "", NULL};
+    return cli_parse(&spec, argc, argv, pos, &n_pos);
 }
 
 /* Commands that run across MPI ranks; the others never start MPI (a second
@@ -139,8 +121,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[1], "prep")) {
         rc = cli_prep(argc - 2, argv + 2);
     } else if (!strcmp(argv[1], "devices")) {
-        bt_backends_list_devices(stdout);
-        rc = 0;
+        rc = no_args("devices", argc - 2, argv + 2);
+        if (rc == CLI_OK) bt_backends_list_devices(stdout);
     } else if (!strcmp(argv[1], "export")) {
         rc = cli_export(argc - 2, argv + 2);
     } else if (!strcmp(argv[1], "import")) {
@@ -148,9 +130,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[1], "predict")) {
         rc = cli_predict(argc - 2, argv + 2);
     } else if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-        printf("bertrain %s (backends: %s; %s)\n", PACKAGE_VERSION, bt_backends_built(),
-               dist_is_mpi() ? "mpi" : "no mpi");
-        rc = 0;
+        rc = no_args("version", argc - 2, argv + 2);
+        if (rc == CLI_OK)
+            printf("bertrain %s (backends: %s; %s)\n", PACKAGE_VERSION, bt_backends_built(),
+                   dist_is_mpi() ? "mpi" : "no mpi");
     } else {
         fprintf(stderr, "bertrain: unknown command '%s'\n", argv[1]);
         usage(stderr);

@@ -207,10 +207,12 @@ static bool check_utf8(bt_config *cfg, const cJSON *resolved) {
     return false;
 }
 
-bool config_load(bt_config *cfg, const char *path, const char *const *overrides, int n_over,
-                 int world_size) {
+/* config_load and config_load_named: the file at path (none: NULL), its
+ * messages naming `name`. */
+static bool load(bt_config *cfg, const char *path, const char *name,
+                 const char *const *overrides, int n_over, int world_size) {
     config_defaults(cfg);
-    snprintf(cfg->path, sizeof cfg->path, "%s", path ? path : "(built-in demo)");
+    snprintf(cfg->path, sizeof cfg->path, "%s", name);
     cfg->world_size = world_size > 0 ? world_size : 1;
     cJSON *root = NULL;
     if (path) {
@@ -355,6 +357,16 @@ bool config_load(bt_config *cfg, const char *path, const char *const *overrides,
         return false;
     }
     return true;
+}
+
+bool config_load(bt_config *cfg, const char *path, const char *const *overrides, int n_over,
+                 int world_size) {
+    return load(cfg, path, path ? path : "(built-in demo)", overrides, n_over, world_size);
+}
+
+bool config_load_named(bt_config *cfg, const char *name, const char *const *overrides, int n_over,
+                       int world_size) {
+    return load(cfg, NULL, name, overrides, n_over, world_size);
 }
 
 void config_free(bt_config *cfg) {

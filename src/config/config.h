@@ -117,6 +117,12 @@ typedef struct {
 bool config_load(bt_config *cfg, const char *path, const char *const *overrides, int n_over,
                  int world_size);
 
+/* config_load without a file: the defaults and the overrides alone (the
+ * command-line options of `bertrain bench`), validated as config_load does;
+ * messages name `name` where they would name the file. */
+bool config_load_named(bt_config *cfg, const char *name, const char *const *overrides, int n_over,
+                       int world_size);
+
 /* Free what config_load allocated (resolved_json). */
 void config_free(bt_config *cfg);
 
