@@ -10,7 +10,6 @@
 #include "config/sched.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -41,6 +41,7 @@ static struct {
     bool nan_due, inf_due;    /* faults of the step in flight, not yet written */
 } wrap;
 
+/* Variable `name` as a list of numbers (none when unset). */
 static void read_list(const char *name, number_list *out) {
     const char *env = getenv(name);
     for (const char *p = env; p && *p && out->n < MAX_LISTED;) {
@@ -52,11 +53,13 @@ static void read_list(const char *name, number_list *out) {
     }
 }
 
+/* Variable `name` as "RANK,STEP". */
 static void read_rank_step(const char *name, rank_step *out) {
     const char *env = getenv(name);
     out->set = env && sscanf(env, "%d,%ld", &out->rank, &out->step) == 2;
 }
 
+/* Does l hold step? */
 static bool listed(const number_list *l, long step) {
     for (int i = 0; i < l->n; i++)
         if (l->v[i] == (unsigned long long)step) return true;
@@ -86,6 +89,7 @@ static int fault_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, siz
     return wrap.inner->reduce_defer(wrap.inner, kind, x, n);
 }
 
+/* The wrapper's destroy: itself, then the real backend. */
 static void fault_destroy(bt_backend *be) {
     free(be);
     wrap.inner->destroy(wrap.inner);
@@ -107,6 +111,8 @@ static bt_backend *wrap_backend(void *ctx, bt_backend *be) {
 
 /* ---- the observer ---- */
 
+/* A step begins: arm the wrapper with the faults NAN_STEPS, NAN_SAMPLES and
+ * OVERFLOW_STEPS name for it. */
 static void step_begin(void *ctx, bert_model *m, long step, uint64_t from, uint64_t to) {
     (void)ctx;
     wrap.m = m;
@@ -116,17 +122,20 @@ static void step_begin(void *ctx, bert_model *m, long step, uint64_t from, uint6
     wrap.inf_due = listed(&hooks.overflow_steps, step);
 }
 
+/* SPIKE_STEPS: a 1000x loss, on every rank alike (after the sum over ranks). */
 static void loss_summed(void *ctx, long step, double *mlm_loss_sum) {
     (void)ctx;
     if (listed(&hooks.spike_steps, step)) *mlm_loss_sum *= 1000.0;
 }
 
+/* LOG_SAMPLES: one line per micro-batch. */
 static void log_micro_batch(void *ctx, int rank, long step, uint64_t from, uint64_t to) {
     (void)ctx;
     fprintf(stderr, "samples rank %d step %ld: %llu %llu\n", rank, step, (unsigned long long)from,
             (unsigned long long)to);
 }
 
+/* LOG_LAYERDROP: one line per step, the layers skipped. */
 static void log_layerdrop(void *ctx, int rank, long step, const unsigned char *skip,
                           int n_layers) {
     (void)ctx;
