@@ -40,10 +40,7 @@ BT_KERNEL void bt_bias_add(BT_OUT(float, y), BT_IN(float, bias), int rows, int c
     BT_BIND(bias);
     const size_t i = get_global_id(0);
     if (i >= (size_t)rows * (size_t)cols) return;
-    int c = (int)(i % (size_t)cols);
-#ifdef BT_FAULT_BIAS_ADD_OFF_BY_ONE /* test builds only (tests/opencl-fault.sh) */
-    c = (c + 1) % cols;
-#endif
+    const int c = (int)(i % (size_t)cols);
     y[i] += bias[c];
 }
 
@@ -54,11 +51,7 @@ BT_KERNEL void bt_gelu_fwd(BT_OUT(float, out), BT_IN(float, x), ulong n) {
     const size_t i = get_global_id(0);
     if (i >= n) return;
     const float xi = x[i];
-#ifdef BT_FAULT_GELU_TANH_APPROX /* test builds only: the tanh approximation */
-    out[i] = 0.5f * xi * (1.0f + tanh(0.7978845608f * (xi + 0.044715f * xi * xi * xi)));
-#else
     out[i] = gelu_value(xi);
-#endif
 }
 
 /* dx = dout * (Phi(x) + x * phi(x))                      (n) */

@@ -36,11 +36,6 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
         if (lid == 0) loss[r] = correct[r] = log_z[r] = 0.0f;
         return;
     }
-#ifdef BT_FAULT_XENT_RACE /* test builds only (tests/oclgrind.sh): the race fixed on
-                          * 2026-11-26, every work-item reading x[y], which its owner
-                          * overwrites in place across barriers that fence local memory */
-    const float x_y_any = x[y];
-#endif
     /* first maximum: own logits in increasing order, then the tree */
     float mx = -INFINITY;
     int arg = INT_MAX;
@@ -87,11 +82,7 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
         d[j] = v;
     }
     if (lid == 0) {
-#ifdef BT_FAULT_XENT_RACE
-        loss[r] = lz - x_y_any;
-#else
         loss[r] = lz - x_y;
-#endif
         correct[r] = arg == y ? 1.0f : 0.0f;
         log_z[r] = lz;
     }

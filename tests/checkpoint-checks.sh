@@ -17,7 +17,7 @@ py=$PY
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set data.valid=\"\" --set steps_per_print=1"
 # shellcheck disable=SC2086
-train() { "$BERTRAIN" train tests/fixtures/base.json $small "$@"; }
+train() { "${TRAIN_BIN:-$BERTRAIN}" train tests/fixtures/base.json $small "$@"; }
 
 
 first_loss() { sed -n 's/^step      1 | loss \([0-9.]*\).*/\1/p' "$1"; }
@@ -129,7 +129,8 @@ echo "ok   NaN in an import and Inf in a checkpoint (valid checksums) are refuse
 "$BERTRAIN" export "$tmpdir/zero" "$tmpdir/hf2" > /dev/null 2>&1 &&
     "$BERTRAIN" import "$tmpdir/hf2" "$tmpdir/imp" > /dev/null 2>&1 || fail "export and import failed"
 rc=0
-BERTRAIN_TEST_NAN_SAMPLES=$(seq -s, 16 8 400) train --set train_steps=20 --set guard.max_bad_steps=2 \
+need_test_build
+TRAIN_BIN=$BERTRAIN_T BERTRAIN_TEST_NAN_SAMPLES=$(seq -s, 16 8 400) train --set train_steps=20 --set guard.max_bad_steps=2 \
     --set guard.window=3 --set guard.max_rollbacks=1 --set output_dir="\"$tmpdir/g\"" \
     --resume "$tmpdir/imp" > "$tmpdir/g.log" 2>&1 || rc=$?
 [ "$rc" -eq 3 ] || { cat "$tmpdir/g.log"; fail "the guard did not stop the run (exit $rc)"; }

@@ -18,6 +18,7 @@
 # Each refusal: exit 2 and one line; what was there is unchanged.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
+need_test_build
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set data.valid=\"\" --set steps_per_print=1"
 # shellcheck disable=SC2086
@@ -178,7 +179,7 @@ killed_import() {
 lock_file_deleted() {
     C=$tmpdir/lock
     # shellcheck disable=SC2086
-    BERTRAIN_TEST_CKPT="begin,2,wait:$tmpdir/lock-go" "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=4 \
+    BERTRAIN_TEST_CKPT="begin,2,wait:$tmpdir/lock-go" "$BERTRAIN_T" train tests/fixtures/base.json $small --set train_steps=4 \
         --set checkpoint.interval=2 --set output_dir="\"$C\"" > "$tmpdir/lock.log" 2>&1 &
     first=$!
     wait_for_line "$tmpdir/lock.log" "test hook: checkpoint 2" $first "the first run never reached its checkpoint"

@@ -9,9 +9,10 @@
 # up (or with 0), the run stops with one clear line and a non-zero status.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
+need_test_build
 train() { # NAME STEPS [--set ...]
     name=$1 steps=$2; shift 2
-    "$BERTRAIN" train tests/fixtures/base.json --set train_steps="$steps" --set steps_per_print=1 \
+    "$BERTRAIN_T" train tests/fixtures/base.json --set train_steps="$steps" --set steps_per_print=1 \
         --set data.valid='""' --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1
 }
@@ -27,6 +28,19 @@ grep -q '"step": 3, "skipped": "gradient norm is nan", "samples_from": 64, "samp
     "$tmpdir/nan/ckpt-00000003/model.safetensors" 0 ||
     fail "a skipped step changed the parameters"
 echo "ok   NaN gradients at step 3: skipped, logged, parameters = those of step 2"
+
+# the production program ignores the test build's variables: the same NaN
+# (and a kill, and a checkpoint hook) asked of bertrain changes nothing
+BERTRAIN_TEST_NAN_STEPS=3 BERTRAIN_TEST_DIE=0,1 BERTRAIN_TEST_CKPT="begin,0,kill" \
+    "$BERTRAIN" train tests/fixtures/base.json --set train_steps=3 --set steps_per_print=1 \
+    --set data.valid='""' --set output_dir="\"$tmpdir/prod\"" > "$tmpdir/prod.log" 2>&1 ||
+    { cat "$tmpdir/prod.log"; fail "bertrain with BERTRAIN_TEST_* set failed"; }
+grep -q "skipped\|test hook" "$tmpdir/prod.log" &&
+    { cat "$tmpdir/prod.log"; fail "bertrain obeyed a BERTRAIN_TEST_* variable"; }
+"$top_builddir/tests/c/st_compare" "$tmpdir/two/ckpt-00000002/model.safetensors" \
+    "$tmpdir/prod/ckpt-00000003/model.safetensors" 0 &&
+    fail "bertrain skipped step 3 (BERTRAIN_TEST_NAN_STEPS)"
+echo "ok   bertrain ignores BERTRAIN_TEST_NAN_STEPS, _DIE and _CKPT: 3 steps applied"
 
 # a NaN in the middle: the run goes on and learns afterwards (finite losses)
 BERTRAIN_TEST_NAN_STEPS=2 train mid 5 || { cat "$tmpdir/mid.log"; fail "a NaN step stopped the run"; }

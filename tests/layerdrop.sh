@@ -13,6 +13,7 @@
 #    a bad --keep-layers is one line and writes nothing.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
+need_test_build
 export OMP_NUM_THREADS=1
 CMP="$top_builddir/tests/c/st_compare"
 LOGITS="$top_builddir/tests/c/hf_logits"
@@ -45,7 +46,7 @@ echo "ok   12 steps = 6 + resume + 6 with LayerDrop 0.5 (cmp model.safetensors, 
 if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
     # shellcheck disable=SC2086
-    BERTRAIN_TEST_LOG_LAYERDROP=1 mpiexec --oversubscribe --bind-to none -n 2 "$BERTRAIN" train \
+    BERTRAIN_TEST_LOG_LAYERDROP=1 mpiexec --oversubscribe --bind-to none -n 2 "$BERTRAIN_T" train \
         tests/fixtures/base.json $common --set train_steps=12 --set 'distributed.shares=[3,5]' \
         --set output_dir="\"$tmpdir/mpi\"" > "$tmpdir/mpi.log" 2>&1 ||
         { cat "$tmpdir/mpi.log"; fail "2 ranks with LayerDrop failed"; }

@@ -4,11 +4,19 @@ set -u
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"
 BERTRAIN="$top_builddir/bertrain"
+# the test build of the program: the same commands with the fault injection
+# that the BERTRAIN_TEST_* variables ask for (tests/c/fault_hooks.h); bertrain
+# itself ignores them. make check builds it (make tests/c/bertrain_test).
+BERTRAIN_T="$top_builddir/tests/c/bertrain_test"
 tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/bertrain-test.XXXXXX")
 trap 'rm -rf "$tmpdir"' EXIT
 
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
+# need_test_build: fail unless the test build of the program ($BERTRAIN_T) is there.
+need_test_build() {
+    [ -x "$BERTRAIN_T" ] || fail "$BERTRAIN_T is not built (make check, or make tests/c/bertrain_test)"
+}
 
 # A part of the test that cannot run here: said now, and the test then ends in
 # SKIP naming it (finish), never in PASS; the parts that did run still fail it.

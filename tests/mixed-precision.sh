@@ -25,7 +25,7 @@ train() { # NAME EXPECTED_EXIT ARGS...
     shift 2
     rc=0
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/$name\"" "$@" \
+    "${TRAIN_BIN:-$BERTRAIN}" train tests/fixtures/base.json $small --set output_dir="\"$tmpdir/$name\"" "$@" \
         > "$tmpdir/$name.log" 2>&1 || rc=$?
     [ "$rc" -eq "$want" ] || { tail -20 "$tmpdir/$name.log"; fail "$name: exit $rc, expected $want"; }
 }
@@ -51,7 +51,8 @@ echo "ok   fp16 from 2^32: $n steps skipped and logged (hysteresis, then halving
 # demo's WarmupDecayLR warms up linearly from 0, so after 2 skipped steps step 5
 # gets the rate of schedule step 2, twice step 2's (not 4 times, as it would if
 # skipped steps counted)
-BERTRAIN_TEST_OVERFLOW_STEPS=3,4 train lrskip 0 --set fp16.enabled=true --set train_steps=6
+need_test_build
+TRAIN_BIN=$BERTRAIN_T BERTRAIN_TEST_OVERFLOW_STEPS=3,4 train lrskip 0 --set fp16.enabled=true --set train_steps=6
 lr_at() { grep "\"step\": $1, \"loss\"" "$tmpdir/lrskip/metrics.jsonl" | sed 's/.*"lr": \([^,]*\),.*/\1/'; }
 lr2=$(lr_at 2) lr5=$(lr_at 5) lr6=$(lr_at 6)
 awk -v a="$lr2" -v b="$lr5" -v c="$lr6" 'BEGIN { exit !(a > 0 && (b - 2 * a)^2 < 1e-12 * a * a && (c - 3 * a)^2 < 1e-12 * a * a) }' ||
@@ -61,7 +62,7 @@ st="$tmpdir/lrskip/ckpt-00000006/state.json"
 echo "ok   2 skipped steps do not advance the schedule: lr at steps 2, 5, 6 = $lr2, $lr5, $lr6; schedule.next_step 4"
 
 # overflow at the minimum scale stops the run
-BERTRAIN_TEST_OVERFLOW_STEPS=3,4,5,6 train atmin 3 --set fp16.enabled=true --set fp16.initial_scale_power=4 \
+TRAIN_BIN=$BERTRAIN_T BERTRAIN_TEST_OVERFLOW_STEPS=3,4,5,6 train atmin 3 --set fp16.enabled=true --set fp16.initial_scale_power=4 \
     --set fp16.min_loss_scale=4 --set fp16.hysteresis=1 --set train_steps=10
 grep -q "^bertrain: step 5: fp16 gradient overflow at the minimum loss scale 4 (fp16.min_loss_scale)" "$tmpdir/atmin.log" ||
     { cat "$tmpdir/atmin.log"; fail "no clear stop at the minimum scale"; }

@@ -17,7 +17,7 @@ run() { # NAME NRANKS ARGS...: train, keep the log, check every rank reported
     name=$1 n=$2
     shift 2
     # shellcheck disable=SC2086
-    $MPI -n "$n" "$BERTRAIN" train tests/fixtures/base.json $common --set output_dir="\"$tmpdir/$name\"" \
+    $MPI -n "$n" "${TRAIN_BIN:-$BERTRAIN}" train tests/fixtures/base.json $common --set output_dir="\"$tmpdir/$name\"" \
         "$@" > "$tmpdir/$name.log" 2>&1 || { cat "$tmpdir/$name.log"; fail "$name: exit $?"; }
     for r in $(seq 0 $((n - 1))); do
         grep -q "^ *$r | " "$tmpdir/$name.log" || { cat "$tmpdir/$name.log"; fail "$name: rank $r did not run"; }
@@ -51,7 +51,8 @@ echo "ok   bad device on rank 1: $(grep -m1 'rank 1' "$tmpdir/bad.log")"
 # a killed rank ends the job within 30 s
 start=$(date +%s)
 # shellcheck disable=SC2086
-if BERTRAIN_TEST_DIE=1,2 timeout 60 $MPI -n 2 "$BERTRAIN" train tests/fixtures/base.json $common \
+need_test_build
+if BERTRAIN_TEST_DIE=1,2 timeout 60 $MPI -n 2 "$BERTRAIN_T" train tests/fixtures/base.json $common \
     --set train_steps=1000 --set train_micro_batch_size_per_gpu=8 --set output_dir="\"$tmpdir/kill\"" > "$tmpdir/kill.log" 2>&1; then
     fail "a killed rank did not fail the job"
 fi
@@ -61,7 +62,7 @@ grep -q "process rank 1 " "$tmpdir/kill.log" || { cat "$tmpdir/kill.log"; fail "
 echo "ok   killed rank 1: job ended in ${took}s: $(grep -m1 'process rank 1 ' "$tmpdir/kill.log")"
 
 # drift: a perturbed parameter on rank 1 is found and re-synced from rank 0
-BERTRAIN_TEST_PERTURB=1,2 run drift 2 --set distributed.sync_check_interval=1 \
+TRAIN_BIN=$BERTRAIN_T BERTRAIN_TEST_PERTURB=1,2 run drift 2 --set distributed.sync_check_interval=1 \
     --set train_micro_batch_size_per_gpu=8
 grep -q "drift step 2 | rank 1" "$tmpdir/drift.log" || { cat "$tmpdir/drift.log"; fail "drift not detected"; }
 [ "$(grep -c '^drift' "$tmpdir/drift.log")" -eq 1 ] || fail "drift not re-synced (reported again later)"

@@ -12,6 +12,7 @@
 # Each refusal is one line and exit 2, and the tree is byte-for-byte unchanged.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
+need_test_build
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set data.valid=\"\" --set steps_per_print=1"
 
@@ -76,7 +77,7 @@ echo "ok   keep-last-K deletes only its own lineage; another run's checkpoint is
 
 # 3. one run per output directory; a killed run's lock frees itself
 # shellcheck disable=SC2086
-BERTRAIN_TEST_CKPT="begin,2,pause:30" "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=3 \
+BERTRAIN_TEST_CKPT="begin,2,pause:30" "$BERTRAIN_T" train tests/fixtures/base.json $small --set train_steps=3 \
     --set checkpoint.interval=2 --set output_dir="\"$tmpdir/C\"" > "$tmpdir/C.log" 2>&1 &
 first=$!
 wait_for_line "$tmpdir/C.log" "test hook: checkpoint 2" $first "run C never reached its checkpoint"

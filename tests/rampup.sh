@@ -13,6 +13,7 @@
 #  - a start that is not a multiple of the unit is refused naming the key.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
+need_test_build
 export OMP_NUM_THREADS=1
 STEPS=12 START=12 TARGET=24 R=150 STAGES=2 LR=0.001 WARM=100
 common="--set data.seq_len=32 --set data.valid=\"\" --set steps_per_print=1 --set train_steps=$STEPS
@@ -30,7 +31,7 @@ run() { # NAME RANKS MICRO TYPE
     name=$1 n=$2 micro=$3 type=$4
     launch="" && [ "$n" -gt 1 ] && launch="$MPI -n $n"
     # shellcheck disable=SC2086
-    BERTRAIN_TEST_LOG_SAMPLES=1 $launch "$BERTRAIN" train tests/fixtures/base.json $common \
+    BERTRAIN_TEST_LOG_SAMPLES=1 $launch "$BERTRAIN_T" train tests/fixtures/base.json $common \
         --set train_micro_batch_size_per_gpu="$micro" --set batch_rampup.type="\"$type\"" \
         --set output_dir="\"$tmpdir/$name\"" > "$tmpdir/$name.log" 2>&1 ||
         { cat "$tmpdir/$name.log"; fail "$name: training failed"; }

@@ -10,6 +10,7 @@
 # BERTRAIN_KILL_SEED picks other points.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
+need_test_build
 export OMP_NUM_THREADS=1
 seed=${BERTRAIN_KILL_SEED:-7}
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
@@ -55,7 +56,7 @@ for p in $plan; do
         at=$(( ${start:-0} + nth ))
         [ "$at" -le 60 ] || at=60
         # shellcheck disable=SC2086
-        BERTRAIN_TEST_CKPT="$kind,$at,kill" "$BERTRAIN" train tests/fixtures/base.json $small \
+        BERTRAIN_TEST_CKPT="$kind,$at,kill" "$BERTRAIN_T" train tests/fixtures/base.json $small \
             --set output_dir="\"$out\"" --resume auto > "$log" 2>&1
         rc=$?
         what="SIGKILL in the writer of checkpoint $at at '$kind'"

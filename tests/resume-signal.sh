@@ -6,6 +6,7 @@
 # the background: with the writer paused (test hook), training goes on.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
+need_test_build
 export OMP_NUM_THREADS=1
 small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
        --set data.valid=\"\" --set steps_per_print=1"
@@ -14,7 +15,7 @@ start_run() { # NAME ARGS...: start a long run in the background; pid in $pid
     name=$1
     shift
     # shellcheck disable=SC2086
-    "$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=100000 \
+    "${TRAIN_BIN:-$BERTRAIN}" train tests/fixtures/base.json $small --set train_steps=100000 \
         --set output_dir="\"$tmpdir/$name\"" "$@" > "$tmpdir/$name.log" 2>&1 &
     pid=$!
 }
@@ -67,7 +68,7 @@ echo "ok   SIGUSR1: exit 0 with a checkpoint"
 # SIGINT twice: abort now, 130 (the second one while the stop's checkpoint is
 # being written, which the test hook holds until the test is done)
 export BERTRAIN_TEST_CKPT="begin,0,wait:$tmpdir/int-go"
-start_run int
+TRAIN_BIN=$BERTRAIN_T start_run int
 unset BERTRAIN_TEST_CKPT
 wait_step "$tmpdir/int.log" 3
 kill -INT "$pid"
@@ -92,7 +93,7 @@ echo "ok   $(grep '^bertrain: checkpoint.max_runtime' "$tmpdir/rt.log" | sed "s|
 # background writing: checkpoint 2's writer waits until the test has seen step
 # 3 in the log; steps 3.. run meanwhile
 # shellcheck disable=SC2086
-BERTRAIN_TEST_CKPT="begin,2,wait:$tmpdir/bg-go" "$BERTRAIN" train tests/fixtures/base.json $small \
+BERTRAIN_TEST_CKPT="begin,2,wait:$tmpdir/bg-go" "$BERTRAIN_T" train tests/fixtures/base.json $small \
     --set train_steps=6 --set checkpoint.interval=2 --set output_dir="\"$tmpdir/bg\"" > "$tmpdir/bg.log" 2>&1 &
 pid=$!
 wait_step "$tmpdir/bg.log" 3

@@ -255,20 +255,6 @@ static void build_options(ocl_ctx *c, char *opt, size_t len) {
     snprintf(opt, len, "-cl-std=CL1.2 -DBT_WG=%zu -DBT_REDUCE_CHUNK=%d%s", c->wg,
              OCL_REDUCE_CHUNK,
              fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
-#ifdef BT_CL_FAULT_INJECTION
-    /* test builds only: BERTRAIN_CL_FAULT=name compiles the fault BT_FAULT_NAME
-     * into the kernels (tests/opencl-fault.sh) */
-    const char *fault = getenv("BERTRAIN_CL_FAULT");
-    if (fault && *fault) {
-        size_t at = strlen(opt);
-        snprintf(opt + at, len - at, " -DBT_FAULT_");
-        at = strlen(opt);
-        for (const char *f = fault; *f && at + 1 < len; f++)
-            opt[at++] = isalnum((unsigned char)*f) ? (char)toupper((unsigned char)*f) : '_';
-        opt[at] = 0;
-        fprintf(stderr, "bertrain: opencl: fault injection: %s\n", opt);
-    }
-#endif
 }
 
 /* Build the program and create every kernel. On a build failure the build log

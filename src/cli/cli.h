@@ -2,7 +2,12 @@
 #ifndef BT_CLI_H
 #define BT_CLI_H
 
+#include "train/train.h"
 #include "util/rng.h"
+
+/* The bertrain program: argv[1] names the command; train runs observed by
+ * obs (NULL: none, as the bertrain program's main gives). The exit code. */
+int bertrain_main(int argc, char **argv, const train_observer *obs);
 
 /* `bertrain bench ...`; returns the exit code. */
 int cli_bench(int argc, char **argv);

@@ -312,7 +312,7 @@ int cli_bench(int argc, char **argv) {
         random_batch(&mb, &vocab, &cfg, s, max_pred);
         const step_batch in = {&mb, &first, 1, 0, mb.B};
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_begin(bt_profiler_of(be));
-        step_result r = train_step(m, opt, &cfg, s, &in, 1e-4, NULL, NULL, NULL);
+        step_result r = train_step(m, opt, &cfg, s, &in, 1e-4, NULL, NULL, NULL, NULL);
         last = r;
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_end(bt_profiler_of(be));
         if (s >= o.warmup) {

@@ -268,10 +268,6 @@ size_t bert_activation_bytes(const bert_model *m);
 /* Set all gradients to zero (start of an optimizer step). */
 void bert_zero_grads(bert_model *m);
 
-/* A test hook's stand-in for a bad batch: value (NaN, Inf) into the gradient
- * of the first word-embedding element, so the step's gradient is not finite. */
-void bert_poison_grads(bert_model *m, float value);
-
 /* Training FLOPs of one sample (forward + backward, 6 per MAC plus attention);
  * top_rows_per_seq: the rows the top layer computes after its attention
  * (bert_model.top_layer; seq_len when every row). */

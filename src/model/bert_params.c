@@ -354,11 +354,6 @@ void bert_zero_grads(bert_model *m) {
     m->be->fill(m->be, (bt_ptr){m->grads, 0}, 0.0f, m->n_params);
 }
 
-void bert_poison_grads(bert_model *m, float value) {
-    const bert_tensor *t = bert_find_tensor(m, "bert.embeddings.word_embeddings.weight");
-    m->be->fill(m->be, (bt_ptr){m->grads, t->offset * 4}, value, 1);
-}
-
 void bert_init_params(bert_model *m, uint64_t seed) {
     float *host = calloc(m->n_params, sizeof *host);
     if (!host) {

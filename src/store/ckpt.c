@@ -6,7 +6,6 @@
 #include "run_dir.h"
 #include "safetensors.h"
 #include "util/clock.h"
-#include "util/test_hooks.h"
 #include "config/sched.h"
 
 #include <dirent.h>
@@ -260,8 +259,13 @@ static bool move_into_place(const char *tmp, const char *dir, char *err, size_t 
     return ok;
 }
 
-bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *err,
-                    size_t errlen) {
+/* Tell points (if any) that the write of checkpoint step reached point. */
+static void reached(const ckpt_points *points, const char *point, long step) {
+    if (points && points->reached && step > 0) points->reached(points->ctx, point, step);
+}
+
+bool ckpt_write_dir(const char *dir, const ckpt_contents *c, const ckpt_points *points, long step,
+                    char *err, size_t errlen) {
     char tmp[1300], old[1300], path[1400];
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid());
     snprintf(old, sizeof old, "%s.old-%ld", dir, (long)getpid());
@@ -283,7 +287,7 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
     if (lock >= 0 && flock(lock, LOCK_EX) != 0) {
         /* no locks on this file system: the leftover is then never taken for stale */
     }
-    hook_ckpt_point("begin", step);
+    reached(points, "begin", step);
     const bert_model *m = c->m;
     st_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
     bool ok = ts != NULL;
@@ -300,10 +304,10 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
                       c->st_meta ? c->n_meta : 2, err, errlen);
     }
     free(ts);
-    if (ok) hook_ckpt_point("model", step);
+    if (ok) reached(points, "model", step);
     snprintf(path, sizeof path, "%s/optim.bin", tmp);
     ok = ok && write_optim(path, c, err, errlen);
-    if (ok) hook_ckpt_point("optim", step);
+    if (ok) reached(points, "optim", step);
     snprintf(path, sizeof path, "%s/vocab.txt", tmp);
     if (ok && c->vocab) ok = write_bytes(path, c->vocab, c->vocab_len, err, errlen);
     snprintf(path, sizeof path, "%s/" CKPT_CARRIED_FILE, tmp);
@@ -326,12 +330,12 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long step, char *er
         ok = text && write_bytes(path, text, strlen(text), err, errlen);
         free(text);
     }
-    if (ok) hook_ckpt_point("state", step);
+    if (ok) reached(points, "state", step);
     if (ok && !fsync_path(tmp)) {
         snprintf(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
         ok = false;
     }
-    if (ok) hook_ckpt_point("rename", step);
+    if (ok) reached(points, "rename", step);
     ok = ok && move_into_place(tmp, dir, err, errlen);
     if (!ok) remove_or_warn(tmp, "a failed write");
     if (lock >= 0) close(lock);
@@ -453,6 +457,7 @@ struct ckpt_writer {
     st_tensor *carried;
     int n_carried;
     char run_id[RUN_ID_LEN + 1]; /* the lineage: keep-last-K deletes only its checkpoints */
+    ckpt_points points;          /* told the points each write reaches (none: zeros) */
 };
 
 static int cmp_name(const void *a, const void *b) {
@@ -551,9 +556,9 @@ static void *writer_main(void *arg) {
         return NULL;
     }
     w->ok = host_copy_finite(w, w->err, sizeof w->err) &&
-            ckpt_write_dir(final, &c, w->step, w->err, sizeof w->err);
+            ckpt_write_dir(final, &c, &w->points, w->step, w->err, sizeof w->err);
     if (w->ok) {
-        hook_ckpt_point("latest", w->step);
+        reached(&w->points, "latest", w->step);
         char target[64];
         snprintf(path, sizeof path, "%s/latest.tmp", w->cfg->output_dir);
         snprintf(target, sizeof target, "ckpt-%08ld\n", w->step);
@@ -579,12 +584,13 @@ static void *writer_main(void *arg) {
 }
 
 ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const char *run_id,
-                             char *err, size_t errlen) {
+                             const ckpt_points *points, char *err, size_t errlen) {
     ckpt_writer *w = calloc(1, sizeof *w);
     if (!w) {
         snprintf(err, errlen, "out of host memory");
         return NULL;
     }
+    if (points) w->points = *points;
     w->cfg = cfg;
     w->m = m;
     snprintf(w->run_id, sizeof w->run_id, "%s", run_id);

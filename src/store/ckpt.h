@@ -62,11 +62,22 @@ typedef struct {
     int n_carried;
 } ckpt_contents;
 
+/* A callback the checkpoint writer calls at each of its named points
+ * ("begin", "model", "optim", "state", "rename", then "latest" in the
+ * training writer) with the checkpoint's step: a seam for the test suite,
+ * which stops or delays the writer there (tests/c/fault_hooks.c). bertrain
+ * gives none (NULL). */
+typedef struct {
+    void (*reached)(void *ctx, const char *point, long step);
+    void *ctx;
+} ckpt_points;
+
 /* Write c as directory `dir` atomically (temporary name, fsync, rename; an
- * existing dir of that name is replaced). hook_step names the checkpoint for
- * the BERTRAIN_TEST_CKPT test hook (0 outside training). false with a reason. */
-bool ckpt_write_dir(const char *dir, const ckpt_contents *c, long hook_step, char *err,
-                    size_t errlen);
+ * existing dir of that name is replaced). points (or NULL) is told each point
+ * the write reaches for checkpoint `step` (0 outside training: not told).
+ * false with a reason. */
+bool ckpt_write_dir(const char *dir, const ckpt_contents *c, const ckpt_points *points, long step,
+                    char *err, size_t errlen);
 
 /* Whether checkpoint directory dir (a finished one, or a write's temporary
  * or replaced copy) holds only what bertrain wrote into it: regular files
@@ -98,9 +109,10 @@ typedef struct ckpt_writer ckpt_writer;
 
 /* A writer for cfg's output_dir and model m (rank 0 only, holding the run
  * lock), for the checkpoints of lineage run_id (run_dir.h): it replaces or
- * deletes no checkpoint of another lineage. NULL with a reason. */
+ * deletes no checkpoint of another lineage. points (or NULL; copied) is told
+ * the points each write reaches. NULL with a reason. */
 ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const char *run_id,
-                             char *err, size_t errlen);
+                             const ckpt_points *points, char *err, size_t errlen);
 
 /* At a step boundary: wait for the previous write, copy weights and moments to
  * the host, then write OUTPUT_DIR/ckpt-<step> in the background, point

@@ -433,7 +433,7 @@ static int import_write(import_job *j) {
     sigaddset(&stops, SIGTERM);
     sigaddset(&stops, SIGHUP);
     sigprocmask(SIG_BLOCK, &stops, &old);
-    const bool written = ckpt_write_dir(j->out, &c, 0, err, sizeof err);
+    const bool written = ckpt_write_dir(j->out, &c, NULL, 0, err, sizeof err);
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (!written) {
         fprintf(stderr, "bertrain: import: %s\n", err);

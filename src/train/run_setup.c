@@ -163,6 +163,11 @@ static int open_model(run_state *s, const bt_config *cfg, double *speed) {
     plan_device_spec(cfg, spec, sizeof spec);
     s->be = open_backend(spec, cfg->cpu_threads, cfg->tf32, cfg->profile_steps > 0);
     if (!s->be) return 2; /* a device that cannot be opened: the config's spec */
+    if (s->obs && s->obs->wrap_backend) {
+        bt_backend *w = s->obs->wrap_backend(s->obs->ctx, s->be);
+        if (!w) return -1;
+        s->be = w;
+    }
     plan_from_config(&s->plan, cfg, world);
     const int B = s->plan.micro;
     /* sized in 64 bits and checked against the device before anything is allocated;
@@ -274,7 +279,8 @@ static void open_outputs(run_state *s, const bt_config *cfg) {
         fprintf(stderr, "bertrain: %s: cannot write: %s\n", path, strerror(errno));
         dist_abort(1);
     }
-    s->writer = ckpt_writer_new(cfg, s->m, s->ri.run_id, err, sizeof err);
+    s->writer = ckpt_writer_new(cfg, s->m, s->ri.run_id, s->obs ? &s->obs->ckpt : NULL,
+                                err, sizeof err);
     if (!s->writer || (s->ri.active && !ckpt_writer_carry(s->writer, s->ri.dir, err, sizeof err))) {
         fprintf(stderr, "bertrain: %s\n", err);
         dist_abort(1);

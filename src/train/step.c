@@ -5,7 +5,6 @@
 
 #include "mpi/dist.h"
 #include "util/clock.h"
-#include "util/test_hooks.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -39,17 +38,12 @@ static step_counts global_counts(const bert_model *m, const step_batch *in) {
 }
 
 /* LayerDrop's layers for this step: the same on every rank (seed, step);
- * logged when the test hook asks. Returns how many are dropped. */
+ * told to the observer. Returns how many are dropped. */
 static int draw_layerdrop(const bert_model *m, const bt_config *cfg, long step,
-                          unsigned char *skip) {
+                          unsigned char *skip, const train_observer *obs) {
     const int dropped = bert_layerdrop_draw(&m->cfg, cfg->seed, (uint64_t)step, skip);
-    if (hook_log_layerdrop()) {
-        char line[4096]; /* one write, so ranks' lines do not interleave */
-        int n = snprintf(line, sizeof line, "layerdrop rank %d step %ld:", dist_rank(), step + 1);
-        for (int l = 0; l < m->cfg.num_hidden_layers && n < (int)sizeof line - 16; l++)
-            if (skip[l]) n += snprintf(line + n, sizeof line - (size_t)n, " %d", l);
-        fprintf(stderr, "%s\n", line);
-    }
+    if (obs && obs->layerdrop)
+        obs->layerdrop(obs->ctx, dist_rank(), step + 1, skip, m->cfg.num_hidden_layers);
     return dropped;
 }
 
@@ -123,12 +117,11 @@ static void fill_result(step_result *r, const bert_model *m, const step_counts *
  * fp16, whether they are finite, checked before they are unscaled (exact
  * for the dynamic scaler's powers of 2). Returns the sum of squares; *finite
  * gets the check (true without fp16). */
-static double gradient_checks(bert_model *m, const loss_scaler *scaler, long step, double scale,
+static double gradient_checks(bert_model *m, const loss_scaler *scaler, double scale,
                               bool *finite) {
     bt_backend *be = m->be;
     int finite_ticket = -1;
     if (scaler) {
-        if (hook_overflow_step(step + 1)) bert_poison_grads(m, INFINITY);
         finite_ticket = be->reduce_defer(be, BT_REDUCE_FINITE, (bt_ptr){m->grads, 0}, m->n_params);
         if (scale != 1.0) be->scale(be, (bt_ptr){m->grads, 0}, (float)(1.0 / scale), m->n_params);
     }
@@ -154,8 +147,11 @@ static bool loss_scale_step(loss_scaler *scaler, bool finite, double scale, step
 
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
                        const step_batch *in, double lr, grad_sync *gs, const bt_guard *guard,
-                       loss_scaler *scaler) {
+                       loss_scaler *scaler, const train_observer *obs) {
     step_result r = {.lr = lr};
+    if (obs && obs->step_begin)
+        obs->step_begin(obs->ctx, m, step + 1, in->run_position,
+                        in->run_position + (uint64_t)in->global);
     const double scale = scaler ? scaler->scale : 1.0; /* fp16: the loss is scaled by this */
     r.loss_scale = scale;
     const double t0 = now_s();
@@ -167,7 +163,7 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
                       .nsp_grad_scale = c.nsp > 0 ? (float)(scale / c.nsp) : 0.0f};
     unsigned char skip[BERT_MAX_LAYERS];
     if (m->cfg.layerdrop > 0.0f) {
-        r.layers_dropped = draw_layerdrop(m, cfg, step, skip);
+        r.layers_dropped = draw_layerdrop(m, cfg, step, skip, obs);
         pass.layer_skip = skip;
     }
     /* the attention-logit penalty averages over the scores of the layers that run */
@@ -190,15 +186,10 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     r.comm_s = grad_sync_finish(gs);
     r.compute_s = t1 - t0;
     r.idle_s = t2 - t1;
-    /* test hooks, on every rank alike: a NaN in the summed gradients (as a NaN
-     * batch on any rank gives after the allreduce), or a 1000x loss */
-    if (hook_nan_step(step + 1) ||
-        hook_nan_samples(in->run_position, in->run_position + (uint64_t)in->global))
-        bert_poison_grads(m, NAN);
-    if (hook_spike_step(step + 1)) sums[SUM_MLM_LOSS] *= 1000.0;
+    if (obs && obs->loss_summed) obs->loss_summed(obs->ctx, step + 1, &sums[SUM_MLM_LOSS]);
     fill_result(&r, m, &c, sums, n_scores);
     bool finite;
-    const double grad_sumsq = gradient_checks(m, scaler, step, scale, &finite); /* read 2 */
+    const double grad_sumsq = gradient_checks(m, scaler, scale, &finite); /* read 2 */
     if (scaler && !loss_scale_step(scaler, finite, scale, &r)) return r;
     r.next_loss_scale = scaler ? scaler->scale : 1.0;
     r.grad_norm = sqrt(grad_sumsq);

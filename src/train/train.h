@@ -9,6 +9,7 @@
 #include "guard.h"
 #include "model/loss_scale.h"
 #include "model/optim.h"
+#include "store/ckpt.h"
 
 /* What one optimizer step did, summed over ranks. */
 typedef struct {
@@ -39,21 +40,46 @@ typedef struct {
     long global;                  /* samples in the global batch */
 } step_batch;
 
+/* The seams a caller of train_run may give a run: callbacks at its named
+ * places, each member NULL for none (the bertrain program gives no observer
+ * at all). The test build (tests/c/bertrain_test, tests/c/fault_hooks.c)
+ * injects its faults and traces through them. Steps are 1-based. */
+typedef struct train_observer {
+    void *ctx; /* passed to each callback */
+    /* the training backend as opened: returns the one the run uses (a
+     * wrapper that forwards to it), or NULL when out of memory */
+    bt_backend *(*wrap_backend)(void *ctx, bt_backend *be);
+    /* `step` of model m begins; it trains run positions [from, to) */
+    void (*step_begin)(void *ctx, bert_model *m, long step, uint64_t from, uint64_t to);
+    /* the step's MLM loss summed over ranks, before it is averaged and guarded */
+    void (*loss_summed)(void *ctx, long step, double *mlm_loss_sum);
+    /* one of this rank's micro-batches of `step` holds run positions [from, to) */
+    void (*micro_batch)(void *ctx, int rank, long step, uint64_t from, uint64_t to);
+    /* LayerDrop skips layer l of `step` where skip[l] is set (n_layers in all) */
+    void (*layerdrop)(void *ctx, int rank, long step, const unsigned char *skip, int n_layers);
+    /* `step` is done on this rank (its update applied or skipped) */
+    void (*step_done)(void *ctx, bert_model *m, int rank, long step);
+    ckpt_points ckpt; /* the checkpoint writer's points (ckpt.h) */
+} train_observer;
+
 /* One optimizer step over this rank's micro-batches: global counts first, so
  * each loss gradient is seeded with 1/count and the update is the same
  * however the global batch is split. A guard (or NULL) may refuse the
  * update: the result says skipped, and why. With fp16 a loss scaler (else
- * NULL) scales the loss, and skips the update when the gradients overflow. */
+ * NULL) scales the loss, and skips the update when the gradients overflow.
+ * obs (or NULL) is told the step's places (train_observer). */
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
                        const step_batch *in, double lr, grad_sync *gs, const bt_guard *guard,
-                       loss_scaler *scaler);
+                       loss_scaler *scaler, const train_observer *obs);
 
-/* `bertrain train`: the whole run described by cfg. Returns the exit code. */
-int train_main(const bt_config *cfg);
+/* `bertrain train`: the whole run described by cfg, observed by obs (or
+ * NULL). Returns the exit code. */
+int train_main(const bt_config *cfg, const train_observer *obs);
 
 /* train_main that also hands back the final parameters (malloc'd, n_params
  * floats in the flat layout) when final_params is not NULL. */
-int train_run(const bt_config *cfg, float **final_params, size_t *n_params);
+int train_run(const bt_config *cfg, const train_observer *obs, float **final_params,
+              size_t *n_params);
 
 
 #endif

@@ -28,6 +28,7 @@ typedef struct {
 typedef struct {
     bt_vocab vocab;
     bt_dataset *ds, *valid;
+    const train_observer *obs; /* the caller's seams (train.h), or NULL */
     bt_backend *be;
     bert_model *m;
     bt_optimizer *opt;

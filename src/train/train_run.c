@@ -7,11 +7,9 @@
 #include "mpi/dist.h"
 #include "stop.h"
 #include "util/clock.h"
-#include "util/test_hooks.h"
 #include "config/sched.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +27,8 @@ typedef enum {
 } step_verdict;
 
 /* Fill this rank's micro-batches of the step whose first sample is at run
- * position g0 under plan p (step: 1-based, for the sample log test hook);
- * returns their count. */
+ * position g0 under plan p (step: 1-based, for the observer); returns their
+ * count. */
 static int fill_step(run_state *s, const batch_plan *p, uint64_t g0, long step) {
     int sizes[4096];
     int n = plan_micro_batches(p, dist_rank(), sizes);
@@ -38,10 +36,9 @@ static int fill_step(run_state *s, const batch_plan *p, uint64_t g0, long step) 
     for (int k = 0; k < n; k++) {
         s->first[k] = (uint32_t)pos;
         dataset_fill(s->ds, g0 + (uint64_t)pos, sizes[k], false, &s->mb[k]);
-        if (hook_log_samples())
-            fprintf(stderr, "samples rank %d step %ld: %llu %llu\n", dist_rank(), step,
-                    (unsigned long long)(g0 + (uint64_t)pos),
-                    (unsigned long long)(g0 + (uint64_t)pos + (uint64_t)sizes[k]));
+        if (s->obs && s->obs->micro_batch)
+            s->obs->micro_batch(s->obs->ctx, dist_rank(), step, g0 + (uint64_t)pos,
+                                g0 + (uint64_t)pos + (uint64_t)sizes[k]);
         pos += sizes[k];
     }
     return n;
@@ -126,28 +123,6 @@ static step_verdict handle_result(run_state *s, const bt_config *cfg, const step
     if (r->skipped) return guard_refused(s, cfg, r, in, step);
     guard_accept(&s->guard, r->loss);
     return STEP_ON;
-}
-
-/* Test hook (BERTRAIN_TEST_PERTURB): add 1e-2 to one parameter of this rank
- * after `step`, so the drift check has something to find; (BERTRAIN_TEST_DIE):
- * this rank kills itself with SIGKILL, to check that the job ends. */
-static void step_test_hooks(run_state *s, long step) {
-    if (hook_perturb(dist_rank(), step)) {
-        float x;
-        const bert_tensor *t = bert_find_tensor(s->m, "bert.embeddings.LayerNorm.weight");
-        bt_ptr p = {s->m->params, t->offset * 4};
-        s->be->download(s->be, &x, p, 4);
-        x += 1e-2f;
-        s->be->upload(s->be, p, &x, 4);
-        fprintf(stderr, "bertrain: rank %d: test hook perturbed a parameter after step %ld\n",
-                dist_rank(), step);
-    }
-    if (hook_die(dist_rank(), step)) {
-        fprintf(stderr, "bertrain: rank %d: test hook killing this rank after step %ld\n",
-                dist_rank(), step);
-        fflush(stderr);
-        raise(SIGKILL);
-    }
 }
 
 /* Compare parameter checksums across ranks; on drift beyond the tolerance, log
@@ -315,7 +290,7 @@ static int run_loop(run_state *s, const bt_config *cfg) {
         const double lr = sched_lr(cfg, sched_position(cfg, s->opt->step, (long long)in.run_position));
         run_profile_begin(s, step);
         const step_result r = train_step(s->m, s->opt, cfg, step, &in, lr, s->gs, &s->guard,
-                                         cfg->fp16 ? &s->scaler : NULL);
+                                         cfg->fp16 ? &s->scaler : NULL, s->obs);
         run_profile_end(s, cfg, step);
         metrics_window_add(&s->win, &r);
         switch (handle_result(s, cfg, &r, &in, &step)) {
@@ -325,7 +300,7 @@ static int run_loop(run_state *s, const bt_config *cfg) {
         case STEP_STOP_2: return 2;
         case STEP_OOM: return -1;
         }
-        step_test_hooks(s, step + 1);
+        if (s->obs && s->obs->step_done) s->obs->step_done(s->obs->ctx, s->m, dist_rank(), step + 1);
         if (!after_step(s, cfg, &r, &in, step)) return -1;
     }
     return 0;
@@ -379,13 +354,14 @@ static int finish(run_state *s, const bt_config *cfg, float **final_params, size
     return rc;
 }
 
-int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
+int train_run(const bt_config *cfg, const train_observer *obs, float **final_params,
+              size_t *n_params) {
     run_state *s = calloc(1, sizeof *s);
     if (!s) {
         fprintf(stderr, "bertrain: rank %d: out of host memory\n", dist_rank());
         return 1;
     }
-    test_hooks_init();
+    s->obs = obs;
     s->t_run = now_s();
     int rc = run_setup(s, cfg);
     if (rc == 0) rc = run_loop(s, cfg);
@@ -400,8 +376,8 @@ int train_run(const bt_config *cfg, float **final_params, size_t *n_params) {
     return rc;
 }
 
-int train_main(const bt_config *cfg) {
-    int rc = train_run(cfg, NULL, NULL);
+int train_main(const bt_config *cfg, const train_observer *obs) {
+    int rc = train_run(cfg, obs, NULL, NULL);
     if (rc != 0 && dist_world() > 1 && !g_every_rank_stops) { /* stop the others, not leave
                                                                   * them waiting */
         fprintf(stderr, "bertrain: rank %d (%s) failed; stopping the job\n", dist_rank(),

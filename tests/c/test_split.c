@@ -27,7 +27,7 @@ static float *run(const char *path, const char *name, const char *micro, const c
     bt_config cfg;
     if (!config_load(&cfg, path, sets, 10, 1)) exit(99);
     float *p = NULL;
-    if (train_run(&cfg, &p, n) != 0 || !p) exit(99);
+    if (train_run(&cfg, NULL, &p, n) != 0 || !p) exit(99);
     return p;
 }
 

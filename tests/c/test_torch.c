@@ -144,7 +144,7 @@ static void run_optimizer(bert_model *m, bt_config *cfg, const char *opt_name, b
     uint32_t first = 0;
     for (int s = 0; s < 10; s++) {
         const step_batch in = {mb, &first, 1, 0, mb->B};
-        step_result r = train_step(m, opt, cfg, s, &in, cfg->optim.lr, NULL, NULL, NULL);
+        step_result r = train_step(m, opt, cfg, s, &in, cfg->optim.lr, NULL, NULL, NULL, NULL);
         char what[96];
         double objective = r.loss + r.z_loss + r.attn_penalty;
         snprintf(what, sizeof what, "%s step %d loss %.6f vs torch %.6f", opt_name, s, objective,

@@ -59,7 +59,7 @@ static void write_seed(const char *dir) {
                        state, NULL, 0, NULL, 0};
     char path[1024], err[1024];
     snprintf(path, sizeof path, "%s/ckpt", dir);
-    if (!ckpt_write_dir(path, &c, 0, err, sizeof err)) {
+    if (!ckpt_write_dir(path, &c, NULL, 0, err, sizeof err)) {
         fprintf(stderr, "fuzz_optim: %s\n", err);
         abort();
     }

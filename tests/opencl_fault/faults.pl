@@ -1,0 +1,53 @@
+#!/usr/bin/perl
+# The OpenCL kernel faults of the test suite, kept out of the production
+# kernels: prints kernel file ARGV[0] with each fault that applies to it put
+# in as an #ifdef BT_FAULT_NAME block (the fault build, tests/c/conformance_clfault,
+# defines the one BERTRAIN_CL_FAULT names: tests/c/clfault_select.c). Exits 1
+# when a fault no longer applies to its file (the kernel changed: update it).
+#   BIAS_ADD_OFF_BY_ONE  bias_add adds the bias of the next column (tests/opencl-fault.sh)
+#   GELU_TANH_APPROX     gelu_fwd uses the tanh approximation (tests/opencl-fault.sh)
+#   XENT_RACE            xent_fwd_bwd's race fixed on 2026-11-26: every work-item reads
+#                        x[y], which its owner overwrites in place across barriers that
+#                        fence local memory (tests/oclgrind.sh)
+use strict;
+use warnings;
+
+my %faults = (
+    'kernels/elementwise.cl' => [
+        [ 'BIAS_ADD_OFF_BY_ONE',
+          qr/    const int c = \(int\)\(i % \(size_t\)cols\);\n/,
+          "    int c = (int)(i % (size_t)cols);\n#ifdef BT_FAULT_BIAS_ADD_OFF_BY_ONE\n"
+          . "    c = (c + 1) % cols;\n#endif\n" ],
+        [ 'GELU_TANH_APPROX',
+          qr/(    const float xi = x\[i\];\n)(    out\[i\] = gelu_value\(xi\);\n)/,
+          "\$1#ifdef BT_FAULT_GELU_TANH_APPROX\n"
+          . "    out[i] = 0.5f * xi * (1.0f + tanh(0.7978845608f * (xi + 0.044715f * xi * xi * xi)));\n"
+          . "#else\n\$2#endif\n" ],
+    ],
+    'kernels/xent.cl' => [
+        [ 'XENT_RACE',
+          qr{(    /\* first maximum: own logits in increasing order, then the tree \*/\n)},
+          "#ifdef BT_FAULT_XENT_RACE\n    const float x_y_any = x[y];\n#endif\n\$1" ],
+        [ 'XENT_RACE',
+          qr/(        loss\[r\] = lz - x_y;\n)/,
+          "#ifdef BT_FAULT_XENT_RACE\n        loss[r] = lz - x_y_any;\n#else\n\$1#endif\n" ],
+    ],
+);
+
+my $file = $ARGV[0] // die "usage: faults.pl KERNEL_FILE [PATH]\n";
+my $path = $ARGV[1] // $file; # where to read it (a VPATH build's srcdir)
+open my $in, '<', $path or die "faults.pl: $path: $!\n";
+local $/;
+my $text = <$in>;
+close $in;
+for my $f (@{ $faults{$file} // [] }) {
+    my ($name, $re, $with) = @$f;
+    my $n = 0;
+    $n++ while $text =~ /$re/g;
+    if ($n != 1) {
+        print STDERR "faults.pl: $name: its place in $file matches $n times, not once: update tests/opencl_fault/faults.pl\n";
+        exit 1;
+    }
+    $text =~ s/$re/"\"$with\""/ee;
+}
+print $text;
