@@ -110,3 +110,4 @@ BERTRAIN_TEST_NAN_SAMPLES=$(seq -s, 64 32 2000) train exhausted 20 --set guard.m
 [ "$rc" -eq 3 ] && grep -q "were skipped (guard.max_bad_steps, guard.window) after guard.max_rollbacks rollbacks: stopping; no checkpoint was written; start again with a lower learning rate$" \
     "$tmpdir/exhausted.log" || { cat "$tmpdir/exhausted.log"; fail "exhausted rollbacks did not stop the run (exit $rc)"; }
 echo "ok   rollbacks used up: stopped with status 3"
+finish "the divergence guard skips, rolls back and stops as configured; bertrain itself ignores the test variables"
