@@ -25,9 +25,13 @@ lamb="--set optimizer.type=\"Lamb\" --set fp16.enabled=true --set train_micro_ba
 nsp="--set model.nsp=true --set data.mode=\"sentence_pairs\""
 deep="--set model.num_hidden_layers=6"
 
-# most_in_a_step's host_reads of a profile.json
-reads_of() {
-    sed -n 's/.*"most_in_a_step": {"host_reads": \([0-9]*\).*/\1/p' "$1"
+# profile_field FILE KEY...: a field of a profile.json (nested keys), or nothing
+profile_field() {
+    python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2:]:
+    v = v.get(k) if isinstance(v, dict) else None
+print("" if v is None else v)' "$@" 2> /dev/null
 }
 
 # run DEVICE LABEL [--set ...]: 3 profiled steps; prints the worst step's reads
@@ -40,9 +44,9 @@ run() {
         --set output_dir="\"$out\"" --profile 3 "$@" > "$out.log" 2>&1 ||
         { tail -20 "$out.log"; fail "$label: training on $dev failed"; }
     [ -f "$out/profile.json" ] || { tail -5 "$out.log"; fail "$label: no $out/profile.json"; }
-    r=$(reads_of "$out/profile.json")
+    r=$(profile_field "$out/profile.json" most_in_a_step host_reads)
     [ -n "$r" ] || { cat "$out/profile.json"; fail "$label: no most_in_a_step in profile.json"; }
-    grep -q '"steps": 3,' "$out/profile.json" || fail "$label: profile.json has not 3 steps"
+    [ "$(profile_field "$out/profile.json" steps)" = 3 ] || fail "$label: profile.json has not 3 steps"
     echo "$r"
 }
 
@@ -91,7 +95,7 @@ if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1
         { tail -20 "$out.log"; fail "2 ranks: training failed"; }
     for f in profile.json profile-rank1.json; do
         [ -f "$out/$f" ] || { tail -5 "$out.log"; fail "2 ranks: no $f (did both ranks run?)"; }
-        r=$(reads_of "$out/$f")
+        r=$(profile_field "$out/$f" most_in_a_step host_reads)
         [ -n "$r" ] && [ "$r" -le 4 ] || fail "2 ranks, $f: ${r:-no} blocking reads in a step (budget 3 + 1 bucket)"
         echo "ok   2 ranks on opencl, LAMB + fp16 + accumulation, one bucket, $f: $r blocking reads in the worst step"
     done

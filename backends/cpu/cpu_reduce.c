@@ -122,7 +122,8 @@ static int cpu_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_
 
 static void cpu_reduce_fetch(bt_backend *be, double *out) {
     cpu_ctx *c = be->ctx;
-    if (c->n_deferred) c->count.host_reads++;
+    if (c->n_deferred == 0) return; /* nothing queued: out may be NULL */
+    c->count.host_reads++;
     memcpy(out, c->deferred, (size_t)c->n_deferred * sizeof *out);
     c->n_deferred = 0;
 }
