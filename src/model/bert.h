@@ -265,6 +265,15 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
  * inputs): what mixed precision saves is visible here. */
 size_t bert_activation_bytes(const bert_model *m);
 
+/* The flat buffers at element off, as device pointers: the parameters and
+ * their gradients, in the tensor table's layout. Code outside the model
+ * (store/, train/) reads and writes them through these. */
+bt_ptr bert_params_at(const bert_model *m, size_t off);
+bt_ptr bert_grads_at(const bert_model *m, size_t off);
+
+/* How many parameters (elements of each flat buffer). */
+size_t bert_n_params(const bert_model *m);
+
 /* Set all gradients to zero (start of an optimizer step). */
 void bert_zero_grads(bert_model *m);
 

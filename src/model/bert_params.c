@@ -350,6 +350,12 @@ void bert_free(bert_model *m) {
     free(m);
 }
 
+bt_ptr bert_params_at(const bert_model *m, size_t off) { return (bt_ptr){m->params, off * 4}; }
+
+bt_ptr bert_grads_at(const bert_model *m, size_t off) { return (bt_ptr){m->grads, off * 4}; }
+
+size_t bert_n_params(const bert_model *m) { return m->n_params; }
+
 void bert_zero_grads(bert_model *m) {
     m->be->fill(m->be, (bt_ptr){m->grads, 0}, 0.0f, m->n_params);
 }

@@ -43,6 +43,10 @@ bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err,
     return o;
 }
 
+bt_ptr optim_moment_at(const bt_optimizer *o, int k, size_t off) {
+    return (bt_ptr){k ? o->v : o->m, off * 4};
+}
+
 void optim_reset(bt_optimizer *o, bert_model *m) {
     m->be->fill(m->be, (bt_ptr){o->m, 0}, 0.0f, m->n_params);
     m->be->fill(m->be, (bt_ptr){o->v, 0}, 0.0f, m->n_params);

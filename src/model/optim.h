@@ -29,6 +29,10 @@ typedef struct {
 bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err, size_t errlen);
 void optim_free(bt_optimizer *o, bert_model *m);
 
+/* Moment k (0: the first, 1: the second) at element off, as a device
+ * pointer, in the parameters' layout. */
+bt_ptr optim_moment_at(const bt_optimizer *o, int k, size_t off);
+
 /* Back to the state of a fresh optimizer: zero moments, no updates. */
 void optim_reset(bt_optimizer *o, bert_model *m);
 

@@ -520,7 +520,7 @@ static void prune(const char *out, const char *run_id, int keep, bool leftovers,
  * would refuse is not written, so rotation never trades a good checkpoint for
  * it. false with the first tensor that is not in err. */
 static bool host_copy_finite(const ckpt_writer *w, char *err, size_t errlen) {
-    const size_t np = w->m->n_params;
+    const size_t np = bert_n_params(w->m);
     static const char *const what[3] = {"weights", "first moments", "second moments"};
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < w->m->n_tensors; i++) {
@@ -539,7 +539,7 @@ static bool host_copy_finite(const ckpt_writer *w, char *err, size_t errlen) {
 
 static void *writer_main(void *arg) {
     ckpt_writer *w = arg;
-    const size_t np = w->m->n_params;
+    const size_t np = bert_n_params(w->m);
     char final[1200], path[1300];
     snprintf(final, sizeof final, "%s/ckpt-%08ld", w->cfg->output_dir, w->step);
     ckpt_contents c = {w->m, w->host, w->host + np, w->host + 2 * np, w->opt_step, w->opt_type,
@@ -653,14 +653,14 @@ bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
                        const ckpt_progress *p, char *err, size_t errlen) {
     double t0 = now_s();
     if (!ckpt_writer_wait(w, err, errlen)) return false;
-    const size_t np = m->n_params, bytes = np * sizeof(float);
+    const size_t np = bert_n_params(m), bytes = np * sizeof(float);
     if (!w->host && !(w->host = malloc(3 * bytes))) {
         snprintf(err, errlen, "out of host memory for a checkpoint (%.1f MB)", 3.0 * bytes / 1e6);
         return false;
     }
-    m->be->download(m->be, w->host, (bt_ptr){m->params, 0}, bytes);
-    m->be->download(m->be, w->host + np, (bt_ptr){o->m, 0}, bytes);
-    m->be->download(m->be, w->host + 2 * np, (bt_ptr){o->v, 0}, bytes);
+    m->be->download(m->be, w->host, bert_params_at(m, 0), bytes);
+    m->be->download(m->be, w->host + np, optim_moment_at(o, 0, 0), bytes);
+    m->be->download(m->be, w->host + 2 * np, optim_moment_at(o, 1, 0), bytes);
     w->step = p->step;
     w->opt_step = o->step;
     w->opt_type = o->cfg.type;

@@ -342,7 +342,7 @@ bool ckpt_load_weights(const char *dir, bert_model *m, char *err, size_t errlen)
         } else if (!(ok = ckpt_check_finite(path, t->name, st_data(&f, e), t->numel, err,
                                             errlen))) {
         } else {
-            m->be->upload(m->be, (bt_ptr){m->params, t->offset * 4}, st_data(&f, e),
+            m->be->upload(m->be, bert_params_at(m, t->offset), st_data(&f, e),
                           t->numel * 4);
         }
     }
@@ -431,11 +431,10 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_s
     char why[512];
     for (int i = 0; i < m->n_tensors; i++) {
         const bert_tensor *t = &m->tensors[i];
-        bt_buffer *dst[2] = {o->m, o->v};
         for (int k = 0; k < 2; k++) {
             if (fread(buf, 4, t->numel, f) != t->numel) BAD("truncated data");
             if (!moments_valid(buf, t->numel, k == 1, t->name, why, sizeof why)) BAD("%s", why);
-            m->be->upload(m->be, (bt_ptr){dst[k], t->offset * 4}, buf, t->numel * 4);
+            m->be->upload(m->be, optim_moment_at(o, k, t->offset), buf, t->numel * 4);
         }
     }
     o->step = (long)step;

@@ -33,12 +33,12 @@ bert_model *hf_host_model(const bert_config *mc, uint64_t seed, bt_backend **be,
         return NULL;
     }
     bert_init_params(m, seed);
-    *host = malloc(m->n_params * sizeof(float));
+    *host = malloc(bert_n_params(m) * sizeof(float));
     if (!*host) {
         fprintf(stderr, "bertrain: out of host memory\n");
         return m;
     }
-    m->be->download(m->be, *host, (bt_ptr){m->params, 0}, m->n_params * sizeof(float));
+    m->be->download(m->be, *host, bert_params_at(m, 0), bert_n_params(m) * sizeof(float));
     return m;
 }
 

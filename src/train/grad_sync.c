@@ -22,7 +22,7 @@ struct grad_sync {
 grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes) {
     if (dist_world() == 1) return NULL;
     grad_sync *gs = calloc(1, sizeof *gs);
-    if (!gs || !(gs->host = malloc(m->n_params * sizeof(float)))) {
+    if (!gs || !(gs->host = malloc(bert_n_params(m) * sizeof(float)))) {
         fprintf(stderr, "bertrain: rank %d: out of host memory for gradient staging\n",
                 dist_rank());
         dist_abort(1);
@@ -47,7 +47,7 @@ static void launch(grad_sync *gs) {
     }
     bt_backend *be = gs->m->be;
     size_t n = gs->hi - gs->lo;
-    be->download(be, gs->host + gs->lo, (bt_ptr){gs->m->grads, gs->lo * 4}, n * 4);
+    be->download(be, gs->host + gs->lo, bert_grads_at(gs->m, gs->lo), n * 4);
     gs->begin[gs->n] = gs->lo;
     gs->end[gs->n] = gs->hi;
     gs->req[gs->n++] = dist_iallreduce_sum_f32(gs->host + gs->lo, n);
@@ -73,7 +73,7 @@ double grad_sync_finish(grad_sync *gs) {
     for (int i = 0; i < gs->n; i++) {
         dist_wait(gs->req[i]);
         size_t n = gs->end[i] - gs->begin[i];
-        be->upload(be, (bt_ptr){gs->m->grads, gs->begin[i] * 4}, gs->host + gs->begin[i], n * 4);
+        be->upload(be, bert_grads_at(gs->m, gs->begin[i]), gs->host + gs->begin[i], n * 4);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     gs->n = 0;

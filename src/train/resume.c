@@ -269,22 +269,25 @@ bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
     if (status[0] == 0) return false;
     dist_broadcast(o->layer_steps, (size_t)o->n_layers * sizeof *o->layer_steps);
     dist_broadcast(m->cfg.admin_omega, sizeof m->cfg.admin_omega);
-    if (dist_world() > 1) {
-        size_t bytes = m->n_params * sizeof(float);
-        float *host = malloc(bytes);
-        if (!host) {
-            fprintf(stderr, "bertrain: rank %d: out of host memory\n", dist_rank());
-            dist_abort(1);
-        }
-        bt_buffer *bufs[3] = {m->params, o->m, o->v};
-        for (int i = 0; i < 3; i++) {
-            m->be->download(m->be, host, (bt_ptr){bufs[i], 0}, bytes);
-            dist_broadcast(host, bytes);
-            m->be->upload(m->be, (bt_ptr){bufs[i], 0}, host, bytes);
-        }
-        free(host);
-    }
+    if (dist_world() > 1) broadcast_weights(m, o);
     return true;
+}
+
+void broadcast_weights(bert_model *m, bt_optimizer *o) {
+    const size_t bytes = bert_n_params(m) * sizeof(float);
+    float *host = malloc(bytes);
+    if (!host) {
+        fprintf(stderr, "bertrain: rank %d: out of host memory\n", dist_rank());
+        dist_abort(1);
+    }
+    const bt_ptr bufs[3] = {bert_params_at(m, 0), optim_moment_at(o, 0, 0),
+                            optim_moment_at(o, 1, 0)};
+    for (int i = 0; i < 3; i++) {
+        m->be->download(m->be, host, bufs[i], bytes);
+        dist_broadcast(host, bytes);
+        m->be->upload(m->be, bufs[i], host, bytes);
+    }
+    free(host);
 }
 
 FILE *resume_open_metrics(const char *path, const resume_info *ri) {

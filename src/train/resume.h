@@ -45,6 +45,11 @@ bool resume_check_vocab(const resume_info *ri, const bt_vocab *v, const char *vo
  * and copy them to every rank. false (on every rank) after a one-line error. */
 bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o);
 
+/* Rank 0's parameters and optimizer moments to every rank (through host
+ * memory, one buffer at a time): after a resume, and to re-sync ranks that
+ * drifted apart. Every rank calls it; out of host memory aborts the job. */
+void broadcast_weights(bert_model *m, bt_optimizer *o);
+
 /* fp16: continue the dynamic loss scaler s (initialized from the config) from
  * the checkpoint's state.json, when it was trained with fp16; rank 0 reads,
  * every rank gets the same state. */

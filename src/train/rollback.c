@@ -37,12 +37,12 @@ static void admin_init(run_state *s, int micro) {
 bool run_start_fresh(run_state *s, const bt_config *cfg, int micro) {
     bert_init_params(s->m, cfg->seed);
     if (dist_world() > 1) { /* every rank starts from rank 0's parameters */
-        size_t bytes = s->m->n_params * sizeof(float);
+        size_t bytes = bert_n_params(s->m) * sizeof(float);
         float *host = malloc(bytes);
         if (!host) return false;
-        s->be->download(s->be, host, (bt_ptr){s->m->params, 0}, bytes);
+        s->be->download(s->be, host, bert_params_at(s->m, 0), bytes);
         dist_broadcast(host, bytes);
-        s->be->upload(s->be, (bt_ptr){s->m->params, 0}, host, bytes);
+        s->be->upload(s->be, bert_params_at(s->m, 0), host, bytes);
         free(host);
     }
     optim_reset(s->opt, s->m);

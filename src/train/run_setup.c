@@ -218,7 +218,7 @@ static void print_start(const run_state *s, const bt_config *cfg) {
     bert_describe(cfg->preset, mc, model_name, sizeof model_name);
     printf("bertrain: model %s: %d layers, hidden %d, heads %d, vocab %d, %.2fM parameters\n",
            model_name, mc->num_hidden_layers, mc->hidden_size, mc->num_attention_heads,
-           mc->vocab_size, s->m->n_params / 1e6);
+           mc->vocab_size, bert_n_params(s->m) / 1e6);
     printf("bertrain: data %s: %llu tokens, %llu samples of %d per epoch\n", cfg->data.train,
            (unsigned long long)dataset_num_tokens(s->ds),
            (unsigned long long)dataset_num_samples(s->ds), s->T);

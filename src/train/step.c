@@ -122,8 +122,10 @@ static double gradient_checks(bert_model *m, const loss_scaler *scaler, double s
     bt_backend *be = m->be;
     int finite_ticket = -1;
     if (scaler) {
-        finite_ticket = be->reduce_defer(be, BT_REDUCE_FINITE, (bt_ptr){m->grads, 0}, m->n_params);
-        if (scale != 1.0) be->scale(be, (bt_ptr){m->grads, 0}, (float)(1.0 / scale), m->n_params);
+        finite_ticket =
+            be->reduce_defer(be, BT_REDUCE_FINITE, bert_grads_at(m, 0), bert_n_params(m));
+        if (scale != 1.0)
+            be->scale(be, bert_grads_at(m, 0), (float)(1.0 / scale), bert_n_params(m));
     }
     const int norm_ticket = optim_defer_grad_sumsq(m);
     double values[2];

@@ -130,8 +130,8 @@ static step_verdict handle_result(run_state *s, const bt_config *cfg, const step
 static void check_drift(run_state *s, const bt_config *cfg, long step) {
     const int world = dist_world();
     bt_backend *be = s->be;
-    double mine[2] = {be->sum(be, (bt_ptr){s->m->params, 0}, s->m->n_params),
-                      be->sumsq(be, (bt_ptr){s->m->params, 0}, s->m->n_params)};
+    double mine[2] = {be->sum(be, bert_params_at(s->m, 0), bert_n_params(s->m)),
+                      be->sumsq(be, bert_params_at(s->m, 0), bert_n_params(s->m))};
     double *all = malloc((size_t)world * 2 * sizeof *all);
     if (!all) dist_abort(1);
     dist_allgather_f64(mine, 2, all);
@@ -148,16 +148,7 @@ static void check_drift(run_state *s, const bt_config *cfg, long step) {
     free(all);
     if (worst <= cfg->drift_tolerance) return;
     if (dist_rank() == 0) metrics_drift(step, worst_rank, worst, cfg->drift_tolerance);
-    size_t bytes = s->m->n_params * sizeof(float);
-    float *host = malloc(bytes);
-    if (!host) dist_abort(1);
-    bt_buffer *bufs[3] = {s->m->params, s->opt->m, s->opt->v};
-    for (int i = 0; i < 3; i++) {
-        be->download(be, host, (bt_ptr){bufs[i], 0}, bytes);
-        dist_broadcast(host, bytes);
-        be->upload(be, (bt_ptr){bufs[i], 0}, host, bytes);
-    }
-    free(host);
+    broadcast_weights(s->m, s->opt);
 }
 
 /* The printed step: every rank gives its compute, communication and idle
@@ -346,10 +337,10 @@ static int finish(run_state *s, const bt_config *cfg, float **final_params, size
     const int rc = dist_rank() == 0 ? finish_rank0(s, cfg) : 0;
     s->every_rank_stops = true; /* every rank has left the loop at the same step */
     if (final_params) {
-        *final_params = malloc(s->m->n_params * sizeof(float));
-        *n_params = s->m->n_params;
+        *final_params = malloc(bert_n_params(s->m) * sizeof(float));
+        *n_params = bert_n_params(s->m);
         if (*final_params)
-            s->be->download(s->be, *final_params, (bt_ptr){s->m->params, 0}, s->m->n_params * 4);
+            s->be->download(s->be, *final_params, bert_params_at(s->m, 0), bert_n_params(s->m) * 4);
     }
     return rc;
 }
