@@ -318,7 +318,7 @@ int cli_bench(int argc, char **argv) {
         if (s >= o.warmup) {
             work.layers_dropped += r.layers_dropped;
             work.masked += mb.n_masked;
-            work.top_rows += m->top_layer >= 0 ? m->n_top : (double)mb.B * mb.T;
+            work.top_rows += (double)r.top_rows;
         }
     }
     be->sync(be);

@@ -140,6 +140,18 @@ typedef struct {
     } ticket;
 } bert_stats;
 
+/* What a forward pass leaves for its backward, besides the activations in
+ * the model's buffers: the caller owns it, so the model keeps no state of a
+ * pass. The top layer is the last encoder layer that runs: after its
+ * attention it computes only the rows the heads read (masked tokens and
+ * [CLS]), the same values as at every row. */
+typedef struct {
+    int B, T, n_masked;       /* the batch's shape */
+    int top_layer, n_top;     /* the top layer and its rows; -1 and 0: every row in every
+                               * layer (no head reads, Admin profiling, dense_top) */
+    unsigned long forward_id; /* which of the model's forward passes this is */
+} bert_tape;
+
 typedef struct bert_model bert_model;
 
 struct bert_model {
@@ -155,24 +167,16 @@ struct bert_model {
     bt_buffer *acts;   /* activations and backward scratch */
     bt_buffer *ints;   /* uploaded int32 batch inputs */
     struct bert_act_layout *act;
-    int cur_B, cur_T, cur_masked; /* shape of the batch in flight */
     int heads_B, heads_T;         /* the shape attention's gather tables are for (0: none) */
-    double admin_variance_sum;    /* Admin profiling: 1 + the branch variances so far */
-    double attn_score_sq;         /* this forward's sum of squared attention scores */
-    int attn_ticket_first, n_attn_tickets; /* the same, deferred (bert_pass.defer_stats) */
     bt_buffer *stash;             /* 16-bit storage: every layer's saved activations between
                                    * forward and backward, in cfg.storage (or NULL) */
-    bool backward_ready;          /* a forward pass ran since the last backward */
-    int layer_in_flight;          /* the layer whose forward runs (16-bit stash), or -1 */
+    unsigned long forwards;       /* forward passes run: each tape has its number */
+    unsigned long acts_of;        /* the forward whose activations the buffers hold (0: none,
+                                   * or its backward has consumed them) */
     bool gemm16;                  /* GEMMs multiply 16-bit operands (see cfg.gemm16) */
     unsigned unfused;             /* BERT_FUSE_* fusions off: all where the device says they
                                    * do not pay (bt_device_info), else none; bench --unfused */
-    /* The top layer: the last encoder layer that runs computes its attention
-     * output projection, feed-forward block and LayerNorms only at the rows
-     * the heads read (masked tokens and [CLS]), the same values as at every
-     * row (bert_forward); the pass in flight's layer and row count. */
-    int top_layer, n_top; /* -1 and 0: every row (no head reads, Admin profiling, dense_top) */
-    bool dense_top;       /* every row in every layer (bench --dense-top; tests) */
+    bool dense_top; /* no top layer: every row in every layer (bench --dense-top; tests) */
 };
 
 /* The fused ops the model uses, each a bit of bert_model.unfused to turn it
@@ -214,17 +218,20 @@ void bert_init_params(bert_model *m, uint64_t seed);
 const bert_tensor *bert_find_tensor(const bert_model *m, const char *name);
 
 /* Forward pass: loss sums and, when pass->mlm_grad_scale/nsp_grad_scale are
- * nonzero, the loss gradients that bert_backward then propagates. */
+ * nonzero, the loss gradients that bert_backward then propagates; what the
+ * backward needs to know of it goes to *tape. */
 void bert_forward(bert_model *m, const bert_batch *batch, const bert_pass *pass,
-                  bert_stats *stats);
+                  bert_tape *tape, bert_stats *stats);
 
 /* Fill st's sums from the values of its deferred reductions (values[i] =
  * reduction i since the fetch's queue began): the same bits as a forward
  * without defer_stats. */
 void bert_stats_resolve(const bert_model *m, bert_stats *st, const double *values);
 
-/* Backward pass for the last forward: grads += d loss / d params. */
-void bert_backward(bert_model *m, const bert_batch *batch, const bert_pass *pass);
+/* Backward pass of the model's last forward (its tape; an earlier tape is an
+ * internal error, its activations are gone): grads += d loss / d params. */
+void bert_backward(bert_model *m, const bert_batch *batch, const bert_pass *pass,
+                   const bert_tape *tape);
 
 /* LayerDrop's decisions for optimizer step `step`: skip[l] = 1 for each layer
  * the step leaves out, a pure function of (seed, step), so every rank, backend
@@ -240,11 +247,6 @@ void bert_admin_closed_form(bert_config *cfg);
  * omega_i^2 = omega_{i-1}^2 + Var f_{i-1}, each branch's variance measured
  * with the omegas before it in place. Sets m->cfg.admin_omega. */
 void bert_admin_profile(bert_model *m, const bert_batch *batch);
-
-/* Mixed precision: round n values of buf from element off to the model's
- * 16-bit storage dtype (they become the fp32 values a bf16/fp16 tensor would
- * hold; beyond fp16's range, +-Inf); nothing in fp32. */
-void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n);
 
 /* The device memory of a model (bert_memory_needed), in bytes. */
 typedef struct {
@@ -279,7 +281,7 @@ void bert_zero_grads(bert_model *m);
 
 /* Training FLOPs of one sample (forward + backward, 6 per MAC plus attention);
  * top_rows_per_seq: the rows the top layer computes after its attention
- * (bert_model.top_layer; seq_len when every row). */
+ * (bert_tape.n_top per sequence; seq_len when every row). */
 double bert_train_flops_per_sample(const bert_config *cfg, int seq_len, double masked_per_seq,
                                    double top_rows_per_seq);
 

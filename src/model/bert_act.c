@@ -108,7 +108,7 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     return a;
 }
 
-void bert_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
+void bert_act_round16(const bert_model *m, bt_buffer *buf, size_t off, size_t n) {
     if (m->cfg.storage == BT_F32 || n == 0) return;
     m->be->round16(m->be, (bt_ptr){buf, off * 4}, (bt_dtype)m->cfg.storage, n);
 }
@@ -125,30 +125,27 @@ static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
     return (bt_ptr){m->stash, (l * a->stash_per_layer + (work_off - a->work_base)) * 2};
 }
 
-/* Round n values of buf from element off to the 16-bit storage dtype. A
- * value of the working set during layer l's forward goes through that
- * layer's stash slot: the one 16-bit copy both rounds it and keeps it for
- * the backward pass. */
-void bert_act_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n) {
+void bert_act_store16(const bert_model *m, int layer, size_t off, size_t n) {
     const struct bert_act_layout *a = m->act;
-    if (buf == m->acts && a->stash_per_layer && m->layer_in_flight >= 0 &&
-        off >= a->work_base && off < a->work_base + a->stash_per_layer) {
+    if (a->stash_per_layer && layer >= 0 && off >= a->work_base &&
+        off < a->work_base + a->stash_per_layer) {
         const bt_dtype dt = (bt_dtype)m->cfg.storage;
-        const bt_ptr slot = stash_at(m, m->layer_in_flight, off);
+        const bt_ptr slot = stash_at(m, layer, off);
         m->be->cast(m->be, slot, dt, act(m, off), BT_F32, n);
         m->be->cast(m->be, act(m, off), BT_F32, slot, dt, n);
     } else {
-        bert_store16(m, buf, off, n);
+        bert_act_round16(m, m->acts, off, n);
     }
 }
 
 /* The saved activations of the layer in flight that the 16-bit stash holds
  * (offsets into the working set, sizes for this batch); returns the count. */
-static int stashed_spans(const bert_model *m, size_t off[9], size_t n[9]) {
+static int stashed_spans(const bert_model *m, const bert_tape *tape, size_t off[9],
+                         size_t n[9]) {
     const bert_layer_acts *la = &m->act->layer[0];
-    const size_t N = (size_t)m->cur_B * m->cur_T, H = m->cfg.hidden_size,
+    const size_t N = (size_t)tape->B * tape->T, H = m->cfg.hidden_size,
                  I = m->cfg.intermediate_size,
-                 P = (size_t)m->cur_B * m->cfg.num_attention_heads * m->cur_T * m->cur_T;
+                 P = (size_t)tape->B * m->cfg.num_attention_heads * tape->T * tape->T;
     const size_t offs[9] = {la->qkv, la->probs, la->ctx, la->res1, la->ln1,
                             la->fc1, la->gelu,  la->res2, la->ln2};
     const size_t counts[9] = {N * 3 * H, P, N * H, N * H, N * H, N * I, N * I, N * H, N * H};
@@ -157,21 +154,22 @@ static int stashed_spans(const bert_model *m, size_t off[9], size_t n[9]) {
     return 9;
 }
 
-void bert_act_stash_layer(bert_model *m, size_t out) {
+void bert_act_stash_layer(const bert_model *m, const bert_tape *tape, size_t out) {
     if (!m->act->stash_per_layer) return;
     m->be->copy(m->be, act(m, m->act->xin), act(m, out),
-                (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size * 4);
+                (size_t)tape->B * tape->T * m->cfg.hidden_size * 4);
 }
 
-void bert_act_unstash_layer(bert_model *m, int l, int before, size_t before_out) {
+void bert_act_unstash_layer(const bert_model *m, const bert_tape *tape, int l, int before,
+                            size_t before_out) {
     if (!m->act->stash_per_layer) return;
     bt_backend *be = m->be;
     const bt_dtype dt = (bt_dtype)m->cfg.storage;
     size_t off[9], n[9];
-    for (int i = 0, k = stashed_spans(m, off, n); i < k; i++)
+    for (int i = 0, k = stashed_spans(m, tape, off, n); i < k; i++)
         be->cast(be, act(m, off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
     if (before >= 0)
         be->cast(be, act(m, m->act->xin), BT_F32, stash_at(m, before, before_out), dt,
-                 (size_t)m->cur_B * m->cur_T * m->cfg.hidden_size);
+                 (size_t)tape->B * tape->T * m->cfg.hidden_size);
 }
 

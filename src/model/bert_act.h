@@ -67,19 +67,24 @@ struct bert_act_layout {
 struct bert_act_layout *bert_act_layout_new(const bert_config *c, int max_batch, int max_seq,
                                             int max_masked);
 
-/* Mixed precision: round n values of buf from element off to the 16-bit
- * storage dtype (bert_store16); a value of the working set during layer
- * m->layer_in_flight's forward goes through that layer's stash slot, so the
- * one 16-bit copy both rounds it and keeps it for the backward. */
-void bert_act_store16(bert_model *m, bt_buffer *buf, size_t off, size_t n);
+/* Mixed precision: round n values of buf from element off to the model's
+ * 16-bit storage dtype (they become the fp32 values a bf16/fp16 tensor would
+ * hold; beyond fp16's range, +-Inf); nothing in fp32. */
+void bert_act_round16(const bert_model *m, bt_buffer *buf, size_t off, size_t n);
+
+/* The same for n activations from offset off; during layer `layer`'s forward
+ * (-1: none) a value of the working set goes through that layer's stash
+ * slot, so the one 16-bit copy both rounds it and keeps it for the backward. */
+void bert_act_store16(const bert_model *m, int layer, size_t off, size_t n);
 
 /* After a layer's forward: its output (activation offset `out`) to xin, the
  * next layer's input. Nothing without a stash. */
-void bert_act_stash_layer(bert_model *m, size_t out);
+void bert_act_stash_layer(const bert_model *m, const bert_tape *tape, size_t out);
 
 /* Before layer l's backward: its saved activations back from the stash into
  * the working set, and the output (at `before_out`) of the layer run before
  * it, `before` (-1: none), into xin. Nothing without a stash. */
-void bert_act_unstash_layer(bert_model *m, int l, int before, size_t before_out);
+void bert_act_unstash_layer(const bert_model *m, const bert_tape *tape, int l, int before,
+                            size_t before_out);
 
 #endif

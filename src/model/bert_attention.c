@@ -2,6 +2,7 @@
  * B x NH heads (Q, K, V head-major), the masked softmax and its dropout, and
  * the gather tables between the token-major and head-major layouts. */
 #include "bert_internal.h"
+#include "bert_ops.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -71,7 +72,7 @@ static head_mat by_head(size_t off, int rows, int cols) { return (head_mat){off,
 /* c = op(a) op(b) for every head at once (one batched GEMM over g->heads
  * blocks), op transposing where ta / tb is set: the shapes follow from the
  * blocks, so a call reads as its formula. */
-static void heads_gemm(bert_model *m, const attn_dims *g, bool ta, head_mat a, bool tb,
+static void heads_gemm(const bert_model *m, const attn_dims *g, bool ta, head_mat a, bool tb,
                        head_mat b, head_mat c) {
     const int M = ta ? a.cols : a.rows, K = ta ? a.rows : a.cols, N = tb ? b.rows : b.cols;
     mm(m, ta, tb, M, N, K, 1.0f, act(m, a.off), a.cols, (long)a.rows * a.cols, act(m, b.off),
@@ -79,7 +80,7 @@ static void heads_gemm(bert_model *m, const attn_dims *g, bool ta, head_mat a, b
 }
 
 /* out (B, NH, T, T) = Q K^T per head (unscaled: the softmax applies 1/sqrt(D)). */
-static void attention_scores(bert_model *m, int l, const bert_batch *bt, size_t out) {
+static void attention_scores(const bert_model *m, int l, const bert_batch *bt, size_t out) {
     const attn_dims g = attn_dims_of(m, l, bt);
     heads_gemm(m, &g, false, by_head(g.q, g.T, g.D), true, by_head(g.k, g.T, g.D),
                by_head(out, g.T, g.T));
@@ -88,92 +89,65 @@ static void attention_scores(bert_model *m, int l, const bert_batch *bt, size_t 
 /* Self-attention core for one layer: ctx = dropout(softmax(QK^T/sqrt(D))) V.
  * qkv_tokens: the QKV projection (N, 3H), gathered here into layer l's
  * head-major qkv. */
-void bert_attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert_pass *pass,
-                        size_t qkv_tokens) {
-    bt_backend *be = m->be;
+void bert_attention_fwd(bert_run *r, int l, size_t qkv_tokens) {
+    const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
-    const attn_dims g = attn_dims_of(m, l, bt);
-    const int B = bt->B, T = bt->T, NH = m->cfg.num_attention_heads, D = g.D;
-    const size_t per_b = (size_t)NH * g.TT, N = (size_t)B * T;
-    const float p = pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
-    be->gather_rows(be, act(m, la->qkv), act(m, qkv_tokens), ints(m, a->qkv_to_heads),
-                    (int)(3 * N * NH), D);
-    store16(m, la->qkv, 3 * N * NH * D);
-    attention_scores(m, l, bt, la->probs);
+    const attn_dims g = attn_dims_of(m, l, r->bt);
+    const int B = r->bt->B, T = g.T, NH = m->cfg.num_attention_heads, D = g.D;
+    const int N = B * T;
+    const float p = r->pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
+    op_relayout(r, la->qkv, qkv_tokens, a->qkv_to_heads, 3 * N * NH, D);
+    attention_scores(m, l, r->bt, la->probs);
     if (m->cfg.attention_logit_penalty > 0.0f) { /* sum of (QK^T/sqrt(D))^2 */
         int ticket = -1;
-        m->attn_score_sq +=
-            stat_sum(m, pass, BT_REDUCE_SUMSQ, act(m, la->probs), B * per_b, &ticket) / D;
-        if (ticket >= 0 && !m->n_attn_tickets++) m->attn_ticket_first = ticket;
+        r->st->attn_score_sq +=
+            stat_sum(r, BT_REDUCE_SUMSQ, act(m, la->probs), (size_t)B * NH * g.TT, &ticket) / D;
+        if (ticket >= 0 && !r->st->ticket.n_attn++) r->st->ticket.attn_first = ticket;
     }
-    const float scale = 1.0f / sqrtf((float)D);
-    const bt_rng_key key = dropout_key(pass, l, SITE_ATTN_PROBS);
-    size_t src = p > 0.0f ? a->pdrop : la->probs;
-    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, true)) {
-        be->softmax_dropout_fwd(be, act(m, a->pdrop), act(m, la->probs), act(m, la->probs),
-                                ints(m, a->mask), B, NH, T, scale, bt->first_sample, p, key);
-        store16(m, la->probs, B * per_b);
-    } else {
-        be->softmax_fwd(be, act(m, la->probs), act(m, la->probs), ints(m, a->mask), B, NH, T,
-                        scale);
-        store16(m, la->probs, B * per_b);
-        if (p > 0.0f)
-            be->dropout(be, act(m, a->pdrop), act(m, la->probs), B * per_b, per_b, bt->first_sample,
-                        p, key);
-    }
+    op_softmax(r, la->probs, a->pdrop, a->mask, NH, 1.0f / sqrtf((float)D), p,
+               dropout_key(r->pass, l, SITE_ATTN_PROBS));
+    const size_t probs = p > 0.0f ? a->pdrop : la->probs; /* after dropout */
     /* ctx by head (B, NH, T, D) into dctx (free during the forward), then (N, H) */
-    heads_gemm(m, &g, false, by_head(src, T, T), false, by_head(g.v, T, D), by_head(a->dctx, T, D));
-    be->gather_rows(be, act(m, la->ctx), act(m, a->dctx), ints(m, a->heads_to_ctx), (int)(N * NH),
-                    D);
-    store16(m, la->ctx, N * NH * D);
+    heads_gemm(m, &g, false, by_head(probs, T, T), false, by_head(g.v, T, D),
+               by_head(a->dctx, T, D));
+    op_relayout(r, la->ctx, a->dctx, a->heads_to_ctx, N * NH, D);
 }
 
 /* Backward of attention_fwd: dctx (N, H) -> dqkv (N, 3H). dH is free here
  * (between the output projection's backward and the QKV projection's) and
  * holds dctx by head. */
-void bert_attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert_pass *pass) {
+void bert_attention_bwd(bert_run *r, int l) {
+    const bert_model *m = r->m;
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
-    const attn_dims g = attn_dims_of(m, l, bt);
-    const int B = bt->B, T = bt->T, NH = m->cfg.num_attention_heads, D = g.D;
-    const size_t per_b = (size_t)NH * g.TT, N = (size_t)B * T, NHD = N * NH * D;
-    const float p = pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
-    const bt_rng_key key = dropout_key(pass, l, SITE_ATTN_PROBS);
+    const attn_dims g = attn_dims_of(m, l, r->bt);
+    const int B = r->bt->B, T = g.T, NH = m->cfg.num_attention_heads, D = g.D;
+    const int N = B * T;
+    const size_t per_b = (size_t)NH * g.TT, NHD = (size_t)N * NH * D;
+    const float p = r->pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
+    const bt_rng_key key = dropout_key(r->pass, l, SITE_ATTN_PROBS);
     const size_t dq = a->dqkv_heads, dk = dq + NHD, dv = dq + 2 * NHD, dctx = a->dH;
-    size_t src = la->probs;
+    size_t probs = la->probs; /* after dropout */
     if (p > 0.0f) { /* recompute the dropped probabilities */
-        be->dropout(be, act(m, a->pdrop), act(m, la->probs), B * per_b, per_b, bt->first_sample, p,
-                    key);
-        src = a->pdrop;
+        be->dropout(be, act(m, a->pdrop), act(m, la->probs), B * per_b, per_b,
+                    r->bt->first_sample, p, key);
+        probs = a->pdrop;
     }
-    be->gather_rows(be, act(m, dctx), act(m, a->dctx), ints(m, a->ctx_to_heads), (int)(N * NH), D);
+    be->gather_rows(be, act(m, dctx), act(m, a->dctx), ints(m, a->ctx_to_heads), N * NH, D);
     /* dV = P^T dctx;  dP = dctx V^T */
-    heads_gemm(m, &g, true, by_head(src, T, T), false, by_head(dctx, T, D), by_head(dv, T, D));
+    heads_gemm(m, &g, true, by_head(probs, T, T), false, by_head(dctx, T, D), by_head(dv, T, D));
     heads_gemm(m, &g, false, by_head(dctx, T, D), true, by_head(g.v, T, D),
                by_head(a->dprobs, T, T));
-    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, false)) {
-        be->dropout_softmax_bwd(be, act(m, a->dprobs), act(m, a->dprobs), act(m, la->probs), B, NH,
-                                T, 1.0f / sqrtf((float)D), bt->first_sample, p, key);
-    } else {
-        if (p > 0.0f)
-            be->dropout(be, act(m, a->dprobs), act(m, a->dprobs), B * per_b, per_b,
-                        bt->first_sample, p, key);
-        be->softmax_bwd(be, act(m, a->dprobs), act(m, a->dprobs), act(m, la->probs), B * NH * T, T,
-                        1.0f / sqrtf((float)D));
-    }
-    if (pass->attn_penalty_grad_scale > 0.0f) { /* + d(c sum (S/sqrt(D))^2)/dS = 2c S / D */
-        attention_scores(m, l, bt, a->pdrop); /* pdrop is free again: recompute S */
-        be->axpy(be, act(m, a->dprobs), 2.0f * pass->attn_penalty_grad_scale / (float)D,
-                 act(m, a->pdrop), B * per_b);
-    }
-    store16(m, a->dprobs, B * per_b);
+    /* the attention-logit penalty: + d(c sum (S/sqrt(D))^2)/dS = 2c S / D,
+     * S recomputed into pdrop (free again) */
+    const float penalty = 2.0f * r->pass->attn_penalty_grad_scale / (float)D;
+    if (penalty > 0.0f) attention_scores(m, l, r->bt, a->pdrop);
+    op_softmax_bwd(r, a->dprobs, la->probs, NH, 1.0f / sqrtf((float)D), p, key, penalty, a->pdrop);
     /* dQ = dS K;  dK = dS^T Q */
     heads_gemm(m, &g, false, by_head(a->dprobs, T, T), false, by_head(g.k, T, D),
                by_head(dq, T, D));
     heads_gemm(m, &g, true, by_head(a->dprobs, T, T), false, by_head(g.q, T, D), by_head(dk, T, D));
-    be->gather_rows(be, act(m, a->dqkv), act(m, dq), ints(m, a->heads_to_qkv), (int)(3 * N * NH),
-                    D);
-    store16(m, a->dqkv, 3 * NHD);
+    op_relayout(r, a->dqkv, dq, a->heads_to_qkv, 3 * N * NH, D);
 }

@@ -1,6 +1,7 @@
-/* What bert.c and bert_attention.c share: views into the model's buffers,
- * the model's GEMM, the dropout sites and their keys, whether a fusion is on
- * and a statistic's sum (internal to src/model). */
+/* What the model's files share (internal to src/model): the pass in flight,
+ * views into the model's buffers, the model's GEMM, the dropout sites and
+ * their keys, whether a fusion is on, a statistic's sum, and the functions
+ * of bert_attention.c and bert_top.c. The op wrappers are in bert_ops.h. */
 #ifndef BT_BERT_INTERNAL_H
 #define BT_BERT_INTERNAL_H
 
@@ -10,6 +11,20 @@
 
 #include <stdbool.h>
 
+/* One forward or backward in flight: the model, the batch, what the pass is
+ * for and its tape; in a forward, where its sums go and the state of the
+ * layer that runs. bert_forward and bert_backward own it on their stack, so
+ * the model holds nothing of a pass. */
+typedef struct {
+    bert_model *m;
+    const bert_batch *bt;
+    const bert_pass *pass;
+    const bert_tape *tape;
+    bert_stats *st;            /* forward: the sums (else NULL) */
+    int layer;                 /* forward: the layer that runs (16-bit stash), or -1 */
+    double admin_variance_sum; /* Admin profiling: 1 + the branch variances so far */
+} bert_run;
+
 /* Views into the model's buffers: the element at offset off (a bert_views
  * or bert_act_layout field) of the parameters, their gradients, the
  * activations and the int32 inputs, as a device pointer. */
@@ -18,20 +33,11 @@ static inline bt_ptr grd(const bert_model *m, size_t off) { return (bt_ptr){m->g
 static inline bt_ptr act(const bert_model *m, size_t off) { return (bt_ptr){m->acts, off * 4}; }
 static inline bt_ptr ints(const bert_model *m, size_t off) { return (bt_ptr){m->ints, off * 4}; }
 
-/* Mixed precision: n activations (or activation gradients) from offset off,
- * or from p, stored in 16 bits (bert_act_store16); nothing in fp32. */
-static inline void store16(bert_model *m, size_t off, size_t n) {
-    bert_act_store16(m, m->acts, off, n);
-}
-static inline void store16_ptr(bert_model *m, bt_ptr p, size_t n) {
-    bert_act_store16(m, p.buf, p.off / 4, n);
-}
-
 /* Every GEMM of the model: with 16-bit operands (fp32 accumulation) where
  * m->gemm16 (mixed precision on tensor cores), else in fp32. */
-static inline void mm(bert_model *m, bool ta, bool tb, int M, int N, int K, float alpha, bt_ptr a,
-               int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc,
-               long sc, int batch) {
+static inline void mm(const bert_model *m, bool ta, bool tb, int M, int N, int K, float alpha,
+                      bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb, float beta,
+                      bt_ptr c, int ldc, long sc, int batch) {
     if (m->gemm16)
         m->be->gemm16(m->be, (bt_dtype)m->cfg.storage, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb,
                       sb, beta, c, ldc, sc, batch);
@@ -57,10 +63,10 @@ static inline bool fused(const bert_model *m, unsigned f, bool forward) {
 
 /* A sum that the step's statistics need: read back now, or with
  * pass->defer_stats queued on the device, its index in *ticket (0 returned). */
-static inline double stat_sum(bert_model *m, const bert_pass *pass, bt_reduce_kind kind, bt_ptr x,
-                       size_t n, int *ticket) {
-    bt_backend *be = m->be;
-    if (pass->defer_stats) {
+static inline double stat_sum(const bert_run *r, bt_reduce_kind kind, bt_ptr x, size_t n,
+                              int *ticket) {
+    bt_backend *be = r->m->be;
+    if (r->pass->defer_stats) {
         *ticket = be->reduce_defer(be, kind, x, n);
         return 0.0;
     }
@@ -69,14 +75,48 @@ static inline double stat_sum(bert_model *m, const bert_pass *pass, bt_reduce_ki
 
 /* Attention over all B x NH heads of layer l (bert_attention.c): ctx =
  * dropout(softmax(QK^T/sqrt(D))) V from the QKV projection qkv_tokens (N, 3H). */
-void bert_attention_fwd(bert_model *m, int l, const bert_batch *bt, const bert_pass *pass,
-                        size_t qkv_tokens);
+void bert_attention_fwd(bert_run *r, int l, size_t qkv_tokens);
 
 /* Backward of bert_attention_fwd: dctx (N, H) -> dqkv (N, 3H). */
-void bert_attention_bwd(bert_model *m, int l, const bert_batch *bt, const bert_pass *pass);
+void bert_attention_bwd(bert_run *r, int l);
 
 /* Upload the gather tables between token-major and head-major layouts for a
  * B x T batch (only when the shape changes). */
 void bert_upload_head_tables(bert_model *m, int B, int T);
+
+/* The top layer (bert_top.c; see bert_tape): everything that differs there
+ * from the other layers is in that file. */
+
+/* The top layer of a pass: the last layer that runs (-1: none, when Admin
+ * profiles or the model is dense_top). */
+int bert_top_layer(const bert_model *m, const bert_pass *pass, int last_layer);
+
+/* Into the batch's int32 staging host: the top layer's rows (the token rows
+ * the heads read, in order and once each) and each head's row among them.
+ * Returns their count S. */
+int bert_top_plan(const struct bert_act_layout *a, const bert_batch *bt, bool nsp, int32_t *host);
+
+/* The top layer's attention output: its input rows and ctx at the heads'
+ * rows (top_x, top_ctx, kept for the backward); *ctx and *resid become them. */
+void bert_top_enter(bert_run *r, size_t *ctx, size_t *resid);
+
+/* dropout(x) of the top layer's S rows of H with the masks they would have
+ * among all B*T rows (d ctx's scratch is free whenever a branch's dropout
+ * runs). */
+void bert_top_dropout(bert_run *r, size_t x, int S, int H, float p, bt_rng_key key);
+
+/* The top layer's backward through its attention output projection: d ctx
+ * at every row (zero off the heads' rows) from dH at the S rows. */
+void bert_top_ctx_bwd(bert_run *r, const bert_layer_views *w, int S, int H);
+
+/* d x_in of the top layer's attention join, at every row: omega dA (S rows,
+ * the residual's share) joins dH (every row, the branch's). */
+void bert_top_join_grad(bert_run *r, float omega, int S, int H);
+
+/* The rows of the encoder's output that the MLM head and the NSP head read
+ * (int32 offsets of their row tables), and how many rows that output has. */
+size_t bert_top_mlm_rows(const bert_run *r);
+size_t bert_top_cls_rows(const bert_run *r);
+int bert_top_hidden_rows(const bert_run *r);
 
 #endif

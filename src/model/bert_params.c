@@ -293,8 +293,6 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
     m->max_batch = max_batch;
     m->max_seq = max_seq;
     m->max_masked = max_masked;
-    m->layer_in_flight = -1;
-    m->top_layer = -1;
     bt_device_info info;
     be->info(be, &info);
     m->unfused = info.fused_ops_pay ? 0 : BERT_FUSE_ALL;

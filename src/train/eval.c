@@ -27,8 +27,9 @@ void eval_run(bert_model *m, bt_dataset *valid, int batch, long max_samples, int
         dataset_fill(valid, g, B, true, &mb);
         bert_batch b = {B, mb.T, mb.input_ids, mb.token_type_ids, mb.attention_mask, mb.n_masked,
                         mb.mlm_positions, mb.mlm_labels, m->cfg.nsp ? mb.nsp_labels : NULL, 0};
+        bert_tape tape;
         bert_stats st;
-        bert_forward(m, &b, &pass, &st);
+        bert_forward(m, &b, &pass, &tape, &st);
         loss += st.mlm_loss_sum;
         correct += st.mlm_correct;
         masked += st.n_masked;

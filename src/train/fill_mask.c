@@ -117,8 +117,9 @@ static bool predict_batch(bert_model *m, const bt_vocab *v, const fill_mask_inpu
     }
     bert_batch batch = {B, T, ids, types, attn, M, pos, labels, NULL, 0};
     bert_pass pass = {.train = false, .mlm_logits_out = logits};
+    bert_tape tape;
     bert_stats st;
-    bert_forward(m, &batch, &pass, &st);
+    bert_forward(m, &batch, &pass, &tape, &st);
     row = 0;
     for (int b = 0; b < B; b++)
         for (int k = 0; k < in[first + b].n_masks; k++, row++)

@@ -145,8 +145,9 @@ static double measure_speed(run_state *s, const bt_config *cfg, int reps) {
             s->be->sync(s->be);
             t0 = now_s();
         }
-        bert_forward(s->m, &bb, &pass, &st);
-        bert_backward(s->m, &bb, &pass);
+        bert_tape tape;
+        bert_forward(s->m, &bb, &pass, &tape, &st);
+        bert_backward(s->m, &bb, &pass, &tape);
     }
     s->be->sync(s->be);
     bert_zero_grads(s->m);

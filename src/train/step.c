@@ -49,9 +49,11 @@ static int draw_layerdrop(const bert_model *m, const bt_config *cfg, long step,
 
 /* Forward and backward over every micro-batch, its sums queued on the
  * device in st[k]; the last backward hands finished gradient buckets to gs
- * as they complete. */
-static void forward_backward(bert_model *m, const step_batch *in, bert_pass *pass,
+ * as they complete. Returns the rows the top layers computed after their
+ * attention. */
+static long forward_backward(bert_model *m, const step_batch *in, bert_pass *pass,
                              grad_sync *gs, bert_stats *st) {
+    long top_rows = 0;
     pass->defer_stats = true;
     for (int k = 0; k < in->n_micro; k++) {
         const bt_batch_buf *mb = &in->mb[k];
@@ -62,9 +64,12 @@ static void forward_backward(bert_model *m, const step_batch *in, bert_pass *pas
             pass->grads_ready = grad_sync_ready;
             pass->grads_ready_ctx = gs;
         }
-        bert_forward(m, &b, pass, &st[k]);
-        bert_backward(m, &b, pass);
+        bert_tape tape;
+        bert_forward(m, &b, pass, &tape, &st[k]);
+        bert_backward(m, &b, pass, &tape);
+        top_rows += tape.top_layer >= 0 ? tape.n_top : (long)b.B * b.T;
     }
+    return top_rows;
 }
 
 /* The micro-batches' sums in one blocking read, which also waits for the
@@ -179,7 +184,7 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
         fprintf(stderr, "bertrain: out of host memory\n");
         exit(1);
     }
-    forward_backward(m, in, &pass, gs, st);
+    r.top_rows = forward_backward(m, in, &pass, gs, st);
     fetch_sums(m, in, st, sums); /* blocking read 1 */
     free(st);
     const double t1 = now_s();

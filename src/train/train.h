@@ -24,6 +24,8 @@ typedef struct {
     double idle_s;     /* this rank: waiting for slower ranks */
     double comm_s;     /* this rank: gradient communication not hidden behind compute */
     int layers_dropped; /* LayerDrop: encoder layers this step skipped */
+    long top_rows;      /* this rank: the rows its top layers computed after attention
+                         * (bert_tape; B*T per micro-batch without one) */
     bool skipped;      /* no update (parameters untouched): the guard refused it, or fp16 overflowed */
     bool overflow;     /* fp16: the gradients overflowed (skipped by the loss scaler) */
     bool at_min_scale; /* fp16: ... at the minimum loss scale: the run must stop */

@@ -70,8 +70,9 @@ int main(int argc, char **argv) {
         skip[l] = 1;
     }
     pass.layer_skip = skip;
+    bert_tape tape;
     bert_stats st;
-    bert_forward(m, &batch, &pass, &st);
+    bert_forward(m, &batch, &pass, &tape, &st);
     st_tensor out[6] = {
         {"input_ids", "I32", 2, {B, T}, ids, sizeof ids},
         {"token_type_ids", "I32", 2, {B, T}, types, sizeof types},

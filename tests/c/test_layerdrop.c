@@ -140,6 +140,7 @@ static void run_norm(bt_backend *be, int norm) {
     float lf[M * 300], lp[M * 300], nf[B * 2], np_[B * 2];
     bert_pass pass = {.train = true, .seed = 7, .mlm_grad_scale = 1.0f / M,
                       .nsp_grad_scale = 1.0f / B, .layer_skip = skip};
+    bert_tape tape;
     bert_stats sf, sp;
 
     bt_optim_config oc = {OPT_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true, 0.0f, 10.0f};
@@ -152,14 +153,14 @@ static void run_norm(bt_backend *be, int norm) {
         pass.mlm_logits_out = lf;
         pass.nsp_logits_out = nf;
         bert_zero_grads(f);
-        bert_forward(f, &batch, &pass, &sf);
-        bert_backward(f, &batch, &pass);
+        bert_forward(f, &batch, &pass, &tape, &sf);
+        bert_backward(f, &batch, &pass, &tape);
         pass.layer_skip = NULL;
         pass.mlm_logits_out = lp;
         pass.nsp_logits_out = np_;
         bert_zero_grads(p);
-        bert_forward(p, &batch, &pass, &sp);
-        bert_backward(p, &batch, &pass);
+        bert_forward(p, &batch, &pass, &tape, &sp);
+        bert_backward(p, &batch, &pass, &tape);
         if (step == 0) {
             snprintf(what, sizeof what, "%s: skipping layers 1,3 = a model of layers 0,2: loss "
                      "%.6f, MLM and NSP logits (bits)", nn, sf.mlm_loss_sum / M);
@@ -217,8 +218,8 @@ static void run_norm(bt_backend *be, int norm) {
     bert_model *both[2] = {f, g};
     for (int k = 0; k < 2; k++) {
         bert_zero_grads(both[k]);
-        bert_forward(both[k], &batch, &pass, &sf);
-        bert_backward(both[k], &batch, &pass);
+        bert_forward(both[k], &batch, &pass, &tape, &sf);
+        bert_backward(both[k], &batch, &pass, &tape);
     }
     optim_step(of, f, 1e-3f, NULL, 1.0f);
     optim_step(og, g, 1e-3f, NULL, 1.0f);

@@ -78,9 +78,10 @@ static void run(bert_model *m, test_batch *mb, const unsigned char *skip, float 
                           .nsp_grad_scale = 0.2f, .layer_skip = skip,
                           .mlm_logits_out = i ? NULL : logits,
                           .nsp_logits_out = i ? NULL : nsp_logits};
+        bert_tape tape;
         bert_stats st;
-        bert_forward(m, &mb[i].b, &pass, &st);
-        bert_backward(m, &mb[i].b, &pass);
+        bert_forward(m, &mb[i].b, &pass, &tape, &st);
+        bert_backward(m, &mb[i].b, &pass, &tape);
         loss[2 * i] = st.mlm_loss_sum;
         loss[2 * i + 1] = st.nsp_loss_sum;
     }
@@ -168,10 +169,11 @@ static void run_case(bt_backend *be, int norm, bt_dtype storage) {
     for (int k = 0; k < 2; k++) {
         float ls[MMAX * V], lf[MMAX * V];
         bert_pass eval = {.mlm_logits_out = ls, .layer_skip = k ? skips[1] : NULL};
+        bert_tape tape;
         bert_stats ss, sf;
-        bert_forward(st, &mb[0].b, &eval, &ss);
+        bert_forward(st, &mb[0].b, &eval, &tape, &ss);
         eval.mlm_logits_out = lf;
-        bert_forward(fp, &mb[0].b, &eval, &sf);
+        bert_forward(fp, &mb[0].b, &eval, &tape, &sf);
         snprintf(what, sizeof what, "%s %s %s, evaluation%s: stash == fp32 buffers (bits), "
                  "MLM loss %.6f", be->name, nn, dn, k ? " skipping 1,3" : "",
                  ss.mlm_loss_sum / MMAX);

@@ -62,17 +62,18 @@ static void check(bool ok, const char *what, double value, double tol) {
  * gradients into g (n_params). */
 static double train_pass(bert_model *m, const bert_batch *b, bert_pass pass, bool dense,
                          float *g) {
+    bert_tape tape;
     bert_stats st;
     m->dense_top = dense;
     pass.train = true;
     pass.mlm_logits_out = pass.nsp_logits_out = NULL;
     bert_zero_grads(m);
-    bert_forward(m, b, &pass, &st);
-    bert_backward(m, b, &pass);
+    bert_forward(m, b, &pass, &tape, &st);
+    bert_backward(m, b, &pass, &tape);
     const int L = m->cfg.num_hidden_layers;
     if (!dense)
-        check(m->top_layer == L - 1, "the top layer ran at the heads' rows only", m->top_layer,
-              L - 1);
+        check(tape.top_layer == L - 1 && tape.n_top > 0 && tape.n_top < b->B * b->T,
+              "the top layer ran at the heads' rows only", tape.top_layer, L - 1);
     m->be->download(m->be, g, (bt_ptr){m->grads, 0}, m->n_params * 4);
     m->dense_top = false;
     return st.mlm_loss_sum + st.nsp_loss_sum;
@@ -228,10 +229,11 @@ int main(int argc, char **argv) {
                                                           c.num_attention_heads * T * T))};
     bert_batch b = {B, T, mb.input_ids, mb.token_type_ids, mb.attention_mask, M,
                     mb.mlm_positions, mb.mlm_labels, c.nsp ? mb.nsp_labels : NULL, 0};
+    bert_tape tape;
     bert_stats st;
     bert_zero_grads(m);
-    bert_forward(m, &b, &pass, &st);
-    bert_backward(m, &b, &pass);
+    bert_forward(m, &b, &pass, &tape, &st);
+    bert_backward(m, &b, &pass, &tape);
     const double n_scores = (double)c.num_hidden_layers * B * c.num_attention_heads * T * T;
     double loss = st.mlm_loss_sum / M + (c.nsp ? st.nsp_loss_sum / B : 0.0) +
                   c.z_loss * st.mlm_log_z_sq / M + c.attention_logit_penalty * st.attn_score_sq / n_scores;

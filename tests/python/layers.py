@@ -84,9 +84,18 @@ def cycles(edges):
     return found
 
 
-def call_cycles(paths):
-    """Objects (of the archives and object files in paths) that call each
-    other around a loop: one line each."""
+# Functions that only the named objects may call: mixed precision's storing
+# of activations is the model's ops' business (docs/DESIGN-NOTES.md, 27),
+# never a block's.
+ONLY_CALLED_BY = {
+    "bert_act_store16": {"bert_ops.o"},
+    "bert_act_round16": {"bert_ops.o"},
+}
+
+
+def symbols(paths):
+    """(defs, undef) of the archives and object files in paths: the object
+    defining each symbol, and the symbols each object calls from outside."""
     defs, undef = {}, collections.defaultdict(set)
     for path in paths:
         out = subprocess.run(["nm", "-A", path], capture_output=True, text=True).stdout
@@ -101,6 +110,22 @@ def call_cycles(paths):
                 undef[obj].add(sym)
             elif kind in "TDBRCG":
                 defs[sym] = obj
+    return defs, undef
+
+
+def restricted_calls(paths):
+    """Calls of ONLY_CALLED_BY's functions from any other object: one line each."""
+    _, undef = symbols(paths)
+    return [f"{os.path.basename(obj)} calls {sym}, which only "
+            f"{', '.join(sorted(ONLY_CALLED_BY[sym]))} may call"
+            for obj, syms in sorted(undef.items()) for sym in sorted(syms)
+            if sym in ONLY_CALLED_BY and os.path.basename(obj) not in ONLY_CALLED_BY[sym]]
+
+
+def call_cycles(paths):
+    """Objects (of the archives and object files in paths) that call each
+    other around a loop: one line each."""
+    defs, undef = symbols(paths)
     edges = collections.defaultdict(set)
     for obj, syms in undef.items():
         for sym in syms:
@@ -138,6 +163,7 @@ def main():
     # include cycles, file by file
     bad += ["include cycle: " + " <-> ".join(c) for c in cycles(edges)]
     bad += call_cycles(sys.argv[2:])
+    bad += restricted_calls(sys.argv[2:])
     for line in bad:
         print(line)
     print(f"{len(files)} files, {sum(len(e) for e in edges.values())} includes: "

@@ -1,0 +1,222 @@
+/* The model's ops: backend ops and the storing of what they write (16-bit
+ * rounding and the stash of mixed precision; see bert_ops.h). */
+#include "bert_ops.h"
+
+/* n values from activation offset off are complete: stored as the model
+ * stores activations (bert_act_store16). */
+static void store(bert_run *r, size_t off, size_t n) { bert_act_store16(r->m, r->layer, off, n); }
+
+void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, int in_f,
+                      int out_f) {
+    const bert_model *m = r->m;
+    mm(m, false, true, rows, out_f, in_f, 1.0f, act(m, in), in_f, 0, par(m, w), in_f, 0, 0.0f,
+       act(m, out), out_f, 0, 1);
+}
+
+void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows, int in_f,
+               int out_f) {
+    const bert_model *m = r->m;
+    if (rows == 0) return;
+    m->be->gather_rows(m->be, act(m, out), par(m, b), ints(m, m->act->zero_rows), rows, out_f);
+    mm(m, false, true, rows, out_f, in_f, 1.0f, act(m, in), in_f, 0, par(m, w), in_f, 0, 1.0f,
+       act(m, out), out_f, 0, 1);
+    store(r, out, (size_t)rows * out_f);
+}
+
+void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in, int rows,
+                   int in_f, int out_f) {
+    const bert_model *m = r->m;
+    if (rows == 0) return;
+    mm(m, true, false, out_f, in_f, rows, 1.0f, act(m, dout), out_f, 0, act(m, in), in_f, 0, 1.0f,
+       grd(m, w), in_f, 0, 1);
+    if (b != NO_BIAS) m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f);
+    mm(m, false, false, rows, in_f, out_f, 1.0f, act(m, dout), out_f, 0, par(m, w), in_f, 0, 0.0f,
+       act(m, din), in_f, 0, 1);
+    store(r, din, (size_t)rows * in_f);
+}
+
+void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, size_t w,
+                  size_t b, int rows) {
+    const bert_model *m = r->m;
+    const int H = m->cfg.hidden_size;
+    m->be->layernorm_fwd(m->be, act(m, out), act(m, mean), act(m, rstd), act(m, in), par(m, w),
+                         par(m, b), rows, H, m->cfg.layer_norm_eps);
+    store(r, out, (size_t)rows * H);
+}
+
+void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
+                      size_t mean, size_t rstd, int rows) {
+    const bert_model *m = r->m;
+    const int H = m->cfg.hidden_size;
+    m->be->layernorm_bwd(m->be, act(m, dx), grd(m, w), grd(m, b), act(m, dy), act(m, x),
+                         act(m, mean), act(m, rstd), par(m, w), rows, H);
+    store(r, dx, (size_t)rows * H);
+}
+
+void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int cols) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    const size_t n = (size_t)rows * cols;
+    if (fused(m, BERT_FUSE_GELU, true)) {
+        be->bias_gelu_fwd(be, act(m, gelu), act(m, fc1), par(m, b), rows, cols);
+        store(r, fc1, n);
+    } else { /* the ops bias_gelu_fwd replaces, for its bits */
+        be->bias_add(be, act(m, fc1), par(m, b), rows, cols);
+        store(r, fc1, n);
+        be->gelu_fwd(be, act(m, gelu), act(m, fc1), n);
+    }
+    store(r, gelu, n);
+}
+
+bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int cols) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    const bool fuse = fused(m, BERT_FUSE_GELU, false);
+    if (fuse) /* d *= gelu'(fc1) and the bias gradient in one pass */
+        be->bias_gelu_bwd(be, act(m, d), grd(m, b), act(m, d), act(m, fc1), rows, cols);
+    else
+        be->gelu_bwd(be, act(m, d), act(m, d), act(m, fc1), (size_t)rows * cols);
+    store(r, d, (size_t)rows * cols);
+    return fuse;
+}
+
+void op_gelu(bert_run *r, size_t out, size_t in, size_t n) {
+    r->m->be->gelu_fwd(r->m->be, act(r->m, out), act(r->m, in), n);
+    store(r, out, n);
+}
+
+void op_gelu_bwd(bert_run *r, size_t dx, size_t dy, size_t x, size_t n) {
+    r->m->be->gelu_bwd(r->m->be, act(r->m, dx), act(r->m, dy), act(r->m, x), n);
+    store(r, dx, n);
+}
+
+void op_tanh(bert_run *r, size_t out, size_t in, size_t n) {
+    r->m->be->tanh_fwd(r->m->be, act(r->m, out), act(r->m, in), n);
+    store(r, out, n);
+}
+
+void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n) {
+    r->m->be->tanh_bwd(r->m->be, act(r->m, dx), act(r->m, dy), act(r->m, y), n);
+    store(r, dx, n);
+}
+
+void op_bias_add(bert_run *r, size_t x, size_t b, int rows, int cols) {
+    r->m->be->bias_add(r->m->be, act(r->m, x), par(r->m, b), rows, cols);
+    store(r, x, (size_t)rows * cols);
+}
+
+void op_dropout(bert_run *r, size_t x, size_t n, size_t per_sample, float p, bt_rng_key key) {
+    bt_backend *be = r->m->be;
+    if (p > 0.0f)
+        be->dropout(be, act(r->m, x), act(r->m, x), n, per_sample, r->bt->first_sample, p, key);
+    store(r, x, n);
+}
+
+void op_residual(bert_run *r, size_t out, float omega, size_t resid, size_t branch, size_t n) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    if (omega == 1.0f) {
+        be->add(be, act(m, out), act(m, branch), act(m, resid), n);
+    } else {
+        be->copy(be, act(m, out), act(m, branch), n * 4);
+        be->axpy(be, act(m, out), omega, act(m, resid), n);
+    }
+    store(r, out, n);
+}
+
+void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t n) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    if (omega != 1.0f) be->scale(be, act(m, d), omega, n);
+    be->add(be, act(m, d), act(m, d), act(m, dbranch), n);
+    store(r, d, n);
+}
+
+void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch, size_t b,
+                   size_t resid, int rows, size_t per_sample, float p, bt_rng_key key) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    const int H = m->cfg.hidden_size;
+    const uint32_t first = r->bt->first_sample;
+    if (norm)
+        be->residual_layernorm_fwd(be, act(m, out), act(m, norm->out), act(m, norm->mean),
+                                   act(m, norm->rstd), act(m, branch), par(m, b), act(m, resid),
+                                   par(m, norm->w), par(m, norm->b), rows, H,
+                                   m->cfg.layer_norm_eps, per_sample, first, p, key);
+    else
+        be->bias_dropout_add(be, act(m, out), act(m, branch), par(m, b), act(m, resid), rows, H,
+                             per_sample, first, p, key);
+    store(r, out, (size_t)rows * H);
+    if (norm) store(r, norm->out, (size_t)rows * H);
+}
+
+void op_copy(bert_run *r, size_t dst, size_t src, size_t n) {
+    r->m->be->copy(r->m->be, act(r->m, dst), act(r->m, src), n * 4);
+    store(r, dst, n);
+}
+
+void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, int rows_a,
+                    size_t b, size_t table_b, int rows_b, int cols) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    be->fill(be, act(m, d), 0.0f, n);
+    if (rows_a > 0) be->scatter_rows(be, act(m, d), act(m, a), ints(m, table_a), rows_a, cols);
+    if (rows_b > 0) be->scatter_rows(be, act(m, d), act(m, b), ints(m, table_b), rows_b, cols);
+    store(r, d, n);
+}
+
+void op_relayout(bert_run *r, size_t out, size_t in, size_t table, int rows, int cols) {
+    const bert_model *m = r->m;
+    m->be->gather_rows(m->be, act(m, out), act(m, in), ints(m, table), rows, cols);
+    store(r, out, (size_t)rows * cols);
+}
+
+void op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, float scale,
+                float p, bt_rng_key key) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    const int B = r->bt->B, T = r->bt->T;
+    const size_t per_b = (size_t)NH * T * T, n = B * per_b;
+    const uint32_t first = r->bt->first_sample;
+    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, true)) {
+        be->softmax_dropout_fwd(be, act(m, dropped), act(m, probs), act(m, probs), ints(m, mask), B,
+                                NH, T, scale, first, p, key);
+        store(r, probs, n);
+        return;
+    }
+    be->softmax_fwd(be, act(m, probs), act(m, probs), ints(m, mask), B, NH, T, scale);
+    store(r, probs, n);
+    if (p > 0.0f) be->dropout(be, act(m, dropped), act(m, probs), n, per_b, first, p, key);
+}
+
+void op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scale, float p,
+                    bt_rng_key key, float penalty, size_t scores) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    const int B = r->bt->B, T = r->bt->T;
+    const size_t per_b = (size_t)NH * T * T, n = B * per_b;
+    const uint32_t first = r->bt->first_sample;
+    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, false)) {
+        be->dropout_softmax_bwd(be, act(m, dprobs), act(m, dprobs), act(m, probs), B, NH, T, scale,
+                                first, p, key);
+    } else {
+        if (p > 0.0f)
+            be->dropout(be, act(m, dprobs), act(m, dprobs), n, per_b, first, p, key);
+        be->softmax_bwd(be, act(m, dprobs), act(m, dprobs), act(m, probs), B * NH * T, T, scale);
+    }
+    if (penalty > 0.0f) be->axpy(be, act(m, dprobs), penalty, act(m, scores), n);
+    store(r, dprobs, n);
+}
+
+void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log_z,
+             size_t labels, int rows, int classes, float grad_scale, float z_loss) {
+    const bert_model *m = r->m;
+    m->be->xent_fwd_bwd(m->be, act(m, logits), act(m, loss), act(m, correct), act(m, log_z),
+                        act(m, logits), ints(m, labels), rows, classes, grad_scale, z_loss);
+    store(r, logits, (size_t)rows * classes); /* now d loss / d logits */
+}
+
+void op_grads_done(bert_run *r, size_t begin, size_t end) {
+    bert_act_round16(r->m, r->m->grads, begin, end - begin);
+    if (r->pass->grads_ready) r->pass->grads_ready(r->pass->grads_ready_ctx, begin, end);
+}

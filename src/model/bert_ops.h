@@ -1,0 +1,119 @@
+/* The model's ops (bert_ops.c, internal to src/model): each wraps backend
+ * ops and stores what it writes as the model stores values, so that the
+ * blocks of bert.c read as the math. Storing is mixed precision's business:
+ * with 16-bit storage every activation and activation gradient an op
+ * completes is rounded to cfg.storage, and during a layer's forward the
+ * saved ones go through that layer's 16-bit stash (bert_act.c); with fp32
+ * storage nothing happens. The few ops whose result another op finishes
+ * say so (op_linear_nobias, op_softmax's dropped copy).
+ *
+ * Operands are offsets: x, y, out, in and their gradients into the
+ * activations (bert_act_layout fields), w and b into the parameters and,
+ * for gradients, the gradients (bert_views fields). */
+#ifndef BT_BERT_OPS_H
+#define BT_BERT_OPS_H
+
+#include "bert_internal.h"
+
+/* An out-of-range parameter offset: op_linear_bwd leaves the bias gradient
+ * to a fused op. */
+#define NO_BIAS ((size_t)-1)
+
+/* out (rows, out_f) = in (rows, in_f) @ W^T, W (out_f, in_f): the product
+ * alone, which the bias op after it finishes and stores. */
+void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, int in_f, int out_f);
+
+/* out (rows, out_f) = in (rows, in_f) @ W^T + b: b written into every row,
+ * then the GEMM adds onto it (beta 1), so no pass of its own adds the bias.
+ * The products accumulate onto b: not the bits of a bias_add after. */
+void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows, int in_f,
+               int out_f);
+
+/* Backward of op_linear: dW += dout^T in; db += the column sums of dout
+ * (unless b is NO_BIAS); din = dout W. */
+void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in, int rows,
+                   int in_f, int out_f);
+
+/* out = LayerNorm(in) (rows, H) with the parameters w, b; mean and rstd
+ * (rows) saved for the backward. */
+void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, size_t w,
+                  size_t b, int rows);
+
+/* Backward of op_layernorm: dx from dy (dx may be dy), dw and db += . */
+void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
+                      size_t mean, size_t rstd, int rows);
+
+/* fc1 += b (rows, cols), then gelu = GELU(fc1): one fused op where it is
+ * on (BERT_FUSE_GELU), else the two it replaces. */
+void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int cols);
+
+/* Backward of op_bias_gelu's GELU in place: d *= GELU'(fc1); returns true
+ * when the fused op has also added b's gradient (op_linear_bwd then gets
+ * NO_BIAS). */
+bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int cols);
+
+/* out = GELU(in) and its backward dx = dy * GELU'(x), n values. */
+void op_gelu(bert_run *r, size_t out, size_t in, size_t n);
+void op_gelu_bwd(bert_run *r, size_t dx, size_t dy, size_t x, size_t n);
+
+/* out = tanh(in) and its backward dx = dy * (1 - y^2), n values. */
+void op_tanh(bert_run *r, size_t out, size_t in, size_t n);
+void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n);
+
+/* x (rows, cols) += b in every row. */
+void op_bias_add(bert_run *r, size_t x, size_t b, int rows, int cols);
+
+/* x = dropout(x) in place (p 0: x as it is), n values in samples of
+ * per_sample from the batch's first sample. */
+void op_dropout(bert_run *r, size_t x, size_t n, size_t per_sample, float p, bt_rng_key key);
+
+/* out = omega * resid + branch (n values): a residual join. */
+void op_residual(bert_run *r, size_t out, float omega, size_t resid, size_t branch, size_t n);
+
+/* Backward of op_residual for its input: d = omega * d + dbranch. */
+void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t n);
+
+/* out = resid + dropout(branch + b) (rows, H), then with norm: norm's out
+ * = LayerNorm(out): one fused op (BERT_FUSE_JOIN). */
+typedef struct {
+    size_t out, mean, rstd, w, b;
+} join_norm;
+void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch, size_t b,
+                   size_t resid, int rows, size_t per_sample, float p, bt_rng_key key);
+
+/* dst = src, n values. */
+void op_copy(bert_run *r, size_t dst, size_t src, size_t n);
+
+/* d (n values) = the rows of a (rows_a of cols) added at the rows that
+ * table_a (int32 offset) lists, plus those of b at table_b's, into zeros:
+ * the gradient of a tensor that two row gathers read (rows 0: none). */
+void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, int rows_a,
+                    size_t b, size_t table_b, int rows_b, int cols);
+
+/* out = in's rows in the order of table (rows of cols): a stored tensor to
+ * another layout (attention's token-major and head-major). */
+void op_relayout(bert_run *r, size_t out, size_t in, size_t table, int rows, int cols);
+
+/* probs = softmax(scale * scores) over the keys the mask keeps (B, NH, T, T),
+ * in place, and with p > 0 dropped = dropout(probs): one fused op
+ * (BERT_FUSE_ATTENTION) or the two. dropped is the GEMM's operand, not
+ * stored. */
+void op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, float scale,
+                float p, bt_rng_key key);
+
+/* Backward of op_softmax in place on dprobs, plus penalty * scores where
+ * penalty > 0 (the attention-logit penalty's gradient; scores (B, NH, T, T)). */
+void op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scale, float p,
+                    bt_rng_key key, float penalty, size_t scores);
+
+/* Cross-entropy of logits (rows, classes) against labels: per-row loss,
+ * correct and log-sum-exp; the logits become d loss / d logits (times
+ * grad_scale, with z_loss's term). */
+void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log_z,
+             size_t labels, int rows, int classes, float grad_scale, float z_loss);
+
+/* The gradients of parameters [begin, end) are complete for this
+ * micro-batch: stored, and reported for an early allreduce. */
+void op_grads_done(bert_run *r, size_t begin, size_t end);
+
+#endif

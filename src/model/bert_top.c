@@ -1,0 +1,96 @@
+/* The top layer (see bert_tape): the last encoder layer that runs computes
+ * everything after its attention (the output projection, the feed-forward
+ * block and the LayerNorms) only at the S rows the heads read, the masked
+ * tokens and [CLS]. Its keys and values still need every row, so the
+ * attention itself runs at all B*T rows; these functions move between the
+ * two and give a dropout over S rows the masks it has over all. */
+#include "bert_internal.h"
+#include "bert_ops.h"
+
+#include <stdlib.h>
+
+int bert_top_layer(const bert_model *m, const bert_pass *pass, int last_layer) {
+    return m->dense_top || pass->admin_profile ? -1 : last_layer;
+}
+
+static int compare_i32(const void *x, const void *y) {
+    const int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Where token row `row` is among the S sorted top rows. */
+static int32_t top_index(const int32_t *rows, int S, int32_t row) {
+    const int32_t *at = bsearch(&row, rows, (size_t)S, sizeof *rows, compare_i32);
+    return (int32_t)(at - rows);
+}
+
+int bert_top_plan(const struct bert_act_layout *a, const bert_batch *bt, bool nsp,
+                  int32_t *host) {
+    int32_t *rows = host + a->top_rows;
+    int n = 0, S = 0;
+    for (int i = 0; i < bt->n_masked; i++) rows[n++] = bt->mlm_positions[i];
+    for (int b = 0; nsp && b < bt->B; b++) rows[n++] = b * bt->T;
+    qsort(rows, (size_t)n, sizeof *rows, compare_i32);
+    for (int i = 0; i < n; i++)
+        if (S == 0 || rows[i] != rows[S - 1]) rows[S++] = rows[i];
+    for (int i = 0; i < bt->n_masked; i++)
+        host[a->top_mlm_pos + i] = top_index(rows, S, bt->mlm_positions[i]);
+    for (int b = 0; nsp && b < bt->B; b++) host[a->top_cls + b] = top_index(rows, S, b * bt->T);
+    return S;
+}
+
+void bert_top_enter(bert_run *r, size_t *ctx, size_t *resid) {
+    const bert_model *m = r->m;
+    const struct bert_act_layout *a = m->act;
+    const int S = r->tape->n_top, H = m->cfg.hidden_size;
+    m->be->gather_rows(m->be, act(m, a->top_ctx), act(m, *ctx), ints(m, a->top_rows), S, H);
+    m->be->gather_rows(m->be, act(m, a->top_x), act(m, *resid), ints(m, a->top_rows), S, H);
+    *ctx = a->top_ctx;
+    *resid = a->top_x;
+}
+
+/* Through dI: the rows at their places among all B*T rows, the dropout over
+ * all of them, and the rows back. */
+void bert_top_dropout(bert_run *r, size_t x, int S, int H, float p, bt_rng_key key) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    const size_t per_sample = (size_t)r->bt->T * H, all = (size_t)r->bt->B * per_sample;
+    be->fill(be, act(m, a->dI), 0.0f, all);
+    be->scatter_rows(be, act(m, a->dI), act(m, x), ints(m, a->top_rows), S, H);
+    be->dropout(be, act(m, a->dI), act(m, a->dI), all, per_sample, r->bt->first_sample, p, key);
+    be->gather_rows(be, act(m, x), act(m, a->dI), ints(m, a->top_rows), S, H);
+}
+
+/* d ctx at the heads' rows into top_x (free in the backward), then at every
+ * row into dctx. */
+void bert_top_ctx_bwd(bert_run *r, const bert_layer_views *w, int S, int H) {
+    const bert_model *m = r->m;
+    const struct bert_act_layout *a = m->act;
+    op_linear_bwd(r, a->top_x, w->ao_w, w->ao_b, a->dH, a->top_ctx, S, H, H);
+    m->be->fill(m->be, act(m, a->dctx), 0.0f, (size_t)r->bt->B * r->bt->T * H);
+    m->be->scatter_rows(m->be, act(m, a->dctx), act(m, a->top_x), ints(m, a->top_rows), S, H);
+}
+
+/* dA = omega dA at the S rows added into dH (every row), then copied back to
+ * dA, which has every row from here on. */
+void bert_top_join_grad(bert_run *r, float omega, int S, int H) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    const struct bert_act_layout *a = m->act;
+    if (omega != 1.0f) be->scale(be, act(m, a->dA), omega, (size_t)S * H);
+    be->scatter_rows(be, act(m, a->dH), act(m, a->dA), ints(m, a->top_rows), S, H);
+    op_copy(r, a->dA, a->dH, (size_t)r->bt->B * r->bt->T * H);
+}
+
+size_t bert_top_mlm_rows(const bert_run *r) {
+    return r->tape->top_layer >= 0 ? r->m->act->top_mlm_pos : r->m->act->mlm_pos;
+}
+
+size_t bert_top_cls_rows(const bert_run *r) {
+    return r->tape->top_layer >= 0 ? r->m->act->top_cls : r->m->act->cls_idx;
+}
+
+int bert_top_hidden_rows(const bert_run *r) {
+    return r->tape->top_layer >= 0 ? r->tape->n_top : r->bt->B * r->bt->T;
+}
