@@ -97,47 +97,71 @@ static int no_args(const char *cmd, int argc, char **argv) {
     return cli_parse(&spec, argc, argv, pos, &n_pos);
 }
 
-/* Commands that run across MPI ranks; the others never start MPI (a second
- * or more of start-up, and they need no ranks). */
-static bool runs_across_ranks(const char *cmd) {
-    return !strcmp(cmd, "train") || !strcmp(cmd, "eval") || !strcmp(cmd, "bench");
+static int run_train(int argc, char **argv, const train_observer *obs) {
+    return cmd_train(argc, argv, false, obs);
 }
 
+static int run_eval(int argc, char **argv, const train_observer *obs) {
+    return cmd_train(argc, argv, true, obs);
+}
+
+static int run_devices(int argc, char **argv, const train_observer *obs) {
+    (void)obs;
+    const int rc = no_args("devices", argc, argv);
+    if (rc == CLI_OK) bt_backends_list_devices(stdout);
+    return rc;
+}
+
+static int run_version(int argc, char **argv, const train_observer *obs) {
+    (void)obs;
+    const int rc = no_args("version", argc, argv);
+    if (rc == CLI_OK)
+        printf("bertrain %s (backends: %s; %s)\n", PACKAGE_VERSION, bt_backends_built(),
+               dist_is_mpi() ? "mpi" : "no mpi");
+    return rc;
+}
+
+/* The commands that need no observer: cli.h's. */
+#define PLAIN(fn)                                                                  \
+    static int run_##fn(int argc, char **argv, const train_observer *obs) {        \
+        (void)obs;                                                                 \
+        return cli_##fn(argc, argv);                                               \
+    }
+PLAIN(bench)
+PLAIN(vocab)
+PLAIN(prep)
+PLAIN(export)
+PLAIN(import)
+PLAIN(predict)
+#undef PLAIN
+
+/* Every command: its name, what runs it (with the arguments after the name)
+ * and whether it runs across MPI ranks (the others never start MPI: a second
+ * or more of start-up, and they need no ranks). */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv, const train_observer *obs);
+    bool across_ranks;
+} COMMANDS[] = {
+    {"train", run_train, true},     {"eval", run_eval, true},       {"bench", run_bench, true},
+    {"vocab", run_vocab, false},    {"prep", run_prep, false},      {"devices", run_devices, false},
+    {"export", run_export, false},  {"import", run_import, false},  {"predict", run_predict, false},
+    {"version", run_version, false}, {"--version", run_version, false},
+};
+
 int bertrain_main(int argc, char **argv, const train_observer *obs) {
-    if (argc >= 2 && runs_across_ranks(argv[1])) dist_init(&argc, &argv);
-    int rc;
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
-        rc = argc < 2 ? 2 : 0;
-    } else if (!strcmp(argv[1], "train")) {
-        rc = cmd_train(argc - 2, argv + 2, false, obs);
-    } else if (!strcmp(argv[1], "eval")) {
-        rc = cmd_train(argc - 2, argv + 2, true, obs);
-    } else if (!strcmp(argv[1], "bench")) {
-        rc = cli_bench(argc - 2, argv + 2);
-    } else if (!strcmp(argv[1], "vocab")) {
-        rc = cli_vocab(argc - 2, argv + 2);
-    } else if (!strcmp(argv[1], "prep")) {
-        rc = cli_prep(argc - 2, argv + 2);
-    } else if (!strcmp(argv[1], "devices")) {
-        rc = no_args("devices", argc - 2, argv + 2);
-        if (rc == CLI_OK) bt_backends_list_devices(stdout);
-    } else if (!strcmp(argv[1], "export")) {
-        rc = cli_export(argc - 2, argv + 2);
-    } else if (!strcmp(argv[1], "import")) {
-        rc = cli_import(argc - 2, argv + 2);
-    } else if (!strcmp(argv[1], "predict")) {
-        rc = cli_predict(argc - 2, argv + 2);
-    } else if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-        rc = no_args("version", argc - 2, argv + 2);
-        if (rc == CLI_OK)
-            printf("bertrain %s (backends: %s; %s)\n", PACKAGE_VERSION, bt_backends_built(),
-                   dist_is_mpi() ? "mpi" : "no mpi");
-    } else {
-        fprintf(stderr, "bertrain: unknown command '%s'\n", argv[1]);
-        usage(stderr);
-        rc = 2;
+        return argc < 2 ? 2 : 0;
     }
-    dist_finalize();
-    return rc;
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++) {
+        if (strcmp(argv[1], COMMANDS[i].name)) continue;
+        if (COMMANDS[i].across_ranks) dist_init(&argc, &argv);
+        const int rc = COMMANDS[i].run(argc - 2, argv + 2, obs);
+        dist_finalize();
+        return rc;
+    }
+    fprintf(stderr, "bertrain: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
 }
