@@ -9,7 +9,10 @@
  *  - the stash takes the memory the layout promises: (L - 1) fp32 working
  *    sets fewer, L 16-bit copies and one fp32 layer input more;
  *  - the model's GEMMs through gemm16 (as on tensor cores) give the fp32
- *    GEMMs' bits when every operand holds 16-bit values.
+ *    GEMMs' bits when every operand holds 16-bit values;
+ *  - a backward given a tape other than the last forward's, or run twice,
+ *    stops with an internal error instead of reading overwritten
+ *    activations.
  * Parameters and inputs are fresh seeded random values (no zeros). */
 #include "model/bert.h"
 #include "model/bert_act.h"
@@ -19,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 enum { BMAX = 3, TMAX = 16, MMAX = 12, L = 4, V = 300 };
 static int failures;
@@ -251,10 +256,44 @@ static void run_backend(bt_backend *be) {
     }
 }
 
+/* In a child process: forward mb[0] and mb[1], then the backward of the
+ * tape of `which` (0: the first forward's, now overwritten; 1: the last
+ * one's, twice). True when the child exits 1 at the backward that must not
+ * run, and not before. */
+static bool misuse_stops(bt_backend *be, test_batch *mb, int which) {
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        bert_config c = small_config(BERT_NORM_POST, BT_F32, 0.0f);
+        bert_model *m = make(be, &c);
+        bert_pass pass = {.mlm_grad_scale = 0.05f, .nsp_grad_scale = 0.2f};
+        bert_tape tape[2];
+        bert_stats st;
+        bert_forward(m, &mb[0].b, &pass, &tape[0], &st);
+        bert_forward(m, &mb[1].b, &pass, &tape[1], &st);
+        if (which == 1) bert_backward(m, &mb[1].b, &pass, &tape[1]); /* allowed once */
+        bert_backward(m, &mb[which].b, &pass, &tape[which]);
+        _exit(0);
+    }
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+           WEXITSTATUS(status) == 1;
+}
+
+static void check_tape_misuse(bt_backend *be) {
+    test_batch mb[2];
+    make_batch(&mb[0], 3, 16, 12);
+    make_batch(&mb[1], 2, 9, 5);
+    check(misuse_stops(be, mb, 0), "a backward with an earlier forward's tape stops");
+    check(misuse_stops(be, mb, 1), "a second backward of one forward stops");
+}
+
 int main(void) {
     bt_backend *cpu = bt_cpu_backend_create(1);
     if (!cpu) return 99;
     run_backend(cpu);
+    check_tape_misuse(cpu);
     cpu->destroy(cpu);
     char err[256];
     bool no_device = false;
