@@ -317,6 +317,9 @@ typedef struct {
                         (config "tf32"); elsewhere exact fp32 */
     bool profile;    /* device timestamps for mark (an OpenCL profiling queue);
                         without it a mark waits for the device */
+    int local_rank;  /* this process's rank among those on its node: the
+                        registry's choice of GPU for "auto" and a bare "cuda"
+                        (the CUDA device local_rank modulo the count) */
 } bt_backend_options;
 
 /* Names of every op slot in the table, in order (backends/op_list.h), for

@@ -76,10 +76,12 @@ static bt_backend *checked(bt_backend *be, char *err, size_t errlen) {
     return be;
 }
 
-/* The device ordinal of "NAME" or "NAME:N" into *d (0 without one); false
- * with the expected form in err otherwise. */
-static bool cuda_ordinal(const char *spec, size_t name_len, int *d, char *err, size_t errlen) {
-    *d = 0;
+/* The CUDA device of "NAME:N" into *d, or for a bare "NAME" the device
+ * local_rank modulo the count (-1 - local_rank, as bt_cuda_backend_create
+ * takes it); false with the expected form in err otherwise. */
+static bool cuda_ordinal(const char *spec, size_t name_len, int local_rank, int *d, char *err,
+                         size_t errlen) {
+    *d = -1 - (local_rank > 0 ? local_rank : 0);
     char tail;
     if (spec[name_len] && (sscanf(spec + name_len, ":%d%c", d, &tail) != 1 || *d < 0)) {
         snprintf(err, errlen, "device '%s': expected %.*s or %.*s:N", spec, (int)name_len, spec,
@@ -87,6 +89,38 @@ static bool cuda_ordinal(const char *spec, size_t name_len, int *d, char *err, s
         return false;
     }
     return true;
+}
+
+/* auto: one line on stderr on why the backend `what` was skipped, unless the
+ * only reason is that there is no such device. */
+static void auto_skipped(const char *spec, const char *what, const char *why, bool no_device) {
+    if (!no_device) fprintf(stderr, "bertrain: device %s: skipping %s: %s\n", spec, what, why);
+}
+
+/* "auto[:LOCAL_RANK]": the CUDA device LOCAL_RANK (else opts->local_rank)
+ * modulo the count, else the first OpenCL GPU, else the CPU; a GPU that is
+ * there but cannot be used is skipped with one line saying why. */
+static bt_backend *auto_create(const char *spec, const bt_backend_options *opts, char *err,
+                               size_t errlen) {
+    int local = opts->local_rank;
+    if (spec[4] && sscanf(spec + 4, ":%d", &local) != 1) local = 0;
+    if (local < 0) local = 0;
+    bt_backend *be;
+    bool nodev = false;
+    (void)nodev;
+#ifdef BT_HAVE_CUDA
+    be = cuda_create(false, -1 - local, opts, err, errlen, &nodev); /* -1-k: k-th of any count */
+    if (be) return checked(be, err, errlen);
+    auto_skipped(spec, "CUDA", err, nodev);
+#endif
+#ifdef BT_HAVE_OPENCL
+    be = bt_opencl_backend_create(-1, -1, opts, err, errlen, &nodev); /* -1: first GPU */
+    if (be) return checked(be, err, errlen);
+    auto_skipped(spec, "OpenCL", err, nodev);
+#endif
+    be = bt_cpu_backend_create(opts->cpu_threads);
+    if (!be) snprintf(err, errlen, "cannot create the CPU backend (out of memory)");
+    return checked(be, err, errlen);
 }
 
 bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, char *err,
@@ -106,7 +140,7 @@ bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, 
         return checked(be, err, errlen);
     }
     if (strncmp(spec, "cuda-emu", 8) == 0) { /* before "cuda": the test suite's device */
-        if (!cuda_ordinal(spec, 8, &d, err, errlen)) return NULL;
+        if (!cuda_ordinal(spec, 8, opts->local_rank, &d, err, errlen)) return NULL;
         be = cuda_create(true, d, opts, err, errlen, &nodev);
         if (no_device) *no_device = nodev;
         return checked(be, err, errlen);
@@ -138,7 +172,7 @@ bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, 
     }
     if (strncmp(spec, "cuda", 4) == 0) {
 #ifdef BT_HAVE_CUDA
-        if (!cuda_ordinal(spec, 4, &d, err, errlen)) return NULL;
+        if (!cuda_ordinal(spec, 4, opts->local_rank, &d, err, errlen)) return NULL;
         be = cuda_create(false, d, opts, err, errlen, &nodev);
         if (no_device) *no_device = nodev;
         return checked(be, err, errlen);
@@ -148,20 +182,7 @@ bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, 
         return NULL;
 #endif
     }
-    if (strncmp(spec, "auto", 4) == 0) { /* auto[:LOCAL_RANK] picks the GPU by local rank */
-        int local = 0;
-        if (spec[4] && sscanf(spec + 4, ":%d", &local) != 1) local = 0;
-        (void)local;
-#ifdef BT_HAVE_CUDA
-        be = cuda_create(false, -1 - local, opts, err, errlen, &nodev); /* -1-k: k-th of any count */
-        if (be) return checked(be, err, errlen);
-#endif
-#ifdef BT_HAVE_OPENCL
-        be = bt_opencl_backend_create(-1, -1, opts, err, errlen, &nodev); /* -1: first GPU */
-        if (be) return checked(be, err, errlen);
-#endif
-        return checked(bt_cpu_backend_create(opts->cpu_threads), err, errlen);
-    }
+    if (strncmp(spec, "auto", 4) == 0) return auto_create(spec, opts, err, errlen);
     snprintf(err, errlen, "device '%s': unknown backend (built: %s, or auto)", spec,
              bt_backends_built());
     return NULL;

@@ -11,12 +11,18 @@
 #include <stdio.h>
 
 /* Create a backend by spec: "cpu", "opencl[:P:D]", "opencl:NAME" (the one
- * device whose name or vendor contains NAME, any case), "cuda[:N]",
- * "cuda-emu[:N]" (the test suite's emulated CUDA device, tests/cuda_emu, when
- * built), or "auto[:LOCAL_RANK]" (CUDA device LOCAL_RANK modulo the count,
- * then the first OpenCL GPU, then the CPU). opts may be NULL (defaults).
- * Returns NULL with a one-line reason in err (size errlen) when unavailable;
- * *no_device is set when the reason is only that no such device exists. */
+ * device whose name or vendor contains NAME, any case), "cuda:N" (device N),
+ * "cuda" (device opts->local_rank modulo the count: one GPU per rank on a
+ * node), "cuda-emu[:N]" (the same on the test suite's emulated CUDA device,
+ * tests/cuda_emu, when built), or "auto[:LOCAL_RANK]" (CUDA device
+ * LOCAL_RANK, else opts->local_rank, modulo the count, then the first OpenCL
+ * GPU, then the CPU; a GPU that is there but unusable, such as one this
+ * build has no code for, is skipped with one line on stderr saying why).
+ * opts may be NULL (defaults). Returns NULL with a one-line reason in err
+ * (size errlen) when unavailable; *no_device is set when the reason is only
+ * that no such device exists. A CUDA device this build has no code for is
+ * refused at creation, naming the card, its architecture and what the build
+ * has code for. */
 bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, char *err,
                               size_t errlen, bool *no_device);
 

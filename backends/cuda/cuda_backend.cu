@@ -244,6 +244,35 @@ bool bt_cuda_op_table_complete(void) {
     return bt_backend_complete(&be);
 }
 
+/* Launch one kernel on the new context and wait for it: a build without code
+ * for this GPU fails its creation here with one line on how to rebuild,
+ * instead of exiting at the first op. False with that line in err. */
+static bool probe_kernels(cu_ctx *c, const cudaDeviceProp *p, char *err, size_t errlen) {
+    cudaError_t e = cu_probe_launch(c);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    (void)cudaGetLastError();
+    if (e == cudaSuccess) return true;
+    char sm[24], card[400], toolkit[96] = "";
+    snprintf(sm, sizeof sm, "sm_%d%d", p->major, p->minor);
+    snprintf(card, sizeof card, "cuda:%d (%s, %s)", c->device, p->name, sm);
+    if (p->major * 10 + p->minor < 75) /* CUDA 13 builds sm_75 and later only */
+        snprintf(toolkit, sizeof toolkit, "CUDA 12 or 11.8 (CUDA 13 has no %s) and ", sm);
+    if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction)
+        snprintf(err, errlen, "%s: this build has no code for %s (built for: %s); rebuild with "
+                 "%sCUDA_ARCH including -gencode arch=compute_%d%d,code=%s "
+                 "(README, \"NVIDIA GPUs\")", card, sm, BT_CUDA_BUILT_FOR, toolkit, p->major,
+                 p->minor, sm);
+    else if (e == cudaErrorUnsupportedPtxVersion || e == cudaErrorInvalidPtx)
+        snprintf(err, errlen, "%s: the driver cannot compile this build's PTX for %s (%s; built "
+                 "for: %s); update the NVIDIA driver, or rebuild with CUDA_ARCH including "
+                 "-gencode arch=compute_%d%d,code=%s (README, \"NVIDIA GPUs\")", card, sm,
+                 cudaGetErrorName(e), BT_CUDA_BUILT_FOR, p->major, p->minor, sm);
+    else
+        snprintf(err, errlen, "%s: a one-element test kernel failed: %s: %s", card,
+                 cudaGetErrorName(e), cudaGetErrorString(e));
+    return false;
+}
+
 bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, char *err,
                                    size_t errlen, bool *no_device) {
     if (no_device) *no_device = false;
@@ -271,6 +300,7 @@ bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, c
     CU_TRY(cu_use_device(ord));
     CU_TRY(cudaGetDeviceProperties(&prop, ord));
     CU_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    if (!probe_kernels(c, &prop, err, errlen)) goto fail; /* before cuBLAS, which may lack it too */
     CUBLAS_TRY(cublasCreate(&c->blas));
     CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
     CUBLAS_TRY(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));

@@ -78,6 +78,17 @@ cudaError_t cu_use_device(int device);
     kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
 #endif
 
+/* The GPU code this build holds, "sm_80 sm_90 compute_90" (configure's
+ * reading of CUDA_ARCH, BT_CUDA_ARCH_LIST), for the line a GPU without code
+ * gets; the emulated device says what its binary poses as built for. */
+#if defined(CUEMU_BUILT_FOR)
+#define BT_CUDA_BUILT_FOR CUEMU_BUILT_FOR()
+#elif defined(BT_CUDA_ARCH_LIST)
+#define BT_CUDA_BUILT_FOR BT_CUDA_ARCH_LIST
+#else
+#define BT_CUDA_BUILT_FOR "(unknown: configure did not say)"
+#endif
+
 /* Check a CUDA runtime call. */
 #define CU_CHECK(call)                                                       \
     do {                                                                     \
@@ -120,6 +131,11 @@ static inline int *cu_i32(bt_ptr p) { return (int *)cu_addr(p, 4); }
 /* ---- cuda_ops.cu ---- */
 /* Fill the op slots that launch kernels into a table (with the two below). */
 void cu_fill_ops(bt_backend *be);
+/* Launch bt_fill on one float of the context's scratch buffer (allocated if
+ * there is none) and return the launch's error without exiting: creation's
+ * check that this build has code for the device (cudaErrorNoKernelImageForDevice
+ * when not). Counted nowhere; nothing waits for it. */
+cudaError_t cu_probe_launch(cu_ctx *c);
 
 /* ---- cuda_reduce.cu ---- */
 /* Fill sum, sumsq, all_finite, reduce_defer and reduce_fetch. */

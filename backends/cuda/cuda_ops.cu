@@ -262,3 +262,15 @@ void cu_fill_ops(bt_backend *be) {
     cu_fill_optim_ops(be);
     cu_fill_fused_ops(be);
 }
+
+/* ================= the probe at creation ================= */
+
+cudaError_t cu_probe_launch(cu_ctx *c) {
+    if (!c->scratch) {
+        cudaError_t e = cudaMalloc(&c->scratch, 256);
+        if (e != cudaSuccess) return e;
+        c->scratch_bytes = 256;
+    }
+    BT_KERNEL_LAUNCH(bt_fill, 1, BT_WG, c->stream, (float *)c->scratch, 0.0f, 1ull);
+    return cudaGetLastError();
+}

@@ -78,10 +78,7 @@ void plan_device_spec(const bt_config *cfg, char *out, size_t n) {
         if (!x) x = cJSON_GetObjectItemCaseSensitive(devs, "*");
         if (cJSON_IsString(x)) spec = x->valuestring;
     }
-    if (strcmp(spec, "auto") == 0)
-        snprintf(out, n, "auto:%d", dist_local_rank());
-    else
-        snprintf(out, n, "%s", spec);
+    snprintf(out, n, "%s", spec);
     cJSON_Delete(devs);
 }
 

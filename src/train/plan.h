@@ -34,7 +34,8 @@ int plan_micro_batches(const batch_plan *p, int rank, int *sizes);
 
 /* This rank's device spec: $BERTRAIN_DEVICE, else the config's "devices"
  * entry for this rank (list) or for "host:local_rank" / "host" / "*"
- * (object), else "device". "auto" becomes "auto:<local rank>". */
+ * (object), else "device". ("auto" and a bare "cuda" take the GPU of this
+ * rank's local rank: open_backend hands the registry dist_local_rank().) */
 void plan_device_spec(const bt_config *cfg, char *out, size_t n);
 
 /* What set-up is about to allocate (plan_sizes). */

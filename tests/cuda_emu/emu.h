@@ -4,6 +4,10 @@
  * The device is configured from the environment, read once:
  *   CUDA_EMU_ARCH     70 (poses as a V100: fp16 tensor cores, no bf16),
  *                     80 (an A100, the default) or 90 (an H100)
+ *   CUDA_EMU_BUILT_FOR the architectures the emulated binary has code for
+ *                     (default "70 80 90"): on any other a launch fails with
+ *                     cudaErrorNoKernelImageForDevice, as a build without code
+ *                     for the card does
  *   CUDA_EMU_DEVICES  how many devices (default 2; 0: "no device")
  *   CUDA_EMU_MEM_MB   memory per device (default 2048)
  *   CUDA_EMU_SEED     the seed of the block and thread orders (default 1)
@@ -34,6 +38,8 @@ struct allocation {
 
 struct config {
     int arch;       /* 70, 80, 90 */
+    bool has_code;  /* arch is in CUDA_EMU_BUILT_FOR */
+    char built_for[128]; /* CUDA_EMU_BUILT_FOR as "sm_70 sm_80 sm_90" */
     int devices;
     size_t mem_bytes;
     uint64_t seed;

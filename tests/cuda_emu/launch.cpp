@@ -105,7 +105,12 @@ void enqueue_kernel(const kernel_launch &l, cudaStream_t st) {
     }
     const int d = current_device();
     stream *s = stream_of(st, d);
-    if (!s || !launch_config_ok(l, q->l.name)) return;
+    if (!s) return;
+    if (!cfg().has_code) { /* the binary has no code for this architecture */
+        record(cudaErrorNoKernelImageForDevice);
+        return;
+    }
+    if (!launch_config_ok(l, q->l.name)) return;
     for (int i = 0; i < l.n_pointers; i++) {
         const void *p = l.pointers[i];
         char why[256];

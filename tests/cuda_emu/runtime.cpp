@@ -52,6 +52,34 @@ static long env_long(const char *name, long dflt, long lo, long hi) {
     return v;
 }
 
+/* CUDA_EMU_BUILT_FOR ("70 80 90" by default, spaces or commas): into
+ * c->built_for as "sm_70 sm_80 sm_90", and whether c->arch is in it. */
+static void read_built_for(config *c) {
+    const char *s = getenv("CUDA_EMU_BUILT_FOR");
+    if (!s || !*s) s = "70 80 90";
+    size_t used = 0;
+    c->built_for[0] = 0;
+    c->has_code = false;
+    for (const char *p = s; *p;) {
+        if (*p == ' ' || *p == ',') {
+            p++;
+            continue;
+        }
+        char *end;
+        long a = strtol(p, &end, 10);
+        if (end == p || a < 30 || a > 200 || (*end && *end != ' ' && *end != ',')) {
+            fprintf(stderr, "cuda-emu: CUDA_EMU_BUILT_FOR=%s: expected architectures such as "
+                            "\"80 90\"\n", s);
+            exit(2);
+        }
+        c->has_code |= a == c->arch;
+        used += (size_t)snprintf(c->built_for + used, sizeof c->built_for - used, "%ssm_%ld",
+                                 used ? " " : "", a);
+        if (used >= sizeof c->built_for) used = sizeof c->built_for - 1;
+        p = end;
+    }
+}
+
 const config &cfg() {
     static config c;
     static std::once_flag once;
@@ -62,6 +90,7 @@ const config &cfg() {
                             "(H100)\n", c.arch);
             exit(2);
         }
+        read_built_for(&c);
         c.devices = (int)env_long("CUDA_EMU_DEVICES", 2, 0, 16);
         c.mem_bytes = (size_t)env_long("CUDA_EMU_MEM_MB", 2048, 1, 1 << 20) << 20;
         c.seed = (uint64_t)env_long("CUDA_EMU_SEED", 1, 0, 1L << 62);
@@ -69,6 +98,8 @@ const config &cfg() {
     });
     return c;
 }
+
+const char *built_for() { return cfg().built_for; }
 
 void report(const char *fmt, ...) {
     char line[1024];
@@ -113,7 +144,7 @@ static void fill_props(cudaDeviceProp *p, int device) {
     const int arch = cfg().arch;
     const char *card = arch == 70 ? "Tesla V100-SXM2-16GB" : arch == 80 ? "NVIDIA A100-SXM4-80GB"
                                                                         : "NVIDIA H100 80GB HBM3";
-    snprintf(p->name, sizeof p->name, "%s (cuda-emu)", card);
+    snprintf(p->name, sizeof p->name, "%s (cuda-emu %d)", card, device);
     p->totalGlobalMem = cfg().mem_bytes;
     p->sharedMemPerBlock = 48 * 1024;
     p->maxThreadsPerBlock = 1024;
@@ -346,6 +377,8 @@ const char *cudaGetErrorName(cudaError_t e) {
         N(cudaErrorInvalidDevicePointer) N(cudaErrorInvalidMemcpyDirection)
         N(cudaErrorStubLibrary) N(cudaErrorInsufficientDriver) N(cudaErrorNoDevice)
         N(cudaErrorInvalidDevice) N(cudaErrorInvalidResourceHandle) N(cudaErrorNotReady)
+        N(cudaErrorInvalidDeviceFunction) N(cudaErrorNoKernelImageForDevice)
+        N(cudaErrorInvalidPtx) N(cudaErrorUnsupportedPtxVersion)
         N(cudaErrorIllegalAddress)
         N(cudaErrorLaunchFailure)
 #undef N
@@ -366,6 +399,12 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInsufficientDriver:
         return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDeviceFunction: return "invalid device function";
+    case cudaErrorNoKernelImageForDevice:
+        return "no kernel image is available for execution on the device";
+    case cudaErrorInvalidPtx: return "a PTX JIT compilation failed";
+    case cudaErrorUnsupportedPtxVersion:
+        return "the provided PTX was compiled with an unsupported toolchain.";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";

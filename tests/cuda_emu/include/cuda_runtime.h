@@ -35,8 +35,12 @@ typedef enum cudaError {
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorStubLibrary = 34,
     cudaErrorInsufficientDriver = 35,
+    cudaErrorInvalidDeviceFunction = 98,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    cudaErrorNoKernelImageForDevice = 209,
+    cudaErrorInvalidPtx = 218,
+    cudaErrorUnsupportedPtxVersion = 222,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
@@ -183,10 +187,15 @@ struct kernel_launch {
     int n_pointers;
 };
 
-/* Check the launch (limits, pointer arguments) and queue it on stream, as a
- * <<<>>> launch does; errors go where cudaGetLastError finds them. Takes
- * ownership of l.args. */
+/* Check the launch (limits, pointer arguments, code for the device's
+ * architecture) and queue it on stream, as a <<<>>> launch does; errors go
+ * where cudaGetLastError finds them. Takes ownership of l.args. */
 void enqueue_kernel(const kernel_launch &l, cudaStream_t stream);
+
+/* What the emulated binary holds code for, as configure's list for a real
+ * build ("sm_70 sm_80 sm_90"; CUDA_EMU_BUILT_FOR); backends/cuda/cuda_internal.h's
+ * BT_CUDA_BUILT_FOR takes it through CUEMU_BUILT_FOR. */
+const char *built_for();
 
 template <typename... P> struct launcher {
     typedef std::tuple<typename std::decay<P>::type...> args_t;
@@ -227,6 +236,8 @@ void launch(const char *name, void (*k)(P...), dim3 grid, dim3 block, size_t sha
 }
 
 }  // namespace cuemu
+
+#define CUEMU_BUILT_FOR() cuemu::built_for()
 
 /* kernel<<<grid, block, shared, stream>>>(args...) */
 #define CUEMU_LAUNCH(kernel, grid, block, shared, stream, ...) \
