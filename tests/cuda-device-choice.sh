@@ -17,9 +17,7 @@
 #     reading of CUDA_ARCH.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
-BERTRAIN_CUDA_EMU="$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so"
-export BERTRAIN_CUDA_EMU
-[ -f "$BERTRAIN_CUDA_EMU" ] || skip "the emulated CUDA device is not built (configure found no C++17 compiler: apt-get install g++)"
+use_cuda_emu
 export OMP_NUM_THREADS=1 CUDA_EMU_WORKERS=1
 unset BERTRAIN_DEVICE BERTRAIN_CUDA_PLUGIN CUDA_EMU_ARCH CUDA_EMU_BUILT_FOR CUDA_EMU_DEVICES
 cuda_built=no

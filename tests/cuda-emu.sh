@@ -21,9 +21,7 @@
 #     launch itself with BERTRAIN_CUDA_SYNC=1.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
-BERTRAIN_CUDA_EMU="$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so"
-export BERTRAIN_CUDA_EMU
-[ -f "$BERTRAIN_CUDA_EMU" ] || skip "the emulated CUDA device is not built (configure found no C++17 compiler: apt-get install g++)"
+use_cuda_emu
 export OMP_NUM_THREADS=1 CUDA_EMU_WORKERS=2
 CONF="$top_builddir/bertrain-conformance"
 

@@ -158,6 +158,15 @@ resume_exact() {
     echo "     $(sed -n "${half}p" "$b.losses") | $(sed -n "$((half + 1))p" "$b.losses") (first resumed step) | $(sed -n "${n}p" "$b.losses")"
 }
 
+# use_cuda_emu: the emulated CUDA device that the suite's cuda-emu runs
+# load (BERTRAIN_CUDA_EMU, exported); SKIP when it is not built.
+use_cuda_emu() {
+    BERTRAIN_CUDA_EMU="$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so"
+    export BERTRAIN_CUDA_EMU
+    [ -f "$BERTRAIN_CUDA_EMU" ] ||
+        skip "the emulated CUDA device is not built (configure found no C++17 compiler: apt-get install g++)"
+}
+
 # emu_plugin OUT SRC CXXFLAGS NAME...: the emulated CUDA device's plugin at OUT,
 # with the kernel or backend files NAME (tests/cuda_emu/cu/NAME.cpp) compiled
 # from the sources in SRC (a copy of backends, kernels and kernels_cu) with
