@@ -1,7 +1,8 @@
 #!/bin/sh
 # The GPU kit's run.sh (scripts/gpu-kit.sh makes the kit and copies this file
 # into it). On a machine with an NVIDIA GPU, the CUDA toolkit, a C compiler
-# (with OpenMP: gcc) and make, and nothing else of ours:
+# with OpenMP (gcc; nvcc also needs its C++ host compiler, g++) and make, and
+# nothing else of ours:
 #
 #   sh run.sh [N]        N: the CUDA device (default 0)
 #
@@ -10,7 +11,8 @@
 # needed; the programs find them by their run path) and the CUDA toolkit of
 # $NVCC, $CUDA_HOME/bin/nvcc, the nvcc on PATH or /usr/local/cuda/bin/nvcc
 # (CUDA_ARCH and NVCCFLAGS pass through to configure), builds with make -j
-# (JOBS=N to change), and runs tests/gpu-check.sh on cuda:N: conformance,
+# (JOBS=N to change; nvcc's warnings stay warnings here, NVCC_WERROR=, and
+# are counted: CI's build makes them errors), and runs tests/gpu-check.sh on cuda:N: conformance,
 # training against the CPU, the benches with MFU, compute-sanitizer. With no
 # nvcc it builds without CUDA and runs gpu-check's CPU part instead
 # (gpu-check.sh --cpu), as it does after a CUDA build that finds no device.
@@ -48,6 +50,8 @@ say "host: $(uname -srm)"
 say "glibc: $(ldd --version 2> /dev/null | head -1)"
 say "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2> /dev/null | head -1), $(nproc) cores"
 say "cc: $(${CC:-gcc} --version 2> /dev/null | head -1)"
+cxx=$(c++ --version 2> /dev/null | head -1)
+say "c++: ${cxx:-none (nvcc needs one: g++)}"
 say "make: $(make --version 2> /dev/null | head -1)"
 if command -v nvidia-smi > /dev/null 2>&1; then
     nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 |
@@ -105,7 +109,7 @@ if [ $rc -ne 0 ]; then
 fi
 say "configure: $((t1 - t0)) s; its summary:"
 sed -n '/^configure: *$/,$p' "$work/configure.log" | grep -v '^configure: *$' | sed '/^$/d' | tee -a "$results"
-(cd "$src" && make -j"$jobs" all && make -j"$jobs" tests/c/st_compare) > "$work/build.log" 2>&1
+(cd "$src" && make -j"$jobs" NVCC_WERROR= all && make -j"$jobs" tests/c/st_compare) > "$work/build.log" 2>&1
 rc=$?
 t2=$(now)
 if [ $rc -ne 0 ]; then
@@ -116,7 +120,8 @@ if [ $rc -ne 0 ]; then
 fi
 say "make -j$jobs: $((t2 - t1)) s; built: $(for f in bertrain bertrain-conformance bertrain-cuda.so tests/c/st_compare; do
     [ ! -f "$src/$f" ] || printf '%s ' "$f"; done)"
-say "$("$src/bertrain" version | head -1)"
+say "warnings: $(grep -c -i 'warning' "$work/build.log") lines of work/build.log"
+say "$("$src/bertrain" version 2>&1 | head -1)"
 say "links: $(ldd "$src/bertrain" | grep -E 'cjson|libz|utf8proc|blas' | sed 's/ (0x[0-9a-f]*)//; s/^[[:space:]]*//' | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
 
 # ---- the checks ----

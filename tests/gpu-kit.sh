@@ -99,7 +99,7 @@ umount "$root/proc" || fail "cannot unmount the chroot's /proc"
 res=$root/kit/results.txt
 if [ $rc -ne 0 ]; then
     cat "$tmpdir/run.out"
-    [ -f "$root/kit/work/configure.log" ] && tail -30 "$root/kit/work/configure.log"
+    ! grep -q '^result: FAIL (configure)' "$res" 2> /dev/null || tail -30 "$root/kit/work/configure.log"
     fail "run.sh exited $rc in the chroot"
 fi
 [ -f "$res" ] || fail "run.sh wrote no results.txt"
