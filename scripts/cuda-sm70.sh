@@ -12,7 +12,8 @@
 # nvidia-cuda-toolkit, nvidia-cuda-dev, libcudart11.0, libcublas11,
 # libcublaslt11), under NVIDIA's licence (/usr/share/doc in the packages).
 # The packages are downloaded with apt-get through a private package list (the
-# system's sources are not changed), unpacked with dpkg -x and arranged as
+# system's sources are not changed) and unpacked with dpkg -x
+# (scripts/debs.sh), then arranged as
 # NVIDIA lays a toolkit out (bin/, nvvm/, include/, lib64/), with an
 # nvcc.profile that points inside it. PyPI has no CUDA 12 nvcc (its
 # nvidia-cuda-nvcc-cu12 wheels hold ptxas and libNVVM only), and CUDA 11.8 is
@@ -53,25 +54,10 @@ work=$(mktemp -d "$parent/.cuda-11.8.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "cuda-sm70: fetching NVIDIA's CUDA 11.8 (Debian 12 non-free, 1.1 GB) into $dir"
 
-# A package list of our own: Debian 12's non-free component only
-mkdir -p "$work/apt/lists/partial" "$work/apt/archives/partial" "$work/debs" "$work/root"
-echo "deb http://deb.debian.org/debian bookworm non-free" > "$work/apt/sources.list"
-apt_opts="-o Dir::Etc::SourceList=$work/apt/sources.list -o Dir::Etc::SourceParts=- \
-  -o Dir::State::Lists=$work/apt/lists -o Dir::Cache=$work/apt \
-  -o APT::Sandbox::User=$(id -un)"
-# shellcheck disable=SC2086
-apt-get $apt_opts -qq update
-(
-    cd "$work/debs"
-    # shellcheck disable=SC2086
-    apt-get $apt_opts -qq download "nvidia-cuda-toolkit=$version" "nvidia-cuda-dev=$version" \
-        "libcudart11.0=$version" "libcublas11=11.11.3.6~11.8.0-5~deb12u1" \
-        "libcublaslt11=11.11.3.6~11.8.0-5~deb12u1"
-)
-for deb in "$work"/debs/*.deb; do
-    dpkg -x "$deb" "$work/root"
-    rm -f "$deb"
-done
+# Debian 12's non-free component, through a package list of our own (scripts/debs.sh)
+sh "$(dirname "$0")/debs.sh" "$work/root" non-free "nvidia-cuda-toolkit=$version" \
+    "nvidia-cuda-dev=$version" "libcudart11.0=$version" "libcublas11=11.11.3.6~11.8.0-5~deb12u1" \
+    "libcublaslt11=11.11.3.6~11.8.0-5~deb12u1" > /dev/null
 
 # NVIDIA's layout, from Debian's
 usr="$work/root/usr" new="$work/toolkit"

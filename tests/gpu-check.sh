@@ -23,6 +23,14 @@
 # GPU_CHECK_LOGS=DIR keeps every log of the checks in DIR (made if missing).
 # Prints a summary; exit status 0 when every check passed, 1 when one failed,
 # 77 when there is no CUDA device, 2 when bertrain was built without CUDA.
+#
+#   sh tests/gpu-check.sh --cpu      the CPU part, for any build and no GPU
+#
+# runs what needs no GPU, through the same programs and steps: the
+# conformance suite (--quick) on the CPU, tests/train-vs-cpu.sh with the CPU
+# on both sides (4 sequences of 32 tokens: fp32, bf16, fp16; the runs must
+# agree exactly) and a short bench of the tiny preset. The GPU kit
+# (scripts/gpu-kit.sh) runs it where there is no nvcc or no device.
 set -u
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 if [ -z "${top_builddir:-}" ]; then
@@ -30,7 +38,11 @@ if [ -z "${top_builddir:-}" ]; then
 fi
 BERTRAIN="$top_builddir/bertrain"
 CONFORMANCE="$top_builddir/bertrain-conformance"
-DEV="cuda:${1:-0}"
+cpu_only=no
+case ${1:-} in
+--cpu) cpu_only=yes DEV=cpu ;;
+*) DEV="cuda:${1:-0}" ;;
+esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bertrain-gpu-check.XXXXXX")
 keep_logs() {
     [ -z "${GPU_CHECK_LOGS:-}" ] || { mkdir -p "$GPU_CHECK_LOGS" && cp "$tmp"/*.log "$tmp/summary" "$GPU_CHECK_LOGS/" 2> /dev/null; }
@@ -52,6 +64,47 @@ record() {
     echo "gpu-check: no bertrain in $top_builddir: build first (./configure --with-cuda && make)"
     exit 2
 }
+
+# summary_end: the summary, and the exit status
+summary_end() {
+    echo
+    echo "==== gpu-check: $1 ===="
+    cat "$summary"
+    if [ $failed -eq 0 ]; then echo "result: PASS"; else echo "result: FAIL"; fi
+    exit $failed
+}
+
+# ---- the CPU part (--cpu) ----
+if [ $cpu_only = yes ]; then
+    echo "gpu-check: the CPU part only (bertrain $("$BERTRAIN" version | head -1))"
+    rc=0
+    "$CONFORMANCE" --backend cpu --quick > "$tmp/conformance.log" 2>&1 || rc=$?
+    counts=$(tail -1 "$tmp/conformance.log")
+    if [ $rc -eq 0 ]; then
+        record "conformance --quick (cpu)" PASS "$counts"
+    else
+        grep -E 'FAIL' "$tmp/conformance.log" | head -20
+        record "conformance --quick (cpu)" FAIL "$counts (exit $rc)"
+    fi
+    tab=$(printf '\t')
+    sh "$top_srcdir/tests/train-vs-cpu.sh" cpu "$tmp" --set train_batch_size=4 \
+        --set train_micro_batch_size_per_gpu=4 --set data.seq_len=32 > "$tmp/train.out" 2>&1
+    grep -v "$tab" "$tmp/train.out"
+    grep "$tab" "$tmp/train.out" > "$tmp/train.rows"
+    while IFS="$tab" read -r check result detail; do
+        record "$check" "$result" "$detail"
+    done < "$tmp/train.rows"
+    [ -s "$tmp/train.rows" ] || record "CPU vs cpu: training" FAIL "tests/train-vs-cpu.sh printed no result"
+    log="$tmp/bench-tiny-cpu.log"
+    if "$BERTRAIN" bench --preset tiny --seq 64 --batch 8 --steps 3 --backend cpu > "$log" 2>&1; then
+        record "bench tiny fp32 (cpu, seq 64, batch 8)" PASS \
+            "$(sed -n 's/^samples\/s: //p' "$log") samples/s, $(sed -n 's/^TFLOP\/s: //p' "$log") TFLOP/s"
+    else
+        tail -20 "$log"
+        record "bench tiny fp32 (cpu, seq 64, batch 8)" FAIL "bertrain bench failed (log above)"
+    fi
+    summary_end "the CPU part (no GPU)"
+fi
 built=$("$BERTRAIN" version | sed -n 's/.*(backends: \([^;)]*\).*/\1/p')
 case " $built " in
 *" cuda "*) ;;
@@ -178,8 +231,4 @@ for tool in memcheck racecheck; do
     fi
 done
 
-echo
-echo "==== gpu-check: $DEV, $card ===="
-cat "$summary"
-if [ $failed -eq 0 ]; then echo "result: PASS"; else echo "result: FAIL"; fi
-exit $failed
+summary_end "$DEV, $card"
