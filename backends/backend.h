@@ -52,6 +52,9 @@ typedef struct {
     /* gemm16 with fp16 / bf16 operands runs on 16-bit hardware (tensor cores), so
      * mixed precision uses it; elsewhere it would only add rounding passes */
     bool tensor_f16, tensor_bf16;
+    /* fp32 GEMMs run on TF32 tensor cores (inputs rounded to 10 mantissa
+     * bits): the tf32 option on a device that has them */
+    bool gemm_tf32;
     bool has_fp64;
     /* the fused ops (bias_gelu_fwd ... dropout_softmax_bwd) beat the ops they
      * replace here, so the model uses them: the CPU (measured), GPUs (where

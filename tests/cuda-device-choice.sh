@@ -14,12 +14,15 @@
 #     ["cuda-emu:1", "cuda-emu", "cuda-emu"]: 1, 1, 0); in a CUDA build the
 #     same for cuda and auto (["cuda:1", "cuda", "auto"]);
 #  4. a CUDA build's plugin holds the list the line names, configure's
-#     reading of CUDA_ARCH.
+#     reading of CUDA_ARCH;
+#  5. TF32: fp32 GEMMs on TF32 tensor cores by default on an A100 (bench
+#     says so, and training's start-up line), exact fp32 with tf32 false or
+#     BERTRAIN_CUDA_TF32=0, and never on a V100, which has none.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 use_cuda_emu
 export OMP_NUM_THREADS=1 CUDA_EMU_WORKERS=1
-unset BERTRAIN_DEVICE BERTRAIN_CUDA_PLUGIN CUDA_EMU_ARCH CUDA_EMU_BUILT_FOR CUDA_EMU_DEVICES
+unset BERTRAIN_CUDA_TF32 BERTRAIN_DEVICE BERTRAIN_CUDA_PLUGIN CUDA_EMU_ARCH CUDA_EMU_BUILT_FOR CUDA_EMU_DEVICES
 cuda_built=no
 "$BERTRAIN" version | grep -q "backends:.* cuda" && cuda_built=yes
 small="--set train_steps=1 --set data.seq_len=16 --set train_batch_size=2
@@ -49,6 +52,30 @@ no_code_bench() {
 }
 run_case no-code-train no_code_train
 run_case no-code-bench no_code_bench
+
+# ---- 5. TF32 by default where the card has it ----
+gemms() { # gemms ARCH [ARGS...]: bench's "fp32 GEMMs:" line on the card posing as ARCH
+    arch=$1
+    shift
+    # shellcheck disable=SC2086
+    CUDA_EMU_ARCH=$arch "$BERTRAIN" $bench cuda-emu "$@" > "$tmpdir/tf32.log" 2>&1 ||
+        { cat "$tmpdir/tf32.log"; fail "bench on sm_$arch failed"; }
+    sed -n 's/^fp32 GEMMs: //p' "$tmpdir/tf32.log"
+}
+tf32_default() {
+    [ "$(gemms 80)" = "TF32 tensor cores" ] || fail "A100: TF32 is not on by default ($(gemms 80))"
+    [ "$(gemms 80 --set tf32=false)" = fp32 ] || fail "A100 with tf32 false: not exact fp32"
+    [ "$(BERTRAIN_CUDA_TF32=0 gemms 80)" = fp32 ] || fail "A100 with BERTRAIN_CUDA_TF32=0: not exact fp32"
+    [ "$(gemms 70)" = fp32 ] || fail "V100: TF32 on a card without it"
+    # shellcheck disable=SC2086
+    CUDA_EMU_ARCH=80 "$BERTRAIN" train tests/fixtures/base.json $small --set device='"cuda-emu"' \
+        --set output_dir="\"$tmpdir/tf32\"" > "$tmpdir/tf32-train.log" 2>&1 ||
+        { cat "$tmpdir/tf32-train.log"; fail "train on the A100 pose failed"; }
+    grep -q '^bertrain: device .*; fp32 GEMMs on TF32 tensor cores' "$tmpdir/tf32-train.log" ||
+        { cat "$tmpdir/tf32-train.log"; fail "training's start-up line does not say TF32 is on"; }
+    echo "ok   TF32: on by default on sm_80, off with tf32 false, BERTRAIN_CUDA_TF32=0 and on sm_70"
+}
+run_case tf32-default tf32_default
 
 # ---- 2. auto skips the card ----
 auto_run() { # auto_run NAME BUILT_FOR: train on auto, the emulated device as the CUDA plugin

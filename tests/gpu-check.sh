@@ -18,8 +18,9 @@
 #     achieved model FLOP/s over the card's peak (table below);
 #  4. compute-sanitizer memcheck and racecheck on the conformance suite
 #     (--quick), when compute-sanitizer is installed.
-# The conformance suite and the equivalence run in fp32 (BERTRAIN_CUDA_TF32 is
-# unset for them); the benches use BERTRAIN_CUDA_TF32 as set by the caller.
+# The conformance suite and the equivalence run in exact fp32 (BERTRAIN_CUDA_TF32
+# unset, config tf32 false); the benches run fp32 both ways (tf32 false and
+# the default, TF32 where the card has it).
 # GPU_CHECK_LOGS=DIR keeps every log of the checks in DIR (made if missing).
 # Prints a summary; exit status 0 when every check passed, 1 when one failed,
 # 77 when there is no CUDA device, 2 when bertrain was built without CUDA.
@@ -176,13 +177,14 @@ peaks() { # card name -> "FP32 TF32 BF16" or nothing
     *"RTX 4090"*) echo "82.6 82.6 165.2" ;;
     esac
 }
-# MFU is taken against the peak of the arithmetic the GEMMs use: FP32 (the
-# default), TF32 with BERTRAIN_CUDA_TF32=1, the BF16/FP16 tensor peak for
-# bf16 and fp16 (16-bit operands on tensor cores); the BF16/FP16 tensor peak
-# is shown beside the first two for scale.
-mfu() { # achieved-TFLOP/s card precision -> text
+# MFU is taken against the peak of the arithmetic the GEMMs use: FP32, TF32
+# (the default on cards that have it: bench says "fp32 GEMMs: TF32 tensor
+# cores"), the BF16/FP16 tensor peak for bf16 and fp16 (16-bit operands on
+# tensor cores); the BF16/FP16 tensor peak is shown beside the first two for
+# scale.
+mfu() { # achieved-TFLOP/s card precision tf32(1/0) -> text
     p=$(peaks "$2")
-    echo "$1 $p ${BERTRAIN_CUDA_TF32:-0} $3" | awk '{
+    echo "$1 $p $4 $3" | awk '{
         t = $1 + 0
         if ($1 !~ /^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$/ || t <= 0) { print "TFLOP/s n/a: no MFU"; exit }
         if (NF < 6) { printf "%.2f TFLOP/s; MFU n/a (no peak known for this card)\n", t; exit }
@@ -194,14 +196,22 @@ mfu() { # achieved-TFLOP/s card precision -> text
         printf "%.2f TFLOP/s, MFU %.1f%% of the %s peak %s TFLOP/s (%.1f%% of the BF16/FP16 tensor peak %s)\n",
                t, 100 * t / peak, tf32 ? "TF32 tensor" : "FP32", peak, 100 * t / $4, $4 }'
 }
-for preset in base large; do for prec in fp32 fp16; do
-    log="$tmp/bench-$preset-$prec.log"
-    what="bench $preset $prec (seq 128, batch 32)"
-    if "$BERTRAIN" bench --preset $preset --seq 128 --batch 32 --precision $prec --backend "$DEV" > "$log" 2>&1; then
+for preset in base large; do for mode in fp32 tf32 fp16; do
+    log="$tmp/bench-$preset-$mode.log"
+    what="bench $preset $mode (seq 128, batch 32)"
+    case $mode in
+    fp32) prec=fp32 tf32=false ;; # exact fp32 GEMMs (CUDA cores)
+    tf32) prec=fp32 tf32=true ;;  # the default: TF32 where the card has it
+    *) prec=$mode tf32=true ;;
+    esac
+    if BERTRAIN_CUDA_TF32= "$BERTRAIN" bench --preset $preset --seq 128 --batch 32 --precision $prec \
+        --set tf32=$tf32 --backend "$DEV" > "$log" 2>&1; then
         sps=$(sed -n 's/^samples\/s: //p' "$log")
         tfl=$(sed -n 's/^TFLOP\/s: //p' "$log")
         mem=$(sed -n 's/^activations: \([0-9.]*\) MB.*/\1/p' "$log")
-        record "$what" PASS "${sps:-?} samples/s, activations ${mem:-?} MB, $(mfu "${tfl:-x}" "$card" $prec)"
+        on=0
+        grep -q '^fp32 GEMMs: TF32' "$log" && on=1
+        record "$what" PASS "${sps:-?} samples/s, activations ${mem:-?} MB, $(mfu "${tfl:-x}" "$card" $prec $on)"
     elif grep -qi 'out of .*memory\|out of memory' "$log"; then
         record "$what" SKIP "out of device memory: $(tail -1 "$log")"
     else

@@ -30,7 +30,7 @@ train() { # train DEVICE OUTDIR [--set KEY=VALUE ...]
     shift 2
     (cd "$top_srcdir" && BERTRAIN_CUDA_TF32= "$BERTRAIN" train tests/fixtures/base.json \
         --set train_steps=20 --set data.seq_len=64 --set steps_per_print=1 \
-        --set data.valid='""' --set device="\"$dev\"" --set output_dir="\"$out\"" \
+        --set data.valid='""' --set device="\"$dev\"" --set output_dir="\"$out\"" --set tf32=false \
         "$@") > "$out.log" 2>&1
 }
 

@@ -329,12 +329,13 @@ bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, c
                             "(BERTRAIN_CUDA_SYNC=1)\n");
     }
     {
+        /* BERTRAIN_CUDA_TF32=1 or 0 overrides the option (bench, the
+         * conformance suite); only Ampere and later have TF32 */
         const char *tf32 = getenv("BERTRAIN_CUDA_TF32");
-        const bool env_tf32 = tf32 && !strcmp(tf32, "1");
-        c->tf32 = env_tf32 || (opts && opts->tf32);
-        if (c->tf32)
-            fprintf(stderr, "bertrain: cuda: TF32 tensor-core GEMMs on (%s)\n",
-                    env_tf32 ? "BERTRAIN_CUDA_TF32=1" : "config tf32");
+        const bool env_set = tf32 && (!strcmp(tf32, "1") || !strcmp(tf32, "0"));
+        const bool wanted = env_set ? !strcmp(tf32, "1") : opts && opts->tf32;
+        c->tf32 = wanted && prop.major >= 8;
+        c->info.gemm_tf32 = c->tf32;
     }
     return be;
 fail:

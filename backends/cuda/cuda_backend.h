@@ -25,8 +25,9 @@ extern "C" {
  * < 0 on ordinal (-device - 1) % count (auto:LOCAL_RANK). Returns NULL with a
  * one-line reason in err; *no_device is set when the reason is only that no
  * such device exists (no driver, no GPU, or an ordinal beyond the count).
- * opts->tf32, or BERTRAIN_CUDA_TF32=1 in the environment, turns TF32
- * tensor-core GEMMs on (cublasGemmStridedBatchedEx with
+ * opts->tf32 (BERTRAIN_CUDA_TF32=1 or 0 in the environment overrides it)
+ * turns TF32 tensor-core GEMMs on where the device has them, sm_80 and
+ * later (cublasGemmStridedBatchedEx with
  * CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, fp32
  * accumulation; the conformance suite's GEMM thresholds assume fp32, so TF32
  * fails them by design). BERTRAIN_CUDA_SYNC=1 synchronises after every

@@ -222,6 +222,7 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
            (double)cfg->model.layerdrop, o->seq, o->batch, o->steps, o->warmup, be->name,
            info.name);
     printf("fused ops: %s\n", !f->unfused ? "all" : f->unfused == BERT_FUSE_ALL ? "none" : "some");
+    printf("fp32 GEMMs: %s\n", info.gemm_tf32 ? "TF32 tensor cores" : "fp32");
     printf("ms/step: %.1f\n", f->ms_per_step);
     printf("activations: %.1f MB (%s storage)\n", f->activation_mb, o->precision);
     if (cfg->model.layerdrop > 0.0f)
@@ -249,6 +250,7 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "steps", o->steps);
     cJSON_AddNumberToObject(j, "warmup", o->warmup);
     cJSON_AddStringToObject(j, "precision", o->precision);
+    cJSON_AddBoolToObject(j, "tf32", info.gemm_tf32);
     cJSON_AddStringToObject(j, "unfused", o->unfused_list);
     cJSON_AddStringToObject(j, "norm", o->norm);
     cJSON_AddBoolToObject(j, "dense_top", o->dense_top);
@@ -280,7 +282,7 @@ int cli_bench(int argc, char **argv) {
     const bool ok = parsed == CLI_OK && bench_config(&o, &g, &cfg);
     free(g.sets.items);
     if (!ok) return parsed == CLI_HELP ? 0 : 2;
-    bt_backend *be = open_backend(o.backend, o.threads, false, o.profile);
+    bt_backend *be = open_backend(o.backend, o.threads, cfg.tf32, o.profile);
     if (!be) return 2; /* a device that cannot be opened: the user's spec, exit 2 */
     const bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,
                             .sep_id = 3, .mask_id = 4};

@@ -33,6 +33,7 @@ void config_defaults(bt_config *cfg) {
     cfg->seed = 42;
     strcpy(cfg->output_dir, "runs/demo");
     cfg->steps_per_print = 10;
+    cfg->tf32 = true; /* where the device has TF32 tensor cores (CUDA, sm_80 on) */
     cfg->gradient_clipping = 1.0f;
     cfg->optim = (bt_optim_config){OPT_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true, 0.01f,
                                    10.0f};

@@ -223,9 +223,11 @@ static void print_start(const run_state *s, const bt_config *cfg) {
     printf("bertrain: data %s: %llu tokens, %llu samples of %d per epoch\n", cfg->data.train,
            (unsigned long long)dataset_num_tokens(s->ds),
            (unsigned long long)dataset_num_samples(s->ds), s->T);
-    printf("bertrain: device %s (%s); activations %.1f MB, stored in %s\n", info.name,
+    printf("bertrain: device %s (%s); activations %.1f MB, stored in %s%s\n", info.name,
            s->be->name, bert_activation_bytes(s->m) / 1e6,
-           mc->storage == BT_BF16 ? "bf16" : mc->storage == BT_F16 ? "fp16" : "fp32");
+           mc->storage == BT_BF16 ? "bf16" : mc->storage == BT_F16 ? "fp16" : "fp32",
+           info.gemm_tf32 ? "; fp32 GEMMs on TF32 tensor cores (tf32: false for exact fp32)"
+                          : "");
     const int world = dist_world();
     if (cfg->n_shares > 0 || cfg->shares_auto)
         printf("bertrain: effective global batch %ld = shares %s over %d ranks (micro-batch <= "
