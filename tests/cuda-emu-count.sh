@@ -68,4 +68,29 @@ check_counts "$src.so" "reads-twice" 16000 5
 CUDA_EMU_TRACE="$tmpdir/plain.trace" "$TEST" count > "$tmpdir/plain.log" 2>&1 || { cat "$tmpdir/plain.log"; fail "plain: test_cuda_emu count failed"; }
 [ "$(head -1 "$tmpdir/plain.trace")" = "cuda-emu trace counted 0" ] || fail "the ordinary plugin claims to count"
 echo "ok   the ordinary plugin's trace says counted 0"
+# ---- 4. bench --project: a projection from the counts, or one line saying what is missing ----
+BENCH="--preset tiny --seq 16 --batch 2 --steps 1 --warmup 1 --backend cuda-emu"
+# shellcheck disable=SC2086
+CUDA_EMU_TRACE="$tmpdir/bench.trace" BERTRAIN_CUDA_EMU="$tmpdir/count.so" "$BERTRAIN" bench $BENCH \
+    --project h100-sxm,a100-sxm-80gb > "$tmpdir/bench.out" 2>&1 || { cat "$tmpdir/bench.out"; fail "bench --project failed on the counting plugin"; }
+for want in '^gemm .* 42\.0 ' '^fill ' '^adamw_multi ' '^projected on h100-sxm: [0-9.]* ms a step, MFU' \
+    '^projected on a100-sxm-80gb: '; do
+    grep -q "$want" "$tmpdir/bench.out" || { sed -n '/^projection/,$p' "$tmpdir/bench.out"; fail "bench --project: no line '$want'"; }
+done
+echo "ok   bench --project: $(grep '^projected on h100' "$tmpdir/bench.out")"
+# shellcheck disable=SC2086
+expect_refusal "bench --project without a trace" '^bertrain bench: --project: no counts of the device.s work' \
+    env -u CUDA_EMU_TRACE "$BERTRAIN" bench $BENCH --project h100-sxm
+# shellcheck disable=SC2086
+CUDA_EMU_TRACE="$tmpdir/plain-bench.trace" "$BERTRAIN" bench $BENCH --project h100-sxm > "$tmpdir/plain.out" 2> "$tmpdir/plain.err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$tmpdir/plain.err")" -eq 1 ] && grep -q 'has no counts of global memory' "$tmpdir/plain.err" ||
+    { cat "$tmpdir/plain.err"; fail "bench --project on the ordinary plugin: exit $rc, not 1 with one line"; }
+echo "ok   without counts: $(cat "$tmpdir/plain.err")"
+# shellcheck disable=SC2086
+"$BERTRAIN" bench --preset tiny --seq 16 --batch 2 --steps 1 --warmup 1 --project h100-sxm \
+    --counts "$tmpdir/never.trace" > /dev/null 2> "$tmpdir/cpu.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q 'was not written by this run' "$tmpdir/cpu.err" || { cat "$tmpdir/cpu.err"; fail "bench --project on the CPU: exit $rc"; }
+echo "ok   on the CPU: $(cat "$tmpdir/cpu.err")"
 finish "the emulated device counts global bytes and accesses exactly; a double read counts double"

@@ -180,6 +180,7 @@ bool proj_read_step(FILE *f, const proj_event *ev, int n_ev, proj_step *s, char 
                     size_t n) {
     char line[512];
     int mark = 0, cur = -1, counted;
+    bool started = false; /* past the step's first mark: work before it is not the step's */
     long no = 0;
     while (fgets(line, sizeof line, f)) {
         no++;
@@ -188,12 +189,14 @@ bool proj_read_step(FILE *f, const proj_event *ev, int n_ev, proj_step *s, char 
         int block;
         if (!strcmp(line, "mark\n")) {
             const int e = event_at(ev, n_ev, mark);
+            started = true;
             if (e >= 0) cur = e;
             else if (cur >= 0 && ev[cur].mark_after == mark) cur = -1;
             mark++;
         } else if (sscanf(line, "cuda-emu trace counted %d", &counted) == 1) {
             s->counted = counted == 1;
         } else if (parse_work(line, &w, &blocks, &block)) {
+            if (!started) continue;
             proj_op *o = op_named(s, cur >= 0 ? ev[cur].name : "(outside ops)");
             if (!o || !op_add(o, &w, blocks, block)) {
                 snprintf(err, n, "out of host memory");
@@ -249,11 +252,11 @@ static void print_header(const proj_step *s, const proj_card *cards, int n, FILE
         fprintf(out, "card %s: %d SMs, HBM %.0f GB/s, dense TFLOP/s fp32 %g, tf32 %g, 16-bit %g\n",
                 cards[j].name, cards[j].sms, cards[j].hbm_gbs, cards[j].fp32, cards[j].tf32,
                 cards[j].f16);
-    fprintf(out, "%-16s %6s %8s %9s %5s %10s %10s %7s %9s %9s %9s", "op", "calls", "launches",
+    fprintf(out, "%-22s %6s %8s %9s %5s %10s %10s %7s %9s %9s %9s", "op", "calls", "launches",
             "blocks", "block", "MB read", "MB written", "acc/thr", "GF fp32", "GF tf32",
             "GF 16bit");
     for (int j = 0; j < n; j++) fprintf(out, " %14.14s", cards[j].name);
-    fprintf(out, "\n%-16s %6s %8s %9s %5s %10s %10s %7s %9s %9s %9s", "", "/step", "/step",
+    fprintf(out, "\n%-22s %6s %8s %9s %5s %10s %10s %7s %9s %9s %9s", "", "/step", "/step",
             "/step", "max", "/step", "/step", "max", "/step", "/step", "/step");
     for (int j = 0; j < n; j++) fprintf(out, " %14s", "ms/step");
     fputc('\n', out);
@@ -285,7 +288,7 @@ void proj_print(const proj_step *s, const proj_card *cards, int n, FILE *out) {
         const proj_op *o = &s->ops[order[k]];
         char block[16] = "-";
         if (o->block) snprintf(block, sizeof block, "%d", o->block);
-        fprintf(out, "%-16s %6.1f %8.1f %9.0f %5s %10.3f %10.3f %7.0f %9.3f %9.3f %9.3f", o->name,
+        fprintf(out, "%-22s %6.1f %8.1f %9.0f %5s %10.3f %10.3f %7.0f %9.3f %9.3f %9.3f", o->name,
                 o->calls / st, o->launches / st, o->blocks / st, block, o->read / st / 1e6,
                 o->written / st / 1e6, o->most_accesses, o->flops[PROJ_FP32] / st / 1e9,
                 o->flops[PROJ_TF32] / st / 1e9, o->flops[PROJ_F16] / st / 1e9);
@@ -293,7 +296,7 @@ void proj_print(const proj_step *s, const proj_card *cards, int n, FILE *out) {
         for (int j = 0; j < n; j++) fprintf(out, " %14.3f", 1e3 * op_seconds(o, &cards[j]) / st);
         fputc('\n', out);
     }
-    fprintf(out, "%-16s %6.1f %8s %9s %5s %10s %10s %7s %9s %9s %9s", "(host waits)",
+    fprintf(out, "%-22s %6.1f %8s %9s %5s %10s %10s %7s %9s %9s %9s", "(host waits)",
             s->round_trips, "", "", "", "", "", "", "", "", "");
     for (int j = 0; j < n; j++) fprintf(out, " %14.3f", 1e3 * s->round_trips * ROUND_TRIP_S);
     const double all = flops[0] + flops[1] + flops[2];

@@ -81,8 +81,9 @@ typedef struct {
 } proj_event;
 
 /* Add the trace lines of one step from f (from where it stands to its end)
- * to s: work between an op's two marks is that op's, other work goes to
- * "(outside ops)"; marks are numbered from 0 in the order read. false with
+ * to s: marks are numbered from 0 in the order read; work between an op's
+ * two marks is that op's, work before the first mark is left out (it is not
+ * the step's: warm-up, setup), other work goes to "(outside ops)". false with
  * a reason in err (a malformed line, out of memory). */
 bool proj_read_step(FILE *f, const proj_event *ev, int n_ev, proj_step *s, char *err,
                     size_t n);
