@@ -12,7 +12,8 @@
  *       op "gemm"  mark 6..7: fp32 1.4e9 FLOPs: 1.4e9 / 0.7e12 = 2000 us,
  *                  + 4 us; 16-bit 2.8e9: 1000 us + 4 us; a d2d copy of 8e6
  *                  bytes: 1.6e7 / 8e10 = 200 us + 4 us
- *       outside ops: an h2d copy: 4 us
+ *       outside ops: an h2d copy between marks 1 and 2: 4 us (a launch
+ *                  before mark 0 is not the step's: left out)
  *       2 host round trips: 40 us
  * step = 104 + 204 + 504 + 2004 + 1004 + 204 + 4 + 40 = 4068 us;
  * MFU = 4.2e9 / (4.068e-3 x 4e12) = 25.81%. */
@@ -51,8 +52,8 @@ int main(void) {
     near("card sms", card.sms, 2);
     near("card f16", card.f16, 4);
     FILE *t = tmpfile();
-    fputs("cuda-emu trace counted 1\ncopy h2d 64\nmark\nlaunch bt_fill 8 1 1 512 1 1 0 8000000 1\n"
-          "mark\nmark\nlaunch bt_x 1 1 1 1024 1 1 4000000 0 7\nmark\n"
+    fputs("cuda-emu trace counted 1\nlaunch bt_before 1 1 1 1 1 1 4 4 1\nmark\n"
+          "launch bt_fill 8 1 1 512 1 1 0 8000000 1\nmark\ncopy h2d 64\nmark\nlaunch bt_x 1 1 1 1024 1 1 4000000 0 7\nmark\n"
           "mark\nlaunch bt_y 1 1 1 1 1 1 500 500 1000000\nmark\n"
           "mark\ngemm fp32 1 1 1 1 1400000000\ngemm bf16 1 1 1 1 2800000000\ncopy d2d 8000000\n"
           "mark\n", t);
