@@ -46,6 +46,11 @@ static bool written_by_this_run(const bench_projection *pr) {
 
 void project_after_step(bench_projection *pr, const bt_profiler *p) {
     if (pr->failed) return;
+    if (!p) {
+        snprintf(pr->err, sizeof pr->err, "the backend was opened without its profiler");
+        pr->failed = true;
+        return;
+    }
     if (!pr->f) {
         if (!written_by_this_run(pr) || !(pr->f = fopen(pr->counts, "r"))) {
             snprintf(pr->err, sizeof pr->err, "no counts of the device's work: %s was not "
