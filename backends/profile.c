@@ -88,6 +88,15 @@ void bt_profile_step_end(bt_profiler *p) {
     p->mem_peak = now.mem_peak;
 }
 
+int bt_profile_step_len(const bt_profiler *p) { return p->n_ev; }
+
+void bt_profile_step_op(const bt_profiler *p, int i, const char **name, int *mark_before,
+                        int *mark_after) {
+    *name = prof_op_name(p->ev[i].op);
+    *mark_before = p->ev[i].mark_before;
+    *mark_after = p->ev[i].mark_after;
+}
+
 bt_profile_summary bt_profile_summarize(const bt_profiler *p) {
     const double n = p->steps > 0 ? p->steps : 1;
     return (bt_profile_summary){p->steps,        p->step_seconds / n, p->calls / n,

@@ -46,6 +46,13 @@ typedef struct {
 /* The per-step averages of the steps profiled so far. */
 bt_profile_summary bt_profile_summarize(const bt_profiler *p);
 
+/* The ops of the last step recorded, in the order issued: how many, and op
+ * i's name and the numbers of the wrapped backend's marks before and after
+ * it (bench --project matches them with a device trace's marks). */
+int bt_profile_step_len(const bt_profiler *p);
+void bt_profile_step_op(const bt_profiler *p, int i, const char **name, int *mark_before,
+                        int *mark_after);
+
 /* Replay each GEMM shape of the profiled steps alone on the wrapped
  * backend (fresh seeded operands, the best of reps calls), so the reports
  * add the SGEMM ceiling at the model's own shapes. false, with a line on

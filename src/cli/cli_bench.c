@@ -5,6 +5,7 @@
 #include "mpi/dist.h"
 
 #include "backends/profile.h"
+#include "cli_project.h"
 #include "train/train.h"
 #include "util/clock.h"
 #include "train/device.h"
@@ -20,7 +21,8 @@
     "       [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"                        \
     "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"                                 \
     "       [--unfused gelu,join,attention|all|none] [--dense-top]\n"                         \
-    "       [--profile] [--ceiling] [--json] [--set key.path=value]...\n"                     \
+    "       [--profile] [--ceiling] [--json] [--project CARD[,CARD...] [--counts FILE]]\n"  \
+    "       [--set key.path=value]...\n"                                                     \
     "  --preset, --seq, --batch, --precision, --layers, --layerdrop, --norm: the config\n"   \
     "             keys model.preset, data.seq_len, train_micro_batch_size_per_gpu,\n"       \
     "             fp16/bf16.enabled, model.num_hidden_layers, model.layerdrop and\n"        \
@@ -36,11 +38,18 @@
     "  --ceiling: --profile, then each GEMM shape of the steps replayed alone\n"            \
     "             (the best of >= 3 calls and >= 0.25 s): the GEMM ceiling\n"               \
     "             at this model's shapes\n"                                                 \
-    "  --json:    print the results as one JSON object\n"
+    "  --json:    print the results as one JSON object\n"                                  \
+    "  --project: --profile, and the timed steps' device work as the device counted it\n"  \
+    "             (global bytes per kernel, GEMM FLOPs: the emulated CUDA device built\n"   \
+    "             to count, tests/cuda-emu-count.sh) projected onto each CARD: h100-sxm,\n" \
+    "             a100-sxm-80gb, v100-sxm2 or a card file (docs/PERFORMANCE.md,\n"          \
+    "             \"Projection\"): a per-op table, the step time and MFU\n"                 \
+    "  --counts:  the device's trace of counted work (default $CUDA_EMU_TRACE)\n"
 
 /* The command line of a bench. */
 typedef struct {
     const char *preset, *backend, *precision;
+    const char *project, *counts; /* --project's cards, --counts' file (NULL: not given) */
     int seq, batch, steps, warmup, threads, layers;
     double layerdrop;
     bool profile, json, ceiling, dense_top;
@@ -86,8 +95,8 @@ typedef struct {
 /* Options into o (defaults first) and g; CLI_OK, CLI_HELP, or CLI_ERROR after
  * one line. */
 static int parse_args(int argc, char **argv, bench_opts *o, bench_given *g) {
-    *o = (bench_opts){"mini", "cpu", "fp32", 128, 8, 10, 2, 0, 0, 0.0, false, false, false, false,
-                      0, "", "post"};
+    *o = (bench_opts){"mini", "cpu", "fp32", NULL, NULL, 128, 8, 10, 2, 0, 0, 0.0, false, false,
+                      false, false, 0, "", "post"};
     *g = (bench_given){.layerdrop = -1.0, .sets = cli_list_new(argc)};
     if (!g->sets.items) return CLI_ERROR;
     const cli_opt opts[] = {
@@ -107,6 +116,8 @@ static int parse_args(int argc, char **argv, bench_opts *o, bench_given *g) {
         {"--profile", ARG_FLAG, &o->profile, NULL, 0, 0, false, NULL},
         {"--ceiling", ARG_FLAG, &o->ceiling, NULL, 0, 0, false, NULL},
         {"--json", ARG_FLAG, &o->json, NULL, 0, 0, false, NULL},
+        {"--project", ARG_STRING, &o->project, "CARD[,CARD...]", 0, 0, false, NULL},
+        {"--counts", ARG_STRING, &o->counts, "FILE", 0, 0, false, NULL},
         {"--set", ARG_LIST, &g->sets, "key.path=value", 0, 0, false, NULL},
     };
     const cli_spec spec = {"bench", opts, sizeof opts / sizeof *opts, 0, "", BENCH_USAGE};
@@ -114,7 +125,12 @@ static int parse_args(int argc, char **argv, bench_opts *o, bench_given *g) {
     const int rc = cli_parse(&spec, argc, argv, NULL, &n_pos);
     if (rc != CLI_OK) return rc;
     g->has_layerdrop = g->layerdrop >= 0.0;
-    o->profile |= o->ceiling;
+    o->profile |= o->ceiling || o->project;
+    if (o->project && (o->json || o->ceiling)) {
+        fprintf(stderr, "bertrain bench: --project prints a table of its own: not with --json "
+                        "or --ceiling\n");
+        return CLI_ERROR;
+    }
     if (*o->unfused_list && !parse_unfused(o->unfused_list, &o->unfused)) return CLI_ERROR;
     return CLI_OK;
 }
@@ -282,6 +298,8 @@ int cli_bench(int argc, char **argv) {
     const bool ok = parsed == CLI_OK && bench_config(&o, &g, &cfg);
     free(g.sets.items);
     if (!ok) return parsed == CLI_HELP ? 0 : 2;
+    bench_projection pr;
+    if (o.project && !project_setup(&pr, o.project, o.counts)) return 2;
     bt_backend *be = open_backend(o.backend, o.threads, cfg.tf32, o.profile);
     if (!be) return 2; /* a device that cannot be opened: the user's spec, exit 2 */
     const bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,
@@ -317,6 +335,7 @@ int cli_bench(int argc, char **argv) {
         step_result r = train_step(m, opt, &cfg, s, &in, 1e-4, NULL, NULL, NULL, NULL);
         last = r;
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_end(bt_profiler_of(be));
+        if (s >= o.warmup && o.project) project_after_step(&pr, bt_profiler_of(be));
         if (s >= o.warmup) {
             work.layers_dropped += r.layers_dropped;
             work.masked += mb.n_masked;
@@ -329,11 +348,12 @@ int cli_bench(int argc, char **argv) {
     f.grad_norm = last.grad_norm;
     f.unfused = m->unfused;
     /* the GEMMs alone only after the timed steps, so they cost those nothing */
-    const int rc = o.ceiling && bt_profiler_of(be) && !bt_profile_gemm_alone(bt_profiler_of(be), 3) ? 1 : 0;
+    int rc = o.ceiling && bt_profiler_of(be) && !bt_profile_gemm_alone(bt_profiler_of(be), 3) ? 1 : 0;
     if (rc == 0 && o.json)
         report_json(&o, &cfg, be, &f);
     else if (rc == 0)
         report_text(&o, &cfg, be, &f);
+    if (o.project) rc = project_report(&pr, bt_profiler_of(be), stdout);
     batch_buf_free(&mb);
     optim_free(opt, m);
     bert_free(m);

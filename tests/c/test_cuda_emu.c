@@ -15,6 +15,11 @@
  *     launch itself with BERTRAIN_CUDA_SYNC=1. Exits non-zero with the
  *     backend's message; the caller checks where it points.
  *
+ *   test_cuda_emu count
+ *     What tests/cuda-emu-count.sh counts in the trace (CUDA_EMU_TRACE): a
+ *     fill of 1000 floats, an add of 1000 floats (out = a + b), a 1-batch
+ *     fp32 GEMM of m 8, n 16, k 32, then a download of the sum.
+ *
  * The emulated runtime's cudaSetDevice is reached with dlsym in the plugin
  * the backend loaded (BERTRAIN_CUDA_EMU names it). */
 #include "backends/backend.h"
@@ -88,9 +93,28 @@ static int fault(void) {
     return 0;
 }
 
+static int count(void) {
+    enum { N = 1000 };
+    bt_backend *be = open_emu("cuda-emu:0");
+    bt_buffer *b = be->alloc(be, 3 * N * sizeof(float));
+    bt_ptr p = {b, 0};
+    be->fill(be, p, 1.0f, 2 * N);
+    be->fill(be, p, 2.0f, N);
+    be->add(be, bt_at(p, 2 * N), p, bt_at(p, N), N);
+    be->gemm(be, false, false, 8, 16, 32, 1.0f, p, 32, 0, bt_at(p, N), 16, 0, 0.0f,
+             bt_at(p, 2 * N), 16, 0, 1);
+    float got[N];
+    be->download(be, got, bt_at(p, 2 * N + 128), sizeof got / 2);
+    be->free(be, b);
+    be->destroy(be);
+    printf("count: %g (expected 3)\n", (double)got[0]);
+    return got[0] == 3.0f ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "device-switch")) return device_switch();
     if (argc == 2 && !strcmp(argv[1], "fault")) return fault();
-    fprintf(stderr, "usage: test_cuda_emu device-switch | fault\n");
+    if (argc == 2 && !strcmp(argv[1], "count")) return count();
+    fprintf(stderr, "usage: test_cuda_emu device-switch | fault | count\n");
     return 2;
 }

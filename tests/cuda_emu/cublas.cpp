@@ -206,8 +206,12 @@ cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
     s->push([g, fault] {
         if (fault) /* on a GPU: an illegal address while it runs */
             set_sticky(cudaErrorIllegalAddress);
-        else
+        else {
             run_gemm(g);
+            trace_gemm(g.type == CUDA_R_16BF ? "bf16" : g.type == CUDA_R_16F ? "fp16"
+                       : g.tf32               ? "tf32" : "fp32",
+                       g.m, g.n, g.k, g.batch);
+        }
     });
     return CUBLAS_STATUS_SUCCESS;
 }

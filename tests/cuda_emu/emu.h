@@ -11,7 +11,8 @@
  *   CUDA_EMU_DEVICES  how many devices (default 2; 0: "no device")
  *   CUDA_EMU_MEM_MB   memory per device (default 2048)
  *   CUDA_EMU_SEED     the seed of the block and thread orders (default 1)
- *   CUDA_EMU_WORKERS  OS threads that run blocks (default 2) */
+ *   CUDA_EMU_WORKERS  OS threads that run blocks (default 2)
+ *   CUDA_EMU_TRACE    a file for the trace of the device's work (count.cpp) */
 #ifndef CUEMU_EMU_H
 #define CUEMU_EMU_H
 
@@ -19,6 +20,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
+#include <vector>
 
 namespace cuemu {
 
@@ -117,6 +120,23 @@ void fail_running_block();
  * a new block begins. */
 void race_new_interval();
 void race_new_block();
+
+/* count.cpp: the trace of the device's work (CUDA_EMU_TRACE) and the global
+ * memory traffic of instrumented kernels. */
+void count_instrumented();     /* __tsan_init: this plugin's kernels are instrumented */
+bool tracing();                /* CUDA_EMU_TRACE names a trace file */
+bool counting();               /* tracing, and the kernels are instrumented */
+void count_access(const void *p, size_t size, bool write); /* a kernel's load or store */
+void count_launch_begin();     /* before a grid runs */
+void count_block_begin(unsigned threads);
+void count_block_end();
+void count_launch_end(const kernel_launch &l); /* writes the launch's line */
+void trace_gemm(const char *precision, int m, int n, int k, int batch);
+void trace_copy(const char *kind, size_t bytes);
+void trace_mark();
+void trace_flush();            /* after a stream's queue has run */
+/* runtime.cpp: every device allocation's payload as [begin, end). */
+std::vector<std::pair<uintptr_t, uintptr_t>> payload_ranges();
 
 }  // namespace cuemu
 

@@ -482,6 +482,7 @@ static bool run_block(team *t, const kernel_launch &l, dim3 bidx, bool as_team, 
     cuemu_grid_dim = l.grid;
     t->current = -1;
     race_new_block();
+    count_block_begin(n);
     if (as_team) {
         for (unsigned i = 0; i < n; i++) {
             t->state[i] = FRESH;
@@ -506,6 +507,7 @@ static bool run_block(team *t, const kernel_launch &l, dim3 bidx, bool as_team, 
             l.run(l.kernel, l.args);
         }
     }
+    count_block_end();
     t->current = -1;
     t->solo = -1;
     my_site = nullptr;
@@ -589,10 +591,12 @@ bool run_grid(const kernel_launch &l) {
     g.seed = cfg().seed * 0x9E3779B97F4A7C15ull + launches.fetch_add(1);
     order_rng rng(g.seed);
     shuffle(g.blocks.data(), n, rng);
+    count_launch_begin();
     if (n == 1 || cfg().workers == 1)
         run_blocks(&g);
     else
         workers->run(&g);
+    count_launch_end(l);
     if (!g.ok.load()) set_sticky(cudaErrorLaunchFailure);
     return g.ok.load();
 }

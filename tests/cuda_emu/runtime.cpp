@@ -190,6 +190,15 @@ const allocation *find_payload(const void *p, size_t bytes) {
     return a;
 }
 
+std::vector<std::pair<uintptr_t, uintptr_t>> payload_ranges() {
+    std::lock_guard<std::mutex> g(mem_lock);
+    std::vector<std::pair<uintptr_t, uintptr_t>> v;
+    v.reserve(allocs.size());
+    for (auto &kv : allocs)
+        v.emplace_back((uintptr_t)kv.second->ptr, (uintptr_t)(kv.second->ptr + kv.second->bytes));
+    return v;
+}
+
 bool bad_range(const void *p, size_t bytes, int device, char *buf, size_t n) {
     std::lock_guard<std::mutex> g(mem_lock);
     allocation *a = mapping_locked(p);
@@ -308,6 +317,7 @@ void flush(stream *sp) {
         if (sticky() == cudaSuccess) op(); /* after a fault the device runs nothing */
     }
     device_access(false);
+    trace_flush();
 }
 
 void flush_all() {
@@ -523,10 +533,16 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     if (kind == cudaMemcpyHostToDevice) { /* CUDA stages pageable host memory before it */
         auto staged = std::make_shared<std::vector<char>>((const char *)src,  /* returns: the */
                                                           (const char *)src + bytes); /* caller */
-        s->push([=] { memcpy(dst, staged->data(), bytes); }); /* may reuse src at once */
+        s->push([=] { /* may reuse src at once */
+            memcpy(dst, staged->data(), bytes);
+            trace_copy("h2d", bytes);
+        });
         return cudaSuccess;
     }
-    s->push([=] { memcpy(dst, src, bytes); });
+    s->push([=] {
+        memcpy(dst, src, bytes);
+        trace_copy(src_dev && dst_dev ? "d2d" : "d2h", bytes);
+    });
     return cudaSuccess;
 }
 
@@ -541,7 +557,10 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t st)
         report("cudaMemsetAsync(%zu bytes): %s", bytes, why);
         return record(cudaErrorInvalidValue);
     }
-    s->push([=] { memset(ptr, value, bytes); });
+    s->push([=] {
+        memset(ptr, value, bytes);
+        trace_copy("memset", bytes);
+    });
     return cudaSuccess;
 }
 
@@ -616,6 +635,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t st) {
     s->push([event] {
         event->t = monotonic_s();
         event->reached = true;
+        trace_mark();
     });
     return cudaSuccess;
 }
