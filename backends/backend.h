@@ -62,6 +62,11 @@ typedef struct {
      * devices under OpenCL, whose fused kernels draw 4x the random numbers
      * (measured on PoCL: docs/PERFORMANCE.md) */
     bool fused_ops_pay;
+    /* a GEMM dimension that changes from step to step (the top layer's rows)
+     * is best padded up to a multiple of this: cuBLAS chooses and loads its
+     * kernels per shape, and a new row count cost up to 5 ms a GEMM in bf16 on
+     * an H100 (docs/PERFORMANCE.md); 0 or 1: shapes cost nothing extra */
+    int gemm_rows_multiple;
 } bt_device_info;
 
 /* Key of a counter-based random stream (Philox-4x32-10): the value for element

@@ -320,6 +320,7 @@ bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, c
         i->tensor_bf16 = prop.major >= 8; /* Ampere on: bf16 too */
         i->has_fp64 = true;
         i->fused_ops_pay = true;
+        i->gemm_rows_multiple = 64;
     }
     {
         const char *sync = getenv("BERTRAIN_CUDA_SYNC");

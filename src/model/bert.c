@@ -35,7 +35,8 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer) {
         host[a->nsp_labels + b] = bt->nsp_labels ? bt->nsp_labels[b] : -1;
         host[a->cls_idx + b] = b * bt->T;
     }
-    const int S = top_layer >= 0 ? bert_top_plan(a, bt, m->cfg.nsp && bt->nsp_labels, host) : 0;
+    const int S = top_layer >= 0 ? bert_top_plan(a, bt, m->cfg.nsp && bt->nsp_labels,
+                                                     m->top_rows_multiple, host) : 0;
     m->be->upload(m->be, ints(m, 0), host, a->ints_batch * 4);
     free(host);
     return S;

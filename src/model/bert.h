@@ -177,7 +177,13 @@ struct bert_model {
     unsigned unfused;             /* BERT_FUSE_* fusions off: all where the device says they
                                    * do not pay (bt_device_info), else none; bench --unfused */
     bool dense_top; /* no top layer: every row in every layer (bench --dense-top; tests) */
+    int top_rows_multiple; /* the top layer's rows padded up to a multiple of this, with
+                            * rows no head reads (bt_device_info.gemm_rows_multiple;
+                            * 1: none; at most BERT_TOP_ROWS_MULTIPLE_MAX) */
 };
+
+/* The largest padding of the top layer's rows the activations make room for. */
+#define BERT_TOP_ROWS_MULTIPLE_MAX 128
 
 /* The fused ops the model uses, each a bit of bert_model.unfused to turn it
  * off (results are the same bits either way with fp32 storage). The forward

@@ -80,7 +80,11 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(dhm, M * H);
     TAKE(dcls, (size_t)Bm * H);
     TAKE(dqkv_heads, N * 3 * H);
-    const size_t S = M + (size_t)Bm; /* the top layer's rows: at most the masked and [CLS] */
+    /* the top layer's rows: the masked and [CLS], padded (bert_top_plan) */
+    const size_t padded = (M + (size_t)Bm + BERT_TOP_ROWS_MULTIPLE_MAX - 1) /
+                          BERT_TOP_ROWS_MULTIPLE_MAX * BERT_TOP_ROWS_MULTIPLE_MAX;
+    const size_t S = padded < N ? padded : N > M + Bm ? N : M + Bm;
+    a->top_capacity = (int)S;
     TAKE(top_x, S * H);
     TAKE(top_ctx, S * H);
     a->total = off;

@@ -37,6 +37,7 @@ struct bert_act_layout {
      * <= M + B rows: its input rows (the forward) or d ctx rows (the backward),
      * and ctx at those rows (from the forward, kept for the backward) */
     size_t top_x, top_ctx;
+    int top_capacity; /* the most rows top_x and top_ctx hold */
     size_t total;
     /* int32 inputs of a batch (uploaded with it: the first ints_batch) */
     size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx;

@@ -296,6 +296,9 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
     bt_device_info info;
     be->info(be, &info);
     m->unfused = info.fused_ops_pay ? 0 : BERT_FUSE_ALL;
+    m->top_rows_multiple = info.gemm_rows_multiple < 1                            ? 1
+                           : info.gemm_rows_multiple > BERT_TOP_ROWS_MULTIPLE_MAX ? BERT_TOP_ROWS_MULTIPLE_MAX
+                                                                                 : info.gemm_rows_multiple;
     if (cfg->storage != BT_F32 && cfg->gemm16 >= 0) {
         m->gemm16 = cfg->gemm16 > 0 || (cfg->storage == BT_F16 ? info.tensor_f16
                                                                 : info.tensor_bf16);

@@ -24,7 +24,28 @@ static int32_t top_index(const int32_t *rows, int S, int32_t row) {
     return (int32_t)(at - rows);
 }
 
-int bert_top_plan(const struct bert_act_layout *a, const bert_batch *bt, bool nsp,
+/* S rows padded up to a multiple, within the batch's rows and the room. */
+static int top_padded(int S, int multiple, int rows, int room) {
+    const int padded = multiple > 1 ? (S + multiple - 1) / multiple * multiple : S;
+    const int most = rows < room ? rows : room;
+    return padded < most ? padded : S > most ? S : most;
+}
+
+/* The S sorted rows with the first rows not among them added, up to `to`,
+ * sorted again. No head reads an added row: its gradient is zero, so the
+ * top layer computes the same values at the heads' rows. */
+static int pad_rows(int32_t *rows, int S, int to) {
+    int n = S;
+    for (int32_t row = 0, i = 0; n < to; row++) {
+        while (i < S && rows[i] < row) i++;
+        if (i < S && rows[i] == row) continue;
+        rows[n++] = row;
+    }
+    if (n > S) qsort(rows, (size_t)n, sizeof *rows, compare_i32);
+    return n;
+}
+
+int bert_top_plan(const struct bert_act_layout *a, const bert_batch *bt, bool nsp, int multiple,
                   int32_t *host) {
     int32_t *rows = host + a->top_rows;
     int n = 0, S = 0;
@@ -33,6 +54,7 @@ int bert_top_plan(const struct bert_act_layout *a, const bert_batch *bt, bool ns
     qsort(rows, (size_t)n, sizeof *rows, compare_i32);
     for (int i = 0; i < n; i++)
         if (S == 0 || rows[i] != rows[S - 1]) rows[S++] = rows[i];
+    S = pad_rows(rows, S, top_padded(S, multiple, bt->B * bt->T, a->top_capacity));
     for (int i = 0; i < bt->n_masked; i++)
         host[a->top_mlm_pos + i] = top_index(rows, S, bt->mlm_positions[i]);
     for (int b = 0; nsp && b < bt->B; b++) host[a->top_cls + b] = top_index(rows, S, b * bt->T);
