@@ -79,24 +79,84 @@ BT_FN float layernorm_row(__global float *out, __global const float *x,
     return rs;
 }
 
-/* One row of the masked softmax by the whole work-group: p[j] =
- * softmax_j(scale * s[j]) over keys with km[j] != 0 (masked keys 0, no key:
- * all 0), work-item l owning keys l, l + BT_WG, ... (p may be s). Shared by
- * softmax_fwd and softmax_dropout_fwd. */
+/* Row kernels: a row belongs to BT_ROW_LANES consecutive work-items, its
+ * lanes; lane l owns the keys 4l .. 4l+3, then those BT_ROW_LANES * 4 further
+ * on, and so on, so that four keys share a Philox block where the row allows
+ * it. */
+#define ROW_KEYS_FOR(j, lane, T)                                                   \
+    for (int j##_0 = 4 * (lane); j##_0 < (T); j##_0 += 4 * BT_ROW_LANES)           \
+        for (int j = j##_0; j < j##_0 + 4 && j < (T); j++)
+
+/* The row of this work-item's lanes, and its key count: T, or 0 past the
+ * last of `rows` rows (those lanes still join the row trees). */
+BT_FN int row_of(void) {
+    return get_group_id(0) * (BT_WG / BT_ROW_LANES) + get_local_id(0) / BT_ROW_LANES;
+}
+BT_FN int row_keys(int r, int rows, int T) { return r < rows ? T : 0; }
+
+/* Sum of v over the lanes of a row by a fixed tree in red[BT_WG]; every lane
+ * of the row gets the total. Every work-item of the work-group must reach it. */
+BT_FN float row_sum(float v, BT_LOCAL_PTR float *red) {
+    const int lid = get_local_id(0), lane = lid % BT_ROW_LANES;
+#if defined(BT_WARP) && BT_ROW_LANES == BT_WARP
+    /* the lanes are a warp: the tree's additions in its order by shuffles */
+    for (int s = BT_ROW_LANES / 2; s > 0; s >>= 1) v += bt_shfl_down(v, s);
+    if (lane == 0) red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = BT_ROW_LANES / 2; s > 0; s >>= 1) {
+        if (lane < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
+    const float total = red[lid - lane];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red may be reused right away */
+    return total;
+}
+
+/* Maximum of v over the lanes of a row (NaN-ignoring as `a > b`), as row_sum. */
+BT_FN float row_max(float v, BT_LOCAL_PTR float *red) {
+    const int lid = get_local_id(0), lane = lid % BT_ROW_LANES;
+#if defined(BT_WARP) && BT_ROW_LANES == BT_WARP
+    for (int s = BT_ROW_LANES / 2; s > 0; s >>= 1) {
+        const float o = bt_shfl_down(v, s);
+        if (o > v) v = o;
+    }
+    if (lane == 0) red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = BT_ROW_LANES / 2; s > 0; s >>= 1) {
+        if (lane < s && red[lid + s] > red[lid]) red[lid] = red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
+    const float m = red[lid - lane];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return m;
+}
+
+/* One row of the masked softmax by its lanes: p[j] = softmax_j(scale * s[j])
+ * over keys with km[j] != 0 (masked keys 0, no key: all 0), each lane on its
+ * keys (ROW_KEYS_FOR; p may be s). T = 0 for a lane past the last row, which
+ * must still come for the trees. Shared by softmax_fwd and
+ * softmax_dropout_fwd. */
 BT_FN void softmax_row(__global float *p, __global const float *s, __global const int *km,
                        int T, float scale, BT_LOCAL_PTR float *red) {
-    const int lid = get_local_id(0);
+    const int lane = get_local_id(0) % BT_ROW_LANES;
     float mx = -INFINITY;
-    for (int j = lid; j < T; j += BT_WG)
-        if (km[j] && scale * s[j] > mx) mx = scale * s[j];
-    mx = wg_max(mx, red);
+    ROW_KEYS_FOR(j, lane, T) if (km[j] && scale * s[j] > mx) mx = scale * s[j];
+    mx = row_max(mx, red);
     float sum = 0.0f;
-    for (int j = lid; j < T; j += BT_WG) {
+    ROW_KEYS_FOR(j, lane, T) {
         const float e = km[j] ? exp(scale * s[j] - mx) : 0.0f;
         p[j] = e;
         sum += e;
     }
-    sum = wg_sum(sum, red);
+    sum = row_sum(sum, red);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int j = lid; j < T; j += BT_WG) p[j] *= inv;
+    ROW_KEYS_FOR(j, lane, T) p[j] *= inv;
 }

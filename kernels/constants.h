@@ -8,6 +8,12 @@
 #ifndef BT_WG
 #define BT_WG 256
 #endif
+/* Work-items per row of the row kernels (softmax): a warp on CUDA, so a
+ * work-group holds BT_WG / BT_ROW_LANES rows. */
+#define BT_ROW_LANES (BT_WG < 32 ? BT_WG : 32)
+/* The global size of a row kernel over `rows` rows with work-groups of wg. */
+#define BT_ROW_GLOBAL(rows, wg) \
+    (((size_t)(rows) + (wg) / ((wg) < 32 ? (wg) : 32) - 1) / ((wg) / ((wg) < 32 ? (wg) : 32)) * (wg))
 /* Elements per work-group of sum_partial / sumsq_partial (as CPU_REDUCE_CHUNK). */
 #ifndef BT_REDUCE_CHUNK
 #define BT_REDUCE_CHUNK 4096

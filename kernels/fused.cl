@@ -116,54 +116,61 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
 }
 
 /* probs = softmax_fwd(scores) (in place allowed), dropped = dropout(probs)
- * with per_sample = H T T (softmax_fwd's arithmetic, then dropout's).
- * Geometry: as softmax_fwd: one work-group of BT_WG per row of T keys;
- * global: rows * BT_WG. */
+ * with per_sample = H T T (softmax_fwd's arithmetic, then dropout's, a
+ * lane's four keys from one Philox block where the row allows it).
+ * Geometry: as softmax_fwd. */
 BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, probs),
-                                         BT_IN(float, scores), BT_IN(int, key_mask), int HT, int T,
-                                         float scale, uint first_sample, uint thr, float keep_scale,
-                                         uint seed_lo, uint seed_hi, uint stream_lo,
-                                         uint stream_hi) {
+                                         BT_IN(float, scores), BT_IN(int, key_mask), int rows,
+                                         int HT, int T, float scale, uint first_sample, uint thr,
+                                         float keep_scale, uint seed_lo, uint seed_hi,
+                                         uint stream_lo, uint stream_hi) {
     BT_BIND(dropped);
     BT_BIND(probs);
     BT_BIND(scores);
     BT_BIND(key_mask);
     __local float red[BT_WG];
-    const int r = get_group_id(0), lid = get_local_id(0);
-    const size_t row = (size_t)r * T;
-    const ulong per_sample = (ulong)HT * T;
-    __global const float *s = scores + row;
+    const int r = row_of(), n = row_keys(r, rows, T), lane = get_local_id(0) % BT_ROW_LANES;
+    const int rr = n ? r : 0;
+    const size_t row = (size_t)rr * T;
+    const ulong e_row = (ulong)(rr % HT) * T; /* the row's first element in its sample */
     __global float *p = probs + row, *pd = dropped + row;
-    softmax_row(p, s, key_mask + (size_t)(r / HT) * T, T, scale, red);
-    for (int j = lid; j < T; j += BT_WG) /* the keys this work-item wrote */
-        pd[j] = drop_keep(row + j, per_sample, first_sample, thr, seed_lo, seed_hi, stream_lo,
-                          stream_hi) ? p[j] * keep_scale : 0.0f;
+    softmax_row(p, scores + row, key_mask + (size_t)(rr / HT) * T, n, scale, red);
+    ulong drawn = ~(ulong)0;
+    uint draw[4];
+    ROW_KEYS_FOR(j, lane, n) /* the keys this work-item wrote */
+        pd[j] = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo, seed_hi,
+                             stream_lo, stream_hi, &drawn, draw) ? p[j] * keep_scale : 0.0f;
 }
 
 /* dscores = softmax_bwd(dropout(dprobs), probs), the dropout with
  * per_sample = H T T; in place allowed (each work-item rewrites the keys it
- * read). Geometry: as softmax_bwd; global: rows * BT_WG. */
+ * read). Geometry: as softmax_bwd. */
 BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dprobs),
-                                         BT_IN(float, probs), int HT, int T, float scale,
-                                         uint first_sample, uint thr, float keep_scale,
-                                         uint seed_lo, uint seed_hi, uint stream_lo,
-                                         uint stream_hi) {
+                                         BT_IN(float, probs), int rows, int HT, int T,
+                                         float scale, uint first_sample, uint thr,
+                                         float keep_scale, uint seed_lo, uint seed_hi,
+                                         uint stream_lo, uint stream_hi) {
     BT_BIND(dscores);
     BT_BIND(dprobs);
     BT_BIND(probs);
     __local float red[BT_WG];
-    const int r = get_group_id(0), lid = get_local_id(0);
-    const size_t row = (size_t)r * T;
-    const ulong per_sample = (ulong)HT * T;
+    const int r = row_of(), n = row_keys(r, rows, T), lane = get_local_id(0) % BT_ROW_LANES;
+    const int rr = n ? r : 0;
+    const size_t row = (size_t)rr * T;
+    const ulong e_row = (ulong)(rr % HT) * T;
     __global const float *dp = dprobs + row, *p = probs + row;
     __global float *ds = dscores + row;
+    ulong drawn = ~(ulong)0;
+    uint draw[4];
     float dot = 0.0f;
-    for (int j = lid; j < T; j += BT_WG) {
-        const float g = drop_keep(row + j, per_sample, first_sample, thr, seed_lo, seed_hi,
-                                  stream_lo, stream_hi) ? dp[j] * keep_scale : 0.0f;
+    ROW_KEYS_FOR(j, lane, n) {
+        const float g = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo,
+                                     seed_hi, stream_lo, stream_hi, &drawn, draw)
+                            ? dp[j] * keep_scale
+                            : 0.0f;
         ds[j] = g;
         dot += g * p[j];
     }
-    dot = wg_sum(dot, red);
-    for (int j = lid; j < T; j += BT_WG) ds[j] = scale * p[j] * (ds[j] - dot);
+    dot = row_sum(dot, red);
+    ROW_KEYS_FOR(j, lane, n) ds[j] = scale * p[j] * (ds[j] - dot);
 }

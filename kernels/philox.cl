@@ -25,3 +25,20 @@ BT_FN bool drop_keep(size_t i, ulong per_sample, uint first_sample, uint thr, ui
     philox4x32(r, seed_lo, seed_hi);
     return r[e & 3] >= thr;
 }
+
+/* Whether dropout keeps element e of sample `sample` (counted from
+ * first_sample): drop_keep's draw, from the Philox block in r when *drawn
+ * says r holds it (e / 4), else drawn into r. Start with *drawn = ~0: keys
+ * that share a block then draw it once. */
+BT_FN bool drop_keep_at(uint sample, ulong e, uint first_sample, uint thr, uint seed_lo,
+                        uint seed_hi, uint stream_lo, uint stream_hi, ulong *drawn, uint r[4]) {
+    if (e >> 2 != *drawn) {
+        r[0] = (uint)(e >> 2);
+        r[1] = first_sample + sample;
+        r[2] = stream_lo;
+        r[3] = stream_hi;
+        philox4x32(r, seed_lo, seed_hi);
+        *drawn = e >> 2;
+    }
+    return r[e & 3] >= thr;
+}

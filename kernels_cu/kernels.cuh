@@ -49,10 +49,10 @@ __global__ void bt_layernorm_bwd_params_sum(float *dgamma, float *dbeta, const f
                                             int chunks, int cols);
 
 /* ---- kernels/softmax.cl ---- */
-__global__ void bt_softmax_fwd(float *probs, const float *scores, const int *key_mask, int HT,
+__global__ void bt_softmax_fwd(float *probs, const float *scores, const int *key_mask, int rows,
+                               int HT, int T, float scale);
+__global__ void bt_softmax_bwd(float *dscores, const float *dprobs, const float *probs, int rows,
                                int T, float scale);
-__global__ void bt_softmax_bwd(float *dscores, const float *dprobs, const float *probs, int T,
-                               float scale);
 
 /* ---- kernels/embedding.cl ---- */
 __global__ void bt_embed_fwd(float *out, const int *ids, const int *tt, const float *wte,
@@ -128,12 +128,12 @@ __global__ void bt_residual_layernorm_fwd(float *sum, float *out, float *mean, f
                                           unsigned int seed_hi, unsigned int stream_lo,
                                           unsigned int stream_hi);
 __global__ void bt_softmax_dropout_fwd(float *dropped, float *probs, const float *scores,
-                                       const int *key_mask, int HT, int T, float scale,
+                                       const int *key_mask, int rows, int HT, int T, float scale,
                                        unsigned int first_sample, unsigned int thr,
                                        float keep_scale, unsigned int seed_lo, unsigned int seed_hi,
                                        unsigned int stream_lo, unsigned int stream_hi);
 __global__ void bt_dropout_softmax_bwd(float *dscores, const float *dprobs, const float *probs,
-                                       int HT, int T, float scale, unsigned int first_sample,
+                                       int rows, int HT, int T, float scale, unsigned int first_sample,
                                        unsigned int thr, float keep_scale, unsigned int seed_lo,
                                        unsigned int seed_hi, unsigned int stream_lo,
                                        unsigned int stream_hi);

@@ -55,8 +55,9 @@ static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs,
                                    uint32_t first_sample, float p, bt_rng_key key) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
-    LAUNCH(c, softmax_dropout_fwd, (size_t)B * H * T * BT_WG, cu_f32(dropped), cu_f32(probs),
-           cu_f32(scores), cu_i32(key_mask), H * T, T, scale, DROP_ARGS(d));
+    LAUNCH(c, softmax_dropout_fwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dropped),
+           cu_f32(probs), cu_f32(scores), cu_i32(key_mask), B * H * T, H * T, T, scale,
+           DROP_ARGS(d));
 }
 
 static void cu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
@@ -64,8 +65,8 @@ static void cu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs
                                    float p, bt_rng_key key) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
-    LAUNCH(c, dropout_softmax_bwd, (size_t)B * H * T * BT_WG, cu_f32(dscores), cu_f32(dprobs),
-           cu_f32(probs), H * T, T, scale, DROP_ARGS(d));
+    LAUNCH(c, dropout_softmax_bwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dscores),
+           cu_f32(dprobs), cu_f32(probs), B * H * T, H * T, T, scale, DROP_ARGS(d));
 }
 
 void cu_fill_fused_ops(bt_backend *be) {

@@ -120,15 +120,15 @@ static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr db
 static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,
                            int H, int T, float scale) {
     cu_ctx *c = cu(be);
-    LAUNCH(c, softmax_fwd, (size_t)B * H * T * BT_WG, cu_f32(probs), cu_f32(scores),
-           cu_i32(key_mask), H * T, T, scale);
+    LAUNCH(c, softmax_fwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(probs), cu_f32(scores),
+           cu_i32(key_mask), B * H * T, H * T, T, scale);
 }
 
 static void cu_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                            int rows, int T, float scale) {
     cu_ctx *c = cu(be);
-    LAUNCH(c, softmax_bwd, (size_t)rows * BT_WG, cu_f32(dscores), cu_f32(dprobs), cu_f32(probs),
-           T, scale);
+    LAUNCH(c, softmax_bwd, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dscores), cu_f32(dprobs),
+           cu_f32(probs), rows, T, scale);
 }
 
 static void cu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,

@@ -92,11 +92,12 @@ static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
     arg_f32p(&a, probs);
     arg_f32p(&a, scores);
     arg_ptr(&a, key_mask, 4);
+    arg_i(&a, B * H * T);
     arg_i(&a, H * T);
     arg_i(&a, T);
     arg_f(&a, scale);
     arg_dropout(&a, first_sample, p, key);
-    launch(be, &a, (size_t)B * H * T * ocl(be)->wg);
+    launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }
 
 static void ocl_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
@@ -106,11 +107,12 @@ static void ocl_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprob
     arg_f32p(&a, dscores);
     arg_f32p(&a, dprobs);
     arg_f32p(&a, probs);
+    arg_i(&a, B * H * T);
     arg_i(&a, H * T);
     arg_i(&a, T);
     arg_f(&a, scale);
     arg_dropout(&a, first_sample, p, key);
-    launch(be, &a, (size_t)B * H * T * ocl(be)->wg);
+    launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }
 
 void ocl_fill_fused_ops(bt_backend *be) {

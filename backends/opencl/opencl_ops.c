@@ -205,10 +205,11 @@ static void ocl_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr 
     arg_f32p(&a, probs);
     arg_f32p(&a, scores);
     arg_ptr(&a, key_mask, 4);
+    arg_i(&a, B * H * T);
     arg_i(&a, H * T);
     arg_i(&a, T);
     arg_f(&a, scale);
-    launch(be, &a, (size_t)B * H * T * ocl(be)->wg);
+    launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }
 
 static void ocl_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
@@ -217,9 +218,10 @@ static void ocl_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_pt
     arg_f32p(&a, dscores);
     arg_f32p(&a, dprobs);
     arg_f32p(&a, probs);
+    arg_i(&a, rows);
     arg_i(&a, T);
     arg_f(&a, scale);
-    launch(be, &a, (size_t)rows * ocl(be)->wg);
+    launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 
 static void ocl_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
