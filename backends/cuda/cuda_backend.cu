@@ -298,6 +298,13 @@ bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, c
     c->device = ord;
     cudaDeviceProp prop;
     CU_TRY(cu_use_device(ord));
+    /* A rank waiting for its GPU sleeps on a primitive instead of spinning a
+     * core that the node's other ranks and threads need. A context another
+     * library made first keeps its flags on CUDA before 12 (SetOnActiveProcess). */
+    if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) == cudaErrorSetOnActiveProcess)
+        (void)cudaGetLastError();
+    else
+        CU_TRY(cudaGetLastError()); /* any other failure of cudaSetDeviceFlags */
     CU_TRY(cudaGetDeviceProperties(&prop, ord));
     CU_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     if (!probe_kernels(c, &prop, err, errlen)) goto fail; /* before cuBLAS, which may lack it too */

@@ -8,6 +8,10 @@
  *     that trusted a cached current device would launch into device 0's
  *     stream while device 1 is current, which the runtime refuses.
  *
+ *   test_cuda_emu sync-flags
+ *     The backend's device waits by blocking (cudaDeviceScheduleBlockingSync):
+ *     a rank waiting for its GPU leaves its core to the node's other ranks.
+ *
  *   test_cuda_emu fault
  *     A fill that runs 3 elements past the end of its buffer, then a
  *     download: the kernel's write outside the allocation is a fault, which a
@@ -82,6 +86,26 @@ static int device_switch(void) {
     return bad ? 1 : 0;
 }
 
+/* The backend asks its device to block, not spin, while the host waits
+ * (cudaDeviceScheduleBlockingSync): read back from the emulated runtime. */
+static int sync_flags(void) {
+    bt_backend *be = open_emu("cuda-emu:0");
+    const char *path = getenv("BERTRAIN_CUDA_EMU");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    int (*get_flags)(unsigned *) = h ? (int (*)(unsigned *))dlsym(h, "cudaGetDeviceFlags") : NULL;
+    unsigned flags = 0;
+    if (!get_flags || get_flags(&flags) != 0) {
+        fprintf(stderr, "test_cuda_emu: cudaGetDeviceFlags not found or failed in $BERTRAIN_CUDA_EMU\n");
+        return 1;
+    }
+    be->destroy(be);
+    const bool blocking = (flags & 0x07u) == 0x04u; /* cudaDeviceScheduleBlockingSync */
+    printf("sync-flags: %s (scheduling flags 0x%x)\n", blocking ? "PASS: a waiting host thread blocks"
+                                                              : "FAIL: the host thread may spin",
+           flags & 0x07u);
+    return blocking ? 0 : 1;
+}
+
 static int fault(void) {
     bt_backend *be = open_emu("cuda-emu:0");
     bt_buffer *b = be->alloc(be, 100 * sizeof(float));
@@ -114,7 +138,8 @@ static int count(void) {
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "device-switch")) return device_switch();
     if (argc == 2 && !strcmp(argv[1], "fault")) return fault();
+    if (argc == 2 && !strcmp(argv[1], "sync-flags")) return sync_flags();
     if (argc == 2 && !strcmp(argv[1], "count")) return count();
-    fprintf(stderr, "usage: test_cuda_emu device-switch | fault | count\n");
+    fprintf(stderr, "usage: test_cuda_emu device-switch | sync-flags | fault | count\n");
     return 2;
 }

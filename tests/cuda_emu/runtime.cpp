@@ -367,6 +367,24 @@ cudaError_t cudaSetDevice(int device) {
     return cudaSuccess;
 }
 
+/* The scheduling flags of each device (cudaSetDeviceFlags): recorded, so that
+ * a test can ask which wait the backend chose; the emulator's waits are its
+ * own. Only the scheduling bits exist here. */
+static unsigned device_flags[64];
+
+cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+    if ((flags & ~(unsigned)cudaDeviceScheduleMask) || this_device < 0 || this_device >= 64)
+        return record(cudaErrorInvalidValue);
+    device_flags[this_device] = flags;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
+    if (!flags || this_device < 0 || this_device >= 64) return record(cudaErrorInvalidValue);
+    *flags = device_flags[this_device];
+    return cudaSuccess;
+}
+
 cudaError_t cudaGetDevice(int *device) {
     *device = this_device;
     return cudaSuccess;

@@ -35,6 +35,7 @@ typedef enum cudaError {
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorStubLibrary = 34,
     cudaErrorInsufficientDriver = 35,
+    cudaErrorSetOnActiveProcess = 36,
     cudaErrorInvalidDeviceFunction = 98,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
@@ -54,6 +55,13 @@ typedef enum cudaMemcpyKind {
     cudaMemcpyDeviceToDevice = 3,
     cudaMemcpyDefault = 4,
 } cudaMemcpyKind;
+
+/* how a host thread waits for the device (cudaSetDeviceFlags) */
+#define cudaDeviceScheduleAuto 0x00
+#define cudaDeviceScheduleSpin 0x01
+#define cudaDeviceScheduleYield 0x02
+#define cudaDeviceScheduleBlockingSync 0x04
+#define cudaDeviceScheduleMask 0x07
 
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
@@ -85,6 +93,8 @@ extern "C" {
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaSetDevice(int device);
+cudaError_t cudaSetDeviceFlags(unsigned int flags);
+cudaError_t cudaGetDeviceFlags(unsigned int *flags);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorName(cudaError_t error);
