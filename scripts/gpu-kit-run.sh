@@ -38,6 +38,13 @@ say() { printf '%s\n' "$*" | tee -a "$results"; }
 # section TITLE: a heading in results.txt
 section() { printf '\n==== %s ====\n' "$1" | tee -a "$results"; }
 now() { date +%s; }
+# stage_failed STAGE RC SECONDS LOG LINES: the end of work/LOG into results.txt, exit 2
+stage_failed() {
+    say "$1 failed (exit $2, $3 s): the end of work/$4:"
+    tail -"$5" "$work/$4" | tee -a "$results"
+    say "result: FAIL ($1)"
+    exit 2
+}
 
 say "bertrain GPU kit: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 section "machine"
@@ -101,23 +108,13 @@ t0=$(now)
 ) > "$work/configure.log" 2>&1
 rc=$?
 t1=$(now)
-if [ $rc -ne 0 ]; then
-    say "configure failed (exit $rc, $((t1 - t0)) s): the end of work/configure.log:"
-    tail -25 "$work/configure.log" | tee -a "$results"
-    say "result: FAIL (configure)"
-    exit 2
-fi
+[ $rc -eq 0 ] || stage_failed configure $rc $((t1 - t0)) configure.log 25
 say "configure: $((t1 - t0)) s; its summary:"
 sed -n '/^configure: *$/,$p' "$work/configure.log" | grep -v '^configure: *$' | sed '/^$/d' | tee -a "$results"
 (cd "$src" && make -j"$jobs" NVCC_WERROR= all && make -j"$jobs" tests/c/st_compare) > "$work/build.log" 2>&1
 rc=$?
 t2=$(now)
-if [ $rc -ne 0 ]; then
-    say "make failed (exit $rc, $((t2 - t1)) s): the end of work/build.log:"
-    tail -40 "$work/build.log" | tee -a "$results"
-    say "result: FAIL (build)"
-    exit 2
-fi
+[ $rc -eq 0 ] || stage_failed build $rc $((t2 - t1)) build.log 40
 say "make -j$jobs: $((t2 - t1)) s; built: $(for f in bertrain bertrain-conformance bertrain-cuda.so tests/c/st_compare; do
     [ ! -f "$src/$f" ] || printf '%s ' "$f"; done)"
 say "warnings: $(grep -c -i 'warning' "$work/build.log") lines of work/build.log"

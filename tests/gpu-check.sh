@@ -75,27 +75,42 @@ summary_end() {
     exit $failed
 }
 
-# ---- the CPU part (--cpu) ----
-if [ $cpu_only = yes ]; then
-    echo "gpu-check: the CPU part only (bertrain $("$BERTRAIN" version | head -1))"
+# conformance_row NAME ARGS...: bertrain-conformance ARGS, one summary row
+conformance_row() {
+    name=$1
+    shift
     rc=0
-    "$CONFORMANCE" --backend cpu --quick > "$tmp/conformance.log" 2>&1 || rc=$?
+    BERTRAIN_CUDA_TF32= "$CONFORMANCE" "$@" > "$tmp/conformance.log" 2>&1 || rc=$?
     counts=$(tail -1 "$tmp/conformance.log")
     if [ $rc -eq 0 ]; then
-        record "conformance --quick (cpu)" PASS "$counts"
+        record "$name" PASS "$counts"
     else
         grep -E 'FAIL' "$tmp/conformance.log" | head -20
-        record "conformance --quick (cpu)" FAIL "$counts (exit $rc)"
+        record "$name" FAIL "$counts (exit $rc)"
     fi
-    tab=$(printf '\t')
-    sh "$top_srcdir/tests/train-vs-cpu.sh" cpu "$tmp" --set train_batch_size=4 \
-        --set train_micro_batch_size_per_gpu=4 --set data.seq_len=32 > "$tmp/train.out" 2>&1
+}
+
+# train_rows DEV ARGS...: tests/train-vs-cpu.sh DEV (its options ARGS), its
+# tab-separated rows into the summary
+train_rows() {
+    tab=$(printf '\t') train_dev=$1
+    shift
+    sh "$top_srcdir/tests/train-vs-cpu.sh" "$train_dev" "$tmp" "$@" > "$tmp/train.out" 2>&1
     grep -v "$tab" "$tmp/train.out"
     grep "$tab" "$tmp/train.out" > "$tmp/train.rows"
     while IFS="$tab" read -r check result detail; do
         record "$check" "$result" "$detail"
     done < "$tmp/train.rows"
-    [ -s "$tmp/train.rows" ] || record "CPU vs cpu: training" FAIL "tests/train-vs-cpu.sh printed no result"
+    [ -s "$tmp/train.rows" ] ||
+        record "CPU vs $train_dev: training" FAIL "tests/train-vs-cpu.sh printed no result"
+}
+
+# ---- the CPU part (--cpu) ----
+if [ $cpu_only = yes ]; then
+    echo "gpu-check: the CPU part only (bertrain $("$BERTRAIN" version | head -1))"
+    conformance_row "conformance --quick (cpu)" --backend cpu --quick
+    train_rows cpu --set train_batch_size=4 --set train_micro_batch_size_per_gpu=4 \
+        --set data.seq_len=32
     log="$tmp/bench-tiny-cpu.log"
     if "$BERTRAIN" bench --preset tiny --seq 64 --batch 8 --steps 3 --backend cpu > "$log" 2>&1; then
         record "bench tiny fp32 (cpu, seq 64, batch 8)" PASS \
@@ -129,24 +144,10 @@ card=$("$BERTRAIN" devices 2>/dev/null | sed -n "s/^$DEV: \([^,]*\),.*/\1/p" | h
 echo "gpu-check: $DEV is $card"
 
 # ---- 1. conformance ----
-rc=0
-BERTRAIN_CUDA_TF32= "$CONFORMANCE" --backend "$DEV" > "$tmp/conformance.log" 2>&1 || rc=$?
-counts=$(tail -1 "$tmp/conformance.log")
-if [ $rc -eq 0 ]; then
-    record "conformance ($DEV)" PASS "$counts"
-else
-    grep -E 'FAIL' "$tmp/conformance.log" | head -20
-    record "conformance ($DEV)" FAIL "$counts (exit $rc)"
-fi
+conformance_row "conformance ($DEV)" --backend "$DEV"
 
 # ---- 2, 2b. CPU vs CUDA training, 20 steps (tests/train-vs-cpu.sh) ----
-tab=$(printf '\t')
-sh "$top_srcdir/tests/train-vs-cpu.sh" "$DEV" "$tmp" > "$tmp/train.out" 2>&1
-grep -v "$tab" "$tmp/train.out"
-grep "$tab" "$tmp/train.out" > "$tmp/train.rows"
-while IFS="$tab" read -r check result detail; do
-    record "$check" "$result" "$detail"
-done < "$tmp/train.rows"
+train_rows "$DEV"
 
 # ---- 3. bench and MFU ----
 # Dense peak TFLOP/s (no 2:4 sparsity) per card: FP32 on CUDA cores, TF32
