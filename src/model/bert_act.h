@@ -33,11 +33,12 @@ struct bert_act_layout {
     /* backward scratch */
     size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;
     size_t dqkv_heads; /* (3, B, NH, T, D) attention's gradient by head, before its gather */
-    /* the top layer (bert_model.top_layer) at the heads' rows, (S, H) each for S
-     * <= M + B rows: its input rows (the forward) or d ctx rows (the backward),
+    /* the top layer (bert_tape.top_layer) at the heads' rows, (S, H) each for S
+     * <= top_capacity rows (M + B, padded up to BERT_TOP_ROWS_MULTIPLE_MAX
+     * within N): its input rows (the forward) or d ctx rows (the backward),
      * and ctx at those rows (from the forward, kept for the backward) */
     size_t top_x, top_ctx;
-    int top_capacity; /* the most rows top_x and top_ctx hold */
+    int top_capacity;
     size_t total;
     /* int32 inputs of a batch (uploaded with it: the first ints_batch) */
     size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx;
