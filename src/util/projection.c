@@ -100,17 +100,26 @@ double proj_seconds(const proj_card *c, const proj_work *w) {
     return launch + t;
 }
 
+/* Room for one more element in the array *items of *cap elements of size
+ * bytes holding n (doubled when full, first when empty); false when out of
+ * memory, the array unchanged. */
+static bool room_for_one(void **items, int *cap, int n, size_t size, int first) {
+    if (n < *cap) return true;
+    const int more_cap = *cap ? 2 * *cap : first;
+    void *more = realloc(*items, (size_t)more_cap * size);
+    if (!more) return false;
+    *items = more;
+    *cap = more_cap;
+    return true;
+}
+
 /* The op named `name` in s, added when new; NULL when out of memory. */
 static proj_op *op_named(proj_step *s, const char *name) {
     for (int i = 0; i < s->n_ops; i++)
         if (!strcmp(s->ops[i].name, name)) return &s->ops[i];
-    if (s->n_ops == s->cap_ops) {
-        const int cap = s->cap_ops ? 2 * s->cap_ops : 64;
-        proj_op *more = realloc(s->ops, (size_t)cap * sizeof *more);
-        if (!more) return NULL;
-        s->ops = more;
-        s->cap_ops = cap;
-    }
+    void *ops = s->ops;
+    if (!room_for_one(&ops, &s->cap_ops, s->n_ops, sizeof *s->ops, 64)) return NULL;
+    s->ops = ops;
     proj_op *o = &s->ops[s->n_ops++];
     memset(o, 0, sizeof *o);
     snprintf(o->name, sizeof o->name, "%s", name);
@@ -119,13 +128,9 @@ static proj_op *op_named(proj_step *s, const char *name) {
 
 /* Add w to op o's totals and work; false when out of memory. */
 static bool op_add(proj_op *o, const proj_work *w, double blocks, int block) {
-    if (o->n_work == o->cap_work) {
-        const int cap = o->cap_work ? 2 * o->cap_work : 16;
-        proj_work *more = realloc(o->work, (size_t)cap * sizeof *more);
-        if (!more) return false;
-        o->work = more;
-        o->cap_work = cap;
-    }
+    void *work = o->work;
+    if (!room_for_one(&work, &o->cap_work, o->n_work, sizeof *o->work, 16)) return false;
+    o->work = work;
     o->work[o->n_work++] = *w;
     o->launches++;
     o->blocks += blocks;
