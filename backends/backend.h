@@ -29,6 +29,9 @@ static inline bt_ptr bt_at(bt_ptr p, size_t count) {
 
 typedef enum { BT_F32 = 0, BT_BF16 = 1, BT_F16 = 2 } bt_dtype;
 
+/* gemm16's operands that are stored in its 16-bit dtype (a bit mask). */
+enum { BT_GEMM_A16 = 1u, BT_GEMM_B16 = 2u };
+
 /* Elements a gemm operand spans in its buffer: `batch` matrices of `rows` x
  * `cols` (as stored: transposed ones swapped) with row stride ld and batch
  * stride `stride`. Backends that stage operands copy this much. */
@@ -131,13 +134,19 @@ struct bt_backend {
                  bt_ptr b, int ldb, long stride_b,
                  float beta, bt_ptr c, int ldc, long stride_c, int batch);
     /* gemm with 16-bit operands (mixed precision): as gemm, but each element of
-     * A and B (fp32 buffers) is rounded to dtype (BT_BF16 or BT_F16) before the
-     * products, which accumulate in fp32; C stays fp32. CUDA: tensor cores
-     * (cuBLAS, operands converted to dtype in device scratch); elsewhere the
-     * rounded operands go to the fp32 GEMM. A and B are left unchanged. */
-    void (*gemm16)(bt_backend *be, bt_dtype dtype, bool trans_a, bool trans_b, int m, int n,
-                   int k, float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb,
-                   long stride_b, float beta, bt_ptr c, int ldc, long stride_c, int batch);
+     * A and B is a value of dtype (BT_BF16 or BT_F16), and the products
+     * accumulate in fp32; C stays fp32. An operand named in stored16
+     * (BT_GEMM_A16, BT_GEMM_B16) is stored in dtype, 2 bytes an element (its
+     * ld and stride count elements, its pointer's offset bytes), and is read
+     * as it is; any other is an fp32 buffer whose elements are rounded to
+     * dtype first and left unchanged. CUDA: tensor cores (cuBLAS, fp32
+     * operands converted in device scratch); elsewhere fp32 copies of the
+     * 16-bit values go to the fp32 GEMM. The same values give the same bits
+     * whether an operand comes in fp32 or in 16 bits. */
+    void (*gemm16)(bt_backend *be, bt_dtype dtype, unsigned stored16, bool trans_a,
+                   bool trans_b, int m, int n, int k, float alpha, bt_ptr a, int lda,
+                   long stride_a, bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c,
+                   int ldc, long stride_c, int batch);
     /* y[r, c] += bias[c]                       y: (rows, cols) */
     void (*bias_add)(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols);
     /* dbias[c] += sum_r dy[r, c] */
@@ -239,9 +248,13 @@ struct bt_backend {
      * launches that does not grow with n_spans, each gradient read as the
      * float product g * grad_scale (gradient clipping without a pass of its
      * own; g is not written). The same bits as scale(g, grad_scale), then one
-     * adamw_step per span. Spans do not overlap. */
-    void (*adamw_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                        const bt_tensor_span *spans, int n_spans, float lr, float beta1,
+     * adamw_step per span. Spans do not overlap. Where w16.buf is not NULL,
+     * the same pass writes w16[i] = the new w[i] cast to w16_dtype (BT_BF16
+     * or BT_F16, 2 bytes an element, as cast) for every element of the
+     * spans: the 16-bit weights gemm16 reads (BT_GEMM_B16) with no cast of
+     * its own. */
+    void (*adamw_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                        bt_dtype w16_dtype, const bt_tensor_span *spans, int n_spans, float lr, float beta1,
                         float beta2, float eps, float grad_scale);
     /* A whole LAMB step on every span, trust ratios on the device: per span,
      * lamb_update, then trust = ||w|| / ||u|| (1 when either is 0; each norm
@@ -249,8 +262,10 @@ struct bt_backend {
      * max_coeff], then w += (float)(-(double)lr * trust) * u as axpy. The same
      * bits as those ops per span where the device has fp64 (the conformance
      * suite says so where it has not). Launches do not grow with n_spans.
-     * Gradients are read as g * grad_scale, as in adamw_multi. */
-    void (*lamb_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
+     * Gradients are read as g * grad_scale and w16 is written, as in
+     * adamw_multi. */
+    void (*lamb_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                       bt_dtype w16_dtype,
                        const bt_tensor_span *spans, int n_spans, float lr, float beta1,
                        float beta2, float eps, float min_coeff, float max_coeff,
                        float grad_scale);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 static bool same_shape(const prof_gemm_shape *a, const prof_gemm_shape *b) {
-    return a->dtype == b->dtype && a->ta == b->ta && a->tb == b->tb && a->m == b->m &&
+    return a->dtype == b->dtype && a->stored16 == b->stored16 && a->ta == b->ta && a->tb == b->tb && a->m == b->m &&
            a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb &&
            a->ldc == b->ldc && a->batch == b->batch && a->sa == b->sa && a->sb == b->sb &&
            a->sc == b->sc && a->beta == b->beta;
@@ -57,8 +57,18 @@ static void run_shape(bt_backend *in, const prof_gemm_shape *s, bt_buffer *a, bt
         in->gemm(in, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, s->lda, s->sa, B, s->ldb, s->sb,
                  s->beta, C, s->ldc, s->sc, s->batch);
     else
-        in->gemm16(in, (bt_dtype)s->dtype, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, s->lda,
+        in->gemm16(in, (bt_dtype)s->dtype, s->stored16, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, s->lda,
                    s->sa, B, s->ldb, s->sb, s->beta, C, s->ldc, s->sc, s->batch);
+}
+
+/* For an operand the shape reads in 16 bits: buf's n values cast to dt in a
+ * buffer of their own, buf freed; NULL when out of memory. */
+static bt_buffer *as_16bit(bt_backend *in, bt_buffer *buf, size_t n, bt_dtype dt) {
+    if (!buf) return NULL;
+    bt_buffer *h = in->alloc(in, n * 2);
+    if (h) in->cast(in, (bt_ptr){h, 0}, dt, (bt_ptr){buf, 0}, BT_F32, n);
+    in->free(in, buf);
+    return h;
 }
 
 /* The best time of shape s on fresh operands (after one untimed call) over
@@ -74,7 +84,9 @@ static bool time_alone(bt_backend *in, prof_gemm_shape *s, int reps) {
     most = most > nc ? most : nc;
     float *host = malloc(most * sizeof *host);
     bt_buffer *a = host ? seeded_buffer(in, na, 1, host) : NULL;
+    if (s->stored16 & BT_GEMM_A16) a = as_16bit(in, a, na, (bt_dtype)s->dtype);
     bt_buffer *b = a ? seeded_buffer(in, nb, 2, host) : NULL;
+    if (s->stored16 & BT_GEMM_B16) b = as_16bit(in, b, nb, (bt_dtype)s->dtype);
     bt_buffer *c = b ? seeded_buffer(in, nc, 3, host) : NULL;
     free(host);
     if (c) {
@@ -164,9 +176,10 @@ void prof_gemm_print(const bt_profiler *p, FILE *out) {
     for (int j = 0; j < k; j++) {
         const prof_gemm_shape *s = &p->shapes[order[j]];
         char shape[64], alone[16] = "-";
-        snprintf(shape, sizeof shape, "%dx%dx%d %c%c x%d%s%s", s->m, s->n, s->k,
+        snprintf(shape, sizeof shape, "%dx%dx%d %c%c x%d%s%s%s%s", s->m, s->n, s->k,
                  s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->batch, s->dtype < 0 ? "" : " ",
-                 s->dtype < 0 ? "" : dtype_name(s->dtype));
+                 s->dtype < 0 ? "" : dtype_name(s->dtype),
+                 s->stored16 & BT_GEMM_A16 ? " A16" : "", s->stored16 & BT_GEMM_B16 ? " B16" : "");
         if (s->alone_s > 0) snprintf(alone, sizeof alone, "%.1f", rate_alone(s));
         fprintf(out, "  %-42s %10.1f %10.3f %10.1f %14s\n", shape, s->calls / n,
                 1e3 * s->seconds / n, rate_in_steps(s), alone);

@@ -29,6 +29,7 @@ typedef struct {
  * time in the steps and, once replayed, the best time of one call alone. */
 typedef struct {
     int dtype; /* -1: gemm (fp32), else gemm16's bt_dtype */
+    unsigned stored16; /* gemm16: the operands stored in dtype (BT_GEMM_A16 | BT_GEMM_B16) */
     bool ta, tb;
     int m, n, k, lda, ldb, ldc, batch;
     long sa, sb, sc;

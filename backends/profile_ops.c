@@ -74,8 +74,11 @@ static void p_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
 /* ---- math ---- */
 
 /* Bytes of a GEMM: A and B read, C written (and read when beta != 0). */
-static double gemm_bytes(int m, int n, int k, float beta, int batch) {
-    return F4 * batch * ((double)m * k + (double)k * n + (beta != 0.0f ? 2.0 : 1.0) * m * n);
+/* Bytes a GEMM's operands move: A and B at 4 bytes an element, or 2 where
+ * stored16 says they are 16-bit, and C read (beta != 0) and written. */
+static double gemm_bytes(int m, int n, int k, float beta, int batch, unsigned stored16) {
+    const double a = stored16 & BT_GEMM_A16 ? 2.0 : F4, b = stored16 & BT_GEMM_B16 ? 2.0 : F4;
+    return batch * (a * m * k + b * k * n + F4 * (beta != 0.0f ? 2.0 : 1.0) * m * n);
 }
 
 /* Tag the event just recorded (when a step is) with its GEMM shape. */
@@ -86,20 +89,20 @@ static void note_gemm_shape(bt_profiler *p, const prof_gemm_shape *key) {
 static void p_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha, bt_ptr a,
                    int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc,
                    long sc, int batch) {
-    TIMED(be, gemm, 2.0 * m * n * k * batch, gemm_bytes(m, n, k, beta, batch),
+    TIMED(be, gemm, 2.0 * m * n * k * batch, gemm_bytes(m, n, k, beta, batch, 0),
           in->gemm(in, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch));
     const prof_gemm_shape key = {.dtype = -1, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
                                  .lda = lda, .ldb = ldb, .ldc = ldc, .batch = batch,
                                  .sa = sa, .sb = sb, .sc = sc, .beta = beta};
     note_gemm_shape(be->ctx, &key);
 }
-static void p_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n, int k,
-                     float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
+static void p_gemm16(bt_backend *be, bt_dtype dt, unsigned s16, bool ta, bool tb, int m, int n,
+                     int k, float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
                      float beta, bt_ptr c, int ldc, long sc, int batch) {
-    TIMED(be, gemm16, 2.0 * m * n * k * batch, gemm_bytes(m, n, k, beta, batch),
-          in->gemm16(in, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
-                     batch));
-    const prof_gemm_shape key = {.dtype = (int)dt, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
+    TIMED(be, gemm16, 2.0 * m * n * k * batch, gemm_bytes(m, n, k, beta, batch, s16),
+          in->gemm16(in, dt, s16, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                     sc, batch));
+    const prof_gemm_shape key = {.dtype = (int)dt, .stored16 = s16, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
                                  .lda = lda, .ldb = ldb, .ldc = ldc, .batch = batch,
                                  .sa = sa, .sb = sb, .sc = sc, .beta = beta};
     note_gemm_shape(be->ctx, &key);
@@ -212,18 +215,20 @@ static double span_elems(const bt_tensor_span *s, int n) {
     return e;
 }
 
-static void p_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                          const bt_tensor_span *s, int n, float lr, float b1, float b2, float eps,
-                          float gs) {
-    TIMED(be, adamw_multi, 0, F4 * 7.0 * span_elems(s, n),
-          in->adamw_multi(in, w, g, m, v, s, n, lr, b1, b2, eps, gs));
+/* AdamW: w, g, m, v read and w, m, v written, and the 16-bit copy of w. */
+static void p_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                          bt_dtype d16, const bt_tensor_span *s, int n, float lr, float b1,
+                          float b2, float eps, float gs) {
+    TIMED(be, adamw_multi, 0, (F4 * 7.0 + (w16.buf ? 2.0 : 0.0)) * span_elems(s, n),
+          in->adamw_multi(in, w, g, m, v, w16, d16, s, n, lr, b1, b2, eps, gs));
 }
-/* LAMB's three passes: w, g, m, v read and m, v written; w, m, v read and w written. */
-static void p_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                         const bt_tensor_span *s, int n, float lr, float b1, float b2, float eps,
-                         float lo, float hi, float gs) {
-    TIMED(be, lamb_multi, 0, F4 * 10.0 * span_elems(s, n),
-          in->lamb_multi(in, w, g, m, v, s, n, lr, b1, b2, eps, lo, hi, gs));
+/* LAMB's three passes: w, g, m, v read and m, v written; w, m, v read and w
+ * (and its 16-bit copy) written. */
+static void p_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                         bt_dtype d16, const bt_tensor_span *s, int n, float lr, float b1,
+                         float b2, float eps, float lo, float hi, float gs) {
+    TIMED(be, lamb_multi, 0, (F4 * 10.0 + (w16.buf ? 2.0 : 0.0)) * span_elems(s, n),
+          in->lamb_multi(in, w, g, m, v, w16, d16, s, n, lr, b1, b2, eps, lo, hi, gs));
 }
 
 static void p_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,

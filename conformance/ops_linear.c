@@ -15,13 +15,14 @@ typedef struct {
     int batch;
     float alpha, beta;
     bt_dtype dt; /* BT_F32: gemm; BT_BF16 / BT_F16: gemm16 */
+    unsigned stored16; /* gemm16: A and/or B given in 16 bits (BT_GEMM_A16, BT_GEMM_B16) */
 } gemm_args;
 
 static void run_gemm(bt_backend *be, tensor *t, void *arg, double *s) {
     (void)s;
     gemm_args *g = arg;
     if (g->dt != BT_F32)
-        be->gemm16(be, g->dt, g->ta, g->tb, g->m, g->n, g->k, g->alpha, t[0].p, g->lda, g->sa,
+        be->gemm16(be, g->dt, g->stored16, g->ta, g->tb, g->m, g->n, g->k, g->alpha, t[0].p, g->lda, g->sa,
                    t[1].p, g->ldb, g->sb, g->beta, t[2].p, g->ldc, g->sc, g->batch);
     else
         be->gemm(be, g->ta, g->tb, g->m, g->n, g->k, g->alpha, t[0].p, g->lda, g->sa, t[1].p,
@@ -32,6 +33,29 @@ static void run_gemm(bt_backend *be, tensor *t, void *arg, double *s) {
 static void round_operand(double *x, size_t n, bt_dtype dt) {
     if (dt == BT_F32) return;
     for (size_t i = 0; i < n; i++) x[i] = dt == BT_F16 ? ref_round_f16(x[i]) : ref_round_bf16(x[i]);
+}
+
+/* An operand of gemm_case: fp32 values x, or with half their dt encodings
+ * (x rounded to dt already), a 2-byte tensor. */
+static tensor gemm_operand(const char *name, const float *x, size_t n, bt_dtype dt, bool half,
+                           uint16_t **bits) {
+    *bits = NULL;
+    if (!half) return tensor_in(name, x, n);
+    *bits = ref_alloc(n * 2);
+    for (size_t i = 0; i < n; i++)
+        (*bits)[i] = dt == BT_F16 ? ref_f16_bits(x[i]) : ref_bf16_bits(x[i]);
+    return tensor_16bit(name, *bits, n, false);
+}
+
+/* gemm16 with A and B given in fp32 (rounded by the op) must give the bits
+ * that the case's 16-bit operands gave (out: its C). */
+static void same_bits_from_f32(verdict *v, bt_backend *be, gemm_args g, const float *A, size_t na,
+                               const float *B, size_t nb, const float *C, size_t nc,
+                               const float *out) {
+    g.stored16 = 0;
+    tensor t[] = {tensor_in("A", A, na), tensor_in("B", B, nb), tensor_out("C", C, nc)};
+    if (exec_op(v, be, t, 3, run_gemm, &g, NULL)) v_bits(v, "C (fp32 operands)", out, RES(t[2]), nc);
+    tensors_free(t, 3);
 }
 
 static size_t gemm_span(int rows, int ld, long stride, int batch) {
@@ -57,12 +81,19 @@ static void gemm_case(bt_backend *be, gemm_args g, bool nan_c, const char *label
     double *rA = ref_dup(A, na), *rB = ref_dup(B, nb), *rC = ref_dup(C, nc);
     round_operand(rA, na, g.dt);
     round_operand(rB, nb, g.dt);
+    if (g.stored16 & BT_GEMM_A16) /* the device gets these values in 16 bits */
+        for (size_t i = 0; i < na; i++) A[i] = (float)rA[i];
+    if (g.stored16 & BT_GEMM_B16)
+        for (size_t i = 0; i < nb; i++) B[i] = (float)rB[i];
     ref_gemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, rA, g.lda, g.sa, rB, g.ldb, g.sb, g.beta, rC,
              g.ldc, g.sc, g.batch);
     double *aA = ref_abs(A, na), *aB = ref_abs(B, nb), *mC = ref_abs(C, nc); /* |terms| */
     ref_gemm(g.ta, g.tb, g.m, g.n, g.k, fabsf(g.alpha), aA, g.lda, g.sa, aB, g.ldb, g.sb,
              fabsf(g.beta), mC, g.ldc, g.sc, g.batch);
-    tensor t[] = {tensor_in("A", A, na), tensor_in("B", B, nb), tensor_out("C", C, nc)};
+    uint16_t *bits_a, *bits_b;
+    tensor t[] = {gemm_operand("A", A, na, g.dt, g.stored16 & BT_GEMM_A16, &bits_a),
+                  gemm_operand("B", B, nb, g.dt, g.stored16 & BT_GEMM_B16, &bits_b),
+                  tensor_out("C", C, nc)};
     verdict v = v_new();
     if (exec_op(&v, be, t, 3, run_gemm, &g, NULL)) {
         v_nmse(&v, "C", RES(t[2]), rC, mC, nc, THR_MATH);
@@ -71,11 +102,14 @@ static void gemm_case(bt_backend *be, gemm_args g, bool nan_c, const char *label
                 v_fail(&v, "C[%zu] outside the m x n blocks modified", i);
                 break;
             }
+        if (g.stored16) same_bits_from_f32(&v, be, g, A, na, B, nb, C, nc, RES(t[2]));
     }
-    v_report(&v, g.dt == BT_F32 ? "gemm" : "gemm16", "%s%dx%dx%d %c%c%s a=%g b=%g%s",
+    v_report(&v, g.dt == BT_F32 ? "gemm" : "gemm16", "%s%dx%dx%d %c%c%s%s%s a=%g b=%g%s",
              g.dt == BT_F16 ? "f16 " : g.dt == BT_BF16 ? "bf16 " : "", g.m, g.n, g.k,
-             g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', label, g.alpha, g.beta, nan_c ? " C=NaN" : "");
+             g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', label, g.stored16 & BT_GEMM_A16 ? " A16" : "",
+             g.stored16 & BT_GEMM_B16 ? " B16" : "", g.alpha, g.beta, nan_c ? " C=NaN" : "");
     tensors_free(t, 3);
+    free(bits_a), free(bits_b);
     free(A), free(B), free(C), free(rA), free(rB), free(rC), free(logical), free(aA), free(aB), free(mC);
 }
 
@@ -242,7 +276,9 @@ void test_gemm(bt_backend *be) {
 /* gemm16: the operands rounded to bf16 / f16 (the float64 reference rounds
  * them too), fp32 accumulation: every transpose, leading dimensions beyond
  * the columns, beta = 0 over NaN, strided batches, the attention layout and a
- * BERT-base layer. A and B must come back unchanged. */
+ * BERT-base layer; operands given in 16 bits (A, B, both) at every
+ * transpose, strided batches and the linear layer's weight, each also giving
+ * the bits of the same values in fp32. A and B must come back unchanged. */
 void test_gemm16(bt_backend *be) {
     if (!want_op("gemm16")) return;
     static const bt_dtype dts[2] = {BT_BF16, BT_F16};
@@ -257,6 +293,8 @@ void test_gemm16(bt_backend *be) {
             g.ldb = (g.tb ? g.k : g.n) + pad;
             g.ldc = g.n + pad;
             gemm_case(be, g, false, pad ? " ld+3" : "");
+            g.stored16 = 1u + (unsigned)tr % 3u; /* A, B, both */
+            gemm_case(be, g, false, pad ? " ld+3" : "");
         }
         gemm_case(be, (gemm_args){.m = 1, .n = 1, .k = 1, .lda = 1, .ldb = 1, .ldc = 1,
                                   .batch = 1, .alpha = 1, .beta = 0, .dt = dt}, true, "");
@@ -265,15 +303,21 @@ void test_gemm16(bt_backend *be) {
                                   .ldc = 11, .sa = 13 * 9 + 5, .sb = 9 * 8 + 3,
                                   .sc = 13 * 11 + 7, .batch = 3, .alpha = 0.5f, .beta = 1,
                                   .dt = dt}, false, " batch3");
+        gemm_case(be, (gemm_args){.tb = true, .m = 13, .n = 9, .k = 7, .lda = 9, .ldb = 8,
+                                  .ldc = 11, .sa = 13 * 9 + 5, .sb = 9 * 8 + 3,
+                                  .sc = 13 * 11 + 7, .batch = 3, .alpha = 0.5f, .beta = 1,
+                                  .dt = dt, .stored16 = BT_GEMM_A16 | BT_GEMM_B16}, false,
+                  " batch3");
         const int T = 9, D = 4, NH = 3, H = D * NH;
         gemm_case(be, (gemm_args){.tb = true, .m = T, .n = T, .k = D, .lda = 3 * H,
                                   .ldb = 3 * H, .ldc = T, .sa = D, .sb = D, .sc = (long)T * T,
                                   .batch = NH, .alpha = 0.125f, .beta = 0, .dt = dt},
                   false, " QK^T heads");
         if (!g_quick)
-            gemm_case(be, (gemm_args){.tb = true, .m = 128, .n = 768, .k = 768, .lda = 768,
-                                      .ldb = 768, .ldc = 768, .batch = 1, .alpha = 1,
-                                      .beta = 0, .dt = dt}, false, "");
+            for (unsigned s16 = 0; s16 <= BT_GEMM_B16; s16 += BT_GEMM_B16) /* B: a weight */
+                gemm_case(be, (gemm_args){.tb = true, .m = 128, .n = 768, .k = 768, .lda = 768,
+                                          .ldb = 768, .ldc = 768, .batch = 1, .alpha = 1,
+                                          .beta = 0, .dt = dt, .stored16 = s16}, false, "");
     }
 }
 

@@ -136,12 +136,18 @@ typedef struct {
     float lr, b1, b2, eps, min_coeff, max_coeff;
     float grad_scale; /* the clipping factor the multi ops fold in */
     bt_buffer *scratch; /* per-span runs of LAMB: its direction */
+    bt_dtype w16;       /* BT_F32: no 16-bit copy of w; else its dtype (tensor 4) */
 } multi_args;
+
+/* The multi ops' w16 argument: tensor 4, or none. */
+static bt_ptr w16_of(const tensor *t, const multi_args *o) {
+    return o->w16 != BT_F32 ? t[4].p : (bt_ptr){NULL, 0};
+}
 
 static void run_adamw_multi(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
-    multi_args *o = a; /* w, g, m, v */
-    be->adamw_multi(be, t[0].p, t[1].p, t[2].p, t[3].p, o->spans, o->n_spans, o->lr, o->b1, o->b2, o->eps,
+    multi_args *o = a; /* w, g, m, v (, w16) */
+    be->adamw_multi(be, t[0].p, t[1].p, t[2].p, t[3].p, w16_of(t, o), o->w16, o->spans, o->n_spans, o->lr, o->b1, o->b2, o->eps,
                     o->grad_scale);
 }
 /* Clipping as src/model/optim.c did it before the multi ops took grad_scale:
@@ -162,7 +168,7 @@ static void run_adamw_spans(bt_backend *be, tensor *t, void *a, double *s) {
 static void run_lamb_multi(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     multi_args *o = a;
-    be->lamb_multi(be, t[0].p, t[1].p, t[2].p, t[3].p, o->spans, o->n_spans, o->lr, o->b1, o->b2, o->eps,
+    be->lamb_multi(be, t[0].p, t[1].p, t[2].p, t[3].p, w16_of(t, o), o->w16, o->spans, o->n_spans, o->lr, o->b1, o->b2, o->eps,
                    o->min_coeff, o->max_coeff, o->grad_scale);
 }
 /* LAMB per span as src/model/optim.c did it before lamb_multi. */
@@ -241,10 +247,30 @@ static void ref_multi(bool lamb, const multi_args *o, double *rw, const double *
     }
 }
 
-static void multi_case(bt_backend *be, bool lamb, bool has_fp64, float grad_scale) {
+/* w16 after a multi step with a 16-bit copy: each element of the spans the
+ * encoding of the new w rounded to o->w16, every other one as before. */
+static void check_w16(verdict *v, const uint16_t *w16, const uint16_t *before, const float *w,
+                      const multi_args *o) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < o->total; i++) {
+        bool in = false;
+        for (int s = 0; s < o->n_spans; s++)
+            in = in || (i >= o->spans[s].offset && i < o->spans[s].offset + o->spans[s].numel);
+        const uint16_t want_ = !in ? before[i]
+                               : o->w16 == BT_F16 ? ref_f16_bits(ref_round_f16(w[i]))
+                                                  : ref_bf16_bits(ref_round_bf16(w[i]));
+        if (w16[i] != want_ && !bad++) first = i;
+    }
+    if (bad)
+        v_fail(v, "w16: %zu elements wrong, first [%zu] 0x%04x for w %.9g", bad, first,
+               w16[first], w[first]);
+}
+
+static void multi_case(bt_backend *be, bool lamb, bool has_fp64, float grad_scale, bt_dtype w16) {
     const char *op = lamb ? "lamb_multi" : "adamw_multi";
     reseed(op, 0);
     multi_args o = make_spans(grad_scale);
+    o.w16 = w16;
     size_t n = o.total;
     float *w = rand_floats(n, 1, 0), *g = rand_floats(n, 1, 0), *m = rand_floats(n, 0.1, 0),
           *v = rand_floats(n, 0.01, 0);
@@ -253,10 +279,14 @@ static void multi_case(bt_backend *be, bool lamb, bool has_fp64, float grad_scal
         for (size_t k = 0; k < o.spans[3].numel; k++) w[o.spans[3].offset + k] = 0.0f;
     o.scratch = be->alloc(be, 10000 * 4);
     verdict vd = v_new();
-    tensor tm[] = {tensor_out("w", w, n), tensor_in("g", g, n), tensor_out("m", m, n), tensor_out("v", v, n)};
+    uint16_t *h16 = ref_alloc(n * 2); /* w16 before: a pattern no rounding of w gives */
+    for (size_t i = 0; i < n; i++) h16[i] = (uint16_t)(0x7f80u + (i & 63u));
+    tensor tm[] = {tensor_out("w", w, n), tensor_in("g", g, n), tensor_out("m", m, n), tensor_out("v", v, n),
+                   tensor_16bit("w16", h16, n, true)};
+    const int ntm = w16 != BT_F32 ? 5 : 4;
     /* the per-tensor run clips g in place first */
     tensor ts[] = {tensor_out("w", w, n), tensor_out("g", g, n), tensor_out("m", m, n), tensor_out("v", v, n)};
-    bool ran = o.scratch && exec_op(&vd, be, tm, 4, lamb ? run_lamb_multi : run_adamw_multi, &o, NULL) &&
+    bool ran = o.scratch && exec_op(&vd, be, tm, ntm, lamb ? run_lamb_multi : run_adamw_multi, &o, NULL) &&
                exec_op(&vd, be, ts, 4, lamb ? run_lamb_spans : run_adamw_spans, &o, NULL);
     if (!o.scratch) v_fail(&vd, "alloc failed");
     if (ran) {
@@ -270,6 +300,7 @@ static void multi_case(bt_backend *be, bool lamb, bool has_fp64, float grad_scal
         check_gaps(&vd, "w", RES(tm[0]), w, &o);
         check_gaps(&vd, "m", RES(tm[2]), m, &o);
         check_gaps(&vd, "v", RES(tm[3]), v, &o);
+        if (w16 != BT_F32) check_w16(&vd, tm[4].res, h16, RES(tm[0]), &o);
         if (!lamb || has_fp64) {
             v_bits(&vd, "w vs per-tensor", RES(tm[0]), RES(ts[0]), n);
             v_bits(&vd, "m vs per-tensor", RES(tm[2]), RES(ts[2]), n);
@@ -277,9 +308,11 @@ static void multi_case(bt_backend *be, bool lamb, bool has_fp64, float grad_scal
         }
         free(rw), free(rg), free(rm), free(rv), free(mag);
     }
-    v_report(&vd, op, "%d spans, gaps, grad_scale %g%s", o.n_spans, grad_scale,
-             lamb && !has_fp64 ? " (no fp64: not per-tensor bits)" : ", per-tensor bits");
-    tensors_free(tm, 4);
+    v_report(&vd, op, "%d spans, gaps, grad_scale %g%s%s", o.n_spans, grad_scale,
+             lamb && !has_fp64 ? " (no fp64: not per-tensor bits)" : ", per-tensor bits",
+             w16 == BT_BF16 ? ", bf16 copy of w" : w16 == BT_F16 ? ", f16 copy of w" : "");
+    tensors_free(tm, ntm);
+    free(h16);
     tensors_free(ts, 4);
     if (o.scratch) be->free(be, o.scratch);
     free(w), free(g), free(m), free(v);
@@ -303,10 +336,10 @@ static void multi_launches(bt_backend *be, bool lamb) {
             be->sync(be);
             be->counters(be, &a);
             if (lamb)
-                be->lamb_multi(be, w, g, m, v, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.min_coeff, o.max_coeff,
+                be->lamb_multi(be, w, g, m, v, (bt_ptr){NULL, 0}, BT_F32, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.min_coeff, o.max_coeff,
                                o.grad_scale);
             else
-                be->adamw_multi(be, w, g, m, v, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.grad_scale);
+                be->adamw_multi(be, w, g, m, v, (bt_ptr){NULL, 0}, BT_F32, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.grad_scale);
             be->counters(be, &b);
             launches[k] = b.launches - a.launches;
             reads[k] = b.host_reads - a.host_reads;
@@ -326,8 +359,10 @@ void test_multi_optimizers(bt_backend *be) {
     be->info(be, &info);
     for (int lamb = 0; lamb < 2; lamb++) {
         if (!want_op(lamb ? "lamb_multi" : "adamw_multi")) continue;
-        multi_case(be, lamb, info.has_fp64, 1.0f);
-        multi_case(be, lamb, info.has_fp64, 0.37f); /* clipping folded in */
+        multi_case(be, lamb, info.has_fp64, 1.0f, BT_F32);
+        multi_case(be, lamb, info.has_fp64, 0.37f, BT_F32); /* clipping folded in */
+        multi_case(be, lamb, info.has_fp64, 0.37f, BT_BF16); /* the 16-bit weights too */
+        multi_case(be, lamb, info.has_fp64, 1.0f, BT_F16);
         multi_launches(be, lamb);
     }
 }

@@ -99,22 +99,26 @@ BT_FN void chunk_range(__global const ulong *tab, int n_spans, ulong grp, int *t
 }
 
 /* adamw_step on every span (ftab: decay, step, sqrt_bc2 per span), each
- * gradient read as g * grad_scale. global: total chunks * BT_WG. */
+ * gradient read as g * grad_scale; with kind16 (BT_KIND16_*) not none, the
+ * new weight also goes to w16 in 16 bits. global: total chunks * BT_WG. */
 BT_KERNEL_WG void bt_adamw_multi(BT_OUT(float, w), BT_IN(float, g), BT_OUT(float, m),
-                                 BT_OUT(float, v), __global const ulong *tab, BT_IN(float, ftab),
-                                 int n_spans, float beta1, float beta2, float eps,
-                                 float grad_scale) {
+                                 BT_OUT(float, v), BT_OUT(ushort, w16), int kind16,
+                                 __global const ulong *tab, BT_IN(float, ftab), int n_spans,
+                                 float beta1, float beta2, float eps, float grad_scale) {
     BT_BIND(w);
     BT_BIND(g);
     BT_BIND(m);
     BT_BIND(v);
+    BT_BIND(w16);
     BT_BIND(ftab);
     int t;
     size_t i0, i1;
     chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
     ftab += 3 * (size_t)t;
-    for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG)
+    for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
         adamw_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2, eps, ftab[0], ftab[1], ftab[2]);
+        if (kind16 != BT_KIND16_NONE) w16[i] = f32_to_kind16(w[i], kind16);
+    }
 }
 
 /* LAMB, pass 1 of 3: moments of every span (ftab: wd, bc1, bc2) from the
@@ -176,14 +180,16 @@ BT_KERNEL void bt_lamb_multi_trust(__global const ulong *tab, BT_IN(float, parti
 }
 
 /* LAMB, pass 3: w += coef[t] * u, u recomputed from the stored moments
- * (lamb_elem's expression on the same values: the same bits).
- * global: total chunks * BT_WG. */
+ * (lamb_elem's expression on the same values: the same bits), and the new
+ * weight in 16 bits to w16 as in adamw_multi. global: total chunks * BT_WG. */
 BT_KERNEL_WG void bt_lamb_multi_apply(BT_OUT(float, w), BT_IN(float, m), BT_IN(float, v),
+                                      BT_OUT(ushort, w16), int kind16,
                                       __global const ulong *tab, BT_IN(float, ftab),
                                       BT_IN(float, coef), int n_spans, float eps) {
     BT_BIND(w);
     BT_BIND(m);
     BT_BIND(v);
+    BT_BIND(w16);
     BT_BIND(ftab);
     BT_BIND(coef);
     int t;
@@ -194,5 +200,6 @@ BT_KERNEL_WG void bt_lamb_multi_apply(BT_OUT(float, w), BT_IN(float, m), BT_IN(f
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
         const float u = (m[i] / bc1) / (sqrt(v[i] / bc2) + eps) + wd * w[i];
         w[i] += alpha * u;
+        if (kind16 != BT_KIND16_NONE) w16[i] = f32_to_kind16(w[i], kind16);
     }
 }

@@ -80,7 +80,7 @@ __global__ void bt_lamb_update(float *u, const float *w, const float *g, float *
                                unsigned long long n, float beta1, float beta2, float eps, float wd,
                                float bc1, float bc2);
 __global__ void bt_adamw_multi(float *w, const float *g, float *m, float *v,
-                               const unsigned long long *tab, const float *ftab, int n_spans,
+                               unsigned short *w16, int kind16, const unsigned long long *tab, const float *ftab, int n_spans,
                                float beta1, float beta2, float eps, float grad_scale);
 __global__ void bt_lamb_multi_moments(const float *w, const float *g, float *m, float *v,
                                       const unsigned long long *tab, const float *ftab,
@@ -90,7 +90,7 @@ __global__ void bt_lamb_multi_trust(const unsigned long long *tab, const float *
                                     float *coef, int n_spans, float lr, float min_coeff,
                                     float max_coeff);
 __global__ void bt_lamb_multi_apply(float *w, const float *m, const float *v,
-                                    const unsigned long long *tab, const float *ftab,
+                                    unsigned short *w16, int kind16, const unsigned long long *tab, const float *ftab,
                                     const float *coef, int n_spans, float eps);
 
 /* ---- kernels/cast.cl ---- */

@@ -24,23 +24,30 @@ void bt_stage_release(bt_backend *be, bt_stage *s) {
     s->bytes = 0;
 }
 
-/* A copy of `span` fp32 elements from src in s, rounded to dt, at src's
- * offset modulo 64 bytes. */
-static bt_ptr stage_rounded(bt_backend *be, bt_stage *s, bt_ptr src, size_t span, bt_dtype dt) {
-    const size_t lead = src.off % 64;
+/* fp32 values of `span` elements from src in s, at the offset modulo 64
+ * bytes that an fp32 operand in src's place would have: src's elements
+ * rounded to dt, or, where src is stored in dt (half), converted exactly. */
+static bt_ptr stage_rounded(bt_backend *be, bt_stage *s, bt_ptr src, size_t span, bt_dtype dt,
+                            bool half) {
+    const size_t lead = (half ? src.off * 2 : src.off) % 64;
     bt_ptr p = {bt_stage_reserve(be, s, lead + span * 4, "16-bit GEMM operand"), lead};
-    be->copy(be, p, src, span * 4);
-    be->round16(be, p, dt, span);
+    if (half) {
+        be->cast(be, p, BT_F32, src, dt, span);
+    } else {
+        be->copy(be, p, src, span * 4);
+        be->round16(be, p, dt, span);
+    }
     return p;
 }
 
-void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, bool ta, bool tb, int m,
-                      int n, int k, float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb,
-                      long sb, float beta, bt_ptr c, int ldc, long sc, int batch) {
+void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, unsigned stored16, bool ta,
+                      bool tb, int m, int n, int k, float alpha, bt_ptr a, int lda, long sa,
+                      bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc, long sc,
+                      int batch) {
     const size_t span_a = bt_gemm_operand_span(ta ? k : m, ta ? m : k, lda, sa, batch),
                  span_b = bt_gemm_operand_span(tb ? n : k, tb ? k : n, ldb, sb, batch);
-    if (span_a) a = stage_rounded(be, &stage[0], a, span_a, dt);
-    if (span_b) b = stage_rounded(be, &stage[1], b, span_b, dt);
+    if (span_a) a = stage_rounded(be, &stage[0], a, span_a, dt, stored16 & BT_GEMM_A16);
+    if (span_b) b = stage_rounded(be, &stage[1], b, span_b, dt, stored16 & BT_GEMM_B16);
     be->gemm(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
 }
 

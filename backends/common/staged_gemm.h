@@ -23,12 +23,15 @@ bt_buffer *bt_stage_reserve(bt_backend *be, bt_stage *s, size_t bytes, const cha
 /* Free s's buffer (be->free) and empty it. */
 void bt_stage_release(bt_backend *be, bt_stage *s);
 
-/* backend.h's gemm16 without 16-bit GEMM hardware: copies of A and B in
+/* backend.h's gemm16 without 16-bit GEMM hardware: fp32 copies of A and B in
  * stage[0] and stage[1], at their offsets modulo 64 bytes (the fp32 GEMM
- * then sees the same alignment), rounded to dt with round16, go to be->gemm.
+ * then sees the same alignment; a 16-bit operand's offset counts as twice its
+ * bytes), rounded to dt with round16 or, for the operands named in stored16,
+ * converted from dt with cast, go to be->gemm.
  * The values are those gemm16 promises: 16-bit operands, fp32 products and
  * accumulation. */
-void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, bool trans_a, bool trans_b,
+void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, unsigned stored16,
+                      bool trans_a, bool trans_b,
                       int m, int n, int k, float alpha, bt_ptr a, int lda, long stride_a,
                       bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c, int ldc,
                       long stride_c, int batch);

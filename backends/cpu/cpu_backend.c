@@ -239,12 +239,13 @@ static double cpu_mark_seconds(bt_backend *be, int a, int b) {
 
 static void cpu_marks_reset(bt_backend *be) { ((cpu_ctx *)be->ctx)->marks.n = 0; }
 
-/* gemm16 on the CPU: rounded copies of both operands, then the fp32 GEMM. */
-static void cpu_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n, int k,
-                       float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
-                       float beta, bt_ptr c, int ldc, long sc, int batch) {
+/* gemm16 on the CPU: fp32 copies of both operands' 16-bit values, then the
+ * fp32 GEMM. */
+static void cpu_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool tb, int m,
+                       int n, int k, float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb,
+                       long sb, float beta, bt_ptr c, int ldc, long sc, int batch) {
     cpu_ctx *ctx = be->ctx;
-    bt_gemm16_staged(be, ctx->stage, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+    bt_gemm16_staged(be, ctx->stage, dt, stored16, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
                      ldc, sc, batch);
 }
 

@@ -59,20 +59,28 @@ static void cpu_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr
                    beta2, eps, wd, bc1, bc2);
 }
 
-static void cpu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                            const bt_tensor_span *spans, int n_spans, float lr, float beta1,
-                            float beta2, float eps, float grad_scale) {
-    (void)be;
+/* The multi ops' 16-bit copy of span t's new weights (when w16 is asked
+ * for), right after the span's update, while it is in cache. */
+static void copy16(bt_backend *be, bt_ptr w16, bt_dtype dt, bt_ptr w, const bt_tensor_span *t) {
+    if (!w16.buf) return;
+    be->cast(be, (bt_ptr){w16.buf, w16.off + 2 * t->offset}, dt, bt_at(w, t->offset), BT_F32,
+             t->numel);
+}
+
+static void cpu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                            bt_dtype w16_dtype, const bt_tensor_span *spans, int n_spans,
+                            float lr, float beta1, float beta2, float eps, float grad_scale) {
     for (int s = 0; s < n_spans; s++) {
         const bt_tensor_span *t = &spans[s];
         adamw(cpu_f32(w) + t->offset, cpu_f32(g) + t->offset, grad_scale, cpu_f32(m) + t->offset,
               cpu_f32(v) + t->offset, t->numel, lr, beta1, beta2, eps, t->weight_decay, t->bc1,
               t->bc2);
+        copy16(be, w16, w16_dtype, w, t);
     }
 }
 
-static void cpu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                           const bt_tensor_span *spans, int n_spans, float lr, float beta1,
+static void cpu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                           bt_dtype w16_dtype, const bt_tensor_span *spans, int n_spans, float lr, float beta1,
                            float beta2, float eps, float min_coeff, float max_coeff,
                            float grad_scale) {
     cpu_ctx *ctx = be->ctx;
@@ -91,6 +99,7 @@ static void cpu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
         const float alpha = (float)(-(double)lr * trust);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < t->numel; i++) W[i] += alpha * U[i];
+        copy16(be, w16, w16_dtype, w, t);
     }
 }
 

@@ -158,7 +158,7 @@ void cu_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, fl
              bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b, float beta,
              bt_ptr c, int ldc, long stride_c, int batch);
 /* gemm with 16-bit operands on tensor cores (backend.h's gemm16). */
-void cu_gemm16(bt_backend *be, bt_dtype dt, bool trans_a, bool trans_b, int m, int n, int k,
+void cu_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, bool trans_b, int m, int n, int k,
                float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b,
                float beta, bt_ptr c, int ldc, long stride_c, int batch);
 

@@ -89,9 +89,18 @@ static float *span_scalars(int n) {
     return f;
 }
 
-static void cu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                           const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
-                           float eps, float grad_scale) {
+/* The multi kernels' w16: where the 16-bit copy of the weights goes, or w
+ * itself (never written, kind16 none). */
+static unsigned short *w16_arg(bt_ptr w, bt_ptr w16) {
+    return (unsigned short *)cu_addr(w16.buf ? w16 : w, 2);
+}
+
+/* The multi kernels' kind16 (BT_KIND16_*, kernels/common.cl). */
+static int kind16_arg(bt_ptr w16, bt_dtype dt) { return !w16.buf ? 0 : dt == BT_BF16 ? 1 : 2; }
+
+static void cu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                           bt_dtype w16_dtype, const bt_tensor_span *spans, int n, float lr,
+                           float beta1, float beta2, float eps, float grad_scale) {
     cu_ctx *c = cu(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -102,13 +111,15 @@ static void cu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     }
     const multi_layout L = upload_spans(c, spans, n, f);
     free(f);
-    LAUNCH(c, adamw_multi, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v), L.tab,
-           L.ftab, n, beta1, beta2, eps, grad_scale);
+    LAUNCH(c, adamw_multi, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v),
+           w16_arg(w, w16), kind16_arg(w16, w16_dtype), L.tab, L.ftab, n, beta1, beta2, eps,
+           grad_scale);
 }
 
-static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                          const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
-                          float eps, float min_coeff, float max_coeff, float grad_scale) {
+static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                          bt_dtype w16_dtype, const bt_tensor_span *spans, int n, float lr,
+                          float beta1, float beta2, float eps, float min_coeff, float max_coeff,
+                          float grad_scale) {
     cu_ctx *c = cu(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -122,8 +133,8 @@ static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v
     LAUNCH(c, lamb_multi_moments, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v),
            L.tab, L.ftab, L.partial, n, beta1, beta2, eps, grad_scale);
     LAUNCH(c, lamb_multi_trust, (size_t)n, L.tab, L.partial, L.coef, n, lr, min_coeff, max_coeff);
-    LAUNCH(c, lamb_multi_apply, L.chunks * BT_WG, cu_f32(w), cu_f32(m), cu_f32(v), L.tab, L.ftab,
-           L.coef, n, eps);
+    LAUNCH(c, lamb_multi_apply, L.chunks * BT_WG, cu_f32(w), cu_f32(m), cu_f32(v),
+           w16_arg(w, w16), kind16_arg(w16, w16_dtype), L.tab, L.ftab, L.coef, n, eps);
 }
 
 void cu_optim_release(cu_ctx *c) {

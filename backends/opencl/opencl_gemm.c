@@ -66,9 +66,9 @@ void ocl_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha
 
 /* CLBlast's Hgemm is not used for fp16: it accumulates in half precision,
  * where gemm16 promises fp32 accumulation. */
-void ocl_gemm16(bt_backend *be, bt_dtype dt, bool ta, bool tb, int m, int n, int k, float alpha,
-                bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c,
-                int ldc, long sc, int batch) {
-    bt_gemm16_staged(be, ocl(be)->stage, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
+void ocl_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool tb, int m, int n,
+                int k, float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
+                float beta, bt_ptr c, int ldc, long sc, int batch) {
+    bt_gemm16_staged(be, ocl(be)->stage, dt, stored16, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
                      c, ldc, sc, batch);
 }

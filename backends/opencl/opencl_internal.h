@@ -147,9 +147,9 @@ void ocl_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, f
 const char *ocl_clblast_status_name(int status);
 /* Drop CLBlast's compiled kernels for this context (before it is released). */
 void ocl_gemm_release(ocl_ctx *c);
-/* gemm with 16-bit operands (backend.h): A and B rounded into staging, then
- * CLBlast's Sgemm. */
-void ocl_gemm16(bt_backend *be, bt_dtype dt, bool trans_a, bool trans_b, int m, int n, int k,
+/* gemm with 16-bit operands (backend.h): fp32 copies of A's and B's 16-bit
+ * values in staging, then CLBlast's Sgemm. */
+void ocl_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, bool trans_b, int m, int n, int k,
                 float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb,
                 long stride_b, float beta, bt_ptr c, int ldc, long stride_c, int batch);
 /* ---- opencl_tuning.c ---- */

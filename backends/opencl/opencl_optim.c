@@ -7,16 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The four flat buffers of a step. */
+static void flat_args(args *a, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v) {
+    arg_f32p(a, w);
+    arg_f32p(a, g);
+    arg_f32p(a, m);
+    arg_f32p(a, v);
+}
+
 static void ocl_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
                            float lr, float beta1, float beta2, float eps, float wd, float bc1,
                            float bc2) {
     /* the CPU backend's per-call scalars, rounded on the host */
     const float decay = 1.0f - lr * wd, step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
     args a = begin(be, K_adamw_step);
-    arg_f32p(&a, w);
-    arg_f32p(&a, g);
-    arg_f32p(&a, m);
-    arg_f32p(&a, v);
+    flat_args(&a, w, g, m, v);
     arg_ul(&a, n);
     arg_f(&a, beta1);
     arg_f(&a, beta2);
@@ -32,10 +37,7 @@ static void ocl_lamb_update(bt_backend *be, bt_ptr u, bt_ptr w, bt_ptr g, bt_ptr
                             float bc2) {
     args a = begin(be, K_lamb_update);
     arg_f32p(&a, u);
-    arg_f32p(&a, w);
-    arg_f32p(&a, g);
-    arg_f32p(&a, m);
-    arg_f32p(&a, v);
+    flat_args(&a, w, g, m, v);
     arg_ul(&a, n);
     arg_f(&a, beta1);
     arg_f(&a, beta2);
@@ -106,16 +108,19 @@ static multi_layout upload_spans(ocl_ctx *c, const bt_tensor_span *s, int n,
     return L;
 }
 
-/* The four flat buffers of a multi-tensor step, then the span table. */
-static void multi_args(args *a, ocl_ctx *c, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                       const multi_layout *L) {
-    arg_f32p(a, w);
-    arg_f32p(a, g);
-    arg_f32p(a, m);
-    arg_f32p(a, v);
+
+/* The multi kernels' span table and per-span scalars (tab, ftab). */
+static void tab_args(args *a, ocl_ctx *c, const multi_layout *L) {
     arg_mem(a, c->multi_mem);
     arg_mem(a, c->multi_mem);
     arg_ul(a, L->ftab_off);
+}
+
+/* The multi kernels' w16 and kind16 arguments: where the 16-bit copy of the
+ * weights goes, or w itself (never written) with kind none. */
+static void w16_args(args *a, bt_ptr w, bt_ptr w16, bt_dtype dt) {
+    arg_ptr(a, w16.buf ? w16 : w, 2);
+    arg_i(a, !w16.buf ? 0 : dt == BT_BF16 ? 1 : 2); /* BT_KIND16_* (kernels/common.cl) */
 }
 
 /* Per-span scalars into a growable host array (3 per span). */
@@ -128,9 +133,9 @@ static float *span_scalars(int n) {
     return f;
 }
 
-static void ocl_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                            const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
-                            float eps, float grad_scale) {
+static void ocl_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                            bt_dtype w16_dtype, const bt_tensor_span *spans, int n, float lr,
+                            float beta1, float beta2, float eps, float grad_scale) {
     ocl_ctx *c = ocl(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -142,7 +147,9 @@ static void ocl_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr
     const multi_layout L = upload_spans(c, spans, n, f);
     free(f);
     args a = begin(be, K_adamw_multi);
-    multi_args(&a, c, w, g, m, v, &L);
+    flat_args(&a, w, g, m, v);
+    w16_args(&a, w, w16, w16_dtype);
+    tab_args(&a, c, &L);
     arg_i(&a, n);
     arg_f(&a, beta1);
     arg_f(&a, beta2);
@@ -151,9 +158,10 @@ static void ocl_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr
     launch(be, &a, L.chunks * c->wg);
 }
 
-static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v,
-                           const bt_tensor_span *spans, int n, float lr, float beta1, float beta2,
-                           float eps, float min_coeff, float max_coeff, float grad_scale) {
+static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
+                           bt_dtype w16_dtype, const bt_tensor_span *spans, int n, float lr,
+                           float beta1, float beta2, float eps, float min_coeff, float max_coeff,
+                           float grad_scale) {
     ocl_ctx *c = ocl(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -165,7 +173,8 @@ static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     const multi_layout L = upload_spans(c, spans, n, f);
     free(f);
     args a = begin(be, K_lamb_multi_moments);
-    multi_args(&a, c, w, g, m, v, &L);
+    flat_args(&a, w, g, m, v);
+    tab_args(&a, c, &L);
     arg_mem(&a, c->multi_mem);
     arg_ul(&a, L.part_off);
     arg_i(&a, n);
@@ -189,9 +198,8 @@ static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     arg_f32p(&p, w);
     arg_f32p(&p, m);
     arg_f32p(&p, v);
-    arg_mem(&p, c->multi_mem);
-    arg_mem(&p, c->multi_mem);
-    arg_ul(&p, L.ftab_off);
+    w16_args(&p, w, w16, w16_dtype);
+    tab_args(&p, c, &L);
     arg_mem(&p, c->multi_mem);
     arg_ul(&p, L.coef_off);
     arg_i(&p, n);

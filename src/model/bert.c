@@ -425,17 +425,19 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     const struct bert_act_layout *a = m->act;
     const int L = m->cfg.num_hidden_layers;
     begin_forward(m, bt, pass, tape);
+    bert_params16_refresh(m);
     memset(st, 0, sizeof *st);
     st->ticket.mlm_loss = st->ticket.mlm_correct = st->ticket.nsp_loss = -1;
     st->ticket.nsp_correct = st->ticket.log_z_sq = st->ticket.attn_first = -1;
-    bert_run r = {m, bt, pass, tape, st, -1, 0.0};
+    bert_run r = {.m = m, .bt = bt, .pass = pass, .tape = tape, .st = st, .layer = -1,
+                  .half_layer = -1};
 
     embeddings_fwd(&r);
     for (int l = 0; l < L; l++)
         if (!layer_skipped(pass, l)) {
-            r.layer = l;
+            r.layer = r.half_layer = l;
             layer_fwd(&r, l, layer_input(m, l, pass));
-            r.layer = -1;
+            r.layer = r.half_layer = -1;
             bert_act_stash_layer(m, tape, layer_output(m, l)); /* the next layer's input */
         }
     size_t hidden = layer_input(m, L, pass);
@@ -473,7 +475,7 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
         exit(1);
     }
     m->acts_of = 0; /* the backward overwrites some of them */
-    bert_run r = {m, bt, pass, tape, NULL, -1, 0.0};
+    bert_run r = {.m = m, .bt = bt, .pass = pass, .tape = tape, .layer = -1, .half_layer = -1};
     const int rows = bert_top_hidden_rows(&r); /* of the encoder's output */
 
     if (bt->n_masked > 0) mlm_head_bwd(&r);
@@ -492,7 +494,9 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
     for (int l = L - 1; l >= 0; l--) {
         if (layer_skipped(pass, l)) continue; /* identity: dA passes through; no gradient */
         unstash_layer(&r, l);
+        r.half_layer = l; /* its stash slots hold what the forward stored */
         layer_bwd(&r, l, layer_input(m, l, pass));
+        r.half_layer = -1;
         /* a skipped layer's range is never reported: not reduced */
         op_grads_done(&r, v->layer[l].qkv_w, l + 1 < L ? v->layer[l + 1].qkv_w : layers_end);
     }

@@ -163,6 +163,10 @@ struct bert_model {
     size_t n_params;
     bert_views v;
     bt_buffer *params; /* (n_params) fp32 master weights */
+    bt_buffer *params16; /* with gemm16: (n_params) the weights in cfg.storage, the GEMMs'
+                          * operand (the optimizer writes it with each step), or NULL */
+    bool params16_fresh; /* params16 holds the weights now (else the next forward
+                          * makes it again: bert_params_at hands the weights out) */
     bt_buffer *grads;  /* (n_params) gradient sums */
     bt_buffer *acts;   /* activations and backward scratch */
     bt_buffer *ints;   /* uploaded int32 batch inputs */
@@ -260,6 +264,8 @@ typedef struct {
     double acts;   /* the fp32 activation buffer: the model's largest single allocation */
     double ints;   /* the int32 buffer: the batch's inputs and the gather tables */
     double stash;  /* the 16-bit activation stash (0 with fp32 storage) */
+    double params16; /* the weights' 16-bit copy for gemm16: with 16-bit storage, at most
+                      * (the device may have no tensor cores for it) */
 } bert_memory;
 
 /* What bert_create would allocate for this shape and capacity, computed in
@@ -275,8 +281,14 @@ size_t bert_activation_bytes(const bert_model *m);
 
 /* The flat buffers at element off, as device pointers: the parameters and
  * their gradients, in the tensor table's layout. Code outside the model
- * (store/, train/) reads and writes them through these. */
-bt_ptr bert_params_at(const bert_model *m, size_t off);
+ * (store/, train/) reads and writes them through these; whatever it does
+ * with the parameters, the next forward makes their 16-bit copy again. */
+bt_ptr bert_params_at(bert_model *m, size_t off);
+
+/* The 16-bit copy of the weights (gemm16's operand) made from the fp32
+ * weights, unless the optimizer's steps have kept it current since anything
+ * else touched them; every forward starts with it. */
+void bert_params16_refresh(bert_model *m);
 bt_ptr bert_grads_at(const bert_model *m, size_t off);
 
 /* How many parameters (elements of each flat buffer). */

@@ -129,6 +129,14 @@ static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
     return (bt_ptr){m->stash, (l * a->stash_per_layer + (work_off - a->work_base)) * 2};
 }
 
+bt_ptr bert_act_half(const bert_model *m, int layer, size_t off) {
+    const struct bert_act_layout *a = m->act;
+    if (!m->gemm16 || !a->stash_per_layer || layer < 0 || off < a->work_base ||
+        off >= a->work_base + a->stash_per_layer)
+        return (bt_ptr){NULL, 0};
+    return stash_at(m, layer, off);
+}
+
 void bert_act_store16(const bert_model *m, int layer, size_t off, size_t n) {
     const struct bert_act_layout *a = m->act;
     if (a->stash_per_layer && layer >= 0 && off >= a->work_base &&

@@ -72,17 +72,21 @@ static head_mat by_head(size_t off, int rows, int cols) { return (head_mat){off,
 /* c = op(a) op(b) for every head at once (one batched GEMM over g->heads
  * blocks), op transposing where ta / tb is set: the shapes follow from the
  * blocks, so a call reads as its formula. */
-static void heads_gemm(const bert_model *m, const attn_dims *g, bool ta, head_mat a, bool tb,
+static void heads_gemm(const bert_run *r, const attn_dims *g, bool ta, head_mat a, bool tb,
                        head_mat b, head_mat c) {
+    const bert_model *m = r->m;
     const int M = ta ? a.cols : a.rows, K = ta ? a.rows : a.cols, N = tb ? b.rows : b.cols;
-    mm(m, ta, tb, M, N, K, 1.0f, act(m, a.off), a.cols, (long)a.rows * a.cols, act(m, b.off),
-       b.cols, (long)b.rows * b.cols, 0.0f, act(m, c.off), c.cols, (long)c.rows * c.cols, g->heads);
+    unsigned s16 = 0; /* q, k, v and the probabilities: their 16-bit copies where kept */
+    const bt_ptr pa = act_operand(r, a.off, BT_GEMM_A16, &s16),
+                 pb = act_operand(r, b.off, BT_GEMM_B16, &s16);
+    mm(m, s16, ta, tb, M, N, K, 1.0f, pa, a.cols, (long)a.rows * a.cols, pb, b.cols,
+       (long)b.rows * b.cols, 0.0f, act(m, c.off), c.cols, (long)c.rows * c.cols, g->heads);
 }
 
 /* out (B, NH, T, T) = Q K^T per head (unscaled: the softmax applies 1/sqrt(D)). */
-static void attention_scores(const bert_model *m, int l, const bert_batch *bt, size_t out) {
-    const attn_dims g = attn_dims_of(m, l, bt);
-    heads_gemm(m, &g, false, by_head(g.q, g.T, g.D), true, by_head(g.k, g.T, g.D),
+static void attention_scores(const bert_run *r, int l, size_t out) {
+    const attn_dims g = attn_dims_of(r->m, l, r->bt);
+    heads_gemm(r, &g, false, by_head(g.q, g.T, g.D), true, by_head(g.k, g.T, g.D),
                by_head(out, g.T, g.T));
 }
 
@@ -98,7 +102,7 @@ void bert_attention_fwd(bert_run *r, int l, size_t qkv_tokens) {
     const int N = B * T;
     const float p = r->pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
     op_relayout(r, la->qkv, qkv_tokens, a->qkv_to_heads, 3 * N * NH, D);
-    attention_scores(m, l, r->bt, la->probs);
+    attention_scores(r, l, la->probs);
     if (m->cfg.attention_logit_penalty > 0.0f) { /* sum of (QK^T/sqrt(D))^2 */
         int ticket = -1;
         r->st->attn_score_sq +=
@@ -109,7 +113,7 @@ void bert_attention_fwd(bert_run *r, int l, size_t qkv_tokens) {
                dropout_key(r->pass, l, SITE_ATTN_PROBS));
     const size_t probs = p > 0.0f ? a->pdrop : la->probs; /* after dropout */
     /* ctx by head (B, NH, T, D) into dctx (free during the forward), then (N, H) */
-    heads_gemm(m, &g, false, by_head(probs, T, T), false, by_head(g.v, T, D),
+    heads_gemm(r, &g, false, by_head(probs, T, T), false, by_head(g.v, T, D),
                by_head(a->dctx, T, D));
     op_relayout(r, la->ctx, a->dctx, a->heads_to_ctx, N * NH, D);
 }
@@ -137,17 +141,17 @@ void bert_attention_bwd(bert_run *r, int l) {
     }
     be->gather_rows(be, act(m, dctx), act(m, a->dctx), ints(m, a->ctx_to_heads), N * NH, D);
     /* dV = P^T dctx;  dP = dctx V^T */
-    heads_gemm(m, &g, true, by_head(probs, T, T), false, by_head(dctx, T, D), by_head(dv, T, D));
-    heads_gemm(m, &g, false, by_head(dctx, T, D), true, by_head(g.v, T, D),
+    heads_gemm(r, &g, true, by_head(probs, T, T), false, by_head(dctx, T, D), by_head(dv, T, D));
+    heads_gemm(r, &g, false, by_head(dctx, T, D), true, by_head(g.v, T, D),
                by_head(a->dprobs, T, T));
     /* the attention-logit penalty: + d(c sum (S/sqrt(D))^2)/dS = 2c S / D,
      * S recomputed into pdrop (free again) */
     const float penalty = 2.0f * r->pass->attn_penalty_grad_scale / (float)D;
-    if (penalty > 0.0f) attention_scores(m, l, r->bt, a->pdrop);
+    if (penalty > 0.0f) attention_scores(r, l, a->pdrop);
     op_softmax_bwd(r, a->dprobs, la->probs, NH, 1.0f / sqrtf((float)D), p, key, penalty, a->pdrop);
     /* dQ = dS K;  dK = dS^T Q */
-    heads_gemm(m, &g, false, by_head(a->dprobs, T, T), false, by_head(g.k, T, D),
+    heads_gemm(r, &g, false, by_head(a->dprobs, T, T), false, by_head(g.k, T, D),
                by_head(dq, T, D));
-    heads_gemm(m, &g, true, by_head(a->dprobs, T, T), false, by_head(g.q, T, D), by_head(dk, T, D));
+    heads_gemm(r, &g, true, by_head(a->dprobs, T, T), false, by_head(g.q, T, D), by_head(dk, T, D));
     op_relayout(r, a->dqkv, dq, a->heads_to_qkv, 3 * N * NH, D);
 }

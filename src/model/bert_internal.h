@@ -22,6 +22,8 @@ typedef struct {
     const bert_tape *tape;
     bert_stats *st;            /* forward: the sums (else NULL) */
     int layer;                 /* forward: the layer that runs (16-bit stash), or -1 */
+    int half_layer;            /* the layer whose stash slots hold 16-bit copies of the
+                                * working set that GEMMs may read (bert_act_half), or -1 */
     double admin_variance_sum; /* Admin profiling: 1 + the branch variances so far */
 } bert_run;
 
@@ -33,17 +35,46 @@ static inline bt_ptr grd(const bert_model *m, size_t off) { return (bt_ptr){m->g
 static inline bt_ptr act(const bert_model *m, size_t off) { return (bt_ptr){m->acts, off * 4}; }
 static inline bt_ptr ints(const bert_model *m, size_t off) { return (bt_ptr){m->ints, off * 4}; }
 
+/* A GEMM operand at activation offset off: the 16-bit copy of it that the
+ * pass in flight may read (bert_act_half; `flag`, BT_GEMM_A16 or _B16, is
+ * then added to *stored16), else the fp32 activations. */
+static inline bt_ptr act_operand(const bert_run *r, size_t off, unsigned flag,
+                                 unsigned *stored16) {
+    const bt_ptr half = bert_act_half(r->m, r->half_layer, off);
+    if (!half.buf) return act(r->m, off);
+    *stored16 |= flag;
+    return half;
+}
+
 /* Every GEMM of the model: with 16-bit operands (fp32 accumulation) where
- * m->gemm16 (mixed precision on tensor cores), else in fp32. */
-static inline void mm(const bert_model *m, bool ta, bool tb, int M, int N, int K, float alpha,
-                      bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb, float beta,
-                      bt_ptr c, int ldc, long sc, int batch) {
+ * m->gemm16 (mixed precision on tensor cores), the operands in stored16 given
+ * in 16 bits (act_operand), else in fp32 (stored16 is then 0). */
+static inline void mm(const bert_model *m, unsigned stored16, bool ta, bool tb, int M, int N,
+                      int K, float alpha, bt_ptr a, int lda, long sa, bt_ptr b, int ldb, long sb,
+                      float beta, bt_ptr c, int ldc, long sc, int batch) {
     if (m->gemm16)
-        m->be->gemm16(m->be, (bt_dtype)m->cfg.storage, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb,
-                      sb, beta, c, ldc, sc, batch);
+        m->be->gemm16(m->be, (bt_dtype)m->cfg.storage, stored16, ta, tb, M, N, K, alpha, a, lda,
+                      sa, b, ldb, sb, beta, c, ldc, sc, batch);
     else
         m->be->gemm(m->be, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
                     batch);
+}
+
+/* C (rows, N) = a (rows, K) op(W) + beta C, W the weight at parameter offset w
+ * with row stride ldw, op(W) = W^T where trans_w: a linear layer's GEMMs.
+ * With gemm16 W is read from the 16-bit copy the optimizer keeps
+ * (bert_params16_refresh), so no GEMM converts a weight; a is in 16 bits
+ * where stored_a is BT_GEMM_A16 (act_operand). */
+static inline void mm_weight(const bert_model *m, int rows, int N, int K, bt_ptr a,
+                             unsigned stored_a, size_t w, bool trans_w, int ldw, float beta,
+                             bt_ptr c) {
+    if (m->gemm16)
+        m->be->gemm16(m->be, (bt_dtype)m->cfg.storage, stored_a | BT_GEMM_B16, false, trans_w,
+                      rows, N, K,
+                      1.0f, a, K, 0, (bt_ptr){m->params16, w * 2}, ldw, 0, beta, c, N, 0, 1);
+    else
+        m->be->gemm(m->be, false, trans_w, rows, N, K, 1.0f, a, K, 0, par(m, w), ldw, 0, beta, c,
+                    N, 0, 1);
 }
 
 enum { SITE_EMB = 1, SITE_ATTN_PROBS = 2, SITE_ATTN_OUT = 3, SITE_FFN_OUT = 4 };

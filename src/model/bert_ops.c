@@ -9,8 +9,9 @@ static void store(bert_run *r, size_t off, size_t n) { bert_act_store16(r->m, r-
 void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, int in_f,
                       int out_f) {
     const bert_model *m = r->m;
-    mm(m, false, true, rows, out_f, in_f, 1.0f, act(m, in), in_f, 0, par(m, w), in_f, 0, 0.0f,
-       act(m, out), out_f, 0, 1);
+    unsigned s16 = 0;
+    const bt_ptr x = act_operand(r, in, BT_GEMM_A16, &s16);
+    mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 0.0f, act(m, out));
 }
 
 void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows, int in_f,
@@ -18,8 +19,9 @@ void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows,
     const bert_model *m = r->m;
     if (rows == 0) return;
     m->be->gather_rows(m->be, act(m, out), par(m, b), ints(m, m->act->zero_rows), rows, out_f);
-    mm(m, false, true, rows, out_f, in_f, 1.0f, act(m, in), in_f, 0, par(m, w), in_f, 0, 1.0f,
-       act(m, out), out_f, 0, 1);
+    unsigned s16 = 0;
+    const bt_ptr x = act_operand(r, in, BT_GEMM_A16, &s16);
+    mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 1.0f, act(m, out));
     store(r, out, (size_t)rows * out_f);
 }
 
@@ -27,11 +29,12 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
                    int in_f, int out_f) {
     const bert_model *m = r->m;
     if (rows == 0) return;
-    mm(m, true, false, out_f, in_f, rows, 1.0f, act(m, dout), out_f, 0, act(m, in), in_f, 0, 1.0f,
+    unsigned s16 = 0;
+    const bt_ptr x = act_operand(r, in, BT_GEMM_B16, &s16);
+    mm(m, s16, true, false, out_f, in_f, rows, 1.0f, act(m, dout), out_f, 0, x, in_f, 0, 1.0f,
        grd(m, w), in_f, 0, 1);
     if (b != NO_BIAS) m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f);
-    mm(m, false, false, rows, in_f, out_f, 1.0f, act(m, dout), out_f, 0, par(m, w), in_f, 0, 0.0f,
-       act(m, din), in_f, 0, 1);
+    mm_weight(m, rows, in_f, out_f, act(m, dout), 0, w, false, in_f, 0.0f, act(m, din));
     store(r, din, (size_t)rows * in_f);
 }
 

@@ -264,6 +264,7 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
         out->acts = (double)a->total * sizeof(float);
         out->ints = (double)a->ints_total * sizeof(int32_t);
         out->stash = (double)cfg->num_hidden_layers * (double)a->stash_per_layer * 2;
+        out->params16 = cfg->storage != BT_F32 && cfg->gemm16 >= 0 ? m->n_params * 2.0 : 0.0;
     } else {
         snprintf(err, errlen, "out of host memory sizing the model");
     }
@@ -326,6 +327,12 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
         bert_free(m);
         return NULL;
     }
+    if (m->gemm16 && !(m->params16 = be->alloc(be, m->n_params * 2))) {
+        snprintf(err, errlen, "out of device memory on %s for the 16-bit weights (%.1f MB)",
+                 be->name, m->n_params * 2 / 1e6);
+        bert_free(m);
+        return NULL;
+    }
     be->fill(be, (bt_ptr){m->params, 0}, 0.0f, m->n_params);
     be->fill(be, (bt_ptr){m->grads, 0}, 0.0f, m->n_params);
     /* int32 zeros: fp32 +0 has the same bits */
@@ -345,13 +352,24 @@ void bert_free(bert_model *m) {
     if (m->acts) be->free(be, m->acts);
     if (m->ints) be->free(be, m->ints);
     if (m->stash) be->free(be, m->stash);
+    if (m->params16) be->free(be, m->params16);
     free(m->act);
     free(m->tensors);
     free(m->v.layer);
     free(m);
 }
 
-bt_ptr bert_params_at(const bert_model *m, size_t off) { return (bt_ptr){m->params, off * 4}; }
+bt_ptr bert_params_at(bert_model *m, size_t off) {
+    m->params16_fresh = false; /* the caller may write them */
+    return (bt_ptr){m->params, off * 4};
+}
+
+void bert_params16_refresh(bert_model *m) {
+    if (!m->params16 || m->params16_fresh) return;
+    m->be->cast(m->be, (bt_ptr){m->params16, 0}, (bt_dtype)m->cfg.storage,
+                (bt_ptr){m->params, 0}, BT_F32, m->n_params);
+    m->params16_fresh = true;
+}
 
 bt_ptr bert_grads_at(const bert_model *m, size_t off) { return (bt_ptr){m->grads, off * 4}; }
 
@@ -383,6 +401,7 @@ void bert_init_params(bert_model *m, uint64_t seed) {
         } /* biases and LayerNorm biases stay 0 */
     }
     m->be->upload(m->be, (bt_ptr){m->params, 0}, host, m->n_params * sizeof *host);
+    m->params16_fresh = false;
     free(host);
 }
 

@@ -98,11 +98,14 @@ void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *l
         s->weight_decay = t->decay ? c->weight_decay : 0.0f;
         bias_corrections(c, t->layer >= 0 ? o->layer_steps[t->layer] : o->step, &s->bc1, &s->bc2);
     }
-    bt_ptr w = {m->params, 0}, g = {m->grads, 0}, mm = {o->m, 0}, vv = {o->v, 0};
+    /* the 16-bit weights the GEMMs read, written in the same pass */
+    bt_ptr w = {m->params, 0}, g = {m->grads, 0}, mm = {o->m, 0}, vv = {o->v, 0},
+           w16 = {m->params16, 0};
+    const bt_dtype dt16 = (bt_dtype)m->cfg.storage;
     if (c->type == OPT_ADAMW)
-        be->adamw_multi(be, w, g, mm, vv, o->spans, n, lr, c->beta1, c->beta2, c->eps,
+        be->adamw_multi(be, w, g, mm, vv, w16, dt16, o->spans, n, lr, c->beta1, c->beta2, c->eps,
                         grad_scale);
     else
-        be->lamb_multi(be, w, g, mm, vv, o->spans, n, lr, c->beta1, c->beta2, c->eps,
+        be->lamb_multi(be, w, g, mm, vv, w16, dt16, o->spans, n, lr, c->beta1, c->beta2, c->eps,
                        c->min_coeff, c->max_coeff, grad_scale);
 }

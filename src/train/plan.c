@@ -121,7 +121,7 @@ bool plan_sizes(const bt_config *cfg, const size_request *r, const bt_device_inf
     const bert_memory *mm = &out->model;
     out->max_batch = (int)B;
     out->max_masked = (int)masked;
-    out->device_bytes = 4 * mm->params + mm->acts + mm->ints + mm->stash;
+    out->device_bytes = 4 * mm->params + mm->params16 + mm->acts + mm->ints + mm->stash;
     out->host_bytes = (double)r->buffers * (double)(r->micro * T * 3 + masked * 2 + r->micro) * 4;
     const char *fix = "reduce train_micro_batch_size_per_gpu (or eval.batch_size), or data.seq_len";
     if (dev->max_alloc && mm->acts > (double)dev->max_alloc) {

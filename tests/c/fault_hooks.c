@@ -154,7 +154,7 @@ static void step_done(void *ctx, bert_model *m, int rank, long step) {
     if (hooks.perturb.set && hooks.perturb.rank == rank && hooks.perturb.step == step) {
         float x;
         const bert_tensor *t = bert_find_tensor(m, "bert.embeddings.LayerNorm.weight");
-        bt_ptr p = {m->params, t->offset * 4};
+        bt_ptr p = bert_params_at(m, t->offset);
         m->be->download(m->be, &x, p, 4);
         x += 1e-2f;
         m->be->upload(m->be, p, &x, 4);

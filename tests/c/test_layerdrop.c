@@ -209,7 +209,7 @@ static void run_norm(bt_backend *be, int norm) {
     /* step 4 runs every layer: layers 1 and 3 get their first update, with the
      * bias correction of step 1, as a fresh optimizer from these weights gives */
     bert_model *g = make(be, c, L);
-    be->upload(be, (bt_ptr){g->params, 0}, af, f->n_params * 4);
+    be->upload(be, bert_params_at(g, 0), af, f->n_params * 4);
     bt_optimizer *og = optim_create(g, &oc, what, sizeof what);
     if (!og) exit(1);
     pass.layer_skip = NULL;

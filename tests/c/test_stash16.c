@@ -9,13 +9,19 @@
  *  - the stash takes the memory the layout promises: (L - 1) fp32 working
  *    sets fewer, L 16-bit copies and one fp32 layer input more;
  *  - the model's GEMMs through gemm16 (as on tensor cores) give the fp32
- *    GEMMs' bits when every operand holds 16-bit values;
+ *    GEMMs' bits when every operand holds 16-bit values, with the weights and
+ *    the stashed activations read in 16 bits;
+ *  - the 16-bit weights gemm16 reads are the fp32 weights cast, bit for bit,
+ *    after every AdamW and LAMB step (LayerDrop's skips included) and after
+ *    the weights are written from outside the model;
  *  - a backward given a tape other than the last forward's, or run twice,
  *    stops with an internal error instead of reading overwritten
  *    activations.
  * Parameters and inputs are fresh seeded random values (no zeros). */
 #include "model/bert.h"
 #include "model/bert_act.h"
+#include "model/optim.h"
+#include "backends/common/half.h"
 #include "backends/registry.h"
 #include "backends/cpu/cpu_backend.h"
 
@@ -246,7 +252,76 @@ static void run_gemm16_case(bt_backend *be, int norm, bt_dtype storage) {
     bert_free(g16);
 }
 
+/* The model's 16-bit weights equal its fp32 weights cast to the storage dtype,
+ * bit for bit: how many differ. */
+static size_t stale_weights16(bert_model *m) {
+    const size_t n = m->n_params;
+    float *w = malloc(n * 4);
+    uint16_t *h = malloc(n * 2);
+    if (!w || !h) exit(1);
+    m->be->download(m->be, w, (bt_ptr){m->params, 0}, n * 4);
+    m->be->download(m->be, h, (bt_ptr){m->params16, 0}, n * 2);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &w[i], 4);
+        bad += h[i] != (m->cfg.storage == BT_F16 ? f32_to_f16(u) : f32_to_bf16(u));
+    }
+    free(w);
+    free(h);
+    return bad;
+}
+
+/* gemm16's 16-bit weights follow the fp32 weights: written by each optimizer
+ * step (AdamW or LAMB, one step with a layer skipped) and made again by the
+ * first forward after the weights are written through bert_params_at. */
+static void run_weights16_case(bt_backend *be, bt_optim_type type, bt_dtype storage) {
+    char what[256], err[256];
+    bert_config c = small_config(BERT_NORM_POST, storage, 0.1f);
+    c.gemm16 = 1;
+    bert_model *m = make(be, &c);
+    const bt_optim_config oc = {.type = type, .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f,
+                                .eps = 1e-6f, .weight_decay = 0.01f, .bias_correction = true,
+                                .min_coeff = 0.01f, .max_coeff = 10.0f};
+    bt_optimizer *o = optim_create(m, &oc, err, sizeof err);
+    if (!o || !m->params16) {
+        check(false, "optimizer and 16-bit weights allocated");
+        exit(1);
+    }
+    bert_init_params(m, 7);
+    test_batch mb[2];
+    make_batch(&mb[0], BMAX, TMAX, MMAX);
+    make_batch(&mb[1], 2, 9, 5);
+    const unsigned char skip[L] = {0, 0, 1, 0};
+    size_t bad[4];
+    for (int s = 0; s < 3; s++) {
+        float lg[MMAX * V], ng[BMAX * 2];
+        double loss[4];
+        run(m, mb, s == 1 ? skip : NULL, lg, ng, loss);
+        optim_step(o, m, oc.lr, s == 1 ? skip : NULL, 0.5f);
+        bad[s] = stale_weights16(m);
+    }
+    float *h = malloc(m->n_params * 4);
+    if (!h) exit(1);
+    for (size_t i = 0; i < m->n_params; i++) h[i] = (float)(0.2 * uniform01() - 0.1);
+    be->upload(be, bert_params_at(m, 0), h, m->n_params * 4);
+    free(h);
+    float lg[MMAX * V], ng[BMAX * 2];
+    double loss[4];
+    run(m, mb, NULL, lg, ng, loss);
+    bad[3] = stale_weights16(m);
+    snprintf(what, sizeof what, "%s %s %s: 16-bit weights == fp32 weights cast after steps 1-3 "
+             "(%zu, %zu, %zu differ) and after new weights (%zu)", be->name,
+             type == OPT_LAMB ? "LAMB" : "AdamW", storage == BT_BF16 ? "bf16" : "fp16", bad[0],
+             bad[1], bad[2], bad[3]);
+    check(!bad[0] && !bad[1] && !bad[2] && !bad[3], what);
+    optim_free(o, m);
+    bert_free(m);
+}
+
 static void run_backend(bt_backend *be) {
+    run_weights16_case(be, OPT_ADAMW, BT_BF16);
+    run_weights16_case(be, OPT_LAMB, BT_F16);
     const int norms[3] = {BERT_NORM_POST, BERT_NORM_PRE, BERT_NORM_ADMIN};
     for (int i = 0; i < 3; i++) {
         run_case(be, norms[i], BT_BF16);
