@@ -40,6 +40,14 @@ static inline size_t bt_gemm_operand_span(int rows, int cols, int ld, long strid
     return (size_t)(batch - 1) * (size_t)stride + (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
 }
 
+/* The matrices of gemm_grid: `outer` groups of `batch`, matrix (o, i) of
+ * operand X at X + o * outer_x + i * stride_x elements. */
+typedef struct {
+    int batch, outer;
+    long stride_a, stride_b, stride_c;
+    long outer_a, outer_b, outer_c;
+} bt_gemm_grid;
+
 /* Bytes per element of a dtype. */
 static inline size_t bt_dtype_size(bt_dtype t) { return t == BT_F32 ? 4 : 2; }
 
@@ -147,6 +155,16 @@ struct bt_backend {
                    bool trans_b, int m, int n, int k, float alpha, bt_ptr a, int lda,
                    long stride_a, bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c,
                    int ldc, long stride_c, int batch);
+    /* gemm (dtype BT_F32) or gemm16 (BT_BF16, BT_F16, with stored16) on every
+     * matrix of a two-level grid (bt_gemm_grid), in one launch where the
+     * device has a batched GEMM that takes each matrix's address: the
+     * attention's heads (batch) of each sequence (outer), read and written in
+     * the token-major layouts, so no gather makes head-major copies. Each
+     * matrix gets what gemm / gemm16 would compute for it; the same inputs
+     * give the same bits. */
+    void (*gemm_grid)(bt_backend *be, bt_dtype dtype, unsigned stored16, bool trans_a,
+                      bool trans_b, int m, int n, int k, float alpha, bt_ptr a, int lda,
+                      bt_ptr b, int ldb, float beta, bt_ptr c, int ldc, const bt_gemm_grid *grid);
     /* y[r, c] += bias[c]                       y: (rows, cols) */
     void (*bias_add)(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols);
     /* dbias[c] += sum_r dy[r, c] */

@@ -14,7 +14,8 @@ static bool same_shape(const prof_gemm_shape *a, const prof_gemm_shape *b) {
     return a->dtype == b->dtype && a->stored16 == b->stored16 && a->ta == b->ta && a->tb == b->tb && a->m == b->m &&
            a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb &&
            a->ldc == b->ldc && a->batch == b->batch && a->sa == b->sa && a->sb == b->sb &&
-           a->sc == b->sc && a->beta == b->beta;
+           a->sc == b->sc && a->outer == b->outer && a->oa == b->oa && a->ob == b->ob &&
+           a->oc == b->oc && a->beta == b->beta;
 }
 
 int prof_gemm_shape_of(bt_profiler *p, const prof_gemm_shape *key) {
@@ -53,7 +54,11 @@ static bt_buffer *seeded_buffer(bt_backend *in, size_t n, uint64_t seed, float *
 static void run_shape(bt_backend *in, const prof_gemm_shape *s, bt_buffer *a, bt_buffer *b,
                       bt_buffer *c) {
     const bt_ptr A = {a, 0}, B = {b, 0}, C = {c, 0};
-    if (s->dtype < 0)
+    if (s->outer > 0) {
+        const bt_gemm_grid g = {s->batch, s->outer, s->sa, s->sb, s->sc, s->oa, s->ob, s->oc};
+        in->gemm_grid(in, s->dtype < 0 ? BT_F32 : (bt_dtype)s->dtype, s->stored16, s->ta, s->tb,
+                      s->m, s->n, s->k, 1.0f, A, s->lda, B, s->ldb, s->beta, C, s->ldc, &g);
+    } else if (s->dtype < 0)
         in->gemm(in, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, s->lda, s->sa, B, s->ldb, s->sb,
                  s->beta, C, s->ldc, s->sc, s->batch);
     else
@@ -77,9 +82,12 @@ static bt_buffer *as_16bit(bt_backend *in, bt_buffer *buf, size_t n, bt_dtype dt
  * out of memory. */
 static bool time_alone(bt_backend *in, prof_gemm_shape *s, int reps) {
     if (s->m <= 0 || s->n <= 0 || s->k <= 0 || s->batch <= 0) return true; /* no FLOPs to time */
-    const size_t na = extent(s->batch, s->sa, s->ta ? s->k : s->m, s->ta ? s->m : s->k, s->lda),
-                 nb = extent(s->batch, s->sb, s->tb ? s->n : s->k, s->tb ? s->k : s->n, s->ldb),
-                 nc = extent(s->batch, s->sc, s->m, s->n, s->ldc);
+    const size_t groups = s->outer > 0 ? (size_t)s->outer - 1 : 0; /* gemm_grid's other groups */
+    const size_t na = extent(s->batch, s->sa, s->ta ? s->k : s->m, s->ta ? s->m : s->k, s->lda) +
+                      groups * (size_t)s->oa,
+                 nb = extent(s->batch, s->sb, s->tb ? s->n : s->k, s->tb ? s->k : s->n, s->ldb) +
+                      groups * (size_t)s->ob,
+                 nc = extent(s->batch, s->sc, s->m, s->n, s->ldc) + groups * (size_t)s->oc;
     size_t most = na > nb ? na : nb;
     most = most > nc ? most : nc;
     float *host = malloc(most * sizeof *host);
@@ -176,8 +184,10 @@ void prof_gemm_print(const bt_profiler *p, FILE *out) {
     for (int j = 0; j < k; j++) {
         const prof_gemm_shape *s = &p->shapes[order[j]];
         char shape[64], alone[16] = "-";
-        snprintf(shape, sizeof shape, "%dx%dx%d %c%c x%d%s%s%s%s", s->m, s->n, s->k,
-                 s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->batch, s->dtype < 0 ? "" : " ",
+        char groups[16] = "";
+        if (s->outer > 0) snprintf(groups, sizeof groups, "x%d", s->outer);
+        snprintf(shape, sizeof shape, "%dx%dx%d %c%c x%d%s%s%s%s%s", s->m, s->n, s->k,
+                 s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->batch, groups, s->dtype < 0 ? "" : " ",
                  s->dtype < 0 ? "" : dtype_name(s->dtype),
                  s->stored16 & BT_GEMM_A16 ? " A16" : "", s->stored16 & BT_GEMM_B16 ? " B16" : "");
         if (s->alone_s > 0) snprintf(alone, sizeof alone, "%.1f", rate_alone(s));
@@ -210,7 +220,9 @@ void prof_gemm_json(const bt_profiler *p, cJSON *obj) {
         cJSON_AddBoolToObject(shape, "trans_a", s->ta);
         cJSON_AddBoolToObject(shape, "trans_b", s->tb);
         cJSON_AddNumberToObject(shape, "batch", s->batch);
+        cJSON_AddNumberToObject(shape, "groups", s->outer > 0 ? s->outer : 1); /* gemm_grid */
         cJSON_AddStringToObject(shape, "dtype", dtype_name(s->dtype));
+        cJSON_AddNumberToObject(shape, "stored16", s->stored16);
         cJSON_AddNumberToObject(shape, "calls", s->calls / n);
         cJSON_AddNumberToObject(shape, "ms", 1e3 * s->seconds / n);
         cJSON_AddNumberToObject(shape, "gflops", rate_in_steps(s));

@@ -33,6 +33,8 @@ typedef struct {
     bool ta, tb;
     int m, n, k, lda, ldb, ldc, batch;
     long sa, sb, sc;
+    int outer;      /* gemm_grid: its groups (0: gemm / gemm16) */
+    long oa, ob, oc; /* gemm_grid: the groups' strides */
     float beta;
     long calls;
     double seconds, flops;

@@ -107,6 +107,22 @@ static void p_gemm16(bt_backend *be, bt_dtype dt, unsigned s16, bool ta, bool tb
                                  .sa = sa, .sb = sb, .sc = sc, .beta = beta};
     note_gemm_shape(be->ctx, &key);
 }
+static void p_gemm_grid(bt_backend *be, bt_dtype dt, unsigned s16, bool ta, bool tb, int m,
+                        int n, int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb,
+                        float beta, bt_ptr c, int ldc, const bt_gemm_grid *g) {
+    const int count = g->batch * g->outer;
+    TIMED(be, gemm_grid, 2.0 * m * n * k * count,
+          dt == BT_F32 ? gemm_bytes(m, n, k, beta, count, 0)
+                       : gemm_bytes(m, n, k, beta, count, s16),
+          in->gemm_grid(in, dt, s16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, g));
+    const prof_gemm_shape key = {.dtype = dt == BT_F32 ? -1 : (int)dt, .stored16 = s16,
+                                 .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda,
+                                 .ldb = ldb, .ldc = ldc, .batch = g->batch, .sa = g->stride_a,
+                                 .sb = g->stride_b, .sc = g->stride_c, .outer = g->outer,
+                                 .oa = g->outer_a, .ob = g->outer_b, .oc = g->outer_c,
+                                 .beta = beta};
+    note_gemm_shape(be->ctx, &key);
+}
 static void p_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
     TIMED(be, bias_add, 0, F4 * (2.0 * rows * cols + cols), in->bias_add(in, y, bias, rows, cols));
 }
@@ -300,6 +316,7 @@ void prof_fill_ops(bt_backend *w) {
     w->fill = p_fill;
     w->gemm = p_gemm;
     w->gemm16 = p_gemm16;
+    w->gemm_grid = p_gemm_grid;
     w->bias_add = p_bias_add;
     w->bias_grad = p_bias_grad;
     w->embed_fwd = p_embed_fwd;

@@ -22,6 +22,9 @@ void test_nan_propagation(bt_backend *be);
 void test_gemm(bt_backend *be);
 /* Check gemm16 (16-bit operands, fp32 accumulation) against the float64 reference. */
 void test_gemm16(bt_backend *be);
+/* Check gemm_grid (two-level batches: attention's heads of each sequence in
+ * token-major layouts) in fp32 and with 16-bit operands. */
+void test_gemm_grid(bt_backend *be);
 /* Check bias_add and bias_grad over the MATRIX_SHAPES shapes. */
 void test_bias(bt_backend *be);
 

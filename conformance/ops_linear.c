@@ -321,6 +321,109 @@ void test_gemm16(bt_backend *be) {
     }
 }
 
+/* ================= gemm_grid ================= */
+
+typedef struct {
+    gemm_args g; /* shape, dtype, stored16; its sa, sb, sc are the grid's strides */
+    bt_gemm_grid grid;
+} grid_args;
+
+static void run_gemm_grid(bt_backend *be, tensor *t, void *arg, double *s) {
+    (void)s;
+    const grid_args *q = arg;
+    const gemm_args *g = &q->g;
+    be->gemm_grid(be, g->dt, g->stored16, g->ta, g->tb, g->m, g->n, g->k, g->alpha, t[0].p,
+                  g->lda, t[1].p, g->ldb, g->beta, t[2].p, g->ldc, &q->grid);
+}
+
+/* Elements an operand of the grid spans. */
+static size_t grid_span(int rows, int ld, long stride, long outer, const bt_gemm_grid *q) {
+    return (size_t)outer * (size_t)(q->outer - 1) + gemm_span(rows, ld, stride, q->batch);
+}
+
+/* One gemm_grid call against the float64 GEMM of each matrix (operands
+ * rounded to a 16-bit dtype first); C outside the matrices untouched. */
+static void gemm_grid_case(bt_backend *be, gemm_args g, bt_gemm_grid q, const char *label) {
+    reseed("gemm_grid", (size_t)g.m * 1009u + (size_t)g.n * 31u + (size_t)q.outer * 7u +
+                            (size_t)g.ta + 2u * g.tb + 4u * g.stored16 + 16u * g.dt);
+    const size_t na = grid_span(g.ta ? g.k : g.m, g.lda, q.stride_a, q.outer_a, &q),
+                 nb = grid_span(g.tb ? g.n : g.k, g.ldb, q.stride_b, q.outer_b, &q),
+                 nc = grid_span(g.m, g.ldc, q.stride_c, q.outer_c, &q);
+    float *A = rand_floats(na, 1.0, 0.0), *B = rand_floats(nb, 1.0, 0.0), *C = rand_floats(nc, 1.0, 0.0);
+    double *rA = ref_dup(A, na), *rB = ref_dup(B, nb), *rC = ref_dup(C, nc);
+    round_operand(rA, na, g.dt);
+    round_operand(rB, nb, g.dt);
+    if (g.stored16 & BT_GEMM_A16)
+        for (size_t i = 0; i < na; i++) A[i] = (float)rA[i];
+    if (g.stored16 & BT_GEMM_B16)
+        for (size_t i = 0; i < nb; i++) B[i] = (float)rB[i];
+    double *aA = ref_abs(A, na), *aB = ref_abs(B, nb), *mC = ref_abs(C, nc);
+    unsigned char *logical = ref_zalloc(nc);
+    for (int o = 0; o < q.outer; o++) { /* each group: a strided batch of the reference */
+        const size_t oa = (size_t)o * q.outer_a, ob = (size_t)o * q.outer_b, oc = (size_t)o * q.outer_c;
+        ref_gemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, rA + oa, g.lda, q.stride_a, rB + ob, g.ldb,
+                 q.stride_b, g.beta, rC + oc, g.ldc, q.stride_c, q.batch);
+        ref_gemm(g.ta, g.tb, g.m, g.n, g.k, fabsf(g.alpha), aA + oa, g.lda, q.stride_a, aB + ob,
+                 g.ldb, q.stride_b, fabsf(g.beta), mC + oc, g.ldc, q.stride_c, q.batch);
+        for (int b = 0; b < q.batch; b++)
+            for (int i = 0; i < g.m; i++)
+                memset(logical + oc + (size_t)b * q.stride_c + (size_t)i * g.ldc, 1, (size_t)g.n);
+    }
+    uint16_t *bits_a, *bits_b;
+    tensor t[] = {gemm_operand("A", A, na, g.dt, g.stored16 & BT_GEMM_A16, &bits_a),
+                  gemm_operand("B", B, nb, g.dt, g.stored16 & BT_GEMM_B16, &bits_b),
+                  tensor_out("C", C, nc)};
+    grid_args arg = {g, q};
+    verdict v = v_new();
+    if (exec_op(&v, be, t, 3, run_gemm_grid, &arg, NULL)) {
+        v_nmse(&v, "C", RES(t[2]), rC, mC, nc, THR_MATH);
+        for (size_t i = 0; i < nc; i++)
+            if (!logical[i] && memcmp(RES(t[2]) + i, C + i, 4) != 0) {
+                v_fail(&v, "C[%zu] outside the matrices modified", i);
+                break;
+            }
+    }
+    v_report(&v, "gemm_grid", "%s%dx%dx%d %c%c %dx%d%s%s%s", g.dt == BT_F16 ? "f16 " : g.dt == BT_BF16 ? "bf16 " : "",
+             g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', q.outer, q.batch, label,
+             g.stored16 & BT_GEMM_A16 ? " A16" : "", g.stored16 & BT_GEMM_B16 ? " B16" : "");
+    tensors_free(t, 3);
+    free(bits_a), free(bits_b), free(logical);
+    free(A), free(B), free(C), free(rA), free(rB), free(rC), free(aA), free(aB), free(mC);
+}
+
+/* gemm_grid: the attention's GEMMs as the model calls them, B sequences
+ * (outer) of NH heads (batch) of T x D in token-major rows of 3H (Q, K, V)
+ * and H (the context), scores by head: Q K^T, P V into the context, P^T dC
+ * and dC V^T; a grid of one group; fp32, bf16 and f16 with operands in 16 bits. */
+void test_gemm_grid(bt_backend *be) {
+    if (!want_op("gemm_grid")) return;
+    const int B = 3, NH = 2, T = 7, D = 4, H = NH * D, TT = T * T;
+    const bt_gemm_grid scores = {NH, B, D, D, TT, (long)T * 3 * H, (long)T * 3 * H, (long)NH * TT},
+                       pv = {NH, B, TT, D, D, (long)NH * TT, (long)T * 3 * H, (long)T * H},
+                       ptdc = {NH, B, TT, D, D, (long)NH * TT, (long)T * H, (long)T * 3 * H},
+                       dcvt = {NH, B, D, D, TT, (long)T * H, (long)T * 3 * H, (long)NH * TT},
+                       one = {NH, 1, D, D, TT, 0, 0, 0};
+    static const bt_dtype dts[3] = {BT_F32, BT_BF16, BT_F16};
+    for (int d = 0; d < 3; d++) {
+        const bt_dtype dt = dts[d];
+        for (unsigned s16 = 0; s16 <= (dt == BT_F32 ? 0u : 3u); s16 += dt == BT_F32 ? 1u : 3u) {
+            gemm_args g = {.tb = true, .m = T, .n = T, .k = D, .lda = 3 * H, .ldb = 3 * H,
+                           .ldc = T, .alpha = 0.5f, .beta = 0, .dt = dt, .stored16 = s16};
+            gemm_grid_case(be, g, scores, " Q K^T");
+            gemm_grid_case(be, g, one, " Q K^T, one group");
+            g = (gemm_args){.m = T, .n = D, .k = T, .lda = T, .ldb = 3 * H, .ldc = H, .alpha = 1,
+                            .beta = 0, .dt = dt, .stored16 = s16};
+            gemm_grid_case(be, g, pv, " P V");
+            g = (gemm_args){.ta = true, .m = T, .n = D, .k = T, .lda = T, .ldb = H,
+                            .ldc = 3 * H, .alpha = 1, .beta = 0.5f, .dt = dt, .stored16 = s16};
+            gemm_grid_case(be, g, ptdc, " P^T dC");
+            g = (gemm_args){.tb = true, .m = T, .n = T, .k = D, .lda = H, .ldb = 3 * H,
+                            .ldc = T, .alpha = -1, .beta = 0, .dt = dt, .stored16 = s16};
+            gemm_grid_case(be, g, dcvt, " dC V^T");
+        }
+    }
+}
+
 /* ================= bias_add / bias_grad ================= */
 
 void run_bias_add(bt_backend *be, tensor *t, void *a, double *s) {

@@ -73,7 +73,7 @@ BENCH="--preset tiny --seq 16 --batch 2 --steps 1 --warmup 1 --backend cuda-emu"
 # shellcheck disable=SC2086
 CUDA_EMU_TRACE="$tmpdir/bench.trace" BERTRAIN_CUDA_EMU="$tmpdir/count.so" "$BERTRAIN" bench $BENCH \
     --project h100-sxm,a100-sxm-80gb > "$tmpdir/bench.out" 2>&1 || { cat "$tmpdir/bench.out"; fail "bench --project failed on the counting plugin"; }
-for want in '^gemm .* 42\.0 ' '^fill ' '^adamw_multi ' '^projected on h100-sxm: [0-9.]* ms a step, MFU' \
+for want in '^gemm .* 30\.0 ' '^gemm_grid .* 12\.0 ' '^fill ' '^adamw_multi ' '^projected on h100-sxm: [0-9.]* ms a step, MFU' \
     '^projected on a100-sxm-80gb: '; do
     grep -q "$want" "$tmpdir/bench.out" || { sed -n '/^projection/,$p' "$tmpdir/bench.out"; fail "bench --project: no line '$want'"; }
 done

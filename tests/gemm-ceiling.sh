@@ -33,22 +33,23 @@ def fail(msg):
 ops = {o["op"]: o for o in p["ops"]}
 shapes = p["gemm_shapes"]
 if not shapes: fail("no gemm_shapes")
-calls = sum(o["calls"] for n, o in ops.items() if n in ("gemm", "gemm16"))
-ms = sum(o["ms"] for n, o in ops.items() if n in ("gemm", "gemm16"))
+GEMM_OPS = ("gemm", "gemm16", "gemm_grid")
+calls = sum(o["calls"] for n, o in ops.items() if n in GEMM_OPS)
+ms = sum(o["ms"] for n, o in ops.items() if n in GEMM_OPS)
 if abs(sum(s["calls"] for s in shapes) - calls) > 1e-9:
     fail("the shapes' calls add up to %g, the GEMM ops made %g" % (sum(s["calls"] for s in shapes), calls))
 if abs(sum(s["ms"] for s in shapes) - ms) > 1e-4 * ms + 1e-5 * len(shapes):
     fail("the shapes' ms add up to %g, the GEMM ops took %g" % (sum(s["ms"] for s in shapes), ms))
 if abs(p["gemm_ms"] - ms) > 1e-4 * ms:
     fail("gemm_ms %g, the GEMM ops took %g" % (p["gemm_ms"], ms))
-def count(m, n, k, ta, tb, batch):
-    return sum(s["calls"] for s in shapes if (s["m"], s["n"], s["k"], s["trans_a"], s["trans_b"], s["batch"]) == (m, n, k, ta, tb, batch))
+def count(m, n, k, ta, tb, batch, groups=1):
+    return sum(s["calls"] for s in shapes if (s["m"], s["n"], s["k"], s["trans_a"], s["trans_b"], s["batch"], s["groups"]) == (m, n, k, ta, tb, batch, groups))
 N, H, L = 4 * 32, 128, 2
 full = L if dense else L - 1 # the layers whose feed-forward block runs at every row
 want = {"FFN up (N x 4H x H, B transposed)": (count(N, 4 * H, H, False, True, 1), full),
         "QKV (N x 3H x H, B transposed)": (count(N, 3 * H, H, False, True, 1), L),
         "FFN up dW (4H x H x N, A transposed)": (count(4 * H, H, N, True, False, 1), full),
-        "QK^T (T x T x 64, batch B x heads)": (count(32, 32, 64, False, True, 8), 2 * L)}
+        "QK^T (T x T x 64, heads x B sequences)": (count(32, 32, 64, False, True, 2, 4), 2 * L)}
 for what, (got, expect) in want.items():
     if got != expect: fail("%s: %g calls a step, expected %g" % (what, got, expect))
 # the top layer's FFN up at its rows: once a step, with the rows bench reports
@@ -59,7 +60,7 @@ if abs(top_calls - (0 if dense else 1)) > 1e-9:
 rows = sum(s["m"] * s["calls"] for s in top) / top_calls if top else N
 if abs(rows - 4 * j["bench"]["top_rows_per_seq"]) > 1e-6 * rows:
     fail("the top layer's FFN up ran at %g rows a step, bench reports %g a sequence x 4" % (rows, j["bench"]["top_rows_per_seq"]))
-flops = [2.0 * s["m"] * s["n"] * s["k"] * s["batch"] * s["calls"] for s in shapes]
+flops = [2.0 * s["m"] * s["n"] * s["k"] * s["batch"] * s["groups"] * s["calls"] for s in shapes]
 if not replayed:
     if any(s["alone_gflops"] != 0 for s in shapes) or p["gemm_ceiling_gflops"] != 0 or p["gemm_alone_ms"] != 0:
         fail("shapes replayed without --ceiling")

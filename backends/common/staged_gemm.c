@@ -51,6 +51,28 @@ void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, unsigned s
     be->gemm(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
 }
 
+/* p advanced by `count` elements of esz bytes. */
+static bt_ptr advanced(bt_ptr p, long count, size_t esz) {
+    p.off += (size_t)count * esz;
+    return p;
+}
+
+void bt_gemm_grid_loop(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool tb, int m,
+                       int n, int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb,
+                       float beta, bt_ptr c, int ldc, const bt_gemm_grid *g) {
+    const size_t ea = stored16 & BT_GEMM_A16 ? 2 : 4, eb = stored16 & BT_GEMM_B16 ? 2 : 4;
+    for (int o = 0; o < g->outer; o++) {
+        const bt_ptr ao = advanced(a, o * g->outer_a, ea), bo = advanced(b, o * g->outer_b, eb),
+                     co = advanced(c, o * g->outer_c, 4);
+        if (dt == BT_F32)
+            be->gemm(be, ta, tb, m, n, k, alpha, ao, lda, g->stride_a, bo, ldb, g->stride_b, beta,
+                     co, ldc, g->stride_c, g->batch);
+        else
+            be->gemm16(be, dt, stored16, ta, tb, m, n, k, alpha, ao, lda, g->stride_a, bo, ldb,
+                       g->stride_b, beta, co, ldc, g->stride_c, g->batch);
+    }
+}
+
 void bt_gemm_k0(bt_backend *be, int m, int n, float beta, bt_ptr c, int ldc, long sc, int batch) {
     for (int i = 0; i < batch; i++)
         for (int r = 0; r < m; r++) {

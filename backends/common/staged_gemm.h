@@ -36,6 +36,13 @@ void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, unsigned s
                       bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c, int ldc,
                       long stride_c, int batch);
 
+/* backend.h's gemm_grid as `outer` calls of be->gemm (dtype BT_F32) or
+ * be->gemm16, one per group of `batch` matrices: for backends whose GEMM
+ * takes no array of addresses, and for a grid of one group. */
+void bt_gemm_grid_loop(bt_backend *be, bt_dtype dtype, unsigned stored16, bool trans_a,
+                       bool trans_b, int m, int n, int k, float alpha, bt_ptr a, int lda,
+                       bt_ptr b, int ldb, float beta, bt_ptr c, int ldc, const bt_gemm_grid *g);
+
 /* gemm with k = 0: C_b = beta * C_b, row by row with be->fill (beta = 0, so
  * NaN in C is ignored as the contract says) or be->scale. */
 void bt_gemm_k0(bt_backend *be, int m, int n, float beta, bt_ptr c, int ldc, long stride_c,

@@ -275,6 +275,7 @@ bt_backend *bt_cpu_backend_create(int threads) {
     be->fill = cpu_fill;
     be->gemm = cpu_gemm;
     be->gemm16 = cpu_gemm16;
+    be->gemm_grid = bt_gemm_grid_loop; /* each group's GEMM already threads its matrices */
     be->bias_add = cpu_bias_add;
     be->bias_grad = cpu_bias_grad;
     be->add = cpu_add;

@@ -206,6 +206,7 @@ static void cu_destroy(bt_backend *be) {
             if (c->scratch) (void)cudaFree(c->scratch);
             cu_reduce_release(c);
             cu_optim_release(c);
+            cu_grid_release(c);
             if (c->stream) (void)cudaStreamDestroy(c->stream);
         }
         (void)cudaGetLastError();
@@ -230,6 +231,7 @@ static void fill_table(bt_backend *be) {
     be->copy = cu_copy;
     be->gemm = cu_gemm;
     be->gemm16 = cu_gemm16;
+    be->gemm_grid = cu_gemm_grid;
     be->counters = cu_counters;
     be->mark = cu_mark;
     be->mark_seconds = cu_mark_seconds;

@@ -6,6 +6,9 @@
  * each operand's own transpose flag. */
 #include "cuda_internal.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 void cu_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
              bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b, float beta,
              bt_ptr c, int ldc, long stride_c, int batch) {
@@ -71,6 +74,103 @@ void cu_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, boo
         x->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
         k, &alpha, B, t, ldb, (long long)stride_b, A, t, lda, (long long)stride_a, &beta,
         cu_f32(c), CUDA_R_32F, ldc, (long long)stride_c, batch, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT));
+    x->count.launches++;
+    CU_SYNC_IF_DEBUG(x);
+}
+
+/* ---- gemm_grid ---- */
+
+void cu_grid_release(cu_ctx *c) {
+    cu_grid_sets *s = &c->grid_sets;
+    for (int i = 0; i < s->n; i++) free(s->host[i]);
+    if (s->mem) (void)cudaFree(s->mem);
+    memset(s, 0, sizeof *s);
+}
+
+/* The device copy of the address set `host` (3 x count pointers): one made
+ * before, else a new one, copied without waiting (pageable memory is staged
+ * before cudaMemcpyAsync returns; the host copy is kept for the lookups).
+ * When the arena is full every set is dropped: cudaFree waits for the work
+ * that reads them. */
+static void **grid_set(cu_ctx *c, void **host, size_t count) {
+    cu_grid_sets *s = &c->grid_sets;
+    const size_t bytes = 3 * count * sizeof(void *);
+    for (int i = 0; i < s->n; i++)
+        if (s->count[i] == count && !memcmp(s->host[i], host, bytes))
+            return (void **)((char *)s->mem + s->at[i]);
+    if (s->n == CU_GRID_SETS || s->used + bytes > s->bytes) {
+        const size_t want = 2 * (s->bytes > bytes ? s->bytes : bytes);
+        cu_grid_release(c);
+        CU_CHECK(cudaMalloc(&s->mem, want));
+        s->bytes = want;
+    }
+    void **keep = (void **)malloc(bytes);
+    if (!keep) {
+        fprintf(stderr, "bertrain: cuda: out of host memory for a batched GEMM\n");
+        exit(1);
+    }
+    memcpy(keep, host, bytes);
+    s->host[s->n] = keep;
+    s->count[s->n] = count;
+    s->at[s->n] = s->used;
+    void **dev = (void **)((char *)s->mem + s->used);
+    CU_CHECK(cudaMemcpyAsync(dev, keep, bytes, cudaMemcpyHostToDevice, c->stream));
+    s->used += (bytes + 255) / 256 * 256;
+    s->n++;
+    return dev;
+}
+
+/* An operand of the grid: its device address in the GEMM's input type (16-bit
+ * operands given in fp32 converted into staging area i) and its element size. */
+static const char *grid_operand(bt_backend *be, int i, bt_ptr p, size_t span, bt_dtype dt,
+                                bool half, size_t *esz) {
+    *esz = dt == BT_F32 ? 4 : 2;
+    if (dt == BT_F32) return (const char *)cu_f32(p);
+    return (const char *)operand16(be, i, p, span, dt, half);
+}
+
+void cu_gemm_grid(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool tb, int m, int n,
+                  int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb, float beta, bt_ptr c,
+                  int ldc, const bt_gemm_grid *g) {
+    if (m <= 0 || n <= 0 || g->batch <= 0 || g->outer <= 0) return;
+    cu_ctx *x = cu(be);
+    const bool tensor = dt == BT_F32 || (dt == BT_BF16 ? x->info.tensor_bf16 : x->info.tensor_f16);
+    if (g->outer == 1 || k <= 0 || !tensor) { /* one strided batch, or no 16-bit hardware */
+        bt_gemm_grid_loop(be, dt, stored16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                          g);
+        return;
+    }
+    const size_t groups = (size_t)g->outer - 1;
+    const size_t span_a = bt_gemm_operand_span(ta ? k : m, ta ? m : k, lda, g->stride_a,
+                                               g->batch) + groups * (size_t)g->outer_a,
+                 span_b = bt_gemm_operand_span(tb ? n : k, tb ? k : n, ldb, g->stride_b,
+                                               g->batch) + groups * (size_t)g->outer_b;
+    size_t ea, eb;
+    const char *A = grid_operand(be, 0, a, span_a, dt, stored16 & BT_GEMM_A16, &ea),
+               *B = grid_operand(be, 1, b, span_b, dt, stored16 & BT_GEMM_B16, &eb);
+    char *C = (char *)cu_f32(c);
+    const size_t count = (size_t)g->batch * (size_t)g->outer;
+    void **host = (void **)malloc(3 * count * sizeof(void *));
+    if (!host) {
+        fprintf(stderr, "bertrain: cuda: out of host memory for a batched GEMM\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < count; i++) { /* matrix (o, j): cuBLAS takes B first */
+        const size_t o = i / (size_t)g->batch, j = i % (size_t)g->batch;
+        host[i] = (void *)(B + (o * g->outer_b + j * g->stride_b) * eb);
+        host[count + i] = (void *)(A + (o * g->outer_a + j * g->stride_a) * ea);
+        host[2 * count + i] = (void *)(C + (o * g->outer_c + j * g->stride_c) * 4);
+    }
+    void **dev = grid_set(x, host, count);
+    free(host);
+    const cudaDataType_t t = dt == BT_F32 ? CUDA_R_32F : dt == BT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const cublasComputeType_t compute = dt == BT_F32 && x->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(cublasGemmBatchedEx(
+        x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+        (const void *const *)dev, t, ldb, (const void *const *)(dev + count), t, lda, &beta,
+        (void *const *)(dev + 2 * count), CUDA_R_32F, ldc, (int)count, compute,
         CUBLAS_GEMM_DEFAULT));
     x->count.launches++;
     CU_SYNC_IF_DEBUG(x);

@@ -30,6 +30,18 @@ struct bt_buffer {
     size_t bytes;
 };
 
+/* gemm_grid's arrays of matrix addresses on the device: each set built
+ * once, kept with its host copy, and found again by content (a model makes
+ * the same calls every step), so a step uploads none. */
+#define CU_GRID_SETS 1024 /* a layer makes about 7 sets, every layer its own */
+typedef struct {
+    void **host[CU_GRID_SETS]; /* 3 x count addresses: B's, A's, C's (cuBLAS's order) */
+    size_t count[CU_GRID_SETS], at[CU_GRID_SETS]; /* matrices; bytes into mem */
+    int n;
+    void *mem; /* device copies of the sets */
+    size_t bytes, used;
+} cu_grid_sets;
+
 typedef struct {
     int device;              /* CUDA ordinal */
     cudaStream_t stream;     /* the one stream: every op is issued on it, in order */
@@ -38,6 +50,7 @@ typedef struct {
     void *scratch;           /* reduction partials, flags, overlapping copies; grown on demand */
     size_t scratch_bytes;
     bt_stage stage[2];       /* gemm16: A and B converted to 16 bits (or rounded), grown on demand */
+    cu_grid_sets grid_sets;  /* gemm_grid: the matrices' addresses */
     bool sync_each;          /* synchronise after every launch and cuBLAS call (debugging) */
     bt_counters count;       /* what the profiler reads (launches: kernels and cuBLAS calls) */
     cudaEvent_t *marks;      /* the profiler's marks since marks_reset (events, reused) */
@@ -157,6 +170,15 @@ void cu_optim_release(cu_ctx *c);
 void cu_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
              bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b, float beta,
              bt_ptr c, int ldc, long stride_c, int batch);
+/* gemm and gemm16 over a two-level grid (backend.h's gemm_grid): one
+ * cublasGemmBatchedEx with arrays of the matrices' addresses. */
+void cu_gemm_grid(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, bool trans_b,
+                  int m, int n, int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb,
+                  float beta, bt_ptr c, int ldc, const bt_gemm_grid *grid);
+
+/* Free gemm_grid's address sets. */
+void cu_grid_release(cu_ctx *c);
+
 /* gemm with 16-bit operands on tensor cores (backend.h's gemm16). */
 void cu_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, bool trans_b, int m, int n, int k,
                float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b,

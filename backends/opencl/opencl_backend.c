@@ -530,6 +530,7 @@ bt_backend *bt_opencl_backend_create(int platform, int device, const bt_backend_
     be->copy = ocl_copy;
     be->gemm = ocl_gemm;
     be->gemm16 = ocl_gemm16;
+    be->gemm_grid = bt_gemm_grid_loop;
     be->counters = ocl_counters;
     be->mark = ocl_mark;
     be->mark_seconds = ocl_mark_seconds;

@@ -139,10 +139,9 @@ static void attn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const jo
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
-    /* the projection (N, 3H) into dqkv, free during the forward: every row,
-     * for the keys and values */
-    op_linear(r, a->dqkv, in, w->qkv_w, w->qkv_b, r->bt->B * r->bt->T, d.H, 3 * d.H);
-    bert_attention_fwd(r, l, a->dqkv);
+    /* the projection (N, 3H): every row, for the keys and values */
+    op_linear(r, a->layer[l].qkv, in, w->qkv_w, w->qkv_b, r->bt->B * r->bt->T, d.H, 3 * d.H);
+    bert_attention_fwd(r, l);
     size_t ctx = a->layer[l].ctx;
     if (d.top) bert_top_enter(r, &ctx, &resid); /* from here on, the heads' rows */
     op_linear_nobias(r, a->dH, ctx, w->ao_w, d.N, d.H, d.H);
@@ -415,7 +414,6 @@ static void begin_forward(bert_model *m, const bert_batch *bt, const bert_pass *
     /* the last layer that runs is the top layer (bert_top.c) */
     const int top = bert_top_layer(m, pass, layer_before(pass, L));
     const int S = upload_batch(m, bt, top); /* with the top layer's rows, or none */
-    bert_upload_head_tables(m, B, T);
     *tape = (bert_tape){B, T, M, S > 0 ? top : -1, S, ++m->forwards};
     m->acts_of = tape->forward_id;
 }

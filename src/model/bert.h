@@ -171,7 +171,6 @@ struct bert_model {
     bt_buffer *acts;   /* activations and backward scratch */
     bt_buffer *ints;   /* uploaded int32 batch inputs */
     struct bert_act_layout *act;
-    int heads_B, heads_T;         /* the shape attention's gather tables are for (0: none) */
     bt_buffer *stash;             /* 16-bit storage: every layer's saved activations between
                                    * forward and backward, in cfg.storage (or NULL) */
     unsigned long forwards;       /* forward passes run: each tape has its number */

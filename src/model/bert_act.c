@@ -79,7 +79,6 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(pdrop, P);
     TAKE(dhm, M * H);
     TAKE(dcls, (size_t)Bm * H);
-    TAKE(dqkv_heads, N * 3 * H);
     /* the top layer's rows: the masked and [CLS], padded (bert_top_plan) */
     const size_t padded = (M + (size_t)Bm + BERT_TOP_ROWS_MULTIPLE_MAX - 1) /
                           BERT_TOP_ROWS_MULTIPLE_MAX * BERT_TOP_ROWS_MULTIPLE_MAX;
@@ -101,11 +100,6 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(top_cls, (size_t)Bm);
     a->ints_batch = off;
     TAKE(zero_rows, N); /* zeroed once, when the model is built */
-    const size_t NH = (size_t)c->num_attention_heads;
-    TAKE(qkv_to_heads, 3 * N * NH);
-    TAKE(heads_to_ctx, N * NH);
-    TAKE(ctx_to_heads, N * NH);
-    TAKE(heads_to_qkv, 3 * N * NH);
     a->ints_total = off;
 #undef TAKE
     a->n_layers = L;

@@ -8,7 +8,7 @@
 #include "bert.h"
 
 typedef struct {
-    size_t qkv;          /* (3, B, NH, T, D) Q, K, V by head (attention's batched GEMMs) */
+    size_t qkv;          /* (N, 3H) Q, K, V, token-major (each head a (T, D) slice) */
     size_t probs;        /* (B, NH, T, T) softmax output, before dropout */
     size_t ctx;          /* (N, H) */
     size_t res1;         /* (N, H) x + dropout(attention output); Post-LN: LayerNorm input */
@@ -32,7 +32,6 @@ struct bert_act_layout {
     size_t xin;
     /* backward scratch */
     size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;
-    size_t dqkv_heads; /* (3, B, NH, T, D) attention's gradient by head, before its gather */
     /* the top layer (bert_tape.top_layer) at the heads' rows, (S, H) each for S
      * <= top_capacity rows (M + B, padded up to BERT_TOP_ROWS_MULTIPLE_MAX
      * within N): its input rows (the forward) or d ctx rows (the backward),
@@ -47,13 +46,7 @@ struct bert_act_layout {
     size_t top_rows, top_mlm_pos, top_cls, ints_batch;
     /* N zeros (after the batch's inputs, written once): gather_rows through
      * them writes one row, a bias, into every row */
-    size_t zero_rows;
-    /* gather_rows tables (rows of D floats) between the token-major (N, 3H)
-     * and (N, H) layouts of the linear layers and attention's head-major
-     * (3, B, NH, T, D) and (B, NH, T, D), uploaded when the batch shape
-     * changes: qkv_to_heads (3 N NH), heads_to_ctx (N NH), ctx_to_heads
-     * (N NH), heads_to_qkv (3 N NH) */
-    size_t qkv_to_heads, heads_to_ctx, ctx_to_heads, heads_to_qkv, ints_total;
+    size_t zero_rows, ints_total;
     int n_layers;
     /* Mixed precision with the 16-bit stash: the big saved activations of
      * every layer (qkv .. ln2, not the LayerNorm statistics) share one fp32

@@ -105,15 +105,11 @@ static inline double stat_sum(const bert_run *r, bt_reduce_kind kind, bt_ptr x, 
 }
 
 /* Attention over all B x NH heads of layer l (bert_attention.c): ctx =
- * dropout(softmax(QK^T/sqrt(D))) V from the QKV projection qkv_tokens (N, 3H). */
-void bert_attention_fwd(bert_run *r, int l, size_t qkv_tokens);
+ * dropout(softmax(QK^T/sqrt(D))) V from the layer's QKV projection (N, 3H). */
+void bert_attention_fwd(bert_run *r, int l);
 
 /* Backward of bert_attention_fwd: dctx (N, H) -> dqkv (N, 3H). */
 void bert_attention_bwd(bert_run *r, int l);
-
-/* Upload the gather tables between token-major and head-major layouts for a
- * B x T batch (only when the shape changes). */
-void bert_upload_head_tables(bert_model *m, int B, int T);
 
 /* The top layer (bert_top.c; see bert_tape): everything that differs there
  * from the other layers is in that file. */

@@ -168,11 +168,7 @@ void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, i
     store(r, d, n);
 }
 
-void op_relayout(bert_run *r, size_t out, size_t in, size_t table, int rows, int cols) {
-    const bert_model *m = r->m;
-    m->be->gather_rows(m->be, act(m, out), act(m, in), ints(m, table), rows, cols);
-    store(r, out, (size_t)rows * cols);
-}
+void op_stored(bert_run *r, size_t off, size_t n) { store(r, off, n); }
 
 void op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, float scale,
                 float p, bt_rng_key key) {

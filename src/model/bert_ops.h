@@ -90,9 +90,10 @@ void op_copy(bert_run *r, size_t dst, size_t src, size_t n);
 void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, int rows_a,
                     size_t b, size_t table_b, int rows_b, int cols);
 
-/* out = in's rows in the order of table (rows of cols): a stored tensor to
- * another layout (attention's token-major and head-major). */
-void op_relayout(bert_run *r, size_t out, size_t in, size_t table, int rows, int cols);
+/* n values from activation offset off, written by ops called outside this
+ * file (the attention's batched GEMMs), are complete: stored as every op
+ * here stores what it writes (16-bit rounding, the stash). */
+void op_stored(bert_run *r, size_t off, size_t n);
 
 /* probs = softmax(scale * scores) over the keys the mask keeps (B, NH, T, T),
  * in place, and with p > 0 dropped = dropout(probs): one fused op

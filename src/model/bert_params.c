@@ -237,7 +237,7 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
     const double B = (double)max_batch, T = (double)max_seq, M = (double)max_masked,
                  N = B * T, H = cfg->hidden_size, I = cfg->intermediate_size;
     const double counts[] = {N * 3 * H, N * I, B * cfg->num_attention_heads * T * T,
-                             M * cfg->vocab_size, N * cfg->num_attention_heads * 3};
+                             M * cfg->vocab_size};
     if (max_batch < 1 || max_seq < 1 || max_masked < 0 || N > INT32_MAX || M > INT32_MAX) {
         snprintf(err, errlen, "a micro-batch of %lld x %lld tokens with %lld masked rows: the "
                  "model addresses rows with int32 indices, at most 2147483647 of each",

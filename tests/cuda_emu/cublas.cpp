@@ -1,5 +1,5 @@
-/* cuBLAS on the emulated device: the two strided-batched GEMMs the backend
- * calls, with cuBLAS's column-major semantics computed by CBLAS column-major
+/* cuBLAS on the emulated device: the two strided-batched GEMMs and the
+ * batched GEMM over arrays of matrix addresses that the backend calls, with cuBLAS's column-major semantics computed by CBLAS column-major
  * calls, queued on the handle's stream.
  *
  * Checked as cuBLAS checks them: m, n, k, batch >= 0 and every leading
@@ -8,7 +8,9 @@
  * of the posed architecture supports (bf16 needs sm_80; else
  * CUBLAS_STATUS_NOT_SUPPORTED). Checked as a GPU would fault: every operand's
  * span (rows, columns, leading dimension, batch stride) must lie inside one
- * allocation of the handle's device.
+ * allocation of the handle's device; for the batched GEMM, the three address
+ * arrays when it is called and each matrix when it runs (the arrays are
+ * device memory, read in stream order).
  *
  * Numerics: 16-bit operands are widened exactly and multiplied in fp32 (the
  * tensor cores' products of fp16/bf16 values are exact in fp32, accumulated in
@@ -103,6 +105,10 @@ struct gemm_call {
     float *C;
     cudaDataType_t type; /* of A and B */
     bool tf32;
+    /* cublasGemmBatchedEx: device arrays of batch matrix addresses (A, B and C
+     * above unused, sa, sb, sc 0), else NULL */
+    const void *const *Aarr, *const *Barr;
+    void *const *Carr;
 };
 
 size_t type_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
@@ -165,7 +171,35 @@ void run_gemm(const gemm_call &g) {
                     g.beta, g.C + (size_t)i * (size_t)g.sc, g.ldc);
 }
 
-/* The checks of both GEMMs, then the call queued on the handle's stream. */
+/* Each matrix of a batched call (pointer arrays, read now: the device reads
+ * them as the call runs): its span checked as a GPU faults, then the GEMM.
+ * False (reported) when one lies outside the device's allocations. */
+bool run_gemm_arrays(const gemm_call &g, int device) {
+    const int ra = g.ta ? g.k : g.m, ca = g.ta ? g.m : g.k;
+    const int rb = g.tb ? g.n : g.k, cb = g.tb ? g.k : g.n;
+    const size_t bytes[3] = {span(ra, ca, g.lda, 0, 1) * type_bytes(g.type),
+                             span(rb, cb, g.ldb, 0, 1) * type_bytes(g.type),
+                             span(g.m, g.n, g.ldc, 0, 1) * 4};
+    for (int i = 0; i < g.batch; i++) {
+        const void *p[3] = {g.Aarr[i], g.Barr[i], g.Carr[i]};
+        for (int o = 0; o < 3; o++) {
+            char why[256];
+            if (bytes[o] && bad_range(p[o], bytes[o], device, why, sizeof why)) {
+                report("%s: matrix %d of operand %c: %s", g.name, i, "ABC"[o], why);
+                return false;
+            }
+        }
+        gemm_call one = g;
+        one.batch = 1;
+        one.A = p[0];
+        one.B = p[1];
+        one.C = (float *)g.Carr[i];
+        run_gemm(one);
+    }
+    return true;
+}
+
+/* The checks of all GEMMs, then the call queued on the handle's stream. */
 cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (sticky() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -184,7 +218,16 @@ cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
     stream *s = stream_of(h->stream, h->device);
     if (!s) return CUBLAS_STATUS_EXECUTION_FAILED;
     bool fault = false;
-    if (g.m && g.n && g.batch) {
+    if (g.Aarr && g.m && g.n && g.batch) { /* the address arrays; the matrices when it runs */
+        const void *arr[3] = {g.Aarr, g.Barr, g.Carr};
+        for (int o = 0; o < 3; o++) {
+            char why[256];
+            if (bad_range(arr[o], (size_t)g.batch * sizeof(void *), h->device, why, sizeof why)) {
+                report("%s: the address array of %c: %s", g.name, "ABC"[o], why);
+                fault = true;
+            }
+        }
+    } else if (g.m && g.n && g.batch) {
         const int ca = g.ta ? g.m : g.k, cb = g.tb ? g.k : g.n;
         struct {
             const char *what;
@@ -203,11 +246,12 @@ cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
             }
         }
     }
-    s->push([g, fault] {
-        if (fault) /* on a GPU: an illegal address while it runs */
+    const int device = h->device;
+    s->push([g, fault, device] {
+        if (fault || (g.Aarr && g.k && !run_gemm_arrays(g, device))) /* a GPU: illegal address */
             set_sticky(cudaErrorIllegalAddress);
         else {
-            run_gemm(g);
+            if (!g.Aarr) run_gemm(g);
             trace_gemm(g.type == CUDA_R_16BF ? "bf16" : g.type == CUDA_R_16F ? "fp16"
                        : g.tf32               ? "tf32" : "fp32",
                        g.m, g.n, g.k, g.batch);
@@ -227,17 +271,18 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t tra
     gemm_call g = {"cublasSgemmStridedBatched", transa != CUBLAS_OP_N, transb != CUBLAS_OP_N,
                    m, n, k, lda, ldb, ldc, batchCount, strideA, strideB, strideC, *alpha, *beta,
                    A, B, C, CUDA_R_32F,
-                   h && h->math == CUBLAS_TF32_TENSOR_OP_MATH && cfg().arch >= 80};
+                   h && h->math == CUBLAS_TF32_TENSOR_OP_MATH && cfg().arch >= 80, nullptr,
+                   nullptr, nullptr};
     return queue_gemm(h, g);
 }
 
-cublasStatus_t cublasGemmStridedBatchedEx(
-    cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-    const void *alpha, const void *A, cudaDataType_t Atype, int lda, long long strideA,
-    const void *B, cudaDataType_t Btype, int ldb, long long strideB, const void *beta, void *C,
-    cudaDataType_t Ctype, int ldc, long long strideC, int batchCount,
-    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-    const char *name = "cublasGemmStridedBatchedEx";
+/* The types of an Ex call as cuBLAS checks them (the emulation supports what
+ * the backend uses: fp32, TF32, fp16 and bf16 inputs, fp32 output); on
+ * success *tf32 says whether the fp32 operands are rounded to TF32. */
+static cublasStatus_t check_ex_types(const char *name, cublasHandle_t h, cudaDataType_t Atype,
+                                     cudaDataType_t Btype, cudaDataType_t Ctype,
+                                     cublasComputeType_t computeType, cublasGemmAlgo_t algo,
+                                     bool *tf32) {
     const bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F;
     const bool f16 = Atype == CUDA_R_16F && Btype == CUDA_R_16F;
     const bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF;
@@ -252,10 +297,42 @@ cublasStatus_t cublasGemmStridedBatchedEx(
         report("%s: bf16 operands on an sm_%d device: not supported", name, cfg().arch);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
+    *tf32 = (fast_tf32 || (h && h->math == CUBLAS_TF32_TENSOR_OP_MATH)) && f32 &&
+            cfg().arch >= 80;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType_t Atype, int lda, long long strideA,
+    const void *B, cudaDataType_t Btype, int ldb, long long strideB, const void *beta, void *C,
+    cudaDataType_t Ctype, int ldc, long long strideC, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+    const char *name = "cublasGemmStridedBatchedEx";
+    bool tf32 = false;
+    const cublasStatus_t st =
+        check_ex_types(name, h, Atype, Btype, Ctype, computeType, algo, &tf32);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
     gemm_call g = {name, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, lda, ldb, ldc,
                    batchCount, strideA, strideB, strideC, *(const float *)alpha,
-                   *(const float *)beta, A, B, (float *)C, Atype,
-                   (fast_tf32 || (h && h->math == CUBLAS_TF32_TENSOR_OP_MATH)) && f32 &&
-                       cfg().arch >= 80};
+                   *(const float *)beta, A, B, (float *)C, Atype, tf32, nullptr, nullptr,
+                   nullptr};
+    return queue_gemm(h, g);
+}
+
+cublasStatus_t cublasGemmBatchedEx(
+    cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const void *alpha, const void *const Aarray[], cudaDataType_t Atype, int lda,
+    const void *const Barray[], cudaDataType_t Btype, int ldb, const void *beta,
+    void *const Carray[], cudaDataType_t Ctype, int ldc, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+    const char *name = "cublasGemmBatchedEx";
+    bool tf32 = false;
+    const cublasStatus_t st =
+        check_ex_types(name, h, Atype, Btype, Ctype, computeType, algo, &tf32);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    gemm_call g = {name, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, lda, ldb, ldc,
+                   batchCount, 0, 0, 0, *(const float *)alpha, *(const float *)beta, nullptr,
+                   nullptr, nullptr, Atype, tf32, Aarray, Barray, Carray};
     return queue_gemm(h, g);
 }

@@ -56,6 +56,13 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     const void *B, cudaDataType_t Btype, int ldb, long long strideB, const void *beta, void *C,
     cudaDataType_t Ctype, int ldc, long long strideC, int batchCount,
     cublasComputeType_t computeType, cublasGemmAlgo_t algo);
+
+cublasStatus_t cublasGemmBatchedEx(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+    int k, const void *alpha, const void *const Aarray[], cudaDataType_t Atype, int lda,
+    const void *const Barray[], cudaDataType_t Btype, int ldb, const void *beta,
+    void *const Carray[], cudaDataType_t Ctype, int ldc, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo);
 }
 
 #endif
