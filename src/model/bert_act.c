@@ -131,14 +131,27 @@ bt_ptr bert_act_half(const bert_model *m, int layer, size_t off) {
     return stash_at(m, layer, off);
 }
 
-void bert_act_store16(const bert_model *m, int layer, size_t off, size_t n) {
+/* Whether the saved activation at working-set offset off of layer `layer` is
+ * read by GEMMs only, which with gemm16 take it from the stash: the QKV
+ * projection, GELU's output and the context (not the top layer's, whose rows
+ * bert_top_enter gathers). Its fp32 copy is then never made. */
+static bool read_by_gemms_only(const bert_model *m, const bert_tape *tape, int layer,
+                               size_t off) {
+    const bert_layer_acts *la = &m->act->layer[0]; /* with a stash every layer's offsets */
+    return m->gemm16 &&
+           (off == la->qkv || off == la->gelu || (off == la->ctx && layer != tape->top_layer));
+}
+
+void bert_act_store16(const bert_model *m, const bert_tape *tape, int layer, size_t off,
+                      size_t n) {
     const struct bert_act_layout *a = m->act;
     if (a->stash_per_layer && layer >= 0 && off >= a->work_base &&
         off < a->work_base + a->stash_per_layer) {
         const bt_dtype dt = (bt_dtype)m->cfg.storage;
         const bt_ptr slot = stash_at(m, layer, off);
         m->be->cast(m->be, slot, dt, act(m, off), BT_F32, n);
-        m->be->cast(m->be, act(m, off), BT_F32, slot, dt, n);
+        if (!read_by_gemms_only(m, tape, layer, off))
+            m->be->cast(m->be, act(m, off), BT_F32, slot, dt, n);
     } else {
         bert_act_round16(m, m->acts, off, n);
     }
@@ -173,7 +186,8 @@ void bert_act_unstash_layer(const bert_model *m, const bert_tape *tape, int l, i
     const bt_dtype dt = (bt_dtype)m->cfg.storage;
     size_t off[9], n[9];
     for (int i = 0, k = stashed_spans(m, tape, off, n); i < k; i++)
-        be->cast(be, act(m, off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
+        if (!read_by_gemms_only(m, tape, l, off[i]))
+            be->cast(be, act(m, off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
     if (before >= 0)
         be->cast(be, act(m, m->act->xin), BT_F32, stash_at(m, before, before_out), dt,
                  (size_t)tape->B * tape->T * m->cfg.hidden_size);

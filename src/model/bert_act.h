@@ -69,14 +69,20 @@ void bert_act_round16(const bert_model *m, bt_buffer *buf, size_t off, size_t n)
 
 /* The same for n activations from offset off; during layer `layer`'s forward
  * (-1: none) a value of the working set goes through that layer's stash
- * slot, so the one 16-bit copy both rounds it and keeps it for the backward. */
-void bert_act_store16(const bert_model *m, int layer, size_t off, size_t n);
+ * slot, so the one 16-bit copy both rounds it and keeps it for the backward.
+ * With gemm16 the values only GEMMs read (the QKV projection, GELU's output,
+ * the context below the top layer of the pass on `tape`) stay in the slot
+ * alone: the GEMMs read them there (bert_act_half), the fp32 working set
+ * keeps whatever it held, and the backward's unstash skips them too. */
+void bert_act_store16(const bert_model *m, const bert_tape *tape, int layer, size_t off,
+                      size_t n);
 
 /* The 16-bit copy in layer `layer`'s stash slot of the working-set
  * activation at offset off, for gemm16 to read as it is (BT_GEMM_A16 /
  * B16), or buf NULL: no stash, no gemm16, layer -1 or off outside the
  * working set. The copy equals the fp32 value from the store16 that wrote it
- * until the layer's backward ends. */
+ * (or is the only copy: see bert_act_store16) until the layer's backward
+ * ends. */
 bt_ptr bert_act_half(const bert_model *m, int layer, size_t off);
 
 /* After a layer's forward: its output (activation offset `out`) to xin, the

@@ -4,7 +4,9 @@
 
 /* n values from activation offset off are complete: stored as the model
  * stores activations (bert_act_store16). */
-static void store(bert_run *r, size_t off, size_t n) { bert_act_store16(r->m, r->layer, off, n); }
+static void store(bert_run *r, size_t off, size_t n) {
+    bert_act_store16(r->m, r->tape, r->layer, off, n);
+}
 
 void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, int in_f,
                       int out_f) {
