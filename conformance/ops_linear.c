@@ -47,6 +47,18 @@ static tensor gemm_operand(const char *name, const float *x, size_t n, bt_dtype 
     return tensor_16bit(name, *bits, n, false);
 }
 
+/* C against the float64 reference rC (|terms| mC), and every element outside
+ * the matrices (logical 0) as it was before the call (C). */
+static void check_c(verdict *v, const float *out, const double *rC, const double *mC,
+                    const float *C, const unsigned char *logical, size_t nc) {
+    v_nmse(v, "C", out, rC, mC, nc, THR_MATH);
+    for (size_t i = 0; i < nc; i++)
+        if (!logical[i] && memcmp(out + i, C + i, 4) != 0) {
+            v_fail(v, "C[%zu] outside the matrices modified", i);
+            break;
+        }
+}
+
 /* gemm16 with A and B given in fp32 (rounded by the op) must give the bits
  * that the case's 16-bit operands gave (out: its C). */
 static void same_bits_from_f32(verdict *v, bt_backend *be, gemm_args g, const float *A, size_t na,
@@ -96,12 +108,7 @@ static void gemm_case(bt_backend *be, gemm_args g, bool nan_c, const char *label
                   tensor_out("C", C, nc)};
     verdict v = v_new();
     if (exec_op(&v, be, t, 3, run_gemm, &g, NULL)) {
-        v_nmse(&v, "C", RES(t[2]), rC, mC, nc, THR_MATH);
-        for (size_t i = 0; i < nc; i++)
-            if (!logical[i] && memcmp(RES(t[2]) + i, C + i, 4) != 0) {
-                v_fail(&v, "C[%zu] outside the m x n blocks modified", i);
-                break;
-            }
+        check_c(&v, RES(t[2]), rC, mC, C, logical, nc);
         if (g.stored16) same_bits_from_f32(&v, be, g, A, na, B, nb, C, nc, RES(t[2]));
     }
     v_report(&v, g.dt == BT_F32 ? "gemm" : "gemm16", "%s%dx%dx%d %c%c%s%s%s a=%g b=%g%s",
@@ -375,14 +382,7 @@ static void gemm_grid_case(bt_backend *be, gemm_args g, bt_gemm_grid q, const ch
                   tensor_out("C", C, nc)};
     grid_args arg = {g, q};
     verdict v = v_new();
-    if (exec_op(&v, be, t, 3, run_gemm_grid, &arg, NULL)) {
-        v_nmse(&v, "C", RES(t[2]), rC, mC, nc, THR_MATH);
-        for (size_t i = 0; i < nc; i++)
-            if (!logical[i] && memcmp(RES(t[2]) + i, C + i, 4) != 0) {
-                v_fail(&v, "C[%zu] outside the matrices modified", i);
-                break;
-            }
-    }
+    if (exec_op(&v, be, t, 3, run_gemm_grid, &arg, NULL)) check_c(&v, RES(t[2]), rC, mC, C, logical, nc);
     v_report(&v, "gemm_grid", "%s%dx%dx%d %c%c %dx%d%s%s%s", g.dt == BT_F16 ? "f16 " : g.dt == BT_BF16 ? "bf16 " : "",
              g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', q.outer, q.batch, label,
              g.stored16 & BT_GEMM_A16 ? " A16" : "", g.stored16 & BT_GEMM_B16 ? " B16" : "");

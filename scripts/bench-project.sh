@@ -9,7 +9,9 @@
 # e.g. sh scripts/bench-project.sh /tmp/proj h100-sxm,a100-sxm-80gb \
 #          --preset mini --seq 128 --batch 8
 # The emulator is slow: a step of BERT-base at batch 32 takes ~15 minutes on
-# 2 cores; one step (no warm-up) is what it projects.
+# 2 cores; one step (no warm-up) is what it projects. WARMUP=1 runs one step
+# before it: the first step alone makes the 16-bit weights (mixed precision
+# on tensor cores) and uploads gemm_grid's address sets.
 set -eu
 [ $# -ge 2 ] || { sed -n '2,12p' "$0"; exit 2; }
 out=$1 cards=$2
@@ -32,4 +34,4 @@ fi
 export OMP_NUM_THREADS=1 BERTRAIN_CUDA_EMU="$out/count.so" CUDA_EMU_TRACE="$out/bench.trace"
 : "${CUDA_EMU_MEM_MB:=12288}"
 export CUDA_EMU_MEM_MB
-exec "$top_builddir/bertrain" bench --backend cuda-emu --steps 1 --warmup 0 --project "$cards" "$@"
+exec "$top_builddir/bertrain" bench --backend cuda-emu --steps 1 --warmup "${WARMUP:-0}" --project "$cards" "$@"

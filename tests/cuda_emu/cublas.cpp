@@ -302,22 +302,26 @@ static cublasStatus_t check_ex_types(const char *name, cublasHandle_t h, cudaDat
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* An Ex call: its types checked (check_ex_types), then g queued. */
+static cublasStatus_t queue_ex(cublasHandle_t h, gemm_call g, cudaDataType_t Btype,
+                               cudaDataType_t Ctype, cublasComputeType_t computeType,
+                               cublasGemmAlgo_t algo) {
+    const cublasStatus_t st =
+        check_ex_types(g.name, h, g.type, Btype, Ctype, computeType, algo, &g.tf32);
+    return st != CUBLAS_STATUS_SUCCESS ? st : queue_gemm(h, g);
+}
+
 cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
     const void *alpha, const void *A, cudaDataType_t Atype, int lda, long long strideA,
     const void *B, cudaDataType_t Btype, int ldb, long long strideB, const void *beta, void *C,
     cudaDataType_t Ctype, int ldc, long long strideC, int batchCount,
     cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-    const char *name = "cublasGemmStridedBatchedEx";
-    bool tf32 = false;
-    const cublasStatus_t st =
-        check_ex_types(name, h, Atype, Btype, Ctype, computeType, algo, &tf32);
-    if (st != CUBLAS_STATUS_SUCCESS) return st;
-    gemm_call g = {name, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, lda, ldb, ldc,
-                   batchCount, strideA, strideB, strideC, *(const float *)alpha,
-                   *(const float *)beta, A, B, (float *)C, Atype, tf32, nullptr, nullptr,
-                   nullptr};
-    return queue_gemm(h, g);
+    const gemm_call g = {"cublasGemmStridedBatchedEx", transa != CUBLAS_OP_N,
+                         transb != CUBLAS_OP_N, m, n, k, lda, ldb, ldc, batchCount, strideA,
+                         strideB, strideC, *(const float *)alpha, *(const float *)beta, A, B,
+                         (float *)C, Atype, false, nullptr, nullptr, nullptr};
+    return queue_ex(h, g, Btype, Ctype, computeType, algo);
 }
 
 cublasStatus_t cublasGemmBatchedEx(
@@ -326,13 +330,9 @@ cublasStatus_t cublasGemmBatchedEx(
     const void *const Barray[], cudaDataType_t Btype, int ldb, const void *beta,
     void *const Carray[], cudaDataType_t Ctype, int ldc, int batchCount,
     cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-    const char *name = "cublasGemmBatchedEx";
-    bool tf32 = false;
-    const cublasStatus_t st =
-        check_ex_types(name, h, Atype, Btype, Ctype, computeType, algo, &tf32);
-    if (st != CUBLAS_STATUS_SUCCESS) return st;
-    gemm_call g = {name, transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, lda, ldb, ldc,
-                   batchCount, 0, 0, 0, *(const float *)alpha, *(const float *)beta, nullptr,
-                   nullptr, nullptr, Atype, tf32, Aarray, Barray, Carray};
-    return queue_gemm(h, g);
+    const gemm_call g = {"cublasGemmBatchedEx", transa != CUBLAS_OP_N, transb != CUBLAS_OP_N,
+                         m, n, k, lda, ldb, ldc, batchCount, 0, 0, 0, *(const float *)alpha,
+                         *(const float *)beta, nullptr, nullptr, nullptr, Atype, false, Aarray,
+                         Barray, Carray};
+    return queue_ex(h, g, Btype, Ctype, computeType, algo);
 }
