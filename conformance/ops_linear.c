@@ -394,7 +394,8 @@ static void gemm_grid_case(bt_backend *be, gemm_args g, bt_gemm_grid q, const ch
 /* gemm_grid: the attention's GEMMs as the model calls them, B sequences
  * (outer) of NH heads (batch) of T x D in token-major rows of 3H (Q, K, V)
  * and H (the context), scores by head: Q K^T, P V into the context, P^T dC
- * and dC V^T; a grid of one group; fp32, bf16 and f16 with operands in 16 bits. */
+ * and dC V^T; a grid of one group; fp32, bf16 and f16 with operands in 16 bits;
+ * a grid of 51,200 matrices. */
 void test_gemm_grid(bt_backend *be) {
     if (!want_op("gemm_grid")) return;
     const int B = 3, NH = 2, T = 7, D = 4, H = NH * D, TT = T * T;
@@ -422,6 +423,10 @@ void test_gemm_grid(bt_backend *be) {
             gemm_grid_case(be, g, dcvt, " dC V^T");
         }
     }
+    /* 51,200 1x1 matrices: more addresses (1.2 MB) than CUDA's first arena holds */
+    const bt_gemm_grid many = {200, 256, 1, 1, 1, 200, 200, 200};
+    gemm_grid_case(be, (gemm_args){.m = 1, .n = 1, .k = 1, .lda = 1, .ldb = 1, .ldc = 1,
+                                   .alpha = 1, .beta = 1, .dt = BT_F32}, many, " 51200 matrices");
 }
 
 /* ================= bias_add / bias_grad ================= */

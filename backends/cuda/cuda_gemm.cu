@@ -88,23 +88,39 @@ void cu_grid_release(cu_ctx *c) {
     memset(s, 0, sizeof *s);
 }
 
+/* Room for `bytes` more in the arena: when full it doubles (at least 1 MB),
+ * the sets moved with it in stream order; when CU_GRID_SETS sets are kept,
+ * every one is dropped. cudaFree waits for the work that reads the old one. */
+static void grid_room(cu_ctx *c, size_t bytes) {
+    cu_grid_sets *s = &c->grid_sets;
+    if (s->n == CU_GRID_SETS) {
+        const size_t keep = s->bytes;
+        cu_grid_release(c);
+        CU_CHECK(cudaMalloc(&s->mem, keep));
+        s->bytes = keep;
+    }
+    if (s->used + bytes <= s->bytes) return;
+    size_t want = s->bytes ? 2 * s->bytes : (size_t)1 << 20;
+    while (want < s->used + bytes) want *= 2;
+    void *mem;
+    CU_CHECK(cudaMalloc(&mem, want));
+    if (s->used)
+        CU_CHECK(cudaMemcpyAsync(mem, s->mem, s->used, cudaMemcpyDeviceToDevice, c->stream));
+    if (s->mem) CU_CHECK(cudaFree(s->mem));
+    s->mem = mem;
+    s->bytes = want;
+}
+
 /* The device copy of the address set `host` (3 x count pointers): one made
  * before, else a new one, copied without waiting (pageable memory is staged
- * before cudaMemcpyAsync returns; the host copy is kept for the lookups).
- * When the arena is full every set is dropped: cudaFree waits for the work
- * that reads them. */
+ * before cudaMemcpyAsync returns; the host copy is kept for the lookups). */
 static void **grid_set(cu_ctx *c, void **host, size_t count) {
     cu_grid_sets *s = &c->grid_sets;
     const size_t bytes = 3 * count * sizeof(void *);
     for (int i = 0; i < s->n; i++)
         if (s->count[i] == count && !memcmp(s->host[i], host, bytes))
             return (void **)((char *)s->mem + s->at[i]);
-    if (s->n == CU_GRID_SETS || s->used + bytes > s->bytes) {
-        const size_t want = 2 * (s->bytes > bytes ? s->bytes : bytes);
-        cu_grid_release(c);
-        CU_CHECK(cudaMalloc(&s->mem, want));
-        s->bytes = want;
-    }
+    grid_room(c, (bytes + 255) / 256 * 256);
     void **keep = (void **)malloc(bytes);
     if (!keep) {
         fprintf(stderr, "bertrain: cuda: out of host memory for a batched GEMM\n");
