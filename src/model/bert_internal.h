@@ -70,8 +70,8 @@ static inline void mm_weight(const bert_model *m, int rows, int N, int K, bt_ptr
                              bt_ptr c) {
     if (m->gemm16)
         m->be->gemm16(m->be, (bt_dtype)m->cfg.storage, stored_a | BT_GEMM_B16, false, trans_w,
-                      rows, N, K,
-                      1.0f, a, K, 0, (bt_ptr){m->params16, w * 2}, ldw, 0, beta, c, N, 0, 1);
+                      rows, N, K, 1.0f, a, K, 0, (bt_ptr){m->params16, w * 2}, ldw, 0, beta, c,
+                      N, 0, 1);
     else
         m->be->gemm(m->be, false, trans_w, rows, N, K, 1.0f, a, K, 0, par(m, w), ldw, 0, beta, c,
                     N, 0, 1);
