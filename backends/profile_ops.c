@@ -111,9 +111,7 @@ static void p_gemm_grid(bt_backend *be, bt_dtype dt, unsigned s16, bool ta, bool
                         int n, int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb,
                         float beta, bt_ptr c, int ldc, const bt_gemm_grid *g) {
     const int count = g->batch * g->outer;
-    TIMED(be, gemm_grid, 2.0 * m * n * k * count,
-          dt == BT_F32 ? gemm_bytes(m, n, k, beta, count, 0)
-                       : gemm_bytes(m, n, k, beta, count, s16),
+    TIMED(be, gemm_grid, 2.0 * m * n * k * count, gemm_bytes(m, n, k, beta, count, s16),
           in->gemm_grid(in, dt, s16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, g));
     const prof_gemm_shape key = {.dtype = dt == BT_F32 ? -1 : (int)dt, .stored16 = s16,
                                  .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda,

@@ -84,6 +84,7 @@ void cu_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, boo
 void cu_grid_release(cu_ctx *c) {
     cu_grid_sets *s = &c->grid_sets;
     for (int i = 0; i < s->n; i++) free(s->host[i]);
+    free(s->scratch);
     if (s->mem) (void)cudaFree(s->mem);
     memset(s, 0, sizeof *s);
 }
@@ -93,11 +94,10 @@ void cu_grid_release(cu_ctx *c) {
  * every one is dropped. cudaFree waits for the work that reads the old one. */
 static void grid_room(cu_ctx *c, size_t bytes) {
     cu_grid_sets *s = &c->grid_sets;
-    if (s->n == CU_GRID_SETS) {
-        const size_t keep = s->bytes;
-        cu_grid_release(c);
-        CU_CHECK(cudaMalloc(&s->mem, keep));
-        s->bytes = keep;
+    if (s->n == CU_GRID_SETS) { /* drop the sets, keep the arena */
+        for (int i = 0; i < s->n; i++) free(s->host[i]);
+        s->n = 0;
+        s->used = 0;
     }
     if (s->used + bytes <= s->bytes) return;
     size_t want = s->bytes ? 2 * s->bytes : (size_t)1 << 20;
@@ -167,11 +167,17 @@ void cu_gemm_grid(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool 
                *B = grid_operand(be, 1, b, span_b, dt, stored16 & BT_GEMM_B16, &eb);
     char *C = (char *)cu_f32(c);
     const size_t count = (size_t)g->batch * (size_t)g->outer;
-    void **host = (void **)malloc(3 * count * sizeof(void *));
-    if (!host) {
-        fprintf(stderr, "bertrain: cuda: out of host memory for a batched GEMM\n");
-        exit(1);
+    cu_grid_sets *sets = &x->grid_sets;
+    if (count > sets->scratch_count) { /* grown once, reused by every call */
+        free(sets->scratch);
+        sets->scratch = (void **)malloc(3 * count * sizeof(void *));
+        sets->scratch_count = sets->scratch ? count : 0;
+        if (!sets->scratch) {
+            fprintf(stderr, "bertrain: cuda: out of host memory for a batched GEMM\n");
+            exit(1);
+        }
     }
+    void **host = sets->scratch;
     for (size_t i = 0; i < count; i++) { /* matrix (o, j): cuBLAS takes B first */
         const size_t o = i / (size_t)g->batch, j = i % (size_t)g->batch;
         host[i] = (void *)(B + (o * g->outer_b + j * g->stride_b) * eb);
@@ -179,7 +185,6 @@ void cu_gemm_grid(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool 
         host[2 * count + i] = (void *)(C + (o * g->outer_c + j * g->stride_c) * 4);
     }
     void **dev = grid_set(x, host, count);
-    free(host);
     const cudaDataType_t t = dt == BT_F32 ? CUDA_R_32F : dt == BT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     const cublasComputeType_t compute = dt == BT_F32 && x->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                 : CUBLAS_COMPUTE_32F;

@@ -40,6 +40,8 @@ typedef struct {
     int n;
     void *mem; /* device copies of the sets */
     size_t bytes, used;
+    void **scratch; /* the set of the call in flight, built on the host */
+    size_t scratch_count;
 } cu_grid_sets;
 
 typedef struct {
