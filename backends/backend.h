@@ -48,6 +48,9 @@ typedef struct {
     long outer_a, outer_b, outer_c;
 } bt_gemm_grid;
 
+/* The widest head (values per head) attention_fwd and attention_bwd take. */
+#define BT_ATTENTION_MAX_HEAD 128
+
 /* Bytes per element of a dtype. */
 static inline size_t bt_dtype_size(bt_dtype t) { return t == BT_F32 ? 4 : 2; }
 
@@ -78,6 +81,11 @@ typedef struct {
      * kernels per shape, and a new row count cost up to 5 ms a GEMM in bf16 on
      * an H100 (docs/PERFORMANCE.md); 0 or 1: shapes cost nothing extra */
     int gemm_rows_multiple;
+    /* attention_fwd / attention_bwd beat the GEMMs, softmax and dropout they
+     * replace here, so the model uses them (model.attention_kernel "auto").
+     * No backend claims it yet: the fused kernels have not been timed on a
+     * GPU (docs/PERFORMANCE.md), and on the CPU the GEMM path is faster */
+    bool fused_attention_pays;
 } bt_device_info;
 
 /* Key of a counter-based random stream (Philox-4x32-10): the value for element
@@ -324,6 +332,25 @@ struct bt_backend {
     void (*dropout_softmax_bwd)(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                                 int B, int H, int T, float scale, uint32_t first_sample,
                                 float p, bt_rng_key key);
+    /* ---- fused attention: the probabilities never stored ---- */
+    /* ctx (B T, NH D) = dropout(softmax(scale Q K^T over the keys j with
+     * key_mask[b, j] != 0)) V for every head, Q, K, V the token-major QKV
+     * projection qkv (B T, 3 NH D: head h of a token at columns h D, NH D + h D,
+     * 2 NH D + h D), in qkv_dtype (fp32, or a 16-bit copy); lse (B, NH, T) =
+     * each query row's log-sum-exp of its scaled scores (+Inf: no key, the
+     * context 0), kept for the backward. Dropout: element (h T + i) T + j of
+     * sample b as softmax_dropout_fwd draws it, so the same masks.
+     * D <= BT_ATTN_MAX_D (kernels/constants.h). */
+    void (*attention_fwd)(bt_backend *be, bt_ptr ctx, bt_ptr lse, bt_ptr qkv, bt_dtype qkv_dtype,
+                          bt_ptr key_mask, int B, int NH, int T, int D, float scale,
+                          uint32_t first_sample, float p, bt_rng_key key);
+    /* dqkv (B T, 3 NH D) = the gradient of attention_fwd's loss given dctx
+     * (fp32), from the forward's inputs, its ctx (in ctx_dtype) and lse: the
+     * probabilities and dropout recomputed. delta: (B, NH, T) scratch. */
+    void (*attention_bwd)(bt_backend *be, bt_ptr dqkv, bt_ptr delta, bt_ptr dctx, bt_ptr ctx,
+                          bt_dtype ctx_dtype, bt_ptr lse, bt_ptr qkv, bt_dtype qkv_dtype,
+                          bt_ptr key_mask, int B, int NH, int T, int D, float scale,
+                          uint32_t first_sample, float p, bt_rng_key key);
     /* dst = src converted between dtypes (round to nearest even) */
     void (*cast)(bt_backend *be, bt_ptr dst, bt_dtype dst_type, bt_ptr src,
                  bt_dtype src_type, size_t n);

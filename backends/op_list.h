@@ -20,8 +20,9 @@
     X(reduce_fetch, OP) X(adamw_step, OP) X(lamb_update, OP) X(adamw_multi, OP)          \
     X(lamb_multi, OP) X(bias_gelu_fwd, FUSED) X(bias_gelu_bwd, FUSED)                    \
     X(bias_dropout_add, FUSED) X(residual_layernorm_fwd, FUSED)                          \
-    X(softmax_dropout_fwd, FUSED) X(dropout_softmax_bwd, FUSED) X(cast, OP)              \
-    X(round16, OP) X(counters, ADMIN) X(mark, ADMIN) X(mark_seconds, ADMIN)              \
+    X(softmax_dropout_fwd, FUSED) X(dropout_softmax_bwd, FUSED) X(attention_fwd, OP)     \
+    X(attention_bwd, OP) X(cast, OP) X(round16, OP) X(counters, ADMIN) X(mark, ADMIN)    \
+    X(mark_seconds, ADMIN)                                                               \
     X(marks_reset, ADMIN)
 
 /* BT_OP_IF_TIMED(kind, ...): the rest of the arguments for an OP or FUSED op,

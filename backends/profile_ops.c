@@ -303,6 +303,33 @@ static void p_dropout_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr p
           in->dropout_softmax_bwd(in, ds, dp, probs, B, H, T, scale, first, p, key));
 }
 
+/* Fused attention: its bytes are Q, K, V (or their 16-bit copies), the mask
+ * and the outputs once; its FLOPs the products it computes, the backward's
+ * recomputed scores included (forward 2 products, backward 7 in its two
+ * kernels), so that the profiler's TFLOP/s is the kernels' own rate. */
+static double attn_flops(int B, int NH, int T, int D, int products) {
+    return 2.0 * products * (double)B * NH * T * T * D;
+}
+static void p_attention_fwd(bt_backend *be, bt_ptr ctx, bt_ptr lse, bt_ptr qkv, bt_dtype qd,
+                            bt_ptr mask, int B, int NH, int T, int D, float scale, uint32_t first,
+                            float p, bt_rng_key key) {
+    const double N = (double)B * T, H = (double)NH * D;
+    TIMED(be, attention_fwd, attn_flops(B, NH, T, D, 2),
+          N * 3 * H * bt_dtype_size(qd) + F4 * (N + N * H + (double)B * NH * T),
+          in->attention_fwd(in, ctx, lse, qkv, qd, mask, B, NH, T, D, scale, first, p, key));
+}
+static void p_attention_bwd(bt_backend *be, bt_ptr dqkv, bt_ptr delta, bt_ptr dctx, bt_ptr ctx,
+                            bt_dtype cd, bt_ptr lse, bt_ptr qkv, bt_dtype qd, bt_ptr mask, int B,
+                            int NH, int T, int D, float scale, uint32_t first, float p,
+                            bt_rng_key key) {
+    const double N = (double)B * T, H = (double)NH * D, rows = (double)B * NH * T;
+    TIMED(be, attention_bwd, attn_flops(B, NH, T, D, 7),
+          N * 3 * H * bt_dtype_size(qd) + N * H * bt_dtype_size(cd) +
+              F4 * (N + N * H + 3 * N * H + 3 * rows),
+          in->attention_bwd(in, dqkv, delta, dctx, ctx, cd, lse, qkv, qd, mask, B, NH, T, D,
+                            scale, first, p, key));
+}
+
 void prof_fill_ops(bt_backend *w) {
     w->info = p_info;
     w->sync = p_sync;
@@ -349,6 +376,8 @@ void prof_fill_ops(bt_backend *w) {
     w->residual_layernorm_fwd = p_residual_layernorm_fwd;
     w->softmax_dropout_fwd = p_softmax_dropout_fwd;
     w->dropout_softmax_bwd = p_dropout_softmax_bwd;
+    w->attention_fwd = p_attention_fwd;
+    w->attention_bwd = p_attention_bwd;
     w->cast = p_cast;
     w->round16 = p_round16;
     w->counters = p_counters;

@@ -53,6 +53,7 @@ static void run_pass(bt_backend *be) {
     test_optimizers(be);
     test_multi_optimizers(be);
     test_fused(be);
+    test_attention(be);
     test_cast(be);
     test_round16(be);
     test_nan_propagation(be);

@@ -67,6 +67,11 @@ void test_multi_optimizers(bt_backend *be);
  * backend, and the float64 reference (dropout from philox.h). */
 void test_fused(bt_backend *be);
 
+/* ---- ops_attention.c ---- */
+/* Check attention_fwd and attention_bwd against the float64 definition
+ * (padding, a sequence with no key, dropout, fp32 and 16-bit inputs). */
+void test_attention(bt_backend *be);
+
 /* ---- ops_profiling.c ---- */
 /* Check counters (memory in use and peak, reads, waits, launches) and marks
  * on the device timeline (numbering, elapsed time, reset). */

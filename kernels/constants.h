@@ -21,5 +21,10 @@
 /* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
  * dgamma and dbeta, embed_bwd's dwtt). */
 #define BT_COL_ROWS 64
+/* Fused attention (attention.cl): the widest head it takes, and the floats of
+ * one tile of keys or queries in local memory (32 rows of a 64-wide head,
+ * with a padding column). */
+#define BT_ATTN_MAX_D 128
+#define BT_ATTN_TILE_FLOATS 2080
 
 #endif

@@ -138,4 +138,28 @@ __global__ void bt_dropout_softmax_bwd(float *dscores, const float *dprobs, cons
                                        unsigned int seed_hi, unsigned int stream_lo,
                                        unsigned int stream_hi);
 
+/* ---- kernels/attention.cl ---- */
+__global__ void bt_attention_fwd(float *ctx, float *lse, const float *qkv,
+                                 const unsigned short *qkv16, const int *key_mask, int kind,
+                                 int NH, int T, int D, float scale, unsigned int first_sample,
+                                 unsigned int thr, float keep_scale, unsigned int seed_lo,
+                                 unsigned int seed_hi, unsigned int stream_lo,
+                                 unsigned int stream_hi);
+__global__ void bt_attention_bwd_dq(float *dqkv, float *delta, const float *dctx,
+                                    const float *ctx, const unsigned short *ctx16,
+                                    const float *lse, const float *qkv,
+                                    const unsigned short *qkv16, const int *key_mask, int kind,
+                                    int ctx_kind, int NH, int T, int D, float scale,
+                                    unsigned int first_sample, unsigned int thr,
+                                    float keep_scale, unsigned int seed_lo, unsigned int seed_hi,
+                                    unsigned int stream_lo, unsigned int stream_hi);
+__global__ void bt_attention_bwd_dkv(float *dqkv, const float *dctx, const float *delta,
+                                     const float *lse, const float *qkv,
+                                     const unsigned short *qkv16, const int *key_mask, int kind,
+                                     int NH, int T, int D, float scale,
+                                     unsigned int first_sample, unsigned int thr,
+                                     float keep_scale, unsigned int seed_lo,
+                                     unsigned int seed_hi, unsigned int stream_lo,
+                                     unsigned int stream_hi);
+
 #endif

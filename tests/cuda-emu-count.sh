@@ -20,7 +20,7 @@ use_cuda_emu
 TEST="$top_builddir/tests/c/test_cuda_emu"
 [ -x "$TEST" ] || fail "$TEST is not built (make check)"
 FLAGS="-std=c++17 -O1 -fPIC -ffp-contract=off -w -D_GNU_SOURCE -fsanitize=thread"
-KERNELS="elementwise reduce layernorm softmax embedding xent optim cast fused"
+KERNELS="elementwise reduce layernorm softmax embedding xent optim cast fused attention"
 export OMP_NUM_THREADS=1 CUDA_EMU_WORKERS=2
 
 # field LINE N: the Nth field of a trace line

@@ -17,7 +17,7 @@ cd "$top_srcdir" || fail "no source dir"
     skip "the emulated CUDA device is not built (configure found no C++17 compiler)"
 CONF="$top_builddir/bertrain-conformance"
 FLAGS="-std=c++17 -O1 -fPIC -ffp-contract=off -w -D_GNU_SOURCE -fsanitize=thread"
-KERNELS="elementwise reduce layernorm softmax embedding xent optim cast fused"
+KERNELS="elementwise reduce layernorm softmax embedding xent optim cast fused attention"
 export OMP_NUM_THREADS=1 CUDA_EMU_WORKERS=2
 
 # ---- 1. every kernel race-free ----

@@ -14,8 +14,9 @@
 #  2b. 20 steps with bf16 and with fp16 on the CPU and on cuda:N (tensor-core
 #     GEMMs there): per-step losses within 2e-2 relative;
 #  3. bertrain bench --preset base and --preset large (seq 128, batch 32), in
-#     fp32 and fp16: samples/s, activation memory, TFLOP/s and MFU, the
-#     achieved model FLOP/s over the card's peak (table below);
+#     fp32, TF32 and fp16, and TF32 and fp16 with model.attention_kernel
+#     fused: samples/s, activation memory, TFLOP/s and MFU, the achieved
+#     model FLOP/s over the card's peak (table below);
 #  4. compute-sanitizer memcheck and racecheck on the conformance suite
 #     (--quick), when compute-sanitizer is installed.
 # The conformance suite and the equivalence run in exact fp32 (BERTRAIN_CUDA_TF32
@@ -197,16 +198,19 @@ mfu() { # achieved-TFLOP/s card precision tf32(1/0) -> text
         printf "%.2f TFLOP/s, MFU %.1f%% of the %s peak %s TFLOP/s (%.1f%% of the BF16/FP16 tensor peak %s)\n",
                t, 100 * t / peak, tf32 ? "TF32 tensor" : "FP32", peak, 100 * t / $4, $4 }'
 }
-for preset in base large; do for mode in fp32 tf32 fp16; do
+for preset in base large; do for mode in fp32 tf32 fp16 tf32+fused fp16+fused; do
     log="$tmp/bench-$preset-$mode.log"
     what="bench $preset $mode (seq 128, batch 32)"
+    # +fused: model.attention_kernel fused (attention_fwd / attention_bwd), beside the default
+    kernel=unfused
+    case $mode in *+fused) kernel=fused mode=${mode%+fused} ;; esac
     case $mode in
     fp32) prec=fp32 tf32=false ;; # exact fp32 GEMMs (CUDA cores)
     tf32) prec=fp32 tf32=true ;;  # the default: TF32 where the card has it
     *) prec=$mode tf32=true ;;
     esac
     if BERTRAIN_CUDA_TF32= "$BERTRAIN" bench --preset $preset --seq 128 --batch 32 --precision $prec \
-        --set tf32=$tf32 --backend "$DEV" > "$log" 2>&1; then
+        --set tf32=$tf32 --set model.attention_kernel=$kernel --backend "$DEV" > "$log" 2>&1; then
         sps=$(sed -n 's/^samples\/s: //p' "$log")
         tfl=$(sed -n 's/^TFLOP\/s: //p' "$log")
         mem=$(sed -n 's/^activations: \([0-9.]*\) MB.*/\1/p' "$log")

@@ -291,5 +291,6 @@ bt_backend *bt_cpu_backend_create(int threads) {
     cpu_fill_nn_ops(be);
     cpu_fill_optim_ops(be);
     cpu_fill_fused_ops(be);
+    cpu_fill_attention_ops(be);
     return be;
 }

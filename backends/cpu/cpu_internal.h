@@ -105,6 +105,9 @@ void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha
 /* Fill the fused ops (cpu_fused.c) into a table. */
 void cpu_fill_fused_ops(bt_backend *be);
 
+/* Fill in attention_fwd and attention_bwd (cpu_attention.c). */
+void cpu_fill_attention_ops(bt_backend *be);
+
 /* Fill the nn ops (cpu_nn.c) into a table. */
 void cpu_fill_nn_ops(bt_backend *be);
 

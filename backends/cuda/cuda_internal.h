@@ -164,6 +164,8 @@ void cu_fill_optim_ops(bt_backend *be);
 
 /* Fill the fused ops (cuda_fused.cu) into a table. */
 void cu_fill_fused_ops(bt_backend *be);
+/* Fill attention_fwd and attention_bwd (cuda_attention.cu). */
+void cu_fill_attention_ops(bt_backend *be);
 /* Release the multi-tensor optimizers' buffers (at destroy). */
 void cu_optim_release(cu_ctx *c);
 

@@ -261,6 +261,7 @@ void cu_fill_ops(bt_backend *be) {
     cu_fill_reduce_ops(be);
     cu_fill_optim_ops(be);
     cu_fill_fused_ops(be);
+    cu_fill_attention_ops(be);
 }
 
 /* ================= the probe at creation ================= */

@@ -40,7 +40,7 @@ struct bt_buffer {
     X(cast_f32_to_f16) X(cast_bf16_to_f32) X(cast_f16_to_f32) X(cast_bf16_to_f16)       \
     X(cast_f16_to_bf16) X(round16_bf16) X(round16_f16) X(bias_gelu_fwd)  \
     X(bias_gelu_bwd) X(bias_dropout_add) X(residual_layernorm_fwd) X(softmax_dropout_fwd)   \
-    X(dropout_softmax_bwd)
+    X(dropout_softmax_bwd) X(attention_fwd) X(attention_bwd_dq) X(attention_bwd_dkv)
 
 #define OCL_KERNEL_ENUM(name) K_##name,
 typedef enum { OCL_KERNELS(OCL_KERNEL_ENUM) K_COUNT } ocl_kernel_id;
@@ -135,6 +135,8 @@ void ocl_fill_optim_ops(bt_backend *be);
 
 /* Fill the fused ops (opencl_fused.c) into a table. */
 void ocl_fill_fused_ops(bt_backend *be);
+/* Fill attention_fwd and attention_bwd (opencl_attention.c). */
+void ocl_fill_attention_ops(bt_backend *be);
 /* Release the multi-tensor optimizers' buffers (at destroy). */
 void ocl_optim_release(ocl_ctx *c);
 

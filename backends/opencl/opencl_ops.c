@@ -406,4 +406,5 @@ void ocl_fill_ops(bt_backend *be) {
     ocl_fill_reduce_ops(be);
     ocl_fill_optim_ops(be);
     ocl_fill_fused_ops(be);
+    ocl_fill_attention_ops(be);
 }

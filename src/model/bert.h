@@ -12,6 +12,12 @@
 enum { BERT_NORM_POST = 0, BERT_NORM_PRE = 1, BERT_NORM_ADMIN = 2 };
 enum { BERT_ADMIN_CLOSED_FORM = 0, BERT_ADMIN_PROFILE = 1 };
 #define BERT_MAX_LAYERS 256
+/* model.attention_kernel: "auto" (fused where the backend says it pays,
+ * bt_device_info.fused_attention_pays, and no attention_logit_penalty),
+ * "fused" (attention_fwd / attention_bwd: the T x T probabilities never
+ * stored) or "unfused" (GEMMs, softmax, dropout; the probabilities kept). */
+enum { BERT_ATTN_AUTO = 0, BERT_ATTN_FUSED = 1, BERT_ATTN_UNFUSED = 2 };
+
 /* The largest LayerDrop probability (model.layerdrop): above it most steps
  * would train almost nothing. */
 #define BERT_MAX_LAYERDROP 0.95
@@ -49,6 +55,8 @@ typedef struct {
     int gemm16;      /* 16-bit storage only: GEMMs on 16-bit operands (backend gemm16)
                       * 0: where the backend runs them on tensor cores; 1: always
                       * (tests); -1: never */
+    int attention_kernel; /* BERT_ATTN_*: the self-attention's core as the backend's fused
+                           * attention ops or as GEMMs, softmax and dropout */
     bool fp32_stash; /* 16-bit storage only: keep every layer's saved activations in
                       * fp32 buffers (still rounded to 16 bits) instead of the 16-bit
                       * stash; the same bits, twice the memory (tests compare them) */
@@ -179,6 +187,7 @@ struct bert_model {
     bool gemm16;                  /* GEMMs multiply 16-bit operands (see cfg.gemm16) */
     unsigned unfused;             /* BERT_FUSE_* fusions off: all where the device says they
                                    * do not pay (bt_device_info), else none; bench --unfused */
+    bool fused_attention; /* attention_fwd / attention_bwd (cfg.attention_kernel) */
     bool dense_top; /* no top layer: every row in every layer (bench --dense-top; tests) */
     int top_rows_multiple; /* the top layer's rows padded up to a multiple of this, with
                             * rows no head reads (bt_device_info.gemm_rows_multiple;

@@ -8,13 +8,16 @@
 #include <string.h>
 
 
-struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm, int Mm) {
+struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm, int Mm,
+                                            bool fused_attention) {
     int L = c->num_hidden_layers;
     struct bert_act_layout *a =
         calloc(1, sizeof *a + (size_t)L * sizeof(bert_layer_acts));
     if (!a) return NULL;
     const size_t N = (size_t)Bm * Tm, H = c->hidden_size, I = c->intermediate_size,
-                 P = (size_t)Bm * c->num_attention_heads * Tm * Tm, M = Mm > 0 ? Mm : 1,
+                 rows = (size_t)Bm * c->num_attention_heads * Tm,
+                 P = fused_attention ? 0 : rows * Tm, R = fused_attention ? rows : 0,
+                 M = Mm > 0 ? Mm : 1,
                  V = c->vocab_size;
     size_t off = 0;
 #define TAKE(field, count) (a->field = off, off += ((count) + 15) / 16 * 16)
@@ -42,11 +45,12 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
         for (int l = 1; l < L; l++) a->layer[l] = a->layer[0];
         TAKE(xin, N * H);
     }
-    for (int l = 0; l < L; l++) { /* LayerNorm statistics: fp32, per layer */
+    for (int l = 0; l < L; l++) { /* row statistics: fp32, per layer */
         TAKE(layer[l].mean1, N);
         TAKE(layer[l].rstd1, N);
         TAKE(layer[l].mean2, N);
         TAKE(layer[l].rstd2, N);
+        TAKE(layer[l].lse, R); /* fused attention's row statistics, fp32 too */
     }
     TAKE(hm, M * H);
     TAKE(t1, M * H);
@@ -77,6 +81,7 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(dqkv, N * 3 * H);
     TAKE(dprobs, P);
     TAKE(pdrop, P);
+    TAKE(attn_delta, R);
     TAKE(dhm, M * H);
     TAKE(dcls, (size_t)Bm * H);
     /* the top layer's rows: the masked and [CLS], padded (bert_top_plan) */
@@ -164,7 +169,9 @@ static int stashed_spans(const bert_model *m, const bert_tape *tape, size_t off[
     const bert_layer_acts *la = &m->act->layer[0];
     const size_t N = (size_t)tape->B * tape->T, H = m->cfg.hidden_size,
                  I = m->cfg.intermediate_size,
-                 P = (size_t)tape->B * m->cfg.num_attention_heads * tape->T * tape->T;
+                 P = m->fused_attention ? 0
+                                        : (size_t)tape->B * m->cfg.num_attention_heads *
+                                              tape->T * tape->T;
     const size_t offs[9] = {la->qkv, la->probs, la->ctx, la->res1, la->ln1,
                             la->fc1, la->gelu,  la->res2, la->ln2};
     const size_t counts[9] = {N * 3 * H, P, N * H, N * H, N * H, N * I, N * I, N * H, N * H};
@@ -186,7 +193,7 @@ void bert_act_unstash_layer(const bert_model *m, const bert_tape *tape, int l, i
     const bt_dtype dt = (bt_dtype)m->cfg.storage;
     size_t off[9], n[9];
     for (int i = 0, k = stashed_spans(m, tape, off, n); i < k; i++)
-        if (!read_by_gemms_only(m, tape, l, off[i]))
+        if (n[i] && !read_by_gemms_only(m, tape, l, off[i]))
             be->cast(be, act(m, off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
     if (before >= 0)
         be->cast(be, act(m, m->act->xin), BT_F32, stash_at(m, before, before_out), dt,

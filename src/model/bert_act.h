@@ -19,6 +19,7 @@ typedef struct {
     size_t res2;         /* (N, H) Pre-LN: layer output */
     size_t mean2, rstd2; /* (N) */
     size_t ln2;          /* (N, H) Post-LN: layer output; Pre-LN: LN(res1), the FFN input */
+    size_t lse;          /* (B, NH, T) fused attention: each query row's log-sum-exp */
 } bert_layer_acts;
 
 struct bert_act_layout {
@@ -32,6 +33,7 @@ struct bert_act_layout {
     size_t xin;
     /* backward scratch */
     size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;
+    size_t attn_delta; /* (B, NH, T) fused attention's backward scratch */
     /* the top layer (bert_tape.top_layer) at the heads' rows, (S, H) each for S
      * <= top_capacity rows (M + B, padded up to BERT_TOP_ROWS_MULTIPLE_MAX
      * within N): its input rows (the forward) or d ctx rows (the backward),
@@ -58,9 +60,11 @@ struct bert_act_layout {
     bert_layer_acts layer[]; /* n_layers */
 };
 
-/* Plan the activation buffer for the given capacity; NULL when out of memory. */
+/* Plan the activation buffer for the given capacity; NULL when out of memory.
+ * With fused_attention no T x T probabilities (probs, dprobs, pdrop: empty),
+ * but each layer's lse and the backward's attn_delta. */
 struct bert_act_layout *bert_act_layout_new(const bert_config *c, int max_batch, int max_seq,
-                                            int max_masked);
+                                            int max_masked, bool fused_attention);
 
 /* Mixed precision: round n values of buf from element off to the model's
  * 16-bit storage dtype (they become the fp32 values a bf16/fp16 tensor would

@@ -64,6 +64,41 @@ static void attention_scores(const bert_run *r, int l, size_t out) {
                by_head(&g, out));
 }
 
+/* An input of fused attention at activation offset off: its 16-bit stash
+ * copy where the pass may read it (act_operand), with its dtype, else fp32. */
+static bt_ptr attn_operand(const bert_run *r, size_t off, bt_dtype *dtype) {
+    unsigned s16 = 0;
+    const bt_ptr x = act_operand(r, off, BT_GEMM_A16, &s16);
+    *dtype = s16 ? (bt_dtype)r->m->cfg.storage : BT_F32;
+    return x;
+}
+
+/* The fused forward (bert_model.fused_attention): ctx and each row's lse. */
+static void attention_fused_fwd(bert_run *r, int l, const attn_dims *g, float p) {
+    const bert_model *m = r->m;
+    const bert_layer_acts *la = &m->act->layer[l];
+    bt_dtype dt;
+    const bt_ptr qkv = attn_operand(r, g->q, &dt);
+    m->be->attention_fwd(m->be, act(m, la->ctx), act(m, la->lse), qkv, dt, ints(m, m->act->mask),
+                         g->B, g->NH, g->T, g->D, 1.0f / sqrtf((float)g->D),
+                         r->bt->first_sample, p, dropout_key(r->pass, l, SITE_ATTN_PROBS));
+    op_stored(r, la->ctx, (size_t)g->B * g->T * g->NH * g->D);
+}
+
+/* The fused backward: dqkv from dctx, the probabilities recomputed. */
+static void attention_fused_bwd(bert_run *r, int l, const attn_dims *g, float p) {
+    const bert_model *m = r->m;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    bt_dtype qd, cd;
+    const bt_ptr qkv = attn_operand(r, g->q, &qd), ctx = attn_operand(r, la->ctx, &cd);
+    m->be->attention_bwd(m->be, act(m, a->dqkv), act(m, a->attn_delta), act(m, a->dctx), ctx, cd,
+                         act(m, la->lse), qkv, qd, ints(m, a->mask), g->B, g->NH, g->T, g->D,
+                         1.0f / sqrtf((float)g->D), r->bt->first_sample, p,
+                         dropout_key(r->pass, l, SITE_ATTN_PROBS));
+    op_stored(r, a->dqkv, (size_t)g->B * g->T * 3 * g->NH * g->D);
+}
+
 /* Self-attention core for one layer: ctx (N, H) = dropout(softmax(QK^T /
  * sqrt(D))) V from layer l's QKV projection (N, 3H), token-major both. */
 void bert_attention_fwd(bert_run *r, int l) {
@@ -73,6 +108,10 @@ void bert_attention_fwd(bert_run *r, int l) {
     const attn_dims g = attn_dims_of(m, l, r->bt);
     const int NH = g.NH, D = g.D, H = m->cfg.hidden_size;
     const float p = r->pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
+    if (m->fused_attention) {
+        attention_fused_fwd(r, l, &g, p);
+        return;
+    }
     attention_scores(r, l, la->probs);
     if (m->cfg.attention_logit_penalty > 0.0f) { /* sum of (QK^T/sqrt(D))^2 */
         int ticket = -1;
@@ -98,6 +137,10 @@ void bert_attention_bwd(bert_run *r, int l) {
     const int NH = g.NH, D = g.D, H = m->cfg.hidden_size, W = 3 * H;
     const size_t per_b = (size_t)NH * g.TT;
     const float p = r->pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
+    if (m->fused_attention) {
+        attention_fused_bwd(r, l, &g, p);
+        return;
+    }
     const bt_rng_key key = dropout_key(r->pass, l, SITE_ATTN_PROBS);
     const size_t dq = a->dqkv, dk = dq + (size_t)H, dv = dq + 2 * (size_t)H;
     const head_mat dctx = token_major(&g, a->dctx, H);

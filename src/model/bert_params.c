@@ -89,6 +89,14 @@ bool bert_config_valid(const bert_config *c, char *err, size_t errlen) {
     REQUIRE(c->attention_probs_dropout_prob >= 0 && c->attention_probs_dropout_prob <= 0.9f,
             "model.attention_probs_dropout_prob: must be in [0, 0.9] (got %g)",
             c->attention_probs_dropout_prob);
+    REQUIRE(c->attention_kernel != BERT_ATTN_FUSED || c->attention_logit_penalty == 0.0f,
+            "model.attention_kernel: fused does not compute model.attention_logit_penalty "
+            "(use auto or unfused)");
+    REQUIRE(c->attention_kernel != BERT_ATTN_FUSED || c->num_attention_heads < 1 ||
+                c->hidden_size / c->num_attention_heads <= BT_ATTENTION_MAX_HEAD,
+            "model.attention_kernel: fused takes heads of at most %d values (hidden_size / "
+            "num_attention_heads is %d; use auto or unfused)",
+            BT_ATTENTION_MAX_HEAD, c->hidden_size / c->num_attention_heads);
     REQUIRE(c->norm == BERT_NORM_POST || c->norm == BERT_NORM_PRE || c->norm == BERT_NORM_ADMIN,
             "model.norm: must be post, pre or admin (got %d)", c->norm);
     for (int i = 0; i < 2 * c->num_hidden_layers; i++)
@@ -252,8 +260,10 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
             return false;
         }
     bert_model *m = calloc(1, sizeof *m);
+    /* "auto" is sized as unfused: the most it can need on any backend */
     struct bert_act_layout *a = bert_act_layout_new(cfg, (int)max_batch, (int)max_seq,
-                                                     (int)max_masked);
+                                                     (int)max_masked,
+                                                     cfg->attention_kernel == BERT_ATTN_FUSED);
     bool ok = m && a;
     if (ok) {
         m->cfg = *cfg;
@@ -304,8 +314,12 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
         m->gemm16 = cfg->gemm16 > 0 || (cfg->storage == BT_F16 ? info.tensor_f16
                                                                 : info.tensor_bf16);
     }
+    const int head = cfg->hidden_size / cfg->num_attention_heads;
+    m->fused_attention = cfg->attention_kernel == BERT_ATTN_FUSED ||
+                         (cfg->attention_kernel == BERT_ATTN_AUTO && info.fused_attention_pays &&
+                          cfg->attention_logit_penalty == 0.0f && head <= BT_ATTENTION_MAX_HEAD);
     if (!build_table(m)) goto oom;
-    m->act = bert_act_layout_new(cfg, max_batch, max_seq, max_masked);
+    m->act = bert_act_layout_new(cfg, max_batch, max_seq, max_masked, m->fused_attention);
     if (!m->act) goto oom;
     size_t pbytes = m->n_params * sizeof(float);
     m->params = be->alloc(be, pbytes);

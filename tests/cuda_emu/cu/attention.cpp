@@ -1,0 +1,5 @@
+/* kernels_cu/attention.cu as the emulated device compiles it: what nvcc does (cuda_runtime.h
+ * first, then the file), with g++. See tests/cuda_emu/README.md. */
+#include <cuda_runtime.h>
+
+#include "kernels_cu/attention.cu"
