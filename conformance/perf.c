@@ -258,6 +258,35 @@ static void gemm_perf(bt_backend *be, const char *what, bool ta, bool tb, int m,
     run_case(be, c, sz, NULL, 3);
 }
 
+/* t: ctx, lse, qkv, key_mask (i: B, NH, T, D) */
+static void call_attention_fwd(bt_backend *be, perf_case *c) {
+    be->attention_fwd(be, c->t[0], c->t[1], c->t[2], BT_F32, c->t[3], c->i[0], c->i[1], c->i[2],
+                      c->i[3], 0.125f, 0, 0.1f, perf_key);
+}
+/* t: dqkv, delta, dctx, ctx, lse, qkv, key_mask */
+static void call_attention_bwd(bt_backend *be, perf_case *c) {
+    be->attention_bwd(be, c->t[0], c->t[1], c->t[2], c->t[3], BT_F32, c->t[4], c->t[5], BT_F32,
+                      c->t[6], c->i[0], c->i[1], c->i[2], c->i[3], 0.125f, 0, 0.1f, perf_key);
+}
+
+/* Fused attention at BERT-mini's training shape (B16 T128, 4 heads of 64):
+ * GFLOP/s of the products it computes (forward 2, backward 7: it recomputes
+ * the scores, and dP for each of its two kernels), as the profiler counts. */
+static void attention_perf(bt_backend *be) {
+    const int B = 16, NH = 4, T = 128, D = 64;
+    const size_t N = (size_t)B * T, H = (size_t)NH * D, R = (size_t)B * NH * T;
+    const double pair = 2.0 * B * NH * T * T * D;
+    perf_case c = {.op = "attention_fwd", .work = 2 * pair, .flops = true, .i = {B, NH, T, D},
+                   .call = call_attention_fwd};
+    snprintf(c.shape, sizeof c.shape, "B16 NH4 T128 D64 p=0.1");
+    run_case(be, c, (size_t[]){N * H, R, N * 3 * H, N}, (int[]){0, 0, 0, 2}, 4);
+    c = (perf_case){.op = "attention_bwd", .work = 7 * pair, .flops = true, .i = {B, NH, T, D},
+                    .call = call_attention_bwd};
+    snprintf(c.shape, sizeof c.shape, "B16 NH4 T128 D64 p=0.1");
+    run_case(be, c, (size_t[]){N * 3 * H, R, N * H, N * H, R, N * 3 * H, N},
+             (int[]){0, 0, 0, 0, 0, 0, 2}, 7);
+}
+
 /* Each fused op beside the unfused ops it replaces, at BERT-mini's training
  * shapes (B16 T128: 2048 tokens, H256, I1024, 4 heads): the bytes are the
  * fused op's, so the two GB/s figures compare as times. */
@@ -390,4 +419,5 @@ void run_perf(bt_backend *be) {
     run_case(be, c, (size_t[]){N, N}, NULL, 2);
 #undef CASE
     fused_perf(be);
+    attention_perf(be);
 }

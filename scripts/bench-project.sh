@@ -28,7 +28,7 @@ if [ ! -f "$out/count.so" ]; then
         rm -rf "$out/src" && mkdir -p "$out/src" && cp -R backends kernels kernels_cu "$out/src/"
         emu_plugin "$out/count.so" "$out/src" \
             "-std=c++17 -O1 -fPIC -ffp-contract=off -w -D_GNU_SOURCE -fsanitize=thread" \
-            elementwise reduce layernorm softmax embedding xent optim cast fused
+            elementwise reduce layernorm softmax embedding xent optim cast fused attention
     )
 fi
 export OMP_NUM_THREADS=1 BERTRAIN_CUDA_EMU="$out/count.so" CUDA_EMU_TRACE="$out/bench.trace"

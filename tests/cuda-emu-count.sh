@@ -7,8 +7,12 @@
 #     an 8x16x32 GEMM): the fills write exactly 4 bytes an element and read
 #     nothing, the add reads 8 and writes 4, each thread makes 1 or 3 global
 #     accesses; the GEMM is 2*8*16*32 fp32 FLOPs;
+#     None of them touches shared memory (the trace's SHARED, field 12, is
+#     0: a thread's own stack is not shared memory);
 #  2. the same with bt_add reading its inputs twice (a planted copy of
 #     kernels/elementwise.cl): twice the bytes read, 5 accesses a thread;
+#     and with bt_add passing a through shared memory: 4 bytes written and 4
+#     read there a thread, 8000 bytes in all, the global counts unchanged;
 #  3. the ordinary plugin (not instrumented) says counted 0 and counts nothing;
 #  4. bench --project on the counting plugin prints a projection (in its
 #     step, after a warm-up, attention's 12 gemm_grid calls are 12 launches:
@@ -26,8 +30,8 @@ export OMP_NUM_THREADS=1 CUDA_EMU_WORKERS=2
 # field LINE N: the Nth field of a trace line
 field() { echo "$1" | awk -v n="$2" '{ print $n }'; }
 
-# check_counts PLUGIN NAME READ_PER_ADD MAXACC_ADD: run test_cuda_emu count on
-# PLUGIN and check the trace's lines.
+# check_counts PLUGIN NAME READ_PER_ADD MAXACC_ADD [SHARED_ADD]: run
+# test_cuda_emu count on PLUGIN and check the trace's lines.
 check_counts() {
     trace="$tmpdir/$2.trace"
     CUDA_EMU_TRACE="$trace" BERTRAIN_CUDA_EMU="$1" "$TEST" count > "$tmpdir/$2.log" 2>&1 ||
@@ -45,7 +49,9 @@ check_counts() {
     [ "$(field "$add" 9) $(field "$add" 10) $(field "$add" 11)" = "$3 4000 $4" ] ||
         fail "$2: add of 1000 floats: read, written, accesses $(field "$add" 9) $(field "$add" 10) $(field "$add" 11), not $3 4000 $4"
     [ "$gemm" = "gemm fp32 16 8 32 1 8192" ] || fail "$2: the GEMM's line is '$gemm'"
-    echo "ok   $2: fill 2000 -> 0/8000 B, fill 1000 -> 0/4000 B, add 1000 -> $3/4000 B ($4 accesses a thread), $gemm"
+    [ "$(field "$fill2" 12) $(field "$fill1" 12) $(field "$add" 12)" = "0 0 ${5:-0}" ] ||
+        fail "$2: shared bytes of the fills and the add $(field "$fill2" 12) $(field "$fill1" 12) $(field "$add" 12), not 0 0 ${5:-0}"
+    echo "ok   $2: fill 2000 -> 0/8000 B, fill 1000 -> 0/4000 B, add 1000 -> $3/4000 B ($4 accesses a thread, ${5:-0} B of shared memory), $gemm"
 }
 
 # ---- 1. exact counts ----
@@ -65,6 +71,18 @@ perl -0pi -e 's|(BT_KERNEL void bt_add\(.*?)if \(i < n\) out\[i\] = a\[i\] \+ b\
 cmp -s kernels/elementwise.cl "$src/kernels/elementwise.cl" && fail "the planted double read no longer applies to kernels/elementwise.cl: update this test"
 emu_plugin "$src.so" "$src" "$FLAGS" elementwise
 check_counts "$src.so" "reads-twice" 16000 5
+
+# ---- 2b. shared memory is counted apart from global memory ----
+src="$tmpdir/staged"
+mkdir -p "$src" && cp -R backends kernels kernels_cu "$src/"
+perl -0pi -e 's|(BT_KERNEL void bt_add\(.*?)if \(i < n\) out\[i\] = a\[i\] \+ b\[i\];|$1__local float stage[BT_WG];
+    if (i < n) {
+        stage[get_local_id(0)] = a[i];
+        out[i] = stage[get_local_id(0)] + b[i];
+    }|s' "$src/kernels/elementwise.cl"
+cmp -s kernels/elementwise.cl "$src/kernels/elementwise.cl" && fail "the planted shared stage no longer applies to kernels/elementwise.cl: update this test"
+emu_plugin "$src.so" "$src" "$FLAGS" elementwise
+check_counts "$src.so" "shared-stage" 8000 3 8000
 
 # ---- 3. the ordinary plugin counts nothing and says so ----
 CUDA_EMU_TRACE="$tmpdir/plain.trace" "$TEST" count > "$tmpdir/plain.log" 2>&1 || { cat "$tmpdir/plain.log"; fail "plain: test_cuda_emu count failed"; }

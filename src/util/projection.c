@@ -7,6 +7,7 @@
 /* The model's constants (docs/PERFORMANCE.md, "Projection"). */
 #define GEMM_EFFICIENCY 0.7
 #define HBM_EFFICIENCY 0.8
+#define SMEM_EFFICIENCY 0.8
 #define THREADS_PER_SM 2048.0
 #define ACCESS_S 0.5e-9
 #define LAUNCH_S 4e-6
@@ -17,11 +18,13 @@
  * FP32 67, TF32 989 / 2, BF16/FP16 1979 / 2 TFLOPS, 3.35 TB/s, 132 SMs),
  * A100 SXM 80GB (A100 datasheet: FP32 19.5, TF32 156, BF16/FP16 312,
  * 2039 GB/s, 108 SMs), V100 SXM2 (V100 datasheet: FP32 15.7, tensor FP16
- * 125, 900 GB/s, 80 SMs; no TF32, no BF16). */
+ * 125, 900 GB/s, 80 SMs; no TF32, no BF16). Shared memory: 32 banks of 4
+ * bytes, 128 bytes a clock per SM on all three, at the boost clock (H100 SXM
+ * 1.98 GHz, A100 1.41 GHz, V100 1.53 GHz). */
 static const proj_card known_cards[] = {
-    {"h100-sxm", 132, 3350.0, 67.0, 494.5, 989.5},
-    {"a100-sxm-80gb", 108, 2039.0, 19.5, 156.0, 312.0},
-    {"v100-sxm2", 80, 900.0, 15.7, 0.0, 125.0},
+    {"h100-sxm", 132, 3350.0, 67.0, 494.5, 989.5, 132 * 128 * 1.98e-3},
+    {"a100-sxm-80gb", 108, 2039.0, 19.5, 156.0, 312.0, 108 * 128 * 1.41e-3},
+    {"v100-sxm2", 80, 900.0, 15.7, 0.0, 125.0, 80 * 128 * 1.53e-3},
 };
 
 /* One "key value" line of a card file into c; false when the key is unknown
@@ -39,6 +42,7 @@ static bool card_line(proj_card *c, const char *key, const char *value) {
     else if (!strcmp(key, "fp32_tflops")) c->fp32 = v;
     else if (!strcmp(key, "tf32_tflops")) c->tf32 = v;
     else if (!strcmp(key, "f16_tflops")) c->f16 = v;
+    else if (!strcmp(key, "smem_tbs")) c->smem_tbs = v;
     else return false;
     return true;
 }
@@ -55,7 +59,7 @@ bool proj_card_get(const char *name_or_file, proj_card *out, char *err, size_t n
                          "readable card file", name_or_file);
         return false;
     }
-    *out = (proj_card){{0}, 0, 0, 0, 0, 0};
+    *out = (proj_card){{0}, 0, 0, 0, 0, 0, 0};
     snprintf(out->name, sizeof out->name, "%.63s", name_or_file);
     char line[256], key[64], value[128];
     int no = 0;
@@ -68,7 +72,8 @@ bool proj_card_get(const char *name_or_file, proj_card *out, char *err, size_t n
         if (got <= 0) continue;
         ok = got == 2 && card_line(out, key, value);
         if (!ok) snprintf(err, n, "%s:%d: expected name, sms, hbm_gbs, fp32_tflops, "
-                                  "tf32_tflops or f16_tflops and a value", name_or_file, no);
+                                  "tf32_tflops, f16_tflops or smem_tbs and a value",
+                          name_or_file, no);
     }
     fclose(f);
     if (ok && (out->sms <= 0 || out->hbm_gbs <= 0 || out->fp32 <= 0)) {
@@ -97,6 +102,13 @@ double proj_seconds(const proj_card *c, const proj_work *w) {
     double t = (w->read + w->written) / (HBM_EFFICIENCY * c->hbm_gbs * 1e9) / occupancy;
     const double serial = w->most_accesses * ACCESS_S;
     if (t < serial) t = serial;
+    if (w->shared > 0 && c->smem_tbs > 0) { /* shared memory, on the SMs the blocks fill */
+        double sms_used = w->blocks / c->sms;
+        if (sms_used > 1.0) sms_used = 1.0;
+        if (sms_used <= 0.0) sms_used = 1.0 / c->sms;
+        const double ts = w->shared / (SMEM_EFFICIENCY * c->smem_tbs * 1e12) / sms_used;
+        if (t < ts) t = ts;
+    }
     return launch + t;
 }
 
@@ -138,6 +150,7 @@ static bool op_add(proj_op *o, const proj_work *w, double blocks, int block) {
     o->read += w->read;
     o->written += w->written;
     if (w->most_accesses > o->most_accesses) o->most_accesses = w->most_accesses;
+    o->shared += w->shared;
     if (w->kind == PROJ_GEMM) o->flops[w->precision] += w->flops;
     return true;
 }
@@ -150,25 +163,27 @@ static bool parse_work(const char *line, proj_work *w, double *blocks, int *bloc
     *block = 0;
     char name[128], kind[16];
     unsigned g[3], b[3];
-    double r, wr, most, flops, bytes;
-    int m, n, k, batch;
-    if (sscanf(line, "launch %127s %u %u %u %u %u %u %lf %lf %lf", name, &g[0], &g[1], &g[2],
-               &b[0], &b[1], &b[2], &r, &wr, &most) == 10) {
+    double r, wr, most, flops, bytes, shared = 0;
+    int m, n, k, batch, got;
+    /* SHARED is the eleventh field; a trace from before it has ten */
+    if ((got = sscanf(line, "launch %127s %u %u %u %u %u %u %lf %lf %lf %lf", name, &g[0], &g[1],
+                      &g[2], &b[0], &b[1], &b[2], &r, &wr, &most, &shared)) >= 10) {
         *blocks = (double)g[0] * g[1] * g[2];
         *block = (int)(b[0] * b[1] * b[2]);
-        *w = (proj_work){PROJ_KERNEL, *blocks * *block, r, wr, most, 0, 0, false};
+        *w = (proj_work){PROJ_KERNEL, *blocks * *block, *blocks, r, wr, most, got == 11 ? shared : 0,
+                         0, 0, false};
         return true;
     }
     if (sscanf(line, "gemm %15s %d %d %d %d %lf", kind, &m, &n, &k, &batch, &flops) == 6) {
         const int prec = !strcmp(kind, "tf32") ? PROJ_TF32 : !strcmp(kind, "fp32") ? PROJ_FP32
                                                                                    : PROJ_F16;
-        *w = (proj_work){PROJ_GEMM, 0, 0, 0, 0, flops, prec, false};
+        *w = (proj_work){PROJ_GEMM, 0, 0, 0, 0, 0, 0, flops, prec, false};
         return true;
     }
     if (sscanf(line, "copy %15s %lf", kind, &bytes) == 2) {
         const bool d2d = !strcmp(kind, "d2d"), set = !strcmp(kind, "memset");
-        *w = (proj_work){d2d || set ? PROJ_COPY : PROJ_HOST_COPY, 0, d2d ? bytes : 0,
-                         d2d || set ? bytes : 0, 0, 0, 0, false};
+        *w = (proj_work){d2d || set ? PROJ_COPY : PROJ_HOST_COPY, 0, 0, d2d ? bytes : 0,
+                         d2d || set ? bytes : 0, 0, 0, 0, 0, false};
         return true;
     }
     return false;
@@ -254,15 +269,16 @@ static void print_header(const proj_step *s, const proj_card *cards, int n, FILE
     fprintf(out, "projection: %d step(s) counted%s; model: docs/PERFORMANCE.md, \"Projection\"\n",
             s->steps, s->counted ? "" : " (global memory NOT counted)");
     for (int j = 0; j < n; j++)
-        fprintf(out, "card %s: %d SMs, HBM %.0f GB/s, dense TFLOP/s fp32 %g, tf32 %g, 16-bit %g\n",
-                cards[j].name, cards[j].sms, cards[j].hbm_gbs, cards[j].fp32, cards[j].tf32,
-                cards[j].f16);
-    fprintf(out, "%-22s %6s %8s %9s %5s %10s %10s %7s %9s %9s %9s", "op", "calls", "launches",
-            "blocks", "block", "MB read", "MB written", "acc/thr", "GF fp32", "GF tf32",
-            "GF 16bit");
+        fprintf(out, "card %s: %d SMs, HBM %.0f GB/s, shared memory %.1f TB/s, dense TFLOP/s "
+                     "fp32 %g, tf32 %g, 16-bit %g\n",
+                cards[j].name, cards[j].sms, cards[j].hbm_gbs, cards[j].smem_tbs, cards[j].fp32,
+                cards[j].tf32, cards[j].f16);
+    fprintf(out, "%-22s %6s %8s %9s %5s %10s %10s %7s %10s %9s %9s %9s", "op", "calls",
+            "launches", "blocks", "block", "MB read", "MB written", "acc/thr", "MB shared",
+            "GF fp32", "GF tf32", "GF 16bit");
     for (int j = 0; j < n; j++) fprintf(out, " %14.14s", cards[j].name);
-    fprintf(out, "\n%-22s %6s %8s %9s %5s %10s %10s %7s %9s %9s %9s", "", "/step", "/step",
-            "/step", "max", "/step", "/step", "max", "/step", "/step", "/step");
+    fprintf(out, "\n%-22s %6s %8s %9s %5s %10s %10s %7s %10s %9s %9s %9s", "", "/step", "/step",
+            "/step", "max", "/step", "/step", "max", "/step", "/step", "/step", "/step");
     for (int j = 0; j < n; j++) fprintf(out, " %14s", "ms/step");
     fputc('\n', out);
 }
@@ -293,16 +309,17 @@ void proj_print(const proj_step *s, const proj_card *cards, int n, FILE *out) {
         const proj_op *o = &s->ops[order[k]];
         char block[16] = "-";
         if (o->block) snprintf(block, sizeof block, "%d", o->block);
-        fprintf(out, "%-22s %6.1f %8.1f %9.0f %5s %10.3f %10.3f %7.0f %9.3f %9.3f %9.3f", o->name,
-                o->calls / st, o->launches / st, o->blocks / st, block, o->read / st / 1e6,
-                o->written / st / 1e6, o->most_accesses, o->flops[PROJ_FP32] / st / 1e9,
+        fprintf(out, "%-22s %6.1f %8.1f %9.0f %5s %10.3f %10.3f %7.0f %10.3f %9.3f %9.3f %9.3f",
+                o->name, o->calls / st, o->launches / st, o->blocks / st, block,
+                o->read / st / 1e6, o->written / st / 1e6, o->most_accesses,
+                o->shared / st / 1e6, o->flops[PROJ_FP32] / st / 1e9,
                 o->flops[PROJ_TF32] / st / 1e9, o->flops[PROJ_F16] / st / 1e9);
         for (int p = 0; p < PROJ_N_PREC; p++) flops[p] += o->flops[p] / st;
         for (int j = 0; j < n; j++) fprintf(out, " %14.3f", 1e3 * op_seconds(o, &cards[j]) / st);
         fputc('\n', out);
     }
-    fprintf(out, "%-22s %6.1f %8s %9s %5s %10s %10s %7s %9s %9s %9s", "(host waits)",
-            s->round_trips, "", "", "", "", "", "", "", "", "");
+    fprintf(out, "%-22s %6.1f %8s %9s %5s %10s %10s %7s %10s %9s %9s %9s", "(host waits)",
+            s->round_trips, "", "", "", "", "", "", "", "", "", "");
     for (int j = 0; j < n; j++) fprintf(out, " %14.3f", 1e3 * s->round_trips * ROUND_TRIP_S);
     const double all = flops[0] + flops[1] + flops[2];
     fprintf(out, "\nstep: GEMM GFLOP %.3f (fp32 %.3f, tf32 %.3f, 16-bit %.3f)\n", all / 1e9,

@@ -5,7 +5,11 @@
  *   a GEMM          FLOPs / (0.7 x the card's dense peak of its precision)
  *   any other work  bytes read and written / (0.8 x HBM bandwidth), divided
  *                   by its occupancy min(1, threads / (SMs x 2048)), and at
- *                   least its busiest thread's global accesses x 0.5 ns
+ *                   least its busiest thread's global accesses x 0.5 ns, and
+ *                   at least its threads' shared-memory bytes / (0.8 x the
+ *                   card's shared-memory bandwidth, SMs x 128 bytes a clock)
+ *                   over the share of SMs its blocks fill, min(1, blocks /
+ *                   SMs); arithmetic is not priced
  *   each launch     4 us (1 us inside a CUDA Graph), added
  *   each blocking host round trip 20 us, added; MPI left out.
  * A copy or memset on the device counts as a kernel of full occupancy that
@@ -27,11 +31,12 @@ typedef struct {
     int sms;
     double hbm_gbs; /* HBM bandwidth, GB/s (1e9 bytes) */
     double fp32, tf32, f16;
+    double smem_tbs; /* shared memory, all SMs, TB/s (1e12 bytes); 0: not priced */
 } proj_card;
 
 /* The card named (h100-sxm, a100-sxm-80gb, v100-sxm2) or described by the
  * file at that path ("key value" lines: name, sms, hbm_gbs, fp32_tflops,
- * tf32_tflops, f16_tflops; # comments). false with a reason in err. */
+ * tf32_tflops, f16_tflops, smem_tbs; # comments). false with a reason in err. */
 bool proj_card_get(const char *name_or_file, proj_card *out, char *err, size_t n);
 
 enum { PROJ_KERNEL, PROJ_GEMM, PROJ_COPY, PROJ_HOST_COPY };
@@ -41,8 +46,10 @@ enum { PROJ_FP32, PROJ_TF32, PROJ_F16, PROJ_N_PREC };
 typedef struct {
     int kind;              /* PROJ_KERNEL, ... */
     double threads;        /* a kernel's grid x block */
+    double blocks;         /* a kernel's grid */
     double read, written;  /* bytes of global memory */
     double most_accesses;  /* a kernel's busiest thread's global accesses */
+    double shared;         /* a kernel's bytes of shared memory read and written */
     double flops;          /* a GEMM's */
     int precision;         /* a GEMM's PROJ_FP32, ... */
     bool in_graph;         /* launched inside a CUDA Graph */
@@ -57,7 +64,7 @@ typedef struct {
     long calls, launches;
     double blocks;   /* kernels' blocks */
     int block;       /* the largest kernel block, threads */
-    double read, written, most_accesses;
+    double read, written, most_accesses, shared;
     double flops[PROJ_N_PREC];
     proj_work *work; /* each piece, for the model */
     int n_work, cap_work;

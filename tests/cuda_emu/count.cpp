@@ -3,10 +3,12 @@
  * (src/util/projection.h; docs/PERFORMANCE.md, "Projection").
  *
  * Each line is one piece of device work, in the order the streams ran it:
- *   launch NAME GX GY GZ BX BY BZ READ WRITTEN MAXACC
+ *   launch NAME GX GY GZ BX BY BZ READ WRITTEN MAXACC SHARED
  *       a kernel: its grid and block, the bytes of global memory (device
  *       allocations; not shared memory, not the stack) its threads read and
- *       wrote, and the most global accesses one thread made
+ *       wrote, the most global accesses one thread made, and the bytes its
+ *       threads read and wrote in shared memory (every access counted, a
+ *       broadcast read once per thread)
  *   gemm PREC M N K BATCH FLOPS    a cuBLAS GEMM, PREC fp32, tf32, bf16 or fp16
  *   copy KIND BYTES                a cudaMemcpyAsync (d2d, h2d, d2h) or memset
  *   mark                           a cudaEventRecord reached
@@ -41,10 +43,10 @@ thread_local uintptr_t hit_lo, hit_hi;
 thread_local unsigned long long hit_gen;
 
 /* The running launch's totals (merged at each block's end). */
-unsigned long long launch_read, launch_written, launch_most;
+unsigned long long launch_read, launch_written, launch_most, launch_shared;
 
 /* This OS thread's block: bytes, and accesses per thread. */
-thread_local unsigned long long block_read, block_written;
+thread_local unsigned long long block_read, block_written, block_shared;
 thread_local std::vector<unsigned long long> per_thread;
 }  // namespace
 
@@ -76,7 +78,7 @@ bool counting() {
     return on;
 }
 
-void count_access(const void *p, size_t size, bool write) {
+void count_access(const void *p, size_t size, bool write, bool off_stack) {
     const int me = running_thread();
     if (me < 0) return;
     const uintptr_t a = (uintptr_t)p;
@@ -87,7 +89,10 @@ void count_access(const void *p, size_t size, bool write) {
     if (a < hit_lo || a >= hit_hi) {
         auto it = std::upper_bound(ranges.begin(), ranges.end(),
                                    std::make_pair(a, ~(uintptr_t)0));
-        if (it == ranges.begin() || a >= (--it)->second) return; /* not global memory */
+        if (it == ranges.begin() || a >= (--it)->second) { /* not global memory */
+            if (off_stack) block_shared += size;
+            return;
+        }
         hit_lo = it->first;
         hit_hi = it->second;
     }
@@ -97,7 +102,7 @@ void count_access(const void *p, size_t size, bool write) {
 
 void count_block_begin(unsigned threads) {
     if (!counting()) return;
-    block_read = block_written = 0;
+    block_read = block_written = block_shared = 0;
     per_thread.assign(threads, 0);
 }
 
@@ -108,6 +113,7 @@ void count_block_end() {
     std::lock_guard<std::mutex> g(trace_lock);
     launch_read += block_read;
     launch_written += block_written;
+    launch_shared += block_shared;
     launch_most = std::max(launch_most, most);
 }
 
@@ -116,15 +122,16 @@ void count_launch_begin() {
     ranges = payload_ranges();
     std::sort(ranges.begin(), ranges.end());
     generation++;
-    launch_read = launch_written = launch_most = 0;
+    launch_read = launch_written = launch_most = launch_shared = 0;
 }
 
 void count_launch_end(const kernel_launch &l) {
     std::lock_guard<std::mutex> g(trace_lock);
     FILE *f = trace_locked();
     if (!f) return;
-    fprintf(f, "launch %s %u %u %u %u %u %u %llu %llu %llu\n", l.name, l.grid.x, l.grid.y,
-            l.grid.z, l.block.x, l.block.y, l.block.z, launch_read, launch_written, launch_most);
+    fprintf(f, "launch %s %u %u %u %u %u %u %llu %llu %llu %llu\n", l.name, l.grid.x, l.grid.y,
+            l.grid.z, l.block.x, l.block.y, l.block.z, launch_read, launch_written, launch_most,
+            launch_shared);
 }
 
 void trace_gemm(const char *precision, int m, int n, int k, int batch) {

@@ -126,7 +126,9 @@ void race_new_block();
 void count_instrumented();     /* __tsan_init: this plugin's kernels are instrumented */
 bool tracing();                /* CUDA_EMU_TRACE names a trace file */
 bool counting();               /* tracing, and the kernels are instrumented */
-void count_access(const void *p, size_t size, bool write); /* a kernel's load or store */
+/* a kernel's load or store; off_stack: not the thread's stack nor a builtin
+ * (threadIdx ...), so shared memory where it is not global memory */
+void count_access(const void *p, size_t size, bool write, bool off_stack);
 void count_launch_begin();     /* before a grid runs */
 void count_block_begin(unsigned threads);
 void count_block_end();

@@ -78,14 +78,15 @@ static bool builtin(uintptr_t a) {
 }
 
 static void access(const volatile void *p, size_t size, bool write) {
+    const uintptr_t a = (uintptr_t)p, frame = (uintptr_t)__builtin_frame_address(0);
+    const bool stack = a > frame - (1u << 20) && a < frame + (1u << 20); /* this thread's */
     if (counting()) { /* the trace's counts instead of the race checks */
-        count_access((const void *)p, size, write);
+        count_access((const void *)p, size, write, !stack && !builtin(a));
         return;
     }
     const int me = running_thread();
     if (me < 0) return;
-    const uintptr_t a = (uintptr_t)p, frame = (uintptr_t)__builtin_frame_address(0);
-    if (a > frame - (1u << 20) && a < frame + (1u << 20)) return; /* this thread's stack */
+    if (stack) return;
     if (!shadow) shadow = new std::unordered_map<uintptr_t, cell>();
     const bool shared = !find_mapping((const void *)a) && !builtin(a); /* not device memory */
     for (uintptr_t w = a; w < a + size; w++) { /* each byte: 16-bit neighbours do not race */

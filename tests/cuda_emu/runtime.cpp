@@ -408,7 +408,7 @@ const char *cudaGetErrorName(cudaError_t e) {
         N(cudaErrorInvalidDeviceFunction) N(cudaErrorNoKernelImageForDevice)
         N(cudaErrorInvalidPtx) N(cudaErrorUnsupportedPtxVersion)
         N(cudaErrorIllegalAddress)
-        N(cudaErrorLaunchFailure)
+        N(cudaErrorLaunchFailure) N(cudaErrorSetOnActiveProcess)
 #undef N
     }
     return "cudaErrorUnknown";
@@ -438,6 +438,8 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorSetOnActiveProcess:
+        return "cannot set while device is active in this process";
     }
     return "unknown error";
 }
