@@ -43,10 +43,23 @@ static void attn_row(const attn_src *s, size_t t, int part, int h, float *out) {
     for (int d = 0; d < s->D; d++) out[d] = attn_at(s, base + d);
 }
 
-static float dot(const float *a, const float *b, int n) {
+/* Part `part` of head h of every token of sequence b, as a (T, D) fp32 matrix. */
+static void attn_gather(const attn_src *s, int b, int part, int h, float *out) {
+    for (int t = 0; t < s->T; t++) attn_row(s, (size_t)b * s->T + t, part, h, out + (size_t)t * s->D);
+}
+
+/* a . b over n values, in lanes (the same order on every run) */
+static float dot(const float *restrict a, const float *restrict b, int n) {
     float s = 0.0f;
+#pragma omp simd reduction(+ : s)
     for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
+}
+
+/* y += a x over n values */
+static void axpy(float *restrict y, float a, const float *restrict x, int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
 /* keep[j] for the T probabilities of row i of head h in sample b (all 1
@@ -63,19 +76,60 @@ static void attn_keep_row(uint8_t *keep, const cpu_drop *d, int b, int h, int i,
     }
 }
 
-/* Scaled scores of query q against every key of sequence b, head h, into s
- * (-Inf where masked), their maximum returned. */
-static float attn_scores(const attn_src *src, const int32_t *km, int b, int h, const float *q,
-                         float scale, float *kbuf, float *s) {
+/* Scaled scores of query q against the T keys K (T, D) of one sequence into
+ * s (-Inf where km masks the key); their maximum returned. */
+static float attn_scores(const float *q, const float *K, const int32_t *km, int T, int D,
+                         float scale, float *s) {
     float mx = -INFINITY;
-    for (int j = 0; j < src->T; j++) {
-        s[j] = -INFINITY;
-        if (!km[(size_t)b * src->T + j]) continue;
-        attn_row(src, (size_t)b * src->T + j, 1, h, kbuf);
-        s[j] = scale * dot(q, kbuf, src->D);
+    for (int j = 0; j < T; j++) {
+        s[j] = km[j] ? scale * dot(q, K + (size_t)j * D, D) : -INFINITY;
         if (s[j] > mx) mx = s[j];
     }
     return mx;
+}
+
+/* Per-thread scratch of one (sequence, head): Q, K, V, ctx and dctx as
+ * (T, D) matrices, a row of T scores or probabilities, a row of dP, keep. */
+typedef struct {
+    float *q, *k, *v, *o, *g, *s, *dp;
+    uint8_t *keep;
+} attn_scratch;
+
+static bool attn_scratch_new(attn_scratch *w, int T, int D) {
+    const size_t td = (size_t)T * D;
+    float *f = malloc((5 * td + 2 * (size_t)T) * sizeof *f);
+    *w = (attn_scratch){f, f + td, f + 2 * td, f + 3 * td, f + 4 * td, f + 5 * td,
+                        f + 5 * td + T, malloc((size_t)T)};
+    return f && w->keep;
+}
+
+static void attn_scratch_free(attn_scratch *w) {
+    free(w->q);
+    free(w->keep);
+}
+
+/* The forward of one (sequence, head): ctx rows and lse. */
+static void attn_fwd_head(const attn_src *src, const int32_t *km, float *C, float *L, int b,
+                          int h, float scale, const cpu_drop *d, attn_scratch *w) {
+    const int T = src->T, D = src->D;
+    attn_gather(src, b, 0, h, w->q);
+    attn_gather(src, b, 1, h, w->k);
+    attn_gather(src, b, 2, h, w->v);
+    for (int i = 0; i < T; i++) {
+        float *s = w->s, *out = C + ((size_t)b * T + i) * src->H + (size_t)h * D;
+        const float mx = attn_scores(w->q + (size_t)i * D, w->k, km, T, D, scale, s);
+        float sum = 0.0f;
+        for (int j = 0; j < T; j++) {
+            s[j] = s[j] == -INFINITY ? 0.0f : expf(s[j] - mx);
+            sum += s[j];
+        }
+        attn_keep_row(w->keep, d, b, h, i, T);
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        for (int c = 0; c < D; c++) out[c] = 0.0f;
+        for (int j = 0; j < T; j++)
+            if (w->keep[j] && s[j] > 0.0f) axpy(out, s[j] * inv * d->keep_scale, w->v + (size_t)j * D, D);
+        L[((size_t)b * src->NH + h) * T + i] = sum > 0.0f ? mx + logf(sum) : INFINITY;
+    }
 }
 
 static void cpu_attention_fwd(bt_backend *be, bt_ptr ctx, bt_ptr lse, bt_ptr qkv,
@@ -86,78 +140,52 @@ static void cpu_attention_fwd(bt_backend *be, bt_ptr ctx, bt_ptr lse, bt_ptr qkv
     const int32_t *km = cpu_i32(key_mask);
     float *C = cpu_f32(ctx), *L = cpu_f32(lse);
     const cpu_drop d = cpu_drop_of(key, first_sample, (size_t)NH * T * T, p);
-    const long rows = (long)B * NH * T;
 #pragma omp parallel
     {
-        float *s = malloc(((size_t)T + 3 * (size_t)D) * sizeof *s);
-        uint8_t *keep = malloc((size_t)T);
-        if (!s || !keep) cpu_out_of_memory("attention_fwd scratch");
+        attn_scratch w;
+        if (!attn_scratch_new(&w, T, D)) cpu_out_of_memory("attention_fwd scratch");
 #pragma omp for schedule(static)
-        for (long r = 0; r < rows; r++) {
-            const int i = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / T / NH);
-            float *q = s + T, *kv = q + D, *out = kv + D;
-            attn_row(&src, (size_t)b * T + i, 0, h, q);
-            const float mx = attn_scores(&src, km, b, h, q, scale, kv, s);
-            float sum = 0.0f;
-            for (int j = 0; j < T; j++) {
-                s[j] = s[j] == -INFINITY ? 0.0f : expf(s[j] - mx);
-                sum += s[j];
-            }
-            attn_keep_row(keep, &d, b, h, i, T);
-            const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-            for (int c = 0; c < D; c++) out[c] = 0.0f;
-            for (int j = 0; j < T; j++) {
-                const float pj = keep[j] ? s[j] * inv * d.keep_scale : 0.0f;
-                if (pj == 0.0f) continue;
-                attn_row(&src, (size_t)b * T + j, 2, h, kv);
-                for (int c = 0; c < D; c++) out[c] += pj * kv[c];
-            }
-            float *dst = C + ((size_t)b * T + i) * NH * D + (size_t)h * D;
-            for (int c = 0; c < D; c++) dst[c] = out[c];
-            L[r] = sum > 0.0f ? mx + logf(sum) : INFINITY;
-        }
-        free(s);
-        free(keep);
+        for (int bh = 0; bh < B * NH; bh++)
+            attn_fwd_head(&src, km + (size_t)(bh / NH) * T, C, L, bh / NH, bh % NH, scale, &d, &w);
+        attn_scratch_free(&w);
     }
 }
 
-/* The backward of one (sequence, head): rows of dK and dV summed over the
- * queries in order, so the bits do not depend on the threads. */
+/* The backward of one (sequence, head) into dqkv's rows of it: dQ row by
+ * row, dK and dV summed over the queries in order, so the bits do not
+ * depend on the threads. */
 static void attn_bwd_head(const attn_src *src, const attn_src *out, const float *dctx,
                           const float *L, float *delta, const int32_t *km, float *dqkv, int b,
-                          int h, float scale, const cpu_drop *d, float *s, uint8_t *keep) {
+                          int h, float scale, const cpu_drop *d, attn_scratch *w) {
     const int T = src->T, D = src->D, H = src->H, ld = src->ld;
-    float *q = s + T, *kv = q + D, *o = kv + D;
+    attn_gather(src, b, 0, h, w->q);
+    attn_gather(src, b, 1, h, w->k);
+    attn_gather(src, b, 2, h, w->v);
+    attn_gather(out, b, 0, h, w->o); /* ctx as a one-part source */
     for (int j = 0; j < T; j++) { /* dK and dV rows start at 0 */
         float *dk = dqkv + ((size_t)b * T + j) * ld + H + (size_t)h * D;
         for (int c = 0; c < D; c++) dk[c] = dk[c + H] = 0.0f;
     }
     for (int i = 0; i < T; i++) {
         const size_t t = (size_t)b * T + i, row = ((size_t)b * src->NH + h) * T + i;
-        const float *g = dctx + t * H + (size_t)h * D;
-        attn_row(out, t, 0, h, o); /* ctx as a one-part source */
-        const float dl = dot(g, o, D);
+        const float *g = dctx + t * H + (size_t)h * D, *q = w->q + (size_t)i * D;
+        const float dl = dot(g, w->o + (size_t)i * D, D);
         delta[row] = dl;
-        attn_row(src, t, 0, h, q);
-        attn_scores(src, km, b, h, q, scale, kv, s);
-        attn_keep_row(keep, d, b, h, i, T);
+        attn_scores(q, w->k, km, T, D, scale, w->s);
+        attn_keep_row(w->keep, d, b, h, i, T);
         float *dq = dqkv + t * ld + (size_t)h * D;
         for (int c = 0; c < D; c++) dq[c] = 0.0f;
+        if (L[row] == INFINITY) continue; /* no key: no gradient */
         for (int j = 0; j < T; j++) {
-            if (s[j] == -INFINITY || L[row] == INFINITY) continue;
-            const float pr = expf(s[j] - L[row]);
-            const size_t tj = (size_t)b * T + j;
-            float *dk = dqkv + tj * ld + H + (size_t)h * D, *dv = dk + H;
-            attn_row(src, tj, 2, h, kv);
-            const float dp = keep[j] ? dot(g, kv, D) * d->keep_scale : 0.0f;
-            const float pd = keep[j] ? pr * d->keep_scale : 0.0f;
+            if (w->s[j] == -INFINITY) continue;
+            const float pr = expf(w->s[j] - L[row]);
+            float *dk = dqkv + ((size_t)b * T + j) * ld + H + (size_t)h * D, *dv = dk + H;
+            const float dp = w->keep[j] ? dot(g, w->v + (size_t)j * D, D) * d->keep_scale : 0.0f;
+            const float pd = w->keep[j] ? pr * d->keep_scale : 0.0f;
             const float ds = scale * (pr * (dp - dl));
-            for (int c = 0; c < D; c++) dv[c] += pd * g[c];
-            attn_row(src, tj, 1, h, kv);
-            for (int c = 0; c < D; c++) {
-                dq[c] += ds * kv[c];
-                dk[c] += ds * q[c];
-            }
+            axpy(dv, pd, g, D);
+            axpy(dq, ds, w->k + (size_t)j * D, D);
+            axpy(dk, ds, q, D);
         }
     }
 }
@@ -173,15 +201,14 @@ static void cpu_attention_bwd(bt_backend *be, bt_ptr dqkv, bt_ptr delta, bt_ptr 
     const int32_t *km = cpu_i32(key_mask);
 #pragma omp parallel
     {
-        float *s = malloc(((size_t)T + 3 * (size_t)D) * sizeof *s);
-        uint8_t *keep = malloc((size_t)T);
-        if (!s || !keep) cpu_out_of_memory("attention_bwd scratch");
+        attn_scratch w;
+        if (!attn_scratch_new(&w, T, D)) cpu_out_of_memory("attention_bwd scratch");
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * NH; bh++)
-            attn_bwd_head(&src, &out, cpu_f32(dctx), cpu_f32(lse), cpu_f32(delta), km,
-                          cpu_f32(dqkv), bh / NH, bh % NH, scale, &d, s, keep);
-        free(s);
-        free(keep);
+            attn_bwd_head(&src, &out, cpu_f32(dctx), cpu_f32(lse), cpu_f32(delta),
+                          km + (size_t)(bh / NH) * T, cpu_f32(dqkv), bh / NH, bh % NH, scale, &d,
+                          &w);
+        attn_scratch_free(&w);
     }
 }
 
