@@ -91,6 +91,7 @@ fi
 # ---- 5. device switches and fault reports ----
 "$top_builddir/tests/c/test_cuda_emu" device-switch || fail "ops went to the wrong device"
 "$top_builddir/tests/c/test_cuda_emu" sync-flags || fail "the CUDA backend lets a waiting host thread spin"
+"$top_builddir/tests/c/test_cuda_emu" upload-async || fail "the CUDA backend's uploads block or deliver the wrong values"
 for mode in default sync; do
     rc=0
     if [ $mode = sync ]; then

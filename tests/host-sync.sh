@@ -9,6 +9,8 @@
 #    micro-batches), z-loss and the attention-logit penalty; NSP;
 #  - a model with 3x the layers (3x the tensors): the same reads;
 #  - 2 MPI ranks with one bucket: at most 3 + 1.
+# On the emulated CUDA device the batch's upload is asynchronous (page-locked
+# staging): no blocking upload and no wait in any profiled step.
 # Each part that cannot run here (no OpenCL build or device, no emulated CUDA,
 # no MPI) is a SKIP with its reason.
 . "$(dirname "$0")/lib.sh"
@@ -79,6 +81,13 @@ else
 fi
 if [ -f "$BERTRAIN_CUDA_EMU" ]; then
     budget cuda-emu:0
+    for cfg in adamw lamb nsp; do
+        pj="$tmpdir/cuda-emu-$cfg/profile.json"
+        w=$(profile_field "$pj" per_step host_writes) s=$(profile_field "$pj" most_in_a_step host_syncs)
+        [ "$w" = 0 ] && [ "$s" = 0 ] ||
+            fail "cuda-emu, $cfg: ${w:-?} blocking uploads a step, ${s:-?} waits in the worst (want 0 and 0)"
+    done
+    echo "ok   cuda-emu: no blocking upload and no wait in a step (adamw, lamb, nsp)"
 else
     skip_part "the emulated CUDA device is not built (configure found no C++17 compiler)"
 fi

@@ -103,15 +103,57 @@ static void cu_free(bt_backend *be, bt_buffer *buf) {
     free(buf);
 }
 
-/* Blocking, as the contract lets the caller reuse src at once: from pageable
- * host memory cudaMemcpyAsync "might be synchronous", which is no promise. */
+/* The next upload slot with room for `bytes`, its last copy done (waiting
+ * for it, counted, only if it has not run); NULL where no page-locked memory
+ * can be had. */
+static cu_upload_slot *upload_slot(cu_ctx *c, size_t bytes) {
+    cu_upload_slot *s = &c->uploads[c->upload_next];
+    c->upload_next = (c->upload_next + 1) % CU_UPLOAD_SLOTS;
+    if (!s->done) CU_CHECK(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
+    if (s->pending) {
+        const cudaError_t q = cudaEventQuery(s->done);
+        if (q == cudaErrorNotReady) {
+            (void)cudaGetLastError(); /* not an error: the next launch's check must not see it */
+            c->count.host_syncs++;
+            CU_CHECK(cudaEventSynchronize(s->done));
+        } else {
+            CU_CHECK(q);
+        }
+        s->pending = false;
+    }
+    if (s->cap < bytes) {
+        if (s->host) CU_CHECK(cudaFreeHost(s->host));
+        s->cap = bytes > 65536 ? bytes : 65536;
+        if (cudaHostAlloc(&s->host, s->cap, cudaHostAllocDefault) != cudaSuccess) {
+            (void)cudaGetLastError(); /* a limit on page-locked memory: copy blocking */
+            s->host = NULL;
+            s->cap = 0;
+            return NULL;
+        }
+    }
+    return s;
+}
+
+/* The caller may reuse src at once (the contract), and nothing waits: src is
+ * copied into a page-locked slot, from which the device copies it on the
+ * stream in order with the ops. Beyond CU_UPLOAD_STAGE_MAX, or where no
+ * page-locked memory can be had, a blocking copy (from pageable memory
+ * cudaMemcpyAsync "might be synchronous", which is no promise). */
 static void cu_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
     if (!bytes) return;
     cu_ctx *c = cu(be);
-    c->count.host_writes++;
-    CU_CHECK(cudaMemcpyAsync((char *)dst.buf->ptr + dst.off, src, bytes, cudaMemcpyHostToDevice,
-                             c->stream));
-    CU_CHECK(cudaStreamSynchronize(c->stream));
+    char *d = (char *)dst.buf->ptr + dst.off;
+    cu_upload_slot *s = bytes <= CU_UPLOAD_STAGE_MAX ? upload_slot(c, bytes) : NULL;
+    if (!s) {
+        c->count.host_writes++;
+        CU_CHECK(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, c->stream));
+        CU_CHECK(cudaStreamSynchronize(c->stream));
+        return;
+    }
+    memcpy(s->host, src, bytes);
+    CU_CHECK(cudaMemcpyAsync(d, s->host, bytes, cudaMemcpyHostToDevice, c->stream));
+    CU_CHECK(cudaEventRecord(s->done, c->stream));
+    s->pending = true;
 }
 
 static void cu_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
@@ -207,6 +249,10 @@ static void cu_destroy(bt_backend *be) {
             cu_reduce_release(c);
             cu_optim_release(c);
             cu_grid_release(c);
+            for (int i = 0; i < CU_UPLOAD_SLOTS; i++) {
+                if (c->uploads[i].host) (void)cudaFreeHost(c->uploads[i].host);
+                if (c->uploads[i].done) (void)cudaEventDestroy(c->uploads[i].done);
+            }
             if (c->stream) (void)cudaStreamDestroy(c->stream);
         }
         (void)cudaGetLastError();

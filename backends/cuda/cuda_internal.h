@@ -44,6 +44,21 @@ typedef struct {
     size_t scratch_count;
 } cu_grid_sets;
 
+/* Uploads go through a ring of page-locked host buffers, so that the copy
+ * is asynchronous and the caller may still reuse its source at once
+ * (cu_upload): a slot is written again CU_UPLOAD_SLOTS uploads later, once
+ * the copy from it has run (its event). */
+#define CU_UPLOAD_SLOTS 4
+/* Larger uploads (parameters at start-up, checkpoints) copy blocking instead
+ * of pinning that much host memory for the run. */
+#define CU_UPLOAD_STAGE_MAX ((size_t)8 << 20)
+typedef struct {
+    void *host;        /* cudaHostAlloc'd, cap bytes; NULL: none yet */
+    size_t cap;
+    cudaEvent_t done;  /* recorded after the copy from it (no timing: not a mark) */
+    bool pending;      /* done was recorded and may not have been reached */
+} cu_upload_slot;
+
 typedef struct {
     int device;              /* CUDA ordinal */
     cudaStream_t stream;     /* the one stream: every op is issued on it, in order */
@@ -66,6 +81,8 @@ typedef struct {
     void *multi_host;        /* the span table built on the host */
     size_t multi_host_bytes;
     bt_device_info info;     /* static part; free_mem is queried by info() */
+    cu_upload_slot uploads[CU_UPLOAD_SLOTS]; /* the page-locked staging of uploads */
+    int upload_next;         /* the slot the next upload takes */
 } cu_ctx;
 
 /* Print "bertrain: cuda: CALL failed: NAME: description at FILE:LINE" and

@@ -24,6 +24,15 @@
  *     fill of 1000 floats, an add of 1000 floats (out = a + b), a 1-batch
  *     fp32 GEMM of m 8, n 16, k 32, then a download of the sum.
  *
+ *   test_cuda_emu upload-async
+ *     8 uploads of 1000 floats (upload k holds k), the host source rewritten
+ *     at once after each, then one download: every segment must hold its own
+ *     value. The emulated device copies from page-locked memory when its
+ *     stream runs, at the next wait, so a staging slot reused before its copy
+ *     ran would deliver a later upload's values. The uploads must not block
+ *     (host_writes 0), and of the 8 only the fifth waits, for the first
+ *     copy from its slot (host_syncs 1, the ring holding 4).
+ *
  * The emulated runtime's cudaSetDevice is reached with dlsym in the plugin
  * the backend loaded (BERTRAIN_CUDA_EMU names it). */
 #include "backends/backend.h"
@@ -135,11 +144,38 @@ static int count(void) {
     return got[0] == 3.0f ? 0 : 1;
 }
 
+static int upload_async(void) {
+    enum { N = 1000, K = 8 };
+    bt_backend *be = open_emu("cuda-emu:0");
+    bt_buffer *b = be->alloc(be, (size_t)K * N * sizeof(float));
+    bt_counters before, after;
+    be->counters(be, &before);
+    static float host[N], got[K * N];
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < N; i++) host[i] = (float)k;
+        be->upload(be, (bt_ptr){b, (size_t)k * N * sizeof(float)}, host, sizeof host);
+        for (int i = 0; i < N; i++) host[i] = -1.0f; /* the caller reuses its source */
+    }
+    be->counters(be, &after);
+    be->download(be, got, (bt_ptr){b, 0}, sizeof got);
+    int bad = 0;
+    for (int i = 0; i < K * N; i++) bad += got[i] != (float)(i / N);
+    const long writes = after.host_writes - before.host_writes,
+               waits = after.host_syncs - before.host_syncs;
+    be->free(be, b);
+    be->destroy(be);
+    const bool ok = !bad && writes == 0 && waits == 1;
+    printf("upload-async: %s (%d of %d values wrong; %ld blocking uploads, %ld waits)\n",
+           ok ? "PASS" : "FAIL", bad, K * N, writes, waits);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "device-switch")) return device_switch();
     if (argc == 2 && !strcmp(argv[1], "fault")) return fault();
     if (argc == 2 && !strcmp(argv[1], "sync-flags")) return sync_flags();
     if (argc == 2 && !strcmp(argv[1], "count")) return count();
-    fprintf(stderr, "usage: test_cuda_emu device-switch | sync-flags | fault | count\n");
+    if (argc == 2 && !strcmp(argv[1], "upload-async")) return upload_async();
+    fprintf(stderr, "usage: test_cuda_emu device-switch | sync-flags | fault | count | upload-async\n");
     return 2;
 }

@@ -484,6 +484,53 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     return cudaSuccess;
 }
 
+/* Page-locked host memory (cudaHostAlloc): start -> bytes. A copy from it
+ * to the device reads it when the stream runs the copy, as a GPU's DMA does,
+ * so host code that rewrites it before the copy has run changes what
+ * arrives; from pageable memory the call stages a copy first. */
+static std::mutex pinned_lock;
+static std::map<uintptr_t, size_t> pinned;
+
+/* Whether [p, p + bytes) lies in one page-locked allocation. */
+static bool is_pinned(const void *p, size_t bytes) {
+    std::lock_guard<std::mutex> g(pinned_lock);
+    auto it = pinned.upper_bound((uintptr_t)p);
+    if (it == pinned.begin()) return false;
+    --it;
+    return (uintptr_t)p + bytes <= it->first + it->second;
+}
+
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags) {
+    STICKY_RETURN();
+    *ptr = nullptr;
+    if (flags != cudaHostAllocDefault) {
+        report("cudaHostAlloc: flags %#x are not emulated", flags);
+        return record(cudaErrorInvalidValue);
+    }
+    void *p = nullptr;
+    if (posix_memalign(&p, PAGE, bytes ? bytes : 1) != 0) return record(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> g(pinned_lock);
+    pinned[(uintptr_t)p] = bytes ? bytes : 1;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+/* Synchronises the device first (copies may still read the memory). */
+cudaError_t cudaFreeHost(void *ptr) {
+    STICKY_RETURN();
+    if (!ptr) return cudaSuccess;
+    flush_all();
+    {
+        std::lock_guard<std::mutex> g(pinned_lock);
+        if (!pinned.erase((uintptr_t)ptr)) {
+            report("cudaFreeHost(%p): not the start of a live cudaHostAlloc allocation", ptr);
+            return record(cudaErrorInvalidValue);
+        }
+    }
+    free(ptr);
+    return cudaSuccess;
+}
+
 /* Synchronises the device first, as cudaFree does. */
 cudaError_t cudaFree(void *ptr) {
     STICKY_RETURN();
@@ -550,18 +597,18 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
         report("cudaMemcpyAsync(%zu bytes): overlapping device ranges", bytes);
         return record(cudaErrorInvalidValue);
     }
-    if (kind == cudaMemcpyHostToDevice) { /* CUDA stages pageable host memory before it */
-        auto staged = std::make_shared<std::vector<char>>((const char *)src,  /* returns: the */
-                                                          (const char *)src + bytes); /* caller */
-        s->push([=] { /* may reuse src at once */
+    if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) { /* CUDA stages pageable */
+        auto staged = std::make_shared<std::vector<char>>((const char *)src,  /* host memory */
+                                                          (const char *)src + bytes); /* before */
+        s->push([=] { /* it returns: the caller may reuse src at once */
             memcpy(dst, staged->data(), bytes);
             trace_copy("h2d", bytes);
         });
         return cudaSuccess;
     }
-    s->push([=] {
+    s->push([=] { /* page-locked memory: read when the copy runs */
         memcpy(dst, src, bytes);
-        trace_copy(src_dev && dst_dev ? "d2d" : "d2h", bytes);
+        trace_copy(src_dev && dst_dev ? "d2d" : dst_dev ? "h2d" : "d2h", bytes);
     });
     return cudaSuccess;
 }
@@ -621,6 +668,7 @@ struct CUevent_st {
     cudaStream_t stream = nullptr; /* the stream it was last recorded on */
     int device = 0;
     bool recorded = false, reached = false;
+    bool timing = true; /* not cudaEventDisableTiming: a mark of the trace, timed */
     double t = 0.0;
 };
 
@@ -635,6 +683,26 @@ cudaError_t cudaEventCreate(cudaEvent_t *event) {
     *event = new CUevent_st();
     (*event)->device = current_device();
     return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+    STICKY_RETURN();
+    if (flags & ~(unsigned)cudaEventDisableTiming) {
+        report("cudaEventCreateWithFlags: flags %#x are not emulated", flags);
+        return record(cudaErrorInvalidValue);
+    }
+    const cudaError_t e = cudaEventCreate(event);
+    if (e == cudaSuccess) (*event)->timing = !(flags & cudaEventDisableTiming);
+    return e;
+}
+
+/* cudaSuccess once the work before the event's last record has run (or it
+ * was never recorded), else cudaErrorNotReady: queued work runs at a wait,
+ * so a query never runs it. */
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    STICKY_RETURN();
+    if (!event) return record(cudaErrorInvalidResourceHandle);
+    return !event->recorded || event->reached ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
@@ -655,7 +723,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t st) {
     s->push([event] {
         event->t = monotonic_s();
         event->reached = true;
-        trace_mark();
+        if (event->timing) trace_mark(); /* an ordering event is no profiler mark */
     });
     return cudaSuccess;
 }
@@ -670,7 +738,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     STICKY_RETURN();
-    if (!start || !end || !start->recorded || !end->recorded)
+    if (!start || !end || !start->recorded || !end->recorded || !start->timing || !end->timing)
         return record(cudaErrorInvalidResourceHandle);
     if (!start->reached || !end->reached) return record(cudaErrorNotReady);
     *ms = (float)((end->t - start->t) * 1e3);

@@ -66,6 +66,10 @@ typedef enum cudaMemcpyKind {
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
 
+#define cudaHostAllocDefault 0x00
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
+
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 
@@ -109,6 +113,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags);
+cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
