@@ -388,6 +388,9 @@ typedef struct {
     int local_rank;  /* this process's rank among those on its node: the
                         registry's choice of GPU for "auto" and a bare "cuda"
                         (the CUDA device local_rank modulo the count) */
+    int local_ranks; /* the job's processes on this node (0 or 1: this one
+                        alone): the CPU backend's default threads share the
+                        node's usable CPUs among them */
 } bt_backend_options;
 
 /* Names of every op slot in the table, in order (backends/op_list.h), for

@@ -28,7 +28,7 @@ static bt_backend *cuda_create(bool emu, int device, const bt_backend_options *o
 }
 
 void bt_backends_list_devices(FILE *out) {
-    bt_backend *cpu = bt_cpu_backend_create(0);
+    bt_backend *cpu = bt_cpu_backend_create(0, 1);
     if (cpu) {
         bt_device_info info;
         cpu->info(cpu, &info);
@@ -118,7 +118,7 @@ static bt_backend *auto_create(const char *spec, const bt_backend_options *opts,
     if (be) return checked(be, err, errlen);
     auto_skipped(spec, "OpenCL", err, nodev);
 #endif
-    be = bt_cpu_backend_create(opts->cpu_threads);
+    be = bt_cpu_backend_create(opts->cpu_threads, opts->local_ranks);
     if (!be) snprintf(err, errlen, "cannot create the CPU backend (out of memory)");
     return checked(be, err, errlen);
 }
@@ -135,7 +135,7 @@ bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, 
     if (no_device) *no_device = false;
     if (!spec || !*spec) spec = "auto";
     if (strcmp(spec, "cpu") == 0) {
-        be = bt_cpu_backend_create(opts->cpu_threads);
+        be = bt_cpu_backend_create(opts->cpu_threads, opts->local_ranks);
         if (!be) snprintf(err, errlen, "cannot create the CPU backend (out of memory)");
         return checked(be, err, errlen);
     }
@@ -187,3 +187,5 @@ bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, 
              bt_backends_built());
     return NULL;
 }
+
+void bt_backends_prepare_process(char **argv) { bt_cpu_prepare_process(argv); }

@@ -21,6 +21,8 @@ int dist_rank(void);
 int dist_world(void);
 /* Rank among the processes on this host (device pick). */
 int dist_local_rank(void);
+/* Processes of the job on this host (the CPU backend's share of its cores). */
+int dist_local_size(void);
 /* This host's name. */
 const char *dist_hostname(void);
 /* True when built with MPI. */

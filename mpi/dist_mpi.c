@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int g_rank, g_world = 1, g_local_rank;
+static int g_rank, g_world = 1, g_local_rank, g_local_size = 1;
 static bool g_started; /* dist_init ran: commands that need no ranks never start MPI */
 static char g_host[MPI_MAX_PROCESSOR_NAME + 1];
 static double g_timeout_s = 600; /* distributed.timeout_s; 0: wait forever */
@@ -55,6 +55,7 @@ void dist_init(int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL,
                                   &local));
     MPI_CHECK(MPI_Comm_rank(local, &g_local_rank));
+    MPI_CHECK(MPI_Comm_size(local, &g_local_size));
     MPI_Comm_free(&local);
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_diag));
     g_answer = calloc((size_t)g_world, sizeof *g_answer);
@@ -82,6 +83,7 @@ void dist_abort(int code) {
 int dist_rank(void) { return g_rank; }
 int dist_world(void) { return g_world; }
 int dist_local_rank(void) { return g_local_rank; }
+int dist_local_size(void) { return g_local_size; }
 const char *dist_hostname(void) {
     if (!g_host[0] && gethostname(g_host, sizeof g_host - 1) != 0) strcpy(g_host, "localhost");
     return g_host;

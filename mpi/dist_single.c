@@ -15,6 +15,7 @@ void dist_abort(int code) { exit(code); }
 int dist_rank(void) { return 0; }
 int dist_world(void) { return 1; }
 int dist_local_rank(void) { return 0; }
+int dist_local_size(void) { return 1; }
 bool dist_is_mpi(void) { return false; }
 
 const char *dist_hostname(void) {

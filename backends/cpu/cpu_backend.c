@@ -73,7 +73,8 @@ static double process_mem_limit(void) {
 static void cpu_info(bt_backend *be, bt_device_info *out) {
     cpu_ctx *ctx = be->ctx;
     memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "CPU reference (%d threads)", ctx->threads);
+    snprintf(out->name, sizeof out->name, "CPU reference (%d thread%s: %s; %s)", ctx->threads,
+             ctx->threads == 1 ? "" : "s", ctx->threads_why, cpu_wait_policy());
     snprintf(out->vendor, sizeof out->vendor, "host");
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     long avail = sysconf(_SC_AVPHYS_PAGES);
@@ -249,13 +250,18 @@ static void cpu_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, 
                      ldc, sc, batch);
 }
 
-bt_backend *bt_cpu_backend_create(int threads) {
+bt_backend *bt_cpu_backend_create(int threads, int local_ranks) {
     bt_backend *be = calloc(1, sizeof *be);
     cpu_ctx *ctx = calloc(1, sizeof *ctx);
     if (!be || !ctx) {
         free(be);
         free(ctx);
         return NULL;
+    }
+    if (threads > 0) {
+        snprintf(ctx->threads_why, sizeof ctx->threads_why, "cpu_threads");
+    } else {
+        threads = cpu_default_threads(local_ranks, ctx->threads_why, sizeof ctx->threads_why);
     }
     if (threads > 0) omp_set_num_threads(threads);
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS

@@ -4,8 +4,15 @@
 
 #include "../backend.h"
 
-/* Create the CPU reference backend with `threads` OpenMP threads (0: the
- * OpenMP default). NULL when out of host memory. */
-bt_backend *bt_cpu_backend_create(int threads);
+/* Create the CPU reference backend with `threads` OpenMP threads; 0: the
+ * CPUs this process may use (its affinity mask, its cgroup's CPU quota)
+ * divided among the job's local_ranks processes on the node (0 or 1: this
+ * one alone), or OMP_NUM_THREADS where it is set. NULL when out of host
+ * memory. */
+bt_backend *bt_cpu_backend_create(int threads, int local_ranks);
+
+/* See bt_backends_prepare_process (registry.h): OMP_WAIT_POLICY=passive and
+ * this program again, unless the environment says how to wait already. */
+void bt_cpu_prepare_process(char **argv);
 
 #endif

@@ -22,6 +22,7 @@ struct bt_buffer {
 /* The CPU backend's state. */
 typedef struct {
     int threads;
+    char threads_why[80]; /* where the thread count comes from (the device's name says) */
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
     bt_counters count; /* launches stay 0: the CPU has none (the profiler counts op calls) */
     bt_wall_marks marks;
@@ -104,6 +105,19 @@ void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha
 
 /* Fill the fused ops (cpu_fused.c) into a table. */
 void cpu_fill_fused_ops(bt_backend *be);
+
+/* ---- cpu_threads.c ---- */
+/* The default thread count for a process that shares its node's usable CPUs
+ * with local_ranks - 1 others, and in why (n bytes) where it comes from
+ * ("2 CPUs in the affinity mask"); 0 where OMP_NUM_THREADS decides. */
+int cpu_default_threads(int local_ranks, char *why, size_t n);
+/* How the OpenMP threads wait at barriers, as bt_cpu_prepare_process left
+ * the environment: for the device's name. */
+const char *cpu_wait_policy(void);
+/* The smallest CPU quota (CPUs; 0: none) of the cgroup a /proc/PID/cgroup
+ * file names and its parents, under the cgroup file system at root: v2
+ * cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us. */
+double cpu_cgroup_quota(const char *proc_cgroup, const char *root);
 
 /* Fill in attention_fwd and attention_bwd (cpu_attention.c). */
 void cpu_fill_attention_ops(bt_backend *be);

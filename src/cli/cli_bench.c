@@ -11,6 +11,7 @@
 #include "train/device.h"
 
 #include <cjson/cJSON.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,8 @@ typedef struct {
     double masked_per_seq, top_rows_per_seq; /* the timed steps' means */
     double loss, grad_norm; /* the last step's: the same bits whatever --unfused says */
     unsigned unfused;       /* the fusions that were off */
+    double voluntary, involuntary; /* the process's context switches a timed step: a thread
+                                    * that sleeps at a barrier switches voluntarily */
 } bench_figures;
 
 /* What the timed steps did, summed over them. */
@@ -225,7 +228,7 @@ static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_mod
     return (bench_figures){1e3 * dt / o->steps, bert_activation_bytes(m) / 1e6,
                            (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
                            cfg->model.num_hidden_layers - mean_dropped, masked, top_rows,
-                           0.0, 0.0, 0};
+                           0.0, 0.0, 0, 0.0, 0.0};
 }
 
 /* The bench's lines, then the profile when there is one. */
@@ -248,6 +251,8 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
            f->top_rows_per_seq, o->seq, o->dense_top ? "--dense-top" : "the heads' rows");
     printf("TFLOP/s: %.3f\n", f->tflops);
     printf("samples/s: %.2f\n", f->samples_per_s);
+    printf("context switches a step: %.1f voluntary, %.1f involuntary\n", f->voluntary,
+           f->involuntary);
     printf("last step: loss %.17g, grad_norm %.17g\n", f->loss, f->grad_norm);
     if (bt_profiler_of(be)) bt_profile_print(bt_profiler_of(be), stdout);
 }
@@ -278,6 +283,8 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "layers_run", f->layers_run);
     cJSON_AddNumberToObject(j, "tflops", f->tflops);
     cJSON_AddNumberToObject(j, "samples_per_s", f->samples_per_s);
+    cJSON_AddNumberToObject(j, "voluntary_switches_per_step", f->voluntary);
+    cJSON_AddNumberToObject(j, "involuntary_switches_per_step", f->involuntary);
     cJSON_AddNumberToObject(j, "loss", f->loss);
     cJSON_AddNumberToObject(j, "grad_norm", f->grad_norm);
     cJSON *root = cJSON_CreateObject();
@@ -322,12 +329,14 @@ int cli_bench(int argc, char **argv) {
     m->dense_top = o.dense_top;
     uint32_t first = 0;
     double t0 = 0.0;
+    struct rusage ru0 = {0}, ru1;
     bench_work work = {0};
     step_result last = {0};
     for (int s = 0; s < o.warmup + o.steps; s++) {
         if (s == o.warmup) {
             be->sync(be);
             t0 = now_s();
+            getrusage(RUSAGE_SELF, &ru0);
         }
         random_batch(&mb, &vocab, &cfg, s, max_pred);
         const step_batch in = {&mb, &first, 1, 0, mb.B};
@@ -344,6 +353,9 @@ int cli_bench(int argc, char **argv) {
     }
     be->sync(be);
     bench_figures f = measure(&o, &cfg, m, now_s() - t0, &work);
+    getrusage(RUSAGE_SELF, &ru1);
+    f.voluntary = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / o.steps;
+    f.involuntary = (double)(ru1.ru_nivcsw - ru0.ru_nivcsw) / o.steps;
     f.loss = last.loss;
     f.grad_norm = last.grad_norm;
     f.unfused = m->unfused;

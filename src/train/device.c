@@ -12,7 +12,8 @@ bt_backend *open_backend(const char *spec, int cpu_threads, bool tf32, bool prof
     char err[768];
     bool no_device = false;
     const bt_backend_options opts = {.cpu_threads = cpu_threads, .tf32 = tf32, .profile = profile,
-                                     .local_rank = dist_local_rank()};
+                                     .local_rank = dist_local_rank(),
+                                     .local_ranks = dist_local_size()};
     bt_backend *be = bt_backend_create(spec, &opts, err, sizeof err, &no_device);
     if (!be) {
         fprintf(stderr, "bertrain: rank %d: %s\n", dist_rank(), err);

@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     cJSON_Delete(state);
-    bt_backend *be = bt_cpu_backend_create(1);
+    bt_backend *be = bt_cpu_backend_create(1, 1);
     bert_model *m = be ? bert_create(be, &mc, B, T, B * T, err, sizeof err) : NULL;
     if (!m || !ckpt_load_weights(argv[1], m, err, sizeof err)) {
         fprintf(stderr, "hf_logits: %s\n", m ? err : "cannot create the model");

@@ -276,7 +276,7 @@ static void check_draw(void) {
 }
 
 int main(void) {
-    bt_backend *be = bt_cpu_backend_create(1);
+    bt_backend *be = bt_cpu_backend_create(1, 1);
     if (!be) return 99;
     run_norm(be, BERT_NORM_POST);
     run_norm(be, BERT_NORM_PRE);

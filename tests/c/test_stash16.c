@@ -365,7 +365,7 @@ static void check_tape_misuse(bt_backend *be) {
 }
 
 int main(void) {
-    bt_backend *cpu = bt_cpu_backend_create(1);
+    bt_backend *cpu = bt_cpu_backend_create(1, 1);
     if (!cpu) return 99;
     run_backend(cpu);
     check_tape_misuse(cpu);

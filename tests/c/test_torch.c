@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
            c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
            c.intermediate_size, B, T, M, c.nsp, norm ? norm : "post");
 
-    bt_backend *be = bt_cpu_backend_create(0);
+    bt_backend *be = bt_cpu_backend_create(0, 1);
     bert_model *m = bert_create(be, &c, B, T, M, err, sizeof err);
     if (!m) {
         fprintf(stderr, "FAIL: %s\n", err);

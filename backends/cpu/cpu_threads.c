@@ -1,0 +1,166 @@
+/* The CPU backend's default thread count: the CPUs this process may actually
+ * use, shared among the job's ranks on the node. A thread pool larger than
+ * that fights itself at every barrier (docs/PERFORMANCE.md, "A rank on a
+ * shared node"). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "cpu_internal.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* CPUs in this process's affinity mask (the online CPUs where it cannot be read). */
+static int affinity_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* The first line of a file into buf; false when it cannot be read. */
+static bool read_line(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    const bool ok = fgets(buf, (int)n, f) != NULL;
+    fclose(f);
+    return ok;
+}
+
+/* The CPU quota of cgroup directory dir (v2 cpu.max "QUOTA PERIOD", v1
+ * cpu.cfs_quota_us and cpu.cfs_period_us) in CPUs; 0: none. */
+static double quota_of(const char *dir, bool v2) {
+    char path[8320], line[128];
+    if (v2) {
+        snprintf(path, sizeof path, "%s/cpu.max", dir);
+        long long q, p;
+        if (read_line(path, line, sizeof line) && sscanf(line, "%lld %lld", &q, &p) == 2 && q > 0 &&
+            p > 0)
+            return (double)q / (double)p;
+        return 0.0; /* "max PERIOD": no quota */
+    }
+    long long q = -1, p = 0;
+    snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir);
+    if (read_line(path, line, sizeof line)) q = atoll(line);
+    snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir);
+    if (read_line(path, line, sizeof line)) p = atoll(line);
+    return q > 0 && p > 0 ? (double)q / (double)p : 0.0;
+}
+
+/* Fold the quotas of cgroup path rel (from "/") and of each of its parents,
+ * under the hierarchy mounted at base, into *best (the smallest; 0: none). */
+static void walk_up(const char *base, const char *rel, bool v2, double *best) {
+    char path[4096], dir[8192];
+    snprintf(path, sizeof path, "%s", *rel ? rel : "/");
+    for (;;) {
+        snprintf(dir, sizeof dir, "%s%s", base, path);
+        const double q = quota_of(dir, v2);
+        if (q > 0.0 && (*best == 0.0 || q < *best)) *best = q;
+        char *slash = strrchr(path, '/');
+        if (!slash || !strcmp(path, "/")) break;
+        if (slash == path) path[1] = 0; /* the root last */
+        else *slash = 0;
+    }
+}
+
+/* Whether the comma list of controllers names "cpu". */
+static bool names_cpu(const char *list) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (!strcmp(t, "cpu")) return true;
+    return false;
+}
+
+double cpu_cgroup_quota(const char *proc_cgroup, const char *root) {
+    FILE *f = fopen(proc_cgroup, "r");
+    if (!f) return 0.0;
+    char line[4096], v1[4096] = "", v2[4096] = "";
+    bool has_v1 = false, has_v2 = false;
+    while (fgets(line, sizeof line, f)) { /* "ID:CONTROLLERS:PATH" */
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c1 = *c2 = 0; /* line: the ID, c1 + 1: the controllers, c2 + 1: the path */
+        if (!strcmp(line, "0") && c2 == c1 + 1) {
+            has_v2 = true;
+            snprintf(v2, sizeof v2, "%s", c2 + 1);
+        } else if (names_cpu(c1 + 1)) {
+            has_v1 = true;
+            snprintf(v1, sizeof v1, "%s", c2 + 1);
+        }
+    }
+    fclose(f);
+    double best = 0.0;
+    char base[4096];
+    if (has_v1) {
+        snprintf(base, sizeof base, "%s/cpu", root);
+        walk_up(base, v1, false, &best);
+    }
+    if (has_v2) { /* unified at the root, or beside v1 at unified/ */
+        snprintf(base, sizeof base, "%s/cgroup.controllers", root);
+        const bool at_root = access(base, F_OK) == 0;
+        snprintf(base, sizeof base, at_root ? "%s" : "%s/unified", root);
+        walk_up(base, v2, true, &best);
+    }
+    return best;
+}
+
+int cpu_default_threads(int local_ranks, char *why, size_t n) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && *env) {
+        snprintf(why, n, "OMP_NUM_THREADS");
+        return 0; /* OpenMP's own reading of it */
+    }
+    const int aff = affinity_cpus();
+    const double quota = cpu_cgroup_quota("/proc/self/cgroup", "/sys/fs/cgroup");
+    int cpus = aff;
+    if (quota > 0.0 && (int)quota < cpus) {
+        cpus = quota < 1.0 ? 1 : (int)quota;
+        snprintf(why, n, "the cgroup's CPU quota of %.2f CPUs", quota);
+    } else {
+        snprintf(why, n, "%d CPU%s in the affinity mask", aff, aff == 1 ? "" : "s");
+    }
+    if (local_ranks > 1) {
+        const size_t len = strlen(why);
+        snprintf(why + len, n > len ? n - len : 0, ", shared by %d ranks on this node", local_ranks);
+        cpus /= local_ranks;
+    }
+    return cpus < 1 ? 1 : cpus;
+}
+
+/* Marks the second start, so that a failed or repeated set-up never loops. */
+#define PREPARED_ENV "BERTRAIN_OMP_WAIT_SET"
+
+void bt_cpu_prepare_process(char **argv) {
+    static const char *const said[] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME",
+                                       PREPARED_ENV};
+    for (size_t i = 0; i < sizeof said / sizeof *said; i++)
+        if (getenv(said[i])) return;
+    /* the program's own path, so that it keeps its name (ps, pkill: not "exe") */
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0 || len >= (ssize_t)sizeof self - 1) return;
+    self[len] = 0;
+    if (access(self, X_OK) != 0) return; /* replaced or deleted since it started */
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0 || setenv(PREPARED_ENV, "1", 1) != 0) return;
+    fflush(NULL);
+    execv(self, argv);
+    unsetenv("OMP_WAIT_POLICY"); /* not run again: the runtime waits as it already does */
+}
+
+const char *cpu_wait_policy(void) {
+    const char *p = getenv("OMP_WAIT_POLICY");
+    if (p && getenv(PREPARED_ENV)) return "threads wait passively";
+    if (p) return !strcasecmp(p, "passive") ? "threads wait passively (OMP_WAIT_POLICY)"
+                                             : "threads spin (OMP_WAIT_POLICY)";
+    if (getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME")) return "threads wait as the environment says";
+    return "threads spin, then sleep (OpenMP's default)";
+}
