@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
             /* the OpenMP thread pool is process-wide: 1 thread, then 2 (BLAS runs
              * single-threaded inside the backend's own GEMM tiles) */
             for (int pass = 1; pass <= 2; pass++) {
-                bt_backend *be = bt_cpu_backend_create(pass);
+                bt_backend *be = bt_cpu_backend_create(pass, 1);
                 if (!be || !bt_backend_complete(be)) {
                     printf("FAIL backend cpu: cannot create\n");
                     g_n_failed += ops;
