@@ -12,8 +12,11 @@
 #     cpu.max, as root), the default is 1 thread and the line says why;
 #  4. with 2 MPI ranks on this node, each rank's default takes half the
 #     usable CPUs and the line says so.
-# Parts that cannot run here (no writable cgroup, no MPI) are SKIPs with the
-# reason. CUDA's blocking wait is test_cuda_emu sync-flags (tests/cuda-emu.sh).
+#  5. on OpenCL (PoCL here), the thread that issues the ops uses under 10%
+#     of a step's time as CPU time: it sleeps while it waits for the device.
+# Parts that cannot run here (no writable cgroup, no MPI, no OpenCL) are SKIPs
+# with the reason. CUDA's blocking wait is test_cuda_emu sync-flags
+# (tests/cuda-emu.sh).
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 unset OMP_NUM_THREADS OMP_WAIT_POLICY GOMP_SPINCOUNT KMP_BLOCKTIME BERTRAIN_OMP_WAIT_SET
@@ -79,5 +82,18 @@ if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1
     echo "ok   2 ranks on this node: $(grep -m1 -o "CPU reference ([^;]*" "$tmpdir/mpi.log")"
 else
     skip_part "2 ranks: no MPI build or mpiexec"
+fi
+# ---- 5. an OpenCL host thread does not spin while it waits ----
+: "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
+export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT
+if "$BERTRAIN" version | grep -q "opencl" &&
+    "$BERTRAIN" bench --preset mini --seq 64 --batch 8 --steps 2 --warmup 1 --backend opencl:0:0 > "$tmpdir/cl" 2>&1; then
+    ms=$(sed -n 's/^ms\/step: //p' "$tmpdir/cl") host=$(sed -n 's/^host thread CPU: \([0-9.]*\) ms a step/\1/p' "$tmpdir/cl")
+    [ -n "$ms" ] && [ -n "$host" ] || fail "OpenCL: bench printed no step time or host thread CPU"
+    awk -v h="$host" -v s="$ms" 'BEGIN { exit !(h < 0.1 * s) }' ||
+        fail "OpenCL: the host thread used $host ms of CPU in a $ms ms step (it spins while it waits?)"
+    echo "ok   OpenCL: the host thread used $host ms of CPU in a $ms ms step"
+else
+    skip_part "OpenCL: no OpenCL build or device opencl:0:0"
 fi
 finish "the CPU backend sleeps at barriers and sizes its threads to the CPUs it may use"

@@ -204,6 +204,8 @@ typedef struct {
     unsigned unfused;       /* the fusions that were off */
     double voluntary, involuntary; /* the process's context switches a timed step: a thread
                                     * that sleeps at a barrier switches voluntarily */
+    double host_cpu_ms;            /* CPU time of the thread that issues the ops, a step: on a
+                                    * device, the host's own work and any waiting it spins */
 } bench_figures;
 
 /* What the timed steps did, summed over them. */
@@ -211,6 +213,12 @@ typedef struct {
     long layers_dropped; /* LayerDrop: layers skipped */
     double masked, top_rows; /* masked tokens; rows the top layer computed (every row: B*T) */
 } bench_work;
+
+/* User and system CPU time in r, seconds. */
+static double cpu_seconds(const struct rusage *r) {
+    return (double)r->ru_utime.tv_sec + r->ru_utime.tv_usec * 1e-6 + (double)r->ru_stime.tv_sec +
+           r->ru_stime.tv_usec * 1e-6;
+}
 
 /* The figures: time per step, activation memory, TFLOP/s of the work done (a
  * dropped layer costs one layer's FLOPs less; the top layer at its rows),
@@ -228,7 +236,7 @@ static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_mod
     return (bench_figures){1e3 * dt / o->steps, bert_activation_bytes(m) / 1e6,
                            (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
                            cfg->model.num_hidden_layers - mean_dropped, masked, top_rows,
-                           0.0, 0.0, 0, 0.0, 0.0};
+                           0.0, 0.0, 0, 0.0, 0.0, 0.0};
 }
 
 /* The bench's lines, then the profile when there is one. */
@@ -253,6 +261,7 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
     printf("samples/s: %.2f\n", f->samples_per_s);
     printf("context switches a step: %.1f voluntary, %.1f involuntary\n", f->voluntary,
            f->involuntary);
+    printf("host thread CPU: %.1f ms a step\n", f->host_cpu_ms);
     printf("last step: loss %.17g, grad_norm %.17g\n", f->loss, f->grad_norm);
     if (bt_profiler_of(be)) bt_profile_print(bt_profiler_of(be), stdout);
 }
@@ -285,6 +294,7 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "samples_per_s", f->samples_per_s);
     cJSON_AddNumberToObject(j, "voluntary_switches_per_step", f->voluntary);
     cJSON_AddNumberToObject(j, "involuntary_switches_per_step", f->involuntary);
+    cJSON_AddNumberToObject(j, "host_thread_cpu_ms_per_step", f->host_cpu_ms);
     cJSON_AddNumberToObject(j, "loss", f->loss);
     cJSON_AddNumberToObject(j, "grad_norm", f->grad_norm);
     cJSON *root = cJSON_CreateObject();
@@ -329,7 +339,7 @@ int cli_bench(int argc, char **argv) {
     m->dense_top = o.dense_top;
     uint32_t first = 0;
     double t0 = 0.0;
-    struct rusage ru0 = {0}, ru1;
+    struct rusage ru0 = {0}, ru1, th0 = {0}, th1;
     bench_work work = {0};
     step_result last = {0};
     for (int s = 0; s < o.warmup + o.steps; s++) {
@@ -337,6 +347,7 @@ int cli_bench(int argc, char **argv) {
             be->sync(be);
             t0 = now_s();
             getrusage(RUSAGE_SELF, &ru0);
+            getrusage(RUSAGE_THREAD, &th0);
         }
         random_batch(&mb, &vocab, &cfg, s, max_pred);
         const step_batch in = {&mb, &first, 1, 0, mb.B};
@@ -354,6 +365,8 @@ int cli_bench(int argc, char **argv) {
     be->sync(be);
     bench_figures f = measure(&o, &cfg, m, now_s() - t0, &work);
     getrusage(RUSAGE_SELF, &ru1);
+    getrusage(RUSAGE_THREAD, &th1);
+    f.host_cpu_ms = 1e3 * (cpu_seconds(&th1) - cpu_seconds(&th0)) / o.steps;
     f.voluntary = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / o.steps;
     f.involuntary = (double)(ru1.ru_nivcsw - ru0.ru_nivcsw) / o.steps;
     f.loss = last.loss;
