@@ -68,6 +68,39 @@ BT_FN bool attn_keep(int b, int h, int i, int j, int T, uint first_sample, uint 
                         stream_lo, stream_hi, &drawn, draw);
 }
 
+/* Where a work-item stands: lane and row slot w in its work-group, the
+ * (sequence b, head h) of the work-group, and the row it owns (a query, or
+ * a key in dkv: row slot w of the work-group's tile of rows). */
+typedef struct {
+    int lane, w, bh, h, b, row;
+    size_t tok0; /* the sequence's first token */
+} attn_place;
+
+BT_FN attn_place attn_place_of(int NH, int T) {
+    attn_place a;
+    const int lid = get_local_id(0), tiles = (T + BT_ATTN_ROWS - 1) / BT_ATTN_ROWS;
+    const int g = get_group_id(0);
+    a.lane = lid % BT_ROW_LANES;
+    a.w = lid / BT_ROW_LANES;
+    a.bh = g / tiles;
+    a.h = a.bh % NH;
+    a.b = a.bh / NH;
+    a.row = g % tiles * BT_ATTN_ROWS + a.w;
+    a.tok0 = (size_t)a.b * T;
+    return a;
+}
+
+/* K and V rows [row0, row0 + n) of head h into kt and vt (tiles of `rows`
+ * rows), between barriers: by the whole work-group. */
+BT_FN void attn_load_kv(BT_LOCAL_PTR float *kt, BT_LOCAL_PTR float *vt, __global const float *x32,
+                        __global const ushort *x16, int kind, size_t row0, int n, int rows,
+                        int H, int h, int D) {
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last tile's readers are done */
+    attn_load_tile(kt, x32, x16, kind, row0, n, rows, 3 * H, H + h * D, D);
+    attn_load_tile(vt, x32, x16, kind, row0, n, rows, 3 * H, 2 * H + h * D, D);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 /* ctx = dropout(softmax(scale Q K^T over the keys with key_mask != 0)) V per
  * head, written token-major (B T, H) in fp32; lse[b, h, i] = the row's
  * log-sum-exp of the scaled scores (+Inf for a row with no key: its context
@@ -86,12 +119,11 @@ BT_KERNEL_WG void bt_attention_fwd(BT_OUT(float, ctx), BT_OUT(float, lse), BT_IN
     __local float kt[BT_ATTN_TILE_FLOATS], vt[BT_ATTN_TILE_FLOATS];
     __local float qrow[BT_ATTN_ROWS * BT_ATTN_MAX_D], pt[BT_ATTN_ROWS * BT_ATTN_TILE_MAX];
     __local float red[BT_WG];
-    const int lid = get_local_id(0), lane = lid % BT_ROW_LANES, w = lid / BT_ROW_LANES;
-    const int tiles = (T + BT_ATTN_ROWS - 1) / BT_ATTN_ROWS, g = get_group_id(0);
-    const int bh = g / tiles, h = bh % NH, b = bh / NH, i = g % tiles * BT_ATTN_ROWS + w;
+    const attn_place a = attn_place_of(NH, T);
+    const int lane = a.lane, w = a.w, bh = a.bh, h = a.h, b = a.b, i = a.row;
     const int H = NH * D, ld = 3 * H, KT = attn_tile_rows(D), S = D + 1;
     const bool live = i < T;
-    const size_t tok0 = (size_t)b * T;
+    const size_t tok0 = a.tok0;
     __global const int *km = key_mask + tok0;
     BT_LOCAL_PTR float *q = qrow + w * BT_ATTN_MAX_D, *p = pt + w * BT_ATTN_TILE_MAX;
     for (int d = lane; d < D; d += BT_ROW_LANES)
@@ -101,10 +133,7 @@ BT_KERNEL_WG void bt_attention_fwd(BT_OUT(float, ctx), BT_OUT(float, lse), BT_IN
     float mx = -INFINITY, sum = 0.0f;
     for (int j0 = 0; j0 < T; j0 += KT) {
         const int nk = T - j0 < KT ? T - j0 : KT;
-        barrier(CLK_LOCAL_MEM_FENCE); /* the last tile's readers are done */
-        attn_load_tile(kt, qkv, qkv16, kind, tok0 + j0, nk, KT, ld, H + h * D, D);
-        attn_load_tile(vt, qkv, qkv16, kind, tok0 + j0, nk, KT, ld, 2 * H + h * D, D);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        attn_load_kv(kt, vt, qkv, qkv16, kind, tok0 + j0, nk, KT, H, h, D);
         float tmax = -INFINITY;
         for (int jj = lane; jj < KT; jj += BT_ROW_LANES) {
             float s = -INFINITY;
@@ -170,12 +199,11 @@ BT_KERNEL_WG void bt_attention_bwd_dq(BT_OUT(float, dqkv), BT_OUT(float, delta),
     __local float kt[BT_ATTN_TILE_FLOATS], vt[BT_ATTN_TILE_FLOATS];
     __local float qrow[BT_ATTN_ROWS * BT_ATTN_MAX_D], dorow[BT_ATTN_ROWS * BT_ATTN_MAX_D];
     __local float pt[BT_ATTN_ROWS * BT_ATTN_TILE_MAX], red[BT_WG];
-    const int lid = get_local_id(0), lane = lid % BT_ROW_LANES, w = lid / BT_ROW_LANES;
-    const int tiles = (T + BT_ATTN_ROWS - 1) / BT_ATTN_ROWS, g = get_group_id(0);
-    const int bh = g / tiles, h = bh % NH, b = bh / NH, i = g % tiles * BT_ATTN_ROWS + w;
+    const attn_place a = attn_place_of(NH, T);
+    const int lane = a.lane, w = a.w, bh = a.bh, h = a.h, b = a.b, i = a.row;
     const int H = NH * D, ld = 3 * H, KT = attn_tile_rows(D), S = D + 1;
     const bool live = i < T;
-    const size_t tok0 = (size_t)b * T;
+    const size_t tok0 = a.tok0;
     __global const int *km = key_mask + tok0;
     BT_LOCAL_PTR float *q = qrow + w * BT_ATTN_MAX_D, *dout = dorow + w * BT_ATTN_MAX_D;
     BT_LOCAL_PTR float *p = pt + w * BT_ATTN_TILE_MAX;
@@ -194,10 +222,7 @@ BT_KERNEL_WG void bt_attention_bwd_dq(BT_OUT(float, dqkv), BT_OUT(float, delta),
     for (int c = 0; c < BT_ATTN_DPL; c++) acc[c] = 0.0f;
     for (int j0 = 0; j0 < T; j0 += KT) {
         const int nk = T - j0 < KT ? T - j0 : KT;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        attn_load_tile(kt, qkv, qkv16, kind, tok0 + j0, nk, KT, ld, H + h * D, D);
-        attn_load_tile(vt, qkv, qkv16, kind, tok0 + j0, nk, KT, ld, 2 * H + h * D, D);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        attn_load_kv(kt, vt, qkv, qkv16, kind, tok0 + j0, nk, KT, H, h, D);
         for (int jj = lane; jj < KT; jj += BT_ROW_LANES) {
             float ds = 0.0f;
             if (live && jj < nk && km[j0 + jj] && li != INFINITY) {
@@ -248,11 +273,10 @@ BT_KERNEL_WG void bt_attention_bwd_dkv(BT_OUT(float, dqkv), BT_IN(float, dctx),
     __local float krow[BT_ATTN_ROWS * BT_ATTN_MAX_D], vrow[BT_ATTN_ROWS * BT_ATTN_MAX_D];
     __local float pt[BT_ATTN_ROWS * BT_ATTN_TILE_MAX], st[BT_ATTN_ROWS * BT_ATTN_TILE_MAX];
     __local float lt[BT_ATTN_TILE_MAX], dlt[BT_ATTN_TILE_MAX];
-    const int lid = get_local_id(0), lane = lid % BT_ROW_LANES, w = lid / BT_ROW_LANES;
-    const int tiles = (T + BT_ATTN_ROWS - 1) / BT_ATTN_ROWS, g = get_group_id(0);
-    const int bh = g / tiles, h = bh % NH, b = bh / NH, j = g % tiles * BT_ATTN_ROWS + w;
+    const attn_place a = attn_place_of(NH, T);
+    const int lid = get_local_id(0), lane = a.lane, w = a.w, bh = a.bh, h = a.h, b = a.b, j = a.row;
     const int H = NH * D, ld = 3 * H, QT = attn_tile_rows(D), S = D + 1;
-    const size_t tok0 = (size_t)b * T;
+    const size_t tok0 = a.tok0;
     const bool live = j < T, on = live && key_mask[tok0 + (live ? j : 0)];
     BT_LOCAL_PTR float *k = krow + w * BT_ATTN_MAX_D, *v = vrow + w * BT_ATTN_MAX_D;
     BT_LOCAL_PTR float *p = pt + w * BT_ATTN_TILE_MAX, *s = st + w * BT_ATTN_TILE_MAX;
