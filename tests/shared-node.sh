@@ -34,7 +34,7 @@ echo "ok   the threads wait passively by default; OMP_WAIT_POLICY from the envir
 # ---- 2. sleeping, not spinning, beside a busy process ----
 sh -c 'while :; do :; done' &
 busy=$!
-trap 'kill $busy 2> /dev/null || true' EXIT
+trap 'kill $busy 2> /dev/null; rm -rf "$tmpdir"' EXIT # lib.sh's clean-up too
 switches() { # ENV...: voluntary context switches a step of a 2-thread mini bench
     env "$@" "$BERTRAIN" bench --preset mini --seq 64 --batch 8 --steps 2 --warmup 1 --backend cpu \
         --threads 2 > "$tmpdir/sw" 2>&1 || { tail -5 "$tmpdir/sw"; fail "bench failed"; }
