@@ -187,5 +187,3 @@ bt_backend *bt_backend_create(const char *spec, const bt_backend_options *opts, 
              bt_backends_built());
     return NULL;
 }
-
-void bt_backends_prepare_process(char **argv) { bt_cpu_prepare_process(argv); }

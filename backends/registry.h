@@ -33,14 +33,5 @@ void bt_backends_list_devices(FILE *out);
 /* List the spec names of the backends this binary was built with. */
 const char *bt_backends_built(void);
 
-/* What the backends need of the process before anything else runs, called
- * first in main with its argv: the CPU backend's OpenMP threads wait at
- * barriers by sleeping, not spinning (OMP_WAIT_POLICY=passive), so that a
- * rank sharing its cores with other processes keeps its share. The OpenMP
- * runtime reads that when it loads, before main, so this sets it and runs
- * the program again in the same process (execv), once; it does nothing where
- * the environment already says how to wait (OMP_WAIT_POLICY, GOMP_SPINCOUNT,
- * KMP_BLOCKTIME) or the program cannot be found again. */
-void bt_backends_prepare_process(char **argv);
 
 #endif

@@ -73,8 +73,8 @@ static double process_mem_limit(void) {
 static void cpu_info(bt_backend *be, bt_device_info *out) {
     cpu_ctx *ctx = be->ctx;
     memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "CPU reference (%d thread%s: %s; %s)", ctx->threads,
-             ctx->threads == 1 ? "" : "s", ctx->threads_why, cpu_wait_policy());
+    snprintf(out->name, sizeof out->name, "CPU reference (%d thread%s: %s; fewer while "
+             "others take them)", ctx->threads, ctx->threads == 1 ? "" : "s", ctx->threads_why);
     snprintf(out->vendor, sizeof out->vendor, "host");
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     long avail = sysconf(_SC_AVPHYS_PAGES);
@@ -83,7 +83,7 @@ static void cpu_info(bt_backend *be, bt_device_info *out) {
     const double limit = process_mem_limit(); /* what this process may use of it */
     if (limit > 0 && limit < (double)out->total_mem) out->total_mem = (size_t)limit;
     if (limit > 0 && limit < (double)out->free_mem) out->free_mem = (size_t)limit;
-    out->compute_units = ctx->threads;
+    out->compute_units = ctx->threads_now; /* in use now (cpu_govern_threads) */
     out->has_fp16 = true; /* emulated storage */
     out->has_fp64 = true;
     out->fused_ops_pay = true;
@@ -267,7 +267,7 @@ bt_backend *bt_cpu_backend_create(int threads, int local_ranks) {
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(1); /* cpu_gemm threads over a fixed tile grid */
 #endif
-    ctx->threads = omp_get_max_threads();
+    ctx->threads = ctx->threads_max = ctx->threads_now = omp_get_max_threads();
     be->name = "cpu";
     be->ctx = ctx;
     be->destroy = cpu_destroy;

@@ -11,8 +11,5 @@
  * memory. */
 bt_backend *bt_cpu_backend_create(int threads, int local_ranks);
 
-/* See bt_backends_prepare_process (registry.h): OMP_WAIT_POLICY=passive and
- * this program again, unless the environment says how to wait already. */
-void bt_cpu_prepare_process(char **argv);
 
 #endif

@@ -81,6 +81,7 @@ void cpu_gemm(bt_backend *be, bool ta, bool tb, int m, int n, int k, float alpha
               int lda, long sa, bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc,
               long sc, int batch) {
     if (m <= 0 || n <= 0 || batch <= 0) return;
+    cpu_govern_threads(be->ctx); /* the GEMMs come often enough to look from here */
     if (k <= 0) {
         bt_gemm_k0(be, m, n, beta, c, ldc, sc, batch);
         return;

@@ -21,8 +21,12 @@ struct bt_buffer {
 
 /* The CPU backend's state. */
 typedef struct {
-    int threads;
-    char threads_why[80]; /* where the thread count comes from (the device's name says) */
+    int threads;           /* the most threads (threads_max's value, for block widths) */
+    char threads_why[64]; /* where the thread count comes from (the device's name says) */
+    int threads_max, threads_now; /* cpu_govern_threads: the count in use now */
+    double gov_t, gov_changed_t;  /* its last look and last change (monotonic s; 0: none) */
+    double gov_waited;            /* the threads' run-queue wait at its last look, s */
+    long gov_changes;             /* changes it made */
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
     bt_counters count; /* launches stay 0: the CPU has none (the profiler counts op calls) */
     bt_wall_marks marks;
@@ -111,9 +115,13 @@ void cpu_fill_fused_ops(bt_backend *be);
  * with local_ranks - 1 others, and in why (n bytes) where it comes from
  * ("2 CPUs in the affinity mask"); 0 where OMP_NUM_THREADS decides. */
 int cpu_default_threads(int local_ranks, char *why, size_t n);
-/* How the OpenMP threads wait at barriers, as bt_cpu_prepare_process left
- * the environment: for the device's name. */
-const char *cpu_wait_policy(void);
+/* The thread count follows the CPUs the process actually gets: called at
+ * the start of the heavy ops, at most once per window it reads how long the
+ * process's threads waited to run; above the contended share it drops a
+ * thread (down to 1), below it tries one thread more (up to threads_max)
+ * after a while. Fork-join threads that the kernel preempts for other processes
+ * stall every barrier; the results are the same bits for any count. */
+void cpu_govern_threads(cpu_ctx *c);
 /* The smallest CPU quota (CPUs; 0: none) of the cgroup a /proc/PID/cgroup
  * file names and its parents, under the cgroup file system at root: v2
  * cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us. */

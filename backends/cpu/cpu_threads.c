@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
+#include <omp.h>
+#include <dirent.h>
+#include <time.h>
 
 /* CPUs in this process's affinity mask (the online CPUs where it cannot be read). */
 static int affinity_cpus(void) {
@@ -124,43 +126,82 @@ int cpu_default_threads(int local_ranks, char *why, size_t n) {
     int cpus = aff;
     if (quota > 0.0 && (int)quota < cpus) {
         cpus = quota < 1.0 ? 1 : (int)quota;
-        snprintf(why, n, "the cgroup's CPU quota of %.2f CPUs", quota);
+        snprintf(why, n, "a cgroup quota of %.2f CPUs", quota);
     } else {
         snprintf(why, n, "%d CPU%s in the affinity mask", aff, aff == 1 ? "" : "s");
     }
     if (local_ranks > 1) {
         const size_t len = strlen(why);
-        snprintf(why + len, n > len ? n - len : 0, ", shared by %d ranks on this node", local_ranks);
+        snprintf(why + len, n > len ? n - len : 0, ", shared by %d ranks", local_ranks);
         cpus /= local_ranks;
     }
     return cpus < 1 ? 1 : cpus;
 }
 
-/* Marks the second start, so that a failed or repeated set-up never loops. */
-#define PREPARED_ENV "BERTRAIN_OMP_WAIT_SET"
+/* The governor's constants: how often it looks (its window), the mean
+ * number of this process's threads that waited to run over the window
+ * (the run-queue delay the kernel counts per thread, /proc/self/task/N/
+ * schedstat) above which others take the CPUs, and how long it waits before
+ * it tries one thread more. Idle, 2 threads on 2 cores wait about 0; beside
+ * one busy process, 3 runnable threads share 2 cores and ours wait about
+ * 0.67 of a thread's time between them. */
+#define GOVERN_WINDOW_S 0.1
+#define CONTENDED_WAITING 0.2
+#define PROBE_AFTER_S 2.0
 
-void bt_cpu_prepare_process(char **argv) {
-    static const char *const said[] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME",
-                                       PREPARED_ENV};
-    for (size_t i = 0; i < sizeof said / sizeof *said; i++)
-        if (getenv(said[i])) return;
-    /* the program's own path, so that it keeps its name (ps, pkill: not "exe") */
-    char self[4096];
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0 || len >= (ssize_t)sizeof self - 1) return;
-    self[len] = 0;
-    if (access(self, X_OK) != 0) return; /* replaced or deleted since it started */
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0 || setenv(PREPARED_ENV, "1", 1) != 0) return;
-    fflush(NULL);
-    execv(self, argv);
-    unsetenv("OMP_WAIT_POLICY"); /* not run again: the runtime waits as it already does */
+static double monotonic_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-const char *cpu_wait_policy(void) {
-    const char *p = getenv("OMP_WAIT_POLICY");
-    if (p && getenv(PREPARED_ENV)) return "threads wait passively";
-    if (p) return !strcasecmp(p, "passive") ? "threads wait passively (OMP_WAIT_POLICY)"
-                                             : "threads spin (OMP_WAIT_POLICY)";
-    if (getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME")) return "threads wait as the environment says";
-    return "threads spin, then sleep (OpenMP's default)";
+/* Seconds this process's threads have waited on run queues, summed; < 0
+ * where the kernel does not say (no schedstat). */
+static double run_queue_wait_s(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1.0;
+    double sum = 0.0;
+    bool any = false;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[64], line[128];
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/schedstat", e->d_name);
+        unsigned long long run, wait;
+        if (read_line(path, line, sizeof line) && sscanf(line, "%llu %llu", &run, &wait) == 2) {
+            sum += (double)wait * 1e-9;
+            any = true;
+        }
+    }
+    closedir(d);
+    return any ? sum : -1.0;
+}
+
+void cpu_govern_threads(cpu_ctx *c) {
+    if (c->threads_max <= 1) return;
+    const double now = monotonic_s();
+    if (c->gov_t > 0.0 && now - c->gov_t < GOVERN_WINDOW_S) return;
+    const double waited = run_queue_wait_s();
+    if (waited < 0.0) { /* nothing to go by: the threads it has, always */
+        c->threads_max = c->threads_now;
+        return;
+    }
+    if (c->gov_t == 0.0) { /* the first look: a start */
+        c->gov_t = c->gov_changed_t = now;
+        c->gov_waited = waited;
+        return;
+    }
+    const double waiting = (waited - c->gov_waited) / (now - c->gov_t);
+    c->gov_t = now;
+    c->gov_waited = waited;
+    int want = c->threads_now;
+    if (waiting > CONTENDED_WAITING && want > 1)
+        want--;
+    else if (waiting <= CONTENDED_WAITING && want < c->threads_max &&
+             now - c->gov_changed_t >= PROBE_AFTER_S)
+        want++;
+    if (want == c->threads_now) return;
+    c->threads_now = want;
+    c->gov_changed_t = now;
+    c->gov_changes++;
+    omp_set_num_threads(want);
 }

@@ -206,12 +206,15 @@ typedef struct {
                                     * that sleeps at a barrier switches voluntarily */
     double host_cpu_ms;            /* CPU time of the thread that issues the ops, a step: on a
                                     * device, the host's own work and any waiting it spins */
+    double units_mean;             /* the device's compute units in use after each timed step,
+                                    * their mean (the CPU: threads, fewer while contended) */
 } bench_figures;
 
 /* What the timed steps did, summed over them. */
 typedef struct {
     long layers_dropped; /* LayerDrop: layers skipped */
     double masked, top_rows; /* masked tokens; rows the top layer computed (every row: B*T) */
+    double units;            /* the device's compute units in use after each step */
 } bench_work;
 
 /* User and system CPU time in r, seconds. */
@@ -236,7 +239,7 @@ static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_mod
     return (bench_figures){1e3 * dt / o->steps, bert_activation_bytes(m) / 1e6,
                            (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
                            cfg->model.num_hidden_layers - mean_dropped, masked, top_rows,
-                           0.0, 0.0, 0, 0.0, 0.0, 0.0};
+                           0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0};
 }
 
 /* The bench's lines, then the profile when there is one. */
@@ -262,6 +265,8 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
     printf("context switches a step: %.1f voluntary, %.1f involuntary\n", f->voluntary,
            f->involuntary);
     printf("host thread CPU: %.1f ms a step\n", f->host_cpu_ms);
+    printf("compute units in use: %.2f a step on average, %d at the end\n", f->units_mean,
+           info.compute_units);
     printf("last step: loss %.17g, grad_norm %.17g\n", f->loss, f->grad_norm);
     if (bt_profiler_of(be)) bt_profile_print(bt_profiler_of(be), stdout);
 }
@@ -295,6 +300,7 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "voluntary_switches_per_step", f->voluntary);
     cJSON_AddNumberToObject(j, "involuntary_switches_per_step", f->involuntary);
     cJSON_AddNumberToObject(j, "host_thread_cpu_ms_per_step", f->host_cpu_ms);
+    cJSON_AddNumberToObject(j, "compute_units_mean", f->units_mean);
     cJSON_AddNumberToObject(j, "loss", f->loss);
     cJSON_AddNumberToObject(j, "grad_norm", f->grad_norm);
     cJSON *root = cJSON_CreateObject();
@@ -357,6 +363,9 @@ int cli_bench(int argc, char **argv) {
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_end(bt_profiler_of(be));
         if (s >= o.warmup && o.project) project_after_step(&pr, bt_profiler_of(be));
         if (s >= o.warmup) {
+            bt_device_info now;
+            be->info(be, &now);
+            work.units += now.compute_units;
             work.layers_dropped += r.layers_dropped;
             work.masked += mb.n_masked;
             work.top_rows += (double)r.top_rows;
@@ -367,6 +376,7 @@ int cli_bench(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru1);
     getrusage(RUSAGE_THREAD, &th1);
     f.host_cpu_ms = 1e3 * (cpu_seconds(&th1) - cpu_seconds(&th0)) / o.steps;
+    f.units_mean = work.units / o.steps;
     f.voluntary = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / o.steps;
     f.involuntary = (double)(ru1.ru_nivcsw - ru0.ru_nivcsw) / o.steps;
     f.loss = last.loss;

@@ -1,11 +1,9 @@
 /* bertrain_test: the bertrain program with the test suite's fault injection
  * (fault_hooks.h): the same commands, observed through train_observer. */
-#include "backends/registry.h"
 #include "cli/cli.h"
 #include "fault_hooks.h"
 
 int main(int argc, char **argv) {
-    bt_backends_prepare_process(argv); /* as the program's main */
     train_observer obs;
     fault_hooks_observer(&obs); /* before any thread: reads the environment */
     return bertrain_main(argc, argv, &obs);
