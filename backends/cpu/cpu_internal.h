@@ -26,6 +26,8 @@ typedef struct {
     int threads_max, threads_now; /* cpu_govern_threads: the count in use now */
     double gov_t, gov_changed_t;  /* its last look and last change (monotonic s; 0: none) */
     double gov_waited;            /* the threads' run-queue wait at its last look, s */
+    double gov_probe_s;           /* how long it waits before it tries one thread more */
+    bool gov_last_up;             /* its last change added a thread (a try) */
     long gov_changes;             /* changes it made */
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
     bt_counters count; /* launches stay 0: the CPU has none (the profiler counts op calls) */

@@ -142,12 +142,15 @@ int cpu_default_threads(int local_ranks, char *why, size_t n) {
  * number of this process's threads that waited to run over the window
  * (the run-queue delay the kernel counts per thread, /proc/self/task/N/
  * schedstat) above which others take the CPUs, and how long it waits before
- * it tries one thread more. Idle, 2 threads on 2 cores wait about 0; beside
- * one busy process, 3 runnable threads share 2 cores and ours wait about
- * 0.67 of a thread's time between them. */
+ * it tries one thread more: 2 s, doubled up to 32 s each time a try meets
+ * contention again at once, back to 2 s when one holds for a second. Idle,
+ * 2 threads on 2 cores wait about 0; beside one busy process, 3 runnable
+ * threads share 2 cores and ours wait about 0.67 of a thread's time. */
 #define GOVERN_WINDOW_S 0.1
 #define CONTENDED_WAITING 0.2
-#define PROBE_AFTER_S 2.0
+#define PROBE_FIRST_S 2.0
+#define PROBE_MOST_S 32.0
+#define PROBE_HELD_S 1.0
 
 static double monotonic_s(void) {
     struct timespec ts;
@@ -188,18 +191,28 @@ void cpu_govern_threads(cpu_ctx *c) {
     if (c->gov_t == 0.0) { /* the first look: a start */
         c->gov_t = c->gov_changed_t = now;
         c->gov_waited = waited;
+        c->gov_probe_s = PROBE_FIRST_S;
         return;
     }
     const double waiting = (waited - c->gov_waited) / (now - c->gov_t);
     c->gov_t = now;
     c->gov_waited = waited;
+    const bool contended = waiting > CONTENDED_WAITING, tried = c->gov_last_up;
     int want = c->threads_now;
-    if (waiting > CONTENDED_WAITING && want > 1)
+    if (contended && want > 1)
         want--;
-    else if (waiting <= CONTENDED_WAITING && want < c->threads_max &&
-             now - c->gov_changed_t >= PROBE_AFTER_S)
+    else if (!contended && want < c->threads_max && now - c->gov_changed_t >= c->gov_probe_s)
         want++;
-    if (want == c->threads_now) return;
+    if (want == c->threads_now) {
+        if (tried && now - c->gov_changed_t >= PROBE_HELD_S) { /* the try held */
+            c->gov_probe_s = PROBE_FIRST_S;
+            c->gov_last_up = false;
+        }
+        return;
+    }
+    if (want < c->threads_now && tried) /* the try met contention at once: wait longer */
+        c->gov_probe_s = c->gov_probe_s * 2 < PROBE_MOST_S ? c->gov_probe_s * 2 : PROBE_MOST_S;
+    c->gov_last_up = want > c->threads_now;
     c->threads_now = want;
     c->gov_changed_t = now;
     c->gov_changes++;
