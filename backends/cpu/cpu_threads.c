@@ -1,7 +1,8 @@
-/* The CPU backend's default thread count: the CPUs this process may actually
- * use, shared among the job's ranks on the node. A thread pool larger than
- * that fights itself at every barrier (docs/PERFORMANCE.md, "A rank on a
- * shared node"). */
+/* The CPU backend's threads: by default the CPUs this process may actually
+ * use, shared among the job's ranks on the node, and fewer while other
+ * processes take them (the governor). A thread pool larger than the CPUs it
+ * gets fights itself at every barrier (docs/PERFORMANCE.md, "A rank on a
+ * shared node"; DESIGN-NOTES.md, note 31). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
