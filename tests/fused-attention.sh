@@ -52,7 +52,6 @@ check_device() {
             ! has "$f" $op || fail "$dev $prec: the fused run called $op"
         done
         has "$u" gemm_grid || fail "$dev $prec: the unfused run never called gemm_grid"
-        close "$(acts "$f")" "$(acts "$u")" 0 && fail "$dev $prec: the same activations fused and unfused"
         awk -v a="$(acts "$f")" -v b="$(acts "$u")" 'BEGIN { exit !(a < b) }' ||
             fail "$dev $prec: activations $(acts "$f") MB fused, $(acts "$u") MB unfused"
         echo "ok   $dev $prec: fused '$(field "$f" 1)', unfused '$(field "$u" 1)'; activations $(acts "$f") / $(acts "$u") MB"

@@ -9,14 +9,7 @@
 #include "../common/half.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-/* One line and exit: out of host memory for an op's row scratch. */
-static void cpu_out_of_memory(const char *what) {
-    fprintf(stderr, "bertrain: cpu backend: out of host memory for the %s\n", what);
-    exit(1);
-}
+#include <omp.h>
 
 /* Where one head's Q, K and V rows and their element type live. */
 typedef struct {
@@ -88,24 +81,32 @@ static float attn_scores(const float *q, const float *K, const int32_t *km, int 
     return mx;
 }
 
-/* Per-thread scratch of one (sequence, head): Q, K, V, ctx and dctx as
- * (T, D) matrices, a row of T scores or probabilities, a row of dP, keep. */
+/* One thread's scratch for a (sequence, head): Q, K, V and ctx as (T, D)
+ * matrices, a row of T scores or probabilities, and T keep flags. */
 typedef struct {
-    float *q, *k, *v, *o, *g, *s, *dp;
+    float *q, *k, *v, *o, *s;
     uint8_t *keep;
 } attn_scratch;
 
-static bool attn_scratch_new(attn_scratch *w, int T, int D) {
-    const size_t td = (size_t)T * D;
-    float *f = malloc((5 * td + 2 * (size_t)T) * sizeof *f);
-    *w = (attn_scratch){f, f + td, f + 2 * td, f + 3 * td, f + 4 * td, f + 5 * td,
-                        f + 5 * td + T, malloc((size_t)T)};
-    return f && w->keep;
+/* Floats of one thread's attn_scratch. */
+static size_t attn_scratch_floats(int T, int D) {
+    return 4 * (size_t)T * D + (size_t)T + ((size_t)T + 3) / 4;
 }
 
-static void attn_scratch_free(attn_scratch *w) {
-    free(w->q);
-    free(w->keep);
+/* Room for every thread's scratch in the backend's grow-only buffer, before
+ * the parallel region: no op allocates in the step once it has grown. */
+static float *attn_scratch_reserve(bt_backend *be, int T, int D) {
+    cpu_ctx *c = be->ctx;
+    return bt_partials_reserve(&c->attn_part, (size_t)omp_get_max_threads() * attn_scratch_floats(T, D),
+                               "cpu");
+}
+
+/* This thread's slice of the reserved scratch. */
+static attn_scratch attn_scratch_of(float *base, int T, int D) {
+    const size_t td = (size_t)T * D;
+    float *f = base + (size_t)omp_get_thread_num() * attn_scratch_floats(T, D);
+    return (attn_scratch){f, f + td, f + 2 * td, f + 3 * td, f + 4 * td,
+                          (uint8_t *)(f + 4 * td + T)};
 }
 
 /* The forward of one (sequence, head): ctx rows and lse. */
@@ -135,19 +136,17 @@ static void attn_fwd_head(const attn_src *src, const int32_t *km, float *C, floa
 static void cpu_attention_fwd(bt_backend *be, bt_ptr ctx, bt_ptr lse, bt_ptr qkv,
                               bt_dtype qkv_dtype, bt_ptr key_mask, int B, int NH, int T, int D,
                               float scale, uint32_t first_sample, float p, bt_rng_key key) {
-    (void)be;
     const attn_src src = attn_src_of(qkv, qkv_dtype, NH, T, D, 3 * NH * D);
     const int32_t *km = cpu_i32(key_mask);
     float *C = cpu_f32(ctx), *L = cpu_f32(lse);
     const cpu_drop d = cpu_drop_of(key, first_sample, (size_t)NH * T * T, p);
+    float *scratch = attn_scratch_reserve(be, T, D);
 #pragma omp parallel
     {
-        attn_scratch w;
-        if (!attn_scratch_new(&w, T, D)) cpu_out_of_memory("attention_fwd scratch");
+        attn_scratch w = attn_scratch_of(scratch, T, D);
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * NH; bh++)
             attn_fwd_head(&src, km + (size_t)(bh / NH) * T, C, L, bh / NH, bh % NH, scale, &d, &w);
-        attn_scratch_free(&w);
     }
 }
 
@@ -194,21 +193,19 @@ static void cpu_attention_bwd(bt_backend *be, bt_ptr dqkv, bt_ptr delta, bt_ptr 
                               bt_dtype ctx_dtype, bt_ptr lse, bt_ptr qkv, bt_dtype qkv_dtype,
                               bt_ptr key_mask, int B, int NH, int T, int D, float scale,
                               uint32_t first_sample, float p, bt_rng_key key) {
-    (void)be;
     const attn_src src = attn_src_of(qkv, qkv_dtype, NH, T, D, 3 * NH * D);
     const attn_src out = attn_src_of(ctx, ctx_dtype, NH, T, D, NH * D);
     const cpu_drop d = cpu_drop_of(key, first_sample, (size_t)NH * T * T, p);
     const int32_t *km = cpu_i32(key_mask);
+    float *scratch = attn_scratch_reserve(be, T, D);
 #pragma omp parallel
     {
-        attn_scratch w;
-        if (!attn_scratch_new(&w, T, D)) cpu_out_of_memory("attention_bwd scratch");
+        attn_scratch w = attn_scratch_of(scratch, T, D);
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * NH; bh++)
             attn_bwd_head(&src, &out, cpu_f32(dctx), cpu_f32(lse), cpu_f32(delta),
                           km + (size_t)(bh / NH) * T, cpu_f32(dqkv), bh / NH, bh % NH, scale, &d,
                           &w);
-        attn_scratch_free(&w);
     }
 }
 

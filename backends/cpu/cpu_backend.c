@@ -28,6 +28,7 @@ static void cpu_destroy(bt_backend *be) {
     bt_partials_free(&ctx->lamb_u);
     bt_partials_free(&ctx->col_part);
     bt_partials_free(&ctx->gemm_part);
+    bt_partials_free(&ctx->attn_part);
     free(be->ctx);
     free(be);
 }
@@ -74,7 +75,7 @@ static void cpu_info(bt_backend *be, bt_device_info *out) {
     cpu_ctx *ctx = be->ctx;
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "CPU reference (%d thread%s: %s; fewer while "
-             "others take them)", ctx->threads, ctx->threads == 1 ? "" : "s", ctx->threads_why);
+             "others take them)", ctx->threads_max, ctx->threads_max == 1 ? "" : "s", ctx->threads_why);
     snprintf(out->vendor, sizeof out->vendor, "host");
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     long avail = sysconf(_SC_AVPHYS_PAGES);
@@ -267,7 +268,7 @@ bt_backend *bt_cpu_backend_create(int threads, int local_ranks) {
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(1); /* cpu_gemm threads over a fixed tile grid */
 #endif
-    ctx->threads = ctx->threads_max = ctx->threads_now = omp_get_max_threads();
+    ctx->threads_max = ctx->threads_now = omp_get_max_threads();
     be->name = "cpu";
     be->ctx = ctx;
     be->destroy = cpu_destroy;

@@ -21,14 +21,13 @@ struct bt_buffer {
 
 /* The CPU backend's state. */
 typedef struct {
-    int threads;           /* the most threads (threads_max's value, for block widths) */
     char threads_why[64]; /* where the thread count comes from (the device's name says) */
-    int threads_max, threads_now; /* cpu_govern_threads: the count in use now */
+    int threads_max;              /* the most threads it uses (its block widths, its name) */
+    int threads_now;              /* the count in use now (cpu_govern_threads) */
     double gov_t, gov_changed_t;  /* its last look and last change (monotonic s; 0: none) */
     double gov_waited;            /* the threads' run-queue wait at its last look, s */
     double gov_probe_s;           /* how long it waits before it tries one thread more */
     bool gov_last_up;             /* its last change added a thread (a try) */
-    long gov_changes;             /* changes it made */
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
     bt_counters count; /* launches stay 0: the CPU has none (the profiler counts op calls) */
     bt_wall_marks marks;
@@ -39,6 +38,7 @@ typedef struct {
     bt_partials lamb_u;   /* lamb_multi: one span's update direction */
     bt_partials col_part; /* cpu_column_sums: the chunks' partial sums */
     bt_partials gemm_part; /* cpu_gemm: the products of k parts after the first */
+    bt_partials attn_part; /* attention_fwd/bwd: each thread's rows of one head */
     double *chunk_part;    /* cpu_reduce_chunks: the chunks' double partials */
     size_t cap_chunk_part;
 } cpu_ctx;

@@ -29,7 +29,7 @@ static void cpu_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt,
     float *DE = cpu_f32(dwte), *DP = cpu_f32(dwpe), *DY = cpu_f32(dwtt);
     const float *D = cpu_f32(dout);
     const int32_t *I = cpu_i32(ids), *TT = cpu_i32(type_ids);
-    const int width = cpu_col_block(C, ((cpu_ctx *)be->ctx)->threads),
+    const int width = cpu_col_block(C, ((cpu_ctx *)be->ctx)->threads_max),
               blocks = (C + width - 1) / width;
     /* each task owns a block of columns and walks tokens in order: no races,
      * and the summation order is fixed */
@@ -187,7 +187,7 @@ static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx,
     float *D = cpu_f32(dst);
     const float *S = cpu_f32(src);
     const int32_t *I = cpu_i32(idx);
-    const int width = cpu_col_block(cols, ((cpu_ctx *)be->ctx)->threads),
+    const int width = cpu_col_block(cols, ((cpu_ctx *)be->ctx)->threads_max),
               blocks = (cols + width - 1) / width;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < blocks; blk++) {

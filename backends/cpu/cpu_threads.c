@@ -216,6 +216,5 @@ void cpu_govern_threads(cpu_ctx *c) {
     c->gov_last_up = want > c->threads_now;
     c->threads_now = want;
     c->gov_changed_t = now;
-    c->gov_changes++;
     omp_set_num_threads(want);
 }
