@@ -83,8 +83,9 @@ typedef struct {
     int gemm_rows_multiple;
     /* attention_fwd / attention_bwd beat the GEMMs, softmax and dropout they
      * replace here, so the model uses them (model.attention_kernel "auto").
-     * No backend claims it yet: the fused kernels have not been timed on a
-     * GPU (docs/PERFORMANCE.md), and on the CPU the GEMM path is faster */
+     * No backend claims it: on an H100 the fused kernels made BERT-base's
+     * step 1.5-2.6x slower (docs/PERFORMANCE.md, "Fused attention"), and on
+     * the CPU the GEMM path is faster */
     bool fused_attention_pays;
 } bt_device_info;
 
