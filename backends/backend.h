@@ -321,12 +321,15 @@ struct bt_backend {
                                    bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                    size_t per_sample, uint32_t first_sample, float p,
                                    bt_rng_key key);
-    /* probs = softmax_fwd(scores) (in place allowed), then dropped =
-     * dropout(probs) with per_sample = H*T*T: attention's scale, mask, softmax
-     * and dropout in one pass. dropped: (B, H, T, T), not aliasing the others. */
+    /* probs = softmax_fwd(scores) (in place allowed), then with round16 BT_BF16
+     * or BT_F16 probs = round16(probs) (16-bit storage), then dropped =
+     * dropout(probs) with per_sample = H*T*T: attention's scale, mask, softmax,
+     * storage rounding and dropout in one pass (round16 BT_F32: no rounding).
+     * dropped: (B, H, T, T), not aliasing the others. */
     void (*softmax_dropout_fwd)(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                 bt_ptr key_mask, int B, int H, int T, float scale,
-                                uint32_t first_sample, float p, bt_rng_key key);
+                                bt_dtype round16, uint32_t first_sample, float p,
+                                bt_rng_key key);
     /* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows, the
      * dropout with per_sample = H*T*T: the backward of softmax_dropout_fwd.
      * In place allowed (dscores = dprobs). */

@@ -290,11 +290,11 @@ static void p_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_
                                      rows, cols, eps, per, first, p, key));
 }
 static void p_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
-                                  bt_ptr mask, int B, int H, int T, float scale, uint32_t first,
-                                  float p, bt_rng_key key) {
+                                  bt_ptr mask, int B, int H, int T, float scale, bt_dtype r16,
+                                  uint32_t first, float p, bt_rng_key key) {
     TIMED(be, softmax_dropout_fwd, 0, F4 * (3.0 * B * H * T * T + (double)B * T),
-          in->softmax_dropout_fwd(in, dropped, probs, scores, mask, B, H, T, scale, first, p,
-                                  key));
+          in->softmax_dropout_fwd(in, dropped, probs, scores, mask, B, H, T, scale, r16, first,
+                                  p, key));
 }
 static void p_dropout_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr probs, int B,
                                   int H, int T, float scale, uint32_t first, float p,

@@ -4,6 +4,7 @@
  * unfused ops it replaces on the same backend: the outputs must be the same
  * bits (the contract in backend.h), and close to a float64 reference built
  * from ref.c's functions and philox.h's dropout draws. */
+#include "backends/common/half.h"
 #include "backends/philox.h"
 #include "ops.h"
 
@@ -22,6 +23,7 @@ typedef struct {
     bt_rng_key key;
     int inplace;      /* the op's allowed aliasing (see each runner) */
     float eps;
+    bt_dtype round16; /* softmax_dropout_fwd's storage rounding (BT_F32: none) */
 } fused_args;
 
 /* One output to compare: tensor index, float64 reference, magnitudes. */
@@ -270,7 +272,7 @@ static void run_softmax_dropout(bt_backend *be, tensor *t, void *a, double *s) {
     const fused_args *f = a;
     const float scale = 1.0f / sqrtf(8.0f);
     be->softmax_dropout_fwd(be, t[3].p, f->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, f->B, f->H,
-                            f->T, scale, f->first_sample, f->p, f->key);
+                            f->T, scale, f->round16, f->first_sample, f->p, f->key);
 }
 static void run_softmax_dropout_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -278,8 +280,33 @@ static void run_softmax_dropout_unfused(bt_backend *be, tensor *t, void *a, doub
     const float scale = 1.0f / sqrtf(8.0f);
     bt_ptr probs = f->inplace ? t[0].p : t[2].p;
     be->softmax_fwd(be, probs, t[0].p, t[1].p, f->B, f->H, f->T, scale);
+    if (f->round16 != BT_F32) be->round16(be, probs, f->round16, (size_t)f->rows * f->cols);
     be->dropout(be, t[3].p, probs, (size_t)f->rows * f->cols, f->per_sample, f->first_sample,
                 f->p, f->key);
+}
+
+/* NMSE bounds of an output rounded to 16-bit storage against the unrounded
+ * float64 reference: half an ulp is at most 2^-8 of a bf16 value's size and
+ * 2^-11 of an f16 value's (normal values; the probabilities' smallest are
+ * near f16's normal range, where the bound is looser still, so f16 rows take
+ * no inputs that small: scores in [-3, 3] over at most 300 keys). */
+static double round16_thr(bt_dtype dt) {
+    return dt == BT_BF16 ? 0x1p-16 : dt == BT_F16 ? 0x1p-22 : THR_MATH;
+}
+
+/* Fail v unless each of the n values of out is a value of dt (its float
+ * bits survive the round trip through dt). */
+static void v_stored16(verdict *v, const char *what, const float *out, size_t n, bt_dtype dt) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &out[i], 4);
+        const uint32_t back = dt == BT_BF16 ? bf16_to_f32(f32_to_bf16(b)) : f16_to_f32(f32_to_f16(b));
+        if (back != b) {
+            v_fail(v, "%s[%zu] = %.9g is not a %s value", what, i, (double)out[i],
+                   dt == BT_BF16 ? "bf16" : "f16");
+            return;
+        }
+    }
 }
 
 static void make_attn_bwd(tensor *t, void *in) {
@@ -303,6 +330,37 @@ static void run_dropout_softmax_bwd_unfused(bt_backend *be, tensor *t, void *a, 
     be->softmax_bwd(be, ds, ds, t[1].p, f->rows, f->T, 0.125f);
 }
 
+/* softmax_dropout_fwd without rounding and rounded to bf16 and to f16 storage:
+ * against the unfused ops (bits) and the float64 reference rp, rd (within the
+ * rounding), the rounded probabilities checked to be values of their dtype. */
+static void softmax_dropout_cases(bt_backend *be, fused_args *a, attn_inputs *q, const double *rp,
+                                  const double *rd, const char *shape) {
+    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16};
+    for (int k = 0; k < 3; k++) {
+        a->round16 = rounds[k];
+        const double thr = round16_thr(rounds[k]);
+        const int pt = a->inplace ? 0 : 2;
+        fused_out outs[] = {{pt, rp, NULL, thr}, {3, rd, NULL, thr}};
+        char row[128];
+        snprintf(row, sizeof row, "%s%s", shape,
+                 rounds[k] == BT_BF16 ? " bf16 storage" : rounds[k] == BT_F16 ? " f16 storage" : "");
+        tensor tf[MAXT];
+        make_attn(tf, q);
+        verdict v = v_new();
+        /* the rounded probabilities are values of their dtype */
+        if (rounds[k] != BT_F32 && exec_op(&v, be, tf, 4, run_softmax_dropout, a, NULL))
+            v_stored16(&v, tf[pt].name, RES(tf[pt]), tf[pt].n, rounds[k]);
+        tensors_free(tf, 4);
+        if (!v.ok) {
+            v_report(&v, "softmax_dropout_fwd", "%s (storage values)", row);
+            continue;
+        }
+        fused_case(be, "softmax_dropout_fwd", make_attn, q, 4, run_softmax_dropout,
+                   run_softmax_dropout_unfused, a, outs, 2, row);
+    }
+    a->round16 = BT_F32;
+}
+
 static void attention_cases(bt_backend *be, int si, fused_args a) {
     reseed("fused_attention", (size_t)si);
     const size_t n = (size_t)a.rows * a.cols, nm = (size_t)a.B * a.T;
@@ -323,11 +381,7 @@ static void attention_cases(bt_backend *be, int si, fused_args a) {
         a.inplace = inpl;
         snprintf(shape, sizeof shape, "B%d H%d T%d p=%.2g%s", a.B, a.H, a.T, a.p,
                  inpl ? " in place" : "");
-        if (want_op("softmax_dropout_fwd")) {
-            fused_out outs[] = {{inpl ? 0 : 2, rp, NULL, THR_MATH}, {3, rd, NULL, THR_MATH}};
-            fused_case(be, "softmax_dropout_fwd", make_attn, &q, 4, run_softmax_dropout,
-                       run_softmax_dropout_unfused, &a, outs, 2, shape);
-        }
+        if (want_op("softmax_dropout_fwd")) softmax_dropout_cases(be, &a, &q, rp, rd, shape);
         if (want_op("dropout_softmax_bwd")) {
             double *dpk = ref_alloc(n * 8), *pp = ref_dup(probs, n), *ds = ref_alloc(n * 8),
                    *mds = ref_alloc(n * 8);

@@ -217,7 +217,7 @@ static void call_join_unfused(bt_backend *be, perf_case *c) {
 /* t: scores, probs, dropped, mask (i: B, H, T) */
 static void call_softmax_dropout(bt_backend *be, perf_case *c) {
     be->softmax_dropout_fwd(be, c->t[2], c->t[1], c->t[0], c->t[3], c->i[0], c->i[1], c->i[2],
-                            0.125f, 0, 0.1f, perf_key);
+                            0.125f, BT_F32, 0, 0.1f, perf_key);
 }
 static void call_softmax_dropout_unfused(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];

@@ -198,12 +198,15 @@ BT_FN uint f16_to_f32(ushort h) {
     return exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112u) << 23) | (mant << 13);
 }
 
-/* The 16-bit storage kinds a kernel takes as an int: none, bf16, f16. */
-#define BT_KIND16_NONE 0
-#define BT_KIND16_BF16 1
-#define BT_KIND16_F16 2
-
 /* bits of x in the 16-bit storage kind (BT_KIND16_BF16 or _F16) */
 BT_FN ushort f32_to_kind16(float x, int kind) {
     return kind == BT_KIND16_BF16 ? f32_to_bf16(as_uint(x)) : f32_to_f16(as_uint(x));
+}
+
+/* x rounded to the 16-bit storage kind's nearest value (kernels/cast.cl's
+ * round16), or x itself for BT_KIND16_NONE. */
+BT_FN float round_kind16(float x, int kind) {
+    if (kind == BT_KIND16_NONE) return x;
+    const ushort h = f32_to_kind16(x, kind);
+    return as_float(kind == BT_KIND16_BF16 ? bf16_to_f32(h) : f16_to_f32(h));
 }

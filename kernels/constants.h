@@ -26,5 +26,12 @@
  * with a padding column). */
 #define BT_ATTN_MAX_D 128
 #define BT_ATTN_TILE_FLOATS 2080
+/* The 16-bit storage kinds a kernel takes as an int (none: fp32), and on the
+ * host the kind of a bt_dtype (backend.h) that names a storage. */
+#define BT_KIND16_NONE 0
+#define BT_KIND16_BF16 1
+#define BT_KIND16_F16 2
+#define BT_KIND16_OF(dt) \
+    ((dt) == BT_F32 ? BT_KIND16_NONE : (dt) == BT_BF16 ? BT_KIND16_BF16 : BT_KIND16_F16)
 
 #endif

@@ -115,13 +115,14 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     }
 }
 
-/* probs = softmax_fwd(scores) (in place allowed), dropped = dropout(probs)
- * with per_sample = H T T (softmax_fwd's arithmetic, then dropout's, a
+/* probs = softmax_fwd(scores) (in place allowed), rounded to the storage
+ * kind kind16 (BT_KIND16_NONE: not rounded), dropped = dropout(probs) with
+ * per_sample = H T T (softmax_fwd's arithmetic, round16's, then dropout's, a
  * lane's four keys from one Philox block where the row allows it).
  * Geometry: as softmax_fwd. */
 BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, probs),
                                          BT_IN(float, scores), BT_IN(int, key_mask), int rows,
-                                         int HT, int T, float scale, uint first_sample, uint thr,
+                                         int HT, int T, float scale, int kind16, uint first_sample, uint thr,
                                          float keep_scale, uint seed_lo, uint seed_hi,
                                          uint stream_lo, uint stream_hi) {
     BT_BIND(dropped);
@@ -137,9 +138,12 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
     softmax_row(p, scores + row, key_mask + (size_t)(rr / HT) * T, n, scale, red);
     ulong drawn = ~(ulong)0;
     uint draw[4];
-    ROW_KEYS_FOR(j, lane, n) /* the keys this work-item wrote */
+    ROW_KEYS_FOR(j, lane, n) { /* the keys this work-item wrote */
+        const float pj = round_kind16(p[j], kind16);
+        if (kind16 != BT_KIND16_NONE) p[j] = pj;
         pd[j] = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo, seed_hi,
-                             stream_lo, stream_hi, &drawn, draw) ? p[j] * keep_scale : 0.0f;
+                             stream_lo, stream_hi, &drawn, draw) ? pj * keep_scale : 0.0f;
+    }
 }
 
 /* dscores = softmax_bwd(dropout(dprobs), probs), the dropout with

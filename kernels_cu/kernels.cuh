@@ -129,6 +129,7 @@ __global__ void bt_residual_layernorm_fwd(float *sum, float *out, float *mean, f
                                           unsigned int stream_hi);
 __global__ void bt_softmax_dropout_fwd(float *dropped, float *probs, const float *scores,
                                        const int *key_mask, int rows, int HT, int T, float scale,
+                                       int kind16,
                                        unsigned int first_sample, unsigned int thr,
                                        float keep_scale, unsigned int seed_lo, unsigned int seed_hi,
                                        unsigned int stream_lo, unsigned int stream_hi);

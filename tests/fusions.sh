@@ -5,8 +5,12 @@
 # second join has no LayerNorm after it: bias_dropout_add), on the CPU, on
 # OpenCL and on the emulated CUDA device. The profile must show the fused ops
 # called in the first run and none of them in the second, so the comparison
-# is between two different code paths; with bf16 storage only the backward
-# fusions may run. The device's own choice (fused on the CPU, not on an
+# is between two different code paths. With bf16 storage the backward
+# fusions and softmax_dropout_fwd (which rounds the probabilities as the
+# storage does) run and the other forward fusions (which would skip a
+# rounding) do not; the attention fusions give the unfused bits there too
+# (bias_gelu_bwd does not: it sums the bias gradient before the storage
+# rounding, DESIGN-NOTES 21). The device's own choice (fused on the CPU, not on an
 # OpenCL CPU device) is checked too. A part that cannot run here is a SKIP
 # with its reason.
 . "$(dirname "$0")/lib.sh"
@@ -18,6 +22,8 @@ export BERTRAIN_CUDA_EMU
 
 fwd_ops="bias_gelu_fwd residual_layernorm_fwd softmax_dropout_fwd"
 bwd_ops="bias_gelu_bwd dropout_softmax_bwd"
+fwd_ops_fp32_only="bias_gelu_fwd residual_layernorm_fwd"
+ops_any_storage="softmax_dropout_fwd $bwd_ops"
 
 # bench DEVICE LABEL ARGS...: 2 profiled steps of tiny at seq 32, batch 4
 bench() {
@@ -50,13 +56,20 @@ check_device() {
         echo "ok   $dev, $norm-LN: fused and unfused agree ($a)"
     done
     bench "$dev" "$tag-bf16" --precision bf16 --unfused none
-    for op in $fwd_ops; do
+    bench "$dev" "$tag-bf16-attention" --precision bf16 --unfused gelu,join
+    bench "$dev" "$tag-bf16-unfused" --precision bf16 --unfused all
+    for op in $fwd_ops_fp32_only; do
         ! has "$tag-bf16" "$op" || fail "$dev, bf16 storage: forward fusion $op ran"
     done
-    for op in $bwd_ops; do
-        has "$tag-bf16" "$op" || fail "$dev, bf16 storage: backward fusion $op did not run"
+    for op in $ops_any_storage; do
+        has "$tag-bf16" "$op" || fail "$dev, bf16 storage: fusion $op did not run"
+        ! has "$tag-bf16-unfused" "$op" || fail "$dev, bf16 storage: --unfused all still called $op"
     done
-    echo "ok   $dev, bf16 storage: only the backward fusions run"
+    has "$tag-bf16-attention" softmax_dropout_fwd || fail "$dev, bf16 storage: --unfused gelu,join never called softmax_dropout_fwd"
+    a=$(grep "^last step:" "$tmpdir/$tag-bf16-attention")
+    b=$(grep "^last step:" "$tmpdir/$tag-bf16-unfused")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$dev, bf16 storage: attention fused '$a', unfused '$b'"
+    echo "ok   $dev, bf16 storage: softmax_dropout_fwd and the backward fusions run; the attention fusions as unfused ($a)"
     bench "$dev" "$tag-default"
     grep "^fused ops: $2\$" "$tmpdir/$tag-default" > /dev/null ||
         fail "$dev: want 'fused ops: $2' by default, got '$(grep '^fused ops' "$tmpdir/$tag-default")'"

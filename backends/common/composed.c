@@ -51,13 +51,15 @@ static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr o
     be->layernorm_fwd(be, out, mean, rstd, sum, gamma, beta, rows, cols, eps);
 }
 
-/* probs = softmax_fwd(scores); dropped = dropout(probs), per_sample H*T*T. */
+/* probs = softmax_fwd(scores), rounded with 16-bit storage; dropped =
+ * dropout(probs), per_sample H*T*T. */
 static void composed_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs,
                                          bt_ptr scores, bt_ptr key_mask, int B, int H, int T,
-                                         float scale, uint32_t first_sample, float p,
-                                         bt_rng_key key) {
+                                         float scale, bt_dtype round16, uint32_t first_sample,
+                                         float p, bt_rng_key key) {
     const size_t per_sample = (size_t)H * T * T;
     be->softmax_fwd(be, probs, scores, key_mask, B, H, T, scale);
+    if (round16 != BT_F32) be->round16(be, probs, round16, (size_t)B * per_sample);
     be->dropout(be, dropped, probs, (size_t)B * per_sample, per_sample, first_sample, p, key);
 }
 

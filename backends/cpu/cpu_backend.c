@@ -219,13 +219,9 @@ static void cpu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dty
 static void cpu_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
     (void)be;
     uint32_t *v = (uint32_t *)cpu_f32(x);
-    if (dt == BT_BF16) {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) v[i] = bf16_to_f32(f32_to_bf16(v[i]));
-    } else {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) v[i] = f16_to_f32(f32_to_f16(v[i]));
-    }
+    const size_t chunk = 16384;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i += chunk) cpu_round16_span(v + i, dt, n - i < chunk ? n - i : chunk);
 }
 
 /* ---- profiling: counters, and marks that read the wall clock (the CPU's

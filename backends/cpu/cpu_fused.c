@@ -86,10 +86,12 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     }
 }
 
-/* softmax_fwd's row arithmetic, then dropout of the finished row. */
+/* softmax_fwd's row arithmetic, round16's rounding (with 16-bit storage),
+ * then dropout of the finished row. */
 static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                     bt_ptr key_mask, int B, int H, int T, float scale,
-                                    uint32_t first_sample, float p, bt_rng_key key) {
+                                    bt_dtype round16, uint32_t first_sample, float p,
+                                    bt_rng_key key) {
     (void)be;
     float *P = cpu_f32(probs), *PD = cpu_f32(dropped);
     const float *S = cpu_f32(scores);
@@ -101,6 +103,7 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
     for (int r = 0; r < rows; r++) {
         float *pr = P + (size_t)r * T, *pd = PD + (size_t)r * T;
         cpu_softmax_row(pr, S + (size_t)r * T, K + (size_t)(r / (H * T)) * T, T, scale);
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)pr, round16, (size_t)T);
         cpu_dropout_run(pd, pr, (size_t)T, &d, (size_t)r * T);
     }
 }

@@ -6,6 +6,7 @@
 #include "cpu_math.h"
 
 #include "../common/counting.h"
+#include "../common/half.h"
 #include "../common/partials.h"
 #include "../common/staged_gemm.h"
 
@@ -91,6 +92,18 @@ static inline void cpu_layernorm_row(float *out, const float *x, const float *ga
     for (int c = 0; c < cols; c++) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
     *mean = m;
     *rstd = rs;
+}
+
+/* v (float bits) rounded in place to the nearest values of dt (BT_BF16 or
+ * BT_F16): round16's arithmetic on one span. */
+static inline void cpu_round16_span(uint32_t *v, bt_dtype dt, size_t n) {
+    if (dt == BT_BF16) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) v[i] = bf16_to_f32(f32_to_bf16(v[i]));
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) v[i] = f16_to_f32(f32_to_f16(v[i]));
+    }
 }
 
 /* The masked softmax of one row: p[j] = softmax_j(scale * s[j]) over keys

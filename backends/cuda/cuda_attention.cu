@@ -16,8 +16,8 @@ typedef struct {
 
 static attn_view view_of(bt_ptr p, bt_dtype dtype) {
     const bt_ptr base = {p.buf, 0};
-    if (dtype == BT_F32) return (attn_view){cu_f32(p), u16c(base), 0};
-    return (attn_view){cu_f32(base), u16c(p), dtype == BT_BF16 ? 1 : 2};
+    if (dtype == BT_F32) return (attn_view){cu_f32(p), u16c(base), BT_KIND16_NONE};
+    return (attn_view){cu_f32(base), u16c(p), BT_KIND16_OF(dtype)};
 }
 
 /* Work-items of one attention kernel over B NH T rows. */

@@ -52,12 +52,13 @@ static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt
 
 static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                    bt_ptr key_mask, int B, int H, int T, float scale,
-                                   uint32_t first_sample, float p, bt_rng_key key) {
+                                   bt_dtype round16, uint32_t first_sample, float p,
+                                   bt_rng_key key) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
     LAUNCH(c, softmax_dropout_fwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dropped),
            cu_f32(probs), cu_f32(scores), cu_i32(key_mask), B * H * T, H * T, T, scale,
-           DROP_ARGS(d));
+           BT_KIND16_OF(round16), DROP_ARGS(d));
 }
 
 static void cu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,

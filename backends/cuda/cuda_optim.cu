@@ -96,7 +96,7 @@ static unsigned short *w16_arg(bt_ptr w, bt_ptr w16) {
 }
 
 /* The multi kernels' kind16 (BT_KIND16_*, kernels/common.cl). */
-static int kind16_arg(bt_ptr w16, bt_dtype dt) { return !w16.buf ? 0 : dt == BT_BF16 ? 1 : 2; }
+static int kind16_arg(bt_ptr w16, bt_dtype dt) { return !w16.buf ? BT_KIND16_NONE : BT_KIND16_OF(dt); }
 
 static void cu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                            bt_dtype w16_dtype, const bt_tensor_span *spans, int n, float lr,

@@ -10,13 +10,12 @@ _Static_assert(BT_ATTN_MAX_D == BT_ATTENTION_MAX_HEAD, "the kernels' widest head
 
 /* An activation in fp32 or a 16-bit dtype as the kernels read it: the fp32
  * and the ushort view of one tensor (the unused one at the buffer's start,
- * never read); kind_of gives its kind (BT_KIND16_*). */
+ * never read); BT_KIND16_OF gives its kind. */
 static void arg_view(args *a, bt_ptr p, bt_dtype dtype) {
     const bt_ptr base = {p.buf, 0};
     arg_f32p(a, dtype == BT_F32 ? p : base);
     arg_ptr(a, dtype == BT_F32 ? base : p, 2);
 }
-static int kind_of(bt_dtype dtype) { return dtype == BT_F32 ? 0 : dtype == BT_BF16 ? 1 : 2; }
 
 /* Work-items of one attention kernel over B NH T rows with work-groups of wg. */
 static size_t attn_items(int B, int NH, int T, size_t wg) {
@@ -41,7 +40,7 @@ static void ocl_attention_fwd(bt_backend *be, bt_ptr ctx, bt_ptr lse, bt_ptr qkv
     arg_f32p(&a, lse);
     arg_view(&a, qkv, qkv_dtype);
     arg_ptr(&a, key_mask, 4);
-    arg_i(&a, kind_of(qkv_dtype));
+    arg_i(&a, BT_KIND16_OF(qkv_dtype));
     arg_i(&a, NH);
     arg_i(&a, T);
     arg_i(&a, D);
@@ -64,8 +63,8 @@ static void ocl_attention_bwd(bt_backend *be, bt_ptr dqkv, bt_ptr delta, bt_ptr 
     arg_f32p(&a, lse);
     arg_view(&a, qkv, qkv_dtype);
     arg_ptr(&a, key_mask, 4);
-    arg_i(&a, kind_of(qkv_dtype));
-    arg_i(&a, kind_of(ctx_dtype));
+    arg_i(&a, BT_KIND16_OF(qkv_dtype));
+    arg_i(&a, BT_KIND16_OF(ctx_dtype));
     arg_i(&a, NH);
     arg_i(&a, T);
     arg_i(&a, D);
@@ -79,7 +78,7 @@ static void ocl_attention_bwd(bt_backend *be, bt_ptr dqkv, bt_ptr delta, bt_ptr 
     arg_f32p(&a, lse);
     arg_view(&a, qkv, qkv_dtype);
     arg_ptr(&a, key_mask, 4);
-    arg_i(&a, kind_of(qkv_dtype));
+    arg_i(&a, BT_KIND16_OF(qkv_dtype));
     arg_i(&a, NH);
     arg_i(&a, T);
     arg_i(&a, D);

@@ -86,7 +86,8 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
 
 static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                     bt_ptr key_mask, int B, int H, int T, float scale,
-                                    uint32_t first_sample, float p, bt_rng_key key) {
+                                    bt_dtype round16, uint32_t first_sample, float p,
+                                    bt_rng_key key) {
     args a = begin(be, K_softmax_dropout_fwd);
     arg_f32p(&a, dropped);
     arg_f32p(&a, probs);
@@ -96,6 +97,7 @@ static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
     arg_i(&a, H * T);
     arg_i(&a, T);
     arg_f(&a, scale);
+    arg_i(&a, BT_KIND16_OF(round16));
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }

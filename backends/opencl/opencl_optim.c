@@ -120,7 +120,7 @@ static void tab_args(args *a, ocl_ctx *c, const multi_layout *L) {
  * weights goes, or w itself (never written) with kind none. */
 static void w16_args(args *a, bt_ptr w, bt_ptr w16, bt_dtype dt) {
     arg_ptr(a, w16.buf ? w16 : w, 2);
-    arg_i(a, !w16.buf ? 0 : dt == BT_BF16 ? 1 : 2); /* BT_KIND16_* (kernels/common.cl) */
+    arg_i(a, !w16.buf ? BT_KIND16_NONE : BT_KIND16_OF(dt));
 }
 
 /* Per-span scalars into a growable host array (3 per span). */

@@ -87,7 +87,9 @@ static inline bt_rng_key dropout_key(const bert_pass *pass, int layer, int site)
 }
 
 /* Whether fusion f (BERT_FUSE_*) is on; forward is true for a fusion of the
- * forward pass, which needs fp32 storage (see BERT_FUSE_GELU). */
+ * forward pass that needs fp32 storage (bias_gelu_fwd and the joins skip the
+ * 16-bit rounding between the ops they replace; softmax_dropout_fwd rounds,
+ * so it asks with forward false). */
 static inline bool fused(const bert_model *m, unsigned f, bool forward) {
     return !(m->unfused & f) && (!forward || m->cfg.storage == BT_F32);
 }

@@ -179,9 +179,11 @@ void op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, 
     const int B = r->bt->B, T = r->bt->T;
     const size_t per_b = (size_t)NH * T * T, n = B * per_b;
     const uint32_t first = r->bt->first_sample;
-    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, true)) {
+    /* with 16-bit storage the op rounds the probabilities as store does,
+     * before dropout reads them: the unfused path's bits in any storage */
+    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, false)) {
         be->softmax_dropout_fwd(be, act(m, dropped), act(m, probs), act(m, probs), ints(m, mask), B,
-                                NH, T, scale, first, p, key);
+                                NH, T, scale, (bt_dtype)m->cfg.storage, first, p, key);
         store(r, probs, n);
         return;
     }

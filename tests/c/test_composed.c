@@ -111,8 +111,9 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
     case 4: { /* softmax_dropout_fwd: dropped, probs, scores, key_mask */
         const size_t n[] = {att, att, att, (size_t)B * T};
         setup(be, &t, n, 4, 3);
-        be->softmax_dropout_fwd(be, P(0), inplace ? P(2) : P(1), P(2), P(3), B, H, T, 0.3f, 2,
-                                0.1f, key);
+        /* rounded to bf16 storage out of place, not rounded in place */
+        be->softmax_dropout_fwd(be, P(0), inplace ? P(2) : P(1), P(2), P(3), B, H, T, 0.3f,
+                                inplace ? BT_F32 : BT_BF16, 2, 0.1f, key);
         return finish(be, &t, 4, bytes);
     }
     default: { /* dropout_softmax_bwd: dscores, dprobs, probs */
