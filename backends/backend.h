@@ -298,29 +298,36 @@ struct bt_backend {
                        float grad_scale);
     /* ---- fused ops: each saves a pass over the activations and gives the
      * bits of the ops it replaces, called in order on the same backend ---- */
-    /* y[r, c] += bias[c]; out[r, c] = gelu(y[r, c]): bias_add then gelu_fwd.
-     * y keeps the pre-activation the backward needs; out may not alias y.
-     * y, out: (rows, cols) */
+    /* y[r, c] += bias[c]; with round16 BT_BF16 or BT_F16 y = round16(y)
+     * (16-bit storage; BT_F32: no rounding); out[r, c] = gelu(y[r, c]):
+     * bias_add, round16, gelu_fwd. y keeps the pre-activation the backward
+     * needs; out may not alias y.   y, out: (rows, cols) */
     void (*bias_gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                          int cols);
-    /* dx = dout * gelu'(x); dbias[c] += sum_r dx[r, c]: gelu_bwd then bias_grad
-     * (dx may alias dout).   dx, dout, x: (rows, cols) */
+                          int cols, bt_dtype round16);
+    /* dx = dout * gelu'(x), with round16 BT_BF16 or BT_F16 rounded to it
+     * (16-bit storage; BT_F32: not rounded); dbias[c] += sum_r dx[r, c]:
+     * gelu_bwd, round16, bias_grad (dx may alias dout).
+     * dx, dout, x: (rows, cols) */
     void (*bias_gelu_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                          int rows, int cols);
+                          int rows, int cols, bt_dtype round16);
     /* out = resid + dropout(y + bias): bias_add, dropout over element r*cols + c
-     * (per_sample, first_sample, p, key as dropout's), add. y is left unchanged;
-     * out may alias resid.   y, resid, out: (rows, cols) */
+     * (per_sample, first_sample, p, key as dropout's), add. With round16
+     * BT_BF16 or BT_F16 (16-bit storage) y + bias is rounded to it before the
+     * dropout, and so is out (as round16 after bias_add and after add);
+     * BT_F32: no rounding. y is left unchanged; out may alias resid.
+     * y, resid, out: (rows, cols) */
     void (*bias_dropout_add)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
-                             int rows, int cols, size_t per_sample, uint32_t first_sample,
-                             float p, bt_rng_key key);
-    /* sum = resid + dropout(y + bias) as bias_dropout_add, then out, mean, rstd
-     * = layernorm_fwd(sum): a residual join and the LayerNorm after it in one
-     * pass. sum may alias resid; out may not alias an input. */
+                             int rows, int cols, bt_dtype round16, size_t per_sample,
+                             uint32_t first_sample, float p, bt_rng_key key);
+    /* sum = resid + dropout(y + bias) as bias_dropout_add (rounded alike),
+     * then out, mean, rstd = layernorm_fwd(sum): a residual join and the
+     * LayerNorm after it in one pass. sum may alias resid; out may not alias
+     * an input. */
     void (*residual_layernorm_fwd)(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                    bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                    bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
-                                   size_t per_sample, uint32_t first_sample, float p,
-                                   bt_rng_key key);
+                                   bt_dtype round16, size_t per_sample, uint32_t first_sample,
+                                   float p, bt_rng_key key);
     /* probs = softmax_fwd(scores) (in place allowed), then with round16 BT_BF16
      * or BT_F16 probs = round16(probs) (16-bit storage), then dropped =
      * dropout(probs) with per_sample = H*T*T: attention's scale, mask, softmax,

@@ -266,28 +266,29 @@ static void p_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
 /* ---- fused ops: the bytes of their inputs and outputs, each once ---- */
 
 static void p_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                            int cols) {
+                            int cols, bt_dtype r16) {
     TIMED(be, bias_gelu_fwd, 0, F4 * (3.0 * rows * cols + cols),
-          in->bias_gelu_fwd(in, out, y, bias, rows, cols));
+          in->bias_gelu_fwd(in, out, y, bias, rows, cols, r16));
 }
 static void p_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr db, bt_ptr dout, bt_ptr x,
-                            int rows, int cols) {
+                            int rows, int cols, bt_dtype r16) {
     TIMED(be, bias_gelu_bwd, 0, F4 * (3.0 * rows * cols + 2.0 * cols),
-          in->bias_gelu_bwd(in, dx, db, dout, x, rows, cols));
+          in->bias_gelu_bwd(in, dx, db, dout, x, rows, cols, r16));
 }
 static void p_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
-                               int rows, int cols, size_t per, uint32_t first, float p,
-                               bt_rng_key key) {
+                               int rows, int cols, bt_dtype r16, size_t per, uint32_t first,
+                               float p, bt_rng_key key) {
     TIMED(be, bias_dropout_add, 0, F4 * (3.0 * rows * cols + cols),
-          in->bias_dropout_add(in, out, y, bias, resid, rows, cols, per, first, p, key));
+          in->bias_dropout_add(in, out, y, bias, resid, rows, cols, r16, per, first, p, key));
 }
 static void p_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                      bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                      bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
-                                     size_t per, uint32_t first, float p, bt_rng_key key) {
+                                     bt_dtype r16, size_t per, uint32_t first, float p,
+                                     bt_rng_key key) {
     TIMED(be, residual_layernorm_fwd, 0, F4 * (4.0 * rows * cols + 3.0 * cols + 2.0 * rows),
           in->residual_layernorm_fwd(in, sum, out, mean, rstd, y, bias, resid, gamma, beta,
-                                     rows, cols, eps, per, first, p, key));
+                                     rows, cols, eps, r16, per, first, p, key));
 }
 static void p_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                   bt_ptr mask, int B, int H, int T, float scale, bt_dtype r16,

@@ -181,14 +181,14 @@ static void call_round16(bt_backend *be, perf_case *c) {
 /* ---- the fused ops, and the unfused ops each replaces (same tensors) ---- */
 static const bt_rng_key perf_key = {7, 11};
 static void call_bias_gelu_fwd(bt_backend *be, perf_case *c) {
-    be->bias_gelu_fwd(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1]);
+    be->bias_gelu_fwd(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1], BT_F32);
 }
 static void call_bias_gelu_fwd_unfused(bt_backend *be, perf_case *c) {
     be->bias_add(be, c->t[0], c->t[2], c->i[0], c->i[1]);
     be->gelu_fwd(be, c->t[1], c->t[0], (size_t)c->i[0] * c->i[1]);
 }
 static void call_bias_gelu_bwd(bt_backend *be, perf_case *c) {
-    be->bias_gelu_bwd(be, c->t[0], c->t[2], c->t[0], c->t[1], c->i[0], c->i[1]);
+    be->bias_gelu_bwd(be, c->t[0], c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], BT_F32);
 }
 static void call_bias_gelu_bwd_unfused(bt_backend *be, perf_case *c) {
     be->gelu_bwd(be, c->t[0], c->t[0], c->t[1], (size_t)c->i[0] * c->i[1]);
@@ -199,11 +199,11 @@ static void call_join(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * 128;
     if (c->i[2])
         be->residual_layernorm_fwd(be, c->t[3], c->t[5], c->t[6], c->t[7], c->t[0], c->t[1],
-                                   c->t[2], c->t[1], c->t[1], c->i[0], c->i[1], 1e-12f, per, 0,
-                                   0.1f, perf_key);
+                                   c->t[2], c->t[1], c->t[1], c->i[0], c->i[1], 1e-12f, BT_F32,
+                                   per, 0, 0.1f, perf_key);
     else
-        be->bias_dropout_add(be, c->t[3], c->t[0], c->t[1], c->t[2], c->i[0], c->i[1], per, 0,
-                             0.1f, perf_key);
+        be->bias_dropout_add(be, c->t[3], c->t[0], c->t[1], c->t[2], c->i[0], c->i[1], BT_F32,
+                             per, 0, 0.1f, perf_key);
 }
 static void call_join_unfused(bt_backend *be, perf_case *c) {
     const size_t n = (size_t)c->i[0] * c->i[1], per = (size_t)c->i[1] * 128;

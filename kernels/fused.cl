@@ -5,29 +5,31 @@
  * decision is drop_keep (philox.cl): one Philox block per element here, where
  * dropout shares one between four. */
 
-/* y[r, c] += bias[c]; out[r, c] = gelu(y[r, c])          y, out: (rows, cols)
+/* y[r, c] += bias[c], rounded to the storage kind kind16 (BT_KIND16_NONE:
+ * not rounded); out[r, c] = gelu(y[r, c])          y, out: (rows, cols)
  * Geometry: one work-item per element; global: rows * cols. */
 BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(float, bias), int rows,
-                                int cols) {
+                                int cols, int kind16) {
     BT_BIND(out);
     BT_BIND(y);
     BT_BIND(bias);
     const size_t i = get_global_id(0);
     if (i >= (size_t)rows * (size_t)cols) return;
-    const float v = y[i] + bias[i % (size_t)cols];
+    const float v = round_kind16(y[i] + bias[i % (size_t)cols], kind16);
     y[i] = v;
     out[i] = gelu_value(v);
 }
 
-/* dx = dout * gelu'(x) for rows [g chunk_rows, (g+1) chunk_rows) of column
- * c, and their column sum: partial[g cols + c] = sum (accumulate = 0: as
+/* dx = dout * gelu'(x), rounded to the storage kind kind16 (BT_KIND16_NONE:
+ * not rounded), for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
+ * their column sum: partial[g cols + c] = sum (accumulate = 0: as
  * bias_grad_partial, then bias_grad over the partials), or += sum
  * (accumulate = 1, one chunk: as bias_grad's one pass). dx may alias dout.
  * Geometry: one work-item per (chunk, column), columns fastest;
  * global: chunks * cols. */
 BT_KERNEL void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT_IN(float, dout),
                                 BT_IN(float, x), int rows, int cols, int chunk_rows,
-                                int accumulate) {
+                                int accumulate, int kind16) {
     BT_BIND(partial);
     BT_BIND(dx);
     BT_BIND(dout);
@@ -39,7 +41,7 @@ BT_KERNEL void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT_IN
     float acc = 0.0f;
     for (size_t r = r0; r < r1; r++) {
         const size_t k = r * cols + c;
-        const float v = dout[k] * gelu_grad_value(x[k]);
+        const float v = round_kind16(dout[k] * gelu_grad_value(x[k]), kind16);
         dx[k] = v;
         acc += v;
     }
@@ -49,23 +51,27 @@ BT_KERNEL void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT_IN
         partial[g * cols + c] = acc;
 }
 
-/* The join of a residual branch: resid + dropout(y + bias) at element i. */
+/* The join of a residual branch: resid + dropout(y + bias) at element i,
+ * y + bias and the sum rounded to the storage kind kind16 (BT_KIND16_NONE:
+ * not rounded). */
 BT_FN float join_value(__global const float *y, __global const float *bias,
-                       __global const float *resid, size_t i, int cols, ulong per_sample,
-                       uint first_sample, uint thr, float keep_scale, uint seed_lo, uint seed_hi,
-                       uint stream_lo, uint stream_hi) {
-    float v = y[i] + bias[i % (size_t)cols];
+                       __global const float *resid, size_t i, int cols, int kind16,
+                       ulong per_sample, uint first_sample, uint thr, float keep_scale,
+                       uint seed_lo, uint seed_hi, uint stream_lo, uint stream_hi) {
+    float v = round_kind16(y[i] + bias[i % (size_t)cols], kind16);
     if (thr)
         v = drop_keep(i, per_sample, first_sample, thr, seed_lo, seed_hi, stream_lo, stream_hi)
                 ? v * keep_scale : 0.0f;
-    return v + resid[i];
+    return round_kind16(v + resid[i], kind16);
 }
 
-/* out = resid + dropout(y + bias)                 y, resid, out: (rows, cols)
+/* out = resid + dropout(y + bias), rounded as join_value
+ * y, resid, out: (rows, cols)
  * thr = 0: no dropout. Geometry: one work-item per element; global:
  * rows * cols. */
 BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(float, bias),
-                                   BT_IN(float, resid), int rows, int cols, ulong per_sample,
+                                   BT_IN(float, resid), int rows, int cols, int kind16,
+                                   ulong per_sample,
                                    uint first_sample, uint thr, float keep_scale, uint seed_lo,
                                    uint seed_hi, uint stream_lo, uint stream_hi) {
     BT_BIND(out);
@@ -74,19 +80,20 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
     BT_BIND(resid);
     const size_t i = get_global_id(0);
     if (i >= (size_t)rows * (size_t)cols) return;
-    out[i] = join_value(y, bias, resid, i, cols, per_sample, first_sample, thr, keep_scale,
-                        seed_lo, seed_hi, stream_lo, stream_hi);
+    out[i] = join_value(y, bias, resid, i, cols, kind16, per_sample, first_sample, thr,
+                        keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
 }
 
-/* sum = resid + dropout(y + bias), then out = LayerNorm(sum) with mean and
- * rstd saved, layernorm_fwd's arithmetic. sum may alias resid.
+/* sum = resid + dropout(y + bias) (rounded as join_value), then out =
+ * LayerNorm(sum) with mean and rstd saved, layernorm_fwd's arithmetic. sum
+ * may alias resid.
  * Geometry: as layernorm_fwd: one work-group of BT_WG per row, work-item l
  * owns columns l, l + BT_WG, ...; global: rows * BT_WG. */
 BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, out),
                                             BT_OUT(float, mean), BT_OUT(float, rstd),
                                             BT_IN(float, y), BT_IN(float, bias),
                                             BT_IN(float, resid), BT_IN(float, gamma),
-                                            BT_IN(float, beta), int cols, float eps,
+                                            BT_IN(float, beta), int cols, float eps, int kind16,
                                             ulong per_sample, uint first_sample, uint thr,
                                             float keep_scale, uint seed_lo, uint seed_hi,
                                             uint stream_lo, uint stream_hi) {
@@ -105,7 +112,7 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     __global float *x = sum + row;
     __global float *o = out + row;
     for (int c = lid; c < cols; c += BT_WG) /* each work-item reads back only its own */
-        x[c] = join_value(y, bias, resid, row + c, cols, per_sample, first_sample, thr,
+        x[c] = join_value(y, bias, resid, row + c, cols, kind16, per_sample, first_sample, thr,
                           keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
     float m;
     const float rs = layernorm_row(o, x, gamma, beta, cols, eps, red, &m);

@@ -110,11 +110,12 @@ __global__ void bt_round16_bf16(unsigned int *x, unsigned long long n);
 __global__ void bt_round16_f16(unsigned int *x, unsigned long long n);
 
 /* ---- kernels/fused.cl ---- */
-__global__ void bt_bias_gelu_fwd(float *out, float *y, const float *bias, int rows, int cols);
+__global__ void bt_bias_gelu_fwd(float *out, float *y, const float *bias, int rows, int cols,
+                                 int kind16);
 __global__ void bt_bias_gelu_bwd(float *partial, float *dx, const float *dout, const float *x,
-                                 int rows, int cols, int chunk_rows, int accumulate);
+                                 int rows, int cols, int chunk_rows, int accumulate, int kind16);
 __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bias,
-                                    const float *resid, int rows, int cols,
+                                    const float *resid, int rows, int cols, int kind16,
                                     unsigned long long per_sample, unsigned int first_sample,
                                     unsigned int thr, float keep_scale, unsigned int seed_lo,
                                     unsigned int seed_hi, unsigned int stream_lo,
@@ -122,7 +123,7 @@ __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bia
 __global__ void bt_residual_layernorm_fwd(float *sum, float *out, float *mean, float *rstd,
                                           const float *y, const float *bias, const float *resid,
                                           const float *gamma, const float *beta, int cols,
-                                          float eps, unsigned long long per_sample,
+                                          float eps, int kind16, unsigned long long per_sample,
                                           unsigned int first_sample, unsigned int thr,
                                           float keep_scale, unsigned int seed_lo,
                                           unsigned int seed_hi, unsigned int stream_lo,

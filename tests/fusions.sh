@@ -5,12 +5,9 @@
 # second join has no LayerNorm after it: bias_dropout_add), on the CPU, on
 # OpenCL and on the emulated CUDA device. The profile must show the fused ops
 # called in the first run and none of them in the second, so the comparison
-# is between two different code paths. With bf16 storage the backward
-# fusions and softmax_dropout_fwd (which rounds the probabilities as the
-# storage does) run and the other forward fusions (which would skip a
-# rounding) do not; the attention fusions give the unfused bits there too
-# (bias_gelu_bwd does not: it sums the bias gradient before the storage
-# rounding, DESIGN-NOTES 21). The device's own choice (fused on the CPU, not on an
+# is between two different code paths. With bf16 storage too (Post-LN and
+# Pre-LN): there the fused ops round what the unfused ops' stores round. The
+# device's own choice (fused on the CPU, not on an
 # OpenCL CPU device) is checked too. A part that cannot run here is a SKIP
 # with its reason.
 . "$(dirname "$0")/lib.sh"
@@ -22,8 +19,6 @@ export BERTRAIN_CUDA_EMU
 
 fwd_ops="bias_gelu_fwd residual_layernorm_fwd softmax_dropout_fwd"
 bwd_ops="bias_gelu_bwd dropout_softmax_bwd"
-fwd_ops_fp32_only="bias_gelu_fwd residual_layernorm_fwd"
-ops_any_storage="softmax_dropout_fwd $bwd_ops"
 
 # bench DEVICE LABEL ARGS...: 2 profiled steps of tiny at seq 32, batch 4
 bench() {
@@ -38,38 +33,24 @@ has() { grep -q "^$2 " "$tmpdir/$1"; }
 
 check_device() {
     dev=$1 tag=${1%%:*}
-    for norm in post pre; do
-        bench "$dev" "$tag-$norm-fused" --norm "$norm" --unfused none
-        bench "$dev" "$tag-$norm-unfused" --norm "$norm" --unfused all
-        a=$(grep "^last step:" "$tmpdir/$tag-$norm-fused")
-        b=$(grep "^last step:" "$tmpdir/$tag-$norm-unfused")
-        [ -n "$a" ] || fail "$dev, $norm: bench printed no 'last step:' line"
-        [ "$a" = "$b" ] || fail "$dev, $norm: fused '$a', unfused '$b'"
+    for run in post-fp32 pre-fp32 post-bf16 pre-bf16; do
+        norm=${run%-*} prec=${run#*-}
+        bench "$dev" "$tag-$run-fused" --norm "$norm" --precision "$prec" --unfused none
+        bench "$dev" "$tag-$run-unfused" --norm "$norm" --precision "$prec" --unfused all
+        a=$(grep "^last step:" "$tmpdir/$tag-$run-fused")
+        b=$(grep "^last step:" "$tmpdir/$tag-$run-unfused")
+        [ -n "$a" ] || fail "$dev, $run: bench printed no 'last step:' line"
+        [ "$a" = "$b" ] || fail "$dev, $run: fused '$a', unfused '$b'"
         want="$fwd_ops $bwd_ops"
         [ "$norm" = pre ] && want="$want bias_dropout_add"
         for op in $want; do
-            has "$tag-$norm-fused" "$op" || fail "$dev, $norm: the fused run never called $op"
+            has "$tag-$run-fused" "$op" || fail "$dev, $run: the fused run never called $op"
         done
         for op in $fwd_ops $bwd_ops bias_dropout_add; do
-            ! has "$tag-$norm-unfused" "$op" || fail "$dev, $norm: --unfused all still called $op"
+            ! has "$tag-$run-unfused" "$op" || fail "$dev, $run: --unfused all still called $op"
         done
-        echo "ok   $dev, $norm-LN: fused and unfused agree ($a)"
+        echo "ok   $dev, $norm-LN $prec: fused and unfused agree ($a)"
     done
-    bench "$dev" "$tag-bf16" --precision bf16 --unfused none
-    bench "$dev" "$tag-bf16-attention" --precision bf16 --unfused gelu,join
-    bench "$dev" "$tag-bf16-unfused" --precision bf16 --unfused all
-    for op in $fwd_ops_fp32_only; do
-        ! has "$tag-bf16" "$op" || fail "$dev, bf16 storage: forward fusion $op ran"
-    done
-    for op in $ops_any_storage; do
-        has "$tag-bf16" "$op" || fail "$dev, bf16 storage: fusion $op did not run"
-        ! has "$tag-bf16-unfused" "$op" || fail "$dev, bf16 storage: --unfused all still called $op"
-    done
-    has "$tag-bf16-attention" softmax_dropout_fwd || fail "$dev, bf16 storage: --unfused gelu,join never called softmax_dropout_fwd"
-    a=$(grep "^last step:" "$tmpdir/$tag-bf16-attention")
-    b=$(grep "^last step:" "$tmpdir/$tag-bf16-unfused")
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$dev, bf16 storage: attention fused '$a', unfused '$b'"
-    echo "ok   $dev, bf16 storage: softmax_dropout_fwd and the backward fusions run; the attention fusions as unfused ($a)"
     bench "$dev" "$tag-default"
     grep "^fused ops: $2\$" "$tmpdir/$tag-default" > /dev/null ||
         fail "$dev: want 'fused ops: $2' by default, got '$(grep '^fused ops' "$tmpdir/$tag-default")'"

@@ -7,25 +7,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* y += bias; out = gelu(y): bias_add then gelu_fwd.   (rows, cols) */
+/* y += bias, rounded with 16-bit storage; out = gelu(y): bias_add, round16,
+ * gelu_fwd.   (rows, cols) */
 static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                                   int cols) {
+                                   int cols, bt_dtype round16) {
     be->bias_add(be, y, bias, rows, cols);
+    if (round16 != BT_F32) be->round16(be, y, round16, (size_t)rows * cols);
     be->gelu_fwd(be, out, y, (size_t)rows * cols);
 }
 
-/* dx = dout * gelu'(x); dbias += column sums of dx: gelu_bwd then bias_grad. */
+/* dx = dout * gelu'(x), rounded with 16-bit storage; dbias += column sums of
+ * dx: gelu_bwd, round16, bias_grad. */
 static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout,
-                                   bt_ptr x, int rows, int cols) {
+                                   bt_ptr x, int rows, int cols, bt_dtype round16) {
     be->gelu_bwd(be, dx, dout, x, (size_t)rows * cols);
+    if (round16 != BT_F32) be->round16(be, dx, round16, (size_t)rows * cols);
     be->bias_grad(be, dbias, dx, rows, cols);
 }
 
 /* out = resid + dropout(y + bias), y unchanged: the branch in a scratch
- * buffer of the backend's (out may alias resid), then add. */
+ * buffer of the backend's (out may alias resid), then add; with 16-bit
+ * storage round16 after bias_add and after add. */
 static void composed_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
-                                      bt_ptr resid, int rows, int cols, size_t per_sample,
-                                      uint32_t first_sample, float p, bt_rng_key key) {
+                                      bt_ptr resid, int rows, int cols, bt_dtype round16,
+                                      size_t per_sample, uint32_t first_sample, float p,
+                                      bt_rng_key key) {
     const size_t n = (size_t)rows * cols;
     bt_buffer *scratch = be->alloc(be, n * sizeof(float));
     if (!scratch) {
@@ -36,8 +42,10 @@ static void composed_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_p
     const bt_ptr branch = {scratch, 0};
     be->copy(be, branch, y, n * sizeof(float));
     be->bias_add(be, branch, bias, rows, cols);
+    if (round16 != BT_F32) be->round16(be, branch, round16, n);
     if (p > 0.0f) be->dropout(be, branch, branch, n, per_sample, first_sample, p, key);
     be->add(be, out, branch, resid, n);
+    if (round16 != BT_F32) be->round16(be, out, round16, n);
     be->free(be, scratch); /* the backends free it once the queued ops are done */
 }
 
@@ -45,9 +53,10 @@ static void composed_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_p
 static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                             bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                             bt_ptr gamma, bt_ptr beta, int rows, int cols,
-                                            float eps, size_t per_sample, uint32_t first_sample,
-                                            float p, bt_rng_key key) {
-    be->bias_dropout_add(be, sum, y, bias, resid, rows, cols, per_sample, first_sample, p, key);
+                                            float eps, bt_dtype round16, size_t per_sample,
+                                            uint32_t first_sample, float p, bt_rng_key key) {
+    be->bias_dropout_add(be, sum, y, bias, resid, rows, cols, round16, per_sample, first_sample, p,
+                         key);
     be->layernorm_fwd(be, out, mean, rstd, sum, gamma, beta, rows, cols, eps);
 }
 

@@ -5,7 +5,7 @@
 #include "cpu_internal.h"
 
 static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                              int cols) {
+                              int cols, bt_dtype round16) {
     (void)be;
     float *O = cpu_f32(out), *Y = cpu_f32(y);
     const float *bb = cpu_f32(bias);
@@ -14,13 +14,15 @@ static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
         float *restrict yr = Y + (size_t)r * cols, *restrict o = O + (size_t)r * cols;
 #pragma omp simd
         for (int c = 0; c < cols; c++) yr[c] += bb[c];
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)yr, round16, (size_t)cols);
         cpu_gelu_span(o, yr, (size_t)cols);
     }
 }
 
-/* gelu_bwd's rows, then bias_grad's column sums of the result. */
+/* gelu_bwd's rows (rounded with 16-bit storage), then bias_grad's column
+ * sums of the result. */
 static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                              int rows, int cols) {
+                              int rows, int cols, bt_dtype round16) {
     (void)be;
     float *DX = cpu_f32(dx);
     const float *D = cpu_f32(dout), *X = cpu_f32(x);
@@ -28,14 +30,37 @@ static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
         cpu_gelu_grad_span(DX + row, D + row, X + row, (size_t)cols);
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)(DX + row), round16, (size_t)cols);
     }
     cpu_column_sums(be->ctx, cpu_f32(dbias), NULL, DX, NULL, NULL, NULL, rows, cols);
 }
 
+/* join_row with 16-bit storage: y + bias and the sum rounded to dt, as the
+ * unfused ops' round16 after bias_add and after add. */
+static void join_row_rounded(float *sum, const float *y, const float *bias, const float *resid,
+                             int cols, const cpu_drop *d, size_t i0, bt_dtype dt) {
+    uint8_t keep[CPU_KEEP_RUN];
+    for (int c0 = 0; c0 < cols; c0 += CPU_KEEP_RUN) {
+        const int len = cols - c0 < CPU_KEEP_RUN ? cols - c0 : CPU_KEEP_RUN;
+        if (d->thr) cpu_drop_keep(keep, d, i0 + (size_t)c0, (size_t)len);
+        for (int j = 0; j < len; j++) {
+            const int c = c0 + j;
+            float v = cpu_round16_value(y[c] + bias[c], dt);
+            if (d->thr) v = cpu_select(keep[j] != 0, v * d->keep_scale, 0.0f);
+            sum[c] = cpu_round16_value(v + resid[c], dt);
+        }
+    }
+}
+
 /* sum[c] = resid[c] + dropout(y[c] + bias[c]) for one row whose first
- * element is element i0 of the dropout stream d. */
+ * element is element i0 of the dropout stream d; with dt BT_BF16 or BT_F16
+ * rounded as join_row_rounded. */
 static void join_row(float *sum, const float *y, const float *bias, const float *resid, int cols,
-                     const cpu_drop *d, size_t i0) {
+                     const cpu_drop *d, size_t i0, bt_dtype dt) {
+    if (dt != BT_F32) {
+        join_row_rounded(sum, y, bias, resid, cols, d, i0, dt);
+        return;
+    }
     if (d->thr == 0) { /* p = 0: every element kept, scaled by exactly 1 */
         for (int c = 0; c < cols; c++) sum[c] = (y[c] + bias[c]) + resid[c];
         return;
@@ -54,8 +79,9 @@ static void join_row(float *sum, const float *y, const float *bias, const float 
 }
 
 static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
-                                 bt_ptr resid, int rows, int cols, size_t per_sample,
-                                 uint32_t first_sample, float p, bt_rng_key key) {
+                                 bt_ptr resid, int rows, int cols, bt_dtype round16,
+                                 size_t per_sample, uint32_t first_sample, float p,
+                                 bt_rng_key key) {
     (void)be;
     float *O = cpu_f32(out);
     const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid);
@@ -63,7 +89,7 @@ static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
-        join_row(O + row, Y + row, bb, R + row, cols, &d, row);
+        join_row(O + row, Y + row, bb, R + row, cols, &d, row, round16);
     }
 }
 
@@ -71,8 +97,8 @@ static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
 static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                        bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                        bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
-                                       size_t per_sample, uint32_t first_sample, float p,
-                                       bt_rng_key key) {
+                                       bt_dtype round16, size_t per_sample,
+                                       uint32_t first_sample, float p, bt_rng_key key) {
     (void)be;
     float *S = cpu_f32(sum), *O = cpu_f32(out), *MU = cpu_f32(mean), *RS = cpu_f32(rstd);
     const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid), *G = cpu_f32(gamma),
@@ -81,7 +107,7 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
-        join_row(S + row, Y + row, bb, R + row, cols, &d, row);
+        join_row(S + row, Y + row, bb, R + row, cols, &d, row, round16);
         cpu_layernorm_row(O + row, S + row, G, Bb, cols, eps, MU + r, RS + r);
     }
 }

@@ -106,6 +106,16 @@ static inline void cpu_round16_span(uint32_t *v, bt_dtype dt, size_t n) {
     }
 }
 
+/* x rounded to the nearest value of dt (BT_BF16 or BT_F16): round16's
+ * arithmetic on one value. */
+static inline float cpu_round16_value(float x, bt_dtype dt) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    b = dt == BT_BF16 ? bf16_to_f32(f32_to_bf16(b)) : f16_to_f32(f32_to_f16(b));
+    memcpy(&x, &b, 4);
+    return x;
+}
+
 /* The masked softmax of one row: p[j] = softmax_j(scale * s[j]) over keys
  * with km[j] != 0 (masked keys 0; no key: all 0); p may be s. Shared by
  * softmax_fwd and softmax_dropout_fwd. */

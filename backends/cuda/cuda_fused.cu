@@ -5,49 +5,50 @@
 #include "cuda_launch.cuh"
 
 static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                             int cols) {
+                             int cols, bt_dtype round16) {
     cu_ctx *c = cu(be);
     LAUNCH(c, bias_gelu_fwd, (size_t)rows * cols, cu_f32(out), cu_f32(y), cu_f32(bias), rows,
-           cols);
+           cols, BT_KIND16_OF(round16));
 }
 
 /* As cu_bias_grad: one pass into dbias up to BT_COL_ROWS rows, else chunk
  * partials then their sum in chunk order. */
 static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                             int rows, int cols) {
+                             int rows, int cols, bt_dtype round16) {
     cu_ctx *c = cu(be);
+    const int kind16 = BT_KIND16_OF(round16);
     if (rows <= 0 || cols <= 0) return;
     if (rows <= BT_COL_ROWS) {
         LAUNCH(c, bias_gelu_bwd, (size_t)cols, cu_f32(dbias), cu_f32(dx), cu_f32(dout),
-               cu_f32(x), rows, cols, rows, 1);
+               cu_f32(x), rows, cols, rows, 1, kind16);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
     LAUNCH(c, bias_gelu_bwd, (size_t)chunks * cols, part, cu_f32(dx), cu_f32(dout), cu_f32(x),
-           rows, cols, BT_COL_ROWS, 0);
+           rows, cols, BT_COL_ROWS, 0, kind16);
     LAUNCH(c, bias_grad, (size_t)cols, cu_f32(dbias), part, chunks, cols); /* partials by column */
 }
 
 static void cu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
-                                int rows, int cols, size_t per_sample, uint32_t first_sample,
-                                float p, bt_rng_key key) {
+                                int rows, int cols, bt_dtype round16, size_t per_sample,
+                                uint32_t first_sample, float p, bt_rng_key key) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
     LAUNCH(c, bias_dropout_add, (size_t)rows * cols, cu_f32(out), cu_f32(y), cu_f32(bias),
-           cu_f32(resid), rows, cols, per_sample, DROP_ARGS(d));
+           cu_f32(resid), rows, cols, BT_KIND16_OF(round16), per_sample, DROP_ARGS(d));
 }
 
 static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                       bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                       bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
-                                      size_t per_sample, uint32_t first_sample, float p,
-                                      bt_rng_key key) {
+                                      bt_dtype round16, size_t per_sample, uint32_t first_sample,
+                                      float p, bt_rng_key key) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
     LAUNCH(c, residual_layernorm_fwd, (size_t)rows * BT_WG, cu_f32(sum), cu_f32(out),
            cu_f32(mean), cu_f32(rstd), cu_f32(y), cu_f32(bias), cu_f32(resid), cu_f32(gamma),
-           cu_f32(beta), cols, eps, per_sample, DROP_ARGS(d));
+           cu_f32(beta), cols, eps, BT_KIND16_OF(round16), per_sample, DROP_ARGS(d));
 }
 
 static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,

@@ -4,20 +4,21 @@
 #include "opencl_launch.h"
 
 static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                              int cols) {
+                              int cols, bt_dtype round16) {
     args a = begin(be, K_bias_gelu_fwd);
     arg_f32p(&a, out);
     arg_f32p(&a, y);
     arg_f32p(&a, bias);
     arg_i(&a, rows);
     arg_i(&a, cols);
+    arg_i(&a, BT_KIND16_OF(round16));
     launch(be, &a, (size_t)rows * cols);
 }
 
 /* One pass into dbias up to OCL_COL_ROWS rows; beyond, chunk partials then
  * bias_grad over them, as ocl_bias_grad. */
 static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                              int rows, int cols) {
+                              int rows, int cols, bt_dtype round16) {
     if (rows <= 0 || cols <= 0) return;
     const bool one_pass = rows <= OCL_COL_ROWS;
     const int chunks = one_pass ? 1 : (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
@@ -36,6 +37,7 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     arg_i(&a, cols);
     arg_i(&a, one_pass ? rows : OCL_COL_ROWS);
     arg_i(&a, one_pass);
+    arg_i(&a, BT_KIND16_OF(round16));
     launch(be, &a, (size_t)chunks * cols);
     if (one_pass) return;
     args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */
@@ -48,8 +50,9 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
 }
 
 static void ocl_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
-                                 bt_ptr resid, int rows, int cols, size_t per_sample,
-                                 uint32_t first_sample, float p, bt_rng_key key) {
+                                 bt_ptr resid, int rows, int cols, bt_dtype round16,
+                                 size_t per_sample, uint32_t first_sample, float p,
+                                 bt_rng_key key) {
     args a = begin(be, K_bias_dropout_add);
     arg_f32p(&a, out);
     arg_f32p(&a, y);
@@ -57,6 +60,7 @@ static void ocl_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
     arg_f32p(&a, resid);
     arg_i(&a, rows);
     arg_i(&a, cols);
+    arg_i(&a, BT_KIND16_OF(round16));
     arg_ul(&a, per_sample);
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, (size_t)rows * cols);
@@ -65,8 +69,8 @@ static void ocl_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
 static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                        bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                        bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
-                                       size_t per_sample, uint32_t first_sample, float p,
-                                       bt_rng_key key) {
+                                       bt_dtype round16, size_t per_sample,
+                                       uint32_t first_sample, float p, bt_rng_key key) {
     args a = begin(be, K_residual_layernorm_fwd);
     arg_f32p(&a, sum);
     arg_f32p(&a, out);
@@ -79,6 +83,7 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     arg_f32p(&a, beta);
     arg_i(&a, cols);
     arg_f(&a, eps);
+    arg_i(&a, BT_KIND16_OF(round16));
     arg_ul(&a, per_sample);
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, (size_t)rows * ocl(be)->wg);

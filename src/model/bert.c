@@ -90,7 +90,7 @@ static void join_fwd(bert_run *r, int l, int site, size_t out, size_t resid, siz
     const size_t dH = m->act->dH, n = (size_t)d.N * d.H;
     const bt_rng_key key = dropout_key(r->pass, l, site);
     const float omega = omega_at(m, l, site);
-    if (fused(m, BERT_FUSE_JOIN, true) && omega == 1.0f && !r->pass->admin_profile && !d.top) {
+    if (fused(m, BERT_FUSE_JOIN) && omega == 1.0f && !r->pass->admin_profile && !d.top) {
         op_join_fused(r, out, norm, dH, b, resid, d.N, d.per_sample, d.p, key);
         return;
     }

@@ -86,13 +86,10 @@ static inline bt_rng_key dropout_key(const bert_pass *pass, int layer, int site)
     return k;
 }
 
-/* Whether fusion f (BERT_FUSE_*) is on; forward is true for a fusion of the
- * forward pass that needs fp32 storage (bias_gelu_fwd and the joins skip the
- * 16-bit rounding between the ops they replace; softmax_dropout_fwd rounds,
- * so it asks with forward false). */
-static inline bool fused(const bert_model *m, unsigned f, bool forward) {
-    return !(m->unfused & f) && (!forward || m->cfg.storage == BT_F32);
-}
+/* Whether fusion f (BERT_FUSE_*) is on. In every storage: with 16-bit
+ * storage the fused forward ops round what the unfused ops' stores would
+ * (their round16 argument). */
+static inline bool fused(const bert_model *m, unsigned f) { return !(m->unfused & f); }
 
 /* A sum that the step's statistics need: read back now, or with
  * pass->defer_stats queued on the device, its index in *ticket (0 returned). */

@@ -62,8 +62,11 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const size_t n = (size_t)rows * cols;
-    if (fused(m, BERT_FUSE_GELU, true)) {
-        be->bias_gelu_fwd(be, act(m, gelu), act(m, fc1), par(m, b), rows, cols);
+    /* with 16-bit storage the op rounds fc1 as store does, before GELU reads
+     * it: the unfused path's bits in any storage */
+    if (fused(m, BERT_FUSE_GELU)) {
+        be->bias_gelu_fwd(be, act(m, gelu), act(m, fc1), par(m, b), rows, cols,
+                          (bt_dtype)m->cfg.storage);
         store(r, fc1, n);
     } else { /* the ops bias_gelu_fwd replaces, for its bits */
         be->bias_add(be, act(m, fc1), par(m, b), rows, cols);
@@ -76,9 +79,10 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
 bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int cols) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
-    const bool fuse = fused(m, BERT_FUSE_GELU, false);
+    const bool fuse = fused(m, BERT_FUSE_GELU);
     if (fuse) /* d *= gelu'(fc1) and the bias gradient in one pass */
-        be->bias_gelu_bwd(be, act(m, d), grd(m, b), act(m, d), act(m, fc1), rows, cols);
+        be->bias_gelu_bwd(be, act(m, d), grd(m, b), act(m, d), act(m, fc1), rows, cols,
+                          (bt_dtype)m->cfg.storage); /* dx rounded as store does, then summed */
     else
         be->gelu_bwd(be, act(m, d), act(m, d), act(m, fc1), (size_t)rows * cols);
     store(r, d, (size_t)rows * cols);
@@ -143,14 +147,15 @@ void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch
     bt_backend *be = m->be;
     const int H = m->cfg.hidden_size;
     const uint32_t first = r->bt->first_sample;
+    const bt_dtype r16 = (bt_dtype)m->cfg.storage; /* the roundings the unfused ops' stores make */
     if (norm)
         be->residual_layernorm_fwd(be, act(m, out), act(m, norm->out), act(m, norm->mean),
                                    act(m, norm->rstd), act(m, branch), par(m, b), act(m, resid),
                                    par(m, norm->w), par(m, norm->b), rows, H,
-                                   m->cfg.layer_norm_eps, per_sample, first, p, key);
+                                   m->cfg.layer_norm_eps, r16, per_sample, first, p, key);
     else
         be->bias_dropout_add(be, act(m, out), act(m, branch), par(m, b), act(m, resid), rows, H,
-                             per_sample, first, p, key);
+                             r16, per_sample, first, p, key);
     store(r, out, (size_t)rows * H);
     if (norm) store(r, norm->out, (size_t)rows * H);
 }
@@ -181,7 +186,7 @@ void op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, 
     const uint32_t first = r->bt->first_sample;
     /* with 16-bit storage the op rounds the probabilities as store does,
      * before dropout reads them: the unfused path's bits in any storage */
-    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, false)) {
+    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION)) {
         be->softmax_dropout_fwd(be, act(m, dropped), act(m, probs), act(m, probs), ints(m, mask), B,
                                 NH, T, scale, (bt_dtype)m->cfg.storage, first, p, key);
         store(r, probs, n);
@@ -199,7 +204,7 @@ void op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scal
     const int B = r->bt->B, T = r->bt->T;
     const size_t per_b = (size_t)NH * T * T, n = B * per_b;
     const uint32_t first = r->bt->first_sample;
-    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION, false)) {
+    if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION)) {
         be->dropout_softmax_bwd(be, act(m, dprobs), act(m, dprobs), act(m, probs), B, NH, T, scale,
                                 first, p, key);
     } else {

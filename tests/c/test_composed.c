@@ -70,20 +70,22 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
     case 0: { /* bias_gelu_fwd: out, y, bias */
         const size_t n[] = {rc, rc, COLS};
         setup(be, &t, n, 3, -1);
-        be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS);
+        /* rounded to bf16 storage (never in place: see below) */
+        be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS, BT_BF16);
         return finish(be, &t, 3, bytes);
     }
     case 1: { /* bias_gelu_bwd: dx, dbias, dout, x */
         const size_t n[] = {rc, COLS, rc, rc};
         setup(be, &t, n, 4, -1);
-        be->bias_gelu_bwd(be, inplace ? P(2) : P(0), P(1), P(2), P(3), ROWS, COLS);
+        be->bias_gelu_bwd(be, inplace ? P(2) : P(0), P(1), P(2), P(3), ROWS, COLS,
+                          inplace ? BT_F32 : BT_F16);
         return finish(be, &t, 4, bytes);
     }
     case 2: { /* bias_dropout_add: out, y, bias, resid */
         const size_t n[] = {rc, rc, COLS, rc};
         setup(be, &t, n, 4, -1);
-        be->bias_dropout_add(be, inplace ? P(3) : P(0), P(1), P(2), P(3), ROWS, COLS, 5 * COLS, 3,
-                             0.25f, key);
+        be->bias_dropout_add(be, inplace ? P(3) : P(0), P(1), P(2), P(3), ROWS, COLS,
+                             inplace ? BT_F32 : BT_BF16, 5 * COLS, 3, 0.25f, key);
         return finish(be, &t, 4, bytes);
     }
     case 3: { /* residual_layernorm_fwd: sum, out, mean, rstd, y, bias, resid, gamma, beta */
@@ -96,7 +98,8 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         be->upload(be, (bt_ptr){more, 0}, h, (rc + 2 * COLS) * 4);
         const bt_ptr resid = {more, 0}, gamma = {more, rc * 4}, beta = {more, (rc + COLS) * 4};
         be->residual_layernorm_fwd(be, inplace ? resid : P(0), P(1), P(2), P(3), P(4), P(5), resid,
-                                   gamma, beta, ROWS, COLS, 1e-5f, 7 * COLS, 0, 0.1f, key);
+                                   gamma, beta, ROWS, COLS, 1e-5f, inplace ? BT_BF16 : BT_F32,
+                                   7 * COLS, 0, 0.1f, key);
         be->download(be, h, (bt_ptr){more, 0}, rc * 4);
         be->free(be, more);
         size_t b;
