@@ -147,11 +147,21 @@ static bool read_by_gemms_only(const bert_model *m, const bert_tape *tape, int l
            (off == la->qkv || off == la->gelu || (off == la->ctx && layer != tape->top_layer));
 }
 
+/* Whether offset off of layer `layer` goes through the stash. */
+static bool in_stash(const bert_model *m, int layer, size_t off) {
+    const struct bert_act_layout *a = m->act;
+    return a->stash_per_layer && layer >= 0 && off >= a->work_base &&
+           off < a->work_base + a->stash_per_layer;
+}
+
+void bert_act_stored16(const bert_model *m, int layer, size_t off, size_t n) {
+    if (m->cfg.storage == BT_F32 || n == 0 || !in_stash(m, layer, off)) return;
+    m->be->cast(m->be, stash_at(m, layer, off), (bt_dtype)m->cfg.storage, act(m, off), BT_F32, n);
+}
+
 void bert_act_store16(const bert_model *m, const bert_tape *tape, int layer, size_t off,
                       size_t n) {
-    const struct bert_act_layout *a = m->act;
-    if (a->stash_per_layer && layer >= 0 && off >= a->work_base &&
-        off < a->work_base + a->stash_per_layer) {
+    if (in_stash(m, layer, off)) {
         const bt_dtype dt = (bt_dtype)m->cfg.storage;
         const bt_ptr slot = stash_at(m, layer, off);
         m->be->cast(m->be, slot, dt, act(m, off), BT_F32, n);

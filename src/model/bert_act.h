@@ -81,6 +81,11 @@ void bert_act_round16(const bert_model *m, bt_buffer *buf, size_t off, size_t n)
 void bert_act_store16(const bert_model *m, const bert_tape *tape, int layer, size_t off,
                       size_t n);
 
+/* bert_act_store16 for n values that are already values of the storage
+ * dtype (a fused op rounded them): only the stash copy is made, no rounding
+ * pass (rounding them again would change no bit). */
+void bert_act_stored16(const bert_model *m, int layer, size_t off, size_t n);
+
 /* The 16-bit copy in layer `layer`'s stash slot of the working-set
  * activation at offset off, for gemm16 to read as it is (BT_GEMM_A16 /
  * B16), or buf NULL: no stash, no gemm16, layer -1 or off outside the

@@ -8,6 +8,12 @@ static void store(bert_run *r, size_t off, size_t n) {
     bert_act_store16(r->m, r->tape, r->layer, off, n);
 }
 
+/* The same for values a fused op has rounded to the storage dtype itself
+ * (bert_act_stored16: the stash copy, no rounding pass). */
+static void store_rounded(bert_run *r, size_t off, size_t n) {
+    bert_act_stored16(r->m, r->layer, off, n);
+}
+
 void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, int in_f,
                       int out_f) {
     const bert_model *m = r->m;
@@ -67,7 +73,7 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
     if (fused(m, BERT_FUSE_GELU)) {
         be->bias_gelu_fwd(be, act(m, gelu), act(m, fc1), par(m, b), rows, cols,
                           (bt_dtype)m->cfg.storage);
-        store(r, fc1, n);
+        store_rounded(r, fc1, n);
     } else { /* the ops bias_gelu_fwd replaces, for its bits */
         be->bias_add(be, act(m, fc1), par(m, b), rows, cols);
         store(r, fc1, n);
@@ -80,12 +86,14 @@ bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const bool fuse = fused(m, BERT_FUSE_GELU);
-    if (fuse) /* d *= gelu'(fc1) and the bias gradient in one pass */
+    if (fuse) { /* d *= gelu'(fc1), rounded as store does, and the bias gradient in one pass */
         be->bias_gelu_bwd(be, act(m, d), grd(m, b), act(m, d), act(m, fc1), rows, cols,
-                          (bt_dtype)m->cfg.storage); /* dx rounded as store does, then summed */
-    else
+                          (bt_dtype)m->cfg.storage);
+        store_rounded(r, d, (size_t)rows * cols);
+    } else {
         be->gelu_bwd(be, act(m, d), act(m, d), act(m, fc1), (size_t)rows * cols);
-    store(r, d, (size_t)rows * cols);
+        store(r, d, (size_t)rows * cols);
+    }
     return fuse;
 }
 
@@ -156,7 +164,7 @@ void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch
     else
         be->bias_dropout_add(be, act(m, out), act(m, branch), par(m, b), act(m, resid), rows, H,
                              r16, per_sample, first, p, key);
-    store(r, out, (size_t)rows * H);
+    store_rounded(r, out, (size_t)rows * H);
     if (norm) store(r, norm->out, (size_t)rows * H);
 }
 
@@ -189,7 +197,7 @@ void op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, 
     if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION)) {
         be->softmax_dropout_fwd(be, act(m, dropped), act(m, probs), act(m, probs), ints(m, mask), B,
                                 NH, T, scale, (bt_dtype)m->cfg.storage, first, p, key);
-        store(r, probs, n);
+        store_rounded(r, probs, n);
         return;
     }
     be->softmax_fwd(be, act(m, probs), act(m, probs), ints(m, mask), B, NH, T, scale);
