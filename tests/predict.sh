@@ -54,6 +54,19 @@ expect2 "is 203 tokens with \[CLS\] and \[SEP\]; the most is 128" \
     "$BERTRAIN" predict "$tmpdir/run" "$long [MASK]"
 expect2 "--top 0 is out of range \[1, 1000\]" "$BERTRAIN" predict "$tmpdir/run" --top 0 "a [MASK]"
 
+# eval takes the run directory as predict does: its latest checkpoint
+evalargs="--set data.seq_len=32 --set eval.max_samples=32"
+# shellcheck disable=SC2086
+"$BERTRAIN" eval tests/fixtures/base.json $evalargs --checkpoint "$tmpdir/run" > "$tmpdir/eval-run" 2>&1 ||
+    { cat "$tmpdir/eval-run"; fail "eval --checkpoint RUN_DIR failed"; }
+# shellcheck disable=SC2086
+"$BERTRAIN" eval tests/fixtures/base.json $evalargs --checkpoint "$tmpdir/run/$(cat "$tmpdir/run/latest")" \
+    > "$tmpdir/eval-ckpt" 2>&1 || { cat "$tmpdir/eval-ckpt"; fail "eval --checkpoint CHECKPOINT failed"; }
+cmp -s "$tmpdir/eval-run" "$tmpdir/eval-ckpt" || { diff "$tmpdir/eval-run" "$tmpdir/eval-ckpt"; fail "eval of the run directory differs from eval of its latest checkpoint"; }
+echo "ok   eval --checkpoint RUN_DIR = its latest checkpoint: $(tail -1 "$tmpdir/eval-run")"
+# shellcheck disable=SC2086
+expect2 "$tmpdir/nothing: cannot open" "$BERTRAIN" eval tests/fixtures/base.json $evalargs --checkpoint "$tmpdir/nothing"
+
 find_transformers_python
 if [ -z "$TPY" ]; then
     skip_part "the comparison with transformers' fill-mask pipeline (no python imports transformers and torch; scripts/deps.sh test makes venv/)"

@@ -53,7 +53,7 @@ static int cmd_train(int argc, char **argv, bool eval, const train_observer *obs
     };
     const cli_opt eval_opts[] = {
         {"--set", ARG_LIST, &sets, "key.path=value", 0, 0, false, NULL},
-        {"--checkpoint", ARG_STRING, &checkpoint, "a checkpoint directory", 0, 0, false, NULL},
+        {"--checkpoint", ARG_STRING, &checkpoint, "a checkpoint directory", 0, 0, false, NULL}, /* or a run's */
     };
     const cli_spec spec = {cmd, eval ? eval_opts : train_opts,
                            eval ? 2 : (int)(sizeof train_opts / sizeof *train_opts), 1,

@@ -95,13 +95,20 @@ int eval_main(const bt_config *cfg, const char *checkpoint) {
     bert_config mc = cfg->model;
     mc.pad_id = vocab.pad_id;
     m = bert_create(be, &mc, batch, cfg->data.seq_len, sz.max_masked, err, sizeof err);
-    if (!m || !ckpt_load_weights(checkpoint, m, err, sizeof err)) {
+    if (!m) {
         fprintf(stderr, "bertrain: %s\n", err);
+        goto out;
+    }
+    char ckpt[1200]; /* a run's output_dir: its latest checkpoint, as predict and export take it */
+    ckpt_resolve(checkpoint, ckpt, sizeof ckpt);
+    if (!ckpt_load_weights(ckpt, m, err, sizeof err)) { /* bad checkpoint input: exit 2 */
+        fprintf(stderr, "bertrain: %s\n", err);
+        rc = 2;
         goto out;
     }
     eval_result r;
     eval_run(m, valid, batch, cfg->eval_max_samples, most_common, &r);
-    printf("eval %s on %s: %ld sequences, %ld masked tokens\n", checkpoint, cfg->data.valid,
+    printf("eval %s on %s: %ld sequences, %ld masked tokens\n", ckpt, cfg->data.valid,
            r.n_samples, r.n_masked);
     printf("mlm_acc %.4f | perplexity %.3f | mlm_loss %.4f | baseline_acc %.4f",
            r.mlm_acc, r.perplexity, r.mlm_loss, r.baseline_acc);
