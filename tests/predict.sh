@@ -6,7 +6,10 @@
 #    predict on the import and the pipeline on the original agree;
 #  - texts from stdin, one per line, give what the same texts as arguments do;
 #  - a text without [MASK], or longer than the model's positions, is one line
-#    naming it, exit 2; --top out of range is refused.
+#    naming it, exit 2; --top out of range is refused;
+#  - literal [UNK], [CLS], [SEP] and [PAD] in a text are those tokens, as in
+#    the pipeline (one text has them; "[unk]" in small letters is not one);
+#  - eval --checkpoint takes the run directory (its latest checkpoint).
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 export OMP_NUM_THREADS=1
@@ -16,6 +19,7 @@ It is a truth universally acknowledged, that a single man in possession of a goo
 The [MASK] of the house was [MASK] and cold.
 Mr. Darcy said nothing; Élinor smiled at her[MASK].
 [MASK]
+[CLS] The [UNK] of the [MASK] was here.[SEP] [PAD] and [unk] then.
 TEXTS
 # shellcheck disable=SC2086
 "$BERTRAIN" train tests/fixtures/base.json --set data.seq_len=32 --set train_batch_size=16 \
@@ -31,7 +35,7 @@ while IFS= read -r line; do set -- "$@" "$line"; done < "$tmpdir/texts.txt"
 "$BERTRAIN" predict "$tmpdir/run" --json --top 10 < "$tmpdir/texts.txt" > "$tmpdir/stdin.jsonl" ||
     fail "predict with texts on stdin failed"
 cmp -s "$tmpdir/args.jsonl" "$tmpdir/stdin.jsonl" || fail "stdin and arguments give different predictions"
-[ "$(wc -l < "$tmpdir/args.jsonl")" -eq 5 ] || fail "not one JSON line per text"
+[ "$(wc -l < "$tmpdir/args.jsonl")" -eq 6 ] || fail "not one JSON line per text"
 "$BERTRAIN" predict "$tmpdir/run" --top 3 "She was [MASK] to see him again." > "$tmpdir/text.out" ||
     fail "predict (text output) failed"
 grep -q '^  \[MASK\] 1: [^ ]* 0\.[0-9]*, [^ ]* 0\.[0-9]*, [^ ]* 0\.[0-9]*$' "$tmpdir/text.out" ||

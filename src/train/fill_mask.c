@@ -1,5 +1,6 @@
-/* Fill-mask predictions: tokenize around literal [MASK]s, batch the inputs
- * into forward passes, softmax and top-k on the host. */
+/* Fill-mask predictions: tokenize around literal [MASK]s (and the other
+ * special tokens), batch the inputs into forward passes, softmax and top-k
+ * on the host. */
 #include "fill_mask.h"
 
 #include <math.h>
@@ -8,12 +9,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MASK_TEXT "[MASK]"
-
 static bool push_id(bt_ids *a, int32_t id) {
     if (!ids_reserve(a, 1)) return false;
     a->ids[a->n++] = id;
     return true;
+}
+
+/* The first of BERT's five special tokens written literally in text, as
+ * transformers' tokenizers match them (case and all, before normalizing):
+ * its place (NULL: none), with its length and id. */
+static const char *next_special(const bt_vocab *v, const char *text, size_t *len, int32_t *id) {
+    const struct { const char *s; int32_t id; } specials[] = {
+        {"[MASK]", v->mask_id}, {"[UNK]", v->unk_id}, {"[CLS]", v->cls_id},
+        {"[SEP]", v->sep_id},   {"[PAD]", v->pad_id}};
+    const char *best = NULL;
+    for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) {
+        const char *at = strstr(text, specials[i].s);
+        if (at && (!best || at < best)) {
+            best = at;
+            *len = strlen(specials[i].s);
+            *id = specials[i].id;
+        }
+    }
+    return best;
 }
 
 bool fill_mask_encode(bt_tokenizer *tok, const bt_vocab *v, const char *text, int max_len,
@@ -21,17 +39,21 @@ bool fill_mask_encode(bt_tokenizer *tok, const bt_vocab *v, const char *text, in
     memset(in, 0, sizeof *in);
     bool ok = push_id(&in->ids, v->cls_id);
     for (const char *p = text; ok;) {
-        const char *at = strstr(p, MASK_TEXT);
+        size_t special_len = 0;
+        int32_t special = -1;
+        const char *at = next_special(v, p, &special_len, &special);
         size_t len = at ? (size_t)(at - p) : strlen(p);
         ok = tokenizer_encode(tok, p, len, &in->ids, NULL);
         if (!ok || !at) break;
-        int *pos = realloc(in->mask_pos, (size_t)(in->n_masks + 1) * sizeof *pos);
-        ok = pos != NULL;
-        if (!ok) break;
-        in->mask_pos = pos;
-        pos[in->n_masks++] = (int)in->ids.n;
-        ok = push_id(&in->ids, v->mask_id);
-        p = at + strlen(MASK_TEXT);
+        if (special == v->mask_id) {
+            int *pos = realloc(in->mask_pos, (size_t)(in->n_masks + 1) * sizeof *pos);
+            ok = pos != NULL;
+            if (!ok) break;
+            in->mask_pos = pos;
+            pos[in->n_masks++] = (int)in->ids.n;
+        }
+        ok = push_id(&in->ids, special);
+        p = at + special_len;
     }
     ok = ok && push_id(&in->ids, v->sep_id);
     if (!ok)

@@ -27,8 +27,10 @@ typedef struct {
 } fill_mask_input;
 
 /* Tokenize text for fill-mask: each literal "[MASK]" (written so, in capitals,
- * as transformers matches it) becomes the mask token, the text around it
- * WordPiece. false with one line in err: no [MASK], or more than max_len
+ * as transformers matches it) becomes the mask token, and each literal
+ * "[UNK]", "[CLS]", "[SEP]" and "[PAD]" its token too, as transformers'
+ * tokenizers and the exported tokenizer.json match them; the text around
+ * them WordPiece. false with one line in err: no [MASK], or more than max_len
  * tokens with [CLS] and [SEP]. */
 bool fill_mask_encode(bt_tokenizer *tok, const bt_vocab *v, const char *text, int max_len,
                       fill_mask_input *in, char *err, size_t errlen);
