@@ -23,7 +23,7 @@ typedef struct {
     bt_rng_key key;
     int inplace;      /* the op's allowed aliasing (see each runner) */
     float eps;
-    bt_dtype round16; /* softmax_dropout_fwd's storage rounding (BT_F32: none) */
+    bt_dtype round16; /* the fused op's storage rounding (BT_F32: none) */
 } fused_args;
 
 /* One output to compare: tensor index, float64 reference, magnitudes. */
@@ -77,14 +77,27 @@ static double round16_thr(bt_dtype dt) {
     return dt == BT_BF16 ? 0x1p-16 : dt == BT_F16 ? 0x1p-22 : THR_MATH;
 }
 
+/* x rounded to dt's nearest value by half.h (BT_F32: x). */
+static float round16_host(float x, bt_dtype dt) {
+    if (dt == BT_F32) return x;
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    b = dt == BT_BF16 ? bf16_to_f32(f32_to_bf16(b)) : f16_to_f32(f32_to_f16(b));
+    memcpy(&x, &b, 4);
+    return x;
+}
+
+/* The suffix of a row's shape for storage rounding dt. */
+static const char *storage_suffix(bt_dtype dt) {
+    return dt == BT_BF16 ? " bf16 storage" : dt == BT_F16 ? " f16 storage" : "";
+}
+
 /* Fail v unless each of the n values of out is a value of dt (its float
  * bits survive the round trip through dt). */
 static void v_stored16(verdict *v, const char *what, const float *out, size_t n, bt_dtype dt) {
     for (size_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, &out[i], 4);
-        const uint32_t back = dt == BT_BF16 ? bf16_to_f32(f32_to_bf16(b)) : f16_to_f32(f32_to_f16(b));
-        if (back != b) {
+        const float back = round16_host(out[i], dt);
+        if (memcmp(&back, &out[i], 4) != 0) {
             v_fail(v, "%s[%zu] = %.9g is not a %s value", what, i, (double)out[i],
                    dt == BT_BF16 ? "bf16" : "f16");
             return;
@@ -152,20 +165,14 @@ static void bias_gelu_fwd_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
     for (int k = 0; k < 3; k++) {
         const bt_dtype dt = rounds[k];
         for (size_t i = 0; i < n; i++) {
-            const float sum = g->y[i] + g->bias[i % c];
-            uint32_t b;
-            memcpy(&b, &sum, 4);
-            if (dt != BT_F32) b = dt == BT_BF16 ? bf16_to_f32(f32_to_bf16(b)) : f16_to_f32(f32_to_f16(b));
-            float r;
-            memcpy(&r, &b, 4);
-            ry[i] = dt == BT_F32 ? (double)g->y[i] + g->bias[i % c] : (double)r;
+            ry[i] = dt == BT_F32 ? (double)g->y[i] + g->bias[i % c]
+                                 : (double)round16_host(g->y[i] + g->bias[i % c], dt);
             ro[i] = ref_gelu(ry[i]);
         }
         a->round16 = dt;
         fused_out outs[] = {{1, ry, my, THR_ROUND}, {0, ro, NULL, THR_MATH}};
         char shape[64];
-        snprintf(shape, sizeof shape, "%dx%d%s", a->rows, a->cols,
-                 dt == BT_BF16 ? " bf16 storage" : dt == BT_F16 ? " f16 storage" : "");
+        snprintf(shape, sizeof shape, "%dx%d%s", a->rows, a->cols, storage_suffix(dt));
         fused_case(be, "bias_gelu_fwd", make_bias_gelu_fwd, g, 3, run_bias_gelu_fwd,
                    run_bias_gelu_fwd_unfused, a, outs, 2, shape);
     }
@@ -196,7 +203,7 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
         a.inplace = inpl;
         fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr}, {1, rdb, mdb, thr}};
         snprintf(shape, sizeof shape, "%dx%d +=%s%s", a.rows, a.cols, inpl ? " dx=dout" : "",
-                 a.round16 == BT_BF16 ? " bf16 storage" : a.round16 == BT_F16 ? " f16 storage" : "");
+                 storage_suffix(a.round16));
         fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, inpl ? 3 : 4, run_bias_gelu_bwd,
                    run_bias_gelu_bwd_unfused, &a, outs, 2, shape);
         free(rdx), free(rdb), free(mdb);
@@ -269,16 +276,6 @@ static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *
     be->layernorm_fwd(be, t[5].p, t[6].p, t[7].p, sum, t[8].p, t[9].p, f->rows, f->cols, f->eps);
 }
 
-/* x rounded to dt's nearest value by half.h (BT_F32: x). */
-static float round16_host(float x, bt_dtype dt) {
-    if (dt == BT_F32) return x;
-    uint32_t b;
-    memcpy(&b, &x, 4);
-    b = dt == BT_BF16 ? bf16_to_f32(f32_to_bf16(b)) : f16_to_f32(f32_to_f16(b));
-    memcpy(&x, &b, 4);
-    return x;
-}
-
 /* The sum, its magnitudes, and float64 LayerNorm of the sum (out, mean,
  * rstd). The sum in float64; with a->round16 (16-bit storage) in the op's own
  * fp32 steps, each rounded to its float and then to the storage dtype as
@@ -314,7 +311,7 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
         a.inplace = inpl;
         snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s%s", a.rows, a.cols, a.p, a.per_sample,
                  inpl ? " out=resid" : "",
-                 a.round16 == BT_BF16 ? " bf16 storage" : a.round16 == BT_F16 ? " f16 storage" : "");
+                 storage_suffix(a.round16));
         fused_out outs[] = {{inpl ? 0 : 3, sum, mag, THR_ROUND},
                             {5, ln, mln, THR_MATH},
                             {6, mean, NULL, THR_MATH},
@@ -409,8 +406,7 @@ static void softmax_dropout_cases(bt_backend *be, fused_args *a, attn_inputs *q,
         const int pt = a->inplace ? 0 : 2;
         fused_out outs[] = {{pt, rp, NULL, thr}, {3, rd, NULL, thr}};
         char row[128];
-        snprintf(row, sizeof row, "%s%s", shape,
-                 rounds[k] == BT_BF16 ? " bf16 storage" : rounds[k] == BT_F16 ? " f16 storage" : "");
+        snprintf(row, sizeof row, "%s%s", shape, storage_suffix(rounds[k]));
         tensor tf[MAXT];
         make_attn(tf, q);
         verdict v = v_new();
