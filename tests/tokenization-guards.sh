@@ -6,6 +6,9 @@
 #  - train refuses (exit 2, one line) shards whose lowercasing differs from
 #    the vocab's casing, from the validation shards', or from the checkpoint
 #    it resumes;
+#  - import warns when tokenizer_config.json's do_lower_case contradicts the
+#    vocab's casing, --lowercase/--no-lowercase say which is right, and train
+#    says of such an import what is true (imported so; no shards fit both);
 #  - a vocab with a token on two lines is an error naming both lines;
 #  - the start-up line names a preset only when the config keeps its shape.
 . "$(dirname "$0")/lib.sh"
@@ -54,11 +57,37 @@ expect2 "train with valid shards made differently" "data.valid .*cased/valid.sha
 sed 's/"do_lower_case":[[:space:]]*true/"do_lower_case": false/' "$tmpdir/hf/tokenizer_config.json" \
     > "$tmpdir/tc" && mv "$tmpdir/tc" "$tmpdir/hf/tokenizer_config.json"
 grep -q '"do_lower_case": false' "$tmpdir/hf/tokenizer_config.json" || fail "could not edit tokenizer_config.json"
-"$BERTRAIN" import "$tmpdir/hf" "$tmpdir/cased-ckpt" > /dev/null || fail "import failed"
+# import says that do_lower_case contradicts the vocab (one warning line), and
+# what train then says is true: no shards fit that checkpoint, cased or not
+"$BERTRAIN" import "$tmpdir/hf" "$tmpdir/cased-ckpt" > "$tmpdir/imp.out" 2> "$tmpdir/imp.err" ||
+    { cat "$tmpdir/imp.out" "$tmpdir/imp.err"; fail "import failed"; }
+[ "$(wc -l < "$tmpdir/imp.err")" -eq 1 ] &&
+    grep -q "^bertrain: import: warning: .*hf/tokenizer_config.json says do_lower_case false, but .*hf/vocab.txt is uncased .*import again with --lowercase" "$tmpdir/imp.err" ||
+    { cat "$tmpdir/imp.err"; fail "import did not warn (one line) that do_lower_case false contradicts the uncased vocab"; }
+echo "ok   import, do_lower_case false and an uncased vocab: $(sed "s|$tmpdir/||g" "$tmpdir/imp.err")"
+for shards in lower cased; do
+    # shellcheck disable=SC2086
+    expect2 "resume that import on $shards shards" "the checkpoint .*cased-ckpt was imported with do_lower_case false, but the vocab .* is uncased (no token has a capital letter): no shards fit both; import the model again with \`bertrain import --lowercase\`" \
+        "$BERTRAIN" train tests/fixtures/base.json $small --set data.train="\"$tmpdir/$shards/train.shard\"" \
+        --set data.valid='""' --set output_dir="\"$tmpdir/r3-$shards\"" --resume "$tmpdir/cased-ckpt"
+done
+# --lowercase says which is right: no warning, and the import trains on lowercased shards
+"$BERTRAIN" import "$tmpdir/hf" "$tmpdir/lower-ckpt" --lowercase > "$tmpdir/imp2.out" 2> "$tmpdir/imp2.err" ||
+    { cat "$tmpdir/imp2.out" "$tmpdir/imp2.err"; fail "import --lowercase failed"; }
+[ ! -s "$tmpdir/imp2.err" ] || { cat "$tmpdir/imp2.err"; fail "import --lowercase warned"; }
+grep -q "^import: --lowercase: the tokenizer lowercases, although .*tokenizer_config.json says do_lower_case false" "$tmpdir/imp2.out" ||
+    { cat "$tmpdir/imp2.out"; fail "import --lowercase did not say it overrides tokenizer_config.json"; }
 # shellcheck disable=SC2086
-expect2 "resume a cased checkpoint on lowercased shards" "the checkpoint .*cased-ckpt was trained on shards made without --lowercase" \
-    "$BERTRAIN" train tests/fixtures/base.json $small --set data.train="\"$tmpdir/lower/train.shard\"" \
-    --set data.valid='""' --set output_dir="\"$tmpdir/r3\"" --resume "$tmpdir/cased-ckpt"
+"$BERTRAIN" train tests/fixtures/base.json $small --set data.train="\"$tmpdir/lower/train.shard\"" \
+    --set data.valid='""' --set output_dir="\"$tmpdir/r3-ok\"" --resume "$tmpdir/lower-ckpt" > "$tmpdir/r3.log" 2>&1 ||
+    { cat "$tmpdir/r3.log"; fail "training the import --lowercase on lowercased shards failed"; }
+echo "ok   import --lowercase: no warning, $(grep -c '^import: --lowercase' "$tmpdir/imp2.out") line naming the override; it trains on lowercased shards"
+"$BERTRAIN" import "$tmpdir/hf" "$tmpdir/nolower-ckpt" --no-lowercase > /dev/null 2> "$tmpdir/imp3.err" ||
+    fail "import --no-lowercase failed"
+grep -q "^bertrain: import: warning: --no-lowercase, but .*vocab.txt is uncased" "$tmpdir/imp3.err" ||
+    { cat "$tmpdir/imp3.err"; fail "import --no-lowercase with an uncased vocab did not warn"; }
+expect2 "import --lowercase --no-lowercase" "contradict each other" \
+    "$BERTRAIN" import "$tmpdir/hf" "$tmpdir/both-ckpt" --lowercase --no-lowercase
 
 # a vocab with a repeated token
 { sed -n 1,100p $vocab; sed -n 60p $vocab; sed -n '101,$p' $vocab; } > "$tmpdir/dup-vocab.txt"

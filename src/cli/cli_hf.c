@@ -22,7 +22,9 @@ static bool paths_utf8(const char *cmd, const char *a, const char *b) {
 }
 
 #define EXPORT_USAGE "usage: bertrain export CKPT_DIR OUT_DIR [--keep-layers 0,2,4,...]\n"
-#define IMPORT_USAGE "usage: bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp]\n"
+#define IMPORT_USAGE                                                                       \
+    "usage: bertrain import HF_DIR OUT_CKPT [--seed N] [--no-nsp] [--lowercase | "          \
+    "--no-lowercase]\n"
 
 int cli_export(int argc, char **argv) {
     const char *keep = NULL, *pos[2];
@@ -44,19 +46,28 @@ int cli_export(int argc, char **argv) {
 int cli_import(int argc, char **argv) {
     const char *pos[2];
     int n_pos = 0;
-    uint64_t seed = 42;
-    bool no_nsp = false;
+    hf_import_opts o = {42, false, -1};
+    bool lower = false, no_lower = false;
     const cli_opt opts[] = {
-        {"--seed", ARG_U64, &seed, "N", 0, 0, false, NULL},
-        {"--no-nsp", ARG_FLAG, &no_nsp, NULL, 0, 0, false, NULL},
+        {"--seed", ARG_U64, &o.seed, "N", 0, 0, false, NULL},
+        {"--no-nsp", ARG_FLAG, &o.no_nsp, NULL, 0, 0, false, NULL},
+        {"--lowercase", ARG_FLAG, &lower, NULL, 0, 0, false, NULL},
+        {"--no-lowercase", ARG_FLAG, &no_lower, NULL, 0, 0, false, NULL},
     };
-    const cli_spec spec = {"import", opts, 2, 2, "HF_DIR OUT_CKPT", IMPORT_USAGE};
+    const cli_spec spec = {"import", opts, (int)(sizeof opts / sizeof *opts), 2, "HF_DIR OUT_CKPT",
+                           IMPORT_USAGE};
     const int parsed = cli_parse(&spec, argc, argv, pos, &n_pos);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
     if (n_pos != 2) {
         fprintf(stderr, IMPORT_USAGE);
         return 2;
     }
+    if (lower && no_lower) {
+        fprintf(stderr, "bertrain import: --lowercase and --no-lowercase contradict each other; "
+                        "give one\n");
+        return 2;
+    }
+    if (lower || no_lower) o.lowercase = lower;
     if (!paths_utf8("import", pos[0], pos[1])) return 2;
-    return hf_import(pos[0], pos[1], seed, no_nsp);
+    return hf_import(pos[0], pos[1], &o);
 }

@@ -144,26 +144,43 @@ bool dataset_lowercase(const bt_dataset *ds) {
     return ds->n_shards > 0 && (ds->shards[0].flags & 1u); /* SHARD_FLAG_LOWERCASE */
 }
 
+/* How the checkpoint got its casing, for dataset_check_casing's lines. */
+static void ckpt_casing_origin(const dataset_ckpt_casing *c, char *out, size_t outlen) {
+    snprintf(out, outlen, c->imported ? "the checkpoint %s was imported with do_lower_case %s"
+                                      : "the checkpoint %s was trained on shards made %s",
+             c->dir, c->imported ? (c->lower ? "true" : "false")
+                                 : (c->lower ? "with --lowercase" : "without --lowercase"));
+}
+
 bool dataset_check_casing(const bt_data_config *dc, const bt_vocab *v, const bt_dataset *train,
-                          const bt_dataset *valid, int ckpt_lower, const char *ckpt_dir,
-                          char *err, size_t errlen) {
+                          const bt_dataset *valid, const dataset_ckpt_casing *ckpt, char *err,
+                          size_t errlen) {
     const bool lower = dataset_lowercase(train);
     const char *made = lower ? "with --lowercase" : "without --lowercase";
     const int casing = vocab_casing(v);
-    if ((casing == VOCAB_UNCASED && !lower) || (casing == VOCAB_CASED && lower))
+    const char *vocab_is = casing == VOCAB_UNCASED ? "uncased (no token has a capital letter)"
+                                                   : "cased (its tokens have capital letters)";
+    char origin[1400];
+    if (ckpt->lower >= 0) ckpt_casing_origin(ckpt, origin, sizeof origin);
+    if (ckpt->lower >= 0 && casing != VOCAB_CASE_UNKNOWN && ckpt->lower != (casing == VOCAB_UNCASED))
+        snprintf(err, errlen, "%s, but the vocab %s is %s: no shards fit both; %s", origin,
+                 dc->vocab, vocab_is,
+                 ckpt->imported ? (casing == VOCAB_UNCASED
+                                       ? "import the model again with `bertrain import --lowercase`"
+                                       : "import the model again with `bertrain import "
+                                         "--no-lowercase`")
+                                : "continue it with the vocab and shards it was trained with");
+    else if ((casing == VOCAB_UNCASED && !lower) || (casing == VOCAB_CASED && lower))
         snprintf(err, errlen, "data.train %s was made %s, but the vocab %s is %s; make the "
                  "shards again with `bertrain prep %s--vocab %s`", dc->train, made, dc->vocab,
-                 lower ? "cased (its tokens have capital letters)"
-                       : "uncased (no token has a capital letter)",
-                 lower ? "" : "--lowercase ", dc->vocab);
+                 vocab_is, lower ? "" : "--lowercase ", dc->vocab);
     else if (valid && dataset_lowercase(valid) != lower)
         snprintf(err, errlen, "data.valid %s was made %s and data.train %s %s; make both the "
                  "same way", dc->valid, dataset_lowercase(valid) ? "with --lowercase"
                  : "without --lowercase", dc->train, made);
-    else if (ckpt_lower >= 0 && ckpt_lower != lower)
-        snprintf(err, errlen, "data.train %s was made %s, but the checkpoint %s was trained on "
-                 "shards made %s; continue it on shards made like its own", dc->train, made,
-                 ckpt_dir, ckpt_lower ? "with --lowercase" : "without --lowercase");
+    else if (ckpt->lower >= 0 && ckpt->lower != lower)
+        snprintf(err, errlen, "data.train %s was made %s, but %s; continue it on shards made %s",
+                 dc->train, made, origin, ckpt->lower ? "with --lowercase" : "without --lowercase");
     else
         return true;
     return false;

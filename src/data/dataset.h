@@ -40,14 +40,21 @@ uint64_t dataset_fingerprint(const bt_dataset *ds);
 /* Whether the shards were made from lowercased text (shard flag bit 0). */
 bool dataset_lowercase(const bt_dataset *ds);
 
+/* The checkpoint a run continues, as dataset_check_casing sees it. */
+typedef struct {
+    int lower;       /* its tokenizer lowercases: 1 or 0; -1: no checkpoint, or unknown */
+    bool imported;   /* an import never trained: its casing is what the import chose */
+    const char *dir;
+} dataset_ckpt_casing;
+
 /* The lowercasing of the training shards against the vocab's casing, the
- * validation shards' and a checkpoint's (ckpt_lower 1 or 0; -1: none or
- * unknown): training on shards that disagree would see mostly [UNK] or tokens
- * the model never learned. false with one line in err naming the files and
- * the fix. */
+ * validation shards' and the checkpoint's: training on shards that disagree
+ * would see mostly [UNK] or tokens the model never learned. A checkpoint
+ * that contradicts its own vocab is named first (no shards fit both). false
+ * with one line in err naming the files and the fix. */
 bool dataset_check_casing(const bt_data_config *dc, const bt_vocab *v, const bt_dataset *train,
-                          const bt_dataset *valid, int ckpt_lower, const char *ckpt_dir,
-                          char *err, size_t errlen);
+                          const bt_dataset *valid, const dataset_ckpt_casing *ckpt, char *err,
+                          size_t errlen);
 
 /* Most MLM rows one sequence can produce (the per-sample cap). */
 int dataset_max_predictions(const bt_dataset *ds);

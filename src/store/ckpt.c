@@ -6,6 +6,7 @@
 #include "run_dir.h"
 #include "safetensors.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "config/sched.h"
 
 #include <dirent.h>
@@ -378,6 +379,25 @@ static const char *sched_name(bt_sched_type t) {
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
 
+cJSON *ckpt_base_model(const cJSON *state) {
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(state, "base_model");
+    if (cJSON_IsObject(b)) return cJSON_Duplicate(b, true);
+    const cJSON *from = cJSON_GetObjectItemCaseSensitive(state, "imported_from");
+    if (!cJSON_IsString(from)) return NULL;
+    cJSON *legacy = cJSON_CreateObject();
+    cJSON_AddStringToObject(legacy, "imported_from", from->valuestring);
+    return legacy;
+}
+
+bool ckpt_mlm_head_untrained(const cJSON *state) {
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(state, "step");
+    if (!cJSON_IsNumber(step) || step->valuedouble > 0) return false;
+    const cJSON *init = ckpt_json_at(state, "base_model.initialized"), *it;
+    cJSON_ArrayForEach(it, init)
+        if (cJSON_IsString(it) && !strncmp(it->valuestring, "cls.predictions.", 16)) return true;
+    return false;
+}
+
 cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_optimizer *o,
                       const bert_config *model) {
     cJSON *st = cJSON_CreateObject();
@@ -456,6 +476,7 @@ struct ckpt_writer {
     st_file carried_file; /* ckpt_writer_carry: an import's carried tensors */
     st_tensor *carried;
     int n_carried;
+    cJSON *base_model; /* ckpt_writer_carry: an import's provenance, or NULL */
     char run_id[RUN_ID_LEN + 1]; /* the lineage: keep-last-K deletes only its checkpoints */
     ckpt_points points;          /* told the points each write reaches (none: zeros) */
 };
@@ -613,8 +634,21 @@ ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const ch
     return w;
 }
 
+/* The "base_model" of checkpoint src_dir's state.json into w (none: NULL). */
+static void carry_base_model(ckpt_writer *w, const char *src_dir) {
+    char path[1200];
+    size_t len;
+    snprintf(path, sizeof path, "%s/state.json", src_dir);
+    char *text = file_read_all(path, &len);
+    cJSON *state = text ? cJSON_Parse(text) : NULL;
+    w->base_model = ckpt_base_model(state);
+    cJSON_Delete(state);
+    free(text);
+}
+
 bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t errlen) {
     char path[1200];
+    carry_base_model(w, src_dir);
     snprintf(path, sizeof path, "%s/" CKPT_CARRIED_FILE, src_dir);
     if (access(path, F_OK) != 0) return true;
     if (!st_open(&w->carried_file, path, err, errlen)) return false;
@@ -632,6 +666,7 @@ bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t er
     w->n_carried = f->n;
     return true;
 }
+
 
 int ckpt_writer_collect(ckpt_writer *w, bool wait, long *step, char *err, size_t errlen) {
     if (!w || !w->running || (!wait && !atomic_load(&w->done))) return 0;
@@ -666,6 +701,8 @@ bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
     w->opt_type = o->cfg.type;
     w->state = ckpt_state_new(w->cfg, p, o, &m->cfg);
     cJSON_AddStringToObject(w->state, "run_id", w->run_id);
+    if (w->base_model) /* every checkpoint of an import's descendants names it */
+        cJSON_AddItemToObject(w->state, "base_model", cJSON_Duplicate(w->base_model, true));
     w->t_start = now_s();
     w->t_boundary = w->t_start - t0;
     atomic_store(&w->done, false);
@@ -695,6 +732,7 @@ void ckpt_writer_free(ckpt_writer *w) {
     free(w->host);
     free(w->vocab);
     free(w->carried);
+    cJSON_Delete(w->base_model);
     if (w->carried_file.file) st_close(&w->carried_file);
     free(w);
 }

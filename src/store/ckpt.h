@@ -97,6 +97,16 @@ bool ckpt_remove(const char *dir, char *err, size_t errlen);
  * ckpt_remove allows; each one is said. import calls it before it writes. */
 void ckpt_clean_leftovers(const char *dir);
 
+/* The base model of a checkpoint's state.json ("base_model"; a checkpoint
+ * of an older version: its "imported_from"): a new object, or NULL when the
+ * checkpoint descends from no import. */
+cJSON *ckpt_base_model(const cJSON *state);
+
+/* Whether the MLM head of the checkpoint with this state.json is still as an
+ * import initialized it (a BertModel has none): listed in
+ * base_model.initialized, and no step trained since. */
+bool ckpt_mlm_head_untrained(const cJSON *state);
+
 /* state.json fields of a training checkpoint at progress p, with the model's
  * state beyond its weights (Admin's omegas) from `model` (the caller adds
  * nothing; ckpt_write_dir adds the checksums). */
@@ -123,8 +133,11 @@ bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
                        const ckpt_progress *p, char *err, size_t errlen);
 
 /* Carry the tensors of checkpoint src_dir's CKPT_CARRIED_FILE (if it has one)
- * into every checkpoint this writer writes: a resumed import keeps them.
- * false with a reason when the file is there but unreadable. */
+ * and its state.json's "base_model" (an import's provenance: the directory,
+ * its licence, the tensors the import initialized) into every checkpoint
+ * this writer writes, so that a resumed import keeps them and every later
+ * model card names its base model. false with a reason when the file is
+ * there but unreadable. */
 bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t errlen);
 
 /* The write in flight once it has ended (with wait: once it ends): 1 when

@@ -19,11 +19,20 @@
  * status after printing what it did or one line why not. */
 int hf_export(const char *ckpt, const char *out, const char *keep_layers);
 
-/* Import the HF model directory in as the new checkpoint out, tensors the
- * model has but the file lacks initialized from seed; no_nsp drops a trained
- * NSP head (MLM-only training; the pooler and head are carried unchanged for
- * the export). Returns the exit status after printing what it did or one
- * line why not. */
-int hf_import(const char *in, const char *out, uint64_t seed, bool no_nsp);
+/* How import reads an HF directory (bertrain import's options). */
+typedef struct {
+    uint64_t seed; /* initializes the tensors the model has but the file lacks */
+    bool no_nsp;   /* drop a trained NSP head (MLM-only training; the pooler and
+                      head are carried unchanged for the export) */
+    int lowercase; /* the tokenizer lowercases: 1 or 0 (--lowercase, --no-lowercase);
+                      -1: as tokenizer_config.json's do_lower_case says */
+} hf_import_opts;
+
+/* Import the HF model directory in as the new checkpoint out. A
+ * do_lower_case that contradicts the vocab's casing is reported (opts
+ * decides). The checkpoint records its base model: the directory, the
+ * licence its model card names, and the tensors initialized here. Returns
+ * the exit status after printing what it did or one line why not. */
+int hf_import(const char *in, const char *out, const hf_import_opts *opts);
 
 #endif

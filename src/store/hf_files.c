@@ -218,17 +218,44 @@ static const char *str_at(const cJSON *obj, const char *key, const char *dflt) {
     return cJSON_IsString(v) ? v->valuestring : dflt;
 }
 
+/* The tensors an import initialized (its base model lacked them): which,
+ * and whether bertrain has trained them since. */
+static void card_initialized(FILE *f, const cJSON *state) {
+    const cJSON *init = ckpt_json_at(state, "base_model.initialized"), *it;
+    const int n = cJSON_GetArraySize(init);
+    if (n == 0) return;
+    fprintf(f, "The base model `%s` lacks %d tensor%s, freshly initialized by `bertrain "
+               "import`:", str_at(cJSON_GetObjectItemCaseSensitive(state, "base_model"),
+                                  "imported_from", "?"), n, n == 1 ? "" : "s");
+    cJSON_ArrayForEach(it, init) fprintf(f, " `%s`%s", cJSON_IsString(it) ? it->valuestring : "?",
+                                         it->next ? "," : "");
+    const double step = num_at(state, "step");
+    if (step > 0)
+        fprintf(f, ". bertrain has trained them since, with the rest of the model, for %.0f "
+                   "steps.\n\n", step);
+    else
+        fprintf(f, ". They are untrained.\n\n");
+}
+
 /* The card's "Training" section: where the weights come from. */
 static void card_training(FILE *f, const hf_card *c) {
     const cJSON *conf = cJSON_GetObjectItemCaseSensitive(c->state, "config");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(conf, "data");
     const char *imported = str_at(c->state, "imported_from", NULL);
+    const cJSON *base = cJSON_GetObjectItemCaseSensitive(c->state, "base_model");
+    const char *license = str_at(base, "license", NULL);
     fprintf(f, "## Training\n\n");
     if (imported) {
-        fprintf(f, "Imported from the Hugging Face model `%s` by `bertrain import`; bertrain "
-                   "has not trained it (step 0).\n\n", imported);
+        fprintf(f, "Imported from the Hugging Face model `%s` by `bertrain import`%s%s%s; "
+                   "bertrain has not trained it (step 0).\n\n", imported,
+                license ? " (its licence: " : "", license ? license : "", license ? ")" : "");
         return;
     }
+    if (str_at(base, "imported_from", NULL))
+        fprintf(f, "Continued from the Hugging Face model `%s`%s%s%s, imported by `bertrain "
+                   "import`: the steps below count from the import.\n\n",
+                str_at(base, "imported_from", NULL), license ? " (its licence: " : "",
+                license ? license : "", license ? ")" : "");
     fprintf(f, "| | |\n|---|---|\n");
     fprintf(f, "| optimizer steps | %.0f of `train_steps` %.0f |\n", num_at(c->state, "step"),
             num_at(conf, "train_steps"));
@@ -270,8 +297,11 @@ bool hf_write_model_card(const char *dir, const hf_card *c) {
     }
     const bert_config *mc = c->mc;
     const bool lower = ckpt_lowercase(c->state);
-    fprintf(f, "---\nlibrary_name: transformers\npipeline_tag: fill-mask\ntags:\n- bert\n"
-               "- bertrain\n---\n\n");
+    const char *license = str_at(cJSON_GetObjectItemCaseSensitive(c->state, "base_model"),
+                                 "license", NULL);
+    fprintf(f, "---\nlibrary_name: transformers\npipeline_tag: fill-mask\n");
+    if (license && !strchr(license, ',')) fprintf(f, "license: %s\n", license);
+    fprintf(f, "tags:\n- bert\n- bertrain\n---\n\n");
     fprintf(f, "# BERT pretrained with bertrain\n\n");
     fprintf(f, "A `BertForPreTraining` exported by `bertrain export` (bertrain %s) from the "
                "checkpoint `%s`.\n\n", PACKAGE_VERSION, c->ckpt);
@@ -291,12 +321,17 @@ bool hf_write_model_card(const char *dir, const hf_card *c) {
                 strcmp(c->nsp_head, "carried") == 0
                     ? "the imported model's, carried unchanged (not trained by bertrain)"
                     : "freshly initialized (the model was trained without `model.nsp`)");
+    card_initialized(f, c->state);
     card_training(f, c);
-    fprintf(f, "## Use\n\n```python\nfrom transformers import pipeline\n"
+    if (ckpt_mlm_head_untrained(c->state))
+        fprintf(f, "## Use\n\n**The MLM head is untrained**: its predictions are random. "
+                   "Train the model (`bertrain train CONFIG --resume CHECKPOINT`) before "
+                   "filling masks; the encoder alone is usable as the base model's.\n\n");
+    fprintf(f, "%s```python\nfrom transformers import pipeline\n"
                "fill = pipeline(\"fill-mask\", model=\"%s\")\n"
                "print(fill(\"The weather is [MASK] today.\"))\n```\n\n"
                "or with bertrain: `bertrain predict %s \"The weather is [MASK] today.\"`\n",
-            dir, c->ckpt);
+            ckpt_mlm_head_untrained(c->state) ? "" : "## Use\n\n", dir, c->ckpt);
     bool ok = fclose(f) == 0 && text;
     ok = ok && hf_write_atomic(dir, "README.md", text, len);
     free(text);

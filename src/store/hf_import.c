@@ -150,7 +150,8 @@ static bool read_hf_config(const char *path, bert_config *mc) {
 }
 
 /* state.json of an imported checkpoint: step 0 and the model's shape. */
-static cJSON *import_state(const bert_config *mc, uint64_t seed, const char *from, bool lower) {
+static cJSON *import_state(const bert_config *mc, uint64_t seed, const char *from, bool lower,
+                           cJSON *base_model) {
     cJSON *st = cJSON_CreateObject();
     char s[32];
     snprintf(s, sizeof s, "%llu", (unsigned long long)seed);
@@ -169,7 +170,8 @@ static cJSON *import_state(const bert_config *mc, uint64_t seed, const char *fro
     cJSON_AddNumberToObject(opt, "step", 0);
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(st, "loss_scaler"), "scale", 1.0);
     cJSON_AddStringToObject(st, "bertrain_version", PACKAGE_VERSION);
-    cJSON_AddStringToObject(st, "imported_from", from);
+    cJSON_AddStringToObject(st, "imported_from", from); /* only an import's: never trained */
+    cJSON_AddItemToObject(st, "base_model", base_model);
     cJSON *model = cJSON_AddObjectToObject(cJSON_AddObjectToObject(st, "config"), "model");
     cJSON_AddNumberToObject(model, "vocab_size", mc->vocab_size);
     cJSON_AddNumberToObject(model, "hidden_size", mc->hidden_size);
@@ -187,10 +189,11 @@ static cJSON *import_state(const bert_config *mc, uint64_t seed, const char *fro
     return st;
 }
 
-/* Whether the HF tokenizer lowercases (tokenizer_config.json; BERT's
- * default, and without the file: yes), into *lower; false after one line
+/* Whether the HF tokenizer lowercases (tokenizer_config.json's
+ * do_lower_case; BERT's default, and without the file or the key: yes) into
+ * *lower, and whether the file says so into *stated; false after one line
  * when the file is there but names do_lower_case twice. */
-static bool hf_lowercase(const char *dir, bool *lower) {
+static bool hf_lowercase(const char *dir, bool *lower, bool *stated) {
     char path[1400], dup[512];
     size_t len;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
@@ -199,9 +202,69 @@ static bool hf_lowercase(const char *dir, bool *lower) {
     const bool twice = c && json_find_duplicate(text, len, dup, sizeof dup);
     free(text);
     if (twice) fprintf(stderr, "bertrain: import: %s: %s\n", path, dup);
-    *lower = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "do_lower_case"));
+    const cJSON *dlc = cJSON_GetObjectItemCaseSensitive(c, "do_lower_case");
+    *stated = cJSON_IsBool(dlc);
+    *lower = !cJSON_IsFalse(dlc);
     cJSON_Delete(c);
     return !twice;
+}
+
+/* Append the YAML scalar v (spaces, quotes and a trailing comment removed)
+ * to the comma list out. */
+static void append_scalar(char *out, size_t outlen, char *v) {
+    v += strspn(v, " \t\"'");
+    v[strcspn(v, "\"'#")] = 0;
+    for (size_t n = strlen(v); n && (v[n - 1] == ' ' || v[n - 1] == '\t'); n--) v[n - 1] = 0;
+    if (!*v) return;
+    const size_t used = strlen(out);
+    snprintf(out + used, outlen - used, "%s%s", used ? ", " : "", v);
+}
+
+/* The licence that the HF directory's model card (README.md) names in its
+ * front matter: a top-level `license:` key between the opening `---` lines,
+ * a plain value or a list of `- ID` lines (joined with ", "). Into out; ""
+ * when there is no card or it names none. */
+static void hf_card_license(const char *dir, char *out, size_t outlen) {
+    char path[1400];
+    size_t len;
+    snprintf(path, sizeof path, "%s/README.md", dir);
+    char *text = file_read_all(path, &len);
+    out[0] = 0;
+    if (!text || strncmp(text, "---", 3) != 0 || (text[3] != '\n' && text[3] != '\r')) {
+        free(text);
+        return;
+    }
+    bool in_list = false; /* the lines after `license:` may list its values */
+    for (char *line = strchr(text, '\n') + 1, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        line[strcspn(line, "\r")] = 0;
+        if (!strcmp(line, "---")) break; /* the end of the front matter */
+        char *item = line + strspn(line, " ");
+        if (!strncmp(line, "license:", 8)) {
+            append_scalar(out, outlen, line + 8);
+            in_list = true;
+        } else if (in_list && item[0] == '-') {
+            append_scalar(out, outlen, item + 1);
+        } else {
+            in_list = false;
+        }
+        if (!next) break;
+    }
+    free(text);
+}
+
+/* state.json's "base_model": the directory imported, the licence its card
+ * names, and the tensors this import initialized. Every later checkpoint
+ * carries it (ckpt_writer_carry), so that every model card names them. */
+static cJSON *base_model_json(const char *in, cJSON *initialized) {
+    char license[256];
+    hf_card_license(in, license, sizeof license);
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "imported_from", in);
+    if (license[0]) cJSON_AddStringToObject(b, "license", license);
+    cJSON_AddItemToObject(b, "initialized", initialized);
+    return b;
 }
 
 /* The pooler and NSP head of an HF model imported without model.nsp, carried
@@ -256,6 +319,8 @@ typedef struct {
     carried_heads carry;       /* without model.nsp: the heads kept for the export */
     char missing[4096];        /* heads the file lacks (initialized) */
     int n_missing;
+    cJSON *initialized;        /* their names (state.json's base_model.initialized) */
+    int vocab_casing;          /* VOCAB_CASED, VOCAB_UNCASED or VOCAB_CASE_UNKNOWN */
     char *vocab_text;
     size_t vocab_len;
     cJSON *state;
@@ -337,6 +402,7 @@ static int import_weights(import_job *j) {
             size_t l = strlen(j->missing);
             snprintf(j->missing + l, sizeof j->missing - l, "%s%s", j->n_missing++ ? ", " : "",
                      t->name);
+            cJSON_AddItemToArray(j->initialized, cJSON_CreateString(t->name));
         } else if (!import_tensor(j, t, e)) {
             return 2;
         }
@@ -403,6 +469,7 @@ static int import_vocab(import_job *j) {
     }
     j->vocab_text = file_read_all(path, &j->vocab_len);
     const int size = vocab.size;
+    j->vocab_casing = vocab_casing(&vocab);
     vocab_free(&vocab);
     if (size > j->mc.vocab_size) {
         fprintf(stderr, "bertrain: import: %s has %d tokens, more than the model's vocab_size "
@@ -415,14 +482,56 @@ static int import_vocab(import_job *j) {
     return 0;
 }
 
+/* Whether the checkpoint's tokenizer lowercases: as --lowercase or
+ * --no-lowercase say, else as tokenizer_config.json says. A choice that
+ * contradicts vocab.txt's casing is said: train would refuse every shard
+ * (lowercased ones for the checkpoint, the others for the vocab). false after
+ * one line on bad input. */
+static bool import_casing(const import_job *j, int flag, bool *lower) {
+    bool stated;
+    if (!hf_lowercase(j->in, lower, &stated)) return false;
+    const bool file_lower = *lower;
+    if (flag >= 0) {
+        *lower = flag;
+        if (*lower != file_lower)
+            printf("import: %s: the tokenizer %s, although %s/tokenizer_config.json %s\n",
+                   flag ? "--lowercase" : "--no-lowercase", flag ? "lowercases" : "keeps case",
+                   j->in, stated ? (file_lower ? "says do_lower_case true"
+                                               : "says do_lower_case false")
+                                 : "has no do_lower_case (true, BERT's default)");
+    }
+    const bool vocab_lower = j->vocab_casing == VOCAB_UNCASED;
+    if (j->vocab_casing == VOCAB_CASE_UNKNOWN || *lower == vocab_lower) return true;
+    char why[1600];
+    if (flag >= 0)
+        snprintf(why, sizeof why, "%s", flag ? "--lowercase" : "--no-lowercase");
+    else
+        snprintf(why, sizeof why, "%s/tokenizer_config.json %s", j->in,
+                 stated ? (file_lower ? "says do_lower_case true" : "says do_lower_case false")
+                        : "has no do_lower_case, which means true");
+    fprintf(stderr, "bertrain: import: warning: %s, but %s/vocab.txt is %s: `bertrain train` "
+                    "refuses every shard for this checkpoint (%s shards contradict the vocab, "
+                    "the others the checkpoint); %s\n", why, j->in,
+            vocab_lower ? "uncased (no token has a capital letter)"
+                        : "cased (its tokens have capital letters)",
+            vocab_lower ? "cased" : "lowercased",
+            flag >= 0 ? "import again without it if the vocab is right"
+                      : vocab_lower ? "import again with --lowercase if the vocab is right (or "
+                                      "--no-lowercase to keep what the file says)"
+                                    : "import again with --no-lowercase if the vocab is right "
+                                      "(or --lowercase to keep what the file says)");
+    return true;
+}
+
 /* The checkpoint at step 0, then what to put in a config to continue it. 0;
  * 2 after one line on bad input; 1 after one line when the write failed. */
-static int import_write(import_job *j) {
+static int import_write(import_job *j, int lowercase) {
     char err[1024];
     const bert_config *mc = &j->mc;
     bool lower;
-    if (!hf_lowercase(j->in, &lower)) return 2;
-    j->state = import_state(mc, j->seed, j->in, lower);
+    if (!import_casing(j, lowercase, &lower)) return 2;
+    j->state = import_state(mc, j->seed, j->in, lower, base_model_json(j->in, j->initialized));
+    j->initialized = NULL; /* the state holds it */
     ckpt_contents c = {j->m, j->host, NULL, NULL, 0, OPT_ADAMW, j->vocab_text, j->vocab_len,
                        j->state, NULL, 0, j->carry.t, j->carry.n};
     ckpt_clean_leftovers(j->out); /* of an import that was killed */
@@ -460,24 +569,26 @@ static void import_free(import_job *j) {
     free(j->host);
     free(j->vocab_text);
     cJSON_Delete(j->state);
+    cJSON_Delete(j->initialized);
     bert_free(j->m);
     if (j->be) j->be->destroy(j->be);
     st_close(&j->f);
 }
 
-int hf_import(const char *in, const char *out, uint64_t seed, bool no_nsp) {
+int hf_import(const char *in, const char *out, const hf_import_opts *opts) {
     import_job *j = calloc(1, sizeof *j);
     if (!j) return 2;
     j->in = in;
     j->out = out;
-    j->seed = seed;
-    int rc = import_open(j, no_nsp);
+    j->seed = opts->seed;
+    j->initialized = cJSON_CreateArray();
+    int rc = j->initialized ? import_open(j, opts->no_nsp) : 2;
     if (!rc) rc = import_weights(j);
     if (!rc) import_tied(j);
     if (!rc && !j->mc.nsp && !carry_heads(&j->f, &j->mc, j->used, &j->carry)) rc = 2;
     if (!rc) import_report_unused(j);
     if (!rc) rc = import_vocab(j);
-    if (!rc) rc = import_write(j);
+    if (!rc) rc = import_write(j, opts->lowercase);
     import_free(j);
     free(j);
     return rc;

@@ -113,6 +113,7 @@ static int prepare_rank0(const bt_config *cfg, resume_info *ri, bool rollback) {
     ri->step = (long)num(state, "step", 0);
     const cJSON *lower = ckpt_json_at(state, "data.lowercase");
     ri->lowercase = cJSON_IsBool(lower) ? cJSON_IsTrue(lower) : -1;
+    ri->imported = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(state, "imported_from"));
     long old_batch = (long)num(state, "data.global_batch", (double)cfg->train_batch_size);
     ri->position = (long long)num(state, "data.position", (double)ri->step * old_batch);
     const long updates = (long)num(state, "optimizer.step", (double)ri->step); /* the schedule's step */
@@ -149,18 +150,19 @@ int resume_prepare(const bt_config *cfg, resume_info *ri, bool rollback) {
     memset(ri, 0, sizeof *ri);
     ri->lowercase = -1;
     struct {
-        int rc, active, lowercase;
+        int rc, active, lowercase, imported;
         long step;
         long long position;
         char dir[1024];
         char run_id[RUN_ID_LEN + 1];
-    } msg = {0, 0, -1, 0, 0, "", ""};
+    } msg = {0, 0, -1, 0, 0, 0, "", ""};
     if (dist_rank() == 0) run_dir_new_id(ri->run_id); /* a fresh run's, unless resuming */
     if (!cfg->resume[0]) return 0;
     if (dist_rank() == 0) {
         msg.rc = prepare_rank0(cfg, ri, rollback);
         msg.active = ri->active;
         msg.lowercase = ri->lowercase;
+        msg.imported = ri->imported;
         msg.step = ri->step;
         msg.position = ri->position;
         memcpy(msg.dir, ri->dir, sizeof msg.dir);
@@ -169,6 +171,7 @@ int resume_prepare(const bt_config *cfg, resume_info *ri, bool rollback) {
     dist_broadcast(&msg, sizeof msg);
     ri->active = msg.active;
     ri->lowercase = msg.lowercase;
+    ri->imported = msg.imported;
     ri->step = msg.step;
     ri->position = msg.position;
     memcpy(ri->dir, msg.dir, sizeof ri->dir);

@@ -23,6 +23,7 @@ typedef struct {
     bool exact_opt_step; /* rank 0: state.json records optimizer.step */
     long long position;  /* data cursor: run position of the step's first sample */
     int lowercase;       /* the checkpoint's shards were lowercased: 1, 0, or -1 unknown */
+    bool imported;       /* the checkpoint is an import, never trained (its "imported_from") */
     char run_id[RUN_ID_LEN + 1]; /* the run's lineage: the checkpoint's, or new for a fresh run */
 } resume_info;
 

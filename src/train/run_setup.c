@@ -116,8 +116,9 @@ static int open_data(run_state *s, const bt_config *cfg) {
         }
         s->most_common = dataset_most_common_token(s->ds);
     }
-    if (!dataset_check_casing(&cfg->data, &s->vocab, s->ds, s->valid,
-                              s->ri.active ? s->ri.lowercase : -1, s->ri.dir, err, sizeof err)) {
+    const dataset_ckpt_casing ckpt = {s->ri.active ? s->ri.lowercase : -1, s->ri.imported,
+                                      s->ri.dir};
+    if (!dataset_check_casing(&cfg->data, &s->vocab, s->ds, s->valid, &ckpt, err, sizeof err)) {
         if (rank == 0) fprintf(stderr, "bertrain: %s: %s\n", cfg->path, err);
         return 2;
     }

@@ -134,7 +134,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rest) fuzz_file("in/tokenizer_config.json", p, rest);
     else remove(out);
     snprintf(out, sizeof out, "%s/out", fuzz_dir());
-    if (hf_import(in, out, 42, false) == 0 && !ckpt_remove(out, err, sizeof err)) {
+    const hf_import_opts opts = {42, false, -1};
+    if (hf_import(in, out, &opts) == 0 && !ckpt_remove(out, err, sizeof err)) {
         fprintf(stderr, "fuzz_import: %s\n", err);
         abort();
     }
