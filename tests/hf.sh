@@ -11,7 +11,9 @@
 #  - import(export(x)) == x byte for byte (model.safetensors, cmp), also with
 #    old LayerNorm gamma/beta names and with BertForMaskedLM keys; BertModel
 #    keys (no "bert." prefix, no heads) import with the MLM head initialized
-#    and reported;
+#    and reported; predict warns, and the card says, while it is untrained;
+#    the base model's licence (its card's front matter) and the initialized
+#    tensors carry through training into every later card;
 #  - `train --resume` continues from an imported checkpoint; a config of
 #    another shape is refused naming the key;
 #  - with transformers (the test environment of scripts/deps.sh, with Debian's
@@ -81,6 +83,7 @@ echo "ok   BertForMaskedLM keys: import == x (cmp)"
 mkdir "$tmpdir/bertmodel"
 cp "$tmpdir/hf/config.json" "$tmpdir/hf/vocab.txt" "$tmpdir/bertmodel/"
 $ST rename "$tmpdir/hf/model.safetensors" "$tmpdir/bertmodel/model.safetensors" bertmodel
+printf -- '---\nlanguage: en\nlicense: apache-2.0\ntags:\n- bert\n---\n\n# A base model\n' > "$tmpdir/bertmodel/README.md"
 "$BERTRAIN" import "$tmpdir/bertmodel" "$tmpdir/imp-bm" > "$tmpdir/bm.log" 2>&1 ||
     { cat "$tmpdir/bm.log"; fail "import of BertModel keys failed"; }
 grep -q "^import: 5 tensors not in .*initialized (seed 42): cls.predictions.transform.dense.weight" "$tmpdir/bm.log" ||
@@ -88,6 +91,38 @@ grep -q "^import: 5 tensors not in .*initialized (seed 42): cls.predictions.tran
 $ST same "$x/model.safetensors" "$tmpdir/imp-bm/model.safetensors" bert. > "$tmpdir/same.txt" ||
     { cat "$tmpdir/same.txt"; fail "BertModel import: encoder tensors differ"; }
 echo "ok   BertModel keys: encoder $(cat "$tmpdir/same.txt"); $(grep -m1 'tensors not in' "$tmpdir/bm.log" | sed "s|$tmpdir/||; s/: cls.*/: the MLM head/")"
+
+# the base model: the import's untrained MLM head is said by predict and the
+# card; the initialized tensors and the card's licence carry through training
+# into every later checkpoint's card
+card_has() { # CARD WHAT...: the card has every WHAT (grep -F)
+    card=$1
+    shift
+    for want in "$@"; do
+        grep -q -F -e "$want" "$card" || { cat "$card"; fail "$card lacks: $want"; }
+    done
+}
+"$BERTRAIN" predict "$tmpdir/imp-bm" "the [MASK] was here" > "$tmpdir/bm-pred.out" 2> "$tmpdir/bm-pred.err" ||
+    { cat "$tmpdir/bm-pred.err"; fail "predict on the BertModel import failed"; }
+grep -q "^bertrain predict: warning: .*imp-bm: the MLM head is untrained (freshly initialized by \`bertrain import\`: the base model .*bertmodel has none)" "$tmpdir/bm-pred.err" ||
+    { cat "$tmpdir/bm-pred.err"; fail "predict did not warn that the imported MLM head is untrained"; }
+"$BERTRAIN" export "$tmpdir/imp-bm" "$tmpdir/hf-bm" > /dev/null || fail "export of the BertModel import failed"
+card_has "$tmpdir/hf-bm/README.md" "license: apache-2.0" "lacks 5 tensors, freshly initialized by \`bertrain import\`: \`cls.predictions.transform.dense.weight\`" \
+    "They are untrained." "**The MLM head is untrained**" "(its licence: apache-2.0); bertrain has not trained it"
+# shellcheck disable=SC2086
+"$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=2 --set output_dir="\"$tmpdir/bm-run\"" \
+    --resume "$tmpdir/imp-bm" > "$tmpdir/bm-run.log" 2>&1 || { cat "$tmpdir/bm-run.log"; fail "training the BertModel import failed"; }
+# shellcheck disable=SC2086
+"$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=4 --set output_dir="\"$tmpdir/bm-run\"" \
+    --resume auto > "$tmpdir/bm-run2.log" 2>&1 || { cat "$tmpdir/bm-run2.log"; fail "resuming the trained import failed"; }
+"$BERTRAIN" export "$tmpdir/bm-run" "$tmpdir/hf-bm-run" > /dev/null || fail "export of the trained import failed"
+card_has "$tmpdir/hf-bm-run/README.md" "license: apache-2.0" "Continued from the Hugging Face model \`$tmpdir/bertmodel\` (its licence: apache-2.0)" \
+    "lacks 5 tensors, freshly initialized" "bertrain has trained them since, with the rest of the model, for 4 steps." \
+    "| optimizer steps | 4 of"
+! grep -q "untrained" "$tmpdir/hf-bm-run/README.md" || fail "the trained import's card still says untrained"
+"$BERTRAIN" predict "$tmpdir/bm-run" "the [MASK] was here" > /dev/null 2> "$tmpdir/bm-pred2.err" || fail "predict after training failed"
+[ ! -s "$tmpdir/bm-pred2.err" ] || { cat "$tmpdir/bm-pred2.err"; fail "predict warned after the MLM head was trained"; }
+echo "ok   base model: predict warns and the card says the imported MLM head is untrained; its licence and the initialized tensors carry through 2 trainings (resume of the import, then --resume auto) into the card"
 
 # the model card states the training and the held-out metrics of the checkpoint's step
 # shellcheck disable=SC2086
