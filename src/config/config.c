@@ -38,7 +38,7 @@ void config_defaults(bt_config *cfg) {
     cfg->optim = (bt_optim_config){OPT_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true, 0.01f,
                                    10.0f};
     cfg->sched = (bt_sched_config){SCHED_CONSTANT, 0.0, NAN, 0, -1, false, 0.5, 1000, 1e-4, 0.0,
-                                   SCHED_UNIT_STEPS};
+                                   SCHED_UNIT_STEPS, 0};
     cfg->data.seq_len = 128;
     cfg->data.mask_prob = 0.15f;
     strcpy(cfg->device, "cpu");
@@ -299,8 +299,13 @@ static bool load(bt_config *cfg, const char *path, const char *name,
         return false;
     }
     if (isnan(cfg->sched.warmup_max_lr)) cfg->sched.warmup_max_lr = cfg->optim.lr;
+    if (cfg->sched.unit == SCHED_UNIT_STEPS && cfg->sched.start >= cfg->train_steps) {
+        config_fail(cfg, "scheduler.start: %ld must be below train_steps %ld (the schedule "
+                    "starts over at that update)", cfg->sched.start, cfg->train_steps);
+        return false;
+    }
     if (cfg->sched.total_num_steps < 0 && cfg->sched.unit == SCHED_UNIT_STEPS)
-        cfg->sched.total_num_steps = cfg->train_steps;
+        cfg->sched.total_num_steps = cfg->train_steps - cfg->sched.start;
     if ((cfg->sched.type == SCHED_WARMUP_DECAY || cfg->sched.type == SCHED_COSINE) &&
         cfg->sched.total_num_steps <= cfg->sched.warmup_num_steps) {
         config_fail(cfg, "scheduler.params.total_num_steps: %ld must exceed warmup_num_steps %ld",
@@ -337,7 +342,12 @@ static bool load(bt_config *cfg, const char *path, const char *name,
             }
             total += (long long)acc * cfg->micro_batch * cfg->world_size;
         }
-        cfg->sched.total_num_steps = (long)total;
+        if (total <= cfg->sched.start) {
+            config_fail(cfg, "scheduler.start: %ld must be below the run's %lld samples "
+                        "(scheduler.unit samples)", cfg->sched.start, total);
+            return false;
+        }
+        cfg->sched.total_num_steps = (long)(total - cfg->sched.start);
         if ((cfg->sched.type == SCHED_WARMUP_DECAY || cfg->sched.type == SCHED_COSINE) &&
             cfg->sched.total_num_steps <= cfg->sched.warmup_num_steps) {
             config_fail(cfg, "scheduler.params.total_num_steps: the run's %ld samples must exceed "

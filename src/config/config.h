@@ -31,6 +31,7 @@ typedef struct {
     long decay_step;
     double cos_min_ratio, warmup_min_ratio;
     int unit;                /* scheduler.unit: 0 steps, 1 samples (SCHED_UNIT_SAMPLES) */
+    long start;              /* scheduler.start: the update (or sample) where s is 0 */
 } bt_sched_config;
 
 enum { SCHED_UNIT_STEPS = 0, SCHED_UNIT_SAMPLES = 1 };

@@ -49,6 +49,7 @@ const key_spec CONFIG_KEYS[] = {
     {"scheduler.params.cos_min_ratio", K_DOUBLE, OFF(sched.cos_min_ratio), 0, 1, NULL, 0},
     {"scheduler.params.warmup_min_ratio", K_DOUBLE, OFF(sched.warmup_min_ratio), 0, 1, NULL, 0},
     {"scheduler.unit", K_CHOICE, OFF(sched.unit), 0, 0, "steps|samples", 0},
+    {"scheduler.start", K_LONG, OFF(sched.start), 0, 1e12, NULL, 0},
     {"batch_rampup", K_OBJECT, 0, 0, 0, NULL, 0},
     {"batch_rampup.start_batch_size", K_LONG, OFF(rampup_start), 0, 1e9, NULL, 0},
     {"batch_rampup.samples", K_LONG, OFF(rampup_samples), 1, 1e15, NULL, 0},

@@ -5,7 +5,8 @@
 #include <math.h>
 
 long sched_position(const bt_config *cfg, long step, long long samples) {
-    return cfg->sched.unit == SCHED_UNIT_SAMPLES ? (long)samples : step;
+    const long at = cfg->sched.unit == SCHED_UNIT_SAMPLES ? (long)samples : step;
+    return at > cfg->sched.start ? at - cfg->sched.start : 0;
 }
 
 long rampup_accum(const bt_config *cfg, long long samples) {

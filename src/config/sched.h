@@ -11,7 +11,9 @@ double sched_lr(const bt_config *cfg, long step);
 /* The scheduler's position before an update, given the updates applied so far
  * (`step`; steps the fp16 loss scaler or the guard skipped do not count, as in
  * DeepSpeed) and the run position `samples` of the step's first sample: the
- * update count, or with scheduler.unit "samples" the samples consumed so far. */
+ * update count, or with scheduler.unit "samples" the samples consumed so far,
+ * less scheduler.start (a later phase's schedule starts over there), never
+ * below 0. */
 long sched_position(const bt_config *cfg, long step, long long samples);
 
 /* Batch-size rampup: the gradient accumulation count of the step that starts
