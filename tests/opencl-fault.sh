@@ -6,8 +6,10 @@
 #   gelu_tanh_approx     gelu_fwd uses the tanh approximation (|err| ~ 1e-3)
 # Each fault must fail its op, and no op but it and the fused ops whose
 # unfused sequence contains it (their rows compare with that sequence bit for
-# bit); without a fault every op passes. Skips (77) without an OpenCL build or
-# device.
+# bit); without a fault every op passes. A compiler that rejects work-groups
+# above 64 (the fault wg_above_64) makes the backend build again at half the
+# size, saying so in one line a try, and every op then passes. Skips (77)
+# without an OpenCL build or device.
 . "$(dirname "$0")/lib.sh"
 spec=${BERTRAIN_TEST_OPENCL_DEVICE:-opencl:0:0}
 : "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
@@ -34,4 +36,11 @@ for case in bias_add_off_by_one:bias_add:bias_gelu_fwd,bias_dropout_add,residual
     [ -z "$others" ] || fail "$fault: other ops failed too"
     echo "$fault: $op FAILs as it must; $(tail -1 "$tmpdir/$fault")"
 done
-echo "PASS: the suite catches both injected kernel faults"
+rc=0
+BERTRAIN_CL_FAULT=wg_above_64 "$suite" --backend "$spec" --quick > "$tmpdir/wg" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || { cat "$tmpdir/wg"; fail "wg_above_64: the suite exited $rc: no retry at a smaller work-group size"; }
+retries=$(grep -c "^bertrain: opencl: .*: the kernels did not build with work-groups of [0-9]*; retrying with [0-9]*$" "$tmpdir/wg")
+grep -q "work-groups of 128; retrying with 64$" "$tmpdir/wg" && ! grep -q "retrying with 32$" "$tmpdir/wg" ||
+    { cat "$tmpdir/wg"; fail "wg_above_64: the build did not step down to 64 and stop there"; }
+echo "wg_above_64: $retries retries, one line each ($(grep -m1 'retrying' "$tmpdir/wg" | sed 's/^bertrain: opencl: [^:]*: //')), then $(tail -1 "$tmpdir/wg")"
+echo "PASS: the suite catches both injected kernel faults; a rejected work-group size is retried at half"

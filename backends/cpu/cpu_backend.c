@@ -71,6 +71,21 @@ static double process_mem_limit(void) {
     return limit;
 }
 
+/* Bytes that new allocations can take now without swapping: the kernel's
+ * MemAvailable (free memory plus the page cache it can drop); free pages
+ * where /proc/meminfo does not say. */
+static size_t available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    if (f) fclose(f);
+    if (kib) return (size_t)(kib * 1024);
+    long avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return avail > 0 && page > 0 ? (size_t)avail * (size_t)page : 0;
+}
+
 static void cpu_info(bt_backend *be, bt_device_info *out) {
     cpu_ctx *ctx = be->ctx;
     memset(out, 0, sizeof *out);
@@ -78,9 +93,8 @@ static void cpu_info(bt_backend *be, bt_device_info *out) {
              "others take them)", ctx->threads_max, ctx->threads_max == 1 ? "" : "s", ctx->threads_why);
     snprintf(out->vendor, sizeof out->vendor, "host");
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    long avail = sysconf(_SC_AVPHYS_PAGES);
     if (pages > 0 && page > 0) out->total_mem = (size_t)pages * (size_t)page;
-    if (avail > 0 && page > 0) out->free_mem = (size_t)avail * (size_t)page;
+    out->free_mem = available_memory();
     const double limit = process_mem_limit(); /* what this process may use of it */
     if (limit > 0 && limit < (double)out->total_mem) out->total_mem = (size_t)limit;
     if (limit > 0 && limit < (double)out->free_mem) out->free_mem = (size_t)limit;

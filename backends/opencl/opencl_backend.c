@@ -247,6 +247,10 @@ static const char *const kernel_names[K_COUNT] = {
 #undef OCL_KERNEL_NAME
 };
 
+/* The smallest work-group size a failed kernel build is retried at (the
+ * build halves it from the device's size down to this). */
+#define OCL_MIN_RETRY_WG 32
+
 /* Build options: OpenCL C 1.2, the work-group size, correctly rounded fp32
  * division and sqrt where the device offers them; never fast-math flags. */
 static void build_options(ocl_ctx *c, char *opt, size_t len) {
@@ -257,12 +261,14 @@ static void build_options(ocl_ctx *c, char *opt, size_t len) {
              fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
 }
 
-/* Build the program and create every kernel. On a build failure the build log
- * goes to stderr. */
-static bool build_program(ocl_ctx *c, char *err, size_t errlen) {
+/* Build the program and create every kernel. A failed build is
+ * *build_failed, its log on stderr when log_failure (the last try). */
+static bool build_program(ocl_ctx *c, bool log_failure, bool *build_failed, char *err,
+                          size_t errlen) {
     cl_int e;
     char opt[512];
     build_options(c, opt, sizeof opt);
+    *build_failed = false;
     c->program = clCreateProgramWithSource(c->context, (cl_uint)bt_cl_source_count,
                                            (const char **)bt_cl_source_lines, NULL, &e);
     CL_TRY("clCreateProgramWithSource", e);
@@ -270,7 +276,7 @@ static bool build_program(ocl_ctx *c, char *err, size_t errlen) {
     if (e != CL_SUCCESS) {
         size_t len = 0;
         clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
-        char *log = malloc(len + 1);
+        char *log = log_failure ? malloc(len + 1) : NULL;
         if (log && clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, len, log,
                                          NULL) == CL_SUCCESS) {
             log[len] = 0;
@@ -279,6 +285,7 @@ static bool build_program(ocl_ctx *c, char *err, size_t errlen) {
         free(log);
         snprintf(err, errlen, "opencl: building the kernels failed: %s (%d); build log above",
                  ocl_error_name(e), (int)e);
+        *build_failed = true;
         return false;
     }
     for (int k = 0; k < K_COUNT; k++) {
@@ -433,7 +440,26 @@ static void ocl_marks_reset(bt_backend *be) {
     c->wall.n = 0;
 }
 
-static void ocl_info(bt_backend *be, bt_device_info *out) { *out = ocl(be)->info; }
+/* AMD's free-memory query (cl_amd_device_attribute_query): two values in
+ * KiB, the free memory and the largest free block. */
+#ifndef CL_DEVICE_GLOBAL_FREE_MEMORY_AMD
+#define CL_DEVICE_GLOBAL_FREE_MEMORY_AMD 0x4039
+#endif
+
+/* The device's free memory now where it can tell (AMD's extension); 0
+ * elsewhere: OpenCL has no portable query. */
+static size_t free_memory(cl_device_id d) {
+    size_t kib[2] = {0, 0};
+    if (!dev_has_ext(d, "cl_amd_device_attribute_query") ||
+        clGetDeviceInfo(d, CL_DEVICE_GLOBAL_FREE_MEMORY_AMD, sizeof kib, kib, NULL) != CL_SUCCESS)
+        return 0;
+    return kib[0] * 1024;
+}
+
+static void ocl_info(bt_backend *be, bt_device_info *out) {
+    *out = ocl(be)->info;
+    out->free_mem = free_memory(ocl(be)->device);
+}
 
 static void ocl_destroy(bt_backend *be) {
     ocl_ctx *c = ocl(be);
@@ -462,7 +488,7 @@ static void fill_info(ocl_ctx *c) {
     dev_str(c->device, CL_DEVICE_NAME, i->name, sizeof i->name);
     dev_str(c->device, CL_DEVICE_VENDOR, i->vendor, sizeof i->vendor);
     i->total_mem = (size_t)dev_ulong(c->device, CL_DEVICE_GLOBAL_MEM_SIZE);
-    i->free_mem = 0; /* OpenCL has no portable query */
+    i->free_mem = 0; /* ocl_info asks where the device can tell */
     i->max_alloc = (size_t)dev_ulong(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
     i->compute_units = (int)dev_uint(c->device, CL_DEVICE_MAX_COMPUTE_UNITS);
     i->has_fp16 = dev_has_ext(c->device, "cl_khr_fp16");
@@ -514,7 +540,16 @@ bt_backend *bt_opencl_backend_create(int platform, int device, const bt_backend_
     if (local_mem && wg > local_mem / 16) wg = local_mem / 16;
     c->wg = pow2_floor(wg ? wg : 1);
     for (;;) {
-        if (!build_program(c, err, errlen)) goto fail;
+        bool build_failed;
+        if (!build_program(c, c->wg <= OCL_MIN_RETRY_WG, &build_failed, err, errlen)) {
+            if (!build_failed || c->wg <= OCL_MIN_RETRY_WG) goto fail;
+            /* a compiler that rejects this work-group size: try half of it */
+            fprintf(stderr, "bertrain: opencl: %s: the kernels did not build with work-groups "
+                            "of %zu; retrying with %zu\n", c->info.name, c->wg, c->wg / 2);
+            release_program(c);
+            c->wg /= 2;
+            continue;
+        }
         size_t lim = min_kernel_wg(c);
         if (lim >= c->wg || c->wg == 1) break;
         release_program(c); /* a kernel allows less: rebuild with a smaller BT_WG */

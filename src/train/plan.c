@@ -136,6 +136,13 @@ bool plan_sizes(const bt_config *cfg, const size_request *r, const bt_device_inf
                  (mm->acts + mm->ints + mm->stash) / 1e9, dev->name, dev->total_mem / 1e9, fix);
         return false;
     }
+    if (dev->free_mem && out->device_bytes > (double)dev->free_mem) {
+        snprintf(err, errlen, "%s: needs %.2f GB on the device; %s has %.2f GB free of its "
+                 "%.2f GB now (other processes hold the rest): %s", what,
+                 out->device_bytes / 1e9, dev->name, dev->free_mem / 1e9, dev->total_mem / 1e9,
+                 fix);
+        return false;
+    }
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double host = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     if (host > 0 && out->host_bytes > host) {

@@ -45,6 +45,7 @@ struct config {
     char built_for[128]; /* CUDA_EMU_BUILT_FOR as "sm_70 sm_80 sm_90" */
     int devices;
     size_t mem_bytes;
+    size_t held_bytes; /* CUDA_EMU_HELD_MB: what other processes hold of each device */
     uint64_t seed;
     int workers;
 };

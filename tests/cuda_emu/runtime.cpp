@@ -93,6 +93,8 @@ const config &cfg() {
         read_built_for(&c);
         c.devices = (int)env_long("CUDA_EMU_DEVICES", 2, 0, 16);
         c.mem_bytes = (size_t)env_long("CUDA_EMU_MEM_MB", 2048, 1, 1 << 20) << 20;
+        c.held_bytes = (size_t)env_long("CUDA_EMU_HELD_MB", 0, 0, 1 << 20) << 20;
+        if (c.held_bytes > c.mem_bytes) c.held_bytes = c.mem_bytes;
         c.seed = (uint64_t)env_long("CUDA_EMU_SEED", 1, 0, 1L << 62);
         c.workers = (int)env_long("CUDA_EMU_WORKERS", 2, 1, 64);
     });
@@ -451,10 +453,11 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     if (bytes == 0) return cudaSuccess;
     const int d = this_device;
     const size_t padded = round_up(bytes, ALIGN);
-    if (bytes > cfg().mem_bytes) return record(cudaErrorMemoryAllocation);
+    const size_t ours = cfg().mem_bytes - cfg().held_bytes; /* others hold the rest */
+    if (bytes > ours) return record(cudaErrorMemoryAllocation);
     {
         std::lock_guard<std::mutex> g(mem_lock);
-        if (used_bytes[d] + bytes > cfg().mem_bytes) return record(cudaErrorMemoryAllocation);
+        if (used_bytes[d] + bytes > ours) return record(cudaErrorMemoryAllocation);
         used_bytes[d] += bytes;
     }
     allocation *a = new allocation;
@@ -561,7 +564,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     STICKY_RETURN();
     std::lock_guard<std::mutex> g(mem_lock);
     *total_bytes = cfg().mem_bytes;
-    *free_bytes = cfg().mem_bytes - used_bytes[this_device];
+    *free_bytes = cfg().mem_bytes - cfg().held_bytes - used_bytes[this_device];
     return cudaSuccess;
 }
 

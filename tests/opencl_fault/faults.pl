@@ -9,10 +9,18 @@
 #   XENT_RACE            xent_fwd_bwd's race fixed on 2026-11-26: every work-item reads
 #                        x[y], which its owner overwrites in place across barriers that
 #                        fence local memory (tests/oclgrind.sh)
+#   WG_ABOVE_64          the compiler rejects work-groups above 64, as some devices'
+#                        compilers reject reqd_work_group_size(256) (tests/opencl-fault.sh)
 use strict;
 use warnings;
 
 my %faults = (
+    'kernels/dialect_opencl.cl' => [
+        [ 'WG_ABOVE_64',
+          qr/(#define BT_KERNEL_WG __kernel __attribute__\(\(reqd_work_group_size\(BT_WG, 1, 1\)\)\)\n)/,
+          "\$1#if defined(BT_FAULT_WG_ABOVE_64) && BT_WG > 64\n"
+          . "#error fault injection: work-groups above 64 are rejected\n#endif\n" ],
+    ],
     'kernels/elementwise.cl' => [
         [ 'BIAS_ADD_OFF_BY_ONE',
           qr/    const int c = \(int\)\(i % \(size_t\)cols\);\n/,
