@@ -75,6 +75,7 @@ const key_spec CONFIG_KEYS[] = {
     {"model.z_loss", K_FLOAT, OFF(model.z_loss), 0, 1, NULL, 0},
     {"model.attention_logit_penalty", K_FLOAT, OFF(model.attention_logit_penalty), 0, 1, NULL, 0},
     {"model.attention_kernel", K_CHOICE, OFF(model.attention_kernel), 0, 0, "auto|fused|unfused", 0},
+    {"model.recompute", K_CHOICE, OFF(model.recompute), 0, 0, "none|attention|layer", 0},
     {"model.admin_init", K_CHOICE, OFF(model.admin_init), 0, 0, "closed_form|profile", 0},
     {"model.layerdrop", K_FLOAT, OFF(model.layerdrop), 0, BERT_MAX_LAYERDROP, NULL, 0},
     {"data", K_OBJECT, 0, 0, 0, NULL, 0},

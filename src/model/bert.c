@@ -257,7 +257,35 @@ static int layer_before(const bert_pass *pass, int l) {
 static size_t layer_input(const bert_model *m, int l, const bert_pass *pass) {
     const int k = layer_before(pass, l);
     if (k < 0) return m->act->emb_out;
+    if (m->cfg.recompute == BERT_RECOMPUTE_LAYER) /* the last one's is still in the working set */
+        return l == m->cfg.num_hidden_layers ? layer_output(m, k) : m->act->layer[k].out;
     return m->act->stash_per_layer ? m->act->xin : layer_output(m, k);
+}
+
+/* After layer l's forward with model.recompute "layer": its output kept as
+ * the next layer's input (the last layer's stays where it is, in the working
+ * set, which no layer overwrites before its backward). */
+static void keep_layer_output(const bert_run *r, int l) {
+    const bert_model *m = r->m;
+    if (m->cfg.recompute != BERT_RECOMPUTE_LAYER ||
+        l == layer_before(r->pass, m->cfg.num_hidden_layers))
+        return;
+    m->be->copy(m->be, act(m, m->act->layer[l].out), act(m, layer_output(m, l)),
+                (size_t)r->bt->B * r->bt->T * m->cfg.hidden_size * 4);
+}
+
+/* Before layer l's backward, what model.recompute discards: with "layer" the
+ * layer's forward again (the working set holds a later layer's; no
+ * statistics: r->st is NULL in a backward), with "attention" its
+ * probabilities (bert_attention_bwd). The last layer that ran keeps its own. */
+static void recompute_layer(bert_run *r, int l) {
+    const bert_model *m = r->m;
+    const bool last = l == layer_before(r->pass, m->cfg.num_hidden_layers);
+    r->recompute_probs = m->cfg.recompute == BERT_RECOMPUTE_ATTENTION && !last;
+    if (m->cfg.recompute != BERT_RECOMPUTE_LAYER || last) return;
+    r->layer = l;
+    layer_fwd(r, l, layer_input(m, l, r->pass));
+    r->layer = -1;
 }
 
 /* Before layer l's backward: its saved activations and its input back from
@@ -436,6 +464,7 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
             r.layer = r.half_layer = l;
             layer_fwd(&r, l, layer_input(m, l, pass));
             r.layer = r.half_layer = -1;
+            keep_layer_output(&r, l);
             bert_act_stash_layer(m, tape, layer_output(m, l)); /* the next layer's input */
         }
     size_t hidden = layer_input(m, L, pass);
@@ -493,8 +522,10 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
         if (layer_skipped(pass, l)) continue; /* identity: dA passes through; no gradient */
         unstash_layer(&r, l);
         r.half_layer = l; /* its stash slots hold what the forward stored */
+        recompute_layer(&r, l);
         layer_bwd(&r, l, layer_input(m, l, pass));
         r.half_layer = -1;
+        r.recompute_probs = false;
         /* a skipped layer's range is never reported: not reduced */
         op_grads_done(&r, v->layer[l].qkv_w, l + 1 < L ? v->layer[l + 1].qkv_w : layers_end);
     }

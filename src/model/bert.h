@@ -17,6 +17,14 @@ enum { BERT_ADMIN_CLOSED_FORM = 0, BERT_ADMIN_PROFILE = 1 };
  * "fused" (attention_fwd / attention_bwd: the T x T probabilities never
  * stored) or "unfused" (GEMMs, softmax, dropout; the probabilities kept). */
 enum { BERT_ATTN_AUTO = 0, BERT_ATTN_FUSED = 1, BERT_ATTN_UNFUSED = 2 };
+/* model.recompute: what the backward computes again instead of keeping it
+ * from the forward. "none"; "attention" (the T x T probabilities: one copy
+ * serves every layer, and each layer's backward recomputes its own from the
+ * kept Q and K); "layer" (only each layer's input is kept: one working set
+ * of activations serves every layer, and each layer's backward first runs
+ * its forward again). The dropout masks come from the counter RNG, so the
+ * recomputed values are the forward's, bit for bit. */
+enum { BERT_RECOMPUTE_NONE = 0, BERT_RECOMPUTE_ATTENTION = 1, BERT_RECOMPUTE_LAYER = 2 };
 
 /* The largest LayerDrop probability (model.layerdrop): above it most steps
  * would train almost nothing. */
@@ -57,6 +65,7 @@ typedef struct {
                       * (tests); -1: never */
     int attention_kernel; /* BERT_ATTN_*: the self-attention's core as the backend's fused
                            * attention ops or as GEMMs, softmax and dropout */
+    int recompute;   /* BERT_RECOMPUTE_*: what the backward recomputes (model.recompute) */
     bool fp32_stash; /* 16-bit storage only: keep every layer's saved activations in
                       * fp32 buffers (still rounded to 16 bits) instead of the 16-bit
                       * stash; the same bits, twice the memory (tests compare them) */

@@ -25,13 +25,20 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(emb_mean, N);
     TAKE(emb_rstd, N);
     TAKE(emb_out, N * H);
-    /* With the 16-bit stash one working set of the big fields serves every
-     * layer; without it each layer has its own. */
-    const bool stash = c->storage != BT_F32 && !c->fp32_stash;
+    /* With the 16-bit stash, or recomputing whole layers, one working set of
+     * the big fields serves every layer; otherwise each layer has its own.
+     * Recomputing, one copy of the probabilities serves every layer (outside
+     * the working set: never stashed). */
+    const bool recompute_layer = c->recompute == BERT_RECOMPUTE_LAYER;
+    const bool stash = c->storage != BT_F32 && !c->fp32_stash && !recompute_layer;
+    const bool shared_probs = c->recompute != BERT_RECOMPUTE_NONE;
+    const bool shared = stash || recompute_layer;
+    size_t probs_shared = 0;
+    if (shared_probs) probs_shared = off, off += (P + 15) / 16 * 16;
     a->work_base = off;
-    for (int l = 0; l < (stash ? 1 : L); l++) {
+    for (int l = 0; l < (shared ? 1 : L); l++) {
         TAKE(layer[l].qkv, N * 3 * H);
-        TAKE(layer[l].probs, P);
+        if (!shared_probs) TAKE(layer[l].probs, P);
         TAKE(layer[l].ctx, N * H);
         TAKE(layer[l].res1, N * H);
         TAKE(layer[l].ln1, N * H);
@@ -40,11 +47,13 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
         TAKE(layer[l].res2, N * H);
         TAKE(layer[l].ln2, N * H);
     }
-    if (stash) {
-        a->stash_per_layer = off - a->work_base;
-        for (int l = 1; l < L; l++) a->layer[l] = a->layer[0];
-        TAKE(xin, N * H);
+    if (stash) a->stash_per_layer = off - a->work_base;
+    for (int l = 0; l < L; l++) {
+        if (shared && l > 0) a->layer[l] = a->layer[0];
+        if (shared_probs) a->layer[l].probs = probs_shared;
+        if (recompute_layer) TAKE(layer[l].out, N * H);
     }
+    if (stash) TAKE(xin, N * H);
     for (int l = 0; l < L; l++) { /* row statistics: fp32, per layer */
         TAKE(layer[l].mean1, N);
         TAKE(layer[l].rstd1, N);
@@ -179,9 +188,9 @@ static int stashed_spans(const bert_model *m, const bert_tape *tape, size_t off[
     const bert_layer_acts *la = &m->act->layer[0];
     const size_t N = (size_t)tape->B * tape->T, H = m->cfg.hidden_size,
                  I = m->cfg.intermediate_size,
-                 P = m->fused_attention ? 0
-                                        : (size_t)tape->B * m->cfg.num_attention_heads *
-                                              tape->T * tape->T;
+                 P = m->fused_attention || m->cfg.recompute != BERT_RECOMPUTE_NONE
+                         ? 0 /* none, or outside the working set */
+                         : (size_t)tape->B * m->cfg.num_attention_heads * tape->T * tape->T;
     const size_t offs[9] = {la->qkv, la->probs, la->ctx, la->res1, la->ln1,
                             la->fc1, la->gelu,  la->res2, la->ln2};
     const size_t counts[9] = {N * 3 * H, P, N * H, N * H, N * H, N * I, N * I, N * H, N * H};

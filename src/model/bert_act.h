@@ -20,6 +20,8 @@ typedef struct {
     size_t mean2, rstd2; /* (N) */
     size_t ln2;          /* (N, H) Post-LN: layer output; Pre-LN: LN(res1), the FFN input */
     size_t lse;          /* (B, NH, T) fused attention: each query row's log-sum-exp */
+    size_t out;          /* (N, H) recompute "layer": the layer's output, kept as the next
+                            layer's input (the working set holds one layer at a time) */
 } bert_layer_acts;
 
 struct bert_act_layout {
@@ -62,7 +64,10 @@ struct bert_act_layout {
 
 /* Plan the activation buffer for the given capacity; NULL when out of memory.
  * With fused_attention no T x T probabilities (probs, dprobs, pdrop: empty),
- * but each layer's lse and the backward's attn_delta. */
+ * but each layer's lse and the backward's attn_delta. With c->recompute one
+ * copy of the probabilities serves every layer; with "layer" one working set
+ * of every big field does, beside each layer's kept output (no 16-bit
+ * stash: there is nothing per layer left to stash but the outputs). */
 struct bert_act_layout *bert_act_layout_new(const bert_config *c, int max_batch, int max_seq,
                                             int max_masked, bool fused_attention);
 

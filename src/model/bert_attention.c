@@ -101,26 +101,37 @@ static void attention_fused_bwd(bert_run *r, int l, const attn_dims *g, float p)
 
 /* Self-attention core for one layer: ctx (N, H) = dropout(softmax(QK^T /
  * sqrt(D))) V from layer l's QKV projection (N, 3H), token-major both. */
+/* probs = softmax(QK^T/sqrt(D)) of layer l, and with dropout p its dropped
+ * copy in pdrop; in a forward (r->st) the attention logit penalty's sum. */
+static void attention_probs(bert_run *r, int l, const attn_dims *g, float p) {
+    const bert_model *m = r->m;
+    const struct bert_act_layout *a = m->act;
+    const bert_layer_acts *la = &a->layer[l];
+    const int NH = g->NH, D = g->D;
+    attention_scores(r, l, la->probs);
+    if (m->cfg.attention_logit_penalty > 0.0f && r->st) { /* sum of (QK^T/sqrt(D))^2 */
+        int ticket = -1;
+        r->st->attn_score_sq +=
+            stat_sum(r, BT_REDUCE_SUMSQ, act(m, la->probs), (size_t)g->B * NH * g->TT, &ticket) /
+            D;
+        if (ticket >= 0 && !r->st->ticket.n_attn++) r->st->ticket.attn_first = ticket;
+    }
+    op_softmax(r, la->probs, a->pdrop, a->mask, NH, 1.0f / sqrtf((float)D), p,
+               dropout_key(r->pass, l, SITE_ATTN_PROBS));
+}
+
 void bert_attention_fwd(bert_run *r, int l) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const attn_dims g = attn_dims_of(m, l, r->bt);
-    const int NH = g.NH, D = g.D, H = m->cfg.hidden_size;
+    const int H = m->cfg.hidden_size;
     const float p = r->pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
     if (m->fused_attention) {
         attention_fused_fwd(r, l, &g, p);
         return;
     }
-    attention_scores(r, l, la->probs);
-    if (m->cfg.attention_logit_penalty > 0.0f) { /* sum of (QK^T/sqrt(D))^2 */
-        int ticket = -1;
-        r->st->attn_score_sq +=
-            stat_sum(r, BT_REDUCE_SUMSQ, act(m, la->probs), (size_t)g.B * NH * g.TT, &ticket) / D;
-        if (ticket >= 0 && !r->st->ticket.n_attn++) r->st->ticket.attn_first = ticket;
-    }
-    op_softmax(r, la->probs, a->pdrop, a->mask, NH, 1.0f / sqrtf((float)D), p,
-               dropout_key(r->pass, l, SITE_ATTN_PROBS));
+    attention_probs(r, l, &g, p);
     const size_t probs = p > 0.0f ? a->pdrop : la->probs; /* after dropout */
     heads_gemm(r, &g, false, by_head(&g, probs), false, token_major(&g, g.v, 3 * H),
                token_major(&g, la->ctx, H));
@@ -141,6 +152,7 @@ void bert_attention_bwd(bert_run *r, int l) {
         attention_fused_bwd(r, l, &g, p);
         return;
     }
+    if (r->recompute_probs) attention_probs(r, l, &g, p); /* another layer's were there */
     const bt_rng_key key = dropout_key(r->pass, l, SITE_ATTN_PROBS);
     const size_t dq = a->dqkv, dk = dq + (size_t)H, dv = dq + 2 * (size_t)H;
     const head_mat dctx = token_major(&g, a->dctx, H);

@@ -25,6 +25,8 @@ typedef struct {
     int half_layer;            /* the layer whose stash slots hold 16-bit copies of the
                                 * working set that GEMMs may read (bert_act_half), or -1 */
     double admin_variance_sum; /* Admin profiling: 1 + the branch variances so far */
+    bool recompute_probs;      /* backward: the layer's attention probabilities are another
+                                * layer's (model.recompute "attention"): compute them again */
 } bert_run;
 
 /* Views into the model's buffers: the element at offset off (a bert_views
