@@ -6,6 +6,7 @@
 #include "opencl_internal.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,14 @@ static const char *const kernel_names[K_COUNT] = {
 #undef OCL_KERNEL_NAME
 };
 
+/* Intel's relaxed allocation limits (cl_intel_relax_allocation_limits): a
+ * buffer past CL_DEVICE_MAX_MEM_ALLOC_SIZE with this flag, kernels built to
+ * address it. */
+#ifndef CL_MEM_ALLOW_UNRESTRICTED_SIZE_INTEL
+#define CL_MEM_ALLOW_UNRESTRICTED_SIZE_INTEL (1 << 23)
+#endif
+#define OCL_UNRESTRICTED_BUILD " -cl-intel-greater-than-4GB-buffer-required"
+
 /* The smallest work-group size a failed kernel build is retried at (the
  * build halves it from the device's size down to this). */
 #define OCL_MIN_RETRY_WG 32
@@ -256,9 +265,10 @@ static const char *const kernel_names[K_COUNT] = {
 static void build_options(ocl_ctx *c, char *opt, size_t len) {
     cl_device_fp_config fp = 0;
     clGetDeviceInfo(c->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-    snprintf(opt, len, "-cl-std=CL1.2 -DBT_WG=%zu -DBT_REDUCE_CHUNK=%d%s", c->wg,
+    snprintf(opt, len, "-cl-std=CL1.2 -DBT_WG=%zu -DBT_REDUCE_CHUNK=%d%s%s", c->wg,
              OCL_REDUCE_CHUNK,
-             fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
+             fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
+             c->max_alloc > c->device_max_alloc ? OCL_UNRESTRICTED_BUILD : "");
 }
 
 /* Build the program and create every kernel. A failed build is
@@ -324,15 +334,43 @@ static size_t min_kernel_wg(ocl_ctx *c) {
 
 /* ================= memory ================= */
 
+
+/* The largest buffer the backend makes, into c->max_alloc: the device's
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE, or its whole memory where Intel's relaxed
+ * limits allow more; BERTRAIN_OPENCL_MAX_BUFFER_MB caps it (a driver that
+ * reports more than it can give). The model splits its activations into
+ * buffers of at most this. false with the reason for a bad setting. */
+static bool buffer_limit(ocl_ctx *c, char *err, size_t errlen) {
+    c->device_max_alloc = (size_t)dev_ulong(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+    c->unrestricted = dev_has_ext(c->device, "cl_intel_relax_allocation_limits");
+    c->max_alloc = c->unrestricted && c->info.total_mem > c->device_max_alloc
+                       ? c->info.total_mem : c->device_max_alloc;
+    const char *env = getenv("BERTRAIN_OPENCL_MAX_BUFFER_MB");
+    if (env && *env) {
+        char *end;
+        errno = 0;
+        const unsigned long long mb = strtoull(env, &end, 10);
+        if (errno || *end || mb < 1 || mb > (1ULL << 30) || env[0] == '-') {
+            snprintf(err, errlen, "opencl: BERTRAIN_OPENCL_MAX_BUFFER_MB=%s: expected a whole "
+                     "number of MB from 1", env);
+            return false;
+        }
+        if ((size_t)(mb << 20) < c->max_alloc) c->max_alloc = (size_t)(mb << 20);
+    }
+    c->info.max_alloc = c->max_alloc;
+    return true;
+}
+
 static bt_buffer *ocl_alloc(bt_backend *be, size_t bytes) {
     ocl_ctx *c = ocl(be);
     if (bytes == 0) bytes = 4;
-    if (bytes > c->max_alloc) return NULL; /* beyond CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    if (bytes > c->max_alloc) return NULL; /* beyond buffer_limit's */
     bt_buffer *b = malloc(sizeof *b);
     if (!b) return NULL;
     cl_int e;
     b->bytes = bytes;
-    b->mem = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
+    const cl_mem_flags past = bytes > c->device_max_alloc ? CL_MEM_ALLOW_UNRESTRICTED_SIZE_INTEL : 0;
+    b->mem = clCreateBuffer(c->context, CL_MEM_READ_WRITE | past, bytes, NULL, &e);
     if (e != CL_SUCCESS) {
         free(b);
         return NULL;
@@ -531,7 +569,7 @@ bt_backend *bt_opencl_backend_create(int platform, int device, const bt_backend_
                                     c->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &e); /* in order */
     CL_TRY("clCreateCommandQueue", e);
     fill_info(c);
-    c->max_alloc = (size_t)dev_ulong(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+    if (!buffer_limit(c, err, errlen)) goto fail;
     /* work-group size: 256, or less where the device, its local memory (two
      * words per work-item in xent_fwd_bwd) or a kernel allows less */
     size_t local_mem = (size_t)dev_ulong(c->device, CL_DEVICE_LOCAL_MEM_SIZE);

@@ -62,7 +62,9 @@ typedef struct {
     cl_program program;
     cl_kernel kernels[K_COUNT];
     size_t wg;         /* BT_WG: the fixed work-group size of every kernel (power of 2) */
-    size_t max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    size_t max_alloc;  /* the largest buffer it makes (buffer_limit in opencl_backend.c) */
+    size_t device_max_alloc; /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    bool unrestricted; /* Intel's relaxed allocation limits: buffers past device_max_alloc */
     cl_mem scratch;    /* reduction partials and flags, grown on demand */
     size_t scratch_bytes;
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B, grown on demand */

@@ -185,11 +185,14 @@ struct bert_model {
     bool params16_fresh; /* params16 holds the weights now (else the next forward
                           * makes it again: bert_params_at hands the weights out) */
     bt_buffer *grads;  /* (n_params) gradient sums */
-    bt_buffer *acts;   /* activations and backward scratch */
+    bt_buffer **acts;  /* activations and backward scratch: act->n_buffers buffers, none
+                        * past the device's largest allocation (bert_act_layout) */
     bt_buffer *ints;   /* uploaded int32 batch inputs */
     struct bert_act_layout *act;
-    bt_buffer *stash;             /* 16-bit storage: every layer's saved activations between
-                                   * forward and backward, in cfg.storage (or NULL) */
+    bt_buffer **stash;            /* 16-bit storage: every layer's saved activations between
+                                   * forward and backward, in cfg.storage, stash_layers
+                                   * layers a buffer, n_stash buffers (or NULL) */
+    int n_stash, stash_layers;
     unsigned long forwards;       /* forward passes run: each tape has its number */
     unsigned long acts_of;        /* the forward whose activations the buffers hold (0: none,
                                    * or its backward has consumed them) */
@@ -283,18 +286,30 @@ typedef struct {
     double stash;  /* the 16-bit activation stash (0 with fp32 storage) */
     double params16; /* the weights' 16-bit copy for gemm16: with 16-bit storage, at most
                       * (the device may have no tensor cores for it) */
+    double largest_act; /* the largest activation tensor: the activations are split into
+                         * buffers of at most max_buffer bytes, but a tensor is never split */
+    double stash_layer; /* one layer's 16-bit stash: a stash buffer holds whole layers */
+    int act_buffers;    /* how many buffers the activations take */
 } bert_memory;
 
-/* What bert_create would allocate for this shape and capacity, computed in
- * 64 bits without allocating it: set-up checks it against the device before
- * anything is allocated. false with why when a count exceeds the model's
- * int32 row indices or any device (so no size arithmetic can wrap). */
+/* What bert_create would allocate for this shape and capacity on a device
+ * whose largest allocation is max_buffer bytes (0: no limit below its
+ * memory), computed in 64 bits without allocating it: set-up checks it
+ * against the device before anything is allocated. false with why when a
+ * count exceeds the model's int32 row indices or any device (so no size
+ * arithmetic can wrap). */
 bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long max_seq,
-                        long long max_masked, bert_memory *out, char *err, size_t errlen);
+                        long long max_masked, size_t max_buffer, bert_memory *out, char *err,
+                        size_t errlen);
 
 /* Device bytes that activations take (fp32 buffers, the 16-bit stash, int32
  * inputs): what mixed precision saves is visible here. */
 size_t bert_activation_bytes(const bert_model *m);
+
+/* How many device buffers the activations take: more than one where the
+ * device's largest allocation (bt_device_info.max_alloc) is smaller than
+ * they are (the fp32 activations and the 16-bit stash counted together). */
+int bert_activation_buffers(const bert_model *m);
 
 /* The flat buffers at element off, as device pointers: the parameters and
  * their gradients, in the tensor table's layout. Code outside the model

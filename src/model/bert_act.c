@@ -8,19 +8,34 @@
 #include <string.h>
 
 
+/* Where `count` elements go from *off: there, or at the start of the next
+ * buffer of cap elements when they would straddle two. A tensor larger than
+ * a buffer is noted in *largest (the caller refuses the layout). */
+static size_t place(size_t *off, size_t count, size_t cap, size_t *largest) {
+    const size_t n = (count + 15) / 16 * 16;
+    if (n > *largest) *largest = n;
+    if (n <= cap && *off / cap != (*off + n - 1) / cap) *off = (*off / cap + 1) * cap;
+    const size_t at = *off;
+    *off += n;
+    return at;
+}
+
 struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm, int Mm,
-                                            bool fused_attention) {
+                                            bool fused_attention, size_t max_buffer) {
     int L = c->num_hidden_layers;
     struct bert_act_layout *a =
         calloc(1, sizeof *a + (size_t)L * sizeof(bert_layer_acts));
     if (!a) return NULL;
+    /* elements a buffer, a multiple of 16 (every tensor starts 64-byte aligned) */
+    const size_t cap = max_buffer / 4 >= 16 ? max_buffer / 4 / 16 * 16 : SIZE_MAX / 64;
+    a->buffer_elems = cap;
     const size_t N = (size_t)Bm * Tm, H = c->hidden_size, I = c->intermediate_size,
                  rows = (size_t)Bm * c->num_attention_heads * Tm,
                  P = fused_attention ? 0 : rows * Tm, R = fused_attention ? rows : 0,
                  M = Mm > 0 ? Mm : 1,
                  V = c->vocab_size;
     size_t off = 0;
-#define TAKE(field, count) (a->field = off, off += ((count) + 15) / 16 * 16)
+#define TAKE(field, count) (a->field = place(&off, (count), cap, &a->largest))
     TAKE(emb_sum, N * H);
     TAKE(emb_mean, N);
     TAKE(emb_rstd, N);
@@ -34,7 +49,7 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     const bool shared_probs = c->recompute != BERT_RECOMPUTE_NONE;
     const bool shared = stash || recompute_layer;
     size_t probs_shared = 0;
-    if (shared_probs) probs_shared = off, off += (P + 15) / 16 * 16;
+    if (shared_probs) probs_shared = place(&off, P, cap, &a->largest);
     a->work_base = off;
     for (int l = 0; l < (shared ? 1 : L); l++) {
         TAKE(layer[l].qkv, N * 3 * H);
@@ -101,7 +116,10 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(top_x, S * H);
     TAKE(top_ctx, S * H);
     a->total = off;
+    a->n_buffers = (int)((off + cap - 1) / cap);
     off = 0;
+#undef TAKE
+#define TAKE(field, count) (a->field = off, off += ((count) + 15) / 16 * 16)
     TAKE(ids, N);
     TAKE(types, N);
     TAKE(mask, N);
@@ -120,9 +138,9 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     return a;
 }
 
-void bert_act_round16(const bert_model *m, bt_buffer *buf, size_t off, size_t n) {
+void bert_act_round16(const bert_model *m, bt_ptr x, size_t n) {
     if (m->cfg.storage == BT_F32 || n == 0) return;
-    m->be->round16(m->be, (bt_ptr){buf, off * 4}, (bt_dtype)m->cfg.storage, n);
+    m->be->round16(m->be, x, (bt_dtype)m->cfg.storage, n);
 }
 
 size_t bert_activation_bytes(const bert_model *m) {
@@ -131,10 +149,13 @@ size_t bert_activation_bytes(const bert_model *m) {
     return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_per_layer * 2;
 }
 
+int bert_activation_buffers(const bert_model *m) { return m->act->n_buffers + m->n_stash; }
+
 /* Where field `work_off` of layer l lives in the stash. */
 static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
     const struct bert_act_layout *a = m->act;
-    return (bt_ptr){m->stash, (l * a->stash_per_layer + (work_off - a->work_base)) * 2};
+    return (bt_ptr){m->stash[l / m->stash_layers],
+                    ((size_t)(l % m->stash_layers) * a->stash_per_layer + (work_off - a->work_base)) * 2};
 }
 
 bt_ptr bert_act_half(const bert_model *m, int layer, size_t off) {
@@ -177,7 +198,7 @@ void bert_act_store16(const bert_model *m, const bert_tape *tape, int layer, siz
         if (!read_by_gemms_only(m, tape, layer, off))
             m->be->cast(m->be, act(m, off), BT_F32, slot, dt, n);
     } else {
-        bert_act_round16(m, m->acts, off, n);
+        bert_act_round16(m, act(m, off), n);
     }
 }
 

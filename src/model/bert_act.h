@@ -43,6 +43,13 @@ struct bert_act_layout {
     size_t top_x, top_ctx;
     int top_capacity;
     size_t total;
+    /* The activations live in n_buffers device buffers of buffer_elems
+     * elements each (the last one shorter), so that none exceeds the
+     * device's largest allocation; no tensor straddles two (offset off is
+     * element off % buffer_elems of buffer off / buffer_elems). largest: the
+     * largest tensor, which must fit one buffer. */
+    size_t buffer_elems, largest;
+    int n_buffers;
     /* int32 inputs of a batch (uploaded with it: the first ints_batch) */
     size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx;
     /* the top layer's rows: top_rows (S) the token rows the heads read, in
@@ -67,14 +74,17 @@ struct bert_act_layout {
  * but each layer's lse and the backward's attn_delta. With c->recompute one
  * copy of the probabilities serves every layer; with "layer" one working set
  * of every big field does, beside each layer's kept output (no 16-bit
- * stash: there is nothing per layer left to stash but the outputs). */
+ * stash: there is nothing per layer left to stash but the outputs). The
+ * activations are split into buffers of at most max_buffer bytes (0: one
+ * buffer), no tensor across two. */
 struct bert_act_layout *bert_act_layout_new(const bert_config *c, int max_batch, int max_seq,
-                                            int max_masked, bool fused_attention);
+                                            int max_masked, bool fused_attention,
+                                            size_t max_buffer);
 
-/* Mixed precision: round n values of buf from element off to the model's
+/* Mixed precision: round n values from x to the model's
  * 16-bit storage dtype (they become the fp32 values a bf16/fp16 tensor would
  * hold; beyond fp16's range, +-Inf); nothing in fp32. */
-void bert_act_round16(const bert_model *m, bt_buffer *buf, size_t off, size_t n);
+void bert_act_round16(const bert_model *m, bt_ptr x, size_t n);
 
 /* The same for n activations from offset off; during layer `layer`'s forward
  * (-1: none) a value of the working set goes through that layer's stash

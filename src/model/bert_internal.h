@@ -34,7 +34,10 @@ typedef struct {
  * activations and the int32 inputs, as a device pointer. */
 static inline bt_ptr par(const bert_model *m, size_t off) { return (bt_ptr){m->params, off * 4}; }
 static inline bt_ptr grd(const bert_model *m, size_t off) { return (bt_ptr){m->grads, off * 4}; }
-static inline bt_ptr act(const bert_model *m, size_t off) { return (bt_ptr){m->acts, off * 4}; }
+static inline bt_ptr act(const bert_model *m, size_t off) {
+    const size_t cap = m->act->buffer_elems; /* no tensor straddles two buffers */
+    return (bt_ptr){m->acts[off / cap], off % cap * 4};
+}
 static inline bt_ptr ints(const bert_model *m, size_t off) { return (bt_ptr){m->ints, off * 4}; }
 
 /* A GEMM operand at activation offset off: the 16-bit copy of it that the

@@ -237,7 +237,8 @@ const bert_tensor *bert_find_tensor(const bert_model *m, const char *name) {
 /* ---- allocation ---- */
 
 bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long max_seq,
-                        long long max_masked, bert_memory *out, char *err, size_t errlen) {
+                        long long max_masked, size_t max_buffer, bert_memory *out, char *err,
+                        size_t errlen) {
     memset(out, 0, sizeof *out);
     if (!bert_config_valid(cfg, err, errlen)) return false;
     /* the largest counts the layout multiplies, in doubles first: each must stay far below
@@ -263,7 +264,8 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
     /* "auto" is sized as unfused: the most it can need on any backend */
     struct bert_act_layout *a = bert_act_layout_new(cfg, (int)max_batch, (int)max_seq,
                                                      (int)max_masked,
-                                                     cfg->attention_kernel == BERT_ATTN_FUSED);
+                                                     cfg->attention_kernel == BERT_ATTN_FUSED,
+                                                     max_buffer);
     bool ok = m && a;
     if (ok) {
         m->cfg = *cfg;
@@ -274,6 +276,9 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
         out->acts = (double)a->total * sizeof(float);
         out->ints = (double)a->ints_total * sizeof(int32_t);
         out->stash = (double)cfg->num_hidden_layers * (double)a->stash_per_layer * 2;
+        out->largest_act = (double)a->largest * sizeof(float);
+        out->stash_layer = (double)a->stash_per_layer * 2;
+        out->act_buffers = a->n_buffers;
         out->params16 = cfg->storage != BT_F32 && cfg->gemm16 >= 0 ? m->n_params * 2.0 : 0.0;
     } else {
         snprintf(err, errlen, "out of host memory sizing the model");
@@ -287,10 +292,31 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
     return ok;
 }
 
+/* The 16-bit stash: whole layers a buffer, as many layers as a buffer of at
+ * most max_buffer bytes holds (0: every layer in one). false when out of
+ * device memory. */
+static bool alloc_stash(bert_model *m, size_t max_buffer) {
+    const int L = m->cfg.num_hidden_layers;
+    const size_t slot = m->act->stash_per_layer * 2;
+    size_t per = max_buffer ? max_buffer / slot : (size_t)L;
+    m->stash_layers = per < 1 ? 1 : per > (size_t)L ? L : (int)per;
+    m->n_stash = (L + m->stash_layers - 1) / m->stash_layers;
+    if (!(m->stash = calloc((size_t)m->n_stash, sizeof *m->stash))) return false;
+    for (int i = 0; i < m->n_stash; i++) {
+        const int layers = L - i * m->stash_layers < m->stash_layers ? L - i * m->stash_layers
+                                                                      : m->stash_layers;
+        if (!(m->stash[i] = m->be->alloc(m->be, (size_t)layers * slot))) return false;
+    }
+    return true;
+}
+
 bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, int max_seq,
                         int max_masked, char *err, size_t errlen) {
     bert_memory need;
-    if (!bert_memory_needed(cfg, max_batch, max_seq, max_masked, &need, err, errlen))
+    bt_device_info info;
+    be->info(be, &info);
+    if (!bert_memory_needed(cfg, max_batch, max_seq, max_masked, info.max_alloc, &need, err,
+                            errlen))
         return NULL;
     if (max_seq > cfg->max_position_embeddings) {
         snprintf(err, errlen, "data.seq_len %d exceeds model.max_position_embeddings %d",
@@ -304,8 +330,6 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
     m->max_batch = max_batch;
     m->max_seq = max_seq;
     m->max_masked = max_masked;
-    bt_device_info info;
-    be->info(be, &info);
     m->unfused = info.fused_ops_pay ? 0 : BERT_FUSE_ALL;
     m->top_rows_multiple = info.gemm_rows_multiple < 1                            ? 1
                            : info.gemm_rows_multiple > BERT_TOP_ROWS_MULTIPLE_MAX ? BERT_TOP_ROWS_MULTIPLE_MAX
@@ -319,14 +343,20 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
                          (cfg->attention_kernel == BERT_ATTN_AUTO && info.fused_attention_pays &&
                           cfg->attention_logit_penalty == 0.0f && head <= BT_ATTENTION_MAX_HEAD);
     if (!build_table(m)) goto oom;
-    m->act = bert_act_layout_new(cfg, max_batch, max_seq, max_masked, m->fused_attention);
-    if (!m->act) goto oom;
+    m->act = bert_act_layout_new(cfg, max_batch, max_seq, max_masked, m->fused_attention,
+                                 info.max_alloc);
+    if (!m->act || !(m->acts = calloc((size_t)m->act->n_buffers, sizeof *m->acts))) goto oom;
     size_t pbytes = m->n_params * sizeof(float);
     m->params = be->alloc(be, pbytes);
     m->grads = be->alloc(be, pbytes);
-    m->acts = be->alloc(be, m->act->total * sizeof(float));
+    bool acts_ok = true;
+    for (int i = 0; i < m->act->n_buffers && acts_ok; i++) {
+        const size_t from = (size_t)i * m->act->buffer_elems, left = m->act->total - from;
+        acts_ok = (m->acts[i] = be->alloc(be, (left < m->act->buffer_elems
+                                                   ? left : m->act->buffer_elems) * 4)) != NULL;
+    }
     m->ints = be->alloc(be, m->act->ints_total * sizeof(int32_t));
-    if (!m->params || !m->grads || !m->acts || !m->ints) {
+    if (!m->params || !m->grads || !acts_ok || !m->ints) {
         snprintf(err, errlen,
                  "out of device memory on %s: parameters need %.1f MB, activations %.1f MB "
                  "for micro-batch %d x %d (reduce train_micro_batch_size_per_gpu)",
@@ -335,7 +365,7 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
         return NULL;
     }
     const size_t stash_bytes = (size_t)cfg->num_hidden_layers * m->act->stash_per_layer * 2;
-    if (stash_bytes && !(m->stash = be->alloc(be, stash_bytes))) {
+    if (stash_bytes && !alloc_stash(m, info.max_alloc)) {
         snprintf(err, errlen, "out of device memory on %s for the 16-bit activations "
                  "(%.1f MB; reduce train_micro_batch_size_per_gpu)", be->name, stash_bytes / 1e6);
         bert_free(m);
@@ -363,9 +393,13 @@ void bert_free(bert_model *m) {
     bt_backend *be = m->be;
     if (m->params) be->free(be, m->params);
     if (m->grads) be->free(be, m->grads);
-    if (m->acts) be->free(be, m->acts);
+    for (int i = 0; m->acts && i < m->act->n_buffers; i++)
+        if (m->acts[i]) be->free(be, m->acts[i]);
+    free(m->acts);
     if (m->ints) be->free(be, m->ints);
-    if (m->stash) be->free(be, m->stash);
+    for (int i = 0; i < m->n_stash; i++)
+        if (m->stash[i]) be->free(be, m->stash[i]);
+    free(m->stash);
     if (m->params16) be->free(be, m->params16);
     free(m->act);
     free(m->tensors);

@@ -114,7 +114,8 @@ bool plan_sizes(const bt_config *cfg, const size_request *r, const bt_device_inf
     snprintf(what, sizeof what, "%s %lld x data.seq_len %lld (%lld masked rows)",
              r->micro >= r->eval_batch ? "train_micro_batch_size_per_gpu" : "eval.batch_size", B,
              T, masked);
-    if (!bert_memory_needed(&cfg->model, B, T, masked, &out->model, why, sizeof why)) {
+    if (!bert_memory_needed(&cfg->model, B, T, masked, dev->max_alloc, &out->model, why,
+                            sizeof why)) {
         snprintf(err, errlen, "%s: %s", what, why);
         return false;
     }
@@ -124,9 +125,20 @@ bool plan_sizes(const bt_config *cfg, const size_request *r, const bt_device_inf
     out->device_bytes = 4 * mm->params + mm->params16 + mm->acts + mm->ints + mm->stash;
     out->host_bytes = (double)r->buffers * (double)(r->micro * T * 3 + masked * 2 + r->micro) * 4;
     const char *fix = "reduce train_micro_batch_size_per_gpu (or eval.batch_size), or data.seq_len";
-    if (dev->max_alloc && mm->acts > (double)dev->max_alloc) {
-        snprintf(err, errlen, "%s: the activations need %.2f GB in one buffer; %s allows %.2f GB "
-                 "per buffer: %s", what, mm->acts / 1e9, dev->name, dev->max_alloc / 1e9, fix);
+    const double one_buffer = mm->largest_act > mm->stash_layer ? mm->largest_act
+                                                                : mm->stash_layer;
+    if (dev->max_alloc && mm->params > (double)dev->max_alloc) {
+        snprintf(err, errlen, "the parameters need %.2f GB in one buffer; %s allows %.2f GB "
+                 "per buffer: a smaller model", mm->params / 1e9, dev->name,
+                 dev->max_alloc / 1e9);
+        return false;
+    }
+    if (dev->max_alloc && one_buffer > (double)dev->max_alloc) {
+        snprintf(err, errlen, "%s: %s needs %.2f GB in one buffer; %s allows %.2f GB per "
+                 "buffer: %s", what, mm->largest_act >= mm->stash_layer
+                                         ? "the largest activation tensor"
+                                         : "one layer's 16-bit activations",
+                 one_buffer / 1e9, dev->name, dev->max_alloc / 1e9, fix);
         return false;
     }
     if (dev->total_mem && out->device_bytes > (double)dev->total_mem) {

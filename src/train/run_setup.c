@@ -224,9 +224,18 @@ static void print_start(const run_state *s, const bt_config *cfg) {
     printf("bertrain: data %s: %llu tokens, %llu samples of %d per epoch\n", cfg->data.train,
            (unsigned long long)dataset_num_tokens(s->ds),
            (unsigned long long)dataset_num_samples(s->ds), s->T);
-    printf("bertrain: device %s (%s); activations %.1f MB, stored in %s%s\n", info.name,
-           s->be->name, bert_activation_bytes(s->m) / 1e6,
+    char split[160] = "";
+    const int buffers = bert_activation_buffers(s->m);
+    if (buffers > 2 || (buffers == 2 && mc->storage == BT_F32))
+        snprintf(split, sizeof split, " in %d buffers (the device's largest is %.1f MB)",
+                 buffers, info.max_alloc / 1e6);
+    static const char *const recompute[] = {"", "; the backward recomputes the attention "
+                                                "probabilities", "; the backward recomputes "
+                                                "each layer"};
+    printf("bertrain: device %s (%s); activations %.1f MB%s, stored in %s%s%s\n", info.name,
+           s->be->name, bert_activation_bytes(s->m) / 1e6, split,
            mc->storage == BT_BF16 ? "bf16" : mc->storage == BT_F16 ? "fp16" : "fp32",
+           recompute[mc->recompute],
            info.gemm_tf32 ? "; fp32 GEMMs on TF32 tensor cores (tf32: false for exact fp32)"
                           : "");
     const int world = dist_world();
