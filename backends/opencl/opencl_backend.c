@@ -267,7 +267,8 @@ static void build_options(ocl_ctx *c, char *opt, size_t len) {
     clGetDeviceInfo(c->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
     snprintf(opt, len, "-cl-std=CL1.2 -DBT_WG=%zu -DBT_REDUCE_CHUNK=%d%s%s", c->wg,
              OCL_REDUCE_CHUNK,
-             fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
+             fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt"
+                                                      : "",
              c->max_alloc > c->device_max_alloc ? OCL_UNRESTRICTED_BUILD : "");
 }
 
@@ -369,7 +370,8 @@ static bt_buffer *ocl_alloc(bt_backend *be, size_t bytes) {
     if (!b) return NULL;
     cl_int e;
     b->bytes = bytes;
-    const cl_mem_flags past = bytes > c->device_max_alloc ? CL_MEM_ALLOW_UNRESTRICTED_SIZE_INTEL : 0;
+    const cl_mem_flags past =
+        bytes > c->device_max_alloc ? CL_MEM_ALLOW_UNRESTRICTED_SIZE_INTEL : 0;
     b->mem = clCreateBuffer(c->context, CL_MEM_READ_WRITE | past, bytes, NULL, &e);
     if (e != CL_SUCCESS) {
         free(b);

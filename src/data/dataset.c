@@ -162,7 +162,8 @@ bool dataset_check_casing(const bt_data_config *dc, const bt_vocab *v, const bt_
                                                    : "cased (its tokens have capital letters)";
     char origin[1400];
     if (ckpt->lower >= 0) ckpt_casing_origin(ckpt, origin, sizeof origin);
-    if (ckpt->lower >= 0 && casing != VOCAB_CASE_UNKNOWN && ckpt->lower != (casing == VOCAB_UNCASED))
+    if (ckpt->lower >= 0 && casing != VOCAB_CASE_UNKNOWN &&
+        ckpt->lower != (casing == VOCAB_UNCASED))
         snprintf(err, errlen, "%s, but the vocab %s is %s: no shards fit both; %s", origin,
                  dc->vocab, vocab_is,
                  ckpt->imported ? (casing == VOCAB_UNCASED

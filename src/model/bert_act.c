@@ -154,8 +154,8 @@ int bert_activation_buffers(const bert_model *m) { return m->act->n_buffers + m-
 /* Where field `work_off` of layer l lives in the stash. */
 static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
     const struct bert_act_layout *a = m->act;
-    return (bt_ptr){m->stash[l / m->stash_layers],
-                    ((size_t)(l % m->stash_layers) * a->stash_per_layer + (work_off - a->work_base)) * 2};
+    const size_t slot = (size_t)(l % m->stash_layers) * a->stash_per_layer;
+    return (bt_ptr){m->stash[l / m->stash_layers], (slot + (work_off - a->work_base)) * 2};
 }
 
 bt_ptr bert_act_half(const bert_model *m, int layer, size_t off) {
