@@ -104,7 +104,7 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(dI, N * I);
     TAKE(dqkv, N * 3 * H);
     TAKE(dprobs, P);
-    TAKE(pdrop, P);
+    TAKE(pdrop, c->attention_logit_penalty > 0.0f ? P : 0); /* the scores, for its gradient */
     TAKE(attn_delta, R);
     TAKE(dhm, M * H);
     TAKE(dcls, (size_t)Bm * H);

@@ -34,7 +34,10 @@ struct bert_act_layout {
      * the stash (0 without a stash) */
     size_t xin;
     /* backward scratch */
-    size_t dA, dH, dctx, dI, dqkv, dprobs, pdrop, dhm, dcls;
+    size_t dA, dH, dctx, dI, dqkv, dhm, dcls;
+    size_t dprobs; /* (B, NH, T, T): also the dropped probabilities, in the forward and
+                      until dV in the backward */
+    size_t pdrop;  /* (B, NH, T, T) with attention_logit_penalty only: the scores again */
     size_t attn_delta; /* (B, NH, T) fused attention's backward scratch */
     /* the top layer (bert_tape.top_layer) at the heads' rows, (S, H) each for S
      * <= top_capacity rows (M + B, padded up to BERT_TOP_ROWS_MULTIPLE_MAX

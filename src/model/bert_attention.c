@@ -102,7 +102,8 @@ static void attention_fused_bwd(bert_run *r, int l, const attn_dims *g, float p)
 /* Self-attention core for one layer: ctx (N, H) = dropout(softmax(QK^T /
  * sqrt(D))) V from layer l's QKV projection (N, 3H), token-major both. */
 /* probs = softmax(QK^T/sqrt(D)) of layer l, and with dropout p its dropped
- * copy in pdrop; in a forward (r->st) the attention logit penalty's sum. */
+ * copy in dprobs (the backward's scratch, free until the backward needs
+ * it); in a forward (r->st) the attention logit penalty's sum. */
 static void attention_probs(bert_run *r, int l, const attn_dims *g, float p) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
@@ -116,7 +117,7 @@ static void attention_probs(bert_run *r, int l, const attn_dims *g, float p) {
             D;
         if (ticket >= 0 && !r->st->ticket.n_attn++) r->st->ticket.attn_first = ticket;
     }
-    op_softmax(r, la->probs, a->pdrop, a->mask, NH, 1.0f / sqrtf((float)D), p,
+    op_softmax(r, la->probs, a->dprobs, a->mask, NH, 1.0f / sqrtf((float)D), p,
                dropout_key(r->pass, l, SITE_ATTN_PROBS));
 }
 
@@ -132,7 +133,7 @@ void bert_attention_fwd(bert_run *r, int l) {
         return;
     }
     attention_probs(r, l, &g, p);
-    const size_t probs = p > 0.0f ? a->pdrop : la->probs; /* after dropout */
+    const size_t probs = p > 0.0f ? a->dprobs : la->probs; /* after dropout */
     heads_gemm(r, &g, false, by_head(&g, probs), false, token_major(&g, g.v, 3 * H),
                token_major(&g, la->ctx, H));
     op_stored(r, la->ctx, (size_t)g.B * g.T * H);
@@ -157,16 +158,16 @@ void bert_attention_bwd(bert_run *r, int l) {
     const size_t dq = a->dqkv, dk = dq + (size_t)H, dv = dq + 2 * (size_t)H;
     const head_mat dctx = token_major(&g, a->dctx, H);
     size_t probs = la->probs; /* after dropout */
-    if (p > 0.0f) { /* recompute the dropped probabilities */
-        be->dropout(be, act(m, a->pdrop), act(m, la->probs), g.B * per_b, per_b,
+    if (p > 0.0f) { /* the dropped probabilities again, into dprobs until dV has them */
+        be->dropout(be, act(m, a->dprobs), act(m, la->probs), g.B * per_b, per_b,
                     r->bt->first_sample, p, key);
-        probs = a->pdrop;
+        probs = a->dprobs;
     }
     /* dV = P^T dctx;  dP = dctx V^T */
     heads_gemm(r, &g, true, by_head(&g, probs), false, dctx, token_major(&g, dv, W));
     heads_gemm(r, &g, false, dctx, true, token_major(&g, g.v, W), by_head(&g, a->dprobs));
     /* the attention-logit penalty: + d(c sum (S/sqrt(D))^2)/dS = 2c S / D,
-     * S recomputed into pdrop (free again) */
+     * S recomputed into pdrop (there only with a penalty) */
     const float penalty = 2.0f * r->pass->attn_penalty_grad_scale / (float)D;
     if (penalty > 0.0f) attention_scores(r, l, a->pdrop);
     op_softmax_bwd(r, a->dprobs, la->probs, NH, 1.0f / sqrtf((float)D), p, key, penalty, a->pdrop);
