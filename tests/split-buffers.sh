@@ -3,7 +3,8 @@
 # capping OpenCL buffers (PoCL here), BERT-mini's activations (and bf16's
 # 16-bit stash) are split over several buffers, no tensor across two, and
 # training gives the weights and optimizer state of the unsplit run (cmp),
-# in fp32 and bf16; the start-up line says how many buffers. A cap below the
+# in fp32 and bf16 (and bf16 with recompute "layer", whose kept outputs are
+# split too); the start-up line says how many buffers. A cap below the
 # parameters, or below the largest activation tensor, is refused before
 # anything is allocated in one line naming the device and both sizes (exit
 # 2), and a malformed cap names the variable. Skips without an OpenCL device.
@@ -41,6 +42,14 @@ for prec in fp32 bf16; do
     done
     echo "ok   $prec: $(grep -o 'activations [0-9.]* MB in [0-9]* buffers' "$tmpdir/$prec-split.log") of at most 24 MB: weights and optimizer state = one buffer's (cmp)"
 done
+
+# recompute "layer" keeps each layer's output in the 16-bit stash: split too
+run bf16-layer-split 24 --set bf16.enabled=true --set model.recompute='"layer"'
+for f in model.safetensors optim.bin; do
+    cmp -s "$tmpdir/bf16-one/ckpt-00000003/$f" "$tmpdir/bf16-layer-split/ckpt-00000003/$f" ||
+        fail "bf16, recompute layer, split: $f differs from the unsplit run without recompute"
+done
+echo "ok   bf16 with recompute layer: $(grep -o 'activations [0-9.]* MB in [0-9]* buffers' "$tmpdir/bf16-layer-split.log"): = one buffer's (cmp)"
 
 # refusals before allocating
 refuse() { # NAME CAP WHAT SETTINGS...

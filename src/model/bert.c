@@ -258,7 +258,9 @@ static size_t layer_input(const bert_model *m, int l, const bert_pass *pass) {
     const int k = layer_before(pass, l);
     if (k < 0) return m->act->emb_out;
     if (m->cfg.recompute == BERT_RECOMPUTE_LAYER) /* the last one's is still in the working set */
-        return l == m->cfg.num_hidden_layers ? layer_output(m, k) : m->act->layer[k].out;
+        return l == m->cfg.num_hidden_layers ? layer_output(m, k)
+               : m->act->out16                ? m->act->xin
+                                              : m->act->layer[k].out;
     return m->act->stash_per_layer ? m->act->xin : layer_output(m, k);
 }
 
@@ -270,8 +272,7 @@ static void keep_layer_output(const bert_run *r, int l) {
     if (m->cfg.recompute != BERT_RECOMPUTE_LAYER ||
         l == layer_before(r->pass, m->cfg.num_hidden_layers))
         return;
-    m->be->copy(m->be, act(m, m->act->layer[l].out), act(m, layer_output(m, l)),
-                (size_t)r->bt->B * r->bt->T * m->cfg.hidden_size * 4);
+    bert_act_keep_output(m, r->tape, l, layer_output(m, l));
 }
 
 /* Before layer l's backward, what model.recompute discards: with "layer" the
@@ -283,6 +284,8 @@ static void recompute_layer(bert_run *r, int l) {
     const bool last = l == layer_before(r->pass, m->cfg.num_hidden_layers);
     r->recompute_probs = m->cfg.recompute == BERT_RECOMPUTE_ATTENTION && !last;
     if (m->cfg.recompute != BERT_RECOMPUTE_LAYER || last) return;
+    const int before = layer_before(r->pass, l);
+    if (before >= 0) bert_act_restore_output(m, r->tape, before); /* its input, into xin */
     r->layer = l;
     layer_fwd(r, l, layer_input(m, l, r->pass));
     r->layer = -1;

@@ -63,12 +63,16 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
         TAKE(layer[l].ln2, N * H);
     }
     if (stash) a->stash_per_layer = off - a->work_base;
+    /* recompute "layer": each layer's output in 16 bits where the storage is
+     * (as the values are), else in fp32 */
+    a->out16 = recompute_layer && c->storage != BT_F32 && !c->fp32_stash;
+    a->stash_slot = stash ? a->stash_per_layer : a->out16 ? (N * H + 15) / 16 * 16 : 0;
     for (int l = 0; l < L; l++) {
         if (shared && l > 0) a->layer[l] = a->layer[0];
         if (shared_probs) a->layer[l].probs = probs_shared;
-        if (recompute_layer) TAKE(layer[l].out, N * H);
+        if (recompute_layer && !a->out16) TAKE(layer[l].out, N * H);
     }
-    if (stash) TAKE(xin, N * H);
+    if (stash || a->out16) TAKE(xin, N * H);
     for (int l = 0; l < L; l++) { /* row statistics: fp32, per layer */
         TAKE(layer[l].mean1, N);
         TAKE(layer[l].rstd1, N);
@@ -146,7 +150,7 @@ void bert_act_round16(const bert_model *m, bt_ptr x, size_t n) {
 size_t bert_activation_bytes(const bert_model *m) {
     const struct bert_act_layout *a = m->act;
     size_t bytes = (a->total + a->ints_total) * 4;
-    return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_per_layer * 2;
+    return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_slot * 2;
 }
 
 int bert_activation_buffers(const bert_model *m) { return m->act->n_buffers + m->n_stash; }
@@ -154,7 +158,7 @@ int bert_activation_buffers(const bert_model *m) { return m->act->n_buffers + m-
 /* Where field `work_off` of layer l lives in the stash. */
 static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
     const struct bert_act_layout *a = m->act;
-    const size_t slot = (size_t)(l % m->stash_layers) * a->stash_per_layer;
+    const size_t slot = (size_t)(l % m->stash_layers) * a->stash_slot;
     return (bt_ptr){m->stash[l / m->stash_layers], (slot + (work_off - a->work_base)) * 2};
 }
 
@@ -224,6 +228,23 @@ void bert_act_stash_layer(const bert_model *m, const bert_tape *tape, size_t out
     if (!m->act->stash_per_layer) return;
     m->be->copy(m->be, act(m, m->act->xin), act(m, out),
                 (size_t)tape->B * tape->T * m->cfg.hidden_size * 4);
+}
+
+void bert_act_keep_output(const bert_model *m, const bert_tape *tape, int l, size_t out) {
+    const size_t n = (size_t)tape->B * tape->T * m->cfg.hidden_size;
+    if (!m->act->out16) {
+        m->be->copy(m->be, act(m, m->act->layer[l].out), act(m, out), n * 4);
+        return;
+    }
+    m->be->cast(m->be, stash_at(m, l, m->act->work_base), (bt_dtype)m->cfg.storage, act(m, out),
+                BT_F32, n);
+    m->be->copy(m->be, act(m, m->act->xin), act(m, out), n * 4);
+}
+
+void bert_act_restore_output(const bert_model *m, const bert_tape *tape, int l) {
+    if (!m->act->out16) return;
+    m->be->cast(m->be, act(m, m->act->xin), BT_F32, stash_at(m, l, m->act->work_base),
+                (bt_dtype)m->cfg.storage, (size_t)tape->B * tape->T * m->cfg.hidden_size);
 }
 
 void bert_act_unstash_layer(const bert_model *m, const bert_tape *tape, int l, int before,

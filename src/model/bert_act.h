@@ -69,6 +69,12 @@ struct bert_act_layout {
      * per layer, each field at its offset from work_base. 0: no stash, every
      * layer has its own fp32 activations. */
     size_t work_base, stash_per_layer;
+    /* The model's 16-bit stash buffer holds stash_slot elements a layer: the
+     * working set (stash_per_layer), or with recompute "layer" in 16-bit
+     * storage (out16) only the layer's output, its next layer's input, which
+     * comes back into xin. 0: no stash. */
+    size_t stash_slot;
+    bool out16;
     bert_layer_acts layer[]; /* n_layers */
 };
 
@@ -115,6 +121,15 @@ bt_ptr bert_act_half(const bert_model *m, int layer, size_t off);
 /* After a layer's forward: its output (activation offset `out`) to xin, the
  * next layer's input. Nothing without a stash. */
 void bert_act_stash_layer(const bert_model *m, const bert_tape *tape, size_t out);
+
+/* Recompute "layer" (a->out16, else layer[l].out in fp32): layer l's
+ * output (activation offset `out`) kept as the next layer's input, which
+ * the forward reads from xin. */
+void bert_act_keep_output(const bert_model *m, const bert_tape *tape, int l, size_t out);
+
+/* Recompute "layer" with out16: layer l's kept output back into xin (the
+ * input of the layer after it, about to be recomputed). */
+void bert_act_restore_output(const bert_model *m, const bert_tape *tape, int l);
 
 /* Before layer l's backward: its saved activations back from the stash into
  * the working set, and the output (at `before_out`) of the layer run before

@@ -275,9 +275,9 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
         out->params = (double)m->n_params * sizeof(float);
         out->acts = (double)a->total * sizeof(float);
         out->ints = (double)a->ints_total * sizeof(int32_t);
-        out->stash = (double)cfg->num_hidden_layers * (double)a->stash_per_layer * 2;
+        out->stash = (double)cfg->num_hidden_layers * (double)a->stash_slot * 2;
         out->largest_act = (double)a->largest * sizeof(float);
-        out->stash_layer = (double)a->stash_per_layer * 2;
+        out->stash_layer = (double)a->stash_slot * 2;
         out->act_buffers = a->n_buffers;
         out->params16 = cfg->storage != BT_F32 && cfg->gemm16 >= 0 ? m->n_params * 2.0 : 0.0;
     } else {
@@ -297,7 +297,7 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
  * device memory. */
 static bool alloc_stash(bert_model *m, size_t max_buffer) {
     const int L = m->cfg.num_hidden_layers;
-    const size_t slot = m->act->stash_per_layer * 2;
+    const size_t slot = m->act->stash_slot * 2;
     size_t per = max_buffer ? max_buffer / slot : (size_t)L;
     m->stash_layers = per < 1 ? 1 : per > (size_t)L ? L : (int)per;
     m->n_stash = (L + m->stash_layers - 1) / m->stash_layers;
@@ -364,7 +364,7 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
         bert_free(m);
         return NULL;
     }
-    const size_t stash_bytes = (size_t)cfg->num_hidden_layers * m->act->stash_per_layer * 2;
+    const size_t stash_bytes = (size_t)cfg->num_hidden_layers * m->act->stash_slot * 2;
     if (stash_bytes && !alloc_stash(m, info.max_alloc)) {
         snprintf(err, errlen, "out of device memory on %s for the 16-bit activations "
                  "(%.1f MB; reduce train_micro_batch_size_per_gpu)", be->name, stash_bytes / 1e6);
