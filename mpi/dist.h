@@ -43,6 +43,14 @@ void dist_barrier(void);
 /* A nonblocking in-place sum of n floats over ranks. */
 typedef struct dist_request dist_request;
 dist_request *dist_iallreduce_sum_f32(float *buf, size_t n);
+/* The same over a 16-bit wire (distributed.grad_dtype "bf16"): each value
+ * travels rounded to bf16; rank r owns segment r of the n values, sums every
+ * rank's bf16 copy of it in fp32 in rank order and rounds the sum to bf16
+ * once; the segments are then gathered to every rank. So every rank gets the
+ * same bits, whatever MPI's algorithms, and sends 2 (W-1)/W n x 2 bytes. Two
+ * phases (an all-to-all, then an all-gather): dist_progress moves from the
+ * first to the second, dist_wait finishes both. */
+dist_request *dist_isum_bf16(float *buf, size_t n);
 /* Let MPI progress outstanding requests (cheap; call often). */
 void dist_progress(dist_request *r);
 /* Wait for r and free it. */

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/common/half.h"
+
 static int g_rank, g_world = 1, g_local_rank, g_local_size = 1;
 static bool g_started; /* dist_init ran: commands that need no ranks never start MPI */
 static char g_host[MPI_MAX_PROCESSOR_NAME + 1];
@@ -299,6 +301,12 @@ void dist_barrier(void) {
 
 struct dist_request {
     MPI_Request req;
+    /* dist_isum_bf16: 1 while its all-to-all runs, 2 while its all-gather runs
+     * (0: a plain all-reduce); the values, the segments and the buffers */
+    int phase;
+    float *buf;
+    int *count, *start, *recv_count, *recv_start; /* per rank: its segment; what it sends */
+    uint16_t *wire, *recv, *sum;                   /* (n), (W x own segment), (own segment) */
 };
 
 dist_request *dist_iallreduce_sum_f32(float *buf, size_t n) {
@@ -308,7 +316,7 @@ dist_request *dist_iallreduce_sum_f32(float *buf, size_t n) {
         dist_abort(1);
     }
     agree_size(n, "the gradient all-reduce");
-    dist_request *r = malloc(sizeof *r);
+    dist_request *r = calloc(1, sizeof *r);
     if (!r) dist_abort(1);
     g_seq++;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
@@ -316,15 +324,83 @@ dist_request *dist_iallreduce_sum_f32(float *buf, size_t n) {
     return r;
 }
 
+static float bf16_value(uint16_t h) { return bt_f32_from_bits(bf16_to_f32(h)); }
+
+static uint16_t bf16_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return f32_to_bf16(u);
+}
+
+dist_request *dist_isum_bf16(float *buf, size_t n) {
+    if (g_world == 1) return NULL;
+    if (n > INT32_MAX) {
+        fprintf(stderr, "bertrain: rank %d: gradient bucket of %zu floats is too large\n", g_rank, n);
+        dist_abort(1);
+    }
+    agree_size(n, "the gradient all-reduce (bf16 wire)");
+    dist_request *r = calloc(1, sizeof *r);
+    const size_t W = (size_t)g_world, own = n * (g_rank + 1) / W - n * g_rank / W;
+    if (!r || !(r->count = malloc(4 * W * sizeof(int))) || !(r->wire = malloc(n * 2 + 2)) ||
+        !(r->recv = malloc(W * own * 2 + 2)) || !(r->sum = malloc(own * 2 + 2))) {
+        fprintf(stderr, "bertrain: rank %d: out of host memory for the bf16 wire\n", g_rank);
+        dist_abort(1);
+    }
+    r->start = r->count + W;
+    r->recv_count = r->count + 2 * W;
+    r->recv_start = r->count + 3 * W;
+    for (size_t j = 0; j < W; j++) {
+        r->start[j] = (int)(n * j / W);
+        r->count[j] = (int)(n * (j + 1) / W) - r->start[j];
+        r->recv_count[j] = (int)own;
+        r->recv_start[j] = (int)(j * own);
+    }
+    for (size_t i = 0; i < n; i++) r->wire[i] = bf16_of(buf[i]);
+    r->buf = buf;
+    r->phase = 1;
+    g_seq++;
+    MPI_CHECK(MPI_Ialltoallv(r->wire, r->count, r->start, MPI_UINT16_T, r->recv, r->recv_count,
+                             r->recv_start, MPI_UINT16_T, MPI_COMM_WORLD, &r->req));
+    return r;
+}
+
+/* The bf16 wire's first phase is done: this rank's segment summed in fp32
+ * in rank order, rounded once, and its all-gather started. */
+static void bf16_gather(dist_request *r) {
+    const int own = r->count[g_rank];
+    for (int k = 0; k < own; k++) {
+        float s = 0.0f;
+        for (int j = 0; j < g_world; j++) s += bf16_value(r->recv[(size_t)j * own + k]);
+        r->sum[k] = bf16_of(s);
+    }
+    r->phase = 2;
+    g_seq++;
+    MPI_CHECK(MPI_Iallgatherv(r->sum, own, MPI_UINT16_T, r->wire, r->count, r->start,
+                              MPI_UINT16_T, MPI_COMM_WORLD, &r->req));
+}
+
 void dist_progress(dist_request *r) {
     if (!r) return;
     int done = 0;
-    MPI_CHECK(MPI_Test(&r->req, &done, MPI_STATUS_IGNORE));
+    if (r->req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Test(&r->req, &done, MPI_STATUS_IGNORE));
     if (done) r->req = MPI_REQUEST_NULL;
+    if (done && r->phase == 1) bf16_gather(r);
 }
 
 void dist_wait(dist_request *r) {
     if (!r) return;
     if (r->req != MPI_REQUEST_NULL) wait_collective(&r->req, "the gradient all-reduce");
+    if (r->phase == 1) {
+        bf16_gather(r);
+        wait_collective(&r->req, "the gradient all-reduce (bf16 wire, all-gather)");
+    }
+    if (r->phase) {
+        size_t n = (size_t)r->start[g_world - 1] + (size_t)r->count[g_world - 1];
+        for (size_t i = 0; i < n; i++) r->buf[i] = bf16_value(r->wire[i]);
+        free(r->count);
+        free(r->wire);
+        free(r->recv);
+        free(r->sum);
+    }
     free(r);
 }

@@ -104,6 +104,7 @@ typedef struct {
     long sync_check_interval; /* steps between parameter checksum comparisons (0: never) */
     double drift_tolerance;   /* relative checksum difference that triggers a re-sync */
     double bucket_mb;         /* allreduce bucket size */
+    int grad_bf16;            /* distributed.grad_dtype "bf16": gradients travel in 16 bits */
     double dist_timeout_s;    /* a rank waiting longer in a collective stops the job (0: never) */
     char devices_json[4096];  /* "devices": a list by rank or an object by host:local_rank */
     /* not keys */

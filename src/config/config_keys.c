@@ -120,6 +120,7 @@ const key_spec CONFIG_KEYS[] = {
     {"distributed.sync_check_interval", K_LONG, OFF(sync_check_interval), 0, 1e12, NULL, 0},
     {"distributed.drift_tolerance", K_DOUBLE, OFF(drift_tolerance), 0, 1, NULL, 0},
     {"distributed.bucket_mb", K_DOUBLE, OFF(bucket_mb), 0.001, 1e5, NULL, 0},
+    {"distributed.grad_dtype", K_CHOICE, OFF(grad_bf16), 0, 0, "fp32|bf16", 0},
     {"distributed.timeout_s", K_DOUBLE, OFF(dist_timeout_s), 0, 1e7, NULL, 0},
     {"data.mode", K_CHOICE, OFF(data.sentence_pairs), 0, 0, "full_sentences|sentence_pairs", 0},
 };

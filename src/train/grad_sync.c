@@ -1,4 +1,5 @@
-/* Bucketed, overlapped gradient allreduce over host-staged fp32. */
+/* Bucketed, overlapped gradient allreduce over host-staged fp32, or over a
+ * 16-bit wire. */
 #include "grad_sync.h"
 
 #include "mpi/dist.h"
@@ -14,12 +15,14 @@ struct grad_sync {
     size_t bucket_elems;
     float *host;            /* (n_params) staging */
     size_t lo, hi;          /* pending range, not yet launched (lo == hi: none) */
+    bool bf16;              /* the 16-bit wire (dist_isum_bf16) */
+    double wire_bytes;      /* this step's, so far */
     int n;                  /* launched buckets this step */
     size_t begin[MAX_BUCKETS], end[MAX_BUCKETS];
     dist_request *req[MAX_BUCKETS];
 };
 
-grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes) {
+grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes, bool bf16) {
     if (dist_world() == 1) return NULL;
     grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs || !(gs->host = malloc(bert_n_params(m) * sizeof(float)))) {
@@ -28,6 +31,7 @@ grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes) {
         dist_abort(1);
     }
     gs->m = m;
+    gs->bf16 = bf16;
     gs->bucket_elems = bucket_bytes / sizeof(float);
     if (gs->bucket_elems < 1024) gs->bucket_elems = 1024;
     return gs;
@@ -50,7 +54,10 @@ static void launch(grad_sync *gs) {
     be->download(be, gs->host + gs->lo, bert_grads_at(gs->m, gs->lo), n * 4);
     gs->begin[gs->n] = gs->lo;
     gs->end[gs->n] = gs->hi;
-    gs->req[gs->n++] = dist_iallreduce_sum_f32(gs->host + gs->lo, n);
+    gs->req[gs->n++] = gs->bf16 ? dist_isum_bf16(gs->host + gs->lo, n)
+                                : dist_iallreduce_sum_f32(gs->host + gs->lo, n);
+    const double W = dist_world();
+    gs->wire_bytes += 2.0 * (W - 1) / W * (double)n * (gs->bf16 ? 2 : 4);
     gs->hi = gs->lo;
 }
 
@@ -64,7 +71,8 @@ void grad_sync_ready(void *ctx, size_t begin, size_t end) {
     for (int i = 0; i < gs->n; i++) dist_progress(gs->req[i]);
 }
 
-double grad_sync_finish(grad_sync *gs) {
+double grad_sync_finish(grad_sync *gs, double *wire_bytes) {
+    *wire_bytes = 0.0;
     if (!gs) return 0.0;
     launch(gs);
     struct timespec t0, t1;
@@ -78,5 +86,7 @@ double grad_sync_finish(grad_sync *gs) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     gs->n = 0;
     gs->lo = gs->hi = 0;
+    *wire_bytes = gs->wire_bytes;
+    gs->wire_bytes = 0.0;
     return (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }

@@ -8,8 +8,10 @@
 
 typedef struct grad_sync grad_sync;
 
-/* Buckets of about bucket_bytes over m's flat gradients; NULL when one rank. */
-grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes);
+/* Buckets of about bucket_bytes over m's flat gradients, summed in fp32 or
+ * over the bf16 wire (dist_isum_bf16: distributed.grad_dtype); NULL when
+ * one rank. */
+grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes, bool bf16);
 void grad_sync_free(grad_sync *gs);
 
 /* Elements [begin, end) of the gradients are final for this step (called by
@@ -17,7 +19,9 @@ void grad_sync_free(grad_sync *gs);
 void grad_sync_ready(void *gs, size_t begin, size_t end);
 
 /* Launch what is pending, wait for every bucket and put the sums back on the
- * device. Returns the seconds spent waiting (communication not hidden). */
-double grad_sync_finish(grad_sync *gs);
+ * device. Returns the seconds spent waiting (communication not hidden); the
+ * bytes this rank sent for the step into *wire_bytes: 2 (W-1)/W n x 4 (fp32,
+ * what a bandwidth-optimal all-reduce sends) or x 2 (the bf16 wire, exact). */
+double grad_sync_finish(grad_sync *gs, double *wire_bytes);
 
 #endif

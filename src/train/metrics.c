@@ -173,6 +173,9 @@ void metrics_step(metrics_log *log, const step_result *r, const metrics_window *
     if (i->rampup)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " | batch %ld",
                  i->global_batch);
+    if (i->world > 1)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " | sent %.2f MB %s",
+                 r->wire_bytes / 1e6, i->grad_bf16 ? "bf16" : "fp32");
     printf("step %6ld | loss %.4f | mlm_acc %.4f | lr %.3e | grad_norm %.3f%s | %.1f samples/s | "
            "%.0f tokens/s | data %.2f%% | ETA %s\n", i->step, r->loss, r->mlm_acc, r->lr,
            r->grad_norm, extra, sps, tps, 100.0 * w->data_s / dt, eta);
@@ -193,7 +196,10 @@ void metrics_step(metrics_log *log, const step_result *r, const metrics_window *
     if (i->fp16) mrec_num(rec, "loss_scale", "%.9g", r->loss_scale);
     if (i->z_loss) mrec_num(rec, "z_loss", "%.9g", r->z_loss);
     if (i->attn_penalty) mrec_num(rec, "attn_penalty", "%.9g", r->attn_penalty);
-    if (i->world > 1) rank_times(rec, i);
+    if (i->world > 1) {
+        rank_times(rec, i);
+        mrec_num(rec, "grad_sent_mb", "%.6g", r->wire_bytes / 1e6);
+    }
     mrec_int(rec, "batch_size", i->global_batch);
     mrec_int(rec, "samples", i->samples);
     mrec_write(log, rec);

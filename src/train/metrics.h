@@ -77,6 +77,7 @@ typedef struct {
     long long samples;      /* run position after this step */
     bool fp16, rampup, nsp, z_loss, attn_penalty;
     int world;
+    bool grad_bf16;         /* distributed.grad_dtype "bf16" (the step line names the wire) */
     const double *per_rank; /* world x {compute, comm, idle} seconds (world > 1) */
     const long *shares;     /* world: each rank's share of the global batch */
 } metrics_step_info;

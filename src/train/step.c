@@ -190,7 +190,7 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     const double t1 = now_s();
     dist_allreduce_sum_f64(sums, N_SUMS); /* returns when the slowest rank has computed */
     const double t2 = now_s();
-    r.comm_s = grad_sync_finish(gs);
+    r.comm_s = grad_sync_finish(gs, &r.wire_bytes);
     r.compute_s = t1 - t0;
     r.idle_s = t2 - t1;
     if (obs && obs->loss_summed) obs->loss_summed(obs->ctx, step + 1, &sums[SUM_MLM_LOSS]);

@@ -23,6 +23,7 @@ typedef struct {
     double compute_s;  /* this rank: forward + backward */
     double idle_s;     /* this rank: waiting for slower ranks */
     double comm_s;     /* this rank: gradient communication not hidden behind compute */
+    double wire_bytes; /* this rank: the bytes its gradient exchange sent (grad_sync_finish) */
     int layers_dropped; /* LayerDrop: encoder layers this step skipped */
     long top_rows;      /* this rank: the rows its top layers computed after attention
                          * (bert_tape; B*T per micro-batch without one) */

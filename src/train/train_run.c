@@ -175,6 +175,7 @@ static bool log_step(run_state *s, const bt_config *cfg, const step_result *r,
             .z_loss = s->m->cfg.z_loss > 0,
             .attn_penalty = s->m->cfg.attention_logit_penalty > 0,
             .world = world,
+            .grad_bf16 = cfg->grad_bf16,
             .per_rank = all,
             .shares = s->plan.share};
         metrics_step(&s->metrics, r, &s->win, t, &info);

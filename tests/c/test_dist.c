@@ -1,16 +1,75 @@
-/* The dist layer called directly under mpiexec, for tests/mpi-agree.sh.
+/* The dist layer called directly under mpiexec.
  *   test_dist sizes   rank r starts a gradient all-reduce of 100 + r floats:
  *                     the job must stop (exit 2) before it runs, so
- *                     "reduced" is never printed. */
+ *                     "reduced" is never printed (tests/mpi-agree.sh).
+ *   test_dist bf16 N  the bf16 wire's sum of N values a rank (each rank's
+ *                     values a function of rank and index, with values that
+ *                     round, large and small exponents, signed zeros, an
+ *                     Inf, a NaN, and one whose sum only rank order gives) against the sum computed here from
+ *                     every rank's values: each rounded to bf16, added in
+ *                     fp32 in rank order, rounded to bf16 once. Bits must
+ *                     be equal (tests/grad-wire.sh). */
+#include "backends/common/half.h"
 #include "mpi/dist.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Rank r's value i: spread over signs, exponents and mantissas. */
+static float value(int r, size_t i) {
+    if (i == 7) return r == 1 ? INFINITY : 1.0f;
+    if (i == 11) return r == 0 ? NAN : 2.0f;
+    if (i == 13) return r % 2 ? -0.0f : 0.0f;
+    /* in rank order (1 + 2^-24) - 1 = 0; in any other order 2^-24 or more */
+    if (i == 17) return r == 0 ? 1.0f : r == 1 ? ldexpf(1.0f, -24) : r == 2 ? -1.0f : 0.0f;
+    const uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(r * 40503u + 7u);
+    const float mant = 1.0f + (float)(h & 0xffffu) / 65536.0f;
+    return ((h >> 16) & 1 ? -mant : mant) * ldexpf(1.0f, (int)((h >> 17) % 40) - 20);
+}
+
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return bt_f32_from_bits(bf16_to_f32(f32_to_bf16(u)));
+}
+
+/* The bf16 wire on n values a rank against its definition; 0 when equal. */
+static int check_bf16(size_t n) {
+    const int me = dist_rank(), W = dist_world();
+    float *buf = malloc(n * sizeof *buf);
+    if (!buf) return 1;
+    for (size_t i = 0; i < n; i++) buf[i] = value(me, i);
+    dist_request *r = dist_isum_bf16(buf, n);
+    dist_progress(r);
+    dist_wait(r);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        float s = 0.0f;
+        for (int q = 0; q < W; q++) s += bf16_round(value(q, i));
+        const float want = bf16_round(s);
+        if (memcmp(&want, &buf[i], 4) != 0 && !bad++) first = i;
+    }
+    if (bad)
+        printf("rank %d: bf16 wire: %zu of %zu sums differ from the definition (the first: "
+               "value %zu)\n", me, bad, n, first);
+    else
+        printf("rank %d: bf16 wire: %zu sums over %d ranks equal the definition bit for bit\n",
+               me, n, W);
+    free(buf);
+    return bad ? 1 : 0;
+}
 
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
+    if (argc == 3 && strcmp(argv[1], "bf16") == 0) {
+        const int rc = check_bf16((size_t)strtoul(argv[2], NULL, 10));
+        dist_finalize();
+        return rc;
+    }
     if (argc < 2 || strcmp(argv[1], "sizes") != 0) {
-        fprintf(stderr, "usage: test_dist sizes (under mpiexec -n 2)\n");
+        fprintf(stderr, "usage: test_dist sizes | bf16 N (under mpiexec -n 2 or more)\n");
         dist_finalize();
         return 2;
     }
