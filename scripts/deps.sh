@@ -23,6 +23,8 @@ what=${1:-build}
 pkgs="gcc make autoconf automake libtool pkg-config libcjson-dev libopenblas-dev zlib1g-dev libutf8proc-dev"
 if [ "$what" = test ]; then
     pkgs="$pkgs g++ git procps python3 python3-venv python3-torch python3-numpy openmpi-bin libopenmpi-dev"
+    # tests/pool.sh: a rate-limited network namespace (ip, tc)
+    pkgs="$pkgs iproute2"
     pkgs="$pkgs pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers libclblast-dev clinfo oclgrind clang-14"
     # tests/gpu-kit.sh: a Debian 12 chroot with only gcc and make
     pkgs="$pkgs debootstrap"

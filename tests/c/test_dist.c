@@ -8,11 +8,16 @@
  *                     Inf, a NaN, and one whose sum only rank order gives) against the sum computed here from
  *                     every rank's values: each rounded to bf16, added in
  *                     fp32 in rank order, rounded to bf16 once. Bits must
- *                     be equal (tests/grad-wire.sh). */
+ *                     be equal (tests/grad-wire.sh).
+ *   test_dist rate MB rank 0 sends MB megabytes to the other ranks (a
+ *                     broadcast: with 2 ranks one point-to-point stream)
+ *                     after a warm-up; rank 1 prints the rate it received
+ *                     at (tests/pool.sh: the emulated link's rate). */
 #include "backends/common/half.h"
 #include "mpi/dist.h"
 
 #include <math.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,15 +66,41 @@ static int check_bf16(size_t n) {
     return bad ? 1 : 0;
 }
 
+static double seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Rank 0 sends mb megabytes to the others; rank 1 prints the rate. */
+static int measure_rate(size_t mb) {
+    const size_t bytes = mb << 20;
+    char *buf = calloc(bytes, 1);
+    if (!buf) return 1;
+    dist_broadcast(buf, bytes / 8); /* warm-up: connections set up */
+    dist_barrier();
+    const double t0 = seconds();
+    dist_broadcast(buf, bytes);
+    const double t = seconds() - t0;
+    if (dist_rank() == 1) printf("rate %.2f MB/s (%zu MB in %.3f s)\n", bytes / t / 1e6, mb, t);
+    free(buf);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
+    if (argc == 3 && strcmp(argv[1], "rate") == 0) {
+        const int rc = measure_rate((size_t)strtoul(argv[2], NULL, 10));
+        dist_finalize();
+        return rc;
+    }
     if (argc == 3 && strcmp(argv[1], "bf16") == 0) {
         const int rc = check_bf16((size_t)strtoul(argv[2], NULL, 10));
         dist_finalize();
         return rc;
     }
     if (argc < 2 || strcmp(argv[1], "sizes") != 0) {
-        fprintf(stderr, "usage: test_dist sizes | bf16 N (under mpiexec -n 2 or more)\n");
+        fprintf(stderr, "usage: test_dist sizes | bf16 N | rate MB (under mpiexec -n 2 or more)\n");
         dist_finalize();
         return 2;
     }
