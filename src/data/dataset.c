@@ -73,8 +73,8 @@ bt_dataset *dataset_open(const char *path, const bt_data_config *cfg, const bt_v
     ds->stream_start = calloc((size_t)n + 1, sizeof *ds->stream_start);
     bool ok = ds->shards && ds->stream_start;
     for (int i = 0; ok && i < n; i++) {
-        ok = shard_open(&ds->shards[i], names[i], vocab->hash, (uint32_t)model_vocab, err,
-                        errlen);
+        ok = shard_open_recorded(&ds->shards[i], names[i], vocab->hash, (uint32_t)model_vocab,
+                                 err, errlen);
         if (ok) {
             ds->n_shards++;
             ds->stream_start[i + 1] =
@@ -334,14 +334,23 @@ void dataset_fill(bt_dataset *ds, uint64_t g0, int B, bool eval, bt_batch_buf *o
 int dataset_most_common_token(const bt_dataset *ds) {
     uint64_t *count = calloc((size_t)ds->model_vocab, sizeof *count);
     if (!count) return -1;
-    for (int s = 0; s < ds->n_shards; s++)
-        for (uint64_t i = 0; i < ds->shards[s].n_tokens; i++) count[shard_token(&ds->shards[s], i)]++;
+    for (int s = 0; s < ds->n_shards; s++) /* counted when verified, or recorded then */
+        for (uint32_t t = 0; t < ds->shards[s].n_ids && t < (uint32_t)ds->model_vocab; t++)
+            count[t] += ds->shards[s].count[t];
     int best = -1;
     for (int t = 0; t < ds->model_vocab; t++)
         if (!is_special(ds->vocab, t) && (best < 0 || count[t] > count[best])) best = t;
     free(count);
     return best;
 }
+
+int dataset_shards_read(const bt_dataset *ds) {
+    int read = 0;
+    for (int s = 0; s < ds->n_shards; s++) read += !ds->shards[s].verified_earlier;
+    return read;
+}
+
+int dataset_num_shards(const bt_dataset *ds) { return ds->n_shards; }
 
 bool batch_buf_alloc(bt_batch_buf *b, int B, int T, int cap_masked) {
     memset(b, 0, sizeof *b);

@@ -68,6 +68,12 @@ void dataset_fill(bt_dataset *ds, uint64_t g0, int B, bool eval, bt_batch_buf *o
  * baseline's constant prediction). */
 int dataset_most_common_token(const bt_dataset *ds);
 
+/* How many of the dataset's shards were read and verified in full when it
+ * opened (the others are unchanged files a record says verified before:
+ * shard_open_recorded), and how many it has. */
+int dataset_shards_read(const bt_dataset *ds);
+int dataset_num_shards(const bt_dataset *ds);
+
 bool batch_buf_alloc(bt_batch_buf *b, int B, int T, int cap_masked);
 void batch_buf_free(bt_batch_buf *b);
 

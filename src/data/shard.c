@@ -1,6 +1,8 @@
 /* Shard reading and verification. */
 #include "shard.h"
 
+#include "shard_record.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -36,8 +38,37 @@ static uint32_t crc_of(const unsigned char *p, size_t n) {
         return false;                                                                        \
     } while (0)
 
-bool shard_open(bt_shard *s, const char *path, uint64_t vocab_hash, uint32_t model_vocab,
-                char *err, size_t errlen) {
+/* The payload's offsets and tokens: both spans, increasing offsets, every
+ * id < model_vocab, and the tokens counted into s->count. false after one
+ * line in err. */
+static bool check_payload(bt_shard *s, const char *path, uint32_t model_vocab, char *err,
+                          size_t errlen) {
+    if (s->sent_offsets[0] != 0 || s->sent_offsets[s->n_sents] != s->n_tokens)
+        BAD("sentence offsets do not span the tokens");
+    for (uint64_t i = 0; i < s->n_sents; i++)
+        if (s->sent_offsets[i + 1] <= s->sent_offsets[i])
+            BAD("sentence offset %llu is not increasing", (unsigned long long)i + 1);
+    if (s->doc_offsets[0] != 0 || s->doc_offsets[s->n_docs] != s->n_sents)
+        BAD("document offsets do not span the sentences");
+    for (uint64_t i = 0; i < s->n_docs; i++)
+        if (s->doc_offsets[i + 1] <= s->doc_offsets[i])
+            BAD("document offset %llu is not increasing", (unsigned long long)i + 1);
+    if (!(s->count = calloc((size_t)model_vocab + 1, sizeof *s->count)))
+        BAD("out of host memory counting its tokens");
+    for (uint64_t i = 0; i < s->n_tokens; i++) {
+        uint32_t t = shard_token(s, i);
+        if (t >= model_vocab)
+            BAD("token id %u at byte offset %zu is >= vocab_size %u", t,
+                SHARD_HEADER_BYTES + (size_t)i * s->token_width, model_vocab);
+        s->count[t]++;
+        if (t + 1 > s->n_ids) s->n_ids = t + 1;
+    }
+    return true;
+}
+
+/* shard_open and shard_open_recorded: records says whether to use them. */
+static bool open_shard(bt_shard *s, const char *path, uint64_t vocab_hash, uint32_t model_vocab,
+                       bool records, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     snprintf(s->path, sizeof s->path, "%s", path);
     int fd = open(path, O_RDONLY);
@@ -83,34 +114,43 @@ bool shard_open(bt_shard *s, const char *path, uint64_t vocab_hash, uint32_t mod
     if (s->size != expect)
         BAD("size %zu bytes, expected %zu from the header (truncated or extended)", s->size,
             expect);
-    if (rd32(h + 56) != crc_of(h + SHARD_HEADER_BYTES, s->size - SHARD_HEADER_BYTES))
-        BAD("payload checksum mismatch (the file is damaged)");
     if (vocab_hash && s->vocab_hash != vocab_hash)
         BAD("made with a different vocab (hash %016llx, configured vocab %016llx)",
             (unsigned long long)s->vocab_hash, (unsigned long long)vocab_hash);
     s->tokens = s->data + SHARD_HEADER_BYTES;
     s->sent_offsets = (const uint64_t *)(s->data + off_start); /* little-endian host */
     s->doc_offsets = s->sent_offsets + s->n_sents + 1;
-    if (s->sent_offsets[0] != 0 || s->sent_offsets[s->n_sents] != s->n_tokens)
-        BAD("sentence offsets do not span the tokens");
-    for (uint64_t i = 0; i < s->n_sents; i++)
-        if (s->sent_offsets[i + 1] <= s->sent_offsets[i])
-            BAD("sentence offset %llu is not increasing", (unsigned long long)i + 1);
-    if (s->doc_offsets[0] != 0 || s->doc_offsets[s->n_docs] != s->n_sents)
-        BAD("document offsets do not span the sentences");
-    for (uint64_t i = 0; i < s->n_docs; i++)
-        if (s->doc_offsets[i + 1] <= s->doc_offsets[i])
-            BAD("document offset %llu is not increasing", (unsigned long long)i + 1);
-    for (uint64_t i = 0; i < s->n_tokens; i++) {
-        uint32_t t = shard_token(s, i);
-        if (t >= model_vocab)
-            BAD("token id %u at byte offset %zu is >= vocab_size %u", t,
-                SHARD_HEADER_BYTES + (size_t)i * s->token_width, model_vocab);
+    shard_facts known;
+    if (records && shard_record_load(path, &st, rd32(h + 60), &known)) {
+        s->count = known.count;
+        s->n_ids = known.n_ids;
+        s->verified_earlier = true;
+        if (s->n_ids > model_vocab)
+            BAD("holds token id %u, >= vocab_size %u", s->n_ids - 1, model_vocab);
+        return true;
     }
+    if (rd32(h + 56) != crc_of(h + SHARD_HEADER_BYTES, s->size - SHARD_HEADER_BYTES))
+        BAD("payload checksum mismatch (the file is damaged)");
+    if (!check_payload(s, path, model_vocab, err, errlen)) return false;
+    if (records)
+        shard_record_save(path, &st, rd32(h + 60),
+                          &(shard_facts){s->n_ids ? s->n_ids - 1 : 0, s->n_ids, s->count});
     return true;
+}
+
+bool shard_open(bt_shard *s, const char *path, uint64_t vocab_hash, uint32_t model_vocab,
+                char *err, size_t errlen) {
+    return open_shard(s, path, vocab_hash, model_vocab, false, err, errlen);
+}
+
+bool shard_open_recorded(bt_shard *s, const char *path, uint64_t vocab_hash,
+                         uint32_t model_vocab, char *err, size_t errlen) {
+    return open_shard(s, path, vocab_hash, model_vocab, true, err, errlen);
 }
 
 void shard_close(bt_shard *s) {
     if (s->data) munmap(s->data, s->size);
     s->data = NULL;
+    free(s->count);
+    s->count = NULL;
 }

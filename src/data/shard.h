@@ -20,13 +20,26 @@ typedef struct {
     const unsigned char *tokens;  /* n_tokens x token_width */
     const uint64_t *sent_offsets; /* n_sents + 1 */
     const uint64_t *doc_offsets;  /* n_docs + 1, in sentences */
+    uint64_t *count;              /* count[id]: occurrences of token id, id < n_ids */
+    uint32_t n_ids;               /* the largest id + 1 (0: no tokens) */
+    bool verified_earlier;        /* the payload was not read: a record of this unchanged
+                                   * file says it verified (shard_open_recorded) */
 } bt_shard;
 
 /* Open and verify a shard: magic, version, size, both CRCs, offsets, every id
- * < model_vocab, and (if vocab_hash != 0) the vocab hash. false with one line
- * naming the file (and offset) in err. */
+ * < model_vocab, and (if vocab_hash != 0) the vocab hash; count its tokens.
+ * false with one line naming the file (and offset) in err. */
 bool shard_open(bt_shard *s, const char *path, uint64_t vocab_hash, uint32_t model_vocab,
                 char *err, size_t errlen);
+
+/* shard_open for training: where a record (shard_record.h) says that this
+ * very file (device, inode, size, both times, header checksum) verified
+ * before, only the header is read and checked, and the record gives the
+ * counts; otherwise everything is verified and recorded. A file changed in
+ * any byte since has a new status-change time, so it is verified again
+ * before any of its samples is used. */
+bool shard_open_recorded(bt_shard *s, const char *path, uint64_t vocab_hash,
+                         uint32_t model_vocab, char *err, size_t errlen);
 void shard_close(bt_shard *s);
 
 /* Token i of the shard. */

@@ -221,9 +221,12 @@ static void print_start(const run_state *s, const bt_config *cfg) {
     printf("bertrain: model %s: %d layers, hidden %d, heads %d, vocab %d, %.2fM parameters\n",
            model_name, mc->num_hidden_layers, mc->hidden_size, mc->num_attention_heads,
            mc->vocab_size, bert_n_params(s->m) / 1e6);
-    printf("bertrain: data %s: %llu tokens, %llu samples of %d per epoch\n", cfg->data.train,
+    const int read = dataset_shards_read(s->ds), shards = dataset_num_shards(s->ds);
+    printf("bertrain: data %s: %llu tokens, %llu samples of %d per epoch; %d of %d shard%s "
+           "read and verified, %d unchanged since verified\n", cfg->data.train,
            (unsigned long long)dataset_num_tokens(s->ds),
-           (unsigned long long)dataset_num_samples(s->ds), s->T);
+           (unsigned long long)dataset_num_samples(s->ds), s->T, read, shards,
+           shards == 1 ? "" : "s", shards - read);
     char split[160] = "";
     const int buffers = bert_activation_buffers(s->m);
     if (buffers > 2 || (buffers == 2 && mc->storage == BT_F32))
