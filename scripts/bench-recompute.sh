@@ -23,9 +23,11 @@ for r in $(seq "$rounds"); do
         }
         out=$(run --steps "$steps" --warmup 1)
         ms=$(echo "$out" | sed -n 's/^ms\/step: //p')
-        [ "$r" -gt 1 ] || peak=$(run --steps 1 --warmup 0 --profile |
-            sed -n 's/.*device memory peak \([0-9.]*\) MB.*/\1/p')
-        eval "peak_$mode=\${peak:-}"
+        if [ "$r" -eq 1 ]; then
+            peak=$(run --steps 1 --warmup 0 --profile |
+                sed -n 's/.*device memory peak \([0-9.]*\) MB.*/\1/p')
+            eval "peak_$mode=\${peak:-}"
+        fi
         eval "mb=\$peak_$mode"
         [ -n "$ms" ] && [ -n "$mb" ] || { echo "$out" >&2; echo "bench-recompute: no ms/step or memory peak" >&2; exit 1; }
         echo "$mode $ms $mb" >>"$results"
