@@ -1,0 +1,56 @@
+#!/bin/sh
+# metrics.tensorboard: the TensorBoard event files hold every number of
+# metrics.jsonl, read back with TensorBoard's own readers (the tensorboard
+# package; tests/python/tb_check.py): each step once per tag, equal to
+# metrics.jsonl's value rounded to float32. A 12-step run (checkpoint every
+# 4 steps, evaluation every 3) is killed by BERTRAIN_TEST_DIE in step 7, after
+# the records of step 6 (its training step and evaluation), two steps past its
+# checkpoint at step 4; a torn record is added to the end of its event file
+# and a file bertrain did not write is put beside it. `--resume auto` must
+# leave each step once (the killed run's events of steps 5 and 6 cut away,
+# the torn record too), equal to the final metrics.jsonl, and the other file
+# untouched. SKIP when the build has no event writer or
+# no python has the tensorboard package (scripts/deps.sh test installs it).
+. "$(dirname "$0")/lib.sh"
+cd "$top_srcdir" || fail "no source dir"
+need_test_build
+export OMP_NUM_THREADS=1
+find_python tensorboard || skip "no python with the tensorboard package (scripts/deps.sh test)"
+small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8
+       --set steps_per_print=1 --set eval.interval=3 --set eval.max_samples=16
+       --set train_steps=12 --set checkpoint.interval=4 --set metrics.tensorboard=true"
+out="$tmpdir/run"
+
+# the killed run: rank 0 SIGKILLs itself in step 7, past its checkpoint at step 4
+# shellcheck disable=SC2086
+BERTRAIN_TEST_DIE="0,7" "$BERTRAIN_T" train tests/fixtures/base.json $small \
+    --set output_dir="\"$out\"" > "$tmpdir/killed.log" 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "built without the TensorBoard event writer" "$tmpdir/killed.log"; then
+    skip "$(cat "$tmpdir/killed.log")"
+fi
+[ "$rc" -eq 137 ] || { cat "$tmpdir/killed.log"; fail "the run to be killed in step 7: exit $rc, not 137"; }
+[ -d "$out/ckpt-00000004" ] && [ ! -d "$out/ckpt-00000008" ] || fail "the killed run's last checkpoint is not step 4"
+"$PY" tests/python/tb_check.py "$out/metrics.jsonl" "$out" 4 ||
+    fail "the killed run's events do not match its metrics.jsonl, or stop at its checkpoint"
+
+# a record cut short by the kill (the start of one), and a file bertrain did not write
+set -- "$out"/events.out.tfevents.*.bertrain
+[ $# -eq 1 ] || fail "the killed run left $# event files, not 1"
+head -c 30 "$1" >> "$1"
+cp "$1" "$out/events.out.tfevents.1.elsewhere"
+cp "$1" "$tmpdir/foreign.copy"
+
+# shellcheck disable=SC2086
+"$BERTRAIN" train tests/fixtures/base.json $small --set output_dir="\"$out\"" --resume auto \
+    > "$tmpdir/resumed.log" 2>&1 || { cat "$tmpdir/resumed.log"; fail "the resumed run failed"; }
+grep -q "^resume: from .*ckpt-00000004" "$tmpdir/resumed.log" || fail "the run did not resume from step 4"
+cmp "$out/events.out.tfevents.1.elsewhere" "$tmpdir/foreign.copy" ||
+    fail "the resume changed an event file bertrain did not write"
+rm "$out/events.out.tfevents.1.elsewhere" # TensorBoard's directory reader would read it too
+n=$(ls "$out" | grep -c '^events\.out\.tfevents\..*\.bertrain$')
+[ "$n" -eq 2 ] || fail "$n event files after the resume, wanted 2 (one per run segment)"
+"$PY" tests/python/tb_check.py "$out/metrics.jsonl" "$out" ||
+    fail "after the resume, the events do not hold each step of metrics.jsonl once"
+[ "$(grep -c '"loss"' "$out/metrics.jsonl")" -eq 12 ] || fail "metrics.jsonl does not have 12 steps"
+finish "the event files, read with TensorBoard's readers, hold metrics.jsonl's numbers once per step, also after a kill 2 steps past a checkpoint and a resume"
