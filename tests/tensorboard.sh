@@ -30,14 +30,17 @@ if [ "$rc" -eq 2 ] && grep -q "built without the TensorBoard event writer" "$tmp
     skip "$(cat "$tmpdir/killed.log")"
 fi
 [ "$rc" -eq 137 ] || { cat "$tmpdir/killed.log"; fail "the run to be killed in step 7: exit $rc, not 137"; }
-[ -d "$out/ckpt-00000004" ] && [ ! -d "$out/ckpt-00000008" ] || fail "the killed run's last checkpoint is not step 4"
+if [ ! -d "$out/ckpt-00000004" ] || [ -d "$out/ckpt-00000008" ]; then
+    fail "the killed run's last checkpoint is not step 4"
+fi
 "$PY" tests/python/tb_check.py "$out/metrics.jsonl" "$out" 4 ||
     fail "the killed run's events do not match its metrics.jsonl, or stop at its checkpoint"
 
 # a record cut short by the kill (the start of one), and a file bertrain did not write
 set -- "$out"/events.out.tfevents.*.bertrain
 [ $# -eq 1 ] || fail "the killed run left $# event files, not 1"
-head -c 30 "$1" >> "$1"
+head -c 30 "$1" > "$tmpdir/torn"
+cat "$tmpdir/torn" >> "$1"
 cp "$1" "$out/events.out.tfevents.1.elsewhere"
 cp "$1" "$tmpdir/foreign.copy"
 
@@ -48,8 +51,8 @@ grep -q "^resume: from .*ckpt-00000004" "$tmpdir/resumed.log" || fail "the run d
 cmp "$out/events.out.tfevents.1.elsewhere" "$tmpdir/foreign.copy" ||
     fail "the resume changed an event file bertrain did not write"
 rm "$out/events.out.tfevents.1.elsewhere" # TensorBoard's directory reader would read it too
-n=$(ls "$out" | grep -c '^events\.out\.tfevents\..*\.bertrain$')
-[ "$n" -eq 2 ] || fail "$n event files after the resume, wanted 2 (one per run segment)"
+set -- "$out"/events.out.tfevents.*.bertrain
+[ $# -eq 2 ] || fail "$# event files after the resume, wanted 2 (one per run segment)"
 "$PY" tests/python/tb_check.py "$out/metrics.jsonl" "$out" ||
     fail "after the resume, the events do not hold each step of metrics.jsonl once"
 [ "$(grep -c '"loss"' "$out/metrics.jsonl")" -eq 12 ] || fail "metrics.jsonl does not have 12 steps"
