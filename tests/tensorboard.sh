@@ -3,13 +3,16 @@
 # metrics.jsonl, read back with TensorBoard's own readers (the tensorboard
 # package; tests/python/tb_check.py): each step once per tag, equal to
 # metrics.jsonl's value rounded to float32. A 12-step run (checkpoint every
-# 4 steps, evaluation every 3) is killed by BERTRAIN_TEST_DIE in step 7, after
-# the records of step 6 (its training step and evaluation), two steps past its
-# checkpoint at step 4; a torn record is added to the end of its event file
-# and a file bertrain did not write is put beside it. `--resume auto` must
-# leave each step once (the killed run's events of steps 5 and 6 cut away,
-# the torn record too), equal to the final metrics.jsonl, and the other file
-# untouched. SKIP when the build has no event writer or
+# 4 steps, evaluation every 3) is killed as its checkpoint of step 8 begins
+# (BERTRAIN_TEST_CKPT), after the records of steps 5-8 (an evaluation among
+# them), past its checkpoint at step 4; a torn record is added to the end of
+# its event file and a file bertrain did not write is put beside it.
+# `--resume auto` must leave each step once (the killed run's events past
+# step 4 cut away, the torn record too), equal to the final metrics.jsonl,
+# and the other file untouched. Under a file size limit (ulimit -f, SIGXFSZ ignored, as a full
+# disk) the event writes that fail are warned about naming the event file
+# (metrics.on_error "warn") and cut back: the file holds whole records only.
+# SKIP when the build has no event writer or
 # no python has the tensorboard package (scripts/deps.sh test installs it).
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
@@ -21,15 +24,15 @@ small="--set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_si
        --set train_steps=12 --set checkpoint.interval=4 --set metrics.tensorboard=true"
 out="$tmpdir/run"
 
-# the killed run: rank 0 SIGKILLs itself in step 7, past its checkpoint at step 4
+# the killed run: SIGKILL as the checkpoint of step 8 begins, past the one of step 4
 # shellcheck disable=SC2086
-BERTRAIN_TEST_DIE="0,7" "$BERTRAIN_T" train tests/fixtures/base.json $small \
+BERTRAIN_TEST_CKPT="begin,8,kill" "$BERTRAIN_T" train tests/fixtures/base.json $small \
     --set output_dir="\"$out\"" > "$tmpdir/killed.log" 2>&1
 rc=$?
 if [ "$rc" -eq 2 ] && grep -q "built without the TensorBoard event writer" "$tmpdir/killed.log"; then
     skip "$(cat "$tmpdir/killed.log")"
 fi
-[ "$rc" -eq 137 ] || { cat "$tmpdir/killed.log"; fail "the run to be killed in step 7: exit $rc, not 137"; }
+[ "$rc" -eq 137 ] || { cat "$tmpdir/killed.log"; fail "the run to be killed at its checkpoint of step 8: exit $rc, not 137"; }
 if [ ! -d "$out/ckpt-00000004" ] || [ -d "$out/ckpt-00000008" ]; then
     fail "the killed run's last checkpoint is not step 4"
 fi
@@ -56,4 +59,15 @@ set -- "$out"/events.out.tfevents.*.bertrain
 "$PY" tests/python/tb_check.py "$out/metrics.jsonl" "$out" ||
     fail "after the resume, the events do not hold each step of metrics.jsonl once"
 [ "$(grep -c '"loss"' "$out/metrics.jsonl")" -eq 12 ] || fail "metrics.jsonl does not have 12 steps"
-finish "the event files, read with TensorBoard's readers, hold metrics.jsonl's numbers once per step, also after a kill 2 steps past a checkpoint and a resume"
+# writes that fail: warned about, naming the file, and cut back to whole records
+full="$tmpdir/full"
+# shellcheck disable=SC2086
+(trap '' XFSZ; ulimit -f 2; PMIX_MCA_gds=hash "$BERTRAIN" train tests/fixtures/base.json $small \
+    --set data.valid='""' --set checkpoint.interval=0 --set metrics.on_error='"warn"' \
+    --set output_dir="\"$full\"" 2>&1) | cat > "$tmpdir/full.log" # the limit is not the log's
+grep -q "^bertrain: warning: step [0-9]*: $full/events\.out\.tfevents\..*\.bertrain: write failed: " \
+    "$tmpdir/full.log" || { cat "$tmpdir/full.log"; fail "no warning naming the event file that could not be written"; }
+"$PY" tests/python/tb_check.py "$full/metrics.jsonl" "$full" lossy ||
+    fail "the event file under a file size limit holds more than whole records, or wrong ones"
+
+finish "the event files, read with TensorBoard's readers, hold metrics.jsonl's numbers once per step, also after a kill 4 steps past a checkpoint and a resume; failed writes warned about and cut back"
