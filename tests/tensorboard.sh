@@ -62,7 +62,7 @@ set -- "$out"/events.out.tfevents.*.bertrain
 # writes that fail: warned about, naming the file, and cut back to whole records
 full="$tmpdir/full"
 # shellcheck disable=SC2086
-(trap '' XFSZ; ulimit -f 2; PMIX_MCA_gds=hash "$BERTRAIN" train tests/fixtures/base.json $small \
+(trap '' XFSZ; ulimit -f 2; export PMIX_MCA_gds=hash; "$BERTRAIN" train tests/fixtures/base.json $small \
     --set data.valid='""' --set checkpoint.interval=0 --set metrics.on_error='"warn"' \
     --set output_dir="\"$full\"" 2>&1) | cat > "$tmpdir/full.log" # the limit is not the log's
 grep -q "^bertrain: warning: step [0-9]*: $full/events\.out\.tfevents\..*\.bertrain: write failed: " \

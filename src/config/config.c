@@ -315,8 +315,8 @@ static bool load(bt_config *cfg, const char *path, const char *name,
 #ifndef BT_HAVE_TENSORBOARD
     if (cfg->metrics_tensorboard) {
         config_fail(cfg, "metrics.tensorboard: this bertrain was built without the TensorBoard "
-                         "event writer (configure found no %s); install them and rebuild, or "
-                         "set metrics.tensorboard false", BT_TENSORBOARD_MISSING);
+                         "event writer (%s); or set metrics.tensorboard false",
+                    BT_TENSORBOARD_WHY_NOT);
         return false;
     }
 #endif
