@@ -32,9 +32,9 @@ struct tb_writer {
     long lost; /* records not written, in all */
 };
 
-/* TFRecord's masked CRC32C of n bytes (ISA-L's crc32_iscsi takes and
- * returns the register without the standard's final inversion). */
-static uint32_t masked_crc(const uint8_t *p, size_t n) {
+/* ISA-L's crc32_iscsi takes and returns the CRC register without the
+ * standard's initial and final inversions: both are done here. */
+uint32_t tb_masked_crc32c(const void *p, size_t n) {
     const uint32_t crc = crc32_iscsi((unsigned char *)p, (int)n, 0xFFFFFFFFu) ^ 0xFFFFFFFFu;
     return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
 }
@@ -77,9 +77,9 @@ static void write_event(tb_writer *w, const tb_event *ev) {
     uint8_t *rec = malloc(TB_HEADER + n + 4);
     if (rec) {
         put_le(rec, n, 8);
-        put_le(rec + 8, masked_crc(rec, 8), 4);
+        put_le(rec + 8, tb_masked_crc32c(rec, 8), 4);
         bertrain__tb__event__pack(ev, rec + TB_HEADER);
-        put_le(rec + TB_HEADER + n, masked_crc(rec + TB_HEADER, n), 4);
+        put_le(rec + TB_HEADER + n, tb_masked_crc32c(rec + TB_HEADER, n), 4);
     }
     if (!rec || !write_whole(w->fd, rec, TB_HEADER + n + 4)) {
         if (!w->err) w->err = rec ? errno : ENOMEM;
@@ -100,7 +100,7 @@ static int read_record(FILE *f, uint8_t **buf, size_t *len) {
     uint8_t head[TB_HEADER], crc[4];
     const size_t got = fread(head, 1, TB_HEADER, f);
     if (got == 0) return 0;
-    if (got < TB_HEADER || get_le(head + 8, 4) != masked_crc(head, 8)) return -1;
+    if (got < TB_HEADER || get_le(head + 8, 4) != tb_masked_crc32c(head, 8)) return -1;
     const uint64_t n = get_le(head, 8);
     if (n > TB_MAX_RECORD) return -1;
     uint8_t *data = realloc(*buf, TB_HEADER + n + 4);
@@ -108,7 +108,7 @@ static int read_record(FILE *f, uint8_t **buf, size_t *len) {
     *buf = data;
     memcpy(data, head, TB_HEADER);
     if (fread(data + TB_HEADER, 1, n, f) != n || fread(crc, 1, 4, f) != 4 ||
-        get_le(crc, 4) != masked_crc(data + TB_HEADER, n))
+        get_le(crc, 4) != tb_masked_crc32c(data + TB_HEADER, n))
         return -1;
     memcpy(data + TB_HEADER + n, crc, 4);
     *len = TB_HEADER + (size_t)n + 4;

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* One open event file and what failed writing it. */
 typedef struct tb_writer tb_writer;
@@ -35,6 +36,11 @@ void tb_write_record(tb_writer *w, const cJSON *rec);
 /* The first write error since the last call (0: none), the records lost in
  * all and the file's path; clears the error. */
 int tb_failed(tb_writer *w, long *lost, const char **path);
+
+/* TFRecord's masked CRC32C of n bytes: the CRC32C (Castagnoli, as iSCSI),
+ * rotated right by 15 bits, plus 0xa282ead8. Public for
+ * tests/c/test_tb_events.c. */
+uint32_t tb_masked_crc32c(const void *p, size_t n);
 
 /* Close the file (again: nothing); false when the last records did not
  * reach it (a close error is kept for tb_failed). NULL: nothing. */

@@ -30,3 +30,9 @@ bool tb_close(tb_writer *w) {
 }
 
 void tb_free(tb_writer *w) { (void)w; }
+
+uint32_t tb_masked_crc32c(const void *p, size_t n) {
+    (void)p;
+    (void)n;
+    return 0;
+}
