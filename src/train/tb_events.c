@@ -95,7 +95,8 @@ static double wall_time(void) {
 }
 
 /* The next record of f into *buf (*len bytes): 1, 0 at the end of the
- * file, -1 for a record cut short or damaged (its CRCs disagree). */
+ * file, -1 for a record cut short or damaged (its CRCs disagree), -2 out of
+ * host memory. */
 static int read_record(FILE *f, uint8_t **buf, size_t *len) {
     uint8_t head[TB_HEADER], crc[4];
     const size_t got = fread(head, 1, TB_HEADER, f);
@@ -104,7 +105,7 @@ static int read_record(FILE *f, uint8_t **buf, size_t *len) {
     const uint64_t n = get_le(head, 8);
     if (n > TB_MAX_RECORD) return -1;
     uint8_t *data = realloc(*buf, TB_HEADER + n + 4);
-    if (!data) return -1;
+    if (!data) return -2;
     *buf = data;
     memcpy(data, head, TB_HEADER);
     if (fread(data + TB_HEADER, 1, n, f) != n || fread(crc, 1, 4, f) != 4 ||
@@ -117,7 +118,8 @@ static int read_record(FILE *f, uint8_t **buf, size_t *len) {
 
 /* Keep the records of `path` whose step is at most `last_step`, through a
  * temporary file renamed over it; a torn or damaged tail ends the file. A
- * file left with no summaries is removed. false with err set. */
+ * file left with no summaries is removed. false with err set (a read, write
+ * or memory failure: the file is left as it was). */
 static bool cut_file(const char *path, long last_step, char *err, size_t errlen) {
     char tmp[1500];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -127,9 +129,11 @@ static bool cut_file(const char *path, long last_step, char *err, size_t errlen)
     long kept = 0, dropped = 0;
     int r = 0;
     while (out && (r = read_record(in, &buf, &len)) == 1) {
+        errno = 0;
         tb_event *ev = bertrain__tb__event__unpack(NULL, len - TB_HEADER - 4, buf + TB_HEADER);
-        if (!ev) {
-            r = -1;
+        if (!ev) { /* its CRCs agree: out of memory, or not bertrain's message */
+            r = -2;
+            errno = errno ? errno : EBADMSG;
             break;
         }
         const bool keep = ev->step <= last_step;
