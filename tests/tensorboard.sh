@@ -12,6 +12,7 @@
 # and the other file untouched. Under a file size limit (ulimit -f, SIGXFSZ ignored, as a full
 # disk) the event writes that fail are warned about naming the event file
 # (metrics.on_error "warn") and cut back: the file holds whole records only.
+# A two-rank run (MPI) writes one file, with rank<i>/compute_s and the rest.
 # SKIP when the build has no event writer or
 # no python has the tensorboard package (scripts/deps.sh test installs it).
 . "$(dirname "$0")/lib.sh"
@@ -70,4 +71,18 @@ grep -q "^bertrain: warning: step [0-9]*: $full/events\.out\.tfevents\..*\.bertr
 "$PY" tests/python/tb_check.py "$full/metrics.jsonl" "$full" lossy ||
     fail "the event file under a file size limit holds more than whole records, or wrong ones"
 
-finish "the event files, read with TensorBoard's readers, hold metrics.jsonl's numbers once per step, also after a kill 4 steps past a checkpoint and a resume; failed writes warned about and cut back"
+# two ranks: rank 0 writes one file, with each rank's compute and communication times
+if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1; then
+    two="$tmpdir/two"
+    # shellcheck disable=SC2086
+    (export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
+     mpiexec --oversubscribe --bind-to none -n 2 "$BERTRAIN" train tests/fixtures/base.json $small \
+         --set train_micro_batch_size_per_gpu=4 --set train_steps=4 --set output_dir="\"$two\"") \
+        > "$tmpdir/two.log" 2>&1 || { cat "$tmpdir/two.log"; fail "the two-rank run failed"; }
+    "$PY" tests/python/tb_check.py "$two/metrics.jsonl" "$two" || fail "the two-rank run's events"
+    grep -q '"ranks"' "$two/metrics.jsonl" || fail "the two-rank run's metrics.jsonl has no per-rank times"
+else
+    skip_part "the two-rank run (bertrain without MPI, or no mpiexec)"
+fi
+
+finish "the event files, read with TensorBoard's readers, hold metrics.jsonl's numbers once per step, also after a kill 4 steps past a checkpoint and a resume; failed writes warned about and cut back; two ranks: one file with per-rank times"
