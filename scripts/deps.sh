@@ -21,6 +21,8 @@
 set -eu
 what=${1:-build}
 pkgs="gcc make autoconf automake libtool pkg-config libcjson-dev libopenblas-dev zlib1g-dev libutf8proc-dev"
+# metrics.tensorboard's event writer (optional in configure)
+pkgs="$pkgs libprotobuf-c-dev protobuf-c-compiler libisal-dev"
 if [ "$what" = test ]; then
     pkgs="$pkgs g++ git procps python3 python3-venv python3-torch python3-numpy openmpi-bin libopenmpi-dev"
     # tests/pool.sh: a rate-limited network namespace (ip, tc)
@@ -28,10 +30,16 @@ if [ "$what" = test ]; then
     pkgs="$pkgs pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers libclblast-dev clinfo oclgrind clang-14"
     # tests/gpu-kit.sh: a Debian 12 chroot with only gcc and make
     pkgs="$pkgs debootstrap"
+    # what TensorBoard's event reader imports (tests/tensorboard.sh)
+    pkgs="$pkgs python3-protobuf python3-absl python3-six"
 fi
 # The last releases that work with Debian 12's torch 1.13 and Python 3.11.
 PYPI_PKGS="transformers==4.40.2 tokenizers==0.19.1 huggingface_hub==0.23.5 safetensors==0.4.3"
 PYPI_PKGS="$PYPI_PKGS nvidia-cuda-cuobjdump==13.2.86"
+# TensorBoard's reader for tests/tensorboard.sh, without its dependencies (its
+# server's: grpcio, werkzeug, ...): the reader needs only Debian's protobuf,
+# absl, six and numpy (above). 2.16.2 works with Debian 12's protobuf 3.21.
+PYPI_NODEPS="tensorboard==2.16.2"
 
 missing=""
 for p in $pkgs; do
@@ -71,14 +79,15 @@ fi
 
 venv=${BERTRAIN_VENV:-$(pwd)/venv}
 if [ -x "$venv/bin/python3" ] &&
-    "$venv/bin/python3" -c 'import transformers, tokenizers, torch' >/dev/null 2>&1 &&
+    "$venv/bin/python3" -c 'import transformers, tokenizers, torch, tensorboard' >/dev/null 2>&1 &&
     [ -n "$(find "$venv" -path '*/nvidia/cu13/bin/cuobjdump' 2> /dev/null)" ]; then
     exit 0
 fi
-echo "deps: Python test environment $venv (Debian's torch; $PYPI_PKGS from PyPI)"
+echo "deps: Python test environment $venv (Debian's torch; $PYPI_PKGS $PYPI_NODEPS from PyPI)"
 # Debian's python3, not another on PATH (pyenv, conda): it is the one that has torch
 if ! /usr/bin/python3 -m venv --system-site-packages "$venv" ||
-    ! "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check $PYPI_PKGS; then
+    ! "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check $PYPI_PKGS ||
+    ! "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --no-deps $PYPI_NODEPS; then
     echo "deps: could not set up $venv (no network to PyPI?): the tests that compare" \
-        "against Hugging Face will report SKIP" >&2
+        "against Hugging Face or read TensorBoard's files will report SKIP" >&2
 fi

@@ -317,6 +317,14 @@ static bool load(bt_config *cfg, const char *path, const char *name,
                   "sentence pairs need model.nsp true");
         return false;
     }
+#ifndef BT_HAVE_TENSORBOARD
+    if (cfg->metrics_tensorboard) {
+        config_fail(cfg, "metrics.tensorboard: this bertrain was built without the TensorBoard "
+                         "event writer (%s); or set metrics.tensorboard false",
+                    BT_TENSORBOARD_WHY_NOT);
+        return false;
+    }
+#endif
     if (!resolve_batch(cfg)) return false;
     if (cfg->rampup_start > 0) {
         const long unit = cfg->micro_batch * cfg->world_size;

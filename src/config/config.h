@@ -71,6 +71,8 @@ typedef struct {
     double max_runtime;    /* checkpoint.max_runtime: seconds, then checkpoint and stop (0: off) */
     int metrics_on_error;  /* metrics.on_error: a failed metrics.jsonl write stops the run (0,
                               "stop") or is warned about and training goes on (1, "warn") */
+    bool metrics_tensorboard; /* metrics.tensorboard: metrics.jsonl's numbers also go to
+                                 TensorBoard event files in output_dir (rank 0) */
     long eval_interval;    /* eval.interval: steps between evaluations (0: only after the last) */
     long eval_max_samples; /* eval.max_samples: validation sequences used (0: all) */
     int eval_batch;        /* eval.batch_size (0: the micro-batch) */

@@ -92,6 +92,7 @@ const key_spec CONFIG_KEYS[] = {
     {"checkpoint.max_runtime", K_DOUBLE, OFF(max_runtime), 0, 1e9, NULL, 0},
     {"metrics", K_OBJECT, 0, 0, 0, NULL, 0},
     {"metrics.on_error", K_CHOICE, OFF(metrics_on_error), 0, 0, "stop|warn", 0},
+    {"metrics.tensorboard", K_BOOL, OFF(metrics_tensorboard), 0, 0, NULL, 0},
     {"eval", K_OBJECT, 0, 0, 0, NULL, 0},
     {"eval.interval", K_LONG, OFF(eval_interval), 0, 1e12, NULL, 0},
     {"eval.max_samples", K_LONG, OFF(eval_max_samples), 0, 1e15, NULL, 0},

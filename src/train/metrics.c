@@ -103,34 +103,44 @@ void mrec_write(metrics_log *log, cJSON *rec) {
         log->lost++;
     }
     free(line);
+    if (log->tb) tb_write_record(log->tb, rec);
     cJSON_Delete(rec);
 }
 
-bool metrics_check(metrics_log *log, long step, int on_error) {
-    if (!log->err) return false;
-    const bool stop = on_error == METRICS_ON_ERROR_STOP;
-    if (stop && log->stopping) { /* said once; the summary line counts the rest */
-        log->err = 0;
-        return true;
-    }
-    log->stopping = stop;
+/* The line of a failed write: the file, the error, the records lost so far
+ * and what happens now. */
+static void failure_line(const char *path, int err, long lost, long step, bool stop) {
     fprintf(stderr, "bertrain: %sstep %ld: %s: write failed: %s (%ld record%s not written so "
-                    "far); %s\n", stop ? "" : "warning: ", step, log->path, strerror(log->err),
-            log->lost, log->lost == 1 ? "" : "s",
+                    "far); %s\n", stop ? "" : "warning: ", step, path, strerror(err),
+            lost, lost == 1 ? "" : "s",
             stop ? "stopping with a checkpoint (metrics.on_error \"stop\"; \"warn\" trains on "
                    "without the records)"
                  : "training goes on without them (metrics.on_error \"warn\")");
+}
+
+bool metrics_check(metrics_log *log, long step, int on_error) {
+    long tb_lost = 0;
+    const char *tb_path = "";
+    const int tb_err = log->tb ? tb_failed(log->tb, &tb_lost, &tb_path) : 0;
+    if (!log->err && !tb_err) return false;
+    const bool stop = on_error == METRICS_ON_ERROR_STOP;
+    if (!(stop && log->stopping)) { /* once when stopping; the summary line counts the rest */
+        if (log->err) failure_line(log->path, log->err, log->lost, step, stop);
+        if (tb_err) failure_line(tb_path, tb_err, tb_lost, step, stop);
+    }
+    log->stopping = stop;
     log->err = 0;
     return stop;
 }
 
 bool metrics_close(metrics_log *log) {
-    if (!log->f) return true;
+    const bool tb_ok = tb_close(log->tb);
+    if (!log->f) return tb_ok;
     errno = 0;
     const bool ok = fclose(log->f) == 0;
     if (!ok && !log->err) log->err = errno ? errno : EIO;
     log->f = NULL;
-    return ok && log->lost == 0;
+    return ok && log->lost == 0 && tb_ok;
 }
 
 /* ================= step lines ================= */

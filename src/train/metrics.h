@@ -11,6 +11,7 @@
 
 #include "eval.h"
 #include "fill_mask.h"
+#include "tb_events.h"
 #include "train.h"
 
 #include <cjson/cJSON.h>
@@ -28,18 +29,21 @@ typedef struct {
     int err;     /* errno of the first failed write since the last metrics_check; 0: none */
     long lost;   /* records not written, in all */
     bool stopping; /* metrics_check asked the run to stop: later failures are only counted */
+    tb_writer *tb; /* metrics.tensorboard: every record's numbers also go here (NULL: off) */
 } metrics_log;
 
 /* What a failed metrics.jsonl write does (config metrics.on_error). */
 enum { METRICS_ON_ERROR_STOP = 0, METRICS_ON_ERROR_WARN = 1 };
 
 /* Rank 0, at a step boundary after `step`: when a write failed since the last
- * check, one line on stderr naming the file, the error and the records lost;
+ * check (metrics.jsonl or the TensorBoard event file), one line on stderr for
+ * each file that failed, naming it, the error and the records lost;
  * true when the run must stop for it (on_error METRICS_ON_ERROR_STOP). */
 bool metrics_check(metrics_log *log, long step, int on_error);
 
-/* Close metrics.jsonl; false (log->err set) when the last records did not
- * reach the file. */
+/* Close metrics.jsonl and the event file; false (log->err set, or the event
+ * file's error kept for metrics_check) when the last records did not reach
+ * them. The event writer is freed by run_free (tb_free). */
 bool metrics_close(metrics_log *log);
 
 /* ---- records ---- */
@@ -52,7 +56,8 @@ void mrec_int(cJSON *rec, const char *key, long long v);
 /* key: "s", escaped. */
 void mrec_str(cJSON *rec, const char *key, const char *s);
 /* Write rec as one line of the log ({"key": value, ...}), flush, and free
- * it; a failure is recorded in the log. */
+ * it; a failure is recorded in the log. With log->tb, its numbers also go to
+ * the event file as one Event (tb_write_record). */
 void mrec_write(metrics_log *log, cJSON *rec);
 
 /* ---- the step lines ---- */

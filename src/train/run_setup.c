@@ -19,6 +19,7 @@ void run_free(run_state *s) {
     stop_uninstall();
     ckpt_writer_free(s->writer); /* waits for a write in flight */
     metrics_close(&s->metrics);
+    tb_free(s->metrics.tb);
     for (int k = 0; s->mb && k < s->n_mb_alloc; k++) batch_buf_free(&s->mb[k]);
     free(s->mb);
     free(s->first);
@@ -283,7 +284,8 @@ static void print_rank_table(run_state *s, double speed) {
     free(allnums);
 }
 
-/* Rank 0: metrics.jsonl (kept up to the resumed step) and the checkpoint
+/* Rank 0: metrics.jsonl and the TensorBoard event files (kept up to the
+ * resumed step) and the checkpoint
  * writer (carrying an import's untrained heads); both abort the job when
  * they cannot be made. Then the start-up lines. */
 static void open_outputs(run_state *s, const bt_config *cfg) {
@@ -293,6 +295,12 @@ static void open_outputs(run_state *s, const bt_config *cfg) {
     s->metrics.f = resume_open_metrics(path, &s->ri);
     if (!s->metrics.f) {
         fprintf(stderr, "bertrain: %s: cannot write: %s\n", path, strerror(errno));
+        dist_abort(1);
+    }
+    const long kept_step = s->ri.active ? s->ri.step : -1; /* -1: a fresh run */
+    if (cfg->metrics_tensorboard &&
+        !(s->metrics.tb = tb_open(cfg->output_dir, kept_step, err, sizeof err))) {
+        fprintf(stderr, "bertrain: metrics.tensorboard: %s\n", err);
         dist_abort(1);
     }
     s->writer = ckpt_writer_new(cfg, s->m, s->ri.run_id, s->obs ? &s->obs->ckpt : NULL,
