@@ -392,7 +392,9 @@ cJSON *ckpt_base_model(const cJSON *state) {
 bool ckpt_mlm_head_untrained(const cJSON *state) {
     const cJSON *step = cJSON_GetObjectItemCaseSensitive(state, "step");
     if (!cJSON_IsNumber(step) || step->valuedouble > 0) return false;
-    const cJSON *init = ckpt_json_at(state, "base_model.initialized"), *it;
+    const cJSON *init = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(state, "base_model"), "initialized"),
+                *it;
     cJSON_ArrayForEach(it, init)
         if (cJSON_IsString(it) && !strncmp(it->valuestring, "cls.predictions.", 16)) return true;
     return false;
