@@ -26,6 +26,8 @@ if [ "$what" = test ]; then
     pkgs="$pkgs pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers libclblast-dev clinfo oclgrind clang-14"
     # tests/gpu-kit.sh: a Debian 12 chroot with only gcc and make
     pkgs="$pkgs debootstrap"
+    # tests/slurm.sh: a one-node Slurm cluster (munged, slurmctld, slurmd, sbatch)
+    pkgs="$pkgs munge slurmctld slurmd slurm-client"
 fi
 # The last releases that work with Debian 12's torch 1.13 and Python 3.11.
 PYPI_PKGS="transformers==4.40.2 tokenizers==0.19.1 huggingface_hub==0.23.5 safetensors==0.4.3"

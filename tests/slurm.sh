@@ -18,17 +18,30 @@ done
 [ "$(id -u)" -eq 0 ] || skip "slurmd runs jobs as their user only as root; this test runs as $(id -un)"
 RECIPE="$top_srcdir/examples/slurm/train.sbatch"
 
-# The daemons: stopped (and waited for) on exit, before lib.sh's removal of $tmpdir.
+# On exit (also on SIGINT and SIGTERM): the cluster's jobs cancelled (their
+# processes outlive slurmd), the daemons stopped and waited for, then lib.sh's
+# removal of $tmpdir.
 c=$tmpdir/cluster
 mkdir -p "$c/state" "$c/spool" "$c/munge" "$c/jobs"
 chmod 700 "$c/munge"
 pids=""
 stop_daemons() {
+    if [ -n "${SLURM_CONF:-}" ] && scontrol ping > /dev/null 2>&1; then
+        jobs=$(squeue -h -o %A 2> /dev/null)
+        [ -z "$jobs" ] || scancel $jobs
+        n=0
+        while [ -n "$(squeue -h -o %A 2> /dev/null)" ] && [ $n -lt 60 ]; do
+            sleep 0.5
+            n=$((n + 1))
+        done
+    fi
     for p in $pids; do kill "$p" 2> /dev/null; done
     for p in $pids; do wait "$p" 2> /dev/null; done
     rm -rf "$tmpdir"
 }
 trap stop_daemons EXIT
+trap 'exit 130' INT HUP
+trap 'exit 143' TERM
 # cannot_start NAME LOG: SKIP naming the daemon and its last error line
 cannot_start() {
     why=$(grep -i 'error\|fatal' "$2" 2> /dev/null | tail -n 1)
@@ -54,7 +67,8 @@ mem=$(echo "$hw" | sed -n 's/.* RealMemory=\([0-9]*\).*/\1/p')
 # ports of our own: from the process id, away from Slurm's 6817/6818
 port=$((20000 + $$ % 20000 * 2))
 # cgroup-free plugins (a chroot or container may have no cgroup controllers);
-# cred_expire=5: a requeued job may start again 6 s later (default 121 s)
+# cred_expire=5 and sched_interval=2: a requeued job starts again about 6 s
+# later (defaults: 121 s, then the next scheduling pass, up to 60 s)
 cat > "$c/slurm.conf" << EOF
 ClusterName=bertrain-test
 SlurmctldHost=$host
@@ -82,6 +96,8 @@ SchedulerType=sched/builtin
 MpiDefault=none
 JobRequeue=1
 ReturnToService=2
+KillWait=10
+SchedulerParameters=sched_interval=2
 MailProg=/bin/true
 NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
@@ -109,7 +125,7 @@ echo "ok   munged, slurmctld and slurmd on $host ($cpus CPUs, $mem MB, ports $po
 small="--set data.seq_len=32 --set train_batch_size=8 --set data.valid=\"\" --set steps_per_print=1
        --set checkpoint.interval=100000"
 # shellcheck disable=SC2086
-"$BERTRAIN" train tests/fixtures/base.json $small --set train_steps=150 --set output_dir="\"$tmpdir/speed\"" \
+"$BERTRAIN" train tests/fixtures/base.json $small --set train_micro_batch_size_per_gpu=8 --set train_steps=150 --set output_dir="\"$tmpdir/speed\"" \
     > "$tmpdir/speed.log" 2>&1 || { cat "$tmpdir/speed.log"; fail "the timing run failed"; }
 secs=$(sed -n 's/^bertrain: 150 steps in \([0-9.]*\) s.*/\1/p' "$tmpdir/speed.log")
 [ -n "$secs" ] || { cat "$tmpdir/speed.log"; fail "the timing run printed no time"; }
@@ -130,7 +146,7 @@ wait_job() {
 submit() {
     name=$1 ntasks=$2 nsteps=$3
     # shellcheck disable=SC2086
-    job=$(cd "$c/jobs" && BERTRAIN=$4 BERTRAIN_LAUNCH=$5 && export BERTRAIN BERTRAIN_LAUNCH && sbatch --parsable --time=1 --signal=B:USR1@15 --ntasks="$ntasks" \
+    job=$(cd "$c/jobs" && BERTRAIN=$4 BERTRAIN_LAUNCH=$5 && export BERTRAIN BERTRAIN_LAUNCH && sbatch --parsable --chdir="$top_srcdir" --time=1 --signal=B:USR1@15 --ntasks="$ntasks" \
         --output="$c/jobs/$name.out" "$RECIPE" "$top_srcdir/tests/fixtures/base.json" $small \
         --set train_micro_batch_size_per_gpu=$((8 / ntasks)) --set train_steps="$nsteps" \
         --set output_dir="\"$tmpdir/$name\"") || fail "$name: sbatch failed"
@@ -186,7 +202,7 @@ while :; do
 done
 EOF
 chmod +x "$tmpdir/rank-wrapper"
-steps2=$((steps * 2 / 3))
+steps2=$((steps / 3))
 two_ranks() { # NAME SIGNAL LAUNCH
     name=$1 sig=$2
     submit "$name" 2 "$steps2" "$tmpdir/rank-wrapper" "$3"
