@@ -14,8 +14,6 @@ for p in munged slurmctld slurmd sbatch scontrol srun; do
     command -v "$p" > /dev/null 2>&1 ||
         skip "no $p (Debian: apt-get install munge slurmctld slurmd slurm-client; scripts/deps.sh test)"
 done
-srun --mpi=list 2>&1 | grep -qw pmix ||
-    skip "this Slurm's srun has no PMIx plugin (srun --mpi=list), which the recipe launches with"
 [ "$(id -u)" -eq 0 ] || skip "slurmd runs jobs as their user only as root; this test runs as $(id -un)"
 RECIPE="$top_srcdir/examples/slurm/train.sbatch"
 
@@ -120,6 +118,8 @@ until sinfo -h -o %t 2> /dev/null | grep -q '^idle'; do
     fi
     sleep 0.2
 done
+srun --mpi=list 2>&1 | grep -qw pmix ||
+    skip "this Slurm's srun has no PMIx plugin (srun --mpi=list), which the recipe launches with"
 echo "ok   munged, slurmctld and slurmd on $host ($cpus CPUs, $mem MB, ports $port and $((port + 1)))"
 
 # the run: steps for about 60 s on one rank here (measured), longer than one
