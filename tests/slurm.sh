@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 mpi_setup
-for p in munged slurmctld slurmd sbatch scontrol srun; do
+for p in munged slurmctld slurmd sbatch scontrol srun sinfo squeue scancel; do
     command -v "$p" > /dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
     command -v "$p" > /dev/null 2>&1 ||
         skip "no $p (Debian: apt-get install munge slurmctld slurmd slurm-client; scripts/deps.sh test)"
