@@ -216,7 +216,7 @@ two_ranks() { # NAME SIGNAL LAUNCH
         [ "$got" -eq "$stops" ] ||
             { cat "$c/jobs/$name.out" "$tmpdir/signals.$job"; fail "$name: rank $r got SIG$sig $got times in $stops stops"; }
     done
-    echo "ok   2 ranks, $steps2 steps, $((restarts + 1)) starts under $name: SIG$sig reached both ranks at each of the $stops stops"
+    echo "ok   2 ranks, $steps2 steps, $((restarts + 1)) starts under $name: SIG$sig reached both ranks at every stop ($stops)"
 }
 two_ranks srun USR1 "srun --mpi=pmix"
 finish "Slurm: time limit, SIGUSR1, requeue and --resume auto give the uninterrupted run's results"
