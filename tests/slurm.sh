@@ -144,29 +144,36 @@ wait_job() {
         sleep 0.5
     done
 }
-# submit NAME NTASKS STEPS PROGRAM LAUNCH: the recipe as a job, id in $job
+# submit NAME NTASKS STEPS PROGRAM [LAUNCH]: the recipe as a job (a 1-minute
+# limit, SIGUSR1 15 s before it), id in $job; sbatch passes the environment on
 submit() {
     name=$1 ntasks=$2 nsteps=$3
     # shellcheck disable=SC2086
-    job=$(cd "$c/jobs" && BERTRAIN=$4 BERTRAIN_LAUNCH=$5 && export BERTRAIN BERTRAIN_LAUNCH && sbatch --parsable --chdir="$top_srcdir" --time=1 --signal=B:USR1@15 --ntasks="$ntasks" \
-        --output="$c/jobs/$name.out" "$RECIPE" "$top_srcdir/tests/fixtures/base.json" $small \
-        --set train_micro_batch_size_per_gpu=$((8 / ntasks)) --set train_steps="$nsteps" \
-        --set output_dir="\"$tmpdir/$name\"") || fail "$name: sbatch failed"
+    job=$(cd "$c/jobs" && BERTRAIN=$4 BERTRAIN_LAUNCH=${5:-} && export BERTRAIN BERTRAIN_LAUNCH &&
+        sbatch --parsable --chdir="$top_srcdir" --time=1 --signal=B:USR1@15 --ntasks="$ntasks" \
+            --output="$c/jobs/$name.out" "$RECIPE" "$top_srcdir/tests/fixtures/base.json" $small \
+            --set train_micro_batch_size_per_gpu=$((8 / ntasks)) --set train_steps="$nsteps" \
+            --set output_dir="\"$tmpdir/$name\"") || fail "$name: sbatch failed"
+}
+# show_job NAME: the job's own output and the end of bertrain's, without the step lines
+show_job() {
+    cat "$c/jobs/$1.out"
+    grep -v '^step \|^  rank ' "$c/jobs/bertrain-$job.log" 2> /dev/null | tail -n 20
 }
 # check_job NAME: the job of submit ended well after at least one requeue
 check_job() {
     wait_job "$job" 600
     restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
-    [ "$state" = COMPLETED ] || { cat "$c/jobs/$1.out" "$c/jobs/bertrain-$job.log"; fail "$1: job $job ended $state"; }
+    [ "$state" = COMPLETED ] || { show_job "$1"; fail "$1: job $job ended $state"; }
     [ "${restarts:-0}" -ge 1 ] ||
-        { cat "$c/jobs/$1.out"; fail "$1: the job was never interrupted and requeued: the test proves nothing"; }
+        { show_job "$1"; fail "$1: the job was never interrupted and requeued: the test proves nothing"; }
     grep -q "^resume: from $tmpdir/$1/ckpt-" "$c/jobs/bertrain-$job.log" ||
-        { cat "$c/jobs/bertrain-$job.log"; fail "$1: no start resumed from a checkpoint"; }
+        { show_job "$1"; fail "$1: no start resumed from a checkpoint"; }
 }
 
-# 1 rank: the recipe as it is (srun), against the same run uninterrupted
-export OMP_NUM_THREADS=1
-submit one 1 "$steps" "$BERTRAIN" "srun --mpi=pmix"
+# 1 rank: the recipe as it is (its default launcher, srun --mpi=pmix), while
+# the same run goes uninterrupted beside it
+submit one 1 "$steps" "$BERTRAIN"
 # shellcheck disable=SC2086
 "$BERTRAIN" train tests/fixtures/base.json $small --set train_micro_batch_size_per_gpu=8 \
     --set train_steps="$steps" --set output_dir="\"$tmpdir/straight\"" > "$tmpdir/straight.log" 2>&1 ||
@@ -204,9 +211,9 @@ done
 EOF
 chmod +x "$tmpdir/rank-wrapper"
 steps2=$((steps / 3))
-two_ranks() { # NAME SIGNAL LAUNCH
-    name=$1 sig=$2
-    submit "$name" 2 "$steps2" "$tmpdir/rank-wrapper" "$3"
+two_ranks() { # NAME LAUNCH
+    name=$1 sig=USR1
+    submit "$name" 2 "$steps2" "$tmpdir/rank-wrapper" "$2"
     check_job "$name"
     [ -f "$tmpdir/$name/$(printf 'ckpt-%08d' "$steps2")/optim.bin" ] || fail "$name: no final checkpoint"
     stops=$(grep -c '^bertrain: SIGUSR1: stopped after step' "$c/jobs/bertrain-$job.log")
@@ -214,9 +221,9 @@ two_ranks() { # NAME SIGNAL LAUNCH
     for r in 0 1; do
         got=$(grep -c "^rank $r: SIG$sig\$" "$tmpdir/signals.$job")
         [ "$got" -eq "$stops" ] ||
-            { cat "$c/jobs/$name.out" "$tmpdir/signals.$job"; fail "$name: rank $r got SIG$sig $got times in $stops stops"; }
+            { show_job "$name"; cat "$tmpdir/signals.$job"; fail "$name: rank $r got SIG$sig $got times in $stops stops"; }
     done
     echo "ok   2 ranks, $steps2 steps, $((restarts + 1)) starts under $name: SIG$sig reached both ranks at every stop ($stops)"
 }
-two_ranks srun USR1 "srun --mpi=pmix"
+two_ranks srun "srun --mpi=pmix"
 finish "Slurm: time limit, SIGUSR1, requeue and --resume auto give the uninterrupted run's results"
