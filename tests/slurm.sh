@@ -122,16 +122,24 @@ srun --mpi=list 2>&1 | grep -qw pmix ||
     skip "this Slurm's srun has no PMIx plugin (srun --mpi=list), which the recipe launches with"
 echo "ok   munged, slurmctld and slurmd on $host ($cpus CPUs, $mem MB, ports $port and $((port + 1)))"
 
-# the run: steps for about 60 s on one rank here (measured), longer than one
-# start of a job lasts (SIGUSR1 at 15 to 45 s: Slurm checks limits every 30 s)
+# the runs: steps for about 60 s here (measured on 1 and on 2 ranks), longer
+# than one start of a job lasts (SIGUSR1 at 15 to 45 s: Slurm checks limits
+# every 30 s); a run that is done before any signal is run again with twice
+# the steps
 small="--set data.seq_len=32 --set train_batch_size=8 --set data.valid=\"\" --set steps_per_print=1
        --set checkpoint.interval=100000"
-# shellcheck disable=SC2086
-"$BERTRAIN" train tests/fixtures/base.json $small --set train_micro_batch_size_per_gpu=8 --set train_steps=150 --set output_dir="\"$tmpdir/speed\"" \
-    > "$tmpdir/speed.log" 2>&1 || { cat "$tmpdir/speed.log"; fail "the timing run failed"; }
-secs=$(sed -n 's/^bertrain: 150 steps in \([0-9.]*\) s.*/\1/p' "$tmpdir/speed.log")
-[ -n "$secs" ] || { cat "$tmpdir/speed.log"; fail "the timing run printed no time"; }
-steps=$(awk -v s="$secs" 'BEGIN { n = int(150 * 60 / (s > 0.01 ? s : 0.01)); print (n < 300 ? 300 : n) }')
+steps_for_60s() { # NRANKS: prints the steps that take about 60 s on NRANKS ranks
+    if [ "$1" -eq 1 ]; then launch=""; else launch="$MPI -n $1"; fi
+    # shellcheck disable=SC2086
+    $launch "$BERTRAIN" train tests/fixtures/base.json $small --set train_micro_batch_size_per_gpu=$((8 / $1)) \
+        --set train_steps=150 --set output_dir="\"$tmpdir/speed$1\"" > "$tmpdir/speed$1.log" 2>&1 ||
+        { cat "$tmpdir/speed$1.log" >&2; echo "FAIL: the timing run on $1 rank(s) failed" >&2; return 1; }
+    secs=$(sed -n 's/^bertrain: 150 steps in \([0-9.]*\) s.*/\1/p' "$tmpdir/speed$1.log")
+    [ -n "$secs" ] || { echo "FAIL: the timing run on $1 rank(s) printed no time" >&2; return 1; }
+    awk -v s="$secs" 'BEGIN { n = int(150 * 60 / (s > 0.01 ? s : 0.01)); print (n < 300 ? 300 : n) }'
+}
+steps=$(steps_for_60s 1) || exit 1
+steps2=$(steps_for_60s 2) || exit 1
 
 # wait_job ID LIMIT: until job ID has ended (at most LIMIT s); its state in $state
 wait_job() {
@@ -160,6 +168,14 @@ show_job() {
     cat "$c/jobs/$1.out"
     grep -v '^step \|^  rank ' "$c/jobs/bertrain-$job.log" 2> /dev/null | tail -n 20
 }
+# ended NAME: wait for the job of submit; true when it was done with no
+# requeue (then the test runs it again, longer)
+ended() {
+    wait_job "$job" 600
+    restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+    [ "$state" = COMPLETED ] && [ "${restarts:-0}" -eq 0 ] || return 1
+    echo "     $1: done before any signal ($(tail -n 1 "$c/jobs/bertrain-$job.log" | sed "s|$tmpdir/||g")): again with twice the steps"
+}
 # check_job NAME: the job of submit ended well after at least one requeue
 check_job() {
     wait_job "$job" 600
@@ -173,27 +189,39 @@ check_job() {
 
 # 1 rank: the recipe as it is (its default launcher, srun --mpi=pmix), while
 # the same run goes uninterrupted beside it
-submit one 1 "$steps" "$BERTRAIN"
-# shellcheck disable=SC2086
-"$BERTRAIN" train tests/fixtures/base.json $small --set train_micro_batch_size_per_gpu=8 \
-    --set train_steps="$steps" --set output_dir="\"$tmpdir/straight\"" > "$tmpdir/straight.log" 2>&1 ||
-    { cat "$tmpdir/straight.log"; fail "the uninterrupted run failed"; }
-check_job one
+straight() { # the uninterrupted run of $steps steps, in the background: pid in $straight_pid
+    rm -rf "$tmpdir/straight"
+    # shellcheck disable=SC2086
+    "$BERTRAIN" train tests/fixtures/base.json $small --set train_micro_batch_size_per_gpu=8 \
+        --set train_steps="$steps" --set output_dir="\"$tmpdir/straight\"" > "$tmpdir/straight.log" 2>&1 &
+    straight_pid=$!
+}
+one=one
+submit $one 1 "$steps" "$BERTRAIN"
+straight
+if ended $one; then
+    wait "$straight_pid"
+    steps=$((steps * 2)) one=one-again
+    submit $one 1 "$steps" "$BERTRAIN"
+    straight
+fi
+wait "$straight_pid" || { cat "$tmpdir/straight.log"; fail "the uninterrupted run failed"; }
+check_job $one
 last=$(printf 'ckpt-%08d' "$steps")
 for f in model.safetensors optim.bin; do
-    cmp "$tmpdir/straight/$last/$f" "$tmpdir/one/$last/$f" ||
+    cmp "$tmpdir/straight/$last/$f" "$tmpdir/$one/$last/$f" ||
         fail "1 rank: $f after $((restarts + 1)) starts differs from the uninterrupted run's"
 done
 # metrics.jsonl: per-step records without the timings (which differ run to run)
-for r in straight one; do
+for r in straight $one; do
     sed 's/"samples_per_s": [^,]*, "tokens_per_s": [^,]*, "data_time_frac": [^,]*, "eta_s": [^,]*, //' \
         "$tmpdir/$r/metrics.jsonl" > "$tmpdir/$r.metrics"
 done
 [ "$(wc -l < "$tmpdir/straight.metrics")" -eq "$steps" ] || fail "expected $steps metrics records"
-cmp "$tmpdir/straight.metrics" "$tmpdir/one.metrics" || fail "1 rank: per-step metrics differ"
+cmp "$tmpdir/straight.metrics" "$tmpdir/$one.metrics" || fail "1 rank: per-step metrics differ"
 echo "ok   1 rank, $steps steps: $((restarts + 1)) starts ($(grep -c 'stopped after step' "$c/jobs/bertrain-$job.log") stops at SIGUSR1):" \
     "model.safetensors, optim.bin and per-step metrics identical (cmp) to the uninterrupted run"
-grep 'stopped after step\|requeueing' "$c/jobs/one.out" | sed "s|$tmpdir/||g; s/^/     /"
+grep 'stopped after step\|requeueing' "$c/jobs/$one.out" | sed "s|$tmpdir/||g; s/^/     /"
 
 # 2 ranks under srun with PMIx: each rank says that it got the signal (a
 # wrapper around bertrain), and the job runs to the end
@@ -210,10 +238,13 @@ while :; do
 done
 EOF
 chmod +x "$tmpdir/rank-wrapper"
-steps2=$((steps / 3))
 two_ranks() { # NAME LAUNCH
     name=$1 sig=USR1
     submit "$name" 2 "$steps2" "$tmpdir/rank-wrapper" "$2"
+    if ended "$name"; then
+        steps2=$((steps2 * 2)) name=$name-again
+        submit "$name" 2 "$steps2" "$tmpdir/rank-wrapper" "$2"
+    fi
     check_job "$name"
     [ -f "$tmpdir/$name/$(printf 'ckpt-%08d' "$steps2")/optim.bin" ] || fail "$name: no final checkpoint"
     stops=$(grep -c '^bertrain: SIGUSR1: stopped after step' "$c/jobs/bertrain-$job.log")
