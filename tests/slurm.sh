@@ -42,9 +42,9 @@ stop_daemons() {
 trap stop_daemons EXIT
 trap 'exit 130' INT HUP
 trap 'exit 143' TERM
-# cannot_start NAME LOG: SKIP naming the daemon and its last error line
+# cannot_start NAME LOG: SKIP naming the daemon and its last error lines
 cannot_start() {
-    why=$(grep -i 'error\|fatal' "$2" 2> /dev/null | tail -n 1)
+    why=$(grep -i 'error\|fatal' "$2" 2> /dev/null | tail -n 3 | sed 's/^[^ ]*: //' | paste -sd ';' | sed 's/;/; /g')
     skip "$1 does not start here: ${why:-$(tail -n 1 "$2" 2> /dev/null)}"
 }
 
@@ -105,16 +105,19 @@ EOF
 : > "$c/plugstack.conf"
 export SLURM_CONF="$c/slurm.conf"
 slurmctld -D -i > "$c/slurmctld.out" 2>&1 &
-pids="$pids $!"
+ctld=$!
 slurmd -D > "$c/slurmd.out" 2>&1 &
-pids="$pids $!"
-n=0
-until sinfo -h -o %t 2> /dev/null | grep -q '^idle'; do
-    n=$((n + 1))
-    if [ $n -ge 100 ]; then
-        sinfo > "$c/sinfo.out" 2>&1
-        if ! scontrol ping > /dev/null 2>&1; then cannot_start slurmctld "$c/slurmctld.log"; fi
-        cannot_start slurmd "$c/slurmd.log"
+slurmd=$!
+pids="$pids $ctld $slurmd"
+# until the node is idle (at most 60 s); a daemon that exits (slurmd without
+# /sys/fs/cgroup, in a chroot) is a SKIP naming it and its error
+end=$(($(date +%s) + 60))
+until [ "$(sinfo -h -o %t 2> /dev/null)" = idle ]; do
+    kill -0 "$ctld" 2> /dev/null || cannot_start slurmctld "$c/slurmctld.out"
+    kill -0 "$slurmd" 2> /dev/null || cannot_start slurmd "$c/slurmd.out"
+    if [ "$(date +%s)" -ge "$end" ]; then
+        scontrol ping > /dev/null 2>&1 || cannot_start slurmctld "$c/slurmctld.out"
+        cannot_start slurmd "$c/slurmd.out"
     fi
     sleep 0.2
 done
