@@ -32,6 +32,8 @@ if [ "$what" = test ]; then
     pkgs="$pkgs debootstrap"
     # what TensorBoard's event reader imports (tests/tensorboard.sh)
     pkgs="$pkgs python3-protobuf python3-absl python3-six"
+    # tests/slurm.sh: a one-node Slurm cluster (munged, slurmctld, slurmd, sbatch)
+    pkgs="$pkgs munge slurmctld slurmd slurm-client"
 fi
 # The last releases that work with Debian 12's torch 1.13 and Python 3.11.
 PYPI_PKGS="transformers==4.40.2 tokenizers==0.19.1 huggingface_hub==0.23.5 safetensors==0.4.3"
