@@ -309,13 +309,19 @@ struct dist_request {
     uint16_t *wire, *recv, *sum;                   /* (n), (W x own segment), (own segment) */
 };
 
-dist_request *dist_iallreduce_sum_f32(float *buf, size_t n) {
-    if (g_world == 1) return NULL;
+/* A gradient bucket of n floats: within MPI's int counts (else the job
+ * stops), and the same n on every rank (agree_size). */
+static void check_bucket(size_t n, const char *what) {
     if (n > INT32_MAX) {
         fprintf(stderr, "bertrain: rank %d: gradient bucket of %zu floats is too large\n", g_rank, n);
         dist_abort(1);
     }
-    agree_size(n, "the gradient all-reduce");
+    agree_size(n, what);
+}
+
+dist_request *dist_iallreduce_sum_f32(float *buf, size_t n) {
+    if (g_world == 1) return NULL;
+    check_bucket(n, "the gradient all-reduce");
     dist_request *r = calloc(1, sizeof *r);
     if (!r) dist_abort(1);
     g_seq++;
@@ -334,11 +340,7 @@ static uint16_t bf16_of(float x) {
 
 dist_request *dist_isum_bf16(float *buf, size_t n) {
     if (g_world == 1) return NULL;
-    if (n > INT32_MAX) {
-        fprintf(stderr, "bertrain: rank %d: gradient bucket of %zu floats is too large\n", g_rank, n);
-        dist_abort(1);
-    }
-    agree_size(n, "the gradient all-reduce (bf16 wire)");
+    check_bucket(n, "the gradient all-reduce (bf16 wire)");
     dist_request *r = calloc(1, sizeof *r);
     const size_t W = (size_t)g_world, own = n * (g_rank + 1) / W - n * g_rank / W;
     if (!r || !(r->count = malloc(4 * W * sizeof(int))) || !(r->wire = malloc(n * 2 + 2)) ||
