@@ -12,10 +12,7 @@
 # with its reason.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
-: "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
-export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT OMP_NUM_THREADS=2 CUDA_EMU_WORKERS=2
-BERTRAIN_CUDA_EMU="$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so"
-export BERTRAIN_CUDA_EMU
+every_device_env
 
 fwd_ops="bias_gelu_fwd residual_layernorm_fwd softmax_dropout_fwd"
 bwd_ops="bias_gelu_bwd dropout_softmax_bwd"

@@ -15,10 +15,7 @@
 # no MPI) is a SKIP with its reason.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
-: "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
-export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT OMP_NUM_THREADS=2 CUDA_EMU_WORKERS=2
-BERTRAIN_CUDA_EMU="$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so"
-export BERTRAIN_CUDA_EMU
+every_device_env
 
 small="--set data.seq_len=32 --set train_batch_size=16 --set train_micro_batch_size_per_gpu=16
        --set data.valid=\"\" --set steps_per_print=1 --set train_steps=4"

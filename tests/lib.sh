@@ -240,3 +240,13 @@ kernel_names() {
         }
     }' | sort
 }
+
+# every_device_env: the environment of a test that runs on the CPU, PoCL and
+# the emulated CUDA device alike: PoCL's kernel cache and 2 threads (unless
+# set), 2 OpenMP threads, 2 emulator workers, the emulated plugin named.
+every_device_env() {
+    : "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
+    export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT OMP_NUM_THREADS=2 CUDA_EMU_WORKERS=2
+    BERTRAIN_CUDA_EMU="$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so"
+    export BERTRAIN_CUDA_EMU
+}

@@ -62,10 +62,7 @@ echo "ok   held-out MLM loss at seq 512: $loss1 after phase 1, $loss2 after phas
 
 # the same phases, shorter, on OpenCL and the emulated CUDA device: phase 2 at
 # seq 512 from phase 1's checkpoint, and stopped and resumed inside it = not
-: "${POCL_CACHE_DIR:=${TMPDIR:-/tmp}/bertrain-pocl-cache}" "${POCL_MAX_PTHREAD_COUNT:=2}"
-export POCL_CACHE_DIR POCL_MAX_PTHREAD_COUNT CUDA_EMU_WORKERS=2
-BERTRAIN_CUDA_EMU="$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so"
-export BERTRAIN_CUDA_EMU
+every_device_env
 short() { # DEVICE: phase 1 (4 steps) and phase 2 (4 steps of 2 at seq 512), straight and resumed
     dev=$1 d=$tmpdir/${1%%:*}
     on="$tiny --set device=\"$dev\" --set data.valid=\"\" --set train_batch_size=2

@@ -128,13 +128,12 @@ static int predict_texts(const char *ckpt, const cJSON *state, const char *devic
     }
     if (top_k > mc.vocab_size) top_k = mc.vocab_size;
     mc.pad_id = v.pad_id;
+    const char *base = cJSON_GetStringValue(ckpt_json_at(state, "base_model.imported_from"));
     if (ckpt_mlm_head_untrained(state))
         fprintf(stderr, "bertrain predict: warning: %s: the MLM head is untrained (freshly "
                         "initialized by `bertrain import`: the base model %s has none), so "
                         "these predictions are random; train the checkpoint first\n", ckpt,
-                cJSON_GetStringValue(ckpt_json_at(state, "base_model.imported_from"))
-                    ? cJSON_GetStringValue(ckpt_json_at(state, "base_model.imported_from"))
-                    : "?");
+                base ? base : "?");
     fill_mask_input *in = calloc((size_t)n, sizeof *in);
     fill_mask_guess **out = calloc((size_t)n, sizeof *out);
     bt_backend *be = NULL;

@@ -121,7 +121,7 @@ static bool open_shard(bt_shard *s, const char *path, uint64_t vocab_hash, uint3
     s->sent_offsets = (const uint64_t *)(s->data + off_start); /* little-endian host */
     s->doc_offsets = s->sent_offsets + s->n_sents + 1;
     shard_facts known;
-    if (records && shard_record_load(path, &st, rd32(h + 60), &known)) {
+    if (records && shard_record_load(&st, rd32(h + 60), &known)) {
         s->count = known.count;
         s->n_ids = known.n_ids;
         s->verified_earlier = true;
@@ -133,7 +133,7 @@ static bool open_shard(bt_shard *s, const char *path, uint64_t vocab_hash, uint3
         BAD("payload checksum mismatch (the file is damaged)");
     if (!check_payload(s, path, model_vocab, err, errlen)) return false;
     if (records)
-        shard_record_save(path, &st, rd32(h + 60),
+        shard_record_save(&st, rd32(h + 60),
                           &(shard_facts){s->n_ids ? s->n_ids - 1 : 0, s->n_ids, s->count});
     return true;
 }

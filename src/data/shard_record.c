@@ -64,9 +64,7 @@ static void record_path(char *out, size_t n, const char *dir, const record_key *
              (unsigned long long)fnv1a64(FNV1A64_INIT, k, sizeof *k));
 }
 
-bool shard_record_load(const char *path, const struct stat *st, uint32_t header_crc,
-                       shard_facts *f) {
-    (void)path;
+bool shard_record_load(const struct stat *st, uint32_t header_crc, shard_facts *f) {
     memset(f, 0, sizeof *f);
     char dir[1024], file[1200];
     if (!records_dir(dir, sizeof dir)) return false;
@@ -122,9 +120,7 @@ static void prune_records(const char *dir) {
     if (n > RECORDS_KEPT && victim[0]) remove(victim); /* one a save: the count stays bounded */
 }
 
-void shard_record_save(const char *path, const struct stat *st, uint32_t header_crc,
-                       const shard_facts *f) {
-    (void)path;
+void shard_record_save(const struct stat *st, uint32_t header_crc, const shard_facts *f) {
     char dir[1024], file[1200], tmp[1300];
     if (!records_dir(dir, sizeof dir)) return;
     record_head h;

@@ -21,15 +21,13 @@ typedef struct {
     uint64_t *count;  /* count[id]: how often token id occurs (malloc'ed) */
 } shard_facts;
 
-/* The facts recorded for the file at path with stat st and header checksum
+/* The facts recorded for the file with stat st and header checksum
  * header_crc, into *f (the caller frees f->count); false when there is no
  * such record, it does not match in every key, or records are off. */
-bool shard_record_load(const char *path, const struct stat *st, uint32_t header_crc,
-                       shard_facts *f);
+bool shard_record_load(const struct stat *st, uint32_t header_crc, shard_facts *f);
 
 /* Record f for that file. Best effort: a cache that cannot be written only
  * means that the next open reads the file again. */
-void shard_record_save(const char *path, const struct stat *st, uint32_t header_crc,
-                       const shard_facts *f);
+void shard_record_save(const struct stat *st, uint32_t header_crc, const shard_facts *f);
 
 #endif

@@ -251,10 +251,11 @@ static void card_training(FILE *f, const hf_card *c) {
                 license ? " (its licence: " : "", license ? license : "", license ? ")" : "");
         return;
     }
-    if (str_at(base, "imported_from", NULL))
+    const char *base_dir = str_at(base, "imported_from", NULL);
+    if (base_dir)
         fprintf(f, "Continued from the Hugging Face model `%s`%s%s%s, imported by `bertrain "
                    "import`: the steps below count from the import.\n\n",
-                str_at(base, "imported_from", NULL), license ? " (its licence: " : "",
+                base_dir, license ? " (its licence: " : "",
                 license ? license : "", license ? ")" : "");
     fprintf(f, "| | |\n|---|---|\n");
     fprintf(f, "| optimizer steps | %.0f of `train_steps` %.0f |\n", num_at(c->state, "step"),
