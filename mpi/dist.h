@@ -39,6 +39,17 @@ void dist_allgather_str(const char *mine, size_t len, char *all);
 /* Copy rank 0's bytes to every rank. */
 void dist_broadcast(void *buf, size_t bytes);
 void dist_barrier(void);
+/* all[r * bytes ..] gets rank r's send[rank * bytes ..]: each rank sends
+ * `bytes` to every rank (the same `bytes` on every rank; 1-bit's first
+ * phase). */
+void dist_alltoall_bytes(const void *send, size_t bytes, void *recv);
+/* all[r * bytes ..] = rank r's `bytes` of mine, on every rank. */
+void dist_allgather_bytes(const void *mine, size_t bytes, void *all);
+/* Rank 0's all[r * bytes ..] = rank r's `bytes` of mine (all: rank 0 only;
+ * any size: sent in pieces). A checkpoint's per-rank state. */
+void dist_gather_bytes(const void *mine, size_t bytes, void *all);
+/* Each rank's mine = rank 0's all[rank * bytes ..] (all: rank 0 only). */
+void dist_scatter_bytes(const void *all, size_t bytes, void *mine);
 
 /* A nonblocking in-place sum of n floats over ranks. */
 typedef struct dist_request dist_request;

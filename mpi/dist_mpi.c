@@ -28,7 +28,7 @@ static double g_timeout_s = 600; /* distributed.timeout_s; 0: wait forever */
 static MPI_Comm g_diag = MPI_COMM_NULL; /* the time-out's pings and answers */
 static long g_seq;                     /* collectives started on this rank */
 static long *g_answer;                 /* per rank: the answer sent to its ping */
-enum { TAG_PING = 1, TAG_ANSWER = 2, EXIT_TIMEOUT = 4 };
+enum { TAG_PING = 1, TAG_ANSWER = 2, TAG_DATA = 3, EXIT_TIMEOUT = 4 };
 
 #define MPI_CHECK(call)                                                                      \
     do {                                                                                     \
@@ -308,6 +308,87 @@ struct dist_request {
     int *count, *start, *recv_count, *recv_start; /* per rank: its segment; what it sends */
     uint16_t *wire, *recv, *sum;                   /* (n), (W x own segment), (own segment) */
 };
+
+/* A per-rank payload of `bytes` for one collective: within MPI's int counts
+ * and the same on every rank. */
+static int payload_bytes(size_t bytes, const char *what) {
+    if (bytes > INT32_MAX / (size_t)g_world) {
+        fprintf(stderr, "bertrain: rank %d: %s of %zu bytes a rank is too large\n", g_rank, what,
+                bytes);
+        dist_abort(1);
+    }
+    agree_size(bytes, what);
+    return (int)bytes;
+}
+
+void dist_alltoall_bytes(const void *send, size_t bytes, void *recv) {
+    if (g_world == 1) {
+        memcpy(recv, send, bytes);
+        return;
+    }
+    const int n = payload_bytes(bytes, "an all-to-all");
+    MPI_Request req;
+    g_seq++;
+    MPI_CHECK(MPI_Ialltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, MPI_COMM_WORLD, &req));
+    wait_collective(&req, "an all-to-all");
+}
+
+void dist_allgather_bytes(const void *mine, size_t bytes, void *all) {
+    if (g_world == 1) {
+        memcpy(all, mine, bytes);
+        return;
+    }
+    const int n = payload_bytes(bytes, "an all-gather");
+    MPI_Request req;
+    g_seq++;
+    MPI_CHECK(MPI_Iallgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, MPI_COMM_WORLD, &req));
+    wait_collective(&req, "an all-gather");
+}
+
+/* Rank 0 and rank r move `bytes` (from rank r to 0 when to_root) in pieces
+ * within MPI's int counts. */
+static void move_bytes(int r, void *buf, size_t bytes, bool to_root, const char *what) {
+    char *p = buf;
+    while (bytes > 0) {
+        const int piece = bytes > (1u << 30) ? (1 << 30) : (int)bytes;
+        MPI_Request req;
+        const bool receive = (g_rank == 0) == to_root;
+        const int peer = g_rank == 0 ? r : 0;
+        if (receive)
+            MPI_CHECK(MPI_Irecv(p, piece, MPI_BYTE, peer, TAG_DATA, MPI_COMM_WORLD, &req));
+        else
+            MPI_CHECK(MPI_Isend(p, piece, MPI_BYTE, peer, TAG_DATA, MPI_COMM_WORLD, &req));
+        wait_collective(&req, what);
+        p += piece;
+        bytes -= (size_t)piece;
+    }
+}
+
+void dist_gather_bytes(const void *mine, size_t bytes, void *all) {
+    if (g_rank == 0) memcpy(all, mine, bytes);
+    if (g_world == 1) return;
+    agree_size(bytes, "a gather to rank 0");
+    g_seq++; /* one collective on every rank, however many pieces move */
+    for (int r = 1; r < g_world; r++) {
+        if (g_rank == 0)
+            move_bytes(r, (char *)all + (size_t)r * bytes, bytes, true, "a gather to rank 0");
+        else if (g_rank == r)
+            move_bytes(r, (void *)mine, bytes, true, "a gather to rank 0");
+    }
+}
+
+void dist_scatter_bytes(const void *all, size_t bytes, void *mine) {
+    if (g_rank == 0) memcpy(mine, all, bytes);
+    if (g_world == 1) return;
+    agree_size(bytes, "a scatter from rank 0");
+    g_seq++;
+    for (int r = 1; r < g_world; r++) {
+        if (g_rank == 0)
+            move_bytes(r, (char *)all + (size_t)r * bytes, bytes, false, "a scatter from rank 0");
+        else if (g_rank == r)
+            move_bytes(r, mine, bytes, false, "a scatter from rank 0");
+    }
+}
 
 /* A gradient bucket of n floats: within MPI's int counts (else the job
  * stops), and the same n on every rank (agree_size). */

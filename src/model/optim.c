@@ -8,6 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+const char *optim_type_name(int type) {
+    return type == OPT_LAMB ? "Lamb" : type == OPT_ONEBIT_ADAM ? "OneBitAdam" : "AdamW";
+}
+
+bool optim_frozen(const bt_optimizer *o) {
+    return o->cfg.type == OPT_ONEBIT_ADAM && o->step >= o->cfg.freeze_step;
+}
+
 bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err, size_t errlen) {
     bt_backend *be = m->be;
     bt_optimizer *o = calloc(1, sizeof *o);
@@ -82,9 +90,12 @@ static void bias_corrections(const bt_optim_config *c, long t, float *bc1, float
 }
 
 void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
-                float grad_scale) {
+                float grad_scale, bool momentum_given) {
     bt_backend *be = m->be;
     const bt_optim_config *c = &o->cfg;
+    /* frozen: v = 1 v + 0 g^2 is v, and with the momentum given m = 0 m + 1 g is g, exactly */
+    const bool frozen = optim_frozen(o);
+    const float beta1 = momentum_given ? 0.0f : c->beta1, beta2 = frozen ? 1.0f : c->beta2;
     o->step++;
     for (int l = 0; l < o->n_layers; l++)
         if (!layer_skip || !layer_skip[l]) o->layer_steps[l]++;
@@ -97,13 +108,17 @@ void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *l
         s->numel = t->numel;
         s->weight_decay = t->decay ? c->weight_decay : 0.0f;
         bias_corrections(c, t->layer >= 0 ? o->layer_steps[t->layer] : o->step, &s->bc1, &s->bc2);
+        if (frozen) { /* the second moment's correction stays the freeze's */
+            float unused;
+            bias_corrections(c, c->freeze_step, &unused, &s->bc2);
+        }
     }
     /* the 16-bit weights the GEMMs read, written in the same pass */
     bt_ptr w = {m->params, 0}, g = {m->grads, 0}, mm = {o->m, 0}, vv = {o->v, 0},
            w16 = {m->params16, 0};
     const bt_dtype dt16 = (bt_dtype)m->cfg.storage;
-    if (c->type == OPT_ADAMW)
-        be->adamw_multi(be, w, g, mm, vv, w16, dt16, o->spans, n, lr, c->beta1, c->beta2, c->eps,
+    if (c->type != OPT_LAMB)
+        be->adamw_multi(be, w, g, mm, vv, w16, dt16, o->spans, n, lr, beta1, beta2, c->eps,
                         grad_scale);
     else
         be->lamb_multi(be, w, g, mm, vv, w16, dt16, o->spans, n, lr, c->beta1, c->beta2, c->eps,

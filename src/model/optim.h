@@ -1,11 +1,18 @@
-/* AdamW and LAMB over the model's named tensors, plus global-norm clipping.
- * Moments live in flat buffers laid out like the parameters. */
+/* AdamW, LAMB and 1-bit Adam's update over the model's named tensors, plus
+ * global-norm clipping. Moments live in flat buffers laid out like the
+ * parameters. */
 #ifndef BT_OPTIM_H
 #define BT_OPTIM_H
 
 #include "bert.h"
 
-typedef enum { OPT_ADAMW = 0, OPT_LAMB = 1 } bt_optim_type;
+/* OPT_ONEBIT_ADAM: AdamW for freeze_step updates, then the second moment is
+ * frozen and the first moment is what the ranks exchange, compressed
+ * (train/onebit.h). */
+typedef enum { OPT_ADAMW = 0, OPT_LAMB = 1, OPT_ONEBIT_ADAM = 2 } bt_optim_type;
+
+/* The config's name of an optimizer type ("AdamW", "Lamb", "OneBitAdam"). */
+const char *optim_type_name(int type);
 
 /* The optimizer's settings (config "optimizer"). */
 typedef struct {
@@ -13,6 +20,7 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     bool bias_correction;
     float min_coeff, max_coeff; /* LAMB trust-ratio clamp */
+    long freeze_step;           /* 1-bit Adam: updates in full precision before the freeze */
 } bt_optim_config;
 
 typedef struct {
@@ -45,12 +53,20 @@ int optim_defer_grad_sumsq(bert_model *m);
  * else 1; 1 when max_norm <= 0), for optim_step's grad_scale. */
 float optim_clip_scale(double norm, float max_norm);
 
+/* Whether the next update is past 1-bit Adam's warm-up: the second moment
+ * is frozen (and, over several ranks, the first moment is exchanged instead
+ * of the gradients). */
+bool optim_frozen(const bt_optimizer *o);
+
 /* One update with learning rate lr of every tensor except those of the
  * encoder layers with layer_skip[l] set (LayerDrop: their weights and
  * moments stay as they are); layer_skip may be NULL. Each gradient is read
  * as g * grad_scale, in the update's own pass (the gradients stay as they
- * are): the bits of scaling them first. */
+ * are): the bits of scaling them first. Past 1-bit Adam's warm-up the second
+ * moment and its bias correction stay as they were at the freeze; with
+ * momentum_given the gradient buffer holds the new first moment itself (the
+ * ranks' exchanged average), which the update takes as it is. */
 void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
-                float grad_scale);
+                float grad_scale, bool momentum_given);
 
 #endif

@@ -39,7 +39,7 @@ static bool fsync_path(const char *path) {
 
 /* The names bertrain ever writes into a checkpoint directory. */
 static const char *const CKPT_NAMES[] = {"state.json", "model.safetensors", "optim.bin",
-                                         "vocab.txt", CKPT_CARRIED_FILE};
+                                         "vocab.txt", CKPT_CARRIED_FILE, CKPT_ONEBIT_FILE};
 
 /* Whether `name` is one that checkpoint dir's own list says bertrain wrote:
  * state.json, or a file its state.json lists under "files" (when state.json
@@ -316,13 +316,16 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, const ckpt_points *
         const char *meta[] = {"format", "pt", "producer", "bertrain " PACKAGE_VERSION};
         ok = st_write(path, c->carried, c->n_carried, meta, 2, err, errlen);
     }
+    snprintf(path, sizeof path, "%s/" CKPT_ONEBIT_FILE, tmp);
+    if (ok && c->onebit) ok = write_bytes(path, c->onebit, c->onebit_len, err, errlen);
     if (ok) {
         cJSON_DeleteItemFromObjectCaseSensitive(c->state, "files");
         cJSON *files = cJSON_AddObjectToObject(c->state, "files");
         ok = add_file(files, tmp, "model.safetensors", err, errlen) &&
              add_file(files, tmp, "optim.bin", err, errlen) &&
              (!c->vocab || add_file(files, tmp, "vocab.txt", err, errlen)) &&
-             (c->n_carried == 0 || add_file(files, tmp, CKPT_CARRIED_FILE, err, errlen));
+             (c->n_carried == 0 || add_file(files, tmp, CKPT_CARRIED_FILE, err, errlen)) &&
+             (!c->onebit || add_file(files, tmp, CKPT_ONEBIT_FILE, err, errlen));
     }
     if (ok) {
         char *text = state_text(c->state);
@@ -424,7 +427,7 @@ cJSON *ckpt_state_new(const bt_config *cfg, const ckpt_progress *p, const bt_opt
         cJSON_AddItemToObject(st, "eval", cJSON_Duplicate(p->eval, true));
     cJSON_AddStringToObject(st, "seed", seed);
     cJSON *opt = cJSON_AddObjectToObject(st, "optimizer");
-    cJSON_AddStringToObject(opt, "type", o->cfg.type == OPT_LAMB ? "Lamb" : "AdamW");
+    cJSON_AddStringToObject(opt, "type", optim_type_name(o->cfg.type));
     cJSON_AddNumberToObject(opt, "step", (double)o->step);
     cJSON *layer_steps = cJSON_AddArrayToObject(opt, "layer_steps"); /* fewer under LayerDrop */
     for (int l = 0; l < o->n_layers; l++)
@@ -478,6 +481,8 @@ struct ckpt_writer {
     st_file carried_file; /* ckpt_writer_carry: an import's carried tensors */
     st_tensor *carried;
     int n_carried;
+    void *onebit, *onebit_next; /* CKPT_ONEBIT_FILE: the write's, and the next write's */
+    size_t onebit_len, onebit_next_len;
     cJSON *base_model; /* ckpt_writer_carry: an import's provenance, or NULL */
     char run_id[RUN_ID_LEN + 1]; /* the lineage: keep-last-K deletes only its checkpoints */
     ckpt_points points;          /* told the points each write reaches (none: zeros) */
@@ -566,7 +571,8 @@ static void *writer_main(void *arg) {
     char final[1200], path[1300];
     snprintf(final, sizeof final, "%s/ckpt-%08ld", w->cfg->output_dir, w->step);
     ckpt_contents c = {w->m, w->host, w->host + np, w->host + 2 * np, w->opt_step, w->opt_type,
-                       w->vocab, w->vocab_len, w->state, NULL, 0, w->carried, w->n_carried};
+                       w->vocab, w->vocab_len, w->state, NULL, 0, w->carried, w->n_carried,
+                       w->onebit, w->onebit_len};
     char id[RUN_ID_LEN + 1];
     run_dir_ckpt_id(final, id);
     /* never another run's (one without an id, damaged or older, is replaced: only a
@@ -648,6 +654,12 @@ static void carry_base_model(ckpt_writer *w, const char *src_dir) {
     free(text);
 }
 
+void ckpt_writer_set_onebit(ckpt_writer *w, void *bytes, size_t len) {
+    free(w->onebit_next);
+    w->onebit_next = bytes;
+    w->onebit_next_len = len;
+}
+
 bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t errlen) {
     char path[1200];
     carry_base_model(w, src_dir);
@@ -698,6 +710,10 @@ bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
     m->be->download(m->be, w->host, bert_params_at(m, 0), bytes);
     m->be->download(m->be, w->host + np, optim_moment_at(o, 0, 0), bytes);
     m->be->download(m->be, w->host + 2 * np, optim_moment_at(o, 1, 0), bytes);
+    free(w->onebit); /* the last write's is written */
+    w->onebit = w->onebit_next;
+    w->onebit_len = w->onebit_next_len;
+    w->onebit_next = NULL;
     w->step = p->step;
     w->opt_step = o->step;
     w->opt_type = o->cfg.type;
@@ -734,6 +750,8 @@ void ckpt_writer_free(ckpt_writer *w) {
     free(w->host);
     free(w->vocab);
     free(w->carried);
+    free(w->onebit);
+    free(w->onebit_next);
     cJSON_Delete(w->base_model);
     if (w->carried_file.file) st_close(&w->carried_file);
     free(w);

@@ -9,6 +9,8 @@
  *                                  train, such as a pooler without model.nsp:
  *                                  carried unchanged into every checkpoint and
  *                                  the export
+ *   ckpt-<step>/onebit.bin         (only past 1-bit Adam's warm-up over several
+ *                                  ranks) every rank's error feedback
  *   ckpt-<step>/state.json         step, data cursor, seed, schedule, the full
  *                                  resolved config, version, and the size and
  *                                  CRC-32 of every other file; its own CRC-32
@@ -33,6 +35,7 @@
 #define OPTIM_MAGIC "BTOPTIM"  /* 8 bytes with the NUL */
 #define OPTIM_VERSION 1
 #define CKPT_CARRIED_FILE "carried.safetensors"
+#define CKPT_ONEBIT_FILE "onebit.bin"
 
 /* Where the run is: what state.json records besides the tensors. */
 typedef struct {
@@ -60,6 +63,8 @@ typedef struct {
     int n_meta;
     const st_tensor *carried;            /* CKPT_CARRIED_FILE's tensors (n_carried 0: none) */
     int n_carried;
+    const void *onebit;                  /* CKPT_ONEBIT_FILE's bytes (train/onebit.h), or NULL */
+    size_t onebit_len;
 } ckpt_contents;
 
 /* A callback the checkpoint writer calls at each of its named points
@@ -132,6 +137,10 @@ ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const ch
 bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
                        const ckpt_progress *p, char *err, size_t errlen);
 
+/* The bytes of CKPT_ONEBIT_FILE for the next write (malloc'd; the writer
+ * owns and frees them): 1-bit Adam's error feedback, which every rank's
+ * part of rank 0 gathered at this step boundary. */
+void ckpt_writer_set_onebit(ckpt_writer *w, void *bytes, size_t len);
 /* Carry the tensors of checkpoint src_dir's CKPT_CARRIED_FILE (if it has one)
  * and its state.json's "base_model" (an import's provenance: the directory,
  * its licence, the tensors the import initialized) into every checkpoint

@@ -394,9 +394,11 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_s
     if (get_le(hdr + 8, 4) != OPTIM_VERSION)
         BAD("version %u; this bertrain reads version %d", (unsigned)get_le(hdr + 8, 4),
             OPTIM_VERSION);
-    if ((int)get_le(hdr + 12, 4) != (int)o->cfg.type)
+    const int saved_type = (int)get_le(hdr + 12, 4);
+    /* AdamW's moments are 1-bit Adam's (its warm-up is AdamW): either continues the other */
+    if (saved_type != (int)o->cfg.type && (saved_type == OPT_LAMB || o->cfg.type == OPT_LAMB))
         BAD("moments of %s; the config's optimizer.type is %s",
-            get_le(hdr + 12, 4) ? "Lamb" : "AdamW", o->cfg.type ? "Lamb" : "AdamW");
+            optim_type_name((int)get_le(hdr + 12, 4)), optim_type_name(o->cfg.type));
     uint64_t n = get_le(hdr + 24, 4), tbytes = get_le(hdr + 28, 4);
     if (n != (uint64_t)m->n_tensors)
         BAD("%llu tensors; the model has %d", (unsigned long long)n, m->n_tensors);

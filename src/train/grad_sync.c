@@ -16,16 +16,20 @@ struct grad_sync {
     float *host;            /* (n_params) staging */
     size_t lo, hi;          /* pending range, not yet launched (lo == hi: none) */
     bool bf16;              /* the 16-bit wire (dist_isum_bf16) */
+    onebit *ob;             /* 1-bit Adam's exchange, or NULL */
+    float *mom;             /* (n_params) 1-bit Adam: the first moment, on the host */
     double wire_bytes;      /* this step's, so far */
     int n;                  /* launched buckets this step */
     size_t begin[MAX_BUCKETS], end[MAX_BUCKETS];
     dist_request *req[MAX_BUCKETS];
 };
 
-grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes, bool bf16) {
+grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes, bool bf16, bool onebit) {
     if (dist_world() == 1) return NULL;
+    const size_t n = bert_n_params(m);
     grad_sync *gs = calloc(1, sizeof *gs);
-    if (!gs || !(gs->host = malloc(bert_n_params(m) * sizeof(float)))) {
+    if (!gs || !(gs->host = malloc(n * sizeof(float))) ||
+        (onebit && (!(gs->mom = malloc(n * sizeof(float))) || !(gs->ob = onebit_new(n))))) {
         fprintf(stderr, "bertrain: rank %d: out of host memory for gradient staging\n",
                 dist_rank());
         dist_abort(1);
@@ -39,6 +43,8 @@ grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes, bool bf16) {
 
 void grad_sync_free(grad_sync *gs) {
     if (!gs) return;
+    onebit_free(gs->ob);
+    free(gs->mom);
     free(gs->host);
     free(gs);
 }
@@ -90,3 +96,21 @@ double grad_sync_finish(grad_sync *gs, double *wire_bytes) {
     gs->wire_bytes = 0.0;
     return (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
+
+double grad_sync_momentum(grad_sync *gs, const bt_optimizer *o, float grad_scale,
+                          double *wire_bytes) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    bt_backend *be = gs->m->be;
+    const size_t n = bert_n_params(gs->m);
+    be->download(be, gs->host, bert_grads_at(gs->m, 0), n * sizeof(float));
+    be->download(be, gs->mom, optim_moment_at(o, 0, 0), n * sizeof(float));
+    const float b1 = o->cfg.beta1, gw = grad_scale * (float)dist_world();
+    for (size_t i = 0; i < n; i++) gs->host[i] = b1 * gs->mom[i] + (1.0f - b1) * (gs->host[i] * gw);
+    *wire_bytes = onebit_exchange(gs->ob, gs->host);
+    be->upload(be, bert_grads_at(gs->m, 0), gs->host, n * sizeof(float));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+}
+
+onebit *grad_sync_onebit(grad_sync *gs) { return gs ? gs->ob : NULL; }

@@ -5,13 +5,15 @@
 #define BT_GRAD_SYNC_H
 
 #include "model/bert.h"
+#include "model/optim.h"
+#include "onebit.h"
 
 typedef struct grad_sync grad_sync;
 
 /* Buckets of about bucket_bytes over m's flat gradients, summed in fp32 or
- * over the bf16 wire (dist_isum_bf16: distributed.grad_dtype); NULL when
- * one rank. */
-grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes, bool bf16);
+ * over the bf16 wire (dist_isum_bf16: distributed.grad_dtype); with
+ * onebit, also 1-bit Adam's momentum exchange. NULL when one rank. */
+grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes, bool bf16, bool onebit);
 void grad_sync_free(grad_sync *gs);
 
 /* Elements [begin, end) of the gradients are final for this step (called by
@@ -23,5 +25,17 @@ void grad_sync_ready(void *gs, size_t begin, size_t end);
  * bytes this rank sent for the step into *wire_bytes: 2 (W-1)/W n x 4 (fp32,
  * what a bandwidth-optimal all-reduce sends) or x 2 (the bf16 wire, exact). */
 double grad_sync_finish(grad_sync *gs, double *wire_bytes);
+
+/* 1-bit Adam past its warm-up, instead of the gradient all-reduce: this
+ * rank's momentum estimate b1 m + (1 - b1) W g (W ranks; g its gradients
+ * times grad_scale, which the ranks' gradients sum to the global one) goes
+ * through onebit_exchange, and the ranks' average lands in the gradient
+ * buffer (for optim_step's momentum_given). Returns the seconds it took; the
+ * bytes sent into *wire_bytes. */
+double grad_sync_momentum(grad_sync *gs, const bt_optimizer *o, float grad_scale,
+                          double *wire_bytes);
+
+/* The 1-bit exchange's state (its errors, for checkpoints), or NULL. */
+onebit *grad_sync_onebit(grad_sync *gs);
 
 #endif

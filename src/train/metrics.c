@@ -185,7 +185,7 @@ void metrics_step(metrics_log *log, const step_result *r, const metrics_window *
                  i->global_batch);
     if (i->world > 1)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " | sent %.2f MB %s",
-                 r->wire_bytes / 1e6, i->grad_bf16 ? "bf16" : "fp32");
+                 r->wire_bytes / 1e6, r->onebit ? "1-bit" : i->grad_bf16 ? "bf16" : "fp32");
     printf("step %6ld | loss %.4f | mlm_acc %.4f | lr %.3e | grad_norm %.3f%s | %.1f samples/s | "
            "%.0f tokens/s | data %.2f%% | ETA %s\n", i->step, r->loss, r->mlm_acc, r->lr,
            r->grad_norm, extra, sps, tps, 100.0 * w->data_s / dt, eta);

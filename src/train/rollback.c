@@ -5,6 +5,9 @@
 
 #include "mpi/dist.h"
 
+#include <unistd.h>
+
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,8 +49,24 @@ bool run_start_fresh(run_state *s, const bt_config *cfg, int micro) {
         free(host);
     }
     optim_reset(s->opt, s->m);
+    if (grad_sync_onebit(s->gs)) onebit_reset(grad_sync_onebit(s->gs));
     if (s->m->cfg.norm == BERT_NORM_ADMIN) admin_init(s, micro);
     return true;
+}
+
+bool run_load_onebit(run_state *s, const char *dir) {
+    char path[1200], err[1400];
+    snprintf(path, sizeof path, "%s/" CKPT_ONEBIT_FILE, dir);
+    onebit *ob = grad_sync_onebit(s->gs);
+    if (!ob) {
+        if (dist_rank() == 0 && s->opt->cfg.type == OPT_ONEBIT_ADAM && access(path, F_OK) == 0)
+            printf("resume: %s: this job has one rank, which exchanges nothing: 1-bit Adam's "
+                   "errors are not used, and later checkpoints have none\n", path);
+        return true;
+    }
+    if (onebit_load(ob, path, err, sizeof err)) return true;
+    if (dist_rank() == 0) fprintf(stderr, "bertrain: resume: %s\n", err);
+    return false;
 }
 
 long run_rollback(run_state *s, const bt_config *cfg, const resume_info *start, int micro,
@@ -76,7 +95,7 @@ long run_rollback(run_state *s, const bt_config *cfg, const resume_info *start, 
                      cfg->fp16_loss_scale_window, cfg->fp16_hysteresis,
                      cfg->fp16_consecutive_hysteresis, cfg->fp16_min_loss_scale);
     if (ri.active) {
-        if (!resume_load(&ri, s->m, s->opt)) return -1;
+        if (!resume_load(&ri, s->m, s->opt) || !run_load_onebit(s, ri.dir)) return -1;
         if (cfg->fp16) resume_scaler(&ri, scaler);
     } else {
         if (!run_start_fresh(s, cfg, micro)) return -1;

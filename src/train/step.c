@@ -139,6 +139,17 @@ static double gradient_checks(bert_model *m, const loss_scaler *scaler, double s
     return values[norm_ticket];
 }
 
+/* 1-bit Adam past its warm-up: the gradients were not summed, so the ranks
+ * agree on a norm from their own, sqrt(W x the sum of their squared norms)
+ * (the global norm when their gradients are equal, more as they differ),
+ * and on whether all are finite. Returns the agreed sum of squares. */
+static double agree_local_norm(double sumsq, bool *finite) {
+    double v[2] = {sumsq, *finite ? 0.0 : 1.0};
+    dist_allreduce_sum_f64(v, 2);
+    *finite = v[1] == 0.0;
+    return v[0] * dist_world();
+}
+
 /* fp16: the loss scaler's decision on the gradients' finiteness; false: the
  * step is skipped. */
 static bool loss_scale_step(loss_scaler *scaler, bool finite, double scale, step_result *r) {
@@ -184,19 +195,22 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
         fprintf(stderr, "bertrain: out of host memory\n");
         exit(1);
     }
-    r.top_rows = forward_backward(m, in, &pass, gs, st);
+    /* 1-bit Adam past its warm-up exchanges momentum, not gradients */
+    const bool frozen = optim_frozen(opt), exchange = frozen && gs;
+    r.top_rows = forward_backward(m, in, &pass, frozen ? NULL : gs, st);
     fetch_sums(m, in, st, sums); /* blocking read 1 */
     free(st);
     const double t1 = now_s();
     dist_allreduce_sum_f64(sums, N_SUMS); /* returns when the slowest rank has computed */
     const double t2 = now_s();
-    r.comm_s = grad_sync_finish(gs, &r.wire_bytes);
+    r.comm_s = grad_sync_finish(frozen ? NULL : gs, &r.wire_bytes);
     r.compute_s = t1 - t0;
     r.idle_s = t2 - t1;
     if (obs && obs->loss_summed) obs->loss_summed(obs->ctx, step + 1, &sums[SUM_MLM_LOSS]);
     fill_result(&r, m, &c, sums, n_scores);
     bool finite;
-    const double grad_sumsq = gradient_checks(m, scaler, scale, &finite); /* read 2 */
+    double grad_sumsq = gradient_checks(m, scaler, scale, &finite); /* read 2 */
+    if (exchange) grad_sumsq = agree_local_norm(grad_sumsq, &finite);
     if (scaler && !loss_scale_step(scaler, finite, scale, &r)) return r;
     r.next_loss_scale = scaler ? scaler->scale : 1.0;
     r.grad_norm = sqrt(grad_sumsq);
@@ -204,7 +218,9 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
         r.skipped = true; /* no update: parameters and optimizer moments untouched */
         return r;
     }
-    optim_step(opt, m, (float)lr, pass.layer_skip,
-               optim_clip_scale(r.grad_norm, cfg->gradient_clipping));
+    const float clip = optim_clip_scale(r.grad_norm, cfg->gradient_clipping);
+    if (exchange) r.comm_s += grad_sync_momentum(gs, opt, clip, &r.wire_bytes);
+    r.onebit = exchange;
+    optim_step(opt, m, (float)lr, pass.layer_skip, exchange ? 1.0f : clip, exchange);
     return r;
 }

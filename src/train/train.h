@@ -24,6 +24,7 @@ typedef struct {
     double idle_s;     /* this rank: waiting for slower ranks */
     double comm_s;     /* this rank: gradient communication not hidden behind compute */
     double wire_bytes; /* this rank: the bytes its gradient exchange sent (grad_sync_finish) */
+    bool onebit;       /* the exchange was 1-bit Adam's compressed momentum (grad_sync_momentum) */
     int layers_dropped; /* LayerDrop: encoder layers this step skipped */
     long top_rows;      /* this rank: the rows its top layers computed after attention
                          * (bert_tape; B*T per micro-batch without one) */

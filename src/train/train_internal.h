@@ -104,6 +104,10 @@ void run_free(run_state *s);
  * allocated for micro-batches of `micro`. false when out of host memory. */
 bool run_start_fresh(run_state *s, const bt_config *cfg, int micro);
 
+/* 1-bit Adam's errors from checkpoint dir's onebit.bin (none there: zero),
+ * on every rank; false after one line saying why. */
+bool run_load_onebit(run_state *s, const char *dir);
+
 /* The divergence guard gave up on the current state: reload the newest
  * checkpoint in output_dir (else the one the run resumed from, else the fresh
  * initial state), add the rejected batches after it to skips, and log what

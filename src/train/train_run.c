@@ -211,7 +211,14 @@ static bool rebalance(run_state *s, const step_result *r, long step) {
  * (after collecting the write before it). */
 static void checkpoint(run_state *s, const bt_config *cfg, const step_batch *in, long step) {
     dist_barrier();
-    if (dist_rank() != 0 || s->lock_lost) return;
+    size_t onebit_len = 0; /* 1-bit Adam's errors, every rank's, gathered to rank 0 */
+    void *onebit_errors = onebit_active(grad_sync_onebit(s->gs))
+                              ? onebit_gather(grad_sync_onebit(s->gs), &onebit_len) : NULL;
+    if (dist_rank() != 0 || s->lock_lost) {
+        free(onebit_errors);
+        return;
+    }
+    ckpt_writer_set_onebit(s->writer, onebit_errors, onebit_len);
     char err[1400];
     run_collect_checkpoint(s, true);
     if (!run_dir_lock_check(cfg->output_dir, &s->lock, err, sizeof err)) {

@@ -12,9 +12,17 @@
  *   test_dist rate MB rank 0 sends MB megabytes to the other ranks (a
  *                     broadcast: with 2 ranks one point-to-point stream)
  *                     after a warm-up; rank 1 prints the rate it received
- *                     at (tests/pool.sh: the emulated link's rate). */
+ *                     at (tests/pool.sh: the emulated link's rate).
+ *   test_dist onebit N FILE  1-bit Adam's exchange (train/onebit.h) of N
+ *                     values a rank for 20 rounds against the same exchange
+ *                     simulated here with every rank's inputs and errors:
+ *                     bits must be equal on every rank; after round 10 the
+ *                     errors are gathered into FILE and loaded back, and the
+ *                     rounds after must still equal the uninterrupted
+ *                     simulation (tests/onebit.sh). */
 #include "backends/common/half.h"
 #include "mpi/dist.h"
+#include "train/onebit.h"
 
 #include <math.h>
 #include <time.h>
@@ -87,6 +95,83 @@ static int measure_rate(size_t mb) {
     return 0;
 }
 
+/* Rank r's momentum estimate i at round t: of one magnitude, some zeros. */
+static float estimate(int r, int t, size_t i) {
+    const uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(r * 40503u + (uint32_t)t * 9973u);
+    if (h % 37 == 0) return 0.0f;
+    return ((float)(h & 0xffffu) / 32768.0f - 1.0f) * 1e-3f * (1.0f + (float)r);
+}
+
+/* The exchange of every rank's estimates at round t, simulated from the
+ * definition: werr (W x n) and serr (n) are every rank's errors; out gets
+ * what every rank must decode. */
+static void simulate_round(int W, size_t n, int t, double *werr, double *serr, float *out) {
+    double *in = malloc((n + 1) * sizeof *in), *avg = calloc(n + 1, sizeof *avg);
+    unsigned char *bits = malloc(n / 8 + 2);
+    for (int r = 0; r < W; r++)
+        for (int j = 0; j < W; j++) {
+            const size_t a = n * j / W, len = n * (j + 1) / W - a;
+            for (size_t k = 0; k < len; k++) in[k] = estimate(r, t, a + k);
+            const float s = onebit_compress(in, werr + (size_t)r * n + a, len, bits);
+            for (size_t k = 0; k < len; k++) avg[a + k] += onebit_value(bits, k, s);
+        }
+    for (int j = 0; j < W; j++) {
+        const size_t a = n * j / W, len = n * (j + 1) / W - a;
+        for (size_t k = 0; k < len; k++) in[k] = avg[a + k] / W;
+        const float s = onebit_compress(in, serr + a, len, bits);
+        for (size_t k = 0; k < len; k++) out[a + k] = onebit_value(bits, k, s);
+    }
+    free(in);
+    free(avg);
+    free(bits);
+}
+
+/* 20 rounds of the exchange against the simulation, reloaded after 10. */
+static int check_onebit(size_t n, const char *file) {
+    const int me = dist_rank(), W = dist_world();
+    double *werr = calloc((size_t)W * n + 1, sizeof *werr), *serr = calloc(n + 1, sizeof *serr);
+    float *u = malloc((n + 1) * sizeof *u), *want = malloc((n + 1) * sizeof *want);
+    onebit *ob = onebit_new(n);
+    if (!werr || !serr || !u || !want || !ob) return 1;
+    int bad = 0;
+    for (int t = 0; t < 20; t++) {
+        if (t == 10) { /* a checkpoint and a resume */
+            size_t len = 0;
+            void *blob = onebit_gather(ob, &len);
+            if (me == 0) {
+                FILE *f = fopen(file, "wb");
+                if (!f || fwrite(blob, 1, len, f) != len) bad++;
+                if (f) fclose(f);
+            }
+            free(blob);
+            dist_barrier();
+            onebit_free(ob);
+            ob = onebit_new(n);
+            char err[512];
+            if (!ob || !onebit_load(ob, file, err, sizeof err)) {
+                printf("rank %d: load: %s\n", me, err);
+                return 1;
+            }
+        }
+        for (size_t i = 0; i < n; i++) u[i] = estimate(me, t, i);
+        onebit_exchange(ob, u);
+        simulate_round(W, n, t, werr, serr, want);
+        if (memcmp(u, want, n * sizeof *u) != 0) {
+            printf("rank %d: 1-bit exchange, round %d: differs from the simulation\n", me, t);
+            bad++;
+        }
+    }
+    if (!bad)
+        printf("rank %d: 1-bit exchange of %zu values over %d ranks: 20 rounds equal the "
+               "simulation bit for bit, reloaded after round 10\n", me, n, W);
+    onebit_free(ob);
+    free(werr);
+    free(serr);
+    free(u);
+    free(want);
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     if (argc == 3 && strcmp(argv[1], "rate") == 0) {
@@ -99,8 +184,14 @@ int main(int argc, char **argv) {
         dist_finalize();
         return rc;
     }
+    if (argc == 4 && strcmp(argv[1], "onebit") == 0) {
+        const int rc = check_onebit((size_t)strtoul(argv[2], NULL, 10), argv[3]);
+        dist_finalize();
+        return rc;
+    }
     if (argc < 2 || strcmp(argv[1], "sizes") != 0) {
-        fprintf(stderr, "usage: test_dist sizes | bf16 N | rate MB (under mpiexec -n 2 or more)\n");
+        fprintf(stderr, "usage: test_dist sizes | bf16 N | rate MB | onebit N FILE (under "
+                "mpiexec -n 2 or more)\n");
         dist_finalize();
         return 2;
     }
