@@ -176,8 +176,8 @@ static void run_norm(bt_backend *be, int norm) {
             free(gp);
         }
         float *before = download(f, f->params), *m_before = download(f, of->m);
-        optim_step(of, f, 1e-3f, skip, 1.0f);
-        optim_step(op, p, 1e-3f, NULL, 1.0f);
+        optim_step(of, f, 1e-3f, skip, 1.0f, false);
+        optim_step(op, p, 1e-3f, NULL, 1.0f, false);
         float *after = download(f, f->params), *m_after = download(f, of->m),
               *v_after = download(f, of->v);
         if (step == 0) {
@@ -221,8 +221,8 @@ static void run_norm(bt_backend *be, int norm) {
         bert_forward(both[k], &batch, &pass, &tape, &sf);
         bert_backward(both[k], &batch, &pass, &tape);
     }
-    optim_step(of, f, 1e-3f, NULL, 1.0f);
-    optim_step(og, g, 1e-3f, NULL, 1.0f);
+    optim_step(of, f, 1e-3f, NULL, 1.0f, false);
+    optim_step(og, g, 1e-3f, NULL, 1.0f, false);
     float *a4 = download(f, f->params), *g4 = download(g, g->params);
     snprintf(what, sizeof what, "%s: a layer's first update after 3 skipped steps is a first "
              "Adam update (bits), layer steps %ld %ld %ld %ld", nn, of->layer_steps[0],
