@@ -21,26 +21,50 @@ struct onebit {
     int world, rank;
     double *werr;          /* (n) this rank's worker error */
     double *serr;          /* (own chunk) this rank's server error */
-    double *in;            /* (most) one chunk's inputs in fp64 */
     unsigned char *send;   /* (W x chunk bytes) compressed chunks, one per rank */
     unsigned char *recv;   /* (W x chunk bytes) */
     bool active;
 };
 
-float onebit_compress(const double *in, double *err, size_t len, unsigned char *bits) {
-    double sumsq = 0.0;
-    for (size_t i = 0; i < len; i++) {
-        const double x = in[i] + err[i];
-        sumsq += x * x;
-    }
+/* Compress the len sums x[i] (input plus old error, in place; sumsq their
+ * sum of squares) to signs and the returned scale; x[i] becomes the new
+ * error, the sum minus its decoded value. */
+static float compress_sums(double *x, size_t len, double sumsq, unsigned char *bits) {
     const float scale = len ? (float)sqrt(sumsq / (double)len) : 0.0f;
-    memset(bits, 0, (len + 7) / 8);
-    for (size_t i = 0; i < len; i++) {
-        const double x = in[i] + err[i];
-        if (x >= 0.0) bits[i >> 3] |= (unsigned char)(1u << (i & 7));
-        err[i] = x - (double)onebit_value(bits, i, scale);
+    const double s = scale;
+    for (size_t b = 0; b < (len + 7) / 8; b++) {
+        const size_t end = b * 8 + 8 < len ? b * 8 + 8 : len;
+        unsigned byte = 0;
+        for (size_t i = b * 8; i < end; i++) {
+            const unsigned positive = x[i] >= 0.0;
+            byte |= positive << (i & 7);
+            x[i] -= positive ? s : -s;
+        }
+        bits[b] = (unsigned char)byte;
     }
     return scale;
+}
+
+/* Four running sums of squares in a fixed pattern (the same bits always),
+ * added up. */
+#define SUMSQ_ADD(sq, i, x) ((sq)[(i) & 3] += (x) * (x))
+#define SUMSQ(sq) (((sq)[0] + (sq)[1]) + ((sq)[2] + (sq)[3]))
+
+float onebit_compress(const double *in, double *err, size_t len, unsigned char *bits) {
+    double sq[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < len; i++) {
+        err[i] += in[i];
+        SUMSQ_ADD(sq, i, err[i]);
+    }
+    return compress_sums(err, len, SUMSQ(sq), bits);
+}
+
+/* Decode a compressed chunk of len values: out[i] = +-scale. */
+static void decode(const unsigned char *chunk, size_t len, float *out) {
+    float scale;
+    memcpy(&scale, chunk, 4);
+    const unsigned char *bits = chunk + 4;
+    for (size_t i = 0; i < len; i++) out[i] = bits[i >> 3] >> (i & 7) & 1 ? scale : -scale;
 }
 
 size_t onebit_chunk_bytes(size_t len) { return 4 + (len + 7) / 8; }
@@ -59,10 +83,9 @@ onebit *onebit_new(size_t n) {
     const size_t P = onebit_chunk_bytes(ob->most), W = (size_t)ob->world;
     ob->werr = calloc(n + 1, sizeof *ob->werr);
     ob->serr = calloc(ob->most + 1, sizeof *ob->serr);
-    ob->in = malloc((ob->most + 1) * sizeof *ob->in);
     ob->send = calloc(W, P);
     ob->recv = calloc(W, P);
-    if (!ob->werr || !ob->serr || !ob->in || !ob->send || !ob->recv) {
+    if (!ob->werr || !ob->serr || !ob->send || !ob->recv) {
         onebit_free(ob);
         return NULL;
     }
@@ -73,7 +96,6 @@ void onebit_free(onebit *ob) {
     if (!ob) return;
     free(ob->werr);
     free(ob->serr);
-    free(ob->in);
     free(ob->send);
     free(ob->recv);
     free(ob);
@@ -87,16 +109,31 @@ void onebit_reset(onebit *ob) {
     ob->active = false;
 }
 
-/* Compress in (len fp64 values) with err into the chunk at out: scale, signs. */
-static void put_chunk(unsigned char *out, const double *in, double *err, size_t len) {
-    const float scale = onebit_compress(in, err, len, out + 4);
+/* Compress the len sums x (input plus error; the new error after), of sum
+ * of squares sumsq, into the chunk at out: its scale, then its signs. */
+static void put_chunk(unsigned char *out, double *x, size_t len, double sumsq) {
+    const float scale = compress_sums(x, len, sumsq, out + 4);
     memcpy(out, &scale, 4);
 }
 
-static float chunk_scale(const unsigned char *chunk) {
-    float s;
-    memcpy(&s, chunk, 4);
-    return s;
+/* The server's sums for its own chunk: serr[k] += the average over ranks,
+ * in rank order, of the decoded chunks in recv. Returns their sum of
+ * squares. */
+static double server_sums(onebit *ob, size_t own, size_t P) {
+    const int W = ob->world;
+    double sq[4] = {0, 0, 0, 0};
+    for (size_t k = 0; k < own; k++) {
+        double sum = 0.0;
+        for (int r = 0; r < W; r++) {
+            const unsigned char *c = ob->recv + (size_t)r * P;
+            float scale;
+            memcpy(&scale, c, 4);
+            sum += c[4 + (k >> 3)] >> (k & 7) & 1 ? scale : -scale;
+        }
+        ob->serr[k] += sum / W;
+        SUMSQ_ADD(sq, k, ob->serr[k]);
+    }
+    return SUMSQ(sq);
 }
 
 double onebit_exchange(onebit *ob, float *u) {
@@ -105,28 +142,22 @@ double onebit_exchange(onebit *ob, float *u) {
     ob->active = true;
     for (int j = 0; j < W; j++) { /* worker side: chunk j for rank j */
         const size_t a = chunk_start(ob, j), len = chunk_len(ob, j);
-        for (size_t k = 0; k < len; k++) ob->in[k] = u[a + k];
-        put_chunk(ob->send + (size_t)j * P, ob->in, ob->werr + a, len);
+        double sq[4] = {0, 0, 0, 0}, *x = ob->werr + a;
+        for (size_t k = 0; k < len; k++) {
+            x[k] += u[a + k];
+            SUMSQ_ADD(sq, k, x[k]);
+        }
+        put_chunk(ob->send + (size_t)j * P, x, len, SUMSQ(sq));
     }
     dist_alltoall_bytes(ob->send, P, ob->recv);
     const size_t own = chunk_len(ob, ob->rank);
-    for (size_t k = 0; k < own; k++) { /* server side: the average, in rank order */
-        double sum = 0.0;
-        for (int r = 0; r < W; r++) {
-            const unsigned char *c = ob->recv + (size_t)r * P;
-            sum += onebit_value(c + 4, k, chunk_scale(c));
-        }
-        ob->in[k] = sum / W;
-    }
+    const double sumsq = server_sums(ob, own, P);
     unsigned char *mine = ob->send; /* the worker chunks are sent: reuse */
-    put_chunk(mine, ob->in, ob->serr, own);
+    put_chunk(mine, ob->serr, own, sumsq);
     memcpy(ob->recv, mine, P);
     dist_allgather_bytes(ob->recv, P, ob->send);
-    for (int j = 0; j < W; j++) {
-        const unsigned char *c = ob->send + (size_t)j * P;
-        const size_t a = chunk_start(ob, j), len = chunk_len(ob, j);
-        for (size_t k = 0; k < len; k++) u[a + k] = onebit_value(c + 4, k, chunk_scale(c));
-    }
+    for (int j = 0; j < W; j++)
+        decode(ob->send + (size_t)j * P, chunk_len(ob, j), u + chunk_start(ob, j));
     return 2.0 * (W - 1) * (double)P;
 }
 
