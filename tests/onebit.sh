@@ -13,7 +13,11 @@
 #    from the mean worker error) and on 1 rank (no exchange: the errors are
 #    not used) says so and trains on with a finite falling loss;
 #  - uneven shares (12 and 4 sequences) and auto shares with rebalancing
-#    train; each rank sends the same bytes whatever its share.
+#    train; each rank sends the same bytes whatever its share;
+#  - 1-bit LAMB ("OneBitLamb"): its warm-up gives LAMB's weights bit for bit
+#    (cmp at the freeze), it sends 1-bit after, its loss falls, and stopped
+#    at step 6 and resumed it ends with the bits of one that was not (model,
+#    optim.bin, onebit.bin, onebit_lamb.bin).
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 mpi_setup
@@ -84,4 +88,22 @@ bytes=$(grep -o '"grad_sent_mb": [0-9.e+-]*' "$tmpdir/shares/metrics.jsonl" | se
 [ "$s0" = "$(sent "$tmpdir/straight.12.log" 8)" ] ||
     fail "rank 0 with 12 of 16 sequences sent $s0, not what it sends with an equal share"
 echo "ok   uneven shares [12, 4] and auto shares train; rank 0 sends $s0 ($bytes) as with equal shares"
-echo "PASS: 1-bit Adam exchanges as defined, sends 32x fewer bytes, repeats and resumes its bits, and handles world and share changes"
+lamb="--set optimizer.type=\"OneBitLamb\""
+train 2 lamb 12 $lamb
+train 2 plain 4 --set optimizer.type='"Lamb"' --set checkpoint.interval=4
+cmp -s "$tmpdir/plain/ckpt-00000004/model.safetensors" "$tmpdir/lamb/ckpt-00000006/model.safetensors" &&
+    fail "the checkpoint comparison cannot tell steps 4 and 6 apart"
+train 2 lamb4 4 $lamb --set checkpoint.interval=4
+cmp -s "$tmpdir/plain/ckpt-00000004/model.safetensors" "$tmpdir/lamb4/ckpt-00000004/model.safetensors" ||
+    fail "1-bit LAMB's warm-up differs from LAMB"
+set -- $(sent "$tmpdir/lamb.12.log" 5)
+[ "${2:-}" = 1-bit ] || { grep '^step' "$tmpdir/lamb.12.log"; fail "1-bit LAMB does not send 1-bit after the freeze"; }
+first=$(loss "$tmpdir/lamb" 1) last=$(loss "$tmpdir/lamb" 12)
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || fail "1-bit LAMB: the loss did not fall: $first -> $last"
+train 2 lambstop 6 $lamb
+train 2 lambstop 12 $lamb --resume auto
+for f in model.safetensors optim.bin onebit.bin onebit_lamb.bin; do
+    cmp -s "$tmpdir/lamb/ckpt-00000012/$f" "$tmpdir/lambstop/ckpt-00000012/$f" || fail "1-bit LAMB stopped at 6 and resumed: $f differs"
+done
+echo "ok   1-bit LAMB: warm-up = LAMB's bits, $1 MB 1-bit after, loss $first -> $last, resumed = straight"
+echo "PASS: 1-bit Adam and LAMB exchange as defined, sends 32x fewer bytes, repeats and resumes its bits, and handles world and share changes; 1-bit LAMB warms up as LAMB and resumes exactly"

@@ -36,7 +36,7 @@ void config_defaults(bt_config *cfg) {
     cfg->tf32 = true; /* where the device has TF32 tensor cores (CUDA, sm_80 on) */
     cfg->gradient_clipping = 1.0f;
     cfg->optim = (bt_optim_config){OPT_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true, 0.01f,
-                                   10.0f, 100000};
+                                   10.0f, 100000, 0.9f, 4.0f, 0.5f, 0.1f};
     cfg->sched = (bt_sched_config){SCHED_CONSTANT, 0.0, NAN, 0, -1, false, 0.5, 1000, 1e-4, 0.0,
                                    SCHED_UNIT_STEPS, 0};
     cfg->data.seq_len = 128;
@@ -293,10 +293,11 @@ static bool load(bt_config *cfg, const char *path, const char *name,
              cfg->model.max_position_embeddings);
         return false;
     }
-    if (cfg->optim.type == OPT_ONEBIT_ADAM && cfg->model.layerdrop > 0.0f) {
-        config_fail(cfg, "model.layerdrop: %g with optimizer.type OneBitAdam: 1-bit Adam's "
-                    "exchanged momentum moves every layer at every step; use AdamW or Lamb with "
-                    "LayerDrop", cfg->model.layerdrop);
+    if ((cfg->optim.type == OPT_ONEBIT_ADAM || cfg->optim.type == OPT_ONEBIT_LAMB) &&
+        cfg->model.layerdrop > 0.0f) {
+        config_fail(cfg, "model.layerdrop: %g with optimizer.type %s: the exchanged momentum "
+                    "moves every layer at every step; use AdamW or Lamb with LayerDrop",
+                    cfg->model.layerdrop, optim_type_name(cfg->optim.type));
         return false;
     }
     if (cfg->optim.min_coeff > cfg->optim.max_coeff) {

@@ -9,11 +9,13 @@
 #include <stdlib.h>
 
 const char *optim_type_name(int type) {
-    return type == OPT_LAMB ? "Lamb" : type == OPT_ONEBIT_ADAM ? "OneBitAdam" : "AdamW";
+    static const char *const names[] = {"AdamW", "Lamb", "OneBitAdam", "OneBitLamb"};
+    return type >= 0 && type < 4 ? names[type] : "unknown";
 }
 
 bool optim_frozen(const bt_optimizer *o) {
-    return o->cfg.type == OPT_ONEBIT_ADAM && o->step >= o->cfg.freeze_step;
+    return (o->cfg.type == OPT_ONEBIT_ADAM || o->cfg.type == OPT_ONEBIT_LAMB) &&
+           o->step >= o->cfg.freeze_step;
 }
 
 bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err, size_t errlen) {
@@ -46,6 +48,12 @@ bt_optimizer *optim_create(bert_model *m, const bt_optim_config *cfg, char *err,
         optim_free(o, m);
         return NULL;
     }
+    if (cfg->type == OPT_ONEBIT_LAMB && !(o->lamb1 = onebit_lamb_new(m))) {
+        snprintf(err, errlen, "out of host memory for 1-bit LAMB's state (%.1f MB)",
+                 5.0 * m->n_params * 4 / 1e6);
+        optim_free(o, m);
+        return NULL;
+    }
     be->fill(be, (bt_ptr){o->m, 0}, 0.0f, m->n_params);
     be->fill(be, (bt_ptr){o->v, 0}, 0.0f, m->n_params);
     return o;
@@ -60,12 +68,14 @@ void optim_reset(bt_optimizer *o, bert_model *m) {
     m->be->fill(m->be, (bt_ptr){o->v, 0}, 0.0f, m->n_params);
     o->step = 0;
     for (int l = 0; l < o->n_layers; l++) o->layer_steps[l] = 0;
+    if (o->lamb1) onebit_lamb_reset(o->lamb1, m);
 }
 
 void optim_free(bt_optimizer *o, bert_model *m) {
     if (!o) return;
     if (o->m) m->be->free(m->be, o->m);
     if (o->v) m->be->free(m->be, o->v);
+    onebit_lamb_free(o->lamb1);
     free(o->spans);
     free(o->layer_steps);
     free(o);
@@ -81,8 +91,7 @@ float optim_clip_scale(double norm, float max_norm) {
     return coef < 1.0 ? (float)coef : 1.0f;
 }
 
-/* Adam's bias corrections after t updates (1 without bias correction). */
-static void bias_corrections(const bt_optim_config *c, long t, float *bc1, float *bc2) {
+void optim_bias_corrections(const bt_optim_config *c, long t, float *bc1, float *bc2) {
     *bc1 = *bc2 = 1.0f;
     if (!c->bias_correction) return;
     *bc1 = (float)(1.0 - pow(c->beta1, (double)t));
@@ -91,6 +100,14 @@ static void bias_corrections(const bt_optim_config *c, long t, float *bc1, float
 
 void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
                 float grad_scale, bool momentum_given) {
+    if (o->lamb1)
+        onebit_lamb_step(o, m, lr, grad_scale, momentum_given);
+    else
+        optim_multi_update(o, m, lr, layer_skip, grad_scale, momentum_given);
+}
+
+void optim_multi_update(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
+                        float grad_scale, bool momentum_given) {
     bt_backend *be = m->be;
     const bt_optim_config *c = &o->cfg;
     /* frozen: v = 1 v + 0 g^2 is v, and with the momentum given m = 0 m + 1 g is g, exactly */
@@ -107,17 +124,17 @@ void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *l
         s->offset = t->offset;
         s->numel = t->numel;
         s->weight_decay = t->decay ? c->weight_decay : 0.0f;
-        bias_corrections(c, t->layer >= 0 ? o->layer_steps[t->layer] : o->step, &s->bc1, &s->bc2);
+        optim_bias_corrections(c, t->layer >= 0 ? o->layer_steps[t->layer] : o->step, &s->bc1, &s->bc2);
         if (frozen) { /* the second moment's correction stays the freeze's */
             float unused;
-            bias_corrections(c, c->freeze_step, &unused, &s->bc2);
+            optim_bias_corrections(c, c->freeze_step, &unused, &s->bc2);
         }
     }
     /* the 16-bit weights the GEMMs read, written in the same pass */
     bt_ptr w = {m->params, 0}, g = {m->grads, 0}, mm = {o->m, 0}, vv = {o->v, 0},
            w16 = {m->params16, 0};
     const bt_dtype dt16 = (bt_dtype)m->cfg.storage;
-    if (c->type != OPT_LAMB)
+    if (c->type == OPT_ADAMW || c->type == OPT_ONEBIT_ADAM)
         be->adamw_multi(be, w, g, mm, vv, w16, dt16, o->spans, n, lr, beta1, beta2, c->eps,
                         grad_scale);
     else

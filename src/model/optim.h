@@ -1,6 +1,6 @@
-/* AdamW, LAMB and 1-bit Adam's update over the model's named tensors, plus
- * global-norm clipping. Moments live in flat buffers laid out like the
- * parameters. */
+/* AdamW, LAMB, and 1-bit Adam's and 1-bit LAMB's updates over the model's
+ * named tensors, plus global-norm clipping. Moments live in flat buffers laid
+ * out like the parameters. */
 #ifndef BT_OPTIM_H
 #define BT_OPTIM_H
 
@@ -8,10 +8,13 @@
 
 /* OPT_ONEBIT_ADAM: AdamW for freeze_step updates, then the second moment is
  * frozen and the first moment is what the ranks exchange, compressed
- * (train/onebit.h). */
-typedef enum { OPT_ADAMW = 0, OPT_LAMB = 1, OPT_ONEBIT_ADAM = 2 } bt_optim_type;
+ * (train/onebit.h). OPT_ONEBIT_LAMB: the same after LAMB, with the trust
+ * ratios frozen too and rescaled by how far the frozen second moment has
+ * drifted (optim_onebit_lamb.c). */
+typedef enum { OPT_ADAMW = 0, OPT_LAMB = 1, OPT_ONEBIT_ADAM = 2, OPT_ONEBIT_LAMB = 3 } bt_optim_type;
 
-/* The config's name of an optimizer type ("AdamW", "Lamb", "OneBitAdam"). */
+/* The config's name of an optimizer type ("AdamW", "Lamb", "OneBitAdam",
+ * "OneBitLamb"). */
 const char *optim_type_name(int type);
 
 /* The optimizer's settings (config "optimizer"). */
@@ -20,8 +23,22 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     bool bias_correction;
     float min_coeff, max_coeff; /* LAMB trust-ratio clamp */
-    long freeze_step;           /* 1-bit Adam: updates in full precision before the freeze */
+    long freeze_step;           /* 1-bit: updates in full precision before the freeze */
+    float coeff_beta;           /* 1-bit LAMB: the EMA of the warm-up's trust ratios */
+    float factor_max, factor_min, factor_threshold; /* 1-bit LAMB: the factor's bounds */
 } bt_optim_config;
+
+/* 1-bit LAMB's state beyond the moments (DeepSpeed's names), the same bits
+ * on every rank; on the host. */
+typedef struct {
+    double *coeff_freeze; /* (n_tensors) EMA of the warm-up's trust ratios other than 1 */
+    double *last_factor;  /* (n_tensors) the last compressed step's factor (1 before) */
+    float *scaling;       /* (n_tensors) each tensor's momentum scaling for the exchange,
+                           * set at the first compressed step (0 before) */
+    float *v_fresh;       /* (n_params) the second moment as it would have gone on after the
+                           * freeze, from reconstructed gradients */
+    float *w, *m_last, *m_new, *v; /* (n_params each) scratch copies of device buffers */
+} bt_onebit_lamb;
 
 typedef struct {
     bt_optim_config cfg;
@@ -31,6 +48,7 @@ typedef struct {
     long *layer_steps; /* (num_hidden_layers) updates each encoder layer received: fewer
                         * than step under LayerDrop; its bias correction counts these */
     int n_layers;
+    bt_onebit_lamb *lamb1; /* OPT_ONEBIT_LAMB only, else NULL */
 } bt_optimizer;
 
 /* Allocate moments (zeroed) for m; NULL with a reason in err. */
@@ -68,5 +86,43 @@ bool optim_frozen(const bt_optimizer *o);
  * ranks' exchanged average), which the update takes as it is. */
 void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
                 float grad_scale, bool momentum_given);
+
+/* optim_step's update on the device, without 1-bit LAMB's host work:
+ * AdamW's kernel (AdamW, 1-bit Adam) or LAMB's (LAMB, 1-bit LAMB's warm-up)
+ * on every span. */
+void optim_multi_update(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
+                        float grad_scale, bool momentum_given);
+
+/* Adam's bias corrections after t updates (1 without bias correction). */
+void optim_bias_corrections(const bt_optim_config *c, long t, float *bc1, float *bc2);
+
+/* ---- 1-bit LAMB (optim_onebit_lamb.c) ---- */
+
+/* 1-bit LAMB's state for m: coefficients zero, factors 1, no scaling; NULL
+ * when out of host memory. */
+bt_onebit_lamb *onebit_lamb_new(const bert_model *m);
+void onebit_lamb_free(bt_onebit_lamb *s);
+/* Back to a fresh state (optim_reset). */
+void onebit_lamb_reset(bt_onebit_lamb *s, const bert_model *m);
+
+/* A 1-bit LAMB update (optim_step's, for OPT_ONEBIT_LAMB). */
+void onebit_lamb_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
+                      bool momentum_given);
+
+/* Each tensor's factor for the momentum exchange of a frozen 1-bit LAMB
+ * step (DeepSpeed's scaling_coeff: the mean over tensors of the momentum's
+ * root mean square over this tensor's, fixed at the first compressed step
+ * from mom, the first moment on the host), or NULL for other optimizers. */
+const float *optim_momentum_scaling(bt_optimizer *o, const bert_model *m, const float *mom);
+
+/* The state checkpoints keep (onebit_lamb.bin): a 24-byte little-endian
+ * header (magic BTLAMB1\0, u32 version 1, u32 tensor count, u64 parameter
+ * count), per tensor coeff_freeze and last_factor (fp64) and scaling (fp32),
+ * then v_fresh (fp32). Returns malloc'd bytes (*len their count), NULL when
+ * out of memory. */
+void *onebit_lamb_save(const bt_onebit_lamb *s, const bert_model *m, size_t *len);
+/* Load what onebit_lamb_save wrote; false with the problem in err. */
+bool onebit_lamb_load(bt_onebit_lamb *s, const bert_model *m, const void *bytes, size_t len,
+                      char *err, size_t errlen);
 
 #endif

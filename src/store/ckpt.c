@@ -39,7 +39,8 @@ static bool fsync_path(const char *path) {
 
 /* The names bertrain ever writes into a checkpoint directory. */
 static const char *const CKPT_NAMES[] = {"state.json", "model.safetensors", "optim.bin",
-                                         "vocab.txt", CKPT_CARRIED_FILE, CKPT_ONEBIT_FILE};
+                                         "vocab.txt", CKPT_CARRIED_FILE, CKPT_ONEBIT_FILE,
+                                         CKPT_LAMB1_FILE};
 
 /* Whether `name` is one that checkpoint dir's own list says bertrain wrote:
  * state.json, or a file its state.json lists under "files" (when state.json
@@ -318,6 +319,8 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, const ckpt_points *
     }
     snprintf(path, sizeof path, "%s/" CKPT_ONEBIT_FILE, tmp);
     if (ok && c->onebit) ok = write_bytes(path, c->onebit, c->onebit_len, err, errlen);
+    snprintf(path, sizeof path, "%s/" CKPT_LAMB1_FILE, tmp);
+    if (ok && c->lamb1) ok = write_bytes(path, c->lamb1, c->lamb1_len, err, errlen);
     if (ok) {
         cJSON_DeleteItemFromObjectCaseSensitive(c->state, "files");
         cJSON *files = cJSON_AddObjectToObject(c->state, "files");
@@ -325,7 +328,8 @@ bool ckpt_write_dir(const char *dir, const ckpt_contents *c, const ckpt_points *
              add_file(files, tmp, "optim.bin", err, errlen) &&
              (!c->vocab || add_file(files, tmp, "vocab.txt", err, errlen)) &&
              (c->n_carried == 0 || add_file(files, tmp, CKPT_CARRIED_FILE, err, errlen)) &&
-             (!c->onebit || add_file(files, tmp, CKPT_ONEBIT_FILE, err, errlen));
+             (!c->onebit || add_file(files, tmp, CKPT_ONEBIT_FILE, err, errlen)) &&
+             (!c->lamb1 || add_file(files, tmp, CKPT_LAMB1_FILE, err, errlen));
     }
     if (ok) {
         char *text = state_text(c->state);
@@ -483,6 +487,8 @@ struct ckpt_writer {
     int n_carried;
     void *onebit, *onebit_next; /* CKPT_ONEBIT_FILE: the write's, and the next write's */
     size_t onebit_len, onebit_next_len;
+    void *lamb1;                /* CKPT_LAMB1_FILE: the write's */
+    size_t lamb1_len;
     cJSON *base_model; /* ckpt_writer_carry: an import's provenance, or NULL */
     char run_id[RUN_ID_LEN + 1]; /* the lineage: keep-last-K deletes only its checkpoints */
     ckpt_points points;          /* told the points each write reaches (none: zeros) */
@@ -572,7 +578,7 @@ static void *writer_main(void *arg) {
     snprintf(final, sizeof final, "%s/ckpt-%08ld", w->cfg->output_dir, w->step);
     ckpt_contents c = {w->m, w->host, w->host + np, w->host + 2 * np, w->opt_step, w->opt_type,
                        w->vocab, w->vocab_len, w->state, NULL, 0, w->carried, w->n_carried,
-                       w->onebit, w->onebit_len};
+                       w->onebit, w->onebit_len, w->lamb1, w->lamb1_len};
     char id[RUN_ID_LEN + 1];
     run_dir_ckpt_id(final, id);
     /* never another run's (one without an id, damaged or older, is replaced: only a
@@ -714,6 +720,12 @@ bool ckpt_writer_start(ckpt_writer *w, bert_model *m, const bt_optimizer *o,
     w->onebit = w->onebit_next;
     w->onebit_len = w->onebit_next_len;
     w->onebit_next = NULL;
+    free(w->lamb1);
+    w->lamb1 = o->lamb1 ? onebit_lamb_save(o->lamb1, m, &w->lamb1_len) : NULL;
+    if (o->lamb1 && !w->lamb1) {
+        snprintf(err, errlen, "out of host memory for 1-bit LAMB's state");
+        return false;
+    }
     w->step = p->step;
     w->opt_step = o->step;
     w->opt_type = o->cfg.type;
@@ -752,6 +764,7 @@ void ckpt_writer_free(ckpt_writer *w) {
     free(w->carried);
     free(w->onebit);
     free(w->onebit_next);
+    free(w->lamb1);
     cJSON_Delete(w->base_model);
     if (w->carried_file.file) st_close(&w->carried_file);
     free(w);

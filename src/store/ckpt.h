@@ -11,6 +11,7 @@
  *                                  the export
  *   ckpt-<step>/onebit.bin         (only past 1-bit Adam's warm-up over several
  *                                  ranks) every rank's error feedback
+ *   ckpt-<step>/onebit_lamb.bin    (1-bit LAMB only) its state beyond the moments
  *   ckpt-<step>/state.json         step, data cursor, seed, schedule, the full
  *                                  resolved config, version, and the size and
  *                                  CRC-32 of every other file; its own CRC-32
@@ -36,6 +37,7 @@
 #define OPTIM_VERSION 1
 #define CKPT_CARRIED_FILE "carried.safetensors"
 #define CKPT_ONEBIT_FILE "onebit.bin"
+#define CKPT_LAMB1_FILE "onebit_lamb.bin"
 
 /* Where the run is: what state.json records besides the tensors. */
 typedef struct {
@@ -65,6 +67,8 @@ typedef struct {
     int n_carried;
     const void *onebit;                  /* CKPT_ONEBIT_FILE's bytes (train/onebit.h), or NULL */
     size_t onebit_len;
+    const void *lamb1;                   /* CKPT_LAMB1_FILE's bytes (onebit_lamb_save), or NULL */
+    size_t lamb1_len;
 } ckpt_contents;
 
 /* A callback the checkpoint writer calls at each of its named points

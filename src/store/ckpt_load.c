@@ -379,6 +379,21 @@ static bool moments_valid(const float *x, size_t n, bool second, const char *nam
     return true;
 }
 
+/* 1-bit LAMB's state from dir's CKPT_LAMB1_FILE (none there, as after a
+ * LAMB run: a fresh state). */
+static bool load_lamb1(const char *dir, bert_model *m, bt_optimizer *o, char *err, size_t errlen) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/" CKPT_LAMB1_FILE, dir);
+    onebit_lamb_reset(o->lamb1, m);
+    if (access(path, F_OK) != 0) return true;
+    size_t len = 0;
+    char *bytes = file_read_all(path, &len), why[512];
+    const bool ok = bytes && onebit_lamb_load(o->lamb1, m, bytes, len, why, sizeof why);
+    if (!ok) snprintf(err, errlen, "%s: %s", path, bytes ? why : "cannot read");
+    free(bytes);
+    return ok;
+}
+
 bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_step,
                      bool exact_step, char *err, size_t errlen) {
     char path[1200];
@@ -395,8 +410,11 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_s
         BAD("version %u; this bertrain reads version %d", (unsigned)get_le(hdr + 8, 4),
             OPTIM_VERSION);
     const int saved_type = (int)get_le(hdr + 12, 4);
-    /* AdamW's moments are 1-bit Adam's (its warm-up is AdamW): either continues the other */
-    if (saved_type != (int)o->cfg.type && (saved_type == OPT_LAMB || o->cfg.type == OPT_LAMB))
+    /* AdamW's moments are 1-bit Adam's (its warm-up is AdamW), LAMB's 1-bit LAMB's: either
+     * continues the other */
+    const bool saved_lamb = saved_type == OPT_LAMB || saved_type == OPT_ONEBIT_LAMB,
+               lamb = o->cfg.type == OPT_LAMB || o->cfg.type == OPT_ONEBIT_LAMB;
+    if (saved_lamb != lamb)
         BAD("moments of %s; the config's optimizer.type is %s",
             optim_type_name((int)get_le(hdr + 12, 4)), optim_type_name(o->cfg.type));
     uint64_t n = get_le(hdr + 24, 4), tbytes = get_le(hdr + 28, 4);
@@ -441,7 +459,7 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_s
     }
     o->step = (long)step;
     for (int l = 0; l < o->n_layers; l++) o->layer_steps[l] = o->step; /* state.json may refine */
-    ok = true;
+    ok = !o->lamb1 || load_lamb1(dir, m, o, err, errlen);
 out:
     if (f) fclose(f);
     free(table);

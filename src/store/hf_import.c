@@ -533,7 +533,7 @@ static int import_write(import_job *j, int lowercase) {
     j->state = import_state(mc, j->seed, j->in, lower, base_model_json(j->in, j->initialized));
     j->initialized = NULL; /* the state holds it */
     ckpt_contents c = {j->m, j->host, NULL, NULL, 0, OPT_ADAMW, j->vocab_text, j->vocab_len,
-                       j->state, NULL, 0, j->carry.t, j->carry.n, NULL, 0};
+                       j->state, NULL, 0, j->carry.t, j->carry.n, NULL, 0, NULL, 0};
     ckpt_clean_leftovers(j->out); /* of an import that was killed */
     /* a stop signal waits for the write to end (complete, or cleaned up): never half of one */
     sigset_t stops, old;

@@ -97,7 +97,18 @@ double grad_sync_finish(grad_sync *gs, double *wire_bytes) {
     return (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
 
-double grad_sync_momentum(grad_sync *gs, const bt_optimizer *o, float grad_scale,
+/* x *= scaling[t] over each tensor t's span (divide: x /= scaling[t]);
+ * nothing when scaling is NULL. */
+static void scale_tensors(const bert_model *m, float *x, const float *scaling, bool divide) {
+    if (!scaling) return;
+    for (int t = 0; t < m->n_tensors; t++) {
+        float *p = x + m->tensors[t].offset;
+        const float f = scaling[t];
+        for (size_t i = 0; i < m->tensors[t].numel; i++) p[i] = divide ? p[i] / f : p[i] * f;
+    }
+}
+
+double grad_sync_momentum(grad_sync *gs, bt_optimizer *o, float grad_scale,
                           double *wire_bytes) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -107,7 +118,11 @@ double grad_sync_momentum(grad_sync *gs, const bt_optimizer *o, float grad_scale
     be->download(be, gs->mom, optim_moment_at(o, 0, 0), n * sizeof(float));
     const float b1 = o->cfg.beta1, gw = grad_scale * (float)dist_world();
     for (size_t i = 0; i < n; i++) gs->host[i] = b1 * gs->mom[i] + (1.0f - b1) * (gs->host[i] * gw);
+    /* 1-bit LAMB: each tensor's momentum brought to one scale for the exchange */
+    const float *scaling = optim_momentum_scaling(o, gs->m, gs->mom);
+    scale_tensors(gs->m, gs->host, scaling, false);
     *wire_bytes = onebit_exchange(gs->ob, gs->host);
+    scale_tensors(gs->m, gs->host, scaling, true);
     be->upload(be, bert_grads_at(gs->m, 0), gs->host, n * sizeof(float));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;

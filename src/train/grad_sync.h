@@ -32,7 +32,7 @@ double grad_sync_finish(grad_sync *gs, double *wire_bytes);
  * through onebit_exchange, and the ranks' average lands in the gradient
  * buffer (for optim_step's momentum_given). Returns the seconds it took; the
  * bytes sent into *wire_bytes. */
-double grad_sync_momentum(grad_sync *gs, const bt_optimizer *o, float grad_scale,
+double grad_sync_momentum(grad_sync *gs, bt_optimizer *o, float grad_scale,
                           double *wire_bytes);
 
 /* The 1-bit exchange's state (its errors, for checkpoints), or NULL. */

@@ -271,6 +271,13 @@ bool resume_load(const resume_info *ri, bert_model *m, bt_optimizer *o) {
     dist_broadcast(status, sizeof status);
     if (status[0] == 0) return false;
     dist_broadcast(o->layer_steps, (size_t)o->n_layers * sizeof *o->layer_steps);
+    if (o->lamb1) { /* 1-bit LAMB's host state, rank 0's everywhere */
+        const size_t nt = (size_t)m->n_tensors;
+        dist_broadcast(o->lamb1->coeff_freeze, nt * sizeof *o->lamb1->coeff_freeze);
+        dist_broadcast(o->lamb1->last_factor, nt * sizeof *o->lamb1->last_factor);
+        dist_broadcast(o->lamb1->scaling, nt * sizeof *o->lamb1->scaling);
+        dist_broadcast(o->lamb1->v_fresh, bert_n_params(m) * sizeof *o->lamb1->v_fresh);
+    }
     dist_broadcast(m->cfg.admin_omega, sizeof m->cfg.admin_omega);
     if (dist_world() > 1) broadcast_weights(m, o);
     return true;

@@ -59,8 +59,8 @@ bool run_load_onebit(run_state *s, const char *dir) {
     snprintf(path, sizeof path, "%s/" CKPT_ONEBIT_FILE, dir);
     onebit *ob = grad_sync_onebit(s->gs);
     if (!ob) {
-        if (dist_rank() == 0 && s->opt->cfg.type == OPT_ONEBIT_ADAM && access(path, F_OK) == 0)
-            printf("resume: %s: this job has one rank, which exchanges nothing: 1-bit Adam's "
+        if (dist_rank() == 0 && access(path, F_OK) == 0)
+            printf("resume: %s: this job has one rank, which exchanges nothing: the 1-bit "
                    "errors are not used, and later checkpoints have none\n", path);
         return true;
     }

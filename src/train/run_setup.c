@@ -196,7 +196,8 @@ static int open_model(run_state *s, const bt_config *cfg, double *speed) {
     }
     if (s->ri.active && !resume_load(&s->ri, s->m, s->opt)) return 2;
     s->gs = grad_sync_new(s->m, (size_t)(cfg->bucket_mb * 1e6), cfg->grad_bf16,
-                          cfg->optim.type == OPT_ONEBIT_ADAM);
+                          cfg->optim.type == OPT_ONEBIT_ADAM ||
+                              cfg->optim.type == OPT_ONEBIT_LAMB);
     if (s->ri.active && !run_load_onebit(s, s->ri.dir)) return 2;
     if (!run_alloc_micro(s) || (!s->ri.active && !run_start_fresh(s, cfg, B))) return -1;
     if (cfg->shares_auto && world > 1) { /* shares in proportion to measured speed */

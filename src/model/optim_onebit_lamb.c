@@ -1,0 +1,270 @@
+/* 1-bit LAMB (optimizer.type "OneBitLamb"), DeepSpeed's algorithm:
+ *
+ *  - warm-up (freeze_step updates): LAMB on the device, bit for bit; after
+ *    each update the host works out each tensor's trust ratio from copies of
+ *    the weights before it and the new moments, and keeps their EMA
+ *    (coeff_beta) over the ratios other than 1 as coeff_freeze. At the
+ *    freeze, v_fresh starts as a copy of the second moment.
+ *  - compressed: the second moment stays as it was. The new first moment
+ *    (the ranks' exchanged average, or with one rank b1 m + (1-b1) g) gives
+ *    a reconstructed gradient (m - b1 m_last) / (1 - b1), which v_fresh
+ *    follows. Per tensor, factor = max over elements of (sqrt(v) + eps) /
+ *    (sqrt(v_fresh) + eps), mixed towards 1 by the share of the update that
+ *    is not weight decay, clamped to [factor_min, factor_max] and to within
+ *    factor_threshold of the last factor; the trust ratio is coeff_freeze x
+ *    factor. The update is AdamW's kernel with that ratio folded into the
+ *    span's weight decay and first bias correction: w -= lr trust ((m/bc1)
+ *    / (sqrt(v)/sqrt(bc2) + eps) + wd w), bc2 frozen at the freeze.
+ *
+ * The host work reads every parameter a few times a step (the device
+ * buffers are copied to the host): the price of keeping the backends'
+ * optimizer ops as they are. */
+#include "optim.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAMB1_MAGIC "BTLAMB1"
+#define LAMB1_VERSION 1
+
+bt_onebit_lamb *onebit_lamb_new(const bert_model *m) {
+    bt_onebit_lamb *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    const size_t nt = (size_t)m->n_tensors + 1, np = m->n_params + 1;
+    s->coeff_freeze = calloc(nt, sizeof *s->coeff_freeze);
+    s->last_factor = calloc(nt, sizeof *s->last_factor);
+    s->scaling = calloc(nt, sizeof *s->scaling);
+    s->v_fresh = calloc(np, sizeof *s->v_fresh);
+    s->w = malloc(np * sizeof *s->w);
+    s->m_last = malloc(np * sizeof *s->m_last);
+    s->m_new = malloc(np * sizeof *s->m_new);
+    s->v = malloc(np * sizeof *s->v);
+    if (!s->coeff_freeze || !s->last_factor || !s->scaling || !s->v_fresh || !s->w ||
+        !s->m_last || !s->m_new || !s->v) {
+        onebit_lamb_free(s);
+        return NULL;
+    }
+    onebit_lamb_reset(s, m);
+    return s;
+}
+
+void onebit_lamb_free(bt_onebit_lamb *s) {
+    if (!s) return;
+    free(s->coeff_freeze);
+    free(s->last_factor);
+    free(s->scaling);
+    free(s->v_fresh);
+    free(s->w);
+    free(s->m_last);
+    free(s->m_new);
+    free(s->v);
+    free(s);
+}
+
+void onebit_lamb_reset(bt_onebit_lamb *s, const bert_model *m) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        s->coeff_freeze[i] = 0.0;
+        s->last_factor[i] = 1.0;
+        s->scaling[i] = 0.0f;
+    }
+    memset(s->v_fresh, 0, m->n_params * sizeof *s->v_fresh);
+}
+
+/* Tensor t's LAMB trust ratio from the weights before the update (s->w) and
+ * the new moments (s->m_new, s->v): ||w|| / ||u||, u = (m/bc1) /
+ * (sqrt(v/bc2) + eps) + wd w, 1 when either norm is 0, clamped. */
+static double trust_ratio(const bt_onebit_lamb *s, const bt_optim_config *c, const bert_tensor *t,
+                          const bt_tensor_span *sp) {
+    double ww = 0.0, uu = 0.0;
+    for (size_t i = t->offset; i < t->offset + t->numel; i++) {
+        const float u = (s->m_new[i] / sp->bc1) / (sqrtf(s->v[i] / sp->bc2) + c->eps) +
+                        sp->weight_decay * s->w[i];
+        ww += (double)s->w[i] * s->w[i];
+        uu += (double)u * u;
+    }
+    double trust = ww > 0.0 && uu > 0.0 ? sqrt(ww) / sqrt(uu) : 1.0;
+    if (trust > c->max_coeff) trust = c->max_coeff;
+    if (trust < c->min_coeff) trust = c->min_coeff;
+    return trust;
+}
+
+/* After a warm-up update (o->step counts it; o->spans hold its bias
+ * corrections): the EMA of the trust ratios, and v_fresh at the freeze. */
+static void warmup_after(bt_optimizer *o, bert_model *m) {
+    bt_onebit_lamb *s = o->lamb1;
+    bt_backend *be = m->be;
+    const size_t bytes = m->n_params * sizeof(float);
+    be->download(be, s->m_new, optim_moment_at(o, 0, 0), bytes);
+    be->download(be, s->v, optim_moment_at(o, 1, 0), bytes);
+    const double beta = o->cfg.coeff_beta;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const double trust = trust_ratio(s, &o->cfg, &m->tensors[i], &o->spans[i]);
+        if (trust != 1.0) s->coeff_freeze[i] = beta * s->coeff_freeze[i] + (1.0 - beta) * trust;
+    }
+    if (o->step == o->cfg.freeze_step) memcpy(s->v_fresh, s->v, bytes);
+}
+
+/* Tensor t's factor at a compressed step: v_fresh follows the reconstructed
+ * gradient, and the factor is bounded as DeepSpeed bounds it. */
+static double lamb_factor(bt_onebit_lamb *s, const bt_optim_config *c, const bert_tensor *t,
+                          float wd, int k) {
+    const float b1 = c->beta1, b2 = c->beta2;
+    double most = 0.0, pre = 0.0, all = 0.0;
+    for (size_t i = t->offset; i < t->offset + t->numel; i++) {
+        const float g = (s->m_new[i] - b1 * s->m_last[i]) / (1.0f - b1);
+        s->v_fresh[i] = b2 * s->v_fresh[i] + (1.0f - b2) * g * g;
+        const float denom = sqrtf(s->v[i]) + c->eps, real = sqrtf(s->v_fresh[i]) + c->eps;
+        const double ratio = (double)denom / real;
+        if (ratio > most) most = ratio;
+        const float up = s->m_new[i] / denom, u = up + wd * s->w[i];
+        pre += (double)up * up;
+        all += (double)u * u;
+    }
+    double factor = most;
+    if (wd > 0.0f && all > 0.0) {
+        const double share = fmin(1.0, sqrt(pre) / sqrt(all));
+        factor = factor * share + (1.0 - share);
+    }
+    factor = fmin(fmax(factor, c->factor_min), c->factor_max);
+    const double last = s->last_factor[k];
+    factor = fmin(fmax(factor, last * (1.0 - c->factor_threshold)), last * (1.0 + c->factor_threshold));
+    s->last_factor[k] = factor;
+    return factor;
+}
+
+/* A compressed step: the new momentum into the gradient buffer, the factors,
+ * then AdamW's kernel with beta1 0 (m becomes the given momentum), beta2 1
+ * (v stays) and the trust ratio folded into each span. */
+static void frozen_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
+                        bool momentum_given) {
+    bt_onebit_lamb *s = o->lamb1;
+    bt_backend *be = m->be;
+    const bt_optim_config *c = &o->cfg;
+    const size_t n = m->n_params, bytes = n * sizeof(float);
+    be->download(be, s->m_last, optim_moment_at(o, 0, 0), bytes);
+    be->download(be, s->v, optim_moment_at(o, 1, 0), bytes);
+    be->download(be, s->w, bert_params_at(m, 0), bytes);
+    be->download(be, s->m_new, bert_grads_at(m, 0), bytes);
+    if (!momentum_given) { /* one rank: its own momentum */
+        for (size_t i = 0; i < n; i++)
+            s->m_new[i] = c->beta1 * s->m_last[i] + (1.0f - c->beta1) * (s->m_new[i] * grad_scale);
+        be->upload(be, bert_grads_at(m, 0), s->m_new, bytes);
+    }
+    o->step++;
+    float bc1, bc2_now, unused, frozen_bc2;
+    optim_bias_corrections(c, o->step, &bc1, &bc2_now);
+    optim_bias_corrections(c, c->freeze_step, &unused, &frozen_bc2);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        const float wd = t->decay ? c->weight_decay : 0.0f;
+        const double trust = s->coeff_freeze[i] * lamb_factor(s, c, t, wd, i);
+        o->spans[i] = (bt_tensor_span){t->offset, t->numel, (float)(trust * wd),
+                                       (float)(bc1 / trust), frozen_bc2};
+    }
+    for (int l = 0; l < o->n_layers; l++) o->layer_steps[l]++;
+    be->adamw_multi(be, (bt_ptr){m->params, 0}, (bt_ptr){m->grads, 0}, (bt_ptr){o->m, 0},
+                    (bt_ptr){o->v, 0}, (bt_ptr){m->params16, 0}, (bt_dtype)m->cfg.storage,
+                    o->spans, m->n_tensors, lr, 0.0f, 1.0f, c->eps, 1.0f);
+}
+
+void onebit_lamb_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
+                      bool momentum_given) {
+    if (optim_frozen(o)) {
+        frozen_step(o, m, lr, grad_scale, momentum_given);
+        return;
+    }
+    bt_backend *be = m->be;
+    be->download(be, o->lamb1->w, bert_params_at(m, 0), m->n_params * sizeof(float));
+    optim_multi_update(o, m, lr, NULL, grad_scale, false);
+    warmup_after(o, m);
+}
+
+const float *optim_momentum_scaling(bt_optimizer *o, const bert_model *m, const float *mom) {
+    bt_onebit_lamb *s = o->lamb1;
+    if (!s) return NULL;
+    if (s->scaling[0] != 0.0f) return s->scaling;
+    double *rms = malloc(((size_t)m->n_tensors + 1) * sizeof *rms), united = 0.0;
+    if (!rms) {
+        fprintf(stderr, "bertrain: out of host memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const bert_tensor *t = &m->tensors[i];
+        double sq = 0.0;
+        for (size_t k = t->offset; k < t->offset + t->numel; k++) sq += (double)mom[k] * mom[k];
+        rms[i] = sqrt(sq / (double)t->numel);
+        united += rms[i];
+    }
+    united /= m->n_tensors;
+    for (int i = 0; i < m->n_tensors; i++)
+        s->scaling[i] = rms[i] > 0.0 ? (float)(united / rms[i]) : 1.0f;
+    free(rms);
+    return s->scaling;
+}
+
+static void put_le(unsigned char *p, uint64_t x, int bytes) {
+    for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(x >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int bytes) {
+    uint64_t x = 0;
+    for (int i = bytes - 1; i >= 0; i--) x = x << 8 | p[i];
+    return x;
+}
+
+void *onebit_lamb_save(const bt_onebit_lamb *s, const bert_model *m, size_t *len) {
+    const size_t nt = (size_t)m->n_tensors, per = 8 + 8 + 4;
+    *len = 24 + nt * per + m->n_params * 4;
+    unsigned char *b = malloc(*len), *p = b + 24;
+    if (!b) return NULL;
+    memcpy(b, LAMB1_MAGIC, 8);
+    put_le(b + 8, LAMB1_VERSION, 4);
+    put_le(b + 12, nt, 4);
+    put_le(b + 16, m->n_params, 8);
+    for (size_t i = 0; i < nt; i++, p += per) {
+        memcpy(p, &s->coeff_freeze[i], 8);
+        memcpy(p + 8, &s->last_factor[i], 8);
+        memcpy(p + 16, &s->scaling[i], 4);
+    }
+    memcpy(p, s->v_fresh, m->n_params * 4);
+    return b;
+}
+
+bool onebit_lamb_load(bt_onebit_lamb *s, const bert_model *m, const void *bytes, size_t len,
+                      char *err, size_t errlen) {
+    const unsigned char *b = bytes, *p = b + 24;
+    const size_t nt = (size_t)m->n_tensors, per = 8 + 8 + 4;
+    if (len < 24 || memcmp(b, LAMB1_MAGIC, 8) != 0) {
+        snprintf(err, errlen, "not a 1-bit LAMB state file (bad magic or truncated)");
+        return false;
+    }
+    if (get_le(b + 8, 4) != LAMB1_VERSION || get_le(b + 12, 4) != nt ||
+        get_le(b + 16, 8) != m->n_params || len != 24 + nt * per + m->n_params * 4) {
+        snprintf(err, errlen, "version %u, %u tensors, %llu parameters, %zu bytes: not this "
+                 "bertrain's state of this model (%zu tensors, %zu parameters)",
+                 (unsigned)get_le(b + 8, 4), (unsigned)get_le(b + 12, 4),
+                 (unsigned long long)get_le(b + 16, 8), len, nt, m->n_params);
+        return false;
+    }
+    for (size_t i = 0; i < nt; i++, p += per) {
+        memcpy(&s->coeff_freeze[i], p, 8);
+        memcpy(&s->last_factor[i], p + 8, 8);
+        memcpy(&s->scaling[i], p + 16, 4);
+        if (!isfinite(s->coeff_freeze[i]) || !isfinite(s->last_factor[i]) ||
+            !isfinite(s->scaling[i]) || s->last_factor[i] <= 0.0) {
+            snprintf(err, errlen, "tensor %s: a coefficient that is not finite or positive",
+                     m->tensors[i].name);
+            return false;
+        }
+    }
+    memcpy(s->v_fresh, p, m->n_params * 4);
+    for (size_t i = 0; i < m->n_params; i++)
+        if (!(s->v_fresh[i] >= 0.0f) || isinf(s->v_fresh[i])) {
+            snprintf(err, errlen, "v_fresh value %zu is negative or not finite", i);
+            return false;
+        }
+    return true;
+}
