@@ -17,7 +17,12 @@
 #  - 1-bit LAMB ("OneBitLamb"): its warm-up gives LAMB's weights bit for bit
 #    (cmp at the freeze), it sends 1-bit after, its loss falls, and stopped
 #    at step 6 and resumed it ends with the bits of one that was not (model,
-#    optim.bin, onebit.bin, onebit_lamb.bin).
+#    optim.bin, onebit.bin, onebit_lamb.bin);
+#  - 1-bit LAMB's arithmetic against numpy (tests/python/onebit_lamb_ref.py)
+#    on one rank's consecutive checkpoints: the warm-up's EMA of trust ratios,
+#    and at two compressed steps v frozen, v_fresh, each tensor's factor and
+#    the weights (weight decay 1 and factor_threshold 0.9, so that the
+#    factor's mixing and bounds show).
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 mpi_setup
@@ -98,6 +103,7 @@ cmp -s "$tmpdir/plain/ckpt-00000004/model.safetensors" "$tmpdir/lamb4/ckpt-00000
     fail "1-bit LAMB's warm-up differs from LAMB"
 set -- $(sent "$tmpdir/lamb.12.log" 5)
 [ "${2:-}" = 1-bit ] || { grep '^step' "$tmpdir/lamb.12.log"; fail "1-bit LAMB does not send 1-bit after the freeze"; }
+lamb_sent=$1
 first=$(loss "$tmpdir/lamb" 1) last=$(loss "$tmpdir/lamb" 12)
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || fail "1-bit LAMB: the loss did not fall: $first -> $last"
 train 2 lambstop 6 $lamb
@@ -105,5 +111,19 @@ train 2 lambstop 12 $lamb --resume auto
 for f in model.safetensors optim.bin onebit.bin onebit_lamb.bin; do
     cmp -s "$tmpdir/lamb/ckpt-00000012/$f" "$tmpdir/lambstop/ckpt-00000012/$f" || fail "1-bit LAMB stopped at 6 and resumed: $f differs"
 done
-echo "ok   1-bit LAMB: warm-up = LAMB's bits, $1 MB 1-bit after, loss $first -> $last, resumed = straight"
+find_python numpy || fail "no python with numpy (scripts/deps.sh installs python3-numpy)"
+$BERTRAIN train tests/fixtures/base.json $small --set train_steps=5 --set optimizer.type='"OneBitLamb"' \
+    --set optimizer.params.freeze_step=3 --set optimizer.params.factor_threshold=0.9 \
+    --set optimizer.params.weight_decay=1 --set checkpoint.interval=1 --set checkpoint.keep=10 \
+    --set output_dir="\"$tmpdir/ref\"" > "$tmpdir/ref.log" 2>&1 || { cat "$tmpdir/ref.log"; fail "the reference run failed"; }
+for pair in "warmup 2 3" "frozen 3 4" "frozen 4 5"; do
+    set -- $pair
+    lr=$(sed -n "s/^{\"step\": $3, \"loss\": .*\"lr\": \([0-9.e+-]*\),.*/\1/p" "$tmpdir/ref/metrics.jsonl")
+    case $1 in warmup) extra="0.9 0.01 10" ;; frozen) extra="3 0.5 4 0.9" ;; esac
+    # shellcheck disable=SC2086
+    "$PY" tests/python/onebit_lamb_ref.py "$1" "$tmpdir/ref/ckpt-0000000$2" "$tmpdir/ref/ckpt-0000000$3" \
+        "$lr" 0.9 0.98 1e-6 1 $extra > "$tmpdir/ref.$3.log" 2>&1 || { cat "$tmpdir/ref.$3.log"; fail "1-bit LAMB's step $3 differs from numpy"; }
+    echo "ok   numpy: $(cat "$tmpdir/ref.$3.log")"
+done
+echo "ok   1-bit LAMB: warm-up = LAMB's bits, $lamb_sent MB 1-bit after, loss $first -> $last, resumed = straight"
 echo "PASS: 1-bit Adam and LAMB exchange as defined, sends 32x fewer bytes, repeats and resumes its bits, and handles world and share changes; 1-bit LAMB warms up as LAMB and resumes exactly"

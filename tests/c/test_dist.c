@@ -19,7 +19,12 @@
  *                     bits must be equal on every rank; after round 10 the
  *                     errors are gathered into FILE and loaded back, and the
  *                     rounds after must still equal the uninterrupted
- *                     simulation (tests/onebit.sh). */
+ *                     simulation (tests/onebit.sh).
+ *   test_dist allreduce MB REPS  times REPS fp32 all-reduces of MB megabytes
+ *                     (the gradient all-reduce's call, in place) after one
+ *                     to warm up; rank 0 prints the mean time and the bus
+ *                     bandwidth, 2 (W-1)/W x bytes / time
+ *                     (scripts/bench-allreduce.sh). */
 #include "backends/common/half.h"
 #include "mpi/dist.h"
 #include "train/onebit.h"
@@ -172,6 +177,24 @@ static int check_onebit(size_t n, const char *file) {
     return bad ? 1 : 0;
 }
 
+/* REPS all-reduces of mb megabytes: rank 0 prints time and bus bandwidth. */
+static int time_allreduce(size_t mb, int reps) {
+    const size_t n = (mb << 20) / sizeof(float);
+    float *buf = malloc(n * sizeof *buf);
+    if (!buf) return 1;
+    for (size_t i = 0; i < n; i++) buf[i] = 1e-3f;
+    dist_wait(dist_iallreduce_sum_f32(buf, n));
+    dist_barrier();
+    const double t0 = seconds();
+    for (int r = 0; r < reps; r++) dist_wait(dist_iallreduce_sum_f32(buf, n));
+    const double t = (seconds() - t0) / reps, W = dist_world();
+    if (dist_rank() == 0)
+        printf("allreduce %zu MB over %d ranks: %.1f ms, bus bandwidth %.1f MB/s\n", mb,
+               dist_world(), t * 1e3, 2.0 * (W - 1) / W * (double)(n * 4) / t / 1e6);
+    free(buf);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
     if (argc == 3 && strcmp(argv[1], "rate") == 0) {
@@ -184,13 +207,18 @@ int main(int argc, char **argv) {
         dist_finalize();
         return rc;
     }
+    if (argc == 4 && strcmp(argv[1], "allreduce") == 0) {
+        const int rc = time_allreduce((size_t)strtoul(argv[2], NULL, 10), atoi(argv[3]));
+        dist_finalize();
+        return rc;
+    }
     if (argc == 4 && strcmp(argv[1], "onebit") == 0) {
         const int rc = check_onebit((size_t)strtoul(argv[2], NULL, 10), argv[3]);
         dist_finalize();
         return rc;
     }
     if (argc < 2 || strcmp(argv[1], "sizes") != 0) {
-        fprintf(stderr, "usage: test_dist sizes | bf16 N | rate MB | onebit N FILE (under "
+        fprintf(stderr, "usage: test_dist sizes | bf16 N | rate MB | onebit N FILE | allreduce MB REPS (under "
                 "mpiexec -n 2 or more)\n");
         dist_finalize();
         return 2;
