@@ -21,6 +21,8 @@
  * optimizer ops as they are. */
 #include "optim.h"
 
+#include "util/le.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -205,25 +207,15 @@ const float *optim_momentum_scaling(bt_optimizer *o, const bert_model *m, const 
     return s->scaling;
 }
 
-static void put_le(unsigned char *p, uint64_t x, int bytes) {
-    for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(x >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int bytes) {
-    uint64_t x = 0;
-    for (int i = bytes - 1; i >= 0; i--) x = x << 8 | p[i];
-    return x;
-}
-
 void *onebit_lamb_save(const bt_onebit_lamb *s, const bert_model *m, size_t *len) {
     const size_t nt = (size_t)m->n_tensors, per = 8 + 8 + 4;
     *len = 24 + nt * per + m->n_params * 4;
     unsigned char *b = malloc(*len), *p = b + 24;
     if (!b) return NULL;
     memcpy(b, LAMB1_MAGIC, 8);
-    put_le(b + 8, LAMB1_VERSION, 4);
-    put_le(b + 12, nt, 4);
-    put_le(b + 16, m->n_params, 8);
+    le_put(b + 8, LAMB1_VERSION, 4);
+    le_put(b + 12, nt, 4);
+    le_put(b + 16, m->n_params, 8);
     for (size_t i = 0; i < nt; i++, p += per) {
         memcpy(p, &s->coeff_freeze[i], 8);
         memcpy(p + 8, &s->last_factor[i], 8);
@@ -241,12 +233,12 @@ bool onebit_lamb_load(bt_onebit_lamb *s, const bert_model *m, const void *bytes,
         snprintf(err, errlen, "not a 1-bit LAMB state file (bad magic or truncated)");
         return false;
     }
-    if (get_le(b + 8, 4) != LAMB1_VERSION || get_le(b + 12, 4) != nt ||
-        get_le(b + 16, 8) != m->n_params || len != 24 + nt * per + m->n_params * 4) {
+    if (le_get(b + 8, 4) != LAMB1_VERSION || le_get(b + 12, 4) != nt ||
+        le_get(b + 16, 8) != m->n_params || len != 24 + nt * per + m->n_params * 4) {
         snprintf(err, errlen, "version %u, %u tensors, %llu parameters, %zu bytes: not this "
                  "bertrain's state of this model (%zu tensors, %zu parameters)",
-                 (unsigned)get_le(b + 8, 4), (unsigned)get_le(b + 12, 4),
-                 (unsigned long long)get_le(b + 16, 8), len, nt, m->n_params);
+                 (unsigned)le_get(b + 8, 4), (unsigned)le_get(b + 12, 4),
+                 (unsigned long long)le_get(b + 16, 8), len, nt, m->n_params);
         return false;
     }
     for (size_t i = 0; i < nt; i++, p += per) {

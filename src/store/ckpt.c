@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700
 #include "ckpt.h"
 
+#include "util/le.h"
 #include "run_dir.h"
 #include "safetensors.h"
 #include "util/clock.h"
@@ -135,14 +136,6 @@ bool ckpt_file_crc(const char *path, uint32_t *crc, long long *size) {
     return ok;
 }
 
-static void put_u32(unsigned char *p, uint32_t x) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(x >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t x) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(x >> (8 * i));
-}
-
 /* optim.bin: a 32-byte header (magic, version, optimizer type, step, tensor
  * count, table bytes), a table of (u16 name length, name, u64 numel), then
  * per tensor its m and its v as little-endian fp32. */
@@ -158,18 +151,18 @@ static bool write_optim(const char *path, const ckpt_contents *c, char *err, siz
         return false;
     }
     memcpy(hdr, OPTIM_MAGIC, 8);
-    put_u32(hdr + 8, OPTIM_VERSION);
-    put_u32(hdr + 12, (uint32_t)c->opt_type);
-    put_u64(hdr + 16, (uint64_t)c->opt_step);
-    put_u32(hdr + 24, (uint32_t)m->n_tensors);
-    put_u32(hdr + 28, (uint32_t)table);
+    le_put(hdr + 8, OPTIM_VERSION, 4);
+    le_put(hdr + 12, (uint32_t)c->opt_type, 4);
+    le_put(hdr + 16, (uint64_t)c->opt_step, 8);
+    le_put(hdr + 24, (uint32_t)m->n_tensors, 4);
+    le_put(hdr + 28, (uint32_t)table, 4);
     unsigned char *p = hdr + 32;
     for (int i = 0; i < m->n_tensors; i++) {
         size_t len = strlen(m->tensors[i].name);
         p[0] = (unsigned char)len;
         p[1] = (unsigned char)(len >> 8);
         memcpy(p + 2, m->tensors[i].name, len);
-        put_u64(p + 2 + len, (uint64_t)m->tensors[i].numel);
+        le_put(p + 2 + len, (uint64_t)m->tensors[i].numel, 8);
         p += 2 + len + 8;
     }
     static const float zeros[4096];

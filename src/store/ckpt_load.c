@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700
 #include "ckpt.h"
 
+#include "util/le.h"
 #include "util/parse_num.h"
 #include "safetensors.h"
 #include "util/file.h"
@@ -350,12 +351,6 @@ bool ckpt_load_weights(const char *dir, bert_model *m, char *err, size_t errlen)
     return ok;
 }
 
-static uint64_t get_le(const unsigned char *p, int bytes) {
-    uint64_t x = 0;
-    for (int i = bytes - 1; i >= 0; i--) x = (x << 8) | p[i];
-    return x;
-}
-
 #undef BAD
 #define BAD(...)                                                                             \
     do {                                                                                     \
@@ -406,18 +401,18 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_s
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || fread(hdr, 1, 32, f) != 32) BAD("truncated header");
     if (memcmp(hdr, OPTIM_MAGIC, 8) != 0) BAD("not an optimizer state file (bad magic)");
-    if (get_le(hdr + 8, 4) != OPTIM_VERSION)
-        BAD("version %u; this bertrain reads version %d", (unsigned)get_le(hdr + 8, 4),
+    if (le_get(hdr + 8, 4) != OPTIM_VERSION)
+        BAD("version %u; this bertrain reads version %d", (unsigned)le_get(hdr + 8, 4),
             OPTIM_VERSION);
-    const int saved_type = (int)get_le(hdr + 12, 4);
+    const int saved_type = (int)le_get(hdr + 12, 4);
     /* AdamW's moments are 1-bit Adam's (its warm-up is AdamW), LAMB's 1-bit LAMB's: either
      * continues the other */
     const bool saved_lamb = saved_type == OPT_LAMB || saved_type == OPT_ONEBIT_LAMB,
                lamb = o->cfg.type == OPT_LAMB || o->cfg.type == OPT_ONEBIT_LAMB;
     if (saved_lamb != lamb)
         BAD("moments of %s; the config's optimizer.type is %s",
-            optim_type_name((int)get_le(hdr + 12, 4)), optim_type_name(o->cfg.type));
-    uint64_t n = get_le(hdr + 24, 4), tbytes = get_le(hdr + 28, 4);
+            optim_type_name((int)le_get(hdr + 12, 4)), optim_type_name(o->cfg.type));
+    uint64_t n = le_get(hdr + 24, 4), tbytes = le_get(hdr + 28, 4);
     if (n != (uint64_t)m->n_tensors)
         BAD("%llu tensors; the model has %d", (unsigned long long)n, m->n_tensors);
     if (tbytes > (uint64_t)sb.st_size - 32) /* read no more than the file holds */
@@ -428,13 +423,13 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_s
     size_t largest = 0, total = 0, pos = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         const bert_tensor *t = &m->tensors[i];
-        size_t len = pos + 2 <= tbytes ? (size_t)get_le(table + pos, 2) : (size_t)-1;
+        size_t len = pos + 2 <= tbytes ? (size_t)le_get(table + pos, 2) : (size_t)-1;
         if (len == (size_t)-1 || pos + 2 + len + 8 > tbytes) BAD("truncated tensor table");
         if (len != strlen(t->name) || memcmp(table + pos + 2, t->name, len) != 0 ||
-            get_le(table + pos + 2 + len, 8) != t->numel)
+            le_get(table + pos + 2 + len, 8) != t->numel)
             BAD("tensor %d is %.*s with %llu elements; the model has %s with %zu", i, (int)len,
                 (const char *)table + pos + 2,
-                (unsigned long long)get_le(table + pos + 2 + len, 8), t->name, t->numel);
+                (unsigned long long)le_get(table + pos + 2 + len, 8), t->name, t->numel);
         pos += 2 + len + 8;
         total += 2 * t->numel * 4;
         if (t->numel > largest) largest = t->numel;
@@ -442,7 +437,7 @@ bool ckpt_load_optim(const char *dir, bert_model *m, bt_optimizer *o, long max_s
     if ((uint64_t)sb.st_size != 32 + tbytes + total)
         BAD("%lld bytes; header and table say %llu", (long long)sb.st_size,
             (unsigned long long)(32 + tbytes + total));
-    const uint64_t step = get_le(hdr + 16, 8);
+    const uint64_t step = le_get(hdr + 16, 8);
     if (step > (uint64_t)max_step || (exact_step && step != (uint64_t)max_step))
         BAD("optimizer step %llu; state.json says %s%ld: the file is damaged or from another "
             "checkpoint", (unsigned long long)step, exact_step ? "" : "at most ", max_step);

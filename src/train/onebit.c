@@ -3,6 +3,7 @@
 
 #include "mpi/dist.h"
 #include "util/file.h"
+#include "util/le.h"
 
 #include <errno.h>
 #include <math.h>
@@ -161,16 +162,6 @@ double onebit_exchange(onebit *ob, float *u) {
     return 2.0 * (W - 1) * (double)P;
 }
 
-static void put_le(unsigned char *p, uint64_t x, int bytes) {
-    for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(x >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int bytes) {
-    uint64_t x = 0;
-    for (int i = bytes - 1; i >= 0; i--) x = x << 8 | p[i];
-    return x;
-}
-
 void *onebit_gather(const onebit *ob, size_t *bytes) {
     const size_t n = ob->n, W = (size_t)ob->world;
     const size_t total = HEADER_BYTES + (W + 1) * n * sizeof(double);
@@ -195,9 +186,9 @@ void *onebit_gather(const onebit *ob, size_t *bytes) {
     free(pad);
     if (ob->rank != 0) return NULL;
     memcpy(blob, ONEBIT_MAGIC, 8);
-    put_le(blob + 8, ONEBIT_VERSION, 4);
-    put_le(blob + 12, W, 4);
-    put_le(blob + 16, n, 8);
+    le_put(blob + 8, ONEBIT_VERSION, 4);
+    le_put(blob + 12, W, 4);
+    le_put(blob + 16, n, 8);
     unsigned char *dst = blob + HEADER_BYTES + W * n * sizeof(double);
     for (int j = 0; j < ob->world; j++)
         memcpy(dst + chunk_start(ob, j) * sizeof(double), servers + (size_t)j * ob->most,
@@ -214,7 +205,7 @@ static long check_file(const unsigned char *b, size_t len, size_t n, char *err, 
         snprintf(err, errlen, "not a 1-bit Adam error file (bad magic or truncated)");
         return -1;
     }
-    const uint64_t version = get_le(b + 8, 4), W0 = get_le(b + 12, 4), n0 = get_le(b + 16, 8);
+    const uint64_t version = le_get(b + 8, 4), W0 = le_get(b + 12, 4), n0 = le_get(b + 16, 8);
     if (version != ONEBIT_VERSION) {
         snprintf(err, errlen, "version %llu; this bertrain reads version %d",
                  (unsigned long long)version, ONEBIT_VERSION);

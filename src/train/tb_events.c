@@ -3,6 +3,7 @@
  * CRC32C of the TFRecord framing. */
 #include "tb_events.h"
 
+#include "util/le.h"
 #include "train/tb_event.pb-c.h"
 
 #include <dirent.h>
@@ -39,16 +40,6 @@ uint32_t tb_masked_crc32c(const void *p, size_t n) {
     return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
 }
 
-static void put_le(uint8_t *p, uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int bytes) {
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
 /* n bytes at fd whole, or the file cut back to where it was; false (errno
  * set) when they could not be written. */
 static bool write_whole(int fd, const uint8_t *p, size_t n) {
@@ -76,10 +67,10 @@ static void write_event(tb_writer *w, const tb_event *ev) {
     const size_t n = bertrain__tb__event__get_packed_size(ev);
     uint8_t *rec = malloc(TB_HEADER + n + 4);
     if (rec) {
-        put_le(rec, n, 8);
-        put_le(rec + 8, tb_masked_crc32c(rec, 8), 4);
+        le_put(rec, n, 8);
+        le_put(rec + 8, tb_masked_crc32c(rec, 8), 4);
         bertrain__tb__event__pack(ev, rec + TB_HEADER);
-        put_le(rec + TB_HEADER + n, tb_masked_crc32c(rec + TB_HEADER, n), 4);
+        le_put(rec + TB_HEADER + n, tb_masked_crc32c(rec + TB_HEADER, n), 4);
     }
     if (!rec || !write_whole(w->fd, rec, TB_HEADER + n + 4)) {
         if (!w->err) w->err = rec ? errno : ENOMEM;
@@ -101,15 +92,15 @@ static int read_record(FILE *f, uint8_t **buf, size_t *len) {
     uint8_t head[TB_HEADER], crc[4];
     const size_t got = fread(head, 1, TB_HEADER, f);
     if (got == 0) return 0;
-    if (got < TB_HEADER || get_le(head + 8, 4) != tb_masked_crc32c(head, 8)) return -1;
-    const uint64_t n = get_le(head, 8);
+    if (got < TB_HEADER || le_get(head + 8, 4) != tb_masked_crc32c(head, 8)) return -1;
+    const uint64_t n = le_get(head, 8);
     if (n > TB_MAX_RECORD) return -1;
     uint8_t *data = realloc(*buf, TB_HEADER + n + 4);
     if (!data) return -2;
     *buf = data;
     memcpy(data, head, TB_HEADER);
     if (fread(data + TB_HEADER, 1, n, f) != n || fread(crc, 1, 4, f) != 4 ||
-        get_le(crc, 4) != tb_masked_crc32c(data + TB_HEADER, n))
+        le_get(crc, 4) != tb_masked_crc32c(data + TB_HEADER, n))
         return -1;
     memcpy(data + TB_HEADER + n, crc, 4);
     *len = TB_HEADER + (size_t)n + 4;
