@@ -91,6 +91,9 @@ float optim_clip_scale(double norm, float max_norm) {
     return coef < 1.0 ? (float)coef : 1.0f;
 }
 
+static void multi_update(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
+                         float grad_scale, bool momentum_given);
+
 void optim_bias_corrections(const bt_optim_config *c, long t, float *bc1, float *bc2) {
     *bc1 = *bc2 = 1.0f;
     if (!c->bias_correction) return;
@@ -100,14 +103,24 @@ void optim_bias_corrections(const bt_optim_config *c, long t, float *bc1, float 
 
 void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
                 float grad_scale, bool momentum_given) {
-    if (o->lamb1)
-        onebit_lamb_step(o, m, lr, grad_scale, momentum_given);
-    else
-        optim_multi_update(o, m, lr, layer_skip, grad_scale, momentum_given);
+    if (o->lamb1 && optim_frozen(o)) { /* LayerDrop is refused with it: every layer steps */
+        o->step++;
+        for (int l = 0; l < o->n_layers; l++) o->layer_steps[l]++;
+        float bc1, bc2, unused, frozen_bc2;
+        optim_bias_corrections(&o->cfg, o->step, &bc1, &bc2);
+        optim_bias_corrections(&o->cfg, o->cfg.freeze_step, &unused, &frozen_bc2);
+        onebit_lamb_frozen_step(o, m, lr, grad_scale, momentum_given, bc1, frozen_bc2);
+        return;
+    }
+    if (o->lamb1) onebit_lamb_keep_weights(o->lamb1, m);
+    multi_update(o, m, lr, layer_skip, grad_scale, momentum_given);
+    if (o->lamb1) onebit_lamb_after_warmup(o, m);
 }
 
-void optim_multi_update(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
-                        float grad_scale, bool momentum_given) {
+/* optim_step's update on the device: AdamW's kernel (AdamW, 1-bit Adam) or
+ * LAMB's (LAMB, 1-bit LAMB's warm-up) on every span. */
+static void multi_update(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
+                         float grad_scale, bool momentum_given) {
     bt_backend *be = m->be;
     const bt_optim_config *c = &o->cfg;
     /* frozen: v = 1 v + 0 g^2 is v, and with the momentum given m = 0 m + 1 g is g, exactly */

@@ -87,16 +87,10 @@ bool optim_frozen(const bt_optimizer *o);
 void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
                 float grad_scale, bool momentum_given);
 
-/* optim_step's update on the device, without 1-bit LAMB's host work:
- * AdamW's kernel (AdamW, 1-bit Adam) or LAMB's (LAMB, 1-bit LAMB's warm-up)
- * on every span. */
-void optim_multi_update(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
-                        float grad_scale, bool momentum_given);
-
 /* Adam's bias corrections after t updates (1 without bias correction). */
 void optim_bias_corrections(const bt_optim_config *c, long t, float *bc1, float *bc2);
 
-/* ---- 1-bit LAMB (optim_onebit_lamb.c) ---- */
+/* ---- 1-bit LAMB (optim_onebit_lamb.c; optim_step calls these) ---- */
 
 /* 1-bit LAMB's state for m: coefficients zero, factors 1, no scaling; NULL
  * when out of host memory. */
@@ -105,9 +99,19 @@ void onebit_lamb_free(bt_onebit_lamb *s);
 /* Back to a fresh state (optim_reset). */
 void onebit_lamb_reset(bt_onebit_lamb *s, const bert_model *m);
 
-/* A 1-bit LAMB update (optim_step's, for OPT_ONEBIT_LAMB). */
-void onebit_lamb_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
-                      bool momentum_given);
+/* Before a warm-up update: a host copy of the weights it starts from. */
+void onebit_lamb_keep_weights(bt_onebit_lamb *s, bert_model *m);
+/* After a warm-up update (o->step counts it; o->spans hold its bias
+ * corrections and weight decays): the EMA of each tensor's trust ratio, and
+ * v_fresh at the freeze. */
+void onebit_lamb_after_warmup(bt_optimizer *o, bert_model *m);
+/* A compressed update (o->step already counts it): the new momentum (the
+ * gradient buffer with momentum_given, else b1 m + (1-b1) g grad_scale, put
+ * there), the factors, then AdamW's kernel with each tensor's trust ratio
+ * folded into its span; bc1 this step's first bias correction, frozen_bc2
+ * the freeze's second. */
+void onebit_lamb_frozen_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
+                             bool momentum_given, float bc1, float frozen_bc2);
 
 /* Each tensor's factor for the momentum exchange of a frozen 1-bit LAMB
  * step (DeepSpeed's scaling_coeff: the mean over tensors of the momentum's

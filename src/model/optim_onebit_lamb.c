@@ -93,14 +93,16 @@ static double trust_ratio(const bt_onebit_lamb *s, const bt_optim_config *c, con
     return trust;
 }
 
-/* After a warm-up update (o->step counts it; o->spans hold its bias
- * corrections): the EMA of the trust ratios, and v_fresh at the freeze. */
-static void warmup_after(bt_optimizer *o, bert_model *m) {
+void onebit_lamb_keep_weights(bt_onebit_lamb *s, bert_model *m) {
+    m->be->download(m->be, s->w, bert_params_at(m, 0), m->n_params * sizeof(float));
+}
+
+void onebit_lamb_after_warmup(bt_optimizer *o, bert_model *m) {
     bt_onebit_lamb *s = o->lamb1;
     bt_backend *be = m->be;
     const size_t bytes = m->n_params * sizeof(float);
-    be->download(be, s->m_new, optim_moment_at(o, 0, 0), bytes);
-    be->download(be, s->v, optim_moment_at(o, 1, 0), bytes);
+    be->download(be, s->m_new, (bt_ptr){o->m, 0}, bytes);
+    be->download(be, s->v, (bt_ptr){o->v, 0}, bytes);
     const double beta = o->cfg.coeff_beta;
     for (int i = 0; i < m->n_tensors; i++) {
         const double trust = trust_ratio(s, &o->cfg, &m->tensors[i], &o->spans[i]);
@@ -137,17 +139,14 @@ static double lamb_factor(bt_onebit_lamb *s, const bt_optim_config *c, const ber
     return factor;
 }
 
-/* A compressed step: the new momentum into the gradient buffer, the factors,
- * then AdamW's kernel with beta1 0 (m becomes the given momentum), beta2 1
- * (v stays) and the trust ratio folded into each span. */
-static void frozen_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
-                        bool momentum_given) {
+void onebit_lamb_frozen_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
+                             bool momentum_given, float bc1, float frozen_bc2) {
     bt_onebit_lamb *s = o->lamb1;
     bt_backend *be = m->be;
     const bt_optim_config *c = &o->cfg;
     const size_t n = m->n_params, bytes = n * sizeof(float);
-    be->download(be, s->m_last, optim_moment_at(o, 0, 0), bytes);
-    be->download(be, s->v, optim_moment_at(o, 1, 0), bytes);
+    be->download(be, s->m_last, (bt_ptr){o->m, 0}, bytes);
+    be->download(be, s->v, (bt_ptr){o->v, 0}, bytes);
     be->download(be, s->w, bert_params_at(m, 0), bytes);
     be->download(be, s->m_new, bert_grads_at(m, 0), bytes);
     if (!momentum_given) { /* one rank: its own momentum */
@@ -155,10 +154,6 @@ static void frozen_step(bt_optimizer *o, bert_model *m, float lr, float grad_sca
             s->m_new[i] = c->beta1 * s->m_last[i] + (1.0f - c->beta1) * (s->m_new[i] * grad_scale);
         be->upload(be, bert_grads_at(m, 0), s->m_new, bytes);
     }
-    o->step++;
-    float bc1, bc2_now, unused, frozen_bc2;
-    optim_bias_corrections(c, o->step, &bc1, &bc2_now);
-    optim_bias_corrections(c, c->freeze_step, &unused, &frozen_bc2);
     for (int i = 0; i < m->n_tensors; i++) {
         const bert_tensor *t = &m->tensors[i];
         const float wd = t->decay ? c->weight_decay : 0.0f;
@@ -166,22 +161,10 @@ static void frozen_step(bt_optimizer *o, bert_model *m, float lr, float grad_sca
         o->spans[i] = (bt_tensor_span){t->offset, t->numel, (float)(trust * wd),
                                        (float)(bc1 / trust), frozen_bc2};
     }
-    for (int l = 0; l < o->n_layers; l++) o->layer_steps[l]++;
+    /* beta1 0: m becomes the given momentum; beta2 1: v stays */
     be->adamw_multi(be, (bt_ptr){m->params, 0}, (bt_ptr){m->grads, 0}, (bt_ptr){o->m, 0},
                     (bt_ptr){o->v, 0}, (bt_ptr){m->params16, 0}, (bt_dtype)m->cfg.storage,
                     o->spans, m->n_tensors, lr, 0.0f, 1.0f, c->eps, 1.0f);
-}
-
-void onebit_lamb_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
-                      bool momentum_given) {
-    if (optim_frozen(o)) {
-        frozen_step(o, m, lr, grad_scale, momentum_given);
-        return;
-    }
-    bt_backend *be = m->be;
-    be->download(be, o->lamb1->w, bert_params_at(m, 0), m->n_params * sizeof(float));
-    optim_multi_update(o, m, lr, NULL, grad_scale, false);
-    warmup_after(o, m);
 }
 
 const float *optim_momentum_scaling(bt_optimizer *o, const bert_model *m, const float *mom) {
