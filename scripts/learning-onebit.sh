@@ -7,7 +7,7 @@
 # shard) at steps 100, 300 and 600: each seed's, the mean and the spread
 # (max - min) over seeds, and whether the compressed optimizer's mean lies
 # within the larger of the two spreads of the baseline's mean.
-# Usage: scripts/learning-onebit.sh [STEPS] [SEEDS] PAIR...
+# Usage: [BERTRAIN=path] scripts/learning-onebit.sh [STEPS] [SEEDS] PAIR...
 #   PAIR: adam (AdamW vs OneBitAdam) or lamb (Lamb vs OneBitLamb); the
 #   1-bit optimizers warm up for 100 steps (freeze_step).
 #   e.g. sh scripts/learning-onebit.sh 600 3 adam lamb
@@ -36,7 +36,7 @@ train() { # OPTIMIZER SEED
     if [ ! -f "$dir/done" ]; then
         rm -rf "$dir"
         # shellcheck disable=SC2086
-        mpiexec --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -n 2 ./bertrain train $args \
+        mpiexec --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -n 2 "${BERTRAIN:-./bertrain}" train $args \
             --set optimizer.type="\"$1\"" --set seed="$2" --set output_dir="\"$dir\"" \
             > "$out/$1-$2.log" 2>&1 ||
             { tail -5 "$out/$1-$2.log" >&2; echo "learning-onebit: $1 seed $2 failed" >&2; exit 1; }
