@@ -62,8 +62,11 @@ dist_request *dist_iallreduce_sum_f32(float *buf, size_t n);
  * phases (an all-to-all, then an all-gather): dist_progress moves from the
  * first to the second, dist_wait finishes both. */
 dist_request *dist_isum_bf16(float *buf, size_t n);
-/* Let MPI progress outstanding requests (cheap; call often). */
-void dist_progress(dist_request *r);
+/* Let MPI progress request r (cheap; call often). Returns false while r is
+ * the bf16 wire's and still in its first phase: the caller must then not
+ * progress a later request, so that every rank starts the second phases
+ * (all-gathers) in the order the requests were made. */
+bool dist_progress(dist_request *r);
 /* Wait for r and free it. */
 void dist_wait(dist_request *r);
 

@@ -26,6 +26,11 @@ static bool g_started; /* dist_init ran: commands that need no ranks never start
 static char g_host[MPI_MAX_PROCESSOR_NAME + 1];
 static double g_timeout_s = 600; /* distributed.timeout_s; 0: wait forever */
 static MPI_Comm g_diag = MPI_COMM_NULL; /* the time-out's pings and answers */
+/* The bf16 wire's all-gathers: a communicator of their own, so that a rank may
+ * start one before or after another bucket's all-to-all (MPI orders the
+ * collectives of each communicator only); among themselves they start in
+ * bucket order (dist_progress). */
+static MPI_Comm g_gather = MPI_COMM_NULL;
 static long g_seq;                     /* collectives started on this rank */
 static long *g_answer;                 /* per rank: the answer sent to its ping */
 enum { TAG_PING = 1, TAG_ANSWER = 2, TAG_DATA = 3, EXIT_TIMEOUT = 4 };
@@ -64,6 +69,7 @@ void dist_init(int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_size(local, &g_local_size));
     MPI_Comm_free(&local);
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_diag));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_gather));
     g_answer = calloc((size_t)g_world, sizeof *g_answer);
     if (!g_answer) MPI_Abort(MPI_COMM_WORLD, 1);
 }
@@ -72,6 +78,7 @@ void dist_set_timeout(double seconds) { g_timeout_s = seconds; }
 
 void dist_finalize(void) {
     if (g_started && g_diag != MPI_COMM_NULL) MPI_Comm_free(&g_diag);
+    if (g_started && g_gather != MPI_COMM_NULL) MPI_Comm_free(&g_gather);
     free(g_answer);
     g_answer = NULL;
     if (g_started) MPI_Finalize();
@@ -463,15 +470,16 @@ static void bf16_gather(dist_request *r) {
     r->phase = 2;
     g_seq++;
     MPI_CHECK(MPI_Iallgatherv(r->sum, own, MPI_UINT16_T, r->wire, r->count, r->start,
-                              MPI_UINT16_T, MPI_COMM_WORLD, &r->req));
+                              MPI_UINT16_T, g_gather, &r->req));
 }
 
-void dist_progress(dist_request *r) {
-    if (!r) return;
+bool dist_progress(dist_request *r) {
+    if (!r) return true;
     int done = 0;
     if (r->req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Test(&r->req, &done, MPI_STATUS_IGNORE));
     if (done) r->req = MPI_REQUEST_NULL;
     if (done && r->phase == 1) bf16_gather(r);
+    return r->phase != 1;
 }
 
 void dist_wait(dist_request *r) {

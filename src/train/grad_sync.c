@@ -74,7 +74,8 @@ void grad_sync_ready(void *ctx, size_t begin, size_t end) {
     if (gs->lo == gs->hi) gs->hi = end;
     gs->lo = begin;
     if (gs->hi - gs->lo >= gs->bucket_elems) launch(gs);
-    for (int i = 0; i < gs->n; i++) dist_progress(gs->req[i]);
+    for (int i = 0; i < gs->n && dist_progress(gs->req[i]); i++) { /* in order */
+    }
 }
 
 double grad_sync_finish(grad_sync *gs, double *wire_bytes) {
