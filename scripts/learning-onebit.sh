@@ -7,7 +7,7 @@
 # shard) at steps 100, 300 and 600: each seed's, the mean and the spread
 # (max - min) over seeds, and whether the compressed optimizer's mean lies
 # within the larger of the two spreads of the baseline's mean.
-# Usage: [BERTRAIN=path] scripts/learning-onebit.sh [STEPS] [SEEDS] PAIR...
+# Usage: [BERTRAIN=path] [LEARNING_ARGS='--set ...'] scripts/learning-onebit.sh [STEPS] [SEEDS] PAIR...
 #   PAIR: adam (AdamW vs OneBitAdam) or lamb (Lamb vs OneBitLamb); the
 #   1-bit optimizers warm up for 100 steps (freeze_step).
 #   e.g. sh scripts/learning-onebit.sh 600 3 adam lamb
@@ -25,7 +25,7 @@ mkdir -p "$out"
 args="tests/fixtures/base.json --set model.preset=\"mini\" --set train_batch_size=32
       --set train_micro_batch_size_per_gpu=16 --set steps_per_print=100 --set eval.interval=$every
       --set train_steps=$steps --set scheduler.params.total_num_steps=$steps
-      --set optimizer.params.freeze_step=100 --set checkpoint.interval=0"
+      --set optimizer.params.freeze_step=100 --set checkpoint.interval=0 ${LEARNING_ARGS:-}"
 # loss_at DIR STEP: the held-out mlm_loss of the eval at STEP
 loss_at() {
     sed -n "s/^{\"step\": $2, \"eval_mlm_loss\": \([0-9.e+-]*\),.*/\1/p" "$1/metrics.jsonl" |
