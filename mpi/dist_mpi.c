@@ -51,8 +51,10 @@ enum { TAG_PING = 1, TAG_ANSWER = 2, TAG_DATA = 3, EXIT_TIMEOUT = 4 };
 void dist_init(int *argc, char ***argv) {
     /* Open MPI's libnbc (which runs MPI_Iallreduce) takes a binomial tree for any in-place
      * all-reduce, ours included: rank 0 receives and sends the whole buffer log2(W) times
-     * in turn. Its ring instead, unless the user chose (docs/DISTRIBUTED.md). */
-    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
+     * in turn. Its reduce-scatter plus all-gather (Rabenseifner's; its ring where the buffer
+     * is shorter than the ranks' power of two) instead, unless the user chose
+     * (docs/DISTRIBUTED.md). */
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     g_started = true;
