@@ -33,7 +33,7 @@ static small_model *model(void) {
     bert_config mc;
     fuzz_small_model(&mc);
     const bt_optim_config adamw = {OPT_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true, 0.01f,
-                                   10.0f};
+                                   10.0f, 100000, 0.9f, 4.0f, 0.5f, 0.1f};
     if (!(s.be = bt_backend_create("cpu", &one_thread, err, sizeof err, NULL)) ||
         !(s.m = bert_create(s.be, &mc, 1, 2, 1, err, sizeof err)) ||
         !(s.o = optim_create(s.m, &adamw, err, sizeof err))) {
@@ -56,7 +56,7 @@ static void write_seed(const char *dir) {
     }
     cJSON *state = cJSON_CreateObject();
     ckpt_contents c = {s->m, host, host + n, host + 2 * n, STATE_STEP, OPT_ADAMW, NULL, 0,
-                       state, NULL, 0, NULL, 0};
+                       state, NULL, 0, NULL, 0, NULL, 0, NULL, 0};
     char path[1024], err[1024];
     snprintf(path, sizeof path, "%s/ckpt", dir);
     if (!ckpt_write_dir(path, &c, NULL, 0, err, sizeof err)) {
