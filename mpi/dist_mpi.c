@@ -377,30 +377,28 @@ static void move_bytes(int r, void *buf, size_t bytes, bool to_root, const char 
     }
 }
 
-void dist_gather_bytes(const void *mine, size_t bytes, void *all) {
-    if (g_rank == 0) memcpy(all, mine, bytes);
+/* Rank r's `bytes` at mine and rank 0's all[r * bytes ..] for every rank r:
+ * moved to rank 0 (to_root) or from it, one collective on every rank. */
+static void root_exchange(void *mine, void *all, size_t bytes, bool to_root) {
+    const char *what = to_root ? "a gather to rank 0" : "a scatter from rank 0";
+    if (g_rank == 0) memcpy(to_root ? all : mine, to_root ? mine : all, bytes);
     if (g_world == 1) return;
-    agree_size(bytes, "a gather to rank 0");
+    agree_size(bytes, what);
     g_seq++; /* one collective on every rank, however many pieces move */
     for (int r = 1; r < g_world; r++) {
         if (g_rank == 0)
-            move_bytes(r, (char *)all + (size_t)r * bytes, bytes, true, "a gather to rank 0");
+            move_bytes(r, (char *)all + (size_t)r * bytes, bytes, to_root, what);
         else if (g_rank == r)
-            move_bytes(r, (void *)mine, bytes, true, "a gather to rank 0");
+            move_bytes(r, mine, bytes, to_root, what);
     }
 }
 
+void dist_gather_bytes(const void *mine, size_t bytes, void *all) {
+    root_exchange((void *)mine, all, bytes, true);
+}
+
 void dist_scatter_bytes(const void *all, size_t bytes, void *mine) {
-    if (g_rank == 0) memcpy(mine, all, bytes);
-    if (g_world == 1) return;
-    agree_size(bytes, "a scatter from rank 0");
-    g_seq++;
-    for (int r = 1; r < g_world; r++) {
-        if (g_rank == 0)
-            move_bytes(r, (char *)all + (size_t)r * bytes, bytes, false, "a scatter from rank 0");
-        else if (g_rank == r)
-            move_bytes(r, mine, bytes, false, "a scatter from rank 0");
-    }
+    root_exchange(mine, (void *)all, bytes, false);
 }
 
 /* A gradient bucket of n floats: within MPI's int counts (else the job
