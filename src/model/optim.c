@@ -102,18 +102,18 @@ void optim_bias_corrections(const bt_optim_config *c, long t, float *bc1, float 
 }
 
 void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
-                float grad_scale, bool momentum_given) {
+                float grad_scale, const bt_host_momentum *given) {
     if (o->lamb1 && optim_frozen(o)) { /* LayerDrop is refused with it: every layer steps */
         o->step++;
         for (int l = 0; l < o->n_layers; l++) o->layer_steps[l]++;
         float bc1, bc2, unused, frozen_bc2;
         optim_bias_corrections(&o->cfg, o->step, &bc1, &bc2);
         optim_bias_corrections(&o->cfg, o->cfg.freeze_step, &unused, &frozen_bc2);
-        onebit_lamb_frozen_step(o, m, lr, grad_scale, momentum_given, bc1, frozen_bc2);
+        onebit_lamb_frozen_step(o, m, lr, grad_scale, given, bc1, frozen_bc2);
         return;
     }
     if (o->lamb1) onebit_lamb_keep_weights(o->lamb1, m);
-    multi_update(o, m, lr, layer_skip, grad_scale, momentum_given);
+    multi_update(o, m, lr, layer_skip, grad_scale, given != NULL);
     if (o->lamb1) onebit_lamb_after_warmup(o, m);
 }
 

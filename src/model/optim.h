@@ -37,7 +37,8 @@ typedef struct {
                            * set at the first compressed step (0 before) */
     float *v_fresh;       /* (n_params) the second moment as it would have gone on after the
                            * freeze, from reconstructed gradients */
-    float *w, *m_last, *m_new, *v; /* (n_params each) scratch copies of device buffers */
+    float *w, *m_last, *m_new, *v; /* (n_params each) scratch copies of device buffers (m_last
+                                    * and m_new only where no exchange gives them) */
 } bt_onebit_lamb;
 
 typedef struct {
@@ -76,16 +77,25 @@ float optim_clip_scale(double norm, float max_norm);
  * of the gradients). */
 bool optim_frozen(const bt_optimizer *o);
 
+/* The first moment exchanged among the ranks (1-bit Adam and LAMB past the
+ * warm-up), on the host as the exchange left it: `now` the ranks' average
+ * (the gradient buffer holds the same values), `before` the first moment it
+ * follows (the optimizer's, before the update). Each n_params values. */
+typedef struct {
+    const float *now, *before;
+} bt_host_momentum;
+
 /* One update with learning rate lr of every tensor except those of the
  * encoder layers with layer_skip[l] set (LayerDrop: their weights and
  * moments stay as they are); layer_skip may be NULL. Each gradient is read
  * as g * grad_scale, in the update's own pass (the gradients stay as they
  * are): the bits of scaling them first. Past 1-bit Adam's warm-up the second
  * moment and its bias correction stay as they were at the freeze; with
- * momentum_given the gradient buffer holds the new first moment itself (the
- * ranks' exchanged average), which the update takes as it is. */
+ * `given` (else NULL) the gradient buffer holds the new first moment itself
+ * (the ranks' exchanged average), which the update takes as it is, and
+ * `given` its host copies (1-bit LAMB reads them rather than the device's). */
 void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
-                float grad_scale, bool momentum_given);
+                float grad_scale, const bt_host_momentum *given);
 
 /* Adam's bias corrections after t updates (1 without bias correction). */
 void optim_bias_corrections(const bt_optim_config *c, long t, float *bc1, float *bc2);
@@ -105,13 +115,13 @@ void onebit_lamb_keep_weights(bt_onebit_lamb *s, bert_model *m);
  * corrections and weight decays): the EMA of each tensor's trust ratio, and
  * v_fresh at the freeze. */
 void onebit_lamb_after_warmup(bt_optimizer *o, bert_model *m);
-/* A compressed update (o->step already counts it): the new momentum (the
- * gradient buffer with momentum_given, else b1 m + (1-b1) g grad_scale, put
- * there), the factors, then AdamW's kernel with each tensor's trust ratio
+/* A compressed update (o->step already counts it): the new momentum (given's,
+ * which the gradient buffer holds too; with no `given`, b1 m + (1-b1) g
+ * grad_scale, put there), the factors, then AdamW's kernel with each tensor's trust ratio
  * folded into its span; bc1 this step's first bias correction, frozen_bc2
  * the freeze's second. */
 void onebit_lamb_frozen_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
-                             bool momentum_given, float bc1, float frozen_bc2);
+                             const bt_host_momentum *given, float bc1, float frozen_bc2);
 
 /* Each tensor's factor for the momentum exchange of a frozen 1-bit LAMB
  * step (DeepSpeed's scaling_coeff: the mean over tensors of the momentum's

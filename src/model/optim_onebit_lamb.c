@@ -111,23 +111,26 @@ void onebit_lamb_after_warmup(bt_optimizer *o, bert_model *m) {
     if (o->step == o->cfg.freeze_step) memcpy(s->v_fresh, s->v, bytes);
 }
 
-/* Tensor t's factor at a compressed step: v_fresh follows the reconstructed
- * gradient, and the factor is bounded as DeepSpeed bounds it. */
+/* Tensor t's factor at a compressed step, from the new first moment `now`
+ * and the one before it: v_fresh follows the reconstructed gradient, and
+ * the factor is bounded as DeepSpeed bounds it. The largest ratio of
+ * denominators is found by cross products (exact in double for float
+ * operands), so one division gives it. */
 static double lamb_factor(bt_onebit_lamb *s, const bt_optim_config *c, const bert_tensor *t,
-                          float wd, int k) {
+                          float wd, int k, const float *now, const float *before) {
     const float b1 = c->beta1, b2 = c->beta2;
-    double most = 0.0, pre = 0.0, all = 0.0;
+    double pre = 0.0, all = 0.0, most_denom = 0.0, most_real = 1.0;
     for (size_t i = t->offset; i < t->offset + t->numel; i++) {
-        const float g = (s->m_new[i] - b1 * s->m_last[i]) / (1.0f - b1);
+        const float g = (now[i] - b1 * before[i]) / (1.0f - b1);
         s->v_fresh[i] = b2 * s->v_fresh[i] + (1.0f - b2) * g * g;
         const float denom = sqrtf(s->v[i]) + c->eps, real = sqrtf(s->v_fresh[i]) + c->eps;
-        const double ratio = (double)denom / real;
-        if (ratio > most) most = ratio;
-        const float up = s->m_new[i] / denom, u = up + wd * s->w[i];
+        if ((double)denom * most_real > most_denom * (double)real) /* denom / real is larger */
+            most_denom = denom, most_real = real;
+        const float up = now[i] / denom, u = up + wd * s->w[i];
         pre += (double)up * up;
         all += (double)u * u;
     }
-    double factor = most;
+    double factor = most_denom / most_real;
     if (wd > 0.0f && all > 0.0) {
         const double share = fmin(1.0, sqrt(pre) / sqrt(all));
         factor = factor * share + (1.0 - share);
@@ -140,24 +143,25 @@ static double lamb_factor(bt_onebit_lamb *s, const bt_optim_config *c, const ber
 }
 
 void onebit_lamb_frozen_step(bt_optimizer *o, bert_model *m, float lr, float grad_scale,
-                             bool momentum_given, float bc1, float frozen_bc2) {
+                             const bt_host_momentum *given, float bc1, float frozen_bc2) {
     bt_onebit_lamb *s = o->lamb1;
     bt_backend *be = m->be;
     const bt_optim_config *c = &o->cfg;
     const size_t n = m->n_params, bytes = n * sizeof(float);
-    be->download(be, s->m_last, (bt_ptr){o->m, 0}, bytes);
     be->download(be, s->v, (bt_ptr){o->v, 0}, bytes);
     be->download(be, s->w, bert_params_at(m, 0), bytes);
-    be->download(be, s->m_new, bert_grads_at(m, 0), bytes);
-    if (!momentum_given) { /* one rank: its own momentum */
+    if (!given) { /* one rank: its own momentum */
+        be->download(be, s->m_last, (bt_ptr){o->m, 0}, bytes);
+        be->download(be, s->m_new, bert_grads_at(m, 0), bytes);
         for (size_t i = 0; i < n; i++)
             s->m_new[i] = c->beta1 * s->m_last[i] + (1.0f - c->beta1) * (s->m_new[i] * grad_scale);
         be->upload(be, bert_grads_at(m, 0), s->m_new, bytes);
     }
+    const float *now = given ? given->now : s->m_new, *before = given ? given->before : s->m_last;
     for (int i = 0; i < m->n_tensors; i++) {
         const bert_tensor *t = &m->tensors[i];
         const float wd = t->decay ? c->weight_decay : 0.0f;
-        const double trust = s->coeff_freeze[i] * lamb_factor(s, c, t, wd, i);
+        const double trust = s->coeff_freeze[i] * lamb_factor(s, c, t, wd, i, now, before);
         o->spans[i] = (bt_tensor_span){t->offset, t->numel, (float)(trust * wd),
                                        (float)(bc1 / trust), frozen_bc2};
     }

@@ -98,33 +98,49 @@ double grad_sync_finish(grad_sync *gs, double *wire_bytes) {
     return (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
 
-/* x *= scaling[t] over each tensor t's span (divide: x /= scaling[t]);
- * nothing when scaling is NULL. */
-static void scale_tensors(const bert_model *m, float *x, const float *scaling, bool divide) {
+/* host = b1 mom + (1 - b1) host gw over each tensor's span, times its
+ * scaling (1-bit LAMB; none when NULL). */
+static void momentum_estimate(const bert_model *m, float *host, const float *mom, float b1,
+                              float gw, const float *scaling) {
+    for (int t = 0; t < m->n_tensors; t++) {
+        float *h = host + m->tensors[t].offset;
+        const float *p = mom + m->tensors[t].offset;
+        const size_t len = m->tensors[t].numel;
+        if (scaling) {
+            const float f = scaling[t];
+            for (size_t i = 0; i < len; i++) h[i] = (b1 * p[i] + (1.0f - b1) * (h[i] * gw)) * f;
+        } else {
+            for (size_t i = 0; i < len; i++) h[i] = b1 * p[i] + (1.0f - b1) * (h[i] * gw);
+        }
+    }
+}
+
+/* x /= scaling[t] over each tensor t's span; nothing when scaling is NULL. */
+static void unscale_tensors(const bert_model *m, float *x, const float *scaling) {
     if (!scaling) return;
     for (int t = 0; t < m->n_tensors; t++) {
         float *p = x + m->tensors[t].offset;
         const float f = scaling[t];
-        for (size_t i = 0; i < m->tensors[t].numel; i++) p[i] = divide ? p[i] / f : p[i] * f;
+        for (size_t i = 0; i < m->tensors[t].numel; i++) p[i] /= f;
     }
 }
 
 double grad_sync_momentum(grad_sync *gs, bt_optimizer *o, float grad_scale,
-                          double *wire_bytes) {
+                          double *wire_bytes, bt_host_momentum *host) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     bt_backend *be = gs->m->be;
     const size_t n = bert_n_params(gs->m);
     be->download(be, gs->host, bert_grads_at(gs->m, 0), n * sizeof(float));
     be->download(be, gs->mom, optim_moment_at(o, 0, 0), n * sizeof(float));
-    const float b1 = o->cfg.beta1, gw = grad_scale * (float)dist_world();
-    for (size_t i = 0; i < n; i++) gs->host[i] = b1 * gs->mom[i] + (1.0f - b1) * (gs->host[i] * gw);
     /* 1-bit LAMB: each tensor's momentum brought to one scale for the exchange */
     const float *scaling = optim_momentum_scaling(o, gs->m, gs->mom);
-    scale_tensors(gs->m, gs->host, scaling, false);
+    momentum_estimate(gs->m, gs->host, gs->mom, o->cfg.beta1, grad_scale * (float)dist_world(),
+                      scaling);
     *wire_bytes = onebit_exchange(gs->ob, gs->host);
-    scale_tensors(gs->m, gs->host, scaling, true);
+    unscale_tensors(gs->m, gs->host, scaling);
     be->upload(be, bert_grads_at(gs->m, 0), gs->host, n * sizeof(float));
+    *host = (bt_host_momentum){gs->host, gs->mom};
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }

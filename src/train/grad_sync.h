@@ -30,10 +30,11 @@ double grad_sync_finish(grad_sync *gs, double *wire_bytes);
  * rank's momentum estimate b1 m + (1 - b1) W g (W ranks; g its gradients
  * times grad_scale, which the ranks' gradients sum to the global one) goes
  * through onebit_exchange, and the ranks' average lands in the gradient
- * buffer (for optim_step's momentum_given). Returns the seconds it took; the
- * bytes sent into *wire_bytes. */
+ * buffer and *host points at its host copy and the first moment it follows
+ * (for optim_step's `given`; valid until the next call). Returns the
+ * seconds it took; the bytes sent into *wire_bytes. */
 double grad_sync_momentum(grad_sync *gs, bt_optimizer *o, float grad_scale,
-                          double *wire_bytes);
+                          double *wire_bytes, bt_host_momentum *host);
 
 /* The 1-bit exchange's state (its errors, for checkpoints), or NULL. */
 onebit *grad_sync_onebit(grad_sync *gs);

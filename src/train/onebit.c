@@ -27,36 +27,76 @@ struct onebit {
     bool active;
 };
 
+/* +scale for a set sign bit, -scale for a clear one: a product with +-1 is
+ * exact, so this is the branch's value without the branch (the signs are
+ * random, and a branch on them mispredicts half the time). */
+static inline float signed_scale(unsigned bit, float scale) {
+    return scale * (float)((int)(bit << 1) - 1);
+}
+
 /* Compress the len sums x[i] (input plus old error, in place; sumsq their
  * sum of squares) to signs and the returned scale; x[i] becomes the new
  * error, the sum minus its decoded value. */
 static float compress_sums(double *x, size_t len, double sumsq, unsigned char *bits) {
     const float scale = len ? (float)sqrt(sumsq / (double)len) : 0.0f;
-    const double s = scale;
-    for (size_t b = 0; b < (len + 7) / 8; b++) {
-        const size_t end = b * 8 + 8 < len ? b * 8 + 8 : len;
+    const size_t whole = len / 8;
+    for (size_t b = 0; b < whole; b++) {
+        double *y = x + 8 * b;
         unsigned byte = 0;
-        for (size_t i = b * 8; i < end; i++) {
-            const unsigned positive = x[i] >= 0.0;
-            byte |= positive << (i & 7);
-            x[i] -= positive ? s : -s;
+#pragma omp simd reduction(| : byte)
+        for (unsigned j = 0; j < 8; j++) {
+            const unsigned positive = y[j] >= 0.0;
+            byte |= positive << j;
+            y[j] -= signed_scale(positive, scale);
         }
         bits[b] = (unsigned char)byte;
+    }
+    if (whole * 8 < len) {
+        unsigned byte = 0;
+        for (size_t i = whole * 8; i < len; i++) {
+            const unsigned positive = x[i] >= 0.0;
+            byte |= positive << (i & 7);
+            x[i] -= signed_scale(positive, scale);
+        }
+        bits[whole] = (unsigned char)byte;
     }
     return scale;
 }
 
-/* Four running sums of squares in a fixed pattern (the same bits always),
- * added up. */
-#define SUMSQ_ADD(sq, i, x) ((sq)[(i) & 3] += (x) * (x))
+/* x[k] += in[k] over len values, and the sums of squares of the new x[k]
+ * into sq[k & 3]: four running sums in a fixed pattern (the same bits
+ * always), which SUMSQ adds up. sq is held in locals for the loop; len may
+ * end anywhere, and a caller that continues a pattern starts at a multiple
+ * of 4. */
+static void add_and_square(double *x, const double *in_d, const float *in_f, size_t len,
+                           double sq[4]) {
+    double s0 = sq[0], s1 = sq[1], s2 = sq[2], s3 = sq[3];
+    size_t k = 0;
+#define ADD_AT(j) (in_d ? in_d[j] : (double)in_f[j])
+    for (; k + 4 <= len; k += 4) {
+        x[k] += ADD_AT(k);
+        x[k + 1] += ADD_AT(k + 1);
+        x[k + 2] += ADD_AT(k + 2);
+        x[k + 3] += ADD_AT(k + 3);
+        s0 += x[k] * x[k];
+        s1 += x[k + 1] * x[k + 1];
+        s2 += x[k + 2] * x[k + 2];
+        s3 += x[k + 3] * x[k + 3];
+    }
+    double *lane[3] = {&s0, &s1, &s2};
+    for (size_t j = 0; k < len; k++, j++) {
+        x[k] += ADD_AT(k);
+        *lane[j] += x[k] * x[k];
+    }
+#undef ADD_AT
+    sq[0] = s0, sq[1] = s1, sq[2] = s2, sq[3] = s3;
+}
+
 #define SUMSQ(sq) (((sq)[0] + (sq)[1]) + ((sq)[2] + (sq)[3]))
 
 float onebit_compress(const double *in, double *err, size_t len, unsigned char *bits) {
     double sq[4] = {0, 0, 0, 0};
-    for (size_t i = 0; i < len; i++) {
-        err[i] += in[i];
-        SUMSQ_ADD(sq, i, err[i]);
-    }
+    add_and_square(err, in, NULL, len, sq);
     return compress_sums(err, len, SUMSQ(sq), bits);
 }
 
@@ -65,7 +105,13 @@ static void decode(const unsigned char *chunk, size_t len, float *out) {
     float scale;
     memcpy(&scale, chunk, 4);
     const unsigned char *bits = chunk + 4;
-    for (size_t i = 0; i < len; i++) out[i] = bits[i >> 3] >> (i & 7) & 1 ? scale : -scale;
+    const size_t whole = len / 8;
+    for (size_t b = 0; b < whole; b++) {
+        const unsigned byte = bits[b];
+#pragma omp simd
+        for (unsigned j = 0; j < 8; j++) out[8 * b + j] = signed_scale(byte >> j & 1, scale);
+    }
+    for (size_t i = whole * 8; i < len; i++) out[i] = signed_scale(bits[i >> 3] >> (i & 7) & 1, scale);
 }
 
 size_t onebit_chunk_bytes(size_t len) { return 4 + (len + 7) / 8; }
@@ -119,20 +165,27 @@ static void put_chunk(unsigned char *out, double *x, size_t len, double sumsq) {
 
 /* The server's sums for its own chunk: serr[k] += the average over ranks,
  * in rank order, of the decoded chunks in recv. Returns their sum of
- * squares. */
+ * squares. Works in blocks so that each rank's chunk is decoded in one
+ * pass (each value's sum still runs over the ranks in order from 0). */
 static double server_sums(onebit *ob, size_t own, size_t P) {
+    enum { BLOCK = 2048 }; /* a multiple of 8 */
     const int W = ob->world;
-    double sq[4] = {0, 0, 0, 0};
-    for (size_t k = 0; k < own; k++) {
-        double sum = 0.0;
+    double sq[4] = {0, 0, 0, 0}, avg[BLOCK];
+    float decoded[BLOCK];
+    for (size_t k0 = 0; k0 < own; k0 += BLOCK) {
+        const size_t m = own - k0 < BLOCK ? own - k0 : BLOCK;
+        for (size_t k = 0; k < m; k++) avg[k] = 0.0;
         for (int r = 0; r < W; r++) {
             const unsigned char *c = ob->recv + (size_t)r * P;
-            float scale;
-            memcpy(&scale, c, 4);
-            sum += c[4 + (k >> 3)] >> (k & 7) & 1 ? scale : -scale;
+            unsigned char piece[4 + BLOCK / 8];
+            memcpy(piece, c, 4); /* the scale, then this block's signs */
+            memcpy(piece + 4, c + 4 + k0 / 8, (m + 7) / 8);
+            decode(piece, m, decoded);
+#pragma omp simd
+            for (size_t k = 0; k < m; k++) avg[k] += decoded[k];
         }
-        ob->serr[k] += sum / W;
-        SUMSQ_ADD(sq, k, ob->serr[k]);
+        for (size_t k = 0; k < m; k++) avg[k] /= W;
+        add_and_square(ob->serr + k0, avg, NULL, m, sq);
     }
     return SUMSQ(sq);
 }
@@ -144,10 +197,7 @@ double onebit_exchange(onebit *ob, float *u) {
     for (int j = 0; j < W; j++) { /* worker side: chunk j for rank j */
         const size_t a = chunk_start(ob, j), len = chunk_len(ob, j);
         double sq[4] = {0, 0, 0, 0}, *x = ob->werr + a;
-        for (size_t k = 0; k < len; k++) {
-            x[k] += u[a + k];
-            SUMSQ_ADD(sq, k, x[k]);
-        }
+        add_and_square(x, NULL, u + a, len, sq);
         put_chunk(ob->send + (size_t)j * P, x, len, SUMSQ(sq));
     }
     dist_alltoall_bytes(ob->send, P, ob->recv);

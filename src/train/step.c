@@ -219,8 +219,9 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
         return r;
     }
     const float clip = optim_clip_scale(r.grad_norm, cfg->gradient_clipping);
-    if (exchange) r.comm_s += grad_sync_momentum(gs, opt, clip, &r.wire_bytes);
+    bt_host_momentum given;
+    if (exchange) r.comm_s += grad_sync_momentum(gs, opt, clip, &r.wire_bytes, &given);
     r.onebit = exchange;
-    optim_step(opt, m, (float)lr, pass.layer_skip, exchange ? 1.0f : clip, exchange);
+    optim_step(opt, m, (float)lr, pass.layer_skip, exchange ? 1.0f : clip, exchange ? &given : NULL);
     return r;
 }

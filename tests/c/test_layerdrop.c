@@ -143,7 +143,9 @@ static void run_norm(bt_backend *be, int norm) {
     bert_tape tape;
     bert_stats sf, sp;
 
-    bt_optim_config oc = {OPT_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true, 0.0f, 10.0f};
+    bt_optim_config oc = {.type = OPT_ADAMW, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f,
+                          .weight_decay = 0.01f, .bias_correction = true, .min_coeff = 0.0f,
+                          .max_coeff = 10.0f};
     bt_optimizer *of = optim_create(f, &oc, what, sizeof what),
                  *op = optim_create(p, &oc, what, sizeof what);
     if (!of || !op) exit(1);
@@ -176,8 +178,8 @@ static void run_norm(bt_backend *be, int norm) {
             free(gp);
         }
         float *before = download(f, f->params), *m_before = download(f, of->m);
-        optim_step(of, f, 1e-3f, skip, 1.0f, false);
-        optim_step(op, p, 1e-3f, NULL, 1.0f, false);
+        optim_step(of, f, 1e-3f, skip, 1.0f, NULL);
+        optim_step(op, p, 1e-3f, NULL, 1.0f, NULL);
         float *after = download(f, f->params), *m_after = download(f, of->m),
               *v_after = download(f, of->v);
         if (step == 0) {
@@ -221,8 +223,8 @@ static void run_norm(bt_backend *be, int norm) {
         bert_forward(both[k], &batch, &pass, &tape, &sf);
         bert_backward(both[k], &batch, &pass, &tape);
     }
-    optim_step(of, f, 1e-3f, NULL, 1.0f, false);
-    optim_step(og, g, 1e-3f, NULL, 1.0f, false);
+    optim_step(of, f, 1e-3f, NULL, 1.0f, NULL);
+    optim_step(og, g, 1e-3f, NULL, 1.0f, NULL);
     float *a4 = download(f, f->params), *g4 = download(g, g->params);
     snprintf(what, sizeof what, "%s: a layer's first update after 3 skipped steps is a first "
              "Adam update (bits), layer steps %ld %ld %ld %ld", nn, of->layer_steps[0],

@@ -298,7 +298,7 @@ static void run_weights16_case(bt_backend *be, bt_optim_type type, bt_dtype stor
         float lg[MMAX * V], ng[BMAX * 2];
         double loss[4];
         run(m, mb, s == 1 ? skip : NULL, lg, ng, loss);
-        optim_step(o, m, oc.lr, s == 1 ? skip : NULL, 0.5f, false);
+        optim_step(o, m, oc.lr, s == 1 ? skip : NULL, 0.5f, NULL);
         bad[s] = stale_weights16(m);
     }
     float *h = malloc(m->n_params * 4);
