@@ -113,22 +113,37 @@ void onebit_lamb_after_warmup(bt_optimizer *o, bert_model *m) {
 
 /* Tensor t's factor at a compressed step, from the new first moment `now`
  * and the one before it: v_fresh follows the reconstructed gradient, and
- * the factor is bounded as DeepSpeed bounds it. The largest ratio of
- * denominators is found by cross products (exact in double for float
- * operands), so one division gives it. */
+ * the factor is bounded as DeepSpeed bounds it. Each block's elementwise
+ * work (the square roots and divisions) runs as SIMD; its sums then run in
+ * element order, so the bits do not depend on the vector width. The
+ * largest ratio of denominators is found by cross products (exact in
+ * double for float operands), so one division gives it. */
 static double lamb_factor(bt_onebit_lamb *s, const bt_optim_config *c, const bert_tensor *t,
                           float wd, int k, const float *now, const float *before) {
-    const float b1 = c->beta1, b2 = c->beta2;
+    enum { BLOCK = 512 };
+    const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
     double pre = 0.0, all = 0.0, most_denom = 0.0, most_real = 1.0;
-    for (size_t i = t->offset; i < t->offset + t->numel; i++) {
-        const float g = (now[i] - b1 * before[i]) / (1.0f - b1);
-        s->v_fresh[i] = b2 * s->v_fresh[i] + (1.0f - b2) * g * g;
-        const float denom = sqrtf(s->v[i]) + c->eps, real = sqrtf(s->v_fresh[i]) + c->eps;
-        if ((double)denom * most_real > most_denom * (double)real) /* denom / real is larger */
-            most_denom = denom, most_real = real;
-        const float up = now[i] / denom, u = up + wd * s->w[i];
-        pre += (double)up * up;
-        all += (double)u * u;
+    float denom[BLOCK], real[BLOCK], up[BLOCK], u[BLOCK];
+    const size_t end = t->offset + t->numel;
+    for (size_t i0 = t->offset; i0 < end; i0 += BLOCK) {
+        const size_t len = end - i0 < BLOCK ? end - i0 : BLOCK;
+        float *vf = s->v_fresh + i0;
+        const float *v = s->v + i0, *mn = now + i0, *ml = before + i0, *w = s->w + i0;
+#pragma omp simd
+        for (size_t j = 0; j < len; j++) {
+            const float g = (mn[j] - b1 * ml[j]) / (1.0f - b1);
+            vf[j] = b2 * vf[j] + (1.0f - b2) * g * g;
+            denom[j] = sqrtf(v[j]) + eps;
+            real[j] = sqrtf(vf[j]) + eps;
+            up[j] = mn[j] / denom[j];
+            u[j] = up[j] + wd * w[j];
+        }
+        for (size_t j = 0; j < len; j++) {
+            if ((double)denom[j] * most_real > most_denom * (double)real[j]) /* a larger ratio */
+                most_denom = denom[j], most_real = real[j];
+            pre += (double)up[j] * up[j];
+            all += (double)u[j] * u[j];
+        }
     }
     double factor = most_denom / most_real;
     if (wd > 0.0f && all > 0.0) {
