@@ -7,11 +7,14 @@
 # momentum). Prints the mean step time of
 # steps 3..STEPS of each run and its ratio to shared memory; the runs of one
 # rate are interleaved over ROUNDS rounds with a shared-memory run each round,
-# so a noisy machine hits all alike.
-# Usage: scripts/bench-pool.sh [STEPS] [ROUNDS] RATE...   (e.g. 12 2 100mbit 200mbit 400mbit)
+# so a noisy machine hits all alike. Every run reduces its gradients in
+# buckets of BUCKET_MB (default 2: BERT-mini's 21 MB of gradients make 11
+# buckets, so the exchange overlaps the backward; at distributed.bucket_mb's
+# default of 25 it is one bucket, sent after the backward).
+# Usage: [BUCKET_MB=MB] scripts/bench-pool.sh [STEPS] [ROUNDS] RATE...   (e.g. 12 2 100mbit 200mbit 400mbit)
 set -eu
 cd "$(dirname "$0")/.."
-steps=${1:-12} rounds=${2:-2}
+steps=${1:-12} rounds=${2:-2} bucket_mb=${BUCKET_MB:-2}
 shift 2 || true
 [ $# -gt 0 ] || set -- 100mbit 200mbit 400mbit
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -19,7 +22,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 args="tests/fixtures/base.json --set model.preset=\"mini\" --set data.seq_len=128
       --set train_batch_size=32 --set train_micro_batch_size_per_gpu=16 --set data.valid=\"\"
-      --set steps_per_print=1 --set train_steps=$steps"
+      --set steps_per_print=1 --set train_steps=$steps --set distributed.bucket_mb=$bucket_mb"
 # ms_step DIR: mean wall time of steps 3..STEPS from metrics.jsonl (32 samples / samples_per_s)
 ms_step() {
     sed -n 's/^{"step": \([0-9]*\), .*"samples_per_s": \([0-9.e+]*\),.*/\1 \2/p' "$1/metrics.jsonl" |
@@ -41,7 +44,7 @@ run() { # NAME WIRE LAUNCH...: the gradient wire fp32 or bf16, or OneBitAdam / O
 }
 pool_args="--oversubscribe --bind-to none -x OMP_NUM_THREADS=1"
 mpi="mpiexec $pool_args"
-echo "2 ranks x 1 thread, BERT-mini seq 128, 16 sequences a rank; ms/step over steps 3-$steps"
+echo "2 ranks x 1 thread, BERT-mini seq 128, 16 sequences a rank, $bucket_mb MB buckets; ms/step over steps 3-$steps"
 for rate in "$@"; do
     shm=0 fp=0 bf=0 ob=0 ol=0
     for r in $(seq "$rounds"); do

@@ -5,7 +5,9 @@
 #     small ops, many barriers a step) uses 1.5 threads or fewer on average
 #     beside a busy process at normal priority (the governor gives the
 #     contended thread back: cpu_govern_threads), and 1.9 or more idle
-#     (checked only where other processes used under 0.15 CPUs meanwhile);
+#     (checked only where other processes used under 0.15 CPUs meanwhile),
+#     and back at 2 threads at the end of a run whose busy neighbour ends 1 s
+#     in (the governor looks at the idle CPUs before it tries a thread more);
 #  3. in a cgroup with a CPU quota of 1 CPU (cgroup v1 cpu controller or v2
 #     cpu.max, as root), the default is 1 thread and the line says why;
 #  4. with 2 MPI ranks on this node, each rank's default takes half the
@@ -62,6 +64,16 @@ else
     if awk -v x="$others" 'BEGIN { exit !(x < 0.15) }'; then
         awk -v i="$idle" 'BEGIN { exit !(i >= 1.9) }' || fail "threads in use: $idle a step idle (want >= 1.9; others used $others CPUs)"
         echo "ok   threads in use a step, idle: $idle (others used $others CPUs)"
+        # the busy process ends 1 s into a run: the governor takes the core back
+        sh -c 'while :; do :; done' &
+        busy=$!
+        (sleep 1; kill $busy 2> /dev/null) &
+        "$BERTRAIN" bench --preset tiny --seq 10 --batch 200 --steps 60 --warmup 1 --backend cpu \
+            --threads 2 > "$tmpdir/back" 2>&1 || { tail -5 "$tmpdir/back"; fail "bench failed"; }
+        wait
+        back=$(sed -n 's/^compute units in use: \([0-9.]*\) a step on average, \([0-9]*\) at the end.*/\1 \2/p' "$tmpdir/back")
+        [ "${back#* }" = 2 ] || fail "threads in use after a busy process ended: $back (mean, at the end; want 2 at the end)"
+        echo "ok   a busy process ends 1 s into a run: ${back% *} threads a step on average, ${back#* } at the end"
     else
         skip_part "threads in use idle: other work ran beside it ($others CPUs on average)"
     fi

@@ -27,6 +27,7 @@ typedef struct {
     int threads_now;              /* the count in use now (cpu_govern_threads) */
     double gov_t, gov_changed_t;  /* its last look and last change (monotonic s; 0: none) */
     double gov_waited;            /* the threads' run-queue wait at its last look, s */
+    double gov_idle;              /* its CPUs' idle time at its last look, s (< 0: unknown) */
     double gov_probe_s;           /* how long it waits before it tries one thread more */
     bool gov_last_up;             /* its last change added a thread (a try) */
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B */

@@ -146,9 +146,13 @@ int cpu_default_threads(int local_ranks, char *why, size_t n) {
  * it tries one thread more: 2 s, doubled up to 32 s each time a try meets
  * contention again at once, back to 2 s when one holds for a second. Idle,
  * 2 threads on 2 cores wait about 0; beside one busy process, 3 runnable
- * threads share 2 cores and ours wait about 0.67 of a thread's time. */
+ * threads share 2 cores and ours wait about 0.67 of a thread's time. It
+ * tries only where the CPUs it may use were idle for at least IDLE_FOR_TRY
+ * of a CPU over the window (/proc/stat): beside a process that keeps a core
+ * busy it does not try at all, and loses no window to a try. */
 #define GOVERN_WINDOW_S 0.1
 #define CONTENDED_WAITING 0.2
+#define IDLE_FOR_TRY 0.5
 #define PROBE_FIRST_S 2.0
 #define PROBE_MOST_S 32.0
 #define PROBE_HELD_S 1.0
@@ -180,6 +184,36 @@ static double run_queue_wait_s(void) {
     return any ? sum : -1.0;
 }
 
+/* Idle seconds (the idle and iowait columns of /proc/stat) summed over the
+ * CPUs in this process's affinity mask; < 0 where it cannot be read. */
+static double idle_cpu_s(void) {
+    cpu_set_t set;
+    const bool masked = sched_getaffinity(0, sizeof set, &set) == 0;
+    const long hz = sysconf(_SC_CLK_TCK);
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f || hz <= 0) {
+        if (f) fclose(f);
+        return -1.0;
+    }
+    char line[512];
+    double sum = 0.0;
+    bool any = false;
+    while (fgets(line, sizeof line, f)) { /* "cpu" (all), then "cpuN ..." lines, then others */
+        int cpu;
+        unsigned long long user, nice, sys, idle, iowait;
+        if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu", &cpu, &user, &nice, &sys, &idle,
+                   &iowait) != 6) {
+            if (any) break;
+            continue;
+        }
+        if (masked && (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set))) continue;
+        sum += (double)(idle + iowait) / (double)hz;
+        any = true;
+    }
+    fclose(f);
+    return any ? sum : -1.0;
+}
+
 void cpu_govern_threads(cpu_ctx *c) {
     if (c->threads_max <= 1) return;
     const double now = monotonic_s();
@@ -189,20 +223,27 @@ void cpu_govern_threads(cpu_ctx *c) {
         c->threads_max = c->threads_now;
         return;
     }
+    const double idle = idle_cpu_s();
     if (c->gov_t == 0.0) { /* the first look: a start */
         c->gov_t = c->gov_changed_t = now;
         c->gov_waited = waited;
+        c->gov_idle = idle;
         c->gov_probe_s = PROBE_FIRST_S;
         return;
     }
     const double waiting = (waited - c->gov_waited) / (now - c->gov_t);
+    /* where /proc/stat cannot be read, as if idle: the tries alone decide */
+    const bool room = idle < 0.0 || c->gov_idle < 0.0 ||
+                      (idle - c->gov_idle) / (now - c->gov_t) >= IDLE_FOR_TRY;
     c->gov_t = now;
     c->gov_waited = waited;
+    c->gov_idle = idle;
     const bool contended = waiting > CONTENDED_WAITING, tried = c->gov_last_up;
     int want = c->threads_now;
     if (contended && want > 1)
         want--;
-    else if (!contended && want < c->threads_max && now - c->gov_changed_t >= c->gov_probe_s)
+    else if (!contended && room && want < c->threads_max &&
+             now - c->gov_changed_t >= c->gov_probe_s)
         want++;
     if (want == c->threads_now) {
         if (tried && now - c->gov_changed_t >= PROBE_HELD_S) { /* the try held */

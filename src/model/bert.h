@@ -127,6 +127,11 @@ typedef struct {
      * (elements of the flat buffer) are final, so they can be reduced early */
     void (*grads_ready)(void *ctx, size_t begin, size_t end);
     void *grads_ready_ctx;
+    /* optional: called (with grads_ready_ctx) after each GEMM of a linear
+     * layer's backward, so that reductions in flight move between the
+     * layers' completions: MPI moves a nonblocking collective only while
+     * the rank calls into it */
+    void (*between_ops)(void *ctx);
     /* optional (num_hidden_layers): nonzero = this pass skips the layer
      * (LayerDrop, or evaluating a pruned model); NULL: every layer runs */
     const unsigned char *layer_skip;

@@ -42,8 +42,10 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
     mm(m, s16, true, false, out_f, in_f, rows, 1.0f, act(m, dout), out_f, 0, x, in_f, 0, 1.0f,
        grd(m, w), in_f, 0, 1);
     if (b != NO_BIAS) m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f);
+    if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
     mm_weight(m, rows, in_f, out_f, act(m, dout), 0, w, false, in_f, 0.0f, act(m, din));
     store(r, din, (size_t)rows * in_f);
+    if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
 }
 
 void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, size_t w,

@@ -115,14 +115,18 @@ void onebit_lamb_after_warmup(bt_optimizer *o, bert_model *m) {
  * and the one before it: v_fresh follows the reconstructed gradient, and
  * the factor is bounded as DeepSpeed bounds it. Each block's elementwise
  * work (the square roots and divisions) runs as SIMD; its sums then run in
- * element order, so the bits do not depend on the vector width. The
- * largest ratio of denominators is found by cross products (exact in
- * double for float operands), so one division gives it. */
+ * four lanes (element i into lane i mod 4, added up at the end), a fixed
+ * order whatever the vector width. The largest ratio of denominators is
+ * found by cross products (exact in double for float operands; each lane
+ * keeps its own, and the lanes' largest is the tensor's), so one division
+ * gives it. */
 static double lamb_factor(bt_onebit_lamb *s, const bt_optim_config *c, const bert_tensor *t,
                           float wd, int k, const float *now, const float *before) {
     enum { BLOCK = 512 };
     const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    double pre = 0.0, all = 0.0, most_denom = 0.0, most_real = 1.0;
+    /* lane q: the sums p_q and a_q, and the largest ratio so far, md_q / mr_q */
+    double p0 = 0, p1 = 0, p2 = 0, p3 = 0, a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    double md0 = 0, md1 = 0, md2 = 0, md3 = 0, mr0 = 1, mr1 = 1, mr2 = 1, mr3 = 1;
     float denom[BLOCK], real[BLOCK], up[BLOCK], u[BLOCK];
     const size_t end = t->offset + t->numel;
     for (size_t i0 = t->offset; i0 < end; i0 += BLOCK) {
@@ -138,16 +142,33 @@ static double lamb_factor(bt_onebit_lamb *s, const bt_optim_config *c, const ber
             up[j] = mn[j] / denom[j];
             u[j] = up[j] + wd * w[j];
         }
-        for (size_t j = 0; j < len; j++) {
-            if ((double)denom[j] * most_real > most_denom * (double)real[j]) /* a larger ratio */
-                most_denom = denom[j], most_real = real[j];
-            pre += (double)up[j] * up[j];
-            all += (double)u[j] * u[j];
+#define LAMB_LANE(q, j)                                                                         \
+    do {                                                                                        \
+        if ((double)denom[j] * mr##q > md##q * (double)real[j]) /* a larger ratio */             \
+            md##q = denom[j], mr##q = real[j];                                                  \
+        p##q += (double)up[j] * up[j];                                                          \
+        a##q += (double)u[j] * u[j];                                                            \
+    } while (0)
+        size_t j = 0; /* BLOCK is a multiple of 4: element j goes to lane j mod 4 */
+        for (; j + 4 <= len; j += 4) {
+            LAMB_LANE(0, j);
+            LAMB_LANE(1, j + 1);
+            LAMB_LANE(2, j + 2);
+            LAMB_LANE(3, j + 3);
         }
+        if (j < len) LAMB_LANE(0, j);
+        if (j + 1 < len) LAMB_LANE(1, j + 1);
+        if (j + 2 < len) LAMB_LANE(2, j + 2);
+#undef LAMB_LANE
     }
-    double factor = most_denom / most_real;
-    if (wd > 0.0f && all > 0.0) {
-        const double share = fmin(1.0, sqrt(pre) / sqrt(all));
+    const double md[4] = {md0, md1, md2, md3}, mr[4] = {mr0, mr1, mr2, mr3};
+    int best = 0;
+    for (int q = 1; q < 4; q++)
+        if (md[q] * mr[best] > md[best] * mr[q]) best = q;
+    double factor = md[best] / mr[best];
+    const double pre_sum = (p0 + p1) + (p2 + p3), all_sum = (a0 + a1) + (a2 + a3);
+    if (wd > 0.0f && all_sum > 0.0) {
+        const double share = fmin(1.0, sqrt(pre_sum) / sqrt(all_sum));
         factor = factor * share + (1.0 - share);
     }
     factor = fmin(fmax(factor, c->factor_min), c->factor_max);

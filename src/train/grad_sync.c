@@ -74,6 +74,12 @@ void grad_sync_ready(void *ctx, size_t begin, size_t end) {
     if (gs->lo == gs->hi) gs->hi = end;
     gs->lo = begin;
     if (gs->hi - gs->lo >= gs->bucket_elems) launch(gs);
+    grad_sync_progress(gs);
+}
+
+void grad_sync_progress(void *ctx) {
+    grad_sync *gs = ctx;
+    if (!gs) return;
     for (int i = 0; i < gs->n && dist_progress(gs->req[i]); i++) { /* in order */
     }
 }

@@ -20,6 +20,10 @@ void grad_sync_free(grad_sync *gs);
  * bert_backward through bert_pass.grads_ready, highest ranges first). */
 void grad_sync_ready(void *gs, size_t begin, size_t end);
 
+/* Let the buckets in flight move (MPI progresses them only inside its
+ * calls): called between the backward's ops (bert_pass.between_ops). */
+void grad_sync_progress(void *gs);
+
 /* Launch what is pending, wait for every bucket and put the sums back on the
  * device. Returns the seconds spent waiting (communication not hidden); the
  * bytes this rank sent for the step into *wire_bytes: 2 (W-1)/W n x 4 (fp32,

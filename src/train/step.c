@@ -62,6 +62,7 @@ static long forward_backward(bert_model *m, const step_batch *in, bert_pass *pas
                         m->cfg.nsp ? mb->nsp_labels : NULL, in->first_sample[k]};
         if (k == in->n_micro - 1 && gs) { /* the step's gradients become final: reduce early */
             pass->grads_ready = grad_sync_ready;
+            pass->between_ops = grad_sync_progress;
             pass->grads_ready_ctx = gs;
         }
         bert_tape tape;
