@@ -105,19 +105,14 @@ double grad_sync_finish(grad_sync *gs, double *wire_bytes) {
 }
 
 /* host = b1 mom + (1 - b1) host gw over each tensor's span, times its
- * scaling (1-bit LAMB; none when NULL). */
+ * scaling (1-bit LAMB; 1 when scaling is NULL: a product with 1 is exact). */
 static void momentum_estimate(const bert_model *m, float *host, const float *mom, float b1,
                               float gw, const float *scaling) {
     for (int t = 0; t < m->n_tensors; t++) {
         float *h = host + m->tensors[t].offset;
-        const float *p = mom + m->tensors[t].offset;
-        const size_t len = m->tensors[t].numel;
-        if (scaling) {
-            const float f = scaling[t];
-            for (size_t i = 0; i < len; i++) h[i] = (b1 * p[i] + (1.0f - b1) * (h[i] * gw)) * f;
-        } else {
-            for (size_t i = 0; i < len; i++) h[i] = b1 * p[i] + (1.0f - b1) * (h[i] * gw);
-        }
+        const float *p = mom + m->tensors[t].offset, f = scaling ? scaling[t] : 1.0f;
+        for (size_t i = 0; i < m->tensors[t].numel; i++)
+            h[i] = (b1 * p[i] + (1.0f - b1) * (h[i] * gw)) * f;
     }
 }
 
