@@ -39,18 +39,28 @@ units() { # the mean threads in use over 15 steps of a 2-thread bench at the dem
 if [ "$(nproc)" -lt 2 ]; then
     skip_part "the threads in use: this machine has $(nproc) CPU"
 else
-    # the CPU time others used during the idle run, from /proc/stat less ours
+    # What other processes used: the machine's busy time (/proc/stat) less
+    # this shell's children's CPU time. Both functions run in this shell, not
+    # in a subshell ($(...)), where 'times' would see none of its children.
     busy_jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
-    own_seconds() { # this shell's children's user + system time ('times' runs here, not in a subshell)
+    own_seconds() { # into FILE: this shell's children's user + system time
         times > "$tmpdir/times"
         awk 'NR == 2 { n = split($0, f, /[ ms]+/); t = 0
-            for (i = 1; i < n; i += 2) t += f[i] * 60 + f[i + 1]; print t }' "$tmpdir/times"; }
-    j0=$(busy_jiffies) w0=$(date +%s.%N); own_seconds > "$tmpdir/o0"
+            for (i = 1; i < n; i += 2) t += f[i] * 60 + f[i + 1]; print t }' "$tmpdir/times" > "$1"; }
+    mark() { mark_j=$(busy_jiffies) mark_w=$(date +%s.%N); own_seconds "$tmpdir/mark"; }
+    # others_since [TICKS]: $others = the CPUs other processes used on average
+    # since mark (TICKS: the CPU time, in clock ticks, that a child still
+    # running at mark had used by then: ours, not theirs)
+    others_since() {
+        now_j=$(busy_jiffies) now_w=$(date +%s.%N); own_seconds "$tmpdir/now"
+        others=$(awk -v j="$((now_j - mark_j))" -v hz="$(getconf CLK_TCK)" -v o0="$(cat "$tmpdir/mark")" \
+            -v o1="$(cat "$tmpdir/now")" -v b0="${1:-0}" -v w0="$mark_w" -v w1="$now_w" \
+            'BEGIN { printf "%.2f", (j / hz - (o1 - o0 - b0 / hz)) / (w1 - w0) }')
+    }
+    mark
     idle=$(units) && cp "$tmpdir/u" "$tmpdir/idle"
-    j1=$(busy_jiffies) w1=$(date +%s.%N); own_seconds > "$tmpdir/o1"
-    o0=$(cat "$tmpdir/o0") o1=$(cat "$tmpdir/o1")
-    others=$(awk -v j="$((j1 - j0))" -v hz="$(getconf CLK_TCK)" -v o0="$o0" -v o1="$o1" -v w0="$w0" -v w1="$w1" \
-        'BEGIN { printf "%.2f", (j / hz - (o1 - o0)) / (w1 - w0) }')
+    others_since
+    idle_others=$others
     sh -c 'while :; do :; done' &
     busy=$!
     contended=$(units)
@@ -61,9 +71,9 @@ else
     echo "ok   threads in use a step beside a busy process: $contended"
     # idle: only where nothing else ran (make -j check runs tests side by side):
     # other processes used under 0.15 CPUs on average during that run
-    if awk -v x="$others" 'BEGIN { exit !(x < 0.15) }'; then
-        awk -v i="$idle" 'BEGIN { exit !(i >= 1.9) }' || fail "threads in use: $idle a step idle (want >= 1.9; others used $others CPUs)"
-        echo "ok   threads in use a step, idle: $idle (others used $others CPUs)"
+    if awk -v x="$idle_others" 'BEGIN { exit !(x < 0.15) }'; then
+        awk -v i="$idle" 'BEGIN { exit !(i >= 1.9) }' || fail "threads in use: $idle a step idle (want >= 1.9; others used $idle_others CPUs)"
+        echo "ok   threads in use a step, idle: $idle (others used $idle_others CPUs)"
         # the busy process ends 1 s into a run: the governor takes the core back
         # (checked where other processes used under 0.15 CPUs after it ended:
         # the machine's busy time less the bench's CPU time over that stretch)
@@ -75,13 +85,11 @@ else
         sleep 1
         kill $busy 2> /dev/null || true
         wait $busy 2> /dev/null || true
-        j0=$(busy_jiffies) w0=$(date +%s.%N); own_seconds > "$tmpdir/o0"
+        mark
         b0=$(awk '{ print $14 + $15 }' "/proc/$bench/stat" 2> /dev/null || echo 0) # its CPU so far
         wait $bench || { tail -5 "$tmpdir/back"; fail "bench failed"; }
-        j1=$(busy_jiffies) w1=$(date +%s.%N); own_seconds > "$tmpdir/o1"
-        after=$(awk -v j="$((j1 - j0))" -v hz="$(getconf CLK_TCK)" -v o0="$(cat "$tmpdir/o0")" \
-            -v o1="$(cat "$tmpdir/o1")" -v b0="${b0:-0}" -v w0="$w0" -v w1="$w1" \
-            'BEGIN { printf "%.2f", (j / hz - (o1 - o0 - b0 / hz)) / (w1 - w0) }')
+        others_since "$b0"
+        after=$others
         back=$(sed -n 's/^compute units in use: \([0-9.]*\) a step on average, \([0-9]*\) at the end.*/\1 \2/p' "$tmpdir/back")
         if awk -v x="$after" 'BEGIN { exit !(x < 0.15) }'; then
             [ "${back#* }" = 2 ] || fail "threads in use after a busy process ended: $back (mean, at the end; want 2 at the end; others used $after CPUs)"
@@ -90,7 +98,7 @@ else
             skip_part "threads in use after a busy process ended: other work ran beside it ($after CPUs on average)"
         fi
     else
-        skip_part "threads in use idle: other work ran beside it ($others CPUs on average)"
+        skip_part "threads in use idle: other work ran beside it ($idle_others CPUs on average)"
     fi
 fi
 
