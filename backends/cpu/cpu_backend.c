@@ -279,6 +279,7 @@ bt_backend *bt_cpu_backend_create(int threads, int local_ranks) {
     openblas_set_num_threads(1); /* cpu_gemm threads over a fixed tile grid */
 #endif
     ctx->threads_max = ctx->threads_now = omp_get_max_threads();
+    cpu_govern_start(ctx);
     be->name = "cpu";
     be->ctx = ctx;
     be->destroy = cpu_destroy;

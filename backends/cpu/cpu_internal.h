@@ -28,6 +28,8 @@ typedef struct {
     double gov_t, gov_changed_t;  /* its last look and last change (monotonic s; 0: none) */
     double gov_waited;            /* the threads' run-queue wait at its last look, s */
     double gov_idle;              /* its CPUs' idle time at its last look, s (< 0: unknown) */
+    double gov_own;               /* this process's CPU time at its last look, s */
+    bool gov_started;             /* its first window, from the backend's creation, is over */
     double gov_probe_s;           /* how long it waits before it tries one thread more */
     bool gov_last_up;             /* its last change added a thread (a try) */
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
@@ -148,6 +150,27 @@ int cpu_default_threads(int local_ranks, char *why, size_t n);
  * after a while. Fork-join threads that the kernel preempts for other processes
  * stall every barrier; the results are the same bits for any count. */
 void cpu_govern_threads(cpu_ctx *c);
+/* Open the governor's first window at the backend's creation: at its first
+ * look it goes by the CPU time other processes took since then (the
+ * machine's busy time less this process's), so that a run that starts
+ * beside a busy process does not spend its first window at a contended
+ * thread count, and one that starts idle does not read its own start-up
+ * threads' run-queue waits as contention. */
+void cpu_govern_start(cpu_ctx *c);
+/* What the governor reads at a look: the time (monotonic s), this process's
+ * threads' run-queue wait (s), its CPUs' idle time (s; < 0: unknown) and how
+ * many CPUs that sums, and this process's CPU time (s). */
+typedef struct {
+    double now, waited, idle, own;
+    int cpus;
+} cpu_gov_sample;
+/* The governor's state machine, apart from what it reads (the seam of
+ * tests/c/test_cpu_threads.c): open its window at sample s (at_creation:
+ * the first window goes by the others' CPU), and decide at the end of a
+ * window, returning the thread count it wants (set in c->threads_now). */
+void cpu_govern_open(cpu_ctx *c, const cpu_gov_sample *s, bool at_creation);
+int cpu_govern_decide(cpu_ctx *c, const cpu_gov_sample *s);
+
 /* The smallest CPU quota (CPUs; 0: none) of the cgroup a /proc/PID/cgroup
  * file names and its parents, under the cgroup file system at root: v2
  * cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us. */

@@ -149,10 +149,16 @@ int cpu_default_threads(int local_ranks, char *why, size_t n) {
  * threads share 2 cores and ours wait about 0.67 of a thread's time. It
  * tries only where the CPUs it may use were idle for at least IDLE_FOR_TRY
  * of a CPU over the window (/proc/stat): beside a process that keeps a core
- * busy it does not try at all, and loses no window to a try. */
+ * busy it does not try at all, and loses no window to a try. Its first
+ * window runs from the backend's creation, when the pool has not run yet and
+ * no thread of ours waits: there it also drops a thread where other
+ * processes took OTHERS_AT_START of a CPU or more (the machine's busy time
+ * less this process's CPU time), so that a run started beside a busy process
+ * does not spend a window contended. */
 #define GOVERN_WINDOW_S 0.1
 #define CONTENDED_WAITING 0.2
 #define IDLE_FOR_TRY 0.5
+#define OTHERS_AT_START 0.5
 #define PROBE_FIRST_S 2.0
 #define PROBE_MOST_S 32.0
 #define PROBE_HELD_S 1.0
@@ -185,11 +191,13 @@ static double run_queue_wait_s(void) {
 }
 
 /* Idle seconds (the idle and iowait columns of /proc/stat) summed over the
- * CPUs in this process's affinity mask; < 0 where it cannot be read. */
-static double idle_cpu_s(void) {
+ * CPUs in this process's affinity mask, and in *cpus how many those are;
+ * < 0 where it cannot be read. */
+static double idle_cpu_s(int *cpus) {
     cpu_set_t set;
     const bool masked = sched_getaffinity(0, sizeof set, &set) == 0;
     const long hz = sysconf(_SC_CLK_TCK);
+    *cpus = 0;
     FILE *f = fopen("/proc/stat", "r");
     if (!f || hz <= 0) {
         if (f) fclose(f);
@@ -197,65 +205,107 @@ static double idle_cpu_s(void) {
     }
     char line[512];
     double sum = 0.0;
-    bool any = false;
     while (fgets(line, sizeof line, f)) { /* "cpu" (all), then "cpuN ..." lines, then others */
         int cpu;
         unsigned long long user, nice, sys, idle, iowait;
         if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu", &cpu, &user, &nice, &sys, &idle,
                    &iowait) != 6) {
-            if (any) break;
+            if (*cpus) break;
             continue;
         }
         if (masked && (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set))) continue;
         sum += (double)(idle + iowait) / (double)hz;
-        any = true;
+        (*cpus)++;
     }
     fclose(f);
-    return any ? sum : -1.0;
+    return *cpus ? sum : -1.0;
 }
 
-void cpu_govern_threads(cpu_ctx *c) {
-    if (c->threads_max <= 1) return;
-    const double now = monotonic_s();
-    if (c->gov_t > 0.0 && now - c->gov_t < GOVERN_WINDOW_S) return;
-    const double waited = run_queue_wait_s();
-    if (waited < 0.0) { /* nothing to go by: the threads it has, always */
-        c->threads_max = c->threads_now;
-        return;
-    }
-    const double idle = idle_cpu_s();
-    if (c->gov_t == 0.0) { /* the first look: a start */
-        c->gov_t = c->gov_changed_t = now;
-        c->gov_waited = waited;
-        c->gov_idle = idle;
-        c->gov_probe_s = PROBE_FIRST_S;
-        return;
-    }
-    const double waiting = (waited - c->gov_waited) / (now - c->gov_t);
+/* This process's CPU time (all its threads), s. */
+static double own_cpu_s(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0.0;
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* What the governor reads at a look; false where the kernel does not say how
+ * long threads waited (no schedstat). */
+static bool govern_sample(cpu_gov_sample *s) {
+    s->now = monotonic_s();
+    s->waited = run_queue_wait_s();
+    if (s->waited < 0.0) return false;
+    s->idle = idle_cpu_s(&s->cpus);
+    s->own = own_cpu_s();
+    return true;
+}
+
+/* Open a window at sample s. */
+static void govern_mark(cpu_ctx *c, const cpu_gov_sample *s) {
+    c->gov_t = s->now;
+    c->gov_waited = s->waited;
+    c->gov_idle = s->idle;
+    c->gov_own = s->own;
+}
+
+void cpu_govern_open(cpu_ctx *c, const cpu_gov_sample *s, bool at_creation) {
+    govern_mark(c, s);
+    c->gov_changed_t = s->now;
+    c->gov_probe_s = PROBE_FIRST_S;
+    c->gov_started = !at_creation; /* opened later: run-queue waits alone */
+}
+
+void cpu_govern_start(cpu_ctx *c) {
+    cpu_gov_sample s;
+    if (c->threads_max > 1 && govern_sample(&s)) cpu_govern_open(c, &s, true);
+}
+
+int cpu_govern_decide(cpu_ctx *c, const cpu_gov_sample *s) {
+    const double span = s->now - c->gov_t, waiting = (s->waited - c->gov_waited) / span;
     /* where /proc/stat cannot be read, as if idle: the tries alone decide */
-    const bool room = idle < 0.0 || c->gov_idle < 0.0 ||
-                      (idle - c->gov_idle) / (now - c->gov_t) >= IDLE_FOR_TRY;
-    c->gov_t = now;
-    c->gov_waited = waited;
-    c->gov_idle = idle;
-    const bool contended = waiting > CONTENDED_WAITING, tried = c->gov_last_up;
+    const bool known = s->idle >= 0.0 && c->gov_idle >= 0.0;
+    const double idle_cpus = known ? (s->idle - c->gov_idle) / span : (double)c->threads_max;
+    /* the CPUs other processes took: the busy ones less this process's CPU time */
+    const double others = known ? s->cpus - idle_cpus - (s->own - c->gov_own) / span : 0.0;
+    /* the first window (from the creation) goes by the others' CPU alone: its
+     * run-queue waits are those of this process's start-up, not of its pool */
+    const bool contended = !c->gov_started && known ? others >= OTHERS_AT_START
+                                                    : waiting > CONTENDED_WAITING;
+    const bool room = idle_cpus >= IDLE_FOR_TRY, tried = c->gov_last_up;
+    govern_mark(c, s);
+    c->gov_started = true;
     int want = c->threads_now;
     if (contended && want > 1)
         want--;
     else if (!contended && room && want < c->threads_max &&
-             now - c->gov_changed_t >= c->gov_probe_s)
+             s->now - c->gov_changed_t >= c->gov_probe_s)
         want++;
     if (want == c->threads_now) {
-        if (tried && now - c->gov_changed_t >= PROBE_HELD_S) { /* the try held */
+        if (tried && s->now - c->gov_changed_t >= PROBE_HELD_S) { /* the try held */
             c->gov_probe_s = PROBE_FIRST_S;
             c->gov_last_up = false;
         }
-        return;
+        return want;
     }
     if (want < c->threads_now && tried) /* the try met contention at once: wait longer */
         c->gov_probe_s = c->gov_probe_s * 2 < PROBE_MOST_S ? c->gov_probe_s * 2 : PROBE_MOST_S;
     c->gov_last_up = want > c->threads_now;
     c->threads_now = want;
-    c->gov_changed_t = now;
-    omp_set_num_threads(want);
+    c->gov_changed_t = s->now;
+    return want;
+}
+
+void cpu_govern_threads(cpu_ctx *c) {
+    if (c->threads_max <= 1) return;
+    if (c->gov_t > 0.0 && monotonic_s() - c->gov_t < GOVERN_WINDOW_S) return;
+    cpu_gov_sample s;
+    if (!govern_sample(&s)) { /* nothing to go by: the threads it has, always */
+        c->threads_max = c->threads_now;
+        return;
+    }
+    if (c->gov_t == 0.0) { /* the first look (no window from the creation) */
+        cpu_govern_open(c, &s, false);
+        return;
+    }
+    const int was = c->threads_now;
+    if (cpu_govern_decide(c, &s) != was) omp_set_num_threads(c->threads_now);
 }
