@@ -28,7 +28,7 @@ else
 fi
 make -j"$(nproc)"
 status=0
-make -j"$(nproc)" check || status=$?
+make -j"$(nproc)" check-suite || status=$?
 [ -z "$cuda_note" ] || echo "$cuda_note"
 sh scripts/test-summary.sh
 exit $status
