@@ -78,11 +78,14 @@ void dist_init(int *argc, char ***argv) {
 
 void dist_set_timeout(double seconds) { g_timeout_s = seconds; }
 
+static void spare_free(void); /* the ended requests' buffers (below) */
+
 void dist_finalize(void) {
     if (g_started && g_diag != MPI_COMM_NULL) MPI_Comm_free(&g_diag);
     if (g_started && g_gather != MPI_COMM_NULL) MPI_Comm_free(&g_gather);
     free(g_answer);
     g_answer = NULL;
+    spare_free();
     if (g_started) MPI_Finalize();
     g_started = false;
 }
@@ -320,7 +323,58 @@ struct dist_request {
     float *buf;
     int *count, *start, *recv_count, *recv_start; /* per rank: its segment; what it sends */
     uint16_t *wire, *recv, *sum;                   /* (n), (W x own segment), (own segment) */
+    size_t wire_cap, recv_cap, sum_cap;            /* their sizes in bytes */
+    dist_request *next;                            /* in g_spare */
 };
+
+/* Requests that have ended, kept with their buffers for the next ones: the
+ * same buckets come every step, so after the first steps no request
+ * allocates (a stack through next). */
+static dist_request *g_spare;
+
+static dist_request *request_take(void) {
+    dist_request *r = g_spare;
+    if (r) {
+        g_spare = r->next;
+        r->next = NULL;
+    } else if (!(r = calloc(1, sizeof *r)) ||
+               !(r->count = malloc(4 * (size_t)g_world * sizeof(int)))) {
+        fprintf(stderr, "bertrain: rank %d: out of host memory for a gradient all-reduce\n",
+                g_rank);
+        dist_abort(1);
+    }
+    r->req = MPI_REQUEST_NULL;
+    r->phase = 0;
+    return r;
+}
+
+static void request_give(dist_request *r) {
+    r->next = g_spare;
+    g_spare = r;
+}
+
+static void spare_free(void) {
+    while (g_spare) {
+        dist_request *r = g_spare;
+        g_spare = r->next;
+        free(r->count);
+        free(r->wire);
+        free(r->recv);
+        free(r->sum);
+        free(r);
+    }
+}
+
+/* *p holds at least bytes (grown, never shrunk; *cap its size); false when
+ * out of memory. */
+static bool hold(uint16_t **p, size_t *cap, size_t bytes) {
+    if (*cap >= bytes) return true;
+    void *q = realloc(*p, bytes);
+    if (!q) return false;
+    *p = q;
+    *cap = bytes;
+    return true;
+}
 
 /* A per-rank payload of `bytes` for one collective: within MPI's int counts
  * and the same on every rank. */
@@ -414,8 +468,7 @@ static void check_bucket(size_t n, const char *what) {
 dist_request *dist_iallreduce_sum_f32(float *buf, size_t n) {
     if (g_world == 1) return NULL;
     check_bucket(n, "the gradient all-reduce");
-    dist_request *r = calloc(1, sizeof *r);
-    if (!r) dist_abort(1);
+    dist_request *r = request_take();
     g_seq++;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                              &r->req));
@@ -433,10 +486,10 @@ static uint16_t bf16_of(float x) {
 dist_request *dist_isum_bf16(float *buf, size_t n) {
     if (g_world == 1) return NULL;
     check_bucket(n, "the gradient all-reduce (bf16 wire)");
-    dist_request *r = calloc(1, sizeof *r);
+    dist_request *r = request_take();
     const size_t W = (size_t)g_world, own = n * (g_rank + 1) / W - n * g_rank / W;
-    if (!r || !(r->count = malloc(4 * W * sizeof(int))) || !(r->wire = malloc(n * 2 + 2)) ||
-        !(r->recv = malloc(W * own * 2 + 2)) || !(r->sum = malloc(own * 2 + 2))) {
+    if (!hold(&r->wire, &r->wire_cap, n * 2 + 2) || !hold(&r->recv, &r->recv_cap, W * own * 2 + 2) ||
+        !hold(&r->sum, &r->sum_cap, own * 2 + 2)) {
         fprintf(stderr, "bertrain: rank %d: out of host memory for the bf16 wire\n", g_rank);
         dist_abort(1);
     }
@@ -492,10 +545,6 @@ void dist_wait(dist_request *r) {
     if (r->phase) {
         size_t n = (size_t)r->start[g_world - 1] + (size_t)r->count[g_world - 1];
         for (size_t i = 0; i < n; i++) r->buf[i] = bf16_value(r->wire[i]);
-        free(r->count);
-        free(r->wire);
-        free(r->recv);
-        free(r->sum);
     }
-    free(r);
+    request_give(r);
 }
