@@ -39,6 +39,9 @@ typedef struct {
                            * freeze, from reconstructed gradients */
     float *w, *m_last, *m_new, *v; /* (n_params each) scratch copies of device buffers (m_last
                                     * and m_new only where no exchange gives them) */
+    bool v_held; /* v is the device's second moment: after the freeze it stays (beta2 1),
+                  * so the compressed steps download it once; onebit_lamb_reset (a load,
+                  * a reset) clears it */
 } bt_onebit_lamb;
 
 typedef struct {

@@ -73,6 +73,7 @@ void onebit_lamb_reset(bt_onebit_lamb *s, const bert_model *m) {
         s->scaling[i] = 0.0f;
     }
     memset(s->v_fresh, 0, m->n_params * sizeof *s->v_fresh);
+    s->v_held = false;
 }
 
 /* Tensor t's LAMB trust ratio from the weights before the update (s->w) and
@@ -103,6 +104,7 @@ void onebit_lamb_after_warmup(bt_optimizer *o, bert_model *m) {
     const size_t bytes = m->n_params * sizeof(float);
     be->download(be, s->m_new, (bt_ptr){o->m, 0}, bytes);
     be->download(be, s->v, (bt_ptr){o->v, 0}, bytes);
+    s->v_held = true;
     const double beta = o->cfg.coeff_beta;
     for (int i = 0; i < m->n_tensors; i++) {
         const double trust = trust_ratio(s, &o->cfg, &m->tensors[i], &o->spans[i]);
@@ -184,7 +186,10 @@ void onebit_lamb_frozen_step(bt_optimizer *o, bert_model *m, float lr, float gra
     bt_backend *be = m->be;
     const bt_optim_config *c = &o->cfg;
     const size_t n = m->n_params, bytes = n * sizeof(float);
-    be->download(be, s->v, (bt_ptr){o->v, 0}, bytes);
+    if (!s->v_held) { /* the first compressed step since a load or a reset */
+        be->download(be, s->v, (bt_ptr){o->v, 0}, bytes);
+        s->v_held = true;
+    }
     be->download(be, s->w, bert_params_at(m, 0), bytes);
     if (!given) { /* one rank: its own momentum */
         be->download(be, s->m_last, (bt_ptr){o->m, 0}, bytes);
