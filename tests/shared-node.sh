@@ -76,7 +76,8 @@ else
     if awk -v x="$idle_others" 'BEGIN { exit !(x < 0.15) }'; then
         awk -v i="$idle" 'BEGIN { exit !(i >= 1.9) }' || fail "threads in use: $idle a step idle (want >= 1.9; others used $idle_others CPUs)"
         echo "ok   threads in use a step, idle: $idle (others used $idle_others CPUs)"
-        # the busy process ends 1 s into a run: the governor takes the core back
+        # the busy process ends once the run has used 1 s of CPU: the governor
+        # takes the core back
         # (checked where other processes used under 0.15 CPUs after it ended:
         # the machine's busy time less the bench's CPU time over that stretch,
         # and where the run did drop a thread: its mean is under 2)
@@ -87,8 +88,9 @@ else
         bench=$!
         # until the bench has used 1 s of CPU time (its steps have begun, beside
         # the busy process: a slow start-up cannot outlast the neighbour)
+        ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2> /dev/null || echo "$2"; } # PID's CPU time, or $2 once it ended
         hz=$(getconf CLK_TCK) i=0
-        while [ "$(awk '{ print $14 + $15 }' "/proc/$bench/stat" 2> /dev/null || echo "$hz")" -lt "$hz" ] &&
+        while [ "$(ticks "$bench" "$hz")" -lt "$hz" ] &&
             [ "$i" -lt 400 ]; do
             sleep 0.05
             i=$((i + 1))
@@ -96,7 +98,7 @@ else
         kill $busy 2> /dev/null || true
         wait $busy 2> /dev/null || true
         mark
-        b0=$(awk '{ print $14 + $15 }' "/proc/$bench/stat" 2> /dev/null || echo 0) # its CPU so far
+        b0=$(ticks "$bench" 0) # its CPU so far
         wait $bench || { tail -5 "$tmpdir/back"; fail "bench failed"; }
         others_since "$b0"
         after=$others
