@@ -184,10 +184,12 @@ struct bt_backend {
                       bt_ptr wte, bt_ptr wpe, bt_ptr wtt, int B, int T, int C);
     /* dwte[ids] += dout (rows whose id == pad_id get nothing, as torch's
      * padding_idx), dwpe[t] += sum_b dout[b,t], dwtt[type] += dout.
-     * V, TV: rows of dwte and dwtt. pad_id < 0 disables the exclusion. */
+     * V, TV: rows of dwte and dwtt. pad_id < 0 disables the exclusion.
+     * ids_links: ids' chains with pad_id skipped (2 B T int32, bt_row_links
+     * in row_links.h), which a backend may follow instead of finding them. */
     void (*embed_bwd)(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
-                      bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
-                      int pad_id);
+                      bt_ptr ids, bt_ptr ids_links, bt_ptr type_ids, int B, int T, int C,
+                      int V, int TV, int pad_id);
     /* out = (x - mean) * rstd * gamma + beta per row; saves mean, rstd (rows) */
     void (*layernorm_fwd)(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
                           bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps);
@@ -230,9 +232,11 @@ struct bt_backend {
     /* out[i, :] = src[idx[i], :]          idx: int32 (n_idx), rows of cols */
     void (*gather_rows)(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, int n_idx,
                         int cols);
-    /* dst[idx[i], :] += src[i, :]   (adjoint of gather_rows; in order of i) */
-    void (*scatter_rows)(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
-                         int cols);
+    /* dst[idx[i], :] += src[i, :]   (adjoint of gather_rows; in order of i).
+     * links: idx's chains (2 n_idx int32, bt_row_links in row_links.h with
+     * no skip), which a backend may follow instead of finding them. */
+    void (*scatter_rows)(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
+                         int n_idx, int cols);
     /* Per row r of logits (rows, V) with label y = labels[r] (int32):
      * loss[r] = logsumexp(logits[r]) - logits[r, y];  correct[r] = 1 if the
      * first argmax == y else 0; log_z[r] = logsumexp(logits[r]);

@@ -135,10 +135,11 @@ static void p_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr tt, bt_pt
           in->embed_fwd(in, out, ids, tt, wte, wpe, wtt, B, T, C));
 }
 static void p_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
-                        bt_ptr ids, bt_ptr tt, int B, int T, int C, int V, int TV, int pad) {
+                        bt_ptr ids, bt_ptr links, bt_ptr tt, int B, int T, int C, int V,
+                        int TV, int pad) {
     const double btc = (double)B * T * C; /* dout read; the touched rows read and written */
     TIMED(be, embed_bwd, 0, F4 * (btc + 2.0 * btc + 2.0 * (double)T * C + 2.0 * B * T),
-          in->embed_bwd(in, dwte, dwpe, dwtt, dout, ids, tt, B, T, C, V, TV, pad));
+          in->embed_bwd(in, dwte, dwpe, dwtt, dout, ids, links, tt, B, T, C, V, TV, pad));
 }
 static void p_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
                             bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
@@ -188,10 +189,10 @@ static void p_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, in
     TIMED(be, gather_rows, 0, F4 * (2.0 * n_idx * cols + n_idx),
           in->gather_rows(in, out, src, idx, n_idx, cols));
 }
-static void p_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
-                           int cols) {
+static void p_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
+                           int n_idx, int cols) {
     TIMED(be, scatter_rows, 0, F4 * (3.0 * n_idx * cols + n_idx),
-          in->scatter_rows(in, dst, src, idx, n_idx, cols));
+          in->scatter_rows(in, dst, src, idx, links, n_idx, cols));
 }
 static void p_xent(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct, bt_ptr log_z,
                    bt_ptr logits, bt_ptr labels, int rows, int V, float gs, float z) {

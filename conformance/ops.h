@@ -43,6 +43,10 @@ void test_dropout(bt_backend *be);
 /* ---- conformance_ops_rows_xent.c ---- */
 /* Check gather_rows and scatter_rows (distinct and duplicate indices). */
 void test_gather_scatter(bt_backend *be);
+/* The chains of idx (n) that scatter_rows and embed_bwd take, built as the
+ * model builds them (bt_row_links, skipping skip >= 0) and reported as a
+ * ref/links row for op after a check against their definition; free() it. */
+int32_t *host_links(const int32_t *idx, int n, int32_t skip, const char *op);
 /* Check xent_fwd_bwd: dlogits, loss and correct, ignored labels, argmax ties. */
 void test_xent(bt_backend *be);
 

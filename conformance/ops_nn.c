@@ -22,9 +22,9 @@ static void run_embed_fwd(bt_backend *be, tensor *t, void *a, double *s) {
 }
 static void run_embed_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
-    embed_args *e = a; /* dwte, dwpe, dwtt, dout, ids, tt */
-    be->embed_bwd(be, t[0].p, t[1].p, t[2].p, t[3].p, t[4].p, t[5].p, e->B, e->T, e->C, e->V,
-                  e->TV, e->pad);
+    embed_args *e = a; /* dwte, dwpe, dwtt, dout, ids, tt, ids' links */
+    be->embed_bwd(be, t[0].p, t[1].p, t[2].p, t[3].p, t[4].p, t[6].p, t[5].p, e->B, e->T, e->C,
+                  e->V, e->TV, e->pad);
 }
 
 typedef struct {
@@ -84,11 +84,13 @@ void test_embed(bt_backend *be) {
             double *m1 = ref_abs(wte, nte), *m2 = ref_abs(wpe, npe), *m3 = ref_abs(wtt, ntt),
                    *ad = ref_abs(dout, N * C);
             ref_embed_bwd(m1, m2, m3, ad, ids, tt, e.B, e.T, e.C, e.pad);
+            int32_t *lk = host_links(ids, (int)N, e.pad, "embed_bwd");
             tensor t[] = {tensor_out("dwte", wte, nte), tensor_out("dwpe", wpe, npe),
                           tensor_out("dwtt", wtt, ntt), tensor_in("dout", dout, N * C),
-                          tensor_in("ids", ids, N), tensor_in("type_ids", tt, N)};
+                          tensor_in("ids", ids, N), tensor_in("type_ids", tt, N),
+                          tensor_in("links", lk, 2 * N)};
             verdict v = v_new();
-            if (exec_op(&v, be, t, 6, run_embed_bwd, &e, NULL)) {
+            if (exec_op(&v, be, t, 7, run_embed_bwd, &e, NULL)) {
                 v_nmse(&v, "dwte", RES(t[0]), gte, m1, nte, THR_MATH);
                 v_nmse(&v, "dwpe", RES(t[1]), gpe, m2, npe, THR_MATH);
                 v_nmse(&v, "dwtt", RES(t[2]), gtt, m3, ntt, THR_MATH);
@@ -98,8 +100,8 @@ void test_embed(bt_backend *be) {
                     v_fail(&v, "dwpe rows >= T modified");
             }
             v_report(&v, "embed_bwd", "B%d T%d C%d V%d pad%d +=", e.B, e.T, e.C, e.V, e.pad);
-            tensors_free(t, 6);
-            free(gte), free(gpe), free(gtt), free(m1), free(m2), free(m3), free(ad);
+            tensors_free(t, 7);
+            free(gte), free(gpe), free(gtt), free(m1), free(m2), free(m3), free(ad), free(lk);
         }
         if (want_op("embed_bwd") && g_check_references) { /* adjoint of embed_fwd, minus the pad row */
             verdict f = v_new();

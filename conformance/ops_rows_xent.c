@@ -2,6 +2,8 @@
  * the fused cross-entropy xent_fwd_bwd. */
 #include "ops.h"
 
+#include "backends/row_links.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +17,34 @@ static void run_gather(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     be->gather_rows(be, t[0].p, t[1].p, t[2].p, ((rows_args *)a)->n_idx, ((rows_args *)a)->cols);
 }
+/* t: dst, src, idx, idx's links */
 static void run_scatter(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
-    be->scatter_rows(be, t[0].p, t[1].p, t[2].p, ((rows_args *)a)->n_idx, ((rows_args *)a)->cols);
+    be->scatter_rows(be, t[0].p, t[1].p, t[2].p, t[3].p, ((rows_args *)a)->n_idx,
+                     ((rows_args *)a)->cols);
+}
+
+/* The chains of idx (n) as the model builds them (bt_row_links, 2n ints),
+ * checked against their definition, one quadratic search a token, under
+ * "ref/links" (the backends that follow them trust them). */
+int32_t *host_links(const int32_t *idx, int n, int32_t skip, const char *op) {
+    int32_t *lk = ref_alloc((size_t)(n ? 2 * n : 1) * 4);
+    verdict v = v_new();
+    if (bt_row_links(idx, n, skip, lk)) v_fail(&v, "out of memory");
+    long wrong = 0;
+    for (int i = 0; i < n && v.ok; i++) {
+        int next = -1, first = !(skip >= 0 && idx[i] == skip);
+        for (int j = i - 1; j >= 0 && first; j--) first = idx[j] != idx[i];
+        for (int j = i + 1; j < n && next < 0 && !(skip >= 0 && idx[i] == skip); j++)
+            if (idx[j] == idx[i]) next = j;
+        wrong += lk[i] != next || lk[n + i] != first;
+    }
+    if (wrong) v_fail(&v, "%ld of %d tokens linked wrong", wrong, n);
+    const char *save = g_backend_name;
+    g_backend_name = "ref/links";
+    v_report(&v, op, "links of %d indices%s", n, skip >= 0 ? ", skipping one" : "");
+    g_backend_name = save;
+    return lk;
 }
 
 typedef struct {
@@ -57,17 +84,20 @@ static void test_scatter_many(bt_backend *be) {
                *as = ref_abs(src, ni);
         ref_scatter_rows(r, rs, ix, q.n_idx, q.cols);
         ref_scatter_rows(mag, as, ix, q.n_idx, q.cols);
+        int32_t *lk = host_links(ix, q.n_idx, -1, "scatter_rows");
         tensor t[] = {tensor_out("dst", dst, ns), tensor_in("src", src, ni),
-                      tensor_in("idx", ix, (size_t)q.n_idx)};
+                      tensor_in("idx", ix, (size_t)q.n_idx),
+                      tensor_in("links", lk, 2 * (size_t)q.n_idx)};
         verdict v = v_new();
-        if (exec_op(&v, be, t, 3, run_scatter, &q, NULL)) {
+        if (exec_op(&v, be, t, 4, run_scatter, &q, NULL)) {
             /* sums of hundreds of terms: THR_MATH, not THR_ROUND */
             v_nmse(&v, "dst", RES(t[0]), r, mag, ns, THR_MATH);
             v_bits(&v, "dst in order", RES(t[0]), want, ns);
         }
         v_report(&v, "scatter_rows", "%d into %dx%d += many dup", q.n_idx, nsrc, q.cols);
-        tensors_free(t, 3);
-        free(dst), free(src), free(ix), free(want), free(r), free(mag), free(rs), free(as);
+        tensors_free(t, 4);
+        free(dst), free(src), free(ix), free(lk), free(want), free(r), free(mag), free(rs),
+            free(as);
     }
 }
 
@@ -127,15 +157,17 @@ void test_gather_scatter(bt_backend *be) {
             double *r = ref_dup(big, ns), *mag = ref_abs(big, ns), *as = ref_abs(small, ni);
             ref_scatter_rows(r, rsmall, ix, q.n_idx, q.cols);
             ref_scatter_rows(mag, as, ix, q.n_idx, q.cols);
+            int32_t *lk = host_links(ix, q.n_idx, -1, "scatter_rows");
             tensor t[] = {tensor_out("dst", big, ns), tensor_in("src", small, ni),
-                          tensor_in("idx", ix, (size_t)q.n_idx)};
+                          tensor_in("idx", ix, (size_t)q.n_idx),
+                          tensor_in("links", lk, 2 * (size_t)q.n_idx)};
             verdict v = v_new();
-            if (exec_op(&v, be, t, 3, run_scatter, &q, NULL))
+            if (exec_op(&v, be, t, 4, run_scatter, &q, NULL))
                 v_nmse(&v, "dst", RES(t[0]), r, mag, ns, THR_ROUND);
             v_report(&v, "scatter_rows", "%d into %dx%d +=%s", q.n_idx, nsrc, q.cols,
                      dup ? " dup idx" : " distinct");
-            tensors_free(t, 3);
-            free(r), free(ix), free(mag), free(as);
+            tensors_free(t, 4);
+            free(r), free(ix), free(lk), free(mag), free(as);
         }
         if (want_op("scatter_rows") && g_check_references) { /* scatter_rows is the adjoint of gather_rows */
             verdict f = v_new();

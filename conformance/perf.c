@@ -5,6 +5,8 @@
  * checked here. */
 #include "ops.h"
 
+#include "backends/row_links.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,7 @@
 
 /* ---------------- device tensors for one op ---------------- */
 
-enum { MAX_BUFS = 8 };
+enum { MAX_BUFS = 8, LINKS = -1 /* run_case: the chains of the tensor before */ };
 
 typedef struct {
     bt_backend *be;
@@ -44,6 +46,26 @@ static bt_ptr dev_tensor(pool *p, size_t n, int int_hi) {
         }
     }
     p->be->upload(p->be, (bt_ptr){b, 0}, h, n * 4);
+    free(h);
+    return (bt_ptr){b, 0};
+}
+/* The chains of idx (n ints on the device) as the model builds them
+ * (bt_row_links with skip), 2n ints on the device. */
+static bt_ptr dev_links(pool *p, bt_ptr idx, size_t n, int32_t skip) {
+    bt_ptr z = {NULL, 0};
+    if (p->failed || p->n == MAX_BUFS) return z;
+    int32_t *h = malloc((n ? n : 1) * 3 * 4);
+    if (!h) exit(2);
+    p->be->download(p->be, h, idx, n * 4);
+    if (bt_row_links(h, (int)n, skip, h + n)) exit(2);
+    bt_buffer *b = p->be->alloc(p->be, n ? 2 * n * 4 : 4);
+    if (!b) {
+        p->failed = true;
+        free(h);
+        return z;
+    }
+    p->bufs[p->n++] = b;
+    p->be->upload(p->be, (bt_ptr){b, 0}, h + n, 2 * n * 4);
     free(h);
     return (bt_ptr){b, 0};
 }
@@ -119,9 +141,10 @@ static void call_embed_fwd(bt_backend *be, perf_case *c) {
     be->embed_fwd(be, c->t[0], c->t[1], c->t[2], c->t[3], c->t[4], c->t[5], c->i[0], c->i[1],
                   c->i[2]);
 }
+/* t: dout, ids, ids' links (pad id 0), type_ids, dwte, dwpe, dwtt */
 static void call_embed_bwd(bt_backend *be, perf_case *c) {
-    be->embed_bwd(be, c->t[3], c->t[4], c->t[5], c->t[0], c->t[1], c->t[2], c->i[0], c->i[1],
-                  c->i[2], c->i[3], c->i[4], 0);
+    be->embed_bwd(be, c->t[4], c->t[5], c->t[6], c->t[0], c->t[1], c->t[2], c->t[3], c->i[0],
+                  c->i[1], c->i[2], c->i[3], c->i[4], 0);
 }
 static void call_ln_fwd(bt_backend *be, perf_case *c) {
     be->layernorm_fwd(be, c->t[1], c->t[2], c->t[3], c->t[0], c->t[4], c->t[5], c->i[0], c->i[1],
@@ -152,8 +175,9 @@ static void call_dropout(bt_backend *be, perf_case *c) {
 static void call_gather(bt_backend *be, perf_case *c) {
     be->gather_rows(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1]);
 }
+/* t: dst, src, idx, idx's links */
 static void call_scatter(bt_backend *be, perf_case *c) {
-    be->scatter_rows(be, c->t[0], c->t[1], c->t[2], c->i[0], c->i[1]);
+    be->scatter_rows(be, c->t[0], c->t[1], c->t[2], c->t[3], c->i[0], c->i[1]);
 }
 static void call_xent(bt_backend *be, perf_case *c) {
     /* t: logits, labels, loss, correct, log_z, dlogits */
@@ -239,8 +263,11 @@ static void call_dropout_softmax_unfused(bt_backend *be, perf_case *c) {
 static void run_case(bt_backend *be, perf_case c, const size_t *sizes, const int *int_hi, int nt) {
     if (!want_op(c.op)) return;
     pool p = {.be = be};
-    for (int i = 0; i < nt; i++) c.t[i] = int_hi && int_hi[i] ? dev_i(&p, sizes[i], int_hi[i])
-                                                              : dev_f(&p, sizes[i]);
+    /* int_hi: ints below it; LINKS: the chains of tensor i - 1 (its sizes[i - 1] ints) */
+    for (int i = 0; i < nt; i++)
+        c.t[i] = !int_hi || !int_hi[i] ? dev_f(&p, sizes[i])
+                 : int_hi[i] == LINKS  ? dev_links(&p, c.t[i - 1], sizes[i - 1], c.i[7])
+                                       : dev_i(&p, sizes[i], int_hi[i]);
     if (p.failed)
         printf("%-14s %-42s %-12s alloc failed\n", c.op, c.shape, g_backend_name);
     else
@@ -369,9 +396,10 @@ void run_perf(bt_backend *be) {
         CASE("embed_fwd", call_embed_fwd, 16.0 * NE, "B2 T128 C768 V4096", .i = {B, T, E});
         run_case(be, c, (size_t[]){NE, NT, NT, (size_t)V * E, (size_t)T * E, 2u * E},
                  (int[]){0, V, 2, 0, 0, 0}, 6);
-        CASE("embed_bwd", call_embed_bwd, 28.0 * NE, "B2 T128 C768 V4096", .i = {B, T, E, V, 2});
-        run_case(be, c, (size_t[]){NE, NT, NT, (size_t)V * E, (size_t)T * E, 2u * E},
-                 (int[]){0, V, 2, 0, 0, 0}, 6);
+        CASE("embed_bwd", call_embed_bwd, 28.0 * NE, "B2 T128 C768 V4096",
+             .i = {B, T, E, V, 2, 0, 0, 0});
+        run_case(be, c, (size_t[]){NE, NT, 2 * NT, NT, (size_t)V * E, (size_t)T * E, 2u * E},
+                 (int[]){0, V, LINKS, 2, 0, 0, 0}, 7);
     }
     CASE("layernorm_fwd", call_ln_fwd, 8.0 * RC, "256x768", .i = {R, C});
     run_case(be, c, (size_t[]){RC, RC, (size_t)R, (size_t)R, (size_t)C, (size_t)C}, NULL, 6);
@@ -397,8 +425,8 @@ void run_perf(bt_backend *be) {
     run_case(be, c, (size_t[]){N, N}, NULL, 2);
     CASE("gather_rows", call_gather, 8.0 * 80 * C, "80 of 512x768", .i = {80, C});
     run_case(be, c, (size_t[]){512u * C, 80u * C, 80}, (int[]){0, 0, 512}, 3);
-    CASE("scatter_rows", call_scatter, 12.0 * 80 * C, "80 into 512x768", .i = {80, C});
-    run_case(be, c, (size_t[]){512u * C, 80u * C, 80}, (int[]){0, 0, 512}, 3);
+    CASE("scatter_rows", call_scatter, 12.0 * 80 * C, "80 into 512x768", .i = {80, C, [7] = -1});
+    run_case(be, c, (size_t[]){512u * C, 80u * C, 80, 160}, (int[]){0, 0, 512, LINKS}, 4);
     { /* 40 x 30522 */
         size_t X = 40u * 30522;
         CASE("xent_fwd_bwd", call_xent, 8.0 * X, "40x30522", .i = {40, 30522});

@@ -36,6 +36,45 @@ BT_FN float wg_sum(float v, BT_LOCAL_PTR float *red) {
     return total;
 }
 
+/* The column tiles of the column reductions (constants.h, BT_COL_SLAB). */
+#define BT_SLAB BT_COL_SLAB(BT_WG)
+#define BT_LANES (BT_WG / BT_SLAB)
+
+/* Where a work-item sits in the column tiles of `cols` columns: *chunk, the
+ * work-group's row chunk (0 in a one-pass kernel); *col, its column (may be
+ * >= cols in the last slab); *lane, its row lane. Work-groups run slabs
+ * fastest, so neighbouring groups read neighbouring columns. */
+BT_FN void col_tile(size_t cols, size_t *chunk, size_t *col, int *lane) {
+    const size_t slabs = (cols + BT_SLAB - 1) / BT_SLAB, grp = get_group_id(0);
+    const int lid = get_local_id(0);
+    *chunk = grp / slabs;
+    *col = grp % slabs * BT_SLAB + (size_t)(lid % BT_SLAB);
+    *lane = lid / BT_SLAB;
+}
+
+/* The sum over the row lanes of a column tile, in lane order, of each
+ * work-item's v, by way of red[BT_WG]: row lane 0 gets its column's total
+ * (the other lanes get their own v back). Must be reached by all
+ * work-items. */
+BT_FN float col_lanes_sum(float v, BT_LOCAL_PTR float *red) {
+    const int lid = get_local_id(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < BT_SLAB)
+        for (int j = 1; j < BT_LANES; j++) v += red[j * BT_SLAB + lid];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red may be reused right away */
+    return v;
+}
+
+/* The sum of dy[r, c] over the rows r = r0 + lane, r0 + lane + BT_LANES,
+ * ... below r1, in order (dy points at column c): a row lane's share of a
+ * column tile. */
+BT_FN float col_rows_sum(__global const float *dy, size_t r0, size_t r1, size_t cols, int lane) {
+    float acc = 0.0f;
+    for (size_t r = r0 + (size_t)lane; r < r1; r += BT_LANES) acc += dy[r * cols];
+    return acc;
+}
+
 /* Maximum of v over the work-group (NaN-ignoring as `a > b`); every work-item
  * gets it. */
 BT_FN float wg_max(float v, BT_LOCAL_PTR float *red) {

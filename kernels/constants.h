@@ -19,8 +19,19 @@
 #define BT_REDUCE_CHUNK 4096
 #endif
 /* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
- * dgamma and dbeta, embed_bwd's dwtt). */
+ * dgamma and dbeta, bias_gelu_bwd's dbias, embed_bwd's dwtt). */
 #define BT_COL_ROWS 64
+/* The column tiles of those reductions: a work-group of wg work-items covers
+ * BT_COL_SLAB(wg) adjacent columns (a warp's worth on CUDA, so its reads are
+ * whole lines) with wg / BT_COL_SLAB(wg) row lanes; row lane j adds rows j,
+ * j + lanes, ... of the rows it is given, in order, and the lanes' sums are
+ * added in lane order (common.cl, col_lanes_sum). */
+#define BT_COL_SLAB(wg) ((wg) < 32 ? (wg) : 32)
+/* The global size of a column reduction over `groups` row chunks (1: one
+ * pass) of `cols` columns with work-groups of wg. */
+#define BT_COL_GLOBAL(groups, cols, wg)                                             \
+    ((size_t)(groups) * (((size_t)(cols) + BT_COL_SLAB(wg) - 1) / BT_COL_SLAB(wg)) * \
+     (size_t)(wg))
 /* Fused attention (attention.cl): the widest head it takes, and the floats of
  * one tile of keys or queries in local memory (32 rows of a 64-wide head,
  * with a padding column). */

@@ -20,78 +20,59 @@ BT_KERNEL void bt_embed_fwd(BT_OUT(float, out), BT_IN(int, ids), BT_IN(int, tt),
     out[i] = e + p + y;
 }
 
-/* The chains of equal indices that scatter_rows walks, for idx (n):
- * links[l_off + i] = the smallest j > i with idx[j] == idx[i], or -1, and
- * links[l_off + n + i] = 1 when i is the first token of its index (no j < i
- * has it), else 0. A token whose index is skip (skip >= 0: embed_bwd's
- * pad_id) belongs to no chain: next -1, first 0. Geometry: one work-item per
- * token, comparing its index with the tokens before it up to the previous
- * occurrence and after it up to the next: at most n - 1 integer compares
- * each, under n^2 in all (16.8 million at n = 4096); global: n. */
-BT_KERNEL void bt_row_links(BT_OUT(int, links), BT_IN(int, idx), int n, int skip) {
-    BT_BIND(links);
-    BT_BIND(idx);
-    const int i = get_global_id(0);
-    if (i >= n) return;
-    const int v = idx[i];
-    int next = -1, first = 0;
-    if (skip < 0 || v != skip) {
-        first = 1;
-        for (int j = i - 1; j >= 0; j--)
-            if (idx[j] == v) {
-                first = 0;
-                break;
-            }
-        for (int j = i + 1; j < n; j++)
-            if (idx[j] == v) {
-                next = j;
-                break;
-            }
-    }
-    links[i] = next;
-    links[n + i] = first;
+/* A row lane's share of a column tile of dwtt (TV x C): the sum of dout[n,
+ * c] over the tokens n = n0 + lane, n0 + lane + BT_LANES, ... below n1 with
+ * type_ids[n] == t, in order, for element i = t C + c (i < TV C). */
+BT_FN float type_rows_sum(__global const float *dout, __global const int *tt, size_t n0,
+                          size_t n1, size_t i, int C, int lane) {
+    const int t = (int)(i / (size_t)C);
+    dout += i % (size_t)C;
+    float acc = 0.0f;
+    for (size_t n = n0 + (size_t)lane; n < n1; n += BT_LANES)
+        if (tt[n] == t) acc += dout[n * (size_t)C];
+    return acc;
 }
 
-/* dwtt[t, c] += dout[n, c] for the tokens n < N with type_ids[n] == t, in
- * order, for N <= BT_COL_ROWS (more: embed_bwd_type_partial, then bias_grad
- * over its partials). Geometry: one work-item per element (t, c) of dwtt,
- * walking the tokens in order (the CPU backend's order and bits); global:
- * TV * C. */
-BT_KERNEL void bt_embed_bwd_type(BT_OUT(float, dwtt), BT_IN(float, dout), BT_IN(int, tt), int N,
-                                 int C, int TV) {
+/* dwtt[t, c] += dout[n, c] for the tokens n < N with type_ids[n] == t, for
+ * N <= BT_COL_ROWS (more: embed_bwd_type_partial, then bias_grad over its
+ * partials), in bias_grad's order. Geometry: column tiles (constants.h,
+ * BT_COL_SLAB) over the TV * C elements of dwtt, one work-group per slab;
+ * global: BT_COL_GLOBAL(1, TV * C, BT_WG). */
+BT_KERNEL_WG void bt_embed_bwd_type(BT_OUT(float, dwtt), BT_IN(float, dout), BT_IN(int, tt),
+                                    int N, int C, int TV) {
     BT_BIND(dwtt);
     BT_BIND(dout);
     BT_BIND(tt);
-    const size_t i = get_global_id(0);
-    if (i >= (size_t)TV * (size_t)C) return;
-    const int t = (int)(i / (size_t)C), c = (int)(i % (size_t)C);
-    dout += c;
-    float acc = dwtt[i];
-    for (int n = 0; n < N; n++)
-        if (tt[n] == t) acc += dout[(size_t)n * C];
-    dwtt[i] = acc;
+    __local float red[BT_WG];
+    const size_t n = (size_t)TV * (size_t)C;
+    size_t g, i;
+    int lane;
+    col_tile(n, &g, &i, &lane);
+    float acc = i < n ? type_rows_sum(dout, tt, 0, (size_t)N, i, C, lane) : 0.0f;
+    acc = col_lanes_sum(acc, red);
+    if (i < n && lane == 0) dwtt[i] += acc;
 }
 
 /* The first pass of dwtt for more tokens: partial[p_off + (g TV + t) C + c]
- * = the sum of dout[n, c] over the tokens n of chunk g (BT_COL_ROWS tokens,
- * in order) with type_ids[n] == t; bias_grad then adds the partials (chunks
- * x TV*C) onto dwtt (TV x C) in chunk order. Geometry: one work-item per
- * (chunk, type, column), columns fastest; global: chunks * TV * C. */
-BT_KERNEL void bt_embed_bwd_type_partial(BT_OUT(float, partial), BT_IN(float, dout), BT_IN(int, tt),
-                                         int N, int C, int TV) {
+ * = the sum of dout[n, c] over the tokens n of chunk g (BT_COL_ROWS tokens)
+ * with type_ids[n] == t, in bias_grad's order; bias_grad then adds the
+ * partials (chunks x TV*C) onto dwtt (TV x C) in chunk order. Geometry:
+ * column tiles over the TV * C elements, one work-group per (chunk, slab);
+ * global: BT_COL_GLOBAL(chunks, TV * C, BT_WG). */
+BT_KERNEL_WG void bt_embed_bwd_type_partial(BT_OUT(float, partial), BT_IN(float, dout),
+                                            BT_IN(int, tt), int N, int C, int TV) {
     BT_BIND(partial);
     BT_BIND(dout);
     BT_BIND(tt);
-    const size_t i = get_global_id(0), row = (size_t)TV * (size_t)C;
-    const size_t g = i / row, t = i % row / (size_t)C, c = i % (size_t)C;
-    const size_t n0 = g * BT_COL_ROWS;
-    if (n0 >= (size_t)N) return;
-    const size_t n1 = bt_min_size(n0 + BT_COL_ROWS, (size_t)N);
-    dout += c;
-    float acc = 0.0f;
-    for (size_t n = n0; n < n1; n++)
-        if (tt[n] == (int)t) acc += dout[n * C];
-    partial[i] = acc;
+    __local float red[BT_WG];
+    const size_t n = (size_t)TV * (size_t)C;
+    size_t g, i;
+    int lane;
+    col_tile(n, &g, &i, &lane);
+    const size_t n0 = g * BT_COL_ROWS, n1 = bt_min_size(n0 + BT_COL_ROWS, (size_t)N);
+    float acc = i < n ? type_rows_sum(dout, tt, n0, n1, i, C, lane) : 0.0f;
+    acc = col_lanes_sum(acc, red);
+    if (i < n && lane == 0) partial[g * n + i] = acc;
 }
 
 /* dwpe[t, c] += sum_b dout[b, t, c], b in order.        dwpe: (>= T, C)
@@ -121,7 +102,8 @@ BT_KERNEL void bt_gather_rows(BT_OUT(float, out), BT_IN(float, src), BT_IN(int, 
 }
 
 /* dst[idx[i], :] += src[i, :] for i in order (duplicates add up in order),
- * with row_links' chains of idx at links (2 n_idx ints). Also embed_bwd's
+ * along idx's chains at links (2 n_idx ints: bt_row_links in
+ * backends/row_links.h, built on the host). Also embed_bwd's
  * dwte[ids[n]] += dout[n] (its pad tokens in no chain). Geometry: one
  * work-item per (token i, column c), columns fastest; the work-item of the
  * first token of an index owns element c of its row of dst: it adds the

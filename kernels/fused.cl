@@ -24,27 +24,33 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
  * not rounded), for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
  * their column sum: partial[g cols + c] = sum (accumulate = 0: as
  * bias_grad_partial, then bias_grad over the partials), or += sum
- * (accumulate = 1, one chunk: as bias_grad's one pass). dx may alias dout.
- * Geometry: one work-item per (chunk, column), columns fastest;
- * global: chunks * cols. */
-BT_KERNEL void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT_IN(float, dout),
-                                BT_IN(float, x), int rows, int cols, int chunk_rows,
-                                int accumulate, int kind16) {
+ * (accumulate = 1, one chunk: as bias_grad's one pass), in bias_grad's
+ * order. dx may alias dout. Geometry: column tiles (constants.h,
+ * BT_COL_SLAB), one work-group per (chunk, slab of columns); global:
+ * BT_COL_GLOBAL(chunks, cols, BT_WG). */
+BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT_IN(float, dout),
+                                   BT_IN(float, x), int rows, int cols, int chunk_rows,
+                                   int accumulate, int kind16) {
     BT_BIND(partial);
     BT_BIND(dx);
     BT_BIND(dout);
     BT_BIND(x);
-    const size_t i = get_global_id(0), c = i % (size_t)cols, g = i / (size_t)cols;
+    __local float red[BT_WG];
+    size_t g, c;
+    int lane;
+    col_tile((size_t)cols, &g, &c, &lane);
     const size_t r0 = g * (size_t)chunk_rows;
-    if (r0 >= (size_t)rows) return;
     const size_t r1 = bt_min_size(r0 + (size_t)chunk_rows, (size_t)rows);
+    const bool in = c < (size_t)cols;
     float acc = 0.0f;
-    for (size_t r = r0; r < r1; r++) {
+    for (size_t r = r0 + (size_t)lane; in && r < r1; r += BT_LANES) {
         const size_t k = r * cols + c;
         const float v = round_kind16(dout[k] * gelu_grad_value(x[k]), kind16);
         dx[k] = v;
         acc += v;
     }
+    acc = col_lanes_sum(acc, red);
+    if (!in || lane != 0) return;
     if (accumulate)
         partial[c] += acc;
     else

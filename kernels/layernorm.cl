@@ -60,82 +60,117 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_
     }
 }
 
-/* Adds dout[r,c] * xhat[r,c] to *ag and dout[r,c] to *ab for the rows r of
- * [r0, r1), in order (dout and x point at column c; mean, rstd at row 0). */
+/* A row lane's share of a column tile of dgamma and dbeta: adds dout[r,c] *
+ * xhat[r,c] to *ag and dout[r,c] to *ab for the rows r = r0 + lane, r0 +
+ * lane + BT_LANES, ... below r1, in order (dout and x point at column c;
+ * stats holds the mean, then at BT_COL_ROWS the rstd, of rows r0 ...). */
 BT_FN void ln_params_rows(__global const float *dout, __global const float *x,
-                          __global const float *mean, __global const float *rstd, size_t r0,
-                          size_t r1, int cols, float *ag, float *ab) {
-    for (size_t r = r0; r < r1; r++) {
-        const size_t i = r * (size_t)cols;
-        *ag += dout[i] * ((x[i] - mean[r]) * rstd[r]);
+                          BT_LOCAL_PTR const float *stats, size_t r0, size_t r1, size_t cols,
+                          int lane, float *ag, float *ab) {
+    for (size_t r = r0 + (size_t)lane; r < r1; r += BT_LANES) {
+        const size_t i = r * cols;
+        *ag += dout[i] * ((x[i] - stats[r - r0]) * stats[BT_COL_ROWS + r - r0]);
         *ab += dout[i];
     }
 }
 
+/* A column tile's (dgamma, dbeta) terms over the rows [r0, r1) (at most
+ * BT_COL_ROWS) for the work-item's column c of `cols`: the mean and rstd of
+ * the rows staged once in stats, the row lanes' sums added in lane order.
+ * Row lane 0 gets the totals in *ag, *ab. Must be reached by all
+ * work-items. */
+BT_FN void ln_params_tile(__global const float *dout, __global const float *x,
+                          __global const float *mean, __global const float *rstd, size_t r0,
+                          size_t r1, size_t c, size_t cols, int lane,
+                          BT_LOCAL_PTR float *stats, BT_LOCAL_PTR float *red, float *ag,
+                          float *ab) {
+    for (size_t i = get_local_id(0); r0 + i < r1; i += BT_WG) {
+        stats[i] = mean[r0 + i];
+        stats[BT_COL_ROWS + i] = rstd[r0 + i];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float g = 0.0f, b = 0.0f;
+    if (c < cols) ln_params_rows(dout + c, x + c, stats, r0, r1, cols, lane, &g, &b);
+    *ag = col_lanes_sum(g, red);
+    *ab = col_lanes_sum(b, red);
+}
+
 /* dgamma[c] += sum_r dout[r,c] * xhat[r,c],  dbeta[c] += sum_r dout[r,c]
  * for rows <= BT_COL_ROWS (more rows: layernorm_bwd_params_partial, then
- * layernorm_bwd_params_sum). Geometry: one work-item per column, looping
- * over the rows in order (the CPU backend's order); global: cols. Runs
- * before layernorm_bwd_dx, which may overwrite dout. */
-BT_KERNEL void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, dbeta),
-                                       BT_IN(float, dout), BT_IN(float, x), BT_IN(float, mean),
-                                       BT_IN(float, rstd), int rows, int cols) {
+ * layernorm_bwd_params_sum). Geometry: column tiles (constants.h,
+ * BT_COL_SLAB), one work-group per slab of columns; global:
+ * BT_COL_GLOBAL(1, cols, BT_WG). Runs before layernorm_bwd_dx, which may
+ * overwrite dout. */
+BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, dbeta),
+                                          BT_IN(float, dout), BT_IN(float, x), BT_IN(float, mean),
+                                          BT_IN(float, rstd), int rows, int cols) {
     BT_BIND(dgamma);
     BT_BIND(dbeta);
     BT_BIND(dout);
     BT_BIND(x);
     BT_BIND(mean);
     BT_BIND(rstd);
-    const int c = get_global_id(0);
-    if (c >= cols) return;
-    float ag = 0.0f, ab = 0.0f;
-    ln_params_rows(dout + c, x + c, mean, rstd, 0,
-                   (size_t)rows, cols, &ag, &ab);
-    dgamma[c] += ag;
-    dbeta[c] += ab;
+    __local float red[BT_WG];
+    __local float stats[2 * BT_COL_ROWS];
+    size_t g, c;
+    int lane;
+    col_tile((size_t)cols, &g, &c, &lane);
+    float ag, ab;
+    ln_params_tile(dout, x, mean, rstd, 0, (size_t)rows, c, (size_t)cols, lane, stats, red, &ag,
+                   &ab);
+    if (c < (size_t)cols && lane == 0) {
+        dgamma[c] += ag;
+        dbeta[c] += ab;
+    }
 }
 
-/* The first pass for more rows: over the rows of chunk g (BT_COL_ROWS rows,
- * in order), partial[p_off + g 2cols + c] = sum dout * xhat and
+/* The first pass for more rows: over the rows of chunk g (BT_COL_ROWS rows),
+ * partial[p_off + g 2cols + c] = sum dout * xhat and
  * partial[p_off + g 2cols + cols + c] = sum dout: row g of the partials
- * (chunks x 2cols) is dgamma's terms, then dbeta's. Geometry: one work-item
- * per (chunk, column), columns fastest, so a work-group reads whole rows;
- * global: chunks * cols. Runs before layernorm_bwd_dx. */
-BT_KERNEL void bt_layernorm_bwd_params_partial(BT_OUT(float, partial), BT_IN(float, dout),
-                                               BT_IN(float, x), BT_IN(float, mean),
-                                               BT_IN(float, rstd), int rows, int cols) {
+ * (chunks x 2cols) is dgamma's terms, then dbeta's. Geometry: column tiles,
+ * one work-group per (chunk, slab of columns); global:
+ * BT_COL_GLOBAL(chunks, cols, BT_WG). Runs before layernorm_bwd_dx. */
+BT_KERNEL_WG void bt_layernorm_bwd_params_partial(BT_OUT(float, partial), BT_IN(float, dout),
+                                                  BT_IN(float, x), BT_IN(float, mean),
+                                                  BT_IN(float, rstd), int rows, int cols) {
     BT_BIND(partial);
     BT_BIND(dout);
     BT_BIND(x);
     BT_BIND(mean);
     BT_BIND(rstd);
-    const size_t i = get_global_id(0), c = i % (size_t)cols, g = i / (size_t)cols;
-    const size_t r0 = g * BT_COL_ROWS;
-    if (r0 >= (size_t)rows) return;
-    const size_t r1 = bt_min_size(r0 + BT_COL_ROWS, (size_t)rows);
-    float ag = 0.0f, ab = 0.0f;
-    ln_params_rows(dout + c, x + c, mean, rstd, r0, r1,
-                   cols, &ag, &ab);
-    partial += g * 2 * (size_t)cols + c;
-    partial[0] = ag;
-    partial[cols] = ab;
+    __local float red[BT_WG];
+    __local float stats[2 * BT_COL_ROWS];
+    size_t g, c;
+    int lane;
+    col_tile((size_t)cols, &g, &c, &lane);
+    const size_t r0 = g * BT_COL_ROWS, r1 = bt_min_size(r0 + BT_COL_ROWS, (size_t)rows);
+    float ag, ab;
+    ln_params_tile(dout, x, mean, rstd, r0, r1, c, (size_t)cols, lane, stats, red, &ag, &ab);
+    if (c < (size_t)cols && lane == 0) {
+        partial += g * 2 * (size_t)cols + c;
+        partial[0] = ag;
+        partial[cols] = ab;
+    }
 }
 
 /* The second pass: element j of (dgamma | dbeta), j < 2 cols, += the sum of
  * column j of layernorm_bwd_params_partial's partials (chunks x 2cols), in
- * chunk order. Geometry: one work-item per element of dgamma and dbeta,
- * looping over the chunks; global: 2 * cols. */
-BT_KERNEL void bt_layernorm_bwd_params_sum(BT_OUT(float, dgamma), BT_OUT(float, dbeta),
-                                           BT_IN(float, partial), int chunks, int cols) {
+ * bias_grad's order. Geometry: column tiles over the 2 cols columns, one
+ * work-group per slab; global: BT_COL_GLOBAL(1, 2 cols, BT_WG). */
+BT_KERNEL_WG void bt_layernorm_bwd_params_sum(BT_OUT(float, dgamma), BT_OUT(float, dbeta),
+                                              BT_IN(float, partial), int chunks, int cols) {
     BT_BIND(dgamma);
     BT_BIND(dbeta);
     BT_BIND(partial);
-    const int j = get_global_id(0);
-    if (j >= 2 * cols) return;
-    partial += j;
-    float acc = 0.0f;
-    for (int g = 0; g < chunks; g++) acc += partial[(size_t)g * 2 * cols];
-    if (j < cols)
+    __local float red[BT_WG];
+    const size_t n = 2 * (size_t)cols;
+    size_t g, j;
+    int lane;
+    col_tile(n, &g, &j, &lane);
+    float acc = j < n ? col_rows_sum(partial + j, 0, (size_t)chunks, n, lane) : 0.0f;
+    acc = col_lanes_sum(acc, red);
+    if (j >= n || lane != 0) return;
+    if (j < (size_t)cols)
         dgamma[j] += acc;
     else
         dbeta[j - cols] += acc;

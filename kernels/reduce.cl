@@ -1,36 +1,42 @@
-/* Reductions: bias_grad (column sums), sum / sumsq partials, all_finite. */
+/* Reductions: bias_grad (column sums in column tiles), sum / sumsq partials,
+ * all_finite. */
 
 /* dbias[c] += sum_r dy[r, c]                             dy: (rows, cols)
  * for rows <= BT_COL_ROWS, and as the second pass of more rows over
  * bias_grad_partial's chunk partials (chunks x cols) and over
- * embed_bwd_type_partial's (chunks x TV*C, onto dwtt). Geometry: one
- * work-item per column, looping over the rows in order; global: cols. */
-BT_KERNEL void bt_bias_grad(BT_OUT(float, dbias), BT_IN(float, dy), int rows, int cols) {
+ * embed_bwd_type_partial's (chunks x TV*C, onto dwtt). Geometry: column
+ * tiles (constants.h, BT_COL_SLAB), one work-group per slab of columns, the
+ * row lanes over all the rows; global: BT_COL_GLOBAL(1, cols, BT_WG). */
+BT_KERNEL_WG void bt_bias_grad(BT_OUT(float, dbias), BT_IN(float, dy), int rows, int cols) {
     BT_BIND(dbias);
     BT_BIND(dy);
-    const int c = get_global_id(0);
-    if (c >= cols) return;
-    dy += c;
-    float acc = 0.0f;
-    for (int r = 0; r < rows; r++) acc += dy[(size_t)r * cols];
-    dbias[c] += acc;
+    __local float red[BT_WG];
+    size_t g, c;
+    int lane;
+    col_tile((size_t)cols, &g, &c, &lane);
+    const bool in = c < (size_t)cols;
+    float acc = in ? col_rows_sum(dy + c, 0, (size_t)rows, (size_t)cols, lane) : 0.0f;
+    acc = col_lanes_sum(acc, red);
+    if (in && lane == 0) dbias[c] += acc;
 }
 
 /* bias_grad's first pass for more rows: partial[p_off + g cols + c] = sum
- * of dy[r, c] over the rows r of chunk g (BT_COL_ROWS rows, in order).
- * Geometry: one work-item per (chunk, column), columns fastest, so a
- * work-group reads whole rows; global: chunks * cols. */
-BT_KERNEL void bt_bias_grad_partial(BT_OUT(float, partial), BT_IN(float, dy), int rows, int cols) {
+ * of dy[r, c] over the rows r of chunk g (BT_COL_ROWS rows), in bias_grad's
+ * order within the chunk. Geometry: column tiles, one work-group per
+ * (chunk, slab of columns); global: BT_COL_GLOBAL(chunks, cols, BT_WG). */
+BT_KERNEL_WG void bt_bias_grad_partial(BT_OUT(float, partial), BT_IN(float, dy), int rows,
+                                       int cols) {
     BT_BIND(partial);
     BT_BIND(dy);
-    const size_t i = get_global_id(0), c = i % (size_t)cols, g = i / (size_t)cols;
-    const size_t r0 = g * BT_COL_ROWS;
-    if (r0 >= (size_t)rows) return;
-    const size_t r1 = bt_min_size(r0 + BT_COL_ROWS, (size_t)rows);
-    dy += c;
-    float acc = 0.0f;
-    for (size_t r = r0; r < r1; r++) acc += dy[r * cols];
-    partial[g * cols + c] = acc;
+    __local float red[BT_WG];
+    size_t g, c;
+    int lane;
+    col_tile((size_t)cols, &g, &c, &lane);
+    const size_t r0 = g * BT_COL_ROWS, r1 = bt_min_size(r0 + BT_COL_ROWS, (size_t)rows);
+    const bool in = c < (size_t)cols;
+    float acc = in ? col_rows_sum(dy + c, r0, r1, (size_t)cols, lane) : 0.0f;
+    acc = col_lanes_sum(acc, red);
+    if (in && lane == 0) partial[g * cols + c] = acc;
 }
 
 /* partial[p_off + g] = sum of x over chunk g of BT_REDUCE_CHUNK elements.

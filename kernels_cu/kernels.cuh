@@ -57,7 +57,6 @@ __global__ void bt_softmax_bwd(float *dscores, const float *dprobs, const float 
 /* ---- kernels/embedding.cl ---- */
 __global__ void bt_embed_fwd(float *out, const int *ids, const int *tt, const float *wte,
                              const float *wpe, const float *wtt, int N, int T, int C);
-__global__ void bt_row_links(int *links, const int *idx, int n, int skip);
 __global__ void bt_embed_bwd_type(float *dwtt, const float *dout, const int *tt, int N, int C,
                                   int TV);
 __global__ void bt_embed_bwd_type_partial(float *partial, const float *dout, const int *tt, int N,

@@ -21,9 +21,11 @@ static void cpu_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_id
     }
 }
 
+/* Walks the tokens in order per block of columns: the links are not needed. */
 static void cpu_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
-                          bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
-                          int pad_id) {
+                          bt_ptr ids, bt_ptr ids_links, bt_ptr type_ids, int B, int T, int C,
+                          int V, int TV, int pad_id) {
+    (void)ids_links;
     (void)V;
     (void)TV;
     float *DE = cpu_f32(dwte), *DP = cpu_f32(dwpe), *DY = cpu_f32(dwtt);
@@ -182,8 +184,10 @@ static void cpu_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, 
         memcpy(O + (size_t)i * cols, S + (size_t)I[i] * cols, (size_t)cols * sizeof *O);
 }
 
-static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
-                             int cols) {
+/* As embed_bwd's word rows: in order per block of columns, without links. */
+static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
+                             int n_idx, int cols) {
+    (void)links;
     float *D = cpu_f32(dst);
     const float *S = cpu_f32(src);
     const int32_t *I = cpu_i32(idx);

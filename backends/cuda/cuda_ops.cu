@@ -74,13 +74,15 @@ static void cu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t p
 static void cu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
     cu_ctx *c = cu(be);
     if (rows <= BT_COL_ROWS) {
-        LAUNCH(c, bias_grad, (size_t)cols, cu_f32(dbias), cu_f32(dy), rows, cols);
+        LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dy), rows, cols);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
-    LAUNCH(c, bias_grad_partial, (size_t)chunks * cols, part, cu_f32(dy), rows, cols);
-    LAUNCH(c, bias_grad, (size_t)cols, cu_f32(dbias), part, chunks, cols); /* partials by column */
+    LAUNCH(c, bias_grad_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dy), rows,
+           cols);
+    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks,
+           cols); /* partials by column */
 }
 
 static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
@@ -95,15 +97,15 @@ static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rst
 static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout, bt_ptr x,
                                 bt_ptr mean, bt_ptr rstd, int rows, int cols) {
     if (rows <= BT_COL_ROWS) {
-        LAUNCH(c, layernorm_bwd_params, (size_t)cols, cu_f32(dgamma), cu_f32(dbeta),
+        LAUNCH(c, layernorm_bwd_params, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dgamma), cu_f32(dbeta),
                cu_f32(dout), cu_f32(x), cu_f32(mean), cu_f32(rstd), rows, cols);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * 2 * cols * sizeof(float));
-    LAUNCH(c, layernorm_bwd_params_partial, (size_t)chunks * cols, part, cu_f32(dout), cu_f32(x),
+    LAUNCH(c, layernorm_bwd_params_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dout), cu_f32(x),
            cu_f32(mean), cu_f32(rstd), rows, cols);
-    LAUNCH(c, layernorm_bwd_params_sum, (size_t)2 * cols, cu_f32(dgamma), cu_f32(dbeta), part,
+    LAUNCH(c, layernorm_bwd_params_sum, BT_COL_GLOBAL(1, 2 * cols, BT_WG), cu_f32(dgamma), cu_f32(dbeta), part,
            chunks, cols);
 }
 
@@ -154,31 +156,33 @@ static void cu_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids
 static void cu_embed_types(cu_ctx *c, bt_ptr dwtt, bt_ptr dout, bt_ptr type_ids, float *part,
                            int N, int C, int TV) {
     if (N <= BT_COL_ROWS) {
-        LAUNCH(c, embed_bwd_type, (size_t)TV * C, cu_f32(dwtt), cu_f32(dout), cu_i32(type_ids),
-               N, C, TV);
+        LAUNCH(c, embed_bwd_type, BT_COL_GLOBAL(1, TV * C, BT_WG), cu_f32(dwtt), cu_f32(dout),
+               cu_i32(type_ids), N, C, TV);
         return;
     }
     const int chunks = (N + BT_COL_ROWS - 1) / BT_COL_ROWS;
-    LAUNCH(c, embed_bwd_type_partial, (size_t)chunks * TV * C, part, cu_f32(dout),
+    LAUNCH(c, embed_bwd_type_partial, BT_COL_GLOBAL(chunks, TV * C, BT_WG), part, cu_f32(dout),
            cu_i32(type_ids), N, C, TV);
-    LAUNCH(c, bias_grad, (size_t)TV * C, cu_f32(dwtt), part, chunks, TV * C); /* partials by column */
+    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, TV * C, BT_WG), cu_f32(dwtt), part, chunks,
+           TV * C); /* partials by column */
 }
 
-/* As ocl_embed_bwd: dwte along the chains of ids (pad tokens in none), dwtt
- * by type, dwpe by position. One scratch area: the links (2N ints), then
- * dwtt's partials. */
+/* As ocl_embed_bwd: dwte along the chains of ids (the caller's links, pad
+ * tokens in none), dwtt by type (its partials in scratch), dwpe by
+ * position. */
 static void cu_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
-                         bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
-                         int pad_id) {
+                         bt_ptr ids, bt_ptr ids_links, bt_ptr type_ids, int B, int T, int C,
+                         int V, int TV, int pad_id) {
     (void)V;
+    (void)pad_id; /* in ids_links */
     cu_ctx *c = cu(be);
     const int N = B * T;
     if (!N || !C) return;
     const size_t chunks = N <= BT_COL_ROWS ? 0 : (size_t)(N + BT_COL_ROWS - 1) / BT_COL_ROWS;
-    int *links = (int *)cu_scratch(c, (2 * (size_t)N + chunks * TV * C) * 4);
-    LAUNCH(c, row_links, (size_t)N, links, cu_i32(ids), N, pad_id);
-    LAUNCH(c, scatter_rows, (size_t)N * C, cu_f32(dwte), cu_f32(dout), cu_i32(ids), links, N, C);
-    cu_embed_types(c, dwtt, dout, type_ids, (float *)(links + 2 * (size_t)N), N, C, TV);
+    float *part = chunks ? (float *)cu_scratch(c, chunks * TV * C * sizeof(float)) : NULL;
+    LAUNCH(c, scatter_rows, (size_t)N * C, cu_f32(dwte), cu_f32(dout), cu_i32(ids),
+           cu_i32(ids_links), N, C);
+    cu_embed_types(c, dwtt, dout, type_ids, part, N, C, TV);
     LAUNCH(c, embed_bwd_pos, (size_t)T * C, cu_f32(dwpe), cu_f32(dout), B, T, C);
 }
 
@@ -189,16 +193,14 @@ static void cu_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, i
            cols);
 }
 
-/* As ocl_scatter_rows: chains of equal indices (row_links), then one owner
- * per (index, column) adds its chain in order. */
-static void cu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
-                            int cols) {
+/* As ocl_scatter_rows: one owner per (index, column) adds its chain (the
+ * caller's links) in order. */
+static void cu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
+                            int n_idx, int cols) {
     if (!n_idx || !cols) return;
     cu_ctx *c = cu(be);
-    int *links = (int *)cu_scratch(c, 2 * (size_t)n_idx * sizeof(int));
-    LAUNCH(c, row_links, (size_t)n_idx, links, cu_i32(idx), n_idx, -1);
-    LAUNCH(c, scatter_rows, (size_t)n_idx * cols, cu_f32(dst), cu_f32(src), cu_i32(idx), links,
-           n_idx, cols);
+    LAUNCH(c, scatter_rows, (size_t)n_idx * cols, cu_f32(dst), cu_f32(src), cu_i32(idx),
+           cu_i32(links), n_idx, cols);
 }
 
 /* ================= cast ================= */

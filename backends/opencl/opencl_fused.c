@@ -38,7 +38,7 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     arg_i(&a, one_pass ? rows : OCL_COL_ROWS);
     arg_i(&a, one_pass);
     arg_i(&a, BT_KIND16_OF(round16));
-    launch(be, &a, (size_t)chunks * cols);
+    launch(be, &a, BT_COL_GLOBAL(chunks, cols, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */
     arg_f32p(&f, dbias);
@@ -46,7 +46,7 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     arg_ul(&f, 0);
     arg_i(&f, chunks);
     arg_i(&f, cols);
-    launch(be, &f, (size_t)cols);
+    launch(be, &f, BT_COL_GLOBAL(1, cols, ocl(be)->wg));
 }
 
 static void ocl_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,

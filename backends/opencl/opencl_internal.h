@@ -34,7 +34,7 @@ struct bt_buffer {
     X(tanh_bwd) X(dropout) X(bias_grad) X(bias_grad_partial) X(sum_partial) X(sumsq_partial) X(all_finite)   \
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_params)                        \
     X(layernorm_bwd_params_partial) X(layernorm_bwd_params_sum) X(softmax_fwd)          \
-    X(softmax_bwd) X(embed_fwd) X(row_links) X(embed_bwd_type) X(embed_bwd_type_partial) \
+    X(softmax_bwd) X(embed_fwd) X(embed_bwd_type) X(embed_bwd_type_partial) \
     X(embed_bwd_pos) X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(adamw_multi)         \
     X(lamb_multi_moments) X(lamb_multi_trust) X(lamb_multi_apply) X(cast_f32_to_bf16)   \
     X(cast_f32_to_f16) X(cast_bf16_to_f32) X(cast_f16_to_f32) X(cast_bf16_to_f16)       \

@@ -113,7 +113,7 @@ static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int
         arg_f32p(&a, dy);
         arg_i(&a, rows);
         arg_i(&a, cols);
-        launch(be, &a, (size_t)cols);
+        launch(be, &a, BT_COL_GLOBAL(1, cols, ocl(be)->wg));
         return;
     }
     const int chunks = (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
@@ -124,14 +124,14 @@ static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int
     arg_f32p(&a, dy);
     arg_i(&a, rows);
     arg_i(&a, cols);
-    launch(be, &a, (size_t)chunks * cols);
+    launch(be, &a, BT_COL_GLOBAL(chunks, cols, ocl(be)->wg));
     args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */
     arg_f32p(&f, dbias);
     arg_mem(&f, part);
     arg_ul(&f, 0);
     arg_i(&f, chunks);
     arg_i(&f, cols);
-    launch(be, &f, (size_t)cols);
+    launch(be, &f, BT_COL_GLOBAL(1, cols, ocl(be)->wg));
 }
 
 static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
@@ -171,7 +171,7 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
     arg_f32p(&a, rstd);
     arg_i(&a, rows);
     arg_i(&a, cols);
-    launch(be, &a, one_pass ? (size_t)cols : (size_t)chunks * cols);
+    launch(be, &a, BT_COL_GLOBAL(one_pass ? 1 : chunks, cols, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_layernorm_bwd_params_sum);
     arg_f32p(&f, dgamma);
@@ -180,7 +180,7 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
     arg_ul(&f, 0);
     arg_i(&f, chunks);
     arg_i(&f, cols);
-    launch(be, &f, (size_t)2 * cols);
+    launch(be, &f, BT_COL_GLOBAL(1, 2 * cols, ocl(be)->wg));
 }
 
 static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
@@ -257,74 +257,60 @@ static void ocl_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_id
     launch(be, &a, (size_t)B * T * C);
 }
 
-/* row_links of idx (n ints) into ints [0, 2n) of scratch buffer m (next
- * then first), pad tokens (skip >= 0) in no chain. */
-static void row_links(bt_backend *be, cl_mem m, bt_ptr idx, int n, int skip) {
-    args a = begin(be, K_row_links);
-    arg_mem(&a, m);
-    arg_ul(&a, 0);
-    arg_ptr(&a, idx, 4);
-    arg_i(&a, n);
-    arg_i(&a, skip);
-    launch(be, &a, (size_t)n);
-}
-
-/* dst[idx[i]] += src[i] along the chains row_links left in m (ints [0, 2n)). */
-static void scatter_chains(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, cl_mem m, int n,
-                           int cols) {
+/* dst[idx[i]] += src[i] along the chains of links (2n ints, bt_row_links). */
+static void scatter_chains(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
+                           int n, int cols) {
     args a = begin(be, K_scatter_rows);
     arg_f32p(&a, dst);
     arg_f32p(&a, src);
     arg_ptr(&a, idx, 4);
-    arg_mem(&a, m);
-    arg_ul(&a, 0);
+    arg_ptr(&a, links, 4);
     arg_i(&a, n);
     arg_i(&a, cols);
     launch(be, &a, (size_t)n * cols);
 }
 
 /* dwtt (TV x C) += dout by type: one pass up to OCL_COL_ROWS tokens; beyond,
- * chunk partials at float p_off of scratch buffer m, added by bias_grad. */
-static void embed_types(bt_backend *be, bt_ptr dwtt, bt_ptr dout, bt_ptr type_ids, cl_mem m,
-                        size_t p_off, int N, int C, int TV) {
+ * chunk partials in scratch, added by bias_grad. */
+static void embed_types(bt_backend *be, bt_ptr dwtt, bt_ptr dout, bt_ptr type_ids, int N, int C,
+                        int TV) {
     const bool one_pass = N <= OCL_COL_ROWS;
     const int chunks = (N + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
+    cl_mem m = one_pass ? NULL : ocl_scratch(ocl(be), (size_t)chunks * TV * C * sizeof(float));
     args a = begin(be, one_pass ? K_embed_bwd_type : K_embed_bwd_type_partial);
     if (one_pass) {
         arg_f32p(&a, dwtt);
     } else {
         arg_mem(&a, m);
-        arg_ul(&a, p_off);
+        arg_ul(&a, 0);
     }
     arg_f32p(&a, dout);
     arg_ptr(&a, type_ids, 4);
     arg_i(&a, N);
     arg_i(&a, C);
     arg_i(&a, TV);
-    launch(be, &a, (size_t)(one_pass ? 1 : chunks) * TV * C);
+    launch(be, &a, BT_COL_GLOBAL(one_pass ? 1 : chunks, TV * C, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_bias_grad); /* the partials, chunks x TV*C, summed by column */
     arg_f32p(&f, dwtt);
     arg_mem(&f, m);
-    arg_ul(&f, p_off);
+    arg_ul(&f, 0);
     arg_i(&f, chunks);
     arg_i(&f, TV * C);
-    launch(be, &f, (size_t)TV * C);
+    launch(be, &f, BT_COL_GLOBAL(1, TV * C, ocl(be)->wg));
 }
 
-/* dwte along the chains of ids (pad tokens in none), dwtt by type, dwpe by
- * position. One scratch area: the links (2N ints), then dwtt's partials. */
+/* dwte along the chains of ids (the caller's links, pad tokens in none),
+ * dwtt by type, dwpe by position. */
 static void ocl_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
-                          bt_ptr ids, bt_ptr type_ids, int B, int T, int C, int V, int TV,
-                          int pad_id) {
+                          bt_ptr ids, bt_ptr ids_links, bt_ptr type_ids, int B, int T, int C,
+                          int V, int TV, int pad_id) {
     (void)V;
+    (void)pad_id; /* in ids_links */
     const int N = B * T;
     if (!N || !C) return;
-    const size_t chunks = N <= OCL_COL_ROWS ? 0 : (size_t)(N + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
-    cl_mem m = ocl_scratch(ocl(be), (2 * (size_t)N + chunks * TV * C) * 4);
-    row_links(be, m, ids, N, pad_id);
-    scatter_chains(be, dwte, dout, ids, m, N, C);
-    embed_types(be, dwtt, dout, type_ids, m, 2 * (size_t)N, N, C, TV);
+    scatter_chains(be, dwte, dout, ids, ids_links, N, C);
+    embed_types(be, dwtt, dout, type_ids, N, C, TV);
     args a = begin(be, K_embed_bwd_pos);
     arg_f32p(&a, dwpe);
     arg_f32p(&a, dout);
@@ -345,15 +331,13 @@ static void ocl_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, 
     launch(be, &a, (size_t)n_idx * cols);
 }
 
-/* Chains of equal indices (row_links), then one owner per (index, column)
- * adds its chain in order: the bits of an in-order walk, n_idx x cols
- * work-items instead of cols. */
-static void ocl_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, int n_idx,
-                             int cols) {
+/* One owner per (index, column) adds its chain (the caller's links) in
+ * order: the bits of an in-order walk, n_idx x cols work-items instead of
+ * cols. */
+static void ocl_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
+                             int n_idx, int cols) {
     if (!n_idx || !cols) return;
-    cl_mem m = ocl_scratch(ocl(be), 2 * (size_t)n_idx * sizeof(cl_int));
-    row_links(be, m, idx, n_idx, -1);
-    scatter_chains(be, dst, src, idx, m, n_idx, cols);
+    scatter_chains(be, dst, src, idx, links, n_idx, cols);
 }
 
 /* ================= cast ================= */

@@ -7,6 +7,7 @@
  * it is the top one. */
 #include "bert_internal.h"
 #include "bert_ops.h"
+#include "backends/row_links.h"
 #include "util/rng.h"
 
 #include <math.h>
@@ -35,8 +36,20 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer) {
         host[a->nsp_labels + b] = bt->nsp_labels ? bt->nsp_labels[b] : -1;
         host[a->cls_idx + b] = b * bt->T;
     }
-    const int S = top_layer >= 0 ? bert_top_plan(a, bt, m->cfg.nsp && bt->nsp_labels,
-                                                     m->top_rows_multiple, host) : 0;
+    const bool nsp = m->cfg.nsp && bt->nsp_labels;
+    const int S = top_layer >= 0 ? bert_top_plan(a, bt, nsp, m->top_rows_multiple, host) : 0;
+    /* the chains of the tables the scatters read: dwte's rows by id (pad in
+     * none), the heads' rows, the top layer's */
+    const struct { size_t off; int n, skip; } tables[] = {
+        {a->ids, (int)N, m->cfg.pad_id}, {a->mlm_pos, bt->n_masked, -1}, {a->cls_idx, bt->B, -1},
+        {a->top_rows, S, -1}, {a->top_mlm_pos, S ? bt->n_masked : 0, -1},
+        {a->top_cls, S && nsp ? bt->B : 0, -1}};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+        if (bt_row_links(host + tables[i].off, tables[i].n, tables[i].skip,
+                         host + a->links + 2 * tables[i].off)) {
+            fprintf(stderr, "bertrain: out of host memory staging a batch\n");
+            exit(1);
+        }
     m->be->upload(m->be, ints(m, 0), host, a->ints_batch * 4);
     free(host);
     return S;
@@ -349,7 +362,8 @@ static void embeddings_bwd(bert_run *r) {
     op_layernorm_bwd(r, a->dA, v->emb_ln_w, v->emb_ln_b, a->dA, a->emb_sum, a->emb_mean,
                      a->emb_rstd, B * T);
     m->be->embed_bwd(m->be, grd(m, v->wte), grd(m, v->wpe), grd(m, v->wtt), act(m, a->dA),
-                     ints(m, a->ids), ints(m, a->types), B, T, H, m->cfg.vocab_size,
+                     ints(m, a->ids), bert_links(m, a->ids), ints(m, a->types), B, T, H,
+                     m->cfg.vocab_size,
                      m->cfg.type_vocab_size, m->cfg.pad_id);
 }
 

@@ -57,7 +57,10 @@ struct bert_act_layout {
     size_t ids, types, mask, mlm_pos, mlm_labels, nsp_labels, cls_idx;
     /* the top layer's rows: top_rows (S) the token rows the heads read, in
      * order; top_mlm_pos (M) and top_cls (B) the heads' rows among them */
-    size_t top_rows, top_mlm_pos, top_cls, ints_batch;
+    size_t top_rows, top_mlm_pos, top_cls;
+    /* the chains of equal indices (bt_row_links) of the tables the scatters
+     * read, table t's (2 n ints) at links + 2 t (bert_links) */
+    size_t links, ints_batch;
     /* N zeros (after the batch's inputs, written once): gather_rows through
      * them writes one row, a bias, into every row */
     size_t zero_rows, ints_total;

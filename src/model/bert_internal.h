@@ -39,6 +39,10 @@ static inline bt_ptr act(const bert_model *m, size_t off) {
     return (bt_ptr){m->acts[off / cap], off % cap * 4};
 }
 static inline bt_ptr ints(const bert_model *m, size_t off) { return (bt_ptr){m->ints, off * 4}; }
+/* The chains of equal indices of the batch's int table at off (bert_act.h). */
+static inline bt_ptr bert_links(const bert_model *m, size_t off) {
+    return ints(m, m->act->links + 2 * off);
+}
 
 /* A GEMM operand at activation offset off: the 16-bit copy of it that the
  * pass in flight may read (bert_act_half; `flag`, BT_GEMM_A16 or _B16, is

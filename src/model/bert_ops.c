@@ -180,8 +180,12 @@ void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, i
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     be->fill(be, act(m, d), 0.0f, n);
-    if (rows_a > 0) be->scatter_rows(be, act(m, d), act(m, a), ints(m, table_a), rows_a, cols);
-    if (rows_b > 0) be->scatter_rows(be, act(m, d), act(m, b), ints(m, table_b), rows_b, cols);
+    if (rows_a > 0)
+        be->scatter_rows(be, act(m, d), act(m, a), ints(m, table_a), bert_links(m, table_a),
+                         rows_a, cols);
+    if (rows_b > 0)
+        be->scatter_rows(be, act(m, d), act(m, b), ints(m, table_b), bert_links(m, table_b),
+                         rows_b, cols);
     store(r, d, n);
 }
 

@@ -79,7 +79,8 @@ void bert_top_dropout(bert_run *r, size_t x, int S, int H, float p, bt_rng_key k
     const struct bert_act_layout *a = m->act;
     const size_t per_sample = (size_t)r->bt->T * H, all = (size_t)r->bt->B * per_sample;
     be->fill(be, act(m, a->dI), 0.0f, all);
-    be->scatter_rows(be, act(m, a->dI), act(m, x), ints(m, a->top_rows), S, H);
+    be->scatter_rows(be, act(m, a->dI), act(m, x), ints(m, a->top_rows),
+                     bert_links(m, a->top_rows), S, H);
     be->dropout(be, act(m, a->dI), act(m, a->dI), all, per_sample, r->bt->first_sample, p, key);
     be->gather_rows(be, act(m, x), act(m, a->dI), ints(m, a->top_rows), S, H);
 }
@@ -91,7 +92,8 @@ void bert_top_ctx_bwd(bert_run *r, const bert_layer_views *w, int S, int H) {
     const struct bert_act_layout *a = m->act;
     op_linear_bwd(r, a->top_x, w->ao_w, w->ao_b, a->dH, a->top_ctx, S, H, H);
     m->be->fill(m->be, act(m, a->dctx), 0.0f, (size_t)r->bt->B * r->bt->T * H);
-    m->be->scatter_rows(m->be, act(m, a->dctx), act(m, a->top_x), ints(m, a->top_rows), S, H);
+    m->be->scatter_rows(m->be, act(m, a->dctx), act(m, a->top_x), ints(m, a->top_rows),
+                        bert_links(m, a->top_rows), S, H);
 }
 
 /* dA = omega dA at the S rows added into dH (every row), then copied back to
@@ -101,7 +103,8 @@ void bert_top_join_grad(bert_run *r, float omega, int S, int H) {
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     if (omega != 1.0f) be->scale(be, act(m, a->dA), omega, (size_t)S * H);
-    be->scatter_rows(be, act(m, a->dH), act(m, a->dA), ints(m, a->top_rows), S, H);
+    be->scatter_rows(be, act(m, a->dH), act(m, a->dA), ints(m, a->top_rows),
+                     bert_links(m, a->top_rows), S, H);
     op_copy(r, a->dA, a->dH, (size_t)r->bt->B * r->bt->T * H);
 }
 

@@ -1,0 +1,18 @@
+/* The chains of equal indices that a scatter follows (scatter_rows and
+ * embed_bwd's word rows in backend.h): built on the host, where the indices
+ * of a batch are made, once per table, so that no device searches for them.
+ * Above and below backend.h alike: the model builds them, the backends read
+ * them. */
+#ifndef BT_ROW_LINKS_H
+#define BT_ROW_LINKS_H
+
+#include <stdint.h>
+
+/* links (2n int32) of idx (n): links[i] = the smallest j > i with idx[j] ==
+ * idx[i], or -1; links[n + i] = 1 when no j < i has idx[i], else 0. An index
+ * equal to skip (skip >= 0: embed_bwd's pad id) belongs to no chain: -1 and
+ * 0. Sorts (index, position) pairs: O(n log n) for any range of indices.
+ * Returns 0, or -1 when out of host memory (links unchanged). */
+int bt_row_links(const int32_t *idx, int n, int32_t skip, int32_t *links);
+
+#endif
