@@ -99,25 +99,6 @@ BT_FN float gelu_grad_value(float x) {
     return cdf + x * pdf;
 }
 
-/* One row of LayerNorm by the whole work-group (every work-item must call
- * it): out = (x - mean) * rstd * gamma + beta, work-item l owning columns l,
- * l + BT_WG, ...; mean and variance by fixed trees; returns rstd and sets
- * *mean. Shared by layernorm_fwd and residual_layernorm_fwd. */
-BT_FN float layernorm_row(__global float *out, __global const float *x,
-                          __global const float *gamma, __global const float *beta, int cols,
-                          float eps, BT_LOCAL_PTR float *red, float *mean) {
-    const int lid = get_local_id(0);
-    float s = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) s += x[c];
-    const float m = wg_sum(s, red) / cols;
-    float v = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) v += (x[c] - m) * (x[c] - m);
-    const float rs = 1.0f / sqrt(wg_sum(v, red) / cols + eps);
-    for (int c = lid; c < cols; c += BT_WG) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
-    *mean = m;
-    return rs;
-}
-
 /* Row kernels: a row belongs to BT_ROW_LANES consecutive work-items, its
  * lanes; lane l owns the keys 4l .. 4l+3, then those BT_ROW_LANES * 4 further
  * on, and so on, so that four keys share a Philox block where the row allows
@@ -176,6 +157,26 @@ BT_FN float row_max(float v, BT_LOCAL_PTR float *red) {
     const float m = red[lid - lane];
     barrier(CLK_LOCAL_MEM_FENCE);
     return m;
+}
+
+/* One row of LayerNorm by its lanes (every work-item of the work-group must
+ * call it; cols = 0 for lanes past the last row): out = (x - mean) * rstd *
+ * gamma + beta, lane l owning columns l, l + BT_ROW_LANES, ... (a warp reads
+ * adjacent columns); mean and variance by row_sum's fixed trees; returns
+ * rstd and sets *mean. Shared by layernorm_fwd and residual_layernorm_fwd. */
+BT_FN float layernorm_row(__global float *out, __global const float *x,
+                          __global const float *gamma, __global const float *beta, int cols,
+                          float eps, BT_LOCAL_PTR float *red, float *mean) {
+    const int lane = get_local_id(0) % BT_ROW_LANES;
+    float s = 0.0f;
+    for (int c = lane; c < cols; c += BT_ROW_LANES) s += x[c];
+    const float m = row_sum(s, red) / cols;
+    float v = 0.0f;
+    for (int c = lane; c < cols; c += BT_ROW_LANES) v += (x[c] - m) * (x[c] - m);
+    const float rs = 1.0f / sqrt(row_sum(v, red) / cols + eps);
+    for (int c = lane; c < cols; c += BT_ROW_LANES) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
+    *mean = m;
+    return rs;
 }
 
 /* One row of the masked softmax by its lanes: p[j] = softmax_j(scale * s[j])

@@ -93,13 +93,14 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
 /* sum = resid + dropout(y + bias) (rounded as join_value), then out =
  * LayerNorm(sum) with mean and rstd saved, layernorm_fwd's arithmetic. sum
  * may alias resid.
- * Geometry: as layernorm_fwd: one work-group of BT_WG per row, work-item l
- * owns columns l, l + BT_WG, ...; global: rows * BT_WG. */
+ * Geometry: as layernorm_fwd: BT_ROW_LANES work-items a row, lane l owning
+ * columns l, l + BT_ROW_LANES, ...; global: BT_ROW_GLOBAL(rows, BT_WG). */
 BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, out),
                                             BT_OUT(float, mean), BT_OUT(float, rstd),
                                             BT_IN(float, y), BT_IN(float, bias),
                                             BT_IN(float, resid), BT_IN(float, gamma),
-                                            BT_IN(float, beta), int cols, float eps, int kind16,
+                                            BT_IN(float, beta), int rows, int cols, float eps,
+                                            int kind16,
                                             ulong per_sample, uint first_sample, uint thr,
                                             float keep_scale, uint seed_lo, uint seed_hi,
                                             uint stream_lo, uint stream_hi) {
@@ -113,16 +114,17 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     BT_BIND(gamma);
     BT_BIND(beta);
     __local float red[BT_WG];
-    const int r = get_group_id(0), lid = get_local_id(0);
-    const size_t row = (size_t)r * cols;
+    const int r = row_of(), n = r < rows ? cols : 0;
+    const size_t row = (size_t)(n ? r : 0) * cols;
     __global float *x = sum + row;
     __global float *o = out + row;
-    for (int c = lid; c < cols; c += BT_WG) /* each work-item reads back only its own */
+    for (int c = get_local_id(0) % BT_ROW_LANES; c < n; c += BT_ROW_LANES)
         x[c] = join_value(y, bias, resid, row + c, cols, kind16, per_sample, first_sample, thr,
                           keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
+    /* each lane reads back only its own columns before the trees */
     float m;
-    const float rs = layernorm_row(o, x, gamma, beta, cols, eps, red, &m);
-    if (lid == 0) {
+    const float rs = layernorm_row(o, x, gamma, beta, n, eps, red, &m);
+    if (n && get_local_id(0) % BT_ROW_LANES == 0) {
         mean[r] = m;
         rstd[r] = rs;
     }

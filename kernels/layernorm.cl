@@ -2,12 +2,12 @@
 
 /* out = (x - mean) * rstd * gamma + beta per row; saves mean and rstd.
  * x, out: (rows, cols); mean, rstd: (rows).
- * Geometry: one work-group of BT_WG per row; work-item l handles columns l,
- * l + BT_WG, ...; mean and variance (two passes) by fixed trees in local
- * memory. global: rows * BT_WG. */
+ * Geometry: a row kernel (softmax_fwd's): BT_ROW_LANES work-items a row,
+ * lane l handling columns l, l + BT_ROW_LANES, ...; mean and variance (two
+ * passes) by row_sum's fixed trees. global: BT_ROW_GLOBAL(rows, BT_WG). */
 BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_OUT(float, rstd),
                                    BT_IN(float, x), BT_IN(float, gamma), BT_IN(float, beta),
-                                   int cols, float eps) {
+                                   int rows, int cols, float eps) {
     BT_BIND(out);
     BT_BIND(mean);
     BT_BIND(rstd);
@@ -15,12 +15,11 @@ BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_O
     BT_BIND(gamma);
     BT_BIND(beta);
     __local float red[BT_WG];
-    const int r = get_group_id(0), lid = get_local_id(0);
-    x += (size_t)r * cols;
-    out += (size_t)r * cols;
+    const int r = row_of(), n = r < rows ? cols : 0;
+    const size_t row = (size_t)(n ? r : 0) * cols;
     float m;
-    const float rs = layernorm_row(out, x, gamma, beta, cols, eps, red, &m);
-    if (lid == 0) {
+    const float rs = layernorm_row(out + row, x + row, gamma, beta, n, eps, red, &m);
+    if (n && get_local_id(0) % BT_ROW_LANES == 0) {
         mean[r] = m;
         rstd[r] = rs;
     }
@@ -29,10 +28,10 @@ BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_O
 /* dx = rstd * (dout*gamma - mean(dout*gamma) - xhat * mean(dout*gamma*xhat))
  * per row, xhat = (x - mean) * rstd. dx may alias dout: each work-item reads
  * its columns before the trees and writes the same columns after them.
- * Geometry: one work-group of BT_WG per row (as layernorm_fwd). */
+ * Geometry: a row kernel, as layernorm_fwd. */
 BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_IN(float, x),
                                       BT_IN(float, mean), BT_IN(float, rstd), BT_IN(float, gamma),
-                                      int cols) {
+                                      int rows, int cols) {
     BT_BIND(dx);
     BT_BIND(dout);
     BT_BIND(x);
@@ -40,21 +39,21 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_
     BT_BIND(rstd);
     BT_BIND(gamma);
     __local float red[BT_WG];
-    const int r = get_group_id(0), lid = get_local_id(0);
-    const size_t row = (size_t)r * cols;
+    const int r = row_of(), n = r < rows ? cols : 0, lane = get_local_id(0) % BT_ROW_LANES;
+    const size_t row = (size_t)(n ? r : 0) * cols;
     dx += row;
     dout += row;
     x += row;
-    const float mu = mean[r], rs = rstd[r];
+    const float mu = mean[n ? r : 0], rs = rstd[n ? r : 0];
     float sd = 0.0f, sdx = 0.0f;
-    for (int c = lid; c < cols; c += BT_WG) {
+    for (int c = lane; c < n; c += BT_ROW_LANES) {
         const float dn = dout[c] * gamma[c];
         sd += dn;
         sdx += dn * ((x[c] - mu) * rs);
     }
-    const float mean_d = wg_sum(sd, red) / cols;
-    const float mean_dx = wg_sum(sdx, red) / cols;
-    for (int c = lid; c < cols; c += BT_WG) {
+    const float mean_d = row_sum(sd, red) / cols;
+    const float mean_dx = row_sum(sdx, red) / cols;
+    for (int c = lane; c < n; c += BT_ROW_LANES) {
         const float xhat = (x[c] - mu) * rs;
         dx[c] = rs * (dout[c] * gamma[c] - mean_d - xhat * mean_dx);
     }

@@ -36,9 +36,10 @@ __global__ void bt_all_finite(float *flag, const float *x, unsigned long long n)
 
 /* ---- kernels/layernorm.cl ---- */
 __global__ void bt_layernorm_fwd(float *out, float *mean, float *rstd, const float *x,
-                                 const float *gamma, const float *beta, int cols, float eps);
+                                 const float *gamma, const float *beta, int rows, int cols,
+                                 float eps);
 __global__ void bt_layernorm_bwd_dx(float *dx, const float *dout, const float *x, const float *mean,
-                                    const float *rstd, const float *gamma, int cols);
+                                    const float *rstd, const float *gamma, int rows, int cols);
 __global__ void bt_layernorm_bwd_params(float *dgamma, float *dbeta, const float *dout,
                                         const float *x, const float *mean, const float *rstd,
                                         int rows, int cols);
@@ -121,8 +122,9 @@ __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bia
                                     unsigned int stream_hi);
 __global__ void bt_residual_layernorm_fwd(float *sum, float *out, float *mean, float *rstd,
                                           const float *y, const float *bias, const float *resid,
-                                          const float *gamma, const float *beta, int cols,
-                                          float eps, int kind16, unsigned long long per_sample,
+                                          const float *gamma, const float *beta, int rows,
+                                          int cols, float eps, int kind16,
+                                          unsigned long long per_sample,
                                           unsigned int first_sample, unsigned int thr,
                                           float keep_scale, unsigned int seed_lo,
                                           unsigned int seed_hi, unsigned int stream_lo,

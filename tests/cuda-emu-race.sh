@@ -5,10 +5,10 @@
 # a byte written by one thread and read or written by another between two
 # barriers is reported and fails the launch, in whatever order the threads ran.
 #  1. the conformance suite (--quick) on that plugin: every kernel race-free;
-#  2. wg_sum with every thread adding into red[0] (a non-atomic accumulation
-#     in shared memory, which the uninstrumented emulator, running the threads
-#     one after another, notices only when two runs round differently):
-#     reported as a race;
+#  2. wg_sum (in sum_partial) with every thread adding into red[0] (a
+#     non-atomic accumulation in shared memory, which the uninstrumented
+#     emulator, running the threads one after another, notices only when two
+#     runs round differently): reported as a race;
 #  3. wg_sum leaving red[0] unwritten (its tree then reads what an earlier
 #     block or nothing left in shared memory): reported as a stale read.
 . "$(dirname "$0")/lib.sh"
@@ -32,8 +32,8 @@ grep -m5 'data race' "$tmpdir/clean.log"
 echo "ok   every kernel, instrumented: $(tail -1 "$tmpdir/clean.log"), no race"
 
 # planted NAME PERL-EXPRESSION REPORT: kernels/common.cl changed by the
-# expression, built instrumented; layernorm_fwd's conformance run on it must
-# fail with a line matching REPORT.
+# expression, built instrumented; the conformance run of sum (sum_partial, a
+# wg_sum) on it must fail with a line matching REPORT.
 planted() {
     name=$1 expr=$2 want=$3 src="$tmpdir/$(echo "$1" | tr " " -)"
     mkdir -p "$src" && cp -R backends kernels kernels_cu "$src/"
@@ -42,8 +42,8 @@ planted() {
     # shellcheck disable=SC2086
     emu_plugin "$src.so" "$src" "$FLAGS" $KERNELS
     rc=0
-    BERTRAIN_CUDA_EMU="$src.so" "$CONF" --backend cuda-emu --quick --op layernorm_fwd > "$src.log" 2>&1 || rc=$?
-    [ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q "kernel bt_layernorm_fwd.*$want" "$src.log" ||
+    BERTRAIN_CUDA_EMU="$src.so" "$CONF" --backend cuda-emu --quick --op sum > "$src.log" 2>&1 || rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q "kernel bt_sum_partial.*$want" "$src.log" ||
         { tail -5 "$src.log"; fail "$name was not reported (exit $rc)"; }
     echo "ok   $name caught: $(grep -m1 "$want" "$src.log")"
 }

@@ -46,9 +46,9 @@ static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt
                                       float p, bt_rng_key key) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
-    LAUNCH(c, residual_layernorm_fwd, (size_t)rows * BT_WG, cu_f32(sum), cu_f32(out),
+    LAUNCH(c, residual_layernorm_fwd, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(sum), cu_f32(out),
            cu_f32(mean), cu_f32(rstd), cu_f32(y), cu_f32(bias), cu_f32(resid), cu_f32(gamma),
-           cu_f32(beta), cols, eps, BT_KIND16_OF(round16), per_sample, DROP_ARGS(d));
+           cu_f32(beta), rows, cols, eps, BT_KIND16_OF(round16), per_sample, DROP_ARGS(d));
 }
 
 static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,

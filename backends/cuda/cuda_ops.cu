@@ -88,8 +88,8 @@ static void cu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int 
 static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
                              bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
     cu_ctx *c = cu(be);
-    LAUNCH(c, layernorm_fwd, (size_t)rows * BT_WG, cu_f32(out), cu_f32(mean), cu_f32(rstd),
-           cu_f32(x), cu_f32(gamma), cu_f32(beta), cols, eps);
+    LAUNCH(c, layernorm_fwd, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(out), cu_f32(mean), cu_f32(rstd),
+           cu_f32(x), cu_f32(gamma), cu_f32(beta), rows, cols, eps);
 }
 
 /* As ocl_layernorm_params: dgamma and dbeta in one pass up to BT_COL_ROWS
@@ -115,8 +115,8 @@ static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr db
     cu_ctx *c = cu(be);
     /* parameter gradients first: dx may alias dout */
     cu_layernorm_params(c, dgamma, dbeta, dout, x, mean, rstd, rows, cols);
-    LAUNCH(c, layernorm_bwd_dx, (size_t)rows * BT_WG, cu_f32(dx), cu_f32(dout), cu_f32(x),
-           cu_f32(mean), cu_f32(rstd), cu_f32(gamma), cols);
+    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dx), cu_f32(dout), cu_f32(x),
+           cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols);
 }
 
 static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,

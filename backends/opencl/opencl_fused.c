@@ -81,12 +81,13 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     arg_f32p(&a, resid);
     arg_f32p(&a, gamma);
     arg_f32p(&a, beta);
+    arg_i(&a, rows);
     arg_i(&a, cols);
     arg_f(&a, eps);
     arg_i(&a, BT_KIND16_OF(round16));
     arg_ul(&a, per_sample);
     arg_dropout(&a, first_sample, p, key);
-    launch(be, &a, (size_t)rows * ocl(be)->wg);
+    launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 
 static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,

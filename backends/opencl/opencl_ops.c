@@ -143,9 +143,10 @@ static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
     arg_f32p(&a, x);
     arg_f32p(&a, gamma);
     arg_f32p(&a, beta);
+    arg_i(&a, rows);
     arg_i(&a, cols);
     arg_f(&a, eps);
-    launch(be, &a, (size_t)rows * ocl(be)->wg);
+    launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 
 /* layernorm_bwd's dgamma and dbeta: one pass up to OCL_COL_ROWS rows;
@@ -195,8 +196,9 @@ static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
     arg_f32p(&a, gamma);
+    arg_i(&a, rows);
     arg_i(&a, cols);
-    launch(be, &a, (size_t)rows * ocl(be)->wg);
+    launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 
 static void ocl_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,
