@@ -3,32 +3,33 @@
 
 #include <stdlib.h>
 
-static int compare_u64(const void *a, const void *b) {
-    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 int bt_row_links(const int32_t *idx, int n, int32_t skip, int32_t *links) {
     if (n <= 0) return 0;
-    uint64_t *key = malloc((size_t)n * sizeof *key);
-    if (!key) return -1;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
+    /* an open-addressing table from index to the earliest position seen so
+     * far, the tokens walked from the last: 2n slots or more, a power of 2 */
+    int bits = 1;
+    while (bits < 31 && ((size_t)1 << bits) < 2 * (size_t)n) bits++;
+    const uint32_t mask = ((uint32_t)1 << bits) - 1;
+    int32_t *key = malloc(((size_t)mask + 1) * sizeof *key);
+    int32_t *pos = calloc((size_t)mask + 1, sizeof *pos); /* position + 1; 0: empty */
+    if (!key || !pos) {
+        free(key);
+        free(pos);
+        return -1;
+    }
+    for (int i = n - 1; i >= 0; i--) {
         links[i] = -1;
         links[n + i] = 0;
         if (skip >= 0 && idx[i] == skip) continue;
-        /* the index's bits with the sign flipped, so that unsigned order is
-         * the indices' order, then the position: ties keep token order */
-        key[k++] = (uint64_t)((uint32_t)idx[i] ^ 0x80000000u) << 32 | (uint32_t)i;
+        uint32_t h = ((uint32_t)idx[i] * 2654435761u) >> (32 - bits) & mask;
+        while (pos[h] && key[h] != idx[i]) h = (h + 1) & mask;
+        if (pos[h]) links[i] = pos[h] - 1; /* the next token with this index */
+        key[h] = idx[i];
+        pos[h] = i + 1;
     }
-    qsort(key, (size_t)k, sizeof *key, compare_u64);
-    for (int j = 0; j < k; j++) {
-        const int i = (int)(uint32_t)key[j];
-        if (j == 0 || key[j] >> 32 != key[j - 1] >> 32)
-            links[n + i] = 1;
-        else
-            links[(uint32_t)key[j - 1]] = i;
-    }
+    for (uint32_t h = 0; h <= mask; h++) /* each index's earliest token */
+        if (pos[h]) links[n + pos[h] - 1] = 1;
     free(key);
+    free(pos);
     return 0;
 }

@@ -11,7 +11,8 @@
 /* links (2n int32) of idx (n): links[i] = the smallest j > i with idx[j] ==
  * idx[i], or -1; links[n + i] = 1 when no j < i has idx[i], else 0. An index
  * equal to skip (skip >= 0: embed_bwd's pad id) belongs to no chain: -1 and
- * 0. Sorts (index, position) pairs: O(n log n) for any range of indices.
+ * 0. One pass from the last token through a hash table of the indices: O(n)
+ * for any range of indices.
  * Returns 0, or -1 when out of host memory (links unchanged). */
 int bt_row_links(const int32_t *idx, int n, int32_t skip, int32_t *links);
 
