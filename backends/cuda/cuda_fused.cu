@@ -19,15 +19,16 @@ static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dou
     const int kind16 = BT_KIND16_OF(round16);
     if (rows <= 0 || cols <= 0) return;
     if (rows <= BT_COL_ROWS) {
-        LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dx), cu_f32(dout),
-               cu_f32(x), rows, cols, rows, 1, kind16);
+        LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dx),
+               cu_f32(dout), cu_f32(x), rows, cols, rows, 1, kind16);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
-    LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dx), cu_f32(dout), cu_f32(x),
-           rows, cols, BT_COL_ROWS, 0, kind16);
-    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks, cols); /* partials by column */
+    LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dx), cu_f32(dout),
+           cu_f32(x), rows, cols, BT_COL_ROWS, 0, kind16);
+    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks,
+           cols); /* partials by column */
 }
 
 static void cu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,

@@ -97,16 +97,16 @@ static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rst
 static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout, bt_ptr x,
                                 bt_ptr mean, bt_ptr rstd, int rows, int cols) {
     if (rows <= BT_COL_ROWS) {
-        LAUNCH(c, layernorm_bwd_params, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dgamma), cu_f32(dbeta),
-               cu_f32(dout), cu_f32(x), cu_f32(mean), cu_f32(rstd), rows, cols);
+        LAUNCH(c, layernorm_bwd_params, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dgamma),
+               cu_f32(dbeta), cu_f32(dout), cu_f32(x), cu_f32(mean), cu_f32(rstd), rows, cols);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * 2 * cols * sizeof(float));
-    LAUNCH(c, layernorm_bwd_params_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dout), cu_f32(x),
-           cu_f32(mean), cu_f32(rstd), rows, cols);
-    LAUNCH(c, layernorm_bwd_params_sum, BT_COL_GLOBAL(1, 2 * cols, BT_WG), cu_f32(dgamma), cu_f32(dbeta), part,
-           chunks, cols);
+    LAUNCH(c, layernorm_bwd_params_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part,
+           cu_f32(dout), cu_f32(x), cu_f32(mean), cu_f32(rstd), rows, cols);
+    LAUNCH(c, layernorm_bwd_params_sum, BT_COL_GLOBAL(1, 2 * cols, BT_WG), cu_f32(dgamma),
+           cu_f32(dbeta), part, chunks, cols);
 }
 
 static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
