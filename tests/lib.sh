@@ -165,6 +165,20 @@ use_cuda_emu() {
     export BERTRAIN_CUDA_EMU
     [ -f "$BERTRAIN_CUDA_EMU" ] ||
         skip "the emulated CUDA device is not built (configure found no C++17 compiler: apt-get install g++)"
+    emu_current
+}
+
+# emu_current: fails the test when a kernel or CUDA backend source is newer
+# than the emulated device's plugin. The plugin is a test program, built by
+# `make check` and not by `make`, so after a change and a plain `make` a test
+# would run the old kernels (and emu_plugin would link the old host code).
+emu_current() {
+    so="$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so"
+    newer=$(find "$top_srcdir/kernels" "$top_srcdir/kernels_cu" "$top_srcdir/backends/cuda" \
+        "$top_srcdir/tests/cuda_emu" -type f -newer "$so" \
+        \( -name '*.cl' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cpp' \) | head -1)
+    [ -z "$newer" ] ||
+        fail "$so is older than $newer: rebuild it (make check TESTS=, or make tests/cuda_emu/bertrain-cuda-emu.so)"
 }
 
 # emu_plugin OUT SRC CXXFLAGS NAME...: the emulated CUDA device's plugin at OUT,
@@ -175,6 +189,7 @@ use_cuda_emu() {
 emu_plugin() {
     out=$1 src=$2 flags=$3
     shift 3
+    emu_current
     : "${CXX:=g++}" "${CUDA_EMU_LIBS:=-lopenblas -lpthread -ldl}"
     objdir="$out.objs"
     mkdir -p "$objdir"
