@@ -96,7 +96,7 @@ if [ -n "${ASAN_OPTIONS:-}" ]; then
 else
     # shellcheck disable=SC2086
     (ulimit -v 4000000; expect int-wrap "$(cat tests/fixtures/base.json)" \
-        "train_micro_batch_size_per_gpu 66050 x data.seq_len 8 (528400 masked rows): needs 17.44 GB on the device" \
+        "train_micro_batch_size_per_gpu 66050 x data.seq_len 8 (528400 masked rows): needs 17.47 GB on the device" \
         $wrap --set data.valid='""' --set output_dir="\"$tmpdir/wrap\""; exit $failures) || failures=$((failures + 1))
 fi
 # shellcheck disable=SC2086
