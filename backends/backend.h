@@ -138,6 +138,28 @@ struct bt_backend {
     void (*free)(bt_backend *be, bt_buffer *buf);
     void (*upload)(bt_backend *be, bt_ptr dst, const void *src, size_t bytes);
     void (*download)(bt_backend *be, void *dst, bt_ptr src, size_t bytes);
+    /* Host memory that the async copies below move without a staging copy or
+     * a wait: page-locked on CUDA where the driver grants it (else ordinary
+     * memory, and the copies still work), ordinary elsewhere. NULL when out
+     * of host memory. host_free waits for the copies that use it. */
+    void *(*host_alloc)(bt_backend *be, size_t bytes);
+    void (*host_free)(bt_backend *be, void *p);
+    /* Starts copying `bytes` from src into dst (host memory, best from
+     * host_alloc) after the work issued so far, and returns at once with the
+     * copy's ticket: 1, 2, 3, ... in issue order. The work issued after it
+     * does not wait for it (CUDA: the copy runs on a second stream). dst must
+     * not be read, nor src written, until downloads_done says the ticket has
+     * arrived. */
+    long (*download_async)(bt_backend *be, void *dst, bt_ptr src, size_t bytes);
+    /* Whether every download_async up to `ticket` has arrived in host memory;
+     * with wait, blocks until they have (a host wait, counted in host_syncs
+     * only when it had to wait) and returns true. Never runs anything else. */
+    bool (*downloads_done)(bt_backend *be, long ticket, bool wait);
+    /* As upload, in order with the ops, but src (best from host_alloc) is
+     * read when the copy runs: it must stay unchanged until a download_async
+     * issued after it has arrived, or a sync. Nothing waits (CUDA, from
+     * page-locked src; OpenCL; the CPU copies at once). */
+    void (*upload_async)(bt_backend *be, bt_ptr dst, const void *src, size_t bytes);
     void (*copy)(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes);
     /* dst[0..n) = value (fp32) */
     void (*fill)(bt_backend *be, bt_ptr dst, float value, size_t n);

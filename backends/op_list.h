@@ -11,7 +11,9 @@
 
 #define BT_OP_LIST(X)                                                                    \
     X(destroy, ADMIN) X(info, ADMIN) X(sync, OP) X(alloc, ADMIN) X(free, ADMIN)          \
-    X(upload, OP) X(download, OP) X(copy, OP) X(fill, OP) X(gemm, OP) X(gemm16, OP)      \
+    X(upload, OP) X(download, OP) X(host_alloc, ADMIN) X(host_free, ADMIN)               \
+    X(download_async, OP) X(downloads_done, OP) X(upload_async, OP) X(copy, OP)          \
+    X(fill, OP) X(gemm, OP) X(gemm16, OP)                                                \
     X(gemm_grid, OP) X(bias_add, OP) X(bias_grad, OP) X(embed_fwd, OP) X(embed_bwd, OP)  \
     X(layernorm_fwd, OP) X(layernorm_bwd, OP) X(gelu_fwd, OP) X(gelu_bwd, OP)            \
     X(tanh_fwd, OP) X(tanh_bwd, OP) X(softmax_fwd, OP) X(softmax_bwd, OP) X(dropout, OP) \

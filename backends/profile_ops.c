@@ -64,6 +64,23 @@ static void p_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) 
 static void p_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
     TIMED(be, download, 0, (double)bytes, in->download(in, dst, src, bytes));
 }
+static void *p_host_alloc(bt_backend *be, size_t bytes) {
+    return INNER(be)->host_alloc(INNER(be), bytes);
+}
+static void p_host_free(bt_backend *be, void *p) { INNER(be)->host_free(INNER(be), p); }
+static long p_download_async(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
+    long t = 0;
+    TIMED(be, download_async, 0, (double)bytes, t = in->download_async(in, dst, src, bytes));
+    return t;
+}
+static bool p_downloads_done(bt_backend *be, long ticket, bool wait) {
+    bool done = false;
+    TIMED(be, downloads_done, 0, 0, done = in->downloads_done(in, ticket, wait));
+    return done;
+}
+static void p_upload_async(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
+    TIMED(be, upload_async, 0, (double)bytes, in->upload_async(in, dst, src, bytes));
+}
 static void p_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
     TIMED(be, copy, 0, 2.0 * bytes, in->copy(in, dst, src, bytes));
 }
@@ -339,6 +356,11 @@ void prof_fill_ops(bt_backend *w) {
     w->free = p_free;
     w->upload = p_upload;
     w->download = p_download;
+    w->host_alloc = p_host_alloc;
+    w->host_free = p_host_free;
+    w->download_async = p_download_async;
+    w->downloads_done = p_downloads_done;
+    w->upload_async = p_upload_async;
     w->copy = p_copy;
     w->fill = p_fill;
     w->gemm = p_gemm;

@@ -10,6 +10,98 @@
 
 /* ================= memory ops ================= */
 
+/* host_alloc and host_free: sizes, usable bytes, many cycles. */
+static void test_host_memory(bt_backend *be, const unsigned char *pat) {
+    verdict v = v_new();
+    static const size_t sizes[] = {1, 4, 4100, 1 << 22};
+    unsigned char *keep[4] = {0};
+    for (size_t s = 0; s < 4; s++) {
+        keep[s] = be->host_alloc(be, sizes[s]);
+        if (!keep[s]) {
+            v_fail(&v, "host_alloc(%zu) returned NULL", sizes[s]);
+            continue;
+        }
+        for (size_t i = 0; i < sizes[s]; i++) keep[s][i] = pat[i % 4096];
+    }
+    for (size_t s = 0; s < 4; s++) /* every byte still there: no two overlap */
+        for (size_t i = 0; keep[s] && i < sizes[s]; i++)
+            if (keep[s][i] != pat[i % 4096]) {
+                v_fail(&v, "host_alloc(%zu): byte %zu lost", sizes[s], i);
+                break;
+            }
+    for (size_t s = 0; s < 4; s++) be->host_free(be, keep[s]);
+    for (int cyc = 0; cyc < 64; cyc++) {
+        void *p = be->host_alloc(be, 64 + (size_t)cyc * 97);
+        if (!p) v_fail(&v, "host_alloc failed in cycle %d", cyc);
+        be->host_free(be, p);
+    }
+    v_report(&v, "host_alloc", "1B..4MiB, usable, distinct");
+    v_report(&v, "host_free", "64 host_alloc/host_free cycles");
+}
+
+/* download_async and downloads_done: K copies of ranges filled by ops issued
+ * before each copy, in flight together (more than a ticket ring's first
+ * size), then upload_async back at other offsets; every byte checked. */
+static void test_async_copies(bt_backend *be, const unsigned char *pat) {
+    if (want_op("host_alloc") || want_op("host_free")) test_host_memory(be, pat);
+    if (!want_op("download_async") && !want_op("downloads_done") && !want_op("upload_async"))
+        return;
+    enum { K = 40, N = 1000 };
+    verdict v = v_new();
+    bt_buffer *b = be->alloc(be, (size_t)2 * K * N * 4);
+    float *h = be->host_alloc(be, (size_t)K * N * 4), *back = ref_alloc((size_t)2 * K * N * 4);
+    long tickets[K];
+    if (!b || !h) {
+        v_fail(&v, "alloc or host_alloc failed");
+    } else {
+        be->fill(be, (bt_ptr){b, 0}, -1.0f, (size_t)2 * K * N);
+        for (int k = 0; k < K; k++) { /* each copy sees the fill issued just before it */
+            be->fill(be, bt_at((bt_ptr){b, 0}, (size_t)k * N), (float)k, N);
+            tickets[k] = be->download_async(be, h + (size_t)k * N, bt_at((bt_ptr){b, 0}, (size_t)k * N),
+                                            N * 4);
+            if (k > 0 && tickets[k] != tickets[k - 1] + 1)
+                v_fail(&v, "tickets %ld then %ld", tickets[k - 1], tickets[k]);
+        }
+        if (!be->downloads_done(be, tickets[K / 2], true)) v_fail(&v, "a wait returned false");
+        if (!be->downloads_done(be, tickets[K / 2], false)) v_fail(&v, "arrived, then not");
+        for (int k = 0; k <= K / 2; k++) /* arrived: readable now */
+            for (int i = 0; i < N; i++)
+                if (h[(size_t)k * N + i] != (float)k) {
+                    v_fail(&v, "copy %d: element %d is %g before the last wait", k, i,
+                           (double)h[(size_t)k * N + i]);
+                    break;
+                }
+        if (!be->downloads_done(be, tickets[K - 1], true)) v_fail(&v, "a wait returned false");
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < N; i++)
+                if (h[(size_t)k * N + i] != (float)k) {
+                    v_fail(&v, "copy %d: element %d is %g", k, i, (double)h[(size_t)k * N + i]);
+                    break;
+                }
+        /* back up into the second half, each copy 3 elements further on */
+        for (int k = 0; k < K; k++)
+            be->upload_async(be, bt_at((bt_ptr){b, 0}, (size_t)K * N + (size_t)k * N + 3),
+                             h + (size_t)k * N, (N - 3) * 4);
+        be->download(be, back, (bt_ptr){b, 0}, (size_t)2 * K * N * 4);
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < N; i++) {
+                const float want = i < 3 ? -1.0f : (float)k;
+                if (back[(size_t)K * N + (size_t)k * N + i] != want) {
+                    v_fail(&v, "upload_async %d: element %d is %g, want %g", k, i,
+                           (double)back[(size_t)K * N + (size_t)k * N + i], (double)want);
+                    break;
+                }
+            }
+    }
+    if (b) be->free(be, b);
+    be->host_free(be, h);
+    free(back);
+    v_report(&v, "download_async", "%d copies of %d floats in flight, after the ops before each",
+             K, N);
+    v_report(&v, "downloads_done", "waits, then polls, of %d tickets in order", K);
+    v_report(&v, "upload_async", "%d copies back at +3 elements, guards kept", K);
+}
+
 void test_memory(bt_backend *be) {
     reseed("memory", 0);
     unsigned char pat[4096 + 64], back[4096 + 64];
@@ -109,6 +201,7 @@ void test_memory(bt_backend *be) {
             v_report(&v, name, "%zu bytes at +%zu", len, off);
         }
     }
+    test_async_copies(be, pat);
     if (want_op("info")) {
         verdict v = v_new();
         bt_device_info info;

@@ -14,11 +14,14 @@
 #     fp32 within 1e-4, bf16 and fp16 on the emulated tensor cores within
 #     2e-2), at 8 sequences of 32 tokens;
 #  3. bit-exact resume on cuda-emu (20 steps = 10 + 10);
-#  4. a 2-rank MPI run, CPU + cuda-emu, equal to one CPU rank (1e-4);
+#  4. a 2-rank MPI run, CPU + cuda-emu, equal to one CPU rank (1e-4), with
+#     gradient buckets of 0.1 MB (several a step: each copied to the host
+#     without a wait, its sum copied back in order with the ops);
 #  5. tests/c/test_cuda_emu: ops on two devices with another library's
 #     cudaSetDevice between them land on their own device; a kernel's write
 #     past its buffer is reported at the next synchronisation, and at the
-#     launch itself with BERTRAIN_CUDA_SYNC=1.
+#     launch itself with BERTRAIN_CUDA_SYNC=1; uploads and asynchronous
+#     downloads neither block nor deliver early or wrong values.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 use_cuda_emu
@@ -78,6 +81,7 @@ else
     # shellcheck disable=SC2086
     $MPI -n 2 -x BERTRAIN_CUDA_EMU -x CUDA_EMU_WORKERS "$BERTRAIN" train tests/fixtures/base.json $common \
         --set train_micro_batch_size_per_gpu=8 --set 'devices=["cpu", "cuda-emu:0"]' \
+        --set distributed.bucket_mb=0.1 \
         --set output_dir="\"$tmpdir/mixed\"" > "$tmpdir/mixed.log" 2>&1 ||
         { cat "$tmpdir/mixed.log"; fail "the CPU + cuda-emu run failed"; }
     grep "^ *[01] | " "$tmpdir/mixed.log"
@@ -92,6 +96,8 @@ fi
 "$top_builddir/tests/c/test_cuda_emu" device-switch || fail "ops went to the wrong device"
 "$top_builddir/tests/c/test_cuda_emu" sync-flags || fail "the CUDA backend lets a waiting host thread spin"
 "$top_builddir/tests/c/test_cuda_emu" upload-async || fail "the CUDA backend's uploads block or deliver the wrong values"
+"$top_builddir/tests/c/test_cuda_emu" download-async ||
+    fail "the CUDA backend's asynchronous copies block, arrive early or deliver the wrong values"
 for mode in default sync; do
     rc=0
     if [ $mode = sync ]; then

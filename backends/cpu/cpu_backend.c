@@ -137,6 +137,32 @@ static void cpu_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
     memcpy(dst, (char *)src.buf->data + src.off, bytes);
 }
 
+static void *cpu_host_alloc(bt_backend *be, size_t bytes) {
+    (void)be;
+    return malloc(bytes ? bytes : 1);
+}
+
+static void cpu_host_free(bt_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+/* The copy is done before it returns: no ticket ever waits. */
+static long cpu_download_async(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
+    memcpy(dst, (char *)src.buf->data + src.off, bytes);
+    return ++((cpu_ctx *)be->ctx)->downloads;
+}
+
+static bool cpu_downloads_done(bt_backend *be, long ticket, bool wait) {
+    (void)wait;
+    return ticket <= ((cpu_ctx *)be->ctx)->downloads;
+}
+
+static void cpu_upload_async(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
+    (void)be;
+    memcpy((char *)dst.buf->data + dst.off, src, bytes);
+}
+
 static void cpu_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
     (void)be;
     memmove((char *)dst.buf->data + dst.off, (char *)src.buf->data + src.off, bytes);
@@ -289,6 +315,11 @@ bt_backend *bt_cpu_backend_create(int threads, int local_ranks) {
     be->free = cpu_free;
     be->upload = cpu_upload;
     be->download = cpu_download;
+    be->host_alloc = cpu_host_alloc;
+    be->host_free = cpu_host_free;
+    be->download_async = cpu_download_async;
+    be->downloads_done = cpu_downloads_done;
+    be->upload_async = cpu_upload_async;
     be->copy = cpu_copy;
     be->fill = cpu_fill;
     be->gemm = cpu_gemm;

@@ -34,6 +34,7 @@ typedef struct {
     bool gov_last_up;             /* its last change added a thread (a try) */
     bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
     bt_counters count; /* launches stay 0: the CPU has none (the profiler counts op calls) */
+    long downloads;    /* download_async's last ticket (the copies are done at once) */
     bt_wall_marks marks;
     double *deferred;  /* values of the reductions queued since the last fetch */
     int n_deferred;

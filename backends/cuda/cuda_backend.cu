@@ -165,6 +165,84 @@ static void cu_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
     CU_CHECK(cudaStreamSynchronize(c->stream));
 }
 
+/* host_alloc's header before the bytes it returns: whether they are
+ * page-locked, so that host_free frees them as they were made; 64 bytes keep
+ * the caller's bytes 64-byte aligned. */
+#define CU_HOST_HEADER 64
+
+static void *cu_host_alloc(bt_backend *be, size_t bytes) {
+    (void)cu(be); /* the device current */
+    char *h = NULL;
+    if (cudaHostAlloc((void **)&h, bytes + CU_HOST_HEADER, cudaHostAllocDefault) == cudaSuccess) {
+        h[0] = 1;
+    } else { /* a limit on page-locked memory: ordinary memory, copies still right */
+        (void)cudaGetLastError();
+        if (!(h = (char *)malloc(bytes + CU_HOST_HEADER))) return NULL;
+        h[0] = 0;
+    }
+    return h + CU_HOST_HEADER;
+}
+
+/* Both streams finish first: a copy may still use p. */
+static void cu_host_free(bt_backend *be, void *p) {
+    if (!p) return;
+    cu_ctx *c = cu(be);
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+    if (c->copies) CU_CHECK(cudaStreamSynchronize(c->copies));
+    char *h = (char *)p - CU_HOST_HEADER;
+    if (h[0])
+        CU_CHECK(cudaFreeHost(h));
+    else
+        free(h);
+}
+
+/* The copy runs on the second stream once the stream has reached this
+ * point (an event), so the ops issued after it do not wait for it; its own
+ * event, recorded after it, is the ticket's. */
+static long cu_download_async(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
+    cu_ctx *c = cu(be);
+    if (!c->copies) {
+        CU_CHECK(cudaStreamCreateWithFlags(&c->copies, cudaStreamNonBlocking));
+        CU_CHECK(cudaEventCreateWithFlags(&c->issued, cudaEventDisableTiming));
+    }
+    cudaEvent_t done;
+    CU_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CU_CHECK(cudaEventRecord(c->issued, c->stream));
+    CU_CHECK(cudaStreamWaitEvent(c->copies, c->issued, 0));
+    if (bytes)
+        CU_CHECK(cudaMemcpyAsync(dst, (char *)src.buf->ptr + src.off, bytes,
+                                 cudaMemcpyDeviceToHost, c->copies));
+    CU_CHECK(cudaEventRecord(done, c->copies));
+    return bt_tickets_issue(&c->reads, (void *)done, "cuda");
+}
+
+static bool cu_downloads_done(bt_backend *be, long ticket, bool wait) {
+    cu_ctx *c = cu(be);
+    for (void *ev; c->reads.arrived < ticket && (ev = bt_tickets_oldest(&c->reads)) != NULL;) {
+        const cudaError_t q = cudaEventQuery((cudaEvent_t)ev);
+        if (q == cudaErrorNotReady) {
+            (void)cudaGetLastError(); /* not an error: the next launch's check must not see it */
+            if (!wait) return false;
+            c->count.host_syncs++;
+            CU_CHECK(cudaEventSynchronize((cudaEvent_t)ev));
+        } else {
+            CU_CHECK(q);
+        }
+        CU_CHECK(cudaEventDestroy((cudaEvent_t)bt_tickets_pop(&c->reads)));
+    }
+    return c->reads.arrived >= ticket;
+}
+
+/* On the stream, in order with the ops: from page-locked src the device
+ * reads it when the copy runs and nothing waits; from pageable src CUDA
+ * stages it before returning (which may wait). */
+static void cu_upload_async(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    cu_ctx *c = cu(be);
+    CU_CHECK(cudaMemcpyAsync((char *)dst.buf->ptr + dst.off, src, bytes, cudaMemcpyHostToDevice,
+                             c->stream));
+}
+
 /* Like memmove: overlapping ranges of one buffer go through the scratch
  * buffer (cudaMemcpy* requires disjoint ranges). */
 static void cu_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
@@ -253,10 +331,16 @@ static void cu_destroy(bt_backend *be) {
                 if (c->uploads[i].host) (void)cudaFreeHost(c->uploads[i].host);
                 if (c->uploads[i].done) (void)cudaEventDestroy(c->uploads[i].done);
             }
+            if (c->copies) (void)cudaStreamSynchronize(c->copies);
+            for (void *ev; (ev = bt_tickets_pop(&c->reads)) != NULL;)
+                (void)cudaEventDestroy((cudaEvent_t)ev);
+            if (c->issued) (void)cudaEventDestroy(c->issued);
+            if (c->copies) (void)cudaStreamDestroy(c->copies);
             if (c->stream) (void)cudaStreamDestroy(c->stream);
         }
         (void)cudaGetLastError();
         bt_partials_free(&c->partials);
+        bt_tickets_free(&c->reads);
         for (int i = 0; i < c->cap_marks; i++) (void)cudaEventDestroy(c->marks[i]);
         free(c->marks);
         free(c);
@@ -274,6 +358,11 @@ static void fill_table(bt_backend *be) {
     be->free = cu_free;
     be->upload = cu_upload;
     be->download = cu_download;
+    be->host_alloc = cu_host_alloc;
+    be->host_free = cu_host_free;
+    be->download_async = cu_download_async;
+    be->downloads_done = cu_downloads_done;
+    be->upload_async = cu_upload_async;
     be->copy = cu_copy;
     be->gemm = cu_gemm;
     be->gemm16 = cu_gemm16;

@@ -15,6 +15,7 @@ extern "C" {
 }
 #include "../common/counting.h"
 #include "../common/partials.h"
+#include "../common/tickets.h"
 #include "../common/staged_gemm.h"
 #include "cuda_backend.h"
 
@@ -83,6 +84,9 @@ typedef struct {
     bt_device_info info;     /* static part; free_mem is queried by info() */
     cu_upload_slot uploads[CU_UPLOAD_SLOTS]; /* the page-locked staging of uploads */
     int upload_next;         /* the slot the next upload takes */
+    cudaStream_t copies;     /* download_async's copies, ordered after the stream by events */
+    cudaEvent_t issued;      /* recorded on stream at each download_async, waited by copies */
+    bt_tickets reads;        /* download_async's copies not yet seen to arrive (their events) */
 } cu_ctx;
 
 /* Print "bertrain: cuda: CALL failed: NAME: description at FILE:LINE" and

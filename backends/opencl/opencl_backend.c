@@ -413,6 +413,59 @@ static void ocl_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
                                  NULL, NULL));
 }
 
+static void *ocl_host_alloc(bt_backend *be, size_t bytes) {
+    (void)be;
+    return malloc(bytes ? bytes : 1);
+}
+
+/* The queue finishes first: a non-blocking copy may still use p. */
+static void ocl_host_free(bt_backend *be, void *p) {
+    if (!p) return;
+    CL_CHECK(clFinish(ocl(be)->queue));
+    free(p);
+}
+
+/* A non-blocking read in queue order, flushed so that it starts without a
+ * later wait; its event is the ticket's. */
+static long ocl_download_async(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
+    ocl_ctx *c = ocl(be);
+    cl_event ev = NULL;
+    if (bytes)
+        CL_CHECK(clEnqueueReadBuffer(c->queue, src.buf->mem, CL_FALSE, src.off, bytes, dst, 0,
+                                     NULL, &ev));
+    else
+        CL_CHECK(clEnqueueMarkerWithWaitList(c->queue, 0, NULL, &ev));
+    CL_CHECK(clFlush(c->queue));
+    return bt_tickets_issue(&c->reads, ev, "opencl");
+}
+
+static bool ocl_downloads_done(bt_backend *be, long ticket, bool wait) {
+    ocl_ctx *c = ocl(be);
+    for (cl_event ev; c->reads.arrived < ticket && (ev = bt_tickets_oldest(&c->reads)) != NULL;) {
+        cl_int status = CL_QUEUED;
+        CL_CHECK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                                NULL));
+        if (status > CL_COMPLETE) { /* queued, submitted or running */
+            if (!wait) return false;
+            c->count.host_syncs++;
+            CL_CHECK(clWaitForEvents(1, &ev));
+        } else if (status < 0) {
+            CL_CHECK_CODE("clEnqueueReadBuffer (download_async)", status);
+        }
+        CL_CHECK(clReleaseEvent(bt_tickets_pop(&c->reads)));
+    }
+    return c->reads.arrived >= ticket;
+}
+
+/* A non-blocking write in queue order: src is read when it runs. */
+static void ocl_upload_async(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    ocl_ctx *c = ocl(be);
+    CL_CHECK(clEnqueueWriteBuffer(c->queue, dst.buf->mem, CL_FALSE, dst.off, bytes, src, 0, NULL,
+                                  NULL));
+    CL_CHECK(clFlush(c->queue));
+}
+
 /* Like memmove: overlapping ranges of one buffer go through the scratch
  * buffer (clEnqueueCopyBuffer refuses overlapping copies). */
 static void ocl_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
@@ -505,6 +558,8 @@ static void ocl_destroy(bt_backend *be) {
     ocl_ctx *c = ocl(be);
     if (c) {
         if (c->queue) clFinish(c->queue);
+        for (cl_event ev; (ev = bt_tickets_pop(&c->reads)) != NULL;) clReleaseEvent(ev);
+        bt_tickets_free(&c->reads);
         for (int i = 0; i < 2; i++) bt_stage_release(be, &c->stage[i]);
         ocl_gemm_release(c);
         ocl_reduce_release(c);
@@ -602,6 +657,11 @@ bt_backend *bt_opencl_backend_create(int platform, int device, const bt_backend_
     be->free = ocl_free;
     be->upload = ocl_upload;
     be->download = ocl_download;
+    be->host_alloc = ocl_host_alloc;
+    be->host_free = ocl_host_free;
+    be->download_async = ocl_download_async;
+    be->downloads_done = ocl_downloads_done;
+    be->upload_async = ocl_upload_async;
     be->copy = ocl_copy;
     be->gemm = ocl_gemm;
     be->gemm16 = ocl_gemm16;

@@ -14,6 +14,7 @@
 #include "../backend.h"
 #include "../common/counting.h"
 #include "../common/partials.h"
+#include "../common/tickets.h"
 #include "../common/staged_gemm.h"
 
 #include <stdbool.h>
@@ -78,6 +79,7 @@ typedef struct {
     cl_mem defer_mem;     /* partials of the deferred reductions, grown on demand */
     size_t defer_cap;     /* floats */
     bt_deferrals defer;   /* the reductions queued since the last fetch */
+    bt_tickets reads;     /* download_async's copies not yet seen to arrive (cl_event) */
     cl_mem multi_mem;     /* multi-tensor optimizers: span table, partials, trust ratios */
     size_t multi_bytes;
     void *multi_host;     /* the span table as uploaded (kept until the write is done) */

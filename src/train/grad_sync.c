@@ -1,5 +1,8 @@
 /* Bucketed, overlapped gradient allreduce over host-staged fp32, or over a
- * 16-bit wire. */
+ * 16-bit wire. A bucket's copy to the host does not stop the backward
+ * (download_async); its all-reduce starts once the copy has arrived, seen
+ * between the backward's ops, and the sums go back in order with the ops
+ * (upload_async). */
 #include "grad_sync.h"
 
 #include "mpi/dist.h"
@@ -13,14 +16,16 @@
 struct grad_sync {
     bert_model *m;
     size_t bucket_elems;
-    float *host;            /* (n_params) staging */
+    float *host;            /* (n_params) staging: the backend's host memory (host_alloc) */
     size_t lo, hi;          /* pending range, not yet launched (lo == hi: none) */
     bool bf16;              /* the 16-bit wire (dist_isum_bf16) */
     onebit *ob;             /* 1-bit Adam's exchange, or NULL */
     float *mom;             /* (n_params) 1-bit Adam: the first moment, on the host */
     double wire_bytes;      /* this step's, so far */
-    int n;                  /* launched buckets this step */
+    int n;                  /* buckets this step (copies issued) */
+    int started;            /* of which the first `started` have their all-reduce going */
     size_t begin[MAX_BUCKETS], end[MAX_BUCKETS];
+    long ticket[MAX_BUCKETS]; /* the bucket's copy to the host (download_async) */
     dist_request *req[MAX_BUCKETS];
 };
 
@@ -28,7 +33,7 @@ grad_sync *grad_sync_new(bert_model *m, size_t bucket_bytes, bool bf16, bool one
     if (dist_world() == 1) return NULL;
     const size_t n = bert_n_params(m);
     grad_sync *gs = calloc(1, sizeof *gs);
-    if (!gs || !(gs->host = malloc(n * sizeof(float))) ||
+    if (!gs || !(gs->host = m->be->host_alloc(m->be, n * sizeof(float))) ||
         (onebit && (!(gs->mom = malloc(n * sizeof(float))) || !(gs->ob = onebit_new(n))))) {
         fprintf(stderr, "bertrain: rank %d: out of host memory for gradient staging\n",
                 dist_rank());
@@ -45,26 +50,41 @@ void grad_sync_free(grad_sync *gs) {
     if (!gs) return;
     onebit_free(gs->ob);
     free(gs->mom);
-    free(gs->host);
+    if (gs->host) gs->m->be->host_free(gs->m->be, gs->host);
     free(gs);
 }
 
+/* The pending range becomes a bucket: its copy to the host starts, and the
+ * backward goes on. */
 static void launch(grad_sync *gs) {
     if (gs->lo == gs->hi) return;
-    if (gs->n == MAX_BUCKETS) { /* merge into the last bucket's wait: finish it now */
+    if (gs->n == MAX_BUCKETS) {
         fprintf(stderr, "bertrain: internal error: too many gradient buckets\n");
         dist_abort(1);
     }
     bt_backend *be = gs->m->be;
-    size_t n = gs->hi - gs->lo;
-    be->download(be, gs->host + gs->lo, bert_grads_at(gs->m, gs->lo), n * 4);
+    const size_t n = gs->hi - gs->lo;
+    gs->ticket[gs->n] = be->download_async(be, gs->host + gs->lo, bert_grads_at(gs->m, gs->lo),
+                                           n * 4);
     gs->begin[gs->n] = gs->lo;
-    gs->end[gs->n] = gs->hi;
-    gs->req[gs->n++] = gs->bf16 ? dist_isum_bf16(gs->host + gs->lo, n)
-                                : dist_iallreduce_sum_f32(gs->host + gs->lo, n);
-    const double W = dist_world();
-    gs->wire_bytes += 2.0 * (W - 1) / W * (double)n * (gs->bf16 ? 2 : 4);
+    gs->end[gs->n++] = gs->hi;
     gs->hi = gs->lo;
+}
+
+/* Start the all-reduce of each bucket whose copy has arrived, in bucket
+ * order (every rank starts them in the same order); with wait, of every
+ * bucket, waiting for the copies. */
+static void start_arrived(grad_sync *gs, bool wait) {
+    bt_backend *be = gs->m->be;
+    for (; gs->started < gs->n; gs->started++) {
+        const int i = gs->started;
+        if (!be->downloads_done(be, gs->ticket[i], wait)) return;
+        const size_t n = gs->end[i] - gs->begin[i];
+        float *h = gs->host + gs->begin[i];
+        gs->req[i] = gs->bf16 ? dist_isum_bf16(h, n) : dist_iallreduce_sum_f32(h, n);
+        const double W = dist_world();
+        gs->wire_bytes += 2.0 * (W - 1) / W * (double)n * (gs->bf16 ? 2 : 4);
+    }
 }
 
 void grad_sync_ready(void *ctx, size_t begin, size_t end) {
@@ -80,24 +100,33 @@ void grad_sync_ready(void *ctx, size_t begin, size_t end) {
 void grad_sync_progress(void *ctx) {
     grad_sync *gs = ctx;
     if (!gs) return;
-    for (int i = 0; i < gs->n && dist_progress(gs->req[i]); i++) { /* in order */
+    start_arrived(gs, false);
+    for (int i = 0; i < gs->started && dist_progress(gs->req[i]); i++) { /* in order */
     }
+}
+
+void grad_sync_start(grad_sync *gs) {
+    if (!gs) return;
+    launch(gs);
+    start_arrived(gs, true);
 }
 
 double grad_sync_finish(grad_sync *gs, double *wire_bytes) {
     *wire_bytes = 0.0;
     if (!gs) return 0.0;
-    launch(gs);
+    grad_sync_start(gs); /* nothing left, where the caller started them */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     bt_backend *be = gs->m->be;
+    /* the sums go back in order with the ops; gs->host is next written by
+     * the next step's copies, which the device issues after these */
     for (int i = 0; i < gs->n; i++) {
         dist_wait(gs->req[i]);
         size_t n = gs->end[i] - gs->begin[i];
-        be->upload(be, bert_grads_at(gs->m, gs->begin[i]), gs->host + gs->begin[i], n * 4);
+        be->upload_async(be, bert_grads_at(gs->m, gs->begin[i]), gs->host + gs->begin[i], n * 4);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    gs->n = 0;
+    gs->n = gs->started = 0;
     gs->lo = gs->hi = 0;
     *wire_bytes = gs->wire_bytes;
     gs->wire_bytes = 0.0;

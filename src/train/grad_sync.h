@@ -24,7 +24,14 @@ void grad_sync_ready(void *gs, size_t begin, size_t end);
  * calls): called between the backward's ops (bert_pass.between_ops). */
 void grad_sync_progress(void *gs);
 
-/* Launch what is pending, wait for every bucket and put the sums back on the
+/* Every bucket's all-reduce started: what is pending becomes a bucket, and
+ * the copies not yet seen to arrive are waited for. Called once the backward
+ * is issued and before any other collective of the step: a rank whose
+ * copies arrive late (or a backend that runs them only at a wait) must not
+ * start its buckets after a collective another rank started them before. */
+void grad_sync_start(grad_sync *gs);
+
+/* grad_sync_start, then wait for every bucket and put the sums back on the
  * device. Returns the seconds spent waiting (communication not hidden); the
  * bytes this rank sent for the step into *wire_bytes: 2 (W-1)/W n x 4 (fp32,
  * what a bandwidth-optimal all-reduce sends) or x 2 (the bf16 wire, exact). */

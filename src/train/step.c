@@ -199,6 +199,7 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     /* 1-bit Adam past its warm-up exchanges momentum, not gradients */
     const bool frozen = optim_frozen(opt), exchange = frozen && gs;
     r.top_rows = forward_backward(m, in, &pass, frozen ? NULL : gs, st);
+    grad_sync_start(frozen ? NULL : gs); /* every bucket's collective before the sums' */
     fetch_sums(m, in, st, sums); /* blocking read 1 */
     free(st);
     const double t1 = now_s();

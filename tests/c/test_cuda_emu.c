@@ -33,6 +33,16 @@
  *     (host_writes 0), and of the 8 only the fifth waits, for the first
  *     copy from its slot (host_syncs 1, the ring holding 4).
  *
+ *   test_cuda_emu download-async
+ *     A fill, a download_async of it into host_alloc memory, then a fill of
+ *     another buffer: the copy has not arrived before a wait (the emulated
+ *     device runs queued work only at a wait, so a caller that read its
+ *     values early would see the old ones); one wait (host_syncs 1) runs the
+ *     stream up to the copy, and then the values are there; the later fill
+ *     still lands. An upload_async from host_alloc memory is read when the copy
+ *     runs (page-locked: the host's later write reaches the device), and no
+ *     async copy blocks (host_reads and host_writes 0).
+ *
  * The emulated runtime's cudaSetDevice is reached with dlsym in the plugin
  * the backend loaded (BERTRAIN_CUDA_EMU names it). */
 #include "backends/backend.h"
@@ -170,12 +180,56 @@ static int upload_async(void) {
     return ok ? 0 : 1;
 }
 
+static int download_async(void) {
+    enum { N = 1000 };
+    bt_backend *be = open_emu("cuda-emu:0");
+    bt_buffer *b = be->alloc(be, 2 * N * sizeof(float));
+    float *h = be->host_alloc(be, N * sizeof(float)), got[N];
+    for (int i = 0; i < N; i++) h[i] = -7.0f;
+    bt_counters before, after;
+    be->counters(be, &before);
+    be->fill(be, (bt_ptr){b, 0}, 1.0f, N);
+    const long t = be->download_async(be, h, (bt_ptr){b, 0}, N * sizeof(float));
+    be->fill(be, bt_at((bt_ptr){b, 0}, N), 2.0f, N); /* issued after: not waited for */
+    const bool early = be->downloads_done(be, t, false);
+    int stale = 0, bad = 0;
+    for (int i = 0; i < N; i++) stale += h[i] == -7.0f;
+    const bool waited = be->downloads_done(be, t, true);
+    for (int i = 0; i < N; i++) bad += h[i] != 1.0f;
+    be->counters(be, &after);
+    const long syncs = after.host_syncs - before.host_syncs,
+               blocking = after.host_reads - before.host_reads +
+                          after.host_writes - before.host_writes;
+    for (int i = 0; i < N; i++) h[i] = 3.0f;
+    be->upload_async(be, (bt_ptr){b, 0}, h, N * sizeof(float));
+    for (int i = 0; i < N; i++) h[i] = 4.0f; /* before the copy runs: page-locked, read late */
+    be->download(be, got, (bt_ptr){b, 0}, sizeof got);
+    int late = 0;
+    for (int i = 0; i < N; i++) late += got[i] == 4.0f;
+    be->download(be, got, bt_at((bt_ptr){b, 0}, N), sizeof got);
+    int second = 0;
+    for (int i = 0; i < N; i++) second += got[i] == 2.0f;
+    be->host_free(be, h);
+    be->free(be, b);
+    be->destroy(be);
+    const bool ok = !early && stale == N && waited && !bad && syncs == 1 && blocking == 0 &&
+                    late == N && second == N;
+    printf("download-async: %s (arrived before a wait: %s; %d of %d values stale before it; %d "
+           "wrong after; %ld waits, %ld blocking copies; upload read late: %d of %d; the later "
+           "fill: %d of %d)\n",
+           ok ? "PASS" : "FAIL", early ? "yes" : "no", stale, N, bad, syncs, blocking, late, N,
+           second, N);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "device-switch")) return device_switch();
     if (argc == 2 && !strcmp(argv[1], "fault")) return fault();
     if (argc == 2 && !strcmp(argv[1], "sync-flags")) return sync_flags();
     if (argc == 2 && !strcmp(argv[1], "count")) return count();
     if (argc == 2 && !strcmp(argv[1], "upload-async")) return upload_async();
-    fprintf(stderr, "usage: test_cuda_emu device-switch | sync-flags | fault | count | upload-async\n");
+    if (argc == 2 && !strcmp(argv[1], "download-async")) return download_async();
+    fprintf(stderr, "usage: test_cuda_emu device-switch | sync-flags | fault | count | "
+                    "upload-async | download-async\n");
     return 2;
 }

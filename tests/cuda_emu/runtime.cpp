@@ -309,17 +309,28 @@ static CUstream_st default_streams[16];
 
 void stream::push(std::function<void()> op) { ((CUstream_st *)this)->queue.push_back(op); }
 
-void flush(stream *sp) {
-    CUstream_st *s = (CUstream_st *)sp;
-    if (s->queue.empty()) return;
-    device_access(true);
-    while (!s->queue.empty()) {
+/* Streams being run: a stream's queued work may run another's (a
+ * cudaStreamWaitEvent), and device memory stays reachable until the
+ * outermost is done. */
+static int running = 0;
+
+/* Run s's queued work in order until `done` says to stop or none is left. */
+static void run_queue(CUstream_st *s, const std::function<bool()> &done) {
+    if (s->queue.empty() || done()) return;
+    if (running++ == 0) device_access(true);
+    while (!s->queue.empty() && !done()) {
         std::function<void()> op = std::move(s->queue.front());
         s->queue.pop_front();
         if (sticky() == cudaSuccess) op(); /* after a fault the device runs nothing */
     }
-    device_access(false);
-    trace_flush();
+    if (--running == 0) {
+        device_access(false);
+        trace_flush();
+    }
+}
+
+void flush(stream *sp) {
+    run_queue((CUstream_st *)sp, [] { return false; });
 }
 
 void flush_all() {
@@ -671,6 +682,7 @@ struct CUevent_st {
     cudaStream_t stream = nullptr; /* the stream it was last recorded on */
     int device = 0;
     bool recorded = false, reached = false;
+    unsigned long records = 0, reached_record = 0; /* records made; the last that has run */
     bool timing = true; /* not cudaEventDisableTiming: a mark of the trace, timed */
     double t = 0.0;
 };
@@ -723,10 +735,40 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t st) {
     event->device = s->device;
     event->recorded = true;
     event->reached = false;
-    s->push([event] {
+    const unsigned long k = ++event->records;
+    s->push([event, k] {
         event->t = monotonic_s();
-        event->reached = true;
+        event->reached_record = k;
+        event->reached = k == event->records; /* an earlier record is not the event's now */
         if (event->timing) trace_mark(); /* an ordering event is no profiler mark */
+    });
+    return cudaSuccess;
+}
+
+/* The work queued on st after this call runs once the event's last record
+ * (at the time of the call) has been reached: as the device would, the
+ * stream that recorded it runs up to that record first, and no further. An
+ * event never recorded makes no wait. The event must outlive the wait. */
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t event, unsigned int flags) {
+    STICKY_RETURN();
+    if (!event) return record(cudaErrorInvalidResourceHandle);
+    if (flags != 0) {
+        report("cudaStreamWaitEvent: flags %#x are not emulated", flags);
+        return record(cudaErrorInvalidValue);
+    }
+    stream *s = stream_of(st, current_device());
+    if (!s) return cudaErrorInvalidResourceHandle;
+    if (!event->recorded) return cudaSuccess;
+    const unsigned long k = event->records;
+    CUstream_st *from = (CUstream_st *)(event->stream ? (stream *)event->stream
+                                                      : stream_of(nullptr, event->device));
+    s->push([event, k, from] {
+        run_queue(from, [event, k] { return event->reached_record >= k; });
+        if (event->reached_record < k) {
+            report("cudaStreamWaitEvent: the stream that recorded the event ran out of work "
+                   "before the record");
+            record(cudaErrorInvalidResourceHandle);
+        }
     });
     return cudaSuccess;
 }
