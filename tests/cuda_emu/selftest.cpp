@@ -10,8 +10,8 @@
  *     host-touch           host code reads device memory: the same
  *
  * Each check compares what the emulation does with what a GPU does: launch
- * limits, pointer checks, stream order, races at a missing barrier, divergent
- * barriers, cuBLAS statuses and numerics. */
+ * limits, pointer checks, stream order and waits between streams, races at
+ * a missing barrier, divergent barriers, cuBLAS statuses and numerics. */
 #include "emu.h"
 #include "include/cublas_v2.h"
 
@@ -136,6 +136,41 @@ static void stream_order() {
     cudaFree(e);
     cudaFree(d);
     cudaStreamDestroy(s);
+}
+
+/* A copy on stream b after b waits on an event of stream a: it sees a's work
+ * before the record. The emulation then runs a no further (one order a GPU
+ * may take): a program that recorded its event before the work it needed
+ * would read the old bytes. */
+static void stream_wait() {
+    cudaStream_t a, b;
+    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+    cudaEvent_t ev;
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    int *d, *h;
+    cudaMalloc((void **)&d, 1024 * 4);
+    cudaHostAlloc((void **)&h, 1024 * 4, cudaHostAllocDefault);
+    for (int i = 0; i < 1024; i++) h[i] = -7;
+    CUEMU_LAUNCH(write_index, 4, 256, 0, a, d, 1024);
+    cudaEventRecord(ev, a);
+    cudaMemsetAsync(d, 0, 1024 * 4, a); /* after the record */
+    check(cudaStreamWaitEvent(b, ev, 0) == cudaSuccess, "cudaStreamWaitEvent returns success");
+    cudaMemcpyAsync(h, d, 1024 * 4, cudaMemcpyDeviceToHost, b);
+    check(h[5] == -7 && cudaEventQuery(ev) == cudaErrorNotReady,
+          "nothing runs at the wait's call (the event not reached)");
+    cudaStreamSynchronize(b);
+    check(h[5] == 5 && h[1023] == 1023 && cudaEventQuery(ev) == cudaSuccess,
+          "synchronising the waiting stream runs the other up to its record first");
+    cudaStreamSynchronize(a);
+    cudaMemcpyAsync(h, d, 1024 * 4, cudaMemcpyDeviceToHost, a);
+    cudaStreamSynchronize(a);
+    check(h[5] == 0, "the recording stream's work after the record still runs, in order");
+    cudaEventDestroy(ev);
+    cudaFreeHost(h);
+    cudaFree(d);
+    cudaStreamDestroy(b);
+    cudaStreamDestroy(a);
 }
 
 static void pointer_checks() {
@@ -318,6 +353,7 @@ int main(int argc, char **argv) {
     }
     launch_limits();
     stream_order();
+    stream_wait();
     pointer_checks();
     races();
     gemm_checks();
