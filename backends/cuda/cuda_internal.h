@@ -73,7 +73,9 @@ typedef struct {
     bt_counters count;       /* what the profiler reads (launches: kernels and cuBLAS calls) */
     cudaEvent_t *marks;      /* the profiler's marks since marks_reset (events, reused) */
     int n_marks, cap_marks;
-    bt_partials partials;    /* host copy of the reduction partials */
+    bt_partials partials;    /* host copy of the reduction partials where no page-locked memory */
+    float *fetch_host;       /* page-locked: where the reductions' partials are read to */
+    size_t fetch_cap;        /* floats */
     float *defer_mem;        /* partials of the deferred reductions, grown on demand */
     size_t defer_cap;        /* floats */
     bt_deferrals defer;      /* the reductions queued since the last fetch */

@@ -21,12 +21,32 @@ static void enqueue_partials(cu_ctx *c, bt_reduce_kind kind, float *out, bt_ptr 
         LAUNCH(c, sumsq_partial, chunks * BT_WG, out, cu_f32(x), n);
 }
 
+/* Host memory for `count` partials read back: page-locked (grown on demand),
+ * so that the read is one DMA into it, not a copy through the driver's
+ * staging; ordinary memory where the driver grants no more. */
+static float *fetch_room(cu_ctx *c, size_t count) {
+    if (count <= c->fetch_cap) return c->fetch_host;
+    size_t cap = c->fetch_cap ? 2 * c->fetch_cap : 4096;
+    while (cap < count) cap *= 2;
+    if (c->fetch_host) CU_CHECK(cudaFreeHost(c->fetch_host)); /* no copy uses it: reads block */
+    c->fetch_host = NULL;
+    c->fetch_cap = 0;
+    if (cudaHostAlloc((void **)&c->fetch_host, cap * sizeof(float), cudaHostAllocDefault) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        c->fetch_host = NULL;
+        return bt_partials_reserve(&c->partials, count, "cuda");
+    }
+    c->fetch_cap = cap;
+    return c->fetch_host;
+}
+
 /* Partials or flag of one reduction now, summed as bt_deferrals_resolve does. */
 static double reduce_now(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t n) {
     cu_ctx *c = cu(be);
     const size_t count = kind == BT_REDUCE_FINITE ? 1 : (n + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
     if (!count) return 0.0;
-    float *host = bt_partials_reserve(&c->partials, count, "cuda");
+    float *host = fetch_room(c, count);
     float *part = (float *)cu_scratch(c, count * sizeof(float));
     enqueue_partials(c, kind, part, x, n);
     c->count.host_reads++;
@@ -34,7 +54,8 @@ static double reduce_now(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t n
                              c->stream));
     CU_CHECK(cudaStreamSynchronize(c->stream));
     if (kind == BT_REDUCE_FINITE) return host[0] == 0.0f ? 1.0 : 0.0;
-    return bt_partials_sum(&c->partials, count);
+    const bt_partials read = {host, count};
+    return bt_partials_sum(&read, count);
 }
 
 static double cu_sum(bt_backend *be, bt_ptr x, size_t n) { return reduce_now(be, BT_REDUCE_SUM, x, n); }
@@ -76,7 +97,7 @@ static int cu_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t
 
 static void cu_reduce_fetch(bt_backend *be, double *out) {
     cu_ctx *c = cu(be);
-    float *host = bt_partials_reserve(&c->partials, c->defer.used ? c->defer.used : 1, "cuda");
+    float *host = fetch_room(c, c->defer.used ? c->defer.used : 1);
     if (c->defer.used) {
         c->count.host_reads++;
         CU_CHECK(cudaMemcpyAsync(host, c->defer_mem, c->defer.used * sizeof(float),
@@ -87,6 +108,9 @@ static void cu_reduce_fetch(bt_backend *be, double *out) {
 }
 
 void cu_reduce_release(cu_ctx *c) {
+    if (c->fetch_host) (void)cudaFreeHost(c->fetch_host);
+    c->fetch_host = NULL;
+    c->fetch_cap = 0;
     if (c->defer_mem) (void)cudaFree(c->defer_mem);
     c->defer_mem = NULL;
     c->defer_cap = 0;
