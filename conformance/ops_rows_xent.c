@@ -26,11 +26,14 @@ static void run_scatter(bt_backend *be, tensor *t, void *a, double *s) {
 
 /* The chains of idx (n) as the model builds them (bt_row_links, 2n ints),
  * checked against their definition, one quadratic search a token, under
- * "ref/links" (the backends that follow them trust them). */
+ * "ref/links" (the backends that follow them trust them). One table serves
+ * every call, larger and smaller, as the model's serves every batch: what a
+ * call leaves in it must not leak into the next. */
 int32_t *host_links(const int32_t *idx, int n, int32_t skip, const char *op) {
+    static bt_row_links_work work;
     int32_t *lk = ref_alloc((size_t)(n ? 2 * n : 1) * 4);
     verdict v = v_new();
-    if (bt_row_links(idx, n, skip, lk)) v_fail(&v, "out of memory");
+    if (bt_row_links(idx, n, skip, lk, &work)) v_fail(&v, "out of memory");
     long wrong = 0;
     for (int i = 0; i < n && v.ok; i++) {
         int next = -1, first = !(skip >= 0 && idx[i] == skip);

@@ -57,7 +57,9 @@ static bt_ptr dev_links(pool *p, bt_ptr idx, size_t n, int32_t skip) {
     int32_t *h = malloc((n ? n : 1) * 3 * 4);
     if (!h) exit(2);
     p->be->download(p->be, h, idx, n * 4);
-    if (bt_row_links(h, (int)n, skip, h + n)) exit(2);
+    bt_row_links_work work = {0};
+    if (bt_row_links(h, (int)n, skip, h + n, &work)) exit(2);
+    bt_row_links_free(&work);
     bt_buffer *b = p->be->alloc(p->be, n ? 2 * n * 4 : 4);
     if (!b) {
         p->failed = true;

@@ -19,11 +19,8 @@
  * top_layer >= 0; returns how many rows that is (0: no top layer). */
 static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer) {
     const struct bert_act_layout *a = m->act;
-    int32_t *host = calloc(a->ints_batch, sizeof *host);
-    if (!host) {
-        fprintf(stderr, "bertrain: out of host memory staging a batch\n");
-        exit(1);
-    }
+    int32_t *host = m->ints_host;
+    memset(host, 0, a->ints_batch * sizeof *host);
     size_t N = (size_t)bt->B * bt->T;
     memcpy(host + a->ids, bt->input_ids, N * 4);
     memcpy(host + a->types, bt->token_type_ids, N * 4);
@@ -46,12 +43,11 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer) {
         {a->top_cls, S && nsp ? bt->B : 0, -1}};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
         if (bt_row_links(host + tables[i].off, tables[i].n, tables[i].skip,
-                         host + a->links + 2 * tables[i].off)) {
+                         host + a->links + 2 * tables[i].off, &m->links_work)) {
             fprintf(stderr, "bertrain: out of host memory staging a batch\n");
             exit(1);
         }
-    m->be->upload(m->be, ints(m, 0), host, a->ints_batch * 4);
-    free(host);
+    m->be->upload(m->be, ints(m, 0), host, a->ints_batch * 4); /* host reusable at once */
     return S;
 }
 

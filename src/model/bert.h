@@ -4,6 +4,7 @@
 #define BT_BERT_H
 
 #include "backends/backend.h"
+#include "backends/row_links.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -193,6 +194,8 @@ struct bert_model {
     bt_buffer **acts;  /* activations and backward scratch: act->n_buffers buffers, none
                         * past the device's largest allocation (bert_act_layout) */
     bt_buffer *ints;   /* uploaded int32 batch inputs */
+    int32_t *ints_host; /* their staging on the host (act->ints_batch), reused every batch */
+    bt_row_links_work links_work; /* bt_row_links' table, reused every batch */
     struct bert_act_layout *act;
     bt_buffer **stash;            /* 16-bit storage: every layer's saved activations between
                                    * forward and backward, in cfg.storage, stash_layers

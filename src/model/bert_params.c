@@ -356,6 +356,13 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
                                                    ? left : m->act->buffer_elems) * 4)) != NULL;
     }
     m->ints = be->alloc(be, m->act->ints_total * sizeof(int32_t));
+    m->ints_host = malloc(m->act->ints_batch * sizeof(int32_t));
+    if (!m->ints_host) {
+        snprintf(err, errlen, "out of host memory staging the batch's %zu ints",
+                 m->act->ints_batch);
+        bert_free(m);
+        return NULL;
+    }
     if (!m->params || !m->grads || !acts_ok || !m->ints) {
         snprintf(err, errlen,
                  "out of device memory on %s: parameters need %.1f MB, activations %.1f MB "
@@ -397,6 +404,8 @@ void bert_free(bert_model *m) {
         if (m->acts[i]) be->free(be, m->acts[i]);
     free(m->acts);
     if (m->ints) be->free(be, m->ints);
+    free(m->ints_host);
+    bt_row_links_free(&m->links_work);
     for (int i = 0; i < m->n_stash; i++)
         if (m->stash[i]) be->free(be, m->stash[i]);
     free(m->stash);
