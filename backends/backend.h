@@ -346,9 +346,10 @@ struct bt_backend {
                              int rows, int cols, bt_dtype round16, size_t per_sample,
                              uint32_t first_sample, float p, bt_rng_key key);
     /* sum = resid + dropout(y + bias) as bias_dropout_add (rounded alike),
-     * then out, mean, rstd = layernorm_fwd(sum): a residual join and the
-     * LayerNorm after it in one pass. sum may alias resid; out may not alias
-     * an input. */
+     * then out, mean, rstd = layernorm_fwd(sum), and with round16 BT_BF16 or
+     * BT_F16 out = round16(out): a residual join, the LayerNorm after it and
+     * the storage rounding of both in one pass. sum may alias resid; out may
+     * not alias an input. */
     void (*residual_layernorm_fwd)(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                    bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                    bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,

@@ -274,6 +274,7 @@ static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *
     be->add(be, sum, t[4].p, t[0].p, (size_t)f->rows * f->cols);
     if (f->round16 != BT_F32) be->round16(be, sum, f->round16, (size_t)f->rows * f->cols);
     be->layernorm_fwd(be, t[5].p, t[6].p, t[7].p, sum, t[8].p, t[9].p, f->rows, f->cols, f->eps);
+    if (f->round16 != BT_F32) be->round16(be, t[5].p, f->round16, (size_t)f->rows * f->cols);
 }
 
 /* The sum, its magnitudes, and float64 LayerNorm of the sum (out, mean,
@@ -313,7 +314,7 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
                  inpl ? " out=resid" : "",
                  storage_suffix(a.round16));
         fused_out outs[] = {{inpl ? 0 : 3, sum, mag, THR_ROUND},
-                            {5, ln, mln, THR_MATH},
+                            {5, ln, mln, round16_thr(a.round16)}, /* rounded alike */
                             {6, mean, NULL, THR_MATH},
                             {7, rstd, NULL, THR_MATH}};
         if (want_op("bias_dropout_add"))

@@ -159,26 +159,6 @@ BT_FN float row_max(float v, BT_LOCAL_PTR float *red) {
     return m;
 }
 
-/* One row of LayerNorm by its lanes (every work-item of the work-group must
- * call it; cols = 0 for lanes past the last row): out = (x - mean) * rstd *
- * gamma + beta, lane l owning columns l, l + BT_ROW_LANES, ... (a warp reads
- * adjacent columns); mean and variance by row_sum's fixed trees; returns
- * rstd and sets *mean. Shared by layernorm_fwd and residual_layernorm_fwd. */
-BT_FN float layernorm_row(__global float *out, __global const float *x,
-                          __global const float *gamma, __global const float *beta, int cols,
-                          float eps, BT_LOCAL_PTR float *red, float *mean) {
-    const int lane = get_local_id(0) % BT_ROW_LANES;
-    float s = 0.0f;
-    for (int c = lane; c < cols; c += BT_ROW_LANES) s += x[c];
-    const float m = row_sum(s, red) / cols;
-    float v = 0.0f;
-    for (int c = lane; c < cols; c += BT_ROW_LANES) v += (x[c] - m) * (x[c] - m);
-    const float rs = 1.0f / sqrt(row_sum(v, red) / cols + eps);
-    for (int c = lane; c < cols; c += BT_ROW_LANES) out[c] = (x[c] - m) * rs * gamma[c] + beta[c];
-    *mean = m;
-    return rs;
-}
-
 /* One row of the masked softmax by its lanes: p[j] = softmax_j(scale * s[j])
  * over keys with km[j] != 0 (masked keys 0, no key: all 0), each lane on its
  * keys (ROW_KEYS_FOR; p may be s). T = 0 for a lane past the last row, which
@@ -249,4 +229,26 @@ BT_FN float round_kind16(float x, int kind) {
     if (kind == BT_KIND16_NONE) return x;
     const ushort h = f32_to_kind16(x, kind);
     return as_float(kind == BT_KIND16_BF16 ? bf16_to_f32(h) : f16_to_f32(h));
+}
+
+/* One row of LayerNorm by its lanes (every work-item of the work-group must
+ * call it; cols = 0 for lanes past the last row): out = (x - mean) * rstd *
+ * gamma + beta, rounded to the storage kind kind16 (BT_KIND16_NONE: not
+ * rounded), lane l owning columns l, l + BT_ROW_LANES, ... (a warp reads
+ * adjacent columns); mean and variance by row_sum's fixed trees; returns
+ * rstd and sets *mean. Shared by layernorm_fwd and residual_layernorm_fwd. */
+BT_FN float layernorm_row(__global float *out, __global const float *x,
+                          __global const float *gamma, __global const float *beta, int cols,
+                          float eps, int kind16, BT_LOCAL_PTR float *red, float *mean) {
+    const int lane = get_local_id(0) % BT_ROW_LANES;
+    float s = 0.0f;
+    for (int c = lane; c < cols; c += BT_ROW_LANES) s += x[c];
+    const float m = row_sum(s, red) / cols;
+    float v = 0.0f;
+    for (int c = lane; c < cols; c += BT_ROW_LANES) v += (x[c] - m) * (x[c] - m);
+    const float rs = 1.0f / sqrt(row_sum(v, red) / cols + eps);
+    for (int c = lane; c < cols; c += BT_ROW_LANES)
+        out[c] = round_kind16((x[c] - m) * rs * gamma[c] + beta[c], kind16);
+    *mean = m;
+    return rs;
 }

@@ -91,8 +91,9 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
 }
 
 /* sum = resid + dropout(y + bias) (rounded as join_value), then out =
- * LayerNorm(sum) with mean and rstd saved, layernorm_fwd's arithmetic. sum
- * may alias resid.
+ * LayerNorm(sum) with mean and rstd saved, layernorm_fwd's arithmetic, out
+ * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded). sum may
+ * alias resid.
  * Geometry: as layernorm_fwd: BT_ROW_LANES work-items a row, lane l owning
  * columns l, l + BT_ROW_LANES, ...; global: BT_ROW_GLOBAL(rows, BT_WG). */
 BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, out),
@@ -123,7 +124,7 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
                           keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
     /* each lane reads back only its own columns before the trees */
     float m;
-    const float rs = layernorm_row(o, x, gamma, beta, n, eps, red, &m);
+    const float rs = layernorm_row(o, x, gamma, beta, n, eps, kind16, red, &m);
     if (n && get_local_id(0) % BT_ROW_LANES == 0) {
         mean[r] = m;
         rstd[r] = rs;

@@ -18,7 +18,8 @@ BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_O
     const int r = row_of(), n = r < rows ? cols : 0;
     const size_t row = (size_t)(n ? r : 0) * cols;
     float m;
-    const float rs = layernorm_row(out + row, x + row, gamma, beta, n, eps, red, &m);
+    const float rs =
+        layernorm_row(out + row, x + row, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
     if (n && get_local_id(0) % BT_ROW_LANES == 0) {
         mean[r] = m;
         rstd[r] = rs;

@@ -58,6 +58,7 @@ static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr o
     be->bias_dropout_add(be, sum, y, bias, resid, rows, cols, round16, per_sample, first_sample, p,
                          key);
     be->layernorm_fwd(be, out, mean, rstd, sum, gamma, beta, rows, cols, eps);
+    if (round16 != BT_F32) be->round16(be, out, round16, (size_t)rows * cols);
 }
 
 /* probs = softmax_fwd(scores), rounded with 16-bit storage; dropped =

@@ -93,7 +93,8 @@ static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
     }
 }
 
-/* The join of bias_dropout_add, then layernorm_fwd's arithmetic on the row. */
+/* The join of bias_dropout_add, then layernorm_fwd's arithmetic on the row,
+ * rounded as round16 with 16-bit storage. */
 static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                        bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                        bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
@@ -109,6 +110,7 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
         const size_t row = (size_t)r * cols;
         join_row(S + row, Y + row, bb, R + row, cols, &d, row, round16);
         cpu_layernorm_row(O + row, S + row, G, Bb, cols, eps, MU + r, RS + r);
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)(O + row), round16, (size_t)cols);
     }
 }
 

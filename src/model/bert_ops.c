@@ -167,7 +167,7 @@ void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch
         be->bias_dropout_add(be, act(m, out), act(m, branch), par(m, b), act(m, resid), rows, H,
                              r16, per_sample, first, p, key);
     store_rounded(r, out, (size_t)rows * H);
-    if (norm) store(r, norm->out, (size_t)rows * H);
+    if (norm) store_rounded(r, norm->out, (size_t)rows * H);
 }
 
 void op_copy(bert_run *r, size_t dst, size_t src, size_t n) {
