@@ -216,10 +216,12 @@ struct bt_backend {
     void (*layernorm_fwd)(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
                           bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps);
     /* dx = d out / d x (may alias dout), dgamma += sum_r dout * xhat,
-     * dbeta += sum_r dout   (x, mean, rstd from the forward) */
+     * dbeta += sum_r dout   (x, mean, rstd from the forward); with round16
+     * BT_BF16 or BT_F16 (16-bit storage) dx is rounded to it, as round16
+     * after would (BT_F32: not rounded); dgamma and dbeta never are. */
     void (*layernorm_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                           bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                          int rows, int cols);
+                          int rows, int cols, bt_dtype round16);
     /* In-place: unless an op says otherwise, an output may alias an input of
      * the same shape that is read at the same index only (dx = dout in the
      * backward ops, out = a in add). */

@@ -145,6 +145,12 @@ void thread_records_free(void);
 /* A tensor's result as floats. */
 #define RES(t) ((const float *)(t).res)
 
+/* NMSE bound of an output rounded to 16-bit storage dt against its unrounded
+ * float64 reference (THR_MATH for BT_F32); x rounded to dt's nearest value
+ * (BT_F32: x), by backends/common/half.h. */
+double round16_thr(bt_dtype dt);
+float round16_host(float x, bt_dtype dt);
+
 /* ---------------- shapes ---------------- */
 
 typedef struct {

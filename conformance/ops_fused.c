@@ -68,25 +68,6 @@ static void fused_case(bt_backend *be, const char *op, void (*make)(tensor *, vo
     tensors_free(tu, nt);
 }
 
-/* NMSE bounds of an output rounded to 16-bit storage against the unrounded
- * float64 reference: half an ulp is at most 2^-8 of a normal bf16 value and
- * 2^-11 of a normal f16 value, so the squared error is at most 2^-16 (2^-22)
- * of the squared values; f16's subnormals (below 6.1e-5) are off by at most
- * 2^-25 each, far below that for the inputs here (values of order 0.01-1). */
-static double round16_thr(bt_dtype dt) {
-    return dt == BT_BF16 ? 0x1p-16 : dt == BT_F16 ? 0x1p-22 : THR_MATH;
-}
-
-/* x rounded to dt's nearest value by half.h (BT_F32: x). */
-static float round16_host(float x, bt_dtype dt) {
-    if (dt == BT_F32) return x;
-    uint32_t b;
-    memcpy(&b, &x, 4);
-    b = dt == BT_BF16 ? bf16_to_f32(f32_to_bf16(b)) : f16_to_f32(f32_to_f16(b));
-    memcpy(&x, &b, 4);
-    return x;
-}
-
 /* The suffix of a row's shape for storage rounding dt. */
 static const char *storage_suffix(bt_dtype dt) {
     return dt == BT_BF16 ? " bf16 storage" : dt == BT_F16 ? " f16 storage" : "";

@@ -138,6 +138,7 @@ void test_embed(bt_backend *be) {
 typedef struct {
     int rows, cols, inplace;
     float eps;
+    bt_dtype round16; /* layernorm_bwd's rounding of dx (BT_F32: none) */
 } layernorm_args;
 static void run_ln_fwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -148,7 +149,7 @@ static void run_ln_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a; /* dout, dgamma, dbeta, x, mean, rstd, gamma, [dx] */
     be->layernorm_bwd(be, q->inplace ? t[0].p : t[7].p, t[1].p, t[2].p, t[0].p, t[3].p, t[4].p,
-                      t[5].p, t[6].p, q->rows, q->cols);
+                      t[5].p, t[6].p, q->rows, q->cols, q->round16);
 }
 
 typedef struct {
@@ -162,7 +163,9 @@ static void fwd_ln(void *c, double *out) {
 
 /* layernorm_bwd of dout at x (with the float mean mu and rstd rs a forward
  * saves) into dgamma = dg, dbeta = db and dx (dout itself when q.inplace),
- * against the float64 reference. */
+ * against the float64 reference; with q.round16 also against the same op
+ * unrounded: dx must be its values rounded by half.h, bit for bit, and
+ * dgamma, dbeta its bits. */
 static void check_ln_bwd(bt_backend *be, layernorm_args q, const float *x, const float *g,
                          const float *dout, const float *dg, const float *db, const float *mu,
                          const float *rs) {
@@ -183,14 +186,33 @@ static void check_ln_bwd(bt_backend *be, layernorm_args q, const float *x, const
                   tensor_in("x", x, n), tensor_in("mean", mu, r),
                   tensor_in("rstd", rs, r), tensor_in("gamma", g, c),
                   tensor_out("dx", NULL, n)};
+    tensor u[8];
+    memcpy(u, t, sizeof u);
     verdict v = v_new();
     if (exec_op(&v, be, t, inpl ? 7 : 8, run_ln_bwd, &q, NULL)) {
         /* with cols = 1, dx is identically 0 and only mag gives it a scale */
-        v_nmse(&v, "dx", RES(t[inpl ? 0 : 7]), rdx, mdx, n, THR_MATH);
+        v_nmse(&v, "dx", RES(t[inpl ? 0 : 7]), rdx, mdx, n, round16_thr(q.round16));
         v_nmse(&v, "dgamma", RES(t[1]), rdg, mdg, c, THR_MATH);
         v_nmse(&v, "dbeta", RES(t[2]), rdb, mdb, c, THR_MATH);
     }
-    v_report(&v, "layernorm_bwd", "%dx%d +=%s", q.rows, q.cols, inpl ? " dx=dout" : "");
+    layernorm_args q32 = q;
+    q32.round16 = BT_F32;
+    if (q.round16 != BT_F32 && v.ok && exec_op(&v, be, u, inpl ? 7 : 8, run_ln_bwd, &q32, NULL)) {
+        const float *got = RES(t[inpl ? 0 : 7]), *f32 = RES(u[inpl ? 0 : 7]);
+        for (size_t i = 0; i < n; i++) {
+            const float want = round16_host(f32[i], q.round16);
+            if (memcmp(&want, &got[i], 4) != 0) {
+                v_fail(&v, "dx[%zu] = %.9g, the fp32 op's %.9g rounded is %.9g", i,
+                       (double)got[i], (double)f32[i], (double)want);
+                break;
+            }
+        }
+        v_bits(&v, "dgamma vs unrounded", RES(t[1]), RES(u[1]), c);
+        v_bits(&v, "dbeta vs unrounded", RES(t[2]), RES(u[2]), c);
+    }
+    tensors_free(u, 8);
+    v_report(&v, "layernorm_bwd", "%dx%d +=%s%s", q.rows, q.cols, inpl ? " dx=dout" : "",
+             q.round16 == BT_BF16 ? " dx bf16" : q.round16 == BT_F16 ? " dx f16" : "");
     tensors_free(t, 8);
     free(rx), free(rg), free(rd), free(dmu), free(drs), free(rdx), free(rdg), free(rdb);
     free(mdx), free(mdg), free(mdb);
@@ -204,7 +226,7 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         if (skip_shape(shapes[si].quick)) continue;
         reseed("layernorm_bwd_chunks", si);
-        layernorm_args q = {shapes[si].r, shapes[si].c, 0, 1e-5f};
+        layernorm_args q = {shapes[si].r, shapes[si].c, 0, 1e-5f, BT_F32};
         const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0),
               *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
@@ -213,8 +235,9 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
         ref_layernorm_fwd(ro, rmu, rrs, rx, rg, rg, q.rows, q.cols, q.eps); /* for mean, rstd */
         float *mu = ref_alloc(r * 4), *rs = ref_alloc(r * 4);
         for (size_t i = 0; i < r; i++) mu[i] = (float)rmu[i], rs[i] = (float)rrs[i];
-        for (int inpl = 0; inpl < 2; inpl++) {
-            q.inplace = inpl;
+        for (int k = 0; k < 4; k++) { /* fp32 apart and in place; bf16 apart, f16 in place */
+            q.inplace = k & 1;
+            q.round16 = k < 2 ? BT_F32 : k == 2 ? BT_BF16 : BT_F16;
             check_ln_bwd(be, q, x, g, dout, dg, db, mu, rs);
         }
         free(x), free(g), free(dout), free(dg), free(db), free(rx), free(rg), free(ro);
@@ -229,7 +252,7 @@ void test_layernorm(bt_backend *be) {
         if (skip_shape(MATRIX_SHAPES[si].quick)) continue;
         reseed("layernorm", si);
         layernorm_args q = {MATRIX_SHAPES[si].r, MATRIX_SHAPES[si].c, 0,
-                            (si & 1) || MATRIX_SHAPES[si].big ? 1e-12f : 1e-5f};
+                            (si & 1) || MATRIX_SHAPES[si].big ? 1e-12f : 1e-5f, BT_F32};
         size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0), *b = rand_floats(c, 0.1, 0.0);
         float *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
@@ -257,10 +280,12 @@ void test_layernorm(bt_backend *be) {
             v_report(&v, "layernorm_fwd", "%dx%d eps=%g", q.rows, q.cols, q.eps);
             tensors_free(t, 6);
         }
-        for (int inpl = 0; inpl < 2 && want_op("layernorm_bwd"); inpl++) {
-            q.inplace = inpl;
+        for (int k = 0; k < 4 && want_op("layernorm_bwd"); k++) {
+            q.inplace = k & 1;
+            q.round16 = k < 2 ? BT_F32 : k == 2 ? BT_BF16 : BT_F16;
             check_ln_bwd(be, q, x, g, dout, dg, db, mu, rs);
         }
+        q.round16 = BT_F32;
         if (want_op("layernorm_bwd") && g_check_references) {
             verdict f = v_new();
             double *adx = ref_alloc(n * 8), *adg = ref_zalloc(c * 8), *adb = ref_zalloc(c * 8);

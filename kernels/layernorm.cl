@@ -27,12 +27,13 @@ BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_O
 }
 
 /* dx = rstd * (dout*gamma - mean(dout*gamma) - xhat * mean(dout*gamma*xhat))
- * per row, xhat = (x - mean) * rstd. dx may alias dout: each work-item reads
+ * per row, xhat = (x - mean) * rstd, rounded to the storage kind kind16
+ * (BT_KIND16_NONE: not rounded). dx may alias dout: each work-item reads
  * its columns before the trees and writes the same columns after them.
  * Geometry: a row kernel, as layernorm_fwd. */
 BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_IN(float, x),
                                       BT_IN(float, mean), BT_IN(float, rstd), BT_IN(float, gamma),
-                                      int rows, int cols) {
+                                      int rows, int cols, int kind16) {
     BT_BIND(dx);
     BT_BIND(dout);
     BT_BIND(x);
@@ -56,7 +57,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_
     const float mean_dx = row_sum(sdx, red) / cols;
     for (int c = lane; c < n; c += BT_ROW_LANES) {
         const float xhat = (x[c] - mu) * rs;
-        dx[c] = rs * (dout[c] * gamma[c] - mean_d - xhat * mean_dx);
+        dx[c] = round_kind16(rs * (dout[c] * gamma[c] - mean_d - xhat * mean_dx), kind16);
     }
 }
 

@@ -39,7 +39,7 @@ __global__ void bt_layernorm_fwd(float *out, float *mean, float *rstd, const flo
                                  const float *gamma, const float *beta, int rows, int cols,
                                  float eps);
 __global__ void bt_layernorm_bwd_dx(float *dx, const float *dout, const float *x, const float *mean,
-                                    const float *rstd, const float *gamma, int rows, int cols);
+                                    const float *rstd, const float *gamma, int rows, int cols, int kind16);
 __global__ void bt_layernorm_bwd_params(float *dgamma, float *dbeta, const float *dout,
                                         const float *x, const float *mean, const float *rstd,
                                         int rows, int cols);

@@ -66,7 +66,7 @@ static void cpu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
 
 static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                               bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                              int rows, int cols) {
+                              int rows, int cols, bt_dtype round16) {
     (void)be;
     float *DX = cpu_f32(dx), *DG = cpu_f32(dgamma), *DB = cpu_f32(dbeta);
     const float *D = cpu_f32(dout), *X = cpu_f32(x), *MU = cpu_f32(mean), *RS = cpu_f32(rstd),
@@ -86,6 +86,7 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
             float xhat = (xr[c] - mu) * rs;
             o[c] = rs * (d[c] * G[c] - mean_d - xhat * mean_dx);
         }
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)o, round16, (size_t)cols);
     }
 }
 

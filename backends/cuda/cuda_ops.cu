@@ -111,12 +111,12 @@ static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr d
 
 static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                              bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                             int rows, int cols) {
+                             int rows, int cols, bt_dtype round16) {
     cu_ctx *c = cu(be);
     /* parameter gradients first: dx may alias dout */
     cu_layernorm_params(c, dgamma, dbeta, dout, x, mean, rstd, rows, cols);
     LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dx), cu_f32(dout), cu_f32(x),
-           cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols);
+           cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols, BT_KIND16_OF(round16));
 }
 
 static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,

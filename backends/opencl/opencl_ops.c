@@ -186,7 +186,7 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
 
 static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                               bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                              int rows, int cols) {
+                              int rows, int cols, bt_dtype round16) {
     /* parameter gradients first: dx may alias dout */
     ocl_layernorm_params(be, dgamma, dbeta, dout, x, mean, rstd, rows, cols);
     args a = begin(be, K_layernorm_bwd_dx);
@@ -198,6 +198,7 @@ static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     arg_f32p(&a, gamma);
     arg_i(&a, rows);
     arg_i(&a, cols);
+    arg_i(&a, BT_KIND16_OF(round16));
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 

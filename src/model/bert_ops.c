@@ -61,9 +61,11 @@ void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, siz
                       size_t mean, size_t rstd, int rows) {
     const bert_model *m = r->m;
     const int H = m->cfg.hidden_size;
+    /* dx rounded by the op as store would (a gradient: never stashed) */
     m->be->layernorm_bwd(m->be, act(m, dx), grd(m, w), grd(m, b), act(m, dy), act(m, x),
-                         act(m, mean), act(m, rstd), par(m, w), rows, H);
-    store(r, dx, (size_t)rows * H);
+                         act(m, mean), act(m, rstd), par(m, w), rows, H,
+                         (bt_dtype)m->cfg.storage);
+    store_rounded(r, dx, (size_t)rows * H);
 }
 
 void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int cols) {
