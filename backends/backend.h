@@ -367,11 +367,13 @@ struct bt_backend {
                                 bt_dtype round16, uint32_t first_sample, float p,
                                 bt_rng_key key);
     /* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows, the
-     * dropout with per_sample = H*T*T: the backward of softmax_dropout_fwd.
-     * In place allowed (dscores = dprobs). */
+     * dropout with per_sample = H*T*T: the backward of softmax_dropout_fwd;
+     * then with round16 BT_BF16 or BT_F16 (16-bit storage) dscores =
+     * round16(dscores) (BT_F32: not rounded). In place allowed (dscores =
+     * dprobs). */
     void (*dropout_softmax_bwd)(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
-                                int B, int H, int T, float scale, uint32_t first_sample,
-                                float p, bt_rng_key key);
+                                int B, int H, int T, float scale, bt_dtype round16,
+                                uint32_t first_sample, float p, bt_rng_key key);
     /* ---- fused attention: the probabilities never stored ---- */
     /* ctx (B T, NH D) = dropout(softmax(scale Q K^T over the keys j with
      * key_mask[b, j] != 0)) V for every head, Q, K, V the token-major QKV

@@ -318,10 +318,10 @@ static void p_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, 
                                   p, key));
 }
 static void p_dropout_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr probs, int B,
-                                  int H, int T, float scale, uint32_t first, float p,
-                                  bt_rng_key key) {
+                                  int H, int T, float scale, bt_dtype round16, uint32_t first,
+                                  float p, bt_rng_key key) {
     TIMED(be, dropout_softmax_bwd, 0, F4 * 3.0 * B * H * T * T,
-          in->dropout_softmax_bwd(in, ds, dp, probs, B, H, T, scale, first, p, key));
+          in->dropout_softmax_bwd(in, ds, dp, probs, B, H, T, scale, round16, first, p, key));
 }
 
 /* Fused attention: its bytes are Q, K, V (or their 16-bit copies), the mask

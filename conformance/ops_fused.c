@@ -365,7 +365,7 @@ static void run_dropout_softmax_bwd(bt_backend *be, tensor *t, void *a, double *
     (void)s;
     const fused_args *f = a;
     be->dropout_softmax_bwd(be, f->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, f->B, f->H, f->T,
-                            0.125f, f->first_sample, f->p, f->key);
+                            0.125f, f->round16, f->first_sample, f->p, f->key);
 }
 static void run_dropout_softmax_bwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -374,6 +374,7 @@ static void run_dropout_softmax_bwd_unfused(bt_backend *be, tensor *t, void *a, 
     be->dropout(be, ds, t[0].p, (size_t)f->rows * f->cols, f->per_sample, f->first_sample, f->p,
                 f->key);
     be->softmax_bwd(be, ds, ds, t[1].p, f->rows, f->T, 0.125f);
+    if (f->round16 != BT_F32) be->round16(be, ds, f->round16, (size_t)f->rows * f->cols);
 }
 
 /* softmax_dropout_fwd without rounding and rounded to bf16 and to f16 storage:
@@ -433,9 +434,19 @@ static void attention_cases(bt_backend *be, int si, fused_args a) {
             for (size_t i = 0; i < n; i++) dpk[i] = (double)q.dp[i] * keep_factor(&a, i);
             ref_softmax_bwd(ds, dpk, pp, a.rows, a.T, 0.125);
             ref_softmax_bwd_mag(mds, dpk, pp, a.rows, a.T, 0.125);
-            fused_out outs[] = {{inpl ? 0 : 2, ds, mds, THR_MATH}};
-            fused_case(be, "dropout_softmax_bwd", make_attn_bwd, &q, 3, run_dropout_softmax_bwd,
-                       run_dropout_softmax_bwd_unfused, &a, outs, 1, shape);
+            /* unrounded, and rounded to bf16 and f16 storage (against the
+             * unrounded reference within the rounding, and the unfused ops' bits) */
+            static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16};
+            for (int k = 0; k < 3; k++) {
+                a.round16 = rounds[k];
+                fused_out outs[] = {{inpl ? 0 : 2, ds, mds, round16_thr(rounds[k])}};
+                char row[128];
+                snprintf(row, sizeof row, "%s%s", shape, storage_suffix(rounds[k]));
+                fused_case(be, "dropout_softmax_bwd", make_attn_bwd, &q, 3,
+                           run_dropout_softmax_bwd, run_dropout_softmax_bwd_unfused, &a, outs, 1,
+                           row);
+            }
+            a.round16 = BT_F32;
             free(dpk), free(pp), free(ds), free(mds);
         }
     }

@@ -251,8 +251,8 @@ static void call_softmax_dropout_unfused(bt_backend *be, perf_case *c) {
     be->dropout(be, c->t[2], c->t[1], per * c->i[0], per, 0, 0.1f, perf_key);
 }
 static void call_dropout_softmax(bt_backend *be, perf_case *c) {
-    be->dropout_softmax_bwd(be, c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], c->i[2], 0.125f, 0,
-                            0.1f, perf_key);
+    be->dropout_softmax_bwd(be, c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], c->i[2], 0.125f,
+                            BT_F32, 0, 0.1f, perf_key);
 }
 static void call_dropout_softmax_unfused(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];

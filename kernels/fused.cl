@@ -163,11 +163,12 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
 }
 
 /* dscores = softmax_bwd(dropout(dprobs), probs), the dropout with
- * per_sample = H T T; in place allowed (each work-item rewrites the keys it
- * read). Geometry: as softmax_bwd. */
+ * per_sample = H T T, rounded to the storage kind kind16 (BT_KIND16_NONE: not
+ * rounded); in place allowed (each work-item rewrites the keys it read).
+ * Geometry: as softmax_bwd. */
 BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dprobs),
                                          BT_IN(float, probs), int rows, int HT, int T,
-                                         float scale, uint first_sample, uint thr,
+                                         float scale, int kind16, uint first_sample, uint thr,
                                          float keep_scale, uint seed_lo, uint seed_hi,
                                          uint stream_lo, uint stream_hi) {
     BT_BIND(dscores);
@@ -192,5 +193,5 @@ BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dp
         dot += g * p[j];
     }
     dot = row_sum(dot, red);
-    ROW_KEYS_FOR(j, lane, n) ds[j] = scale * p[j] * (ds[j] - dot);
+    ROW_KEYS_FOR(j, lane, n) ds[j] = round_kind16(scale * p[j] * (ds[j] - dot), kind16);
 }

@@ -136,7 +136,7 @@ __global__ void bt_softmax_dropout_fwd(float *dropped, float *probs, const float
                                        float keep_scale, unsigned int seed_lo, unsigned int seed_hi,
                                        unsigned int stream_lo, unsigned int stream_hi);
 __global__ void bt_dropout_softmax_bwd(float *dscores, const float *dprobs, const float *probs,
-                                       int rows, int HT, int T, float scale, unsigned int first_sample,
+                                       int rows, int HT, int T, float scale, int kind16, unsigned int first_sample,
                                        unsigned int thr, float keep_scale, unsigned int seed_lo,
                                        unsigned int seed_hi, unsigned int stream_lo,
                                        unsigned int stream_hi);

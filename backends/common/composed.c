@@ -73,13 +73,16 @@ static void composed_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr 
     be->dropout(be, dropped, probs, (size_t)B * per_sample, per_sample, first_sample, p, key);
 }
 
-/* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows. */
+/* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows, rounded
+ * with 16-bit storage. */
 static void composed_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs,
                                          bt_ptr probs, int B, int H, int T, float scale,
-                                         uint32_t first_sample, float p, bt_rng_key key) {
+                                         bt_dtype round16, uint32_t first_sample, float p,
+                                         bt_rng_key key) {
     const size_t per_sample = (size_t)H * T * T;
     be->dropout(be, dscores, dprobs, (size_t)B * per_sample, per_sample, first_sample, p, key);
     be->softmax_bwd(be, dscores, dscores, probs, B * H * T, T, scale);
+    if (round16 != BT_F32) be->round16(be, dscores, round16, (size_t)B * per_sample);
 }
 
 int bt_compose_missing(bt_backend *be) {

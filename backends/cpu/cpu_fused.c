@@ -136,10 +136,11 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
     }
 }
 
-/* dropout of the row of dprobs (into dscores), then softmax_bwd's arithmetic. */
+/* dropout of the row of dprobs (into dscores), then softmax_bwd's arithmetic,
+ * then round16's rounding with 16-bit storage. */
 static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
-                                    int B, int H, int T, float scale, uint32_t first_sample,
-                                    float p, bt_rng_key key) {
+                                    int B, int H, int T, float scale, bt_dtype round16,
+                                    uint32_t first_sample, float p, bt_rng_key key) {
     (void)be;
     float *DS = cpu_f32(dscores);
     const float *DP = cpu_f32(dprobs), *P = cpu_f32(probs);
@@ -153,6 +154,7 @@ static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprob
         cpu_dropout_run(ds, dp, (size_t)T, &d, (size_t)r * T);
         const float fdot = (float)cpu_lane_dot(ds, pr, (size_t)T);
         for (int j = 0; j < T; j++) ds[j] = scale * pr[j] * (ds[j] - fdot);
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)ds, round16, (size_t)T);
     }
 }
 

@@ -64,12 +64,13 @@ static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs,
 }
 
 static void cu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
-                                   int B, int H, int T, float scale, uint32_t first_sample,
-                                   float p, bt_rng_key key) {
+                                   int B, int H, int T, float scale, bt_dtype round16,
+                                   uint32_t first_sample, float p, bt_rng_key key) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
     LAUNCH(c, dropout_softmax_bwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dscores),
-           cu_f32(dprobs), cu_f32(probs), B * H * T, H * T, T, scale, DROP_ARGS(d));
+           cu_f32(dprobs), cu_f32(probs), B * H * T, H * T, T, scale, BT_KIND16_OF(round16),
+           DROP_ARGS(d));
 }
 
 void cu_fill_fused_ops(bt_backend *be) {

@@ -109,8 +109,8 @@ static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
 }
 
 static void ocl_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
-                                    int B, int H, int T, float scale, uint32_t first_sample,
-                                    float p, bt_rng_key key) {
+                                    int B, int H, int T, float scale, bt_dtype round16,
+                                    uint32_t first_sample, float p, bt_rng_key key) {
     args a = begin(be, K_dropout_softmax_bwd);
     arg_f32p(&a, dscores);
     arg_f32p(&a, dprobs);
@@ -119,6 +119,7 @@ static void ocl_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprob
     arg_i(&a, H * T);
     arg_i(&a, T);
     arg_f(&a, scale);
+    arg_i(&a, BT_KIND16_OF(round16));
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }

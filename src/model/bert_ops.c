@@ -221,13 +221,17 @@ void op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scal
     const size_t per_b = (size_t)NH * T * T, n = B * per_b;
     const uint32_t first = r->bt->first_sample;
     if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION)) {
+        /* rounded by the op as store would, unless the penalty's term follows */
+        const bt_dtype r16 = penalty > 0.0f ? BT_F32 : (bt_dtype)m->cfg.storage;
         be->dropout_softmax_bwd(be, act(m, dprobs), act(m, dprobs), act(m, probs), B, NH, T, scale,
-                                first, p, key);
-    } else {
-        if (p > 0.0f)
-            be->dropout(be, act(m, dprobs), act(m, dprobs), n, per_b, first, p, key);
-        be->softmax_bwd(be, act(m, dprobs), act(m, dprobs), act(m, probs), B * NH * T, T, scale);
+                                r16, first, p, key);
+        if (penalty > 0.0f) be->axpy(be, act(m, dprobs), penalty, act(m, scores), n);
+        if (r16 == BT_F32) store(r, dprobs, n);
+        else store_rounded(r, dprobs, n);
+        return;
     }
+    if (p > 0.0f) be->dropout(be, act(m, dprobs), act(m, dprobs), n, per_b, first, p, key);
+    be->softmax_bwd(be, act(m, dprobs), act(m, dprobs), act(m, probs), B * NH * T, T, scale);
     if (penalty > 0.0f) be->axpy(be, act(m, dprobs), penalty, act(m, scores), n);
     store(r, dprobs, n);
 }

@@ -122,7 +122,8 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
     default: { /* dropout_softmax_bwd: dscores, dprobs, probs */
         const size_t n[] = {att, att, att};
         setup(be, &t, n, 3, -1);
-        be->dropout_softmax_bwd(be, inplace ? P(1) : P(0), P(1), P(2), B, H, T, 0.3f, 2, 0.1f, key);
+        be->dropout_softmax_bwd(be, inplace ? P(1) : P(0), P(1), P(2), B, H, T, 0.3f,
+                                inplace ? BT_F32 : BT_BF16, 2, 0.1f, key);
         return finish(be, &t, 3, bytes);
     }
     }
