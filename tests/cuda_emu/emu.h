@@ -78,6 +78,12 @@ cudaError_t sticky();
 /* Record e as this thread's last error (cudaGetLastError), and return it. */
 cudaError_t record(cudaError_t e);
 
+/* Every call starts with this: a sticky error answers every call. */
+#define STICKY_RETURN()                                        \
+    do {                                                       \
+        if (sticky() != cudaSuccess) return record(sticky()); \
+    } while (0)
+
 /* A stream: a queue of work that runs only when something synchronises it. */
 struct stream {
     int device;
@@ -87,6 +93,9 @@ struct stream {
 /* Run everything queued on s, in order (device memory is reachable only
  * while queued work runs). */
 void flush(stream *s);
+/* Run s's queued work in order until `done` says to stop or none is left
+ * (a stream's queued work may run another's: cudaStreamWaitEvent). */
+void flush_until(stream *s, const std::function<bool()> &done);
 /* Run every stream's queue (cudaFree, cudaStreamDestroy). */
 void flush_all();
 /* The stream a call names: s, or device `device`'s default stream for
