@@ -4,6 +4,8 @@
  * against the per-tensor ops on the same backend and the float64 reference. */
 #include "ops.h"
 
+#include "../backends/common/partials.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,8 +126,11 @@ void test_deferred_reductions(bt_backend *be) {
 /* ================= adamw_multi / lamb_multi ================= */
 
 /* Tensors of every size class around the kernels' chunking, with a gap of 3
- * untouched elements before each. */
-static const size_t SPAN_SIZES[] = {0, 1, 4095, 4096, 4097, 10000, 77};
+ * untouched elements before each; the largest has 259 chunks, more than
+ * BT_SUM_BLOCKS, so its norms are added in blocks of 2 (partials.h); with
+ * --quick it has 10 (make_spans). */
+#define SPAN_MAX ((size_t)259 * 4096 - 7)
+static const size_t SPAN_SIZES[] = {0, 1, 4095, 4096, 4097, 10000, SPAN_MAX, 77};
 #define N_SPANS ((int)(sizeof SPAN_SIZES / sizeof *SPAN_SIZES))
 #define GAP 3
 
@@ -197,9 +202,10 @@ static multi_args make_spans(float grad_scale) {
     for (int i = 0; i < N_SPANS; i++) {
         off += GAP;
         float t = (float)(1 + i % 3); /* as after LayerDrop: tensors at different steps */
-        o.spans[i] = (bt_tensor_span){off, SPAN_SIZES[i], i % 2 ? 0.0f : 0.01f,
+        const size_t numel = SPAN_SIZES[i] == SPAN_MAX && g_quick ? 10 * 4096 + 5 : SPAN_SIZES[i];
+        o.spans[i] = (bt_tensor_span){off, numel, i % 2 ? 0.0f : 0.01f,
                                       (float)(1.0 - pow(0.9, t)), (float)(1.0 - pow(0.999, t))};
-        off += SPAN_SIZES[i];
+        off += numel;
     }
     o.n_spans = N_SPANS;
     o.total = off + GAP;
@@ -277,7 +283,7 @@ static void multi_case(bt_backend *be, bool lamb, bool has_fp64, float grad_scal
     for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
     if (lamb) /* a tensor whose weights are all zero: trust 1 */
         for (size_t k = 0; k < o.spans[3].numel; k++) w[o.spans[3].offset + k] = 0.0f;
-    o.scratch = be->alloc(be, 10000 * 4);
+    o.scratch = be->alloc(be, SPAN_MAX * 4);
     verdict vd = v_new();
     uint16_t *h16 = ref_alloc(n * 2); /* w16 before: a pattern no rounding of w gives */
     for (size_t i = 0; i < n; i++) h16[i] = (uint16_t)(0x7f80u + (i & 63u));
@@ -354,9 +360,31 @@ static void multi_launches(bt_backend *be, bool lamb) {
     v_report(&vd, op, "launches 2 = %d spans, no reads", N_SPANS);
 }
 
+/* The host's sum of partials (bt_sum_blocked), whose order LAMB's trust
+ * kernel follows, in its documented order, under "ref/host": 1 then 258
+ * values of 0.75 ulp(1) / 2, each lost when added to 1 alone. Up to
+ * BT_SUM_BLOCKS partials the plain order gives 1; 259 go in 130 blocks of 2
+ * (the last of 1), and each block [t, t] carries 1 up by one ulp: 1 + 128 ulp. */
+static void host_sum_order(void) {
+    enum { N = 259 };
+    float p[2 * N];
+    const float t = 0.75f * ldexpf(1.0f, -53);
+    for (int i = 0; i < 2 * N; i++) p[i] = i < 2 ? 1.0f : t; /* stride 2: p[0] = 1 */
+    verdict v = v_new();
+    const double plain = bt_sum_blocked(p, 256, 2), blocked = bt_sum_blocked(p, N, 2),
+                 want = 1.0 + 128 * ldexp(1.0, -52);
+    if (plain != 1.0) v_fail(&v, "256 partials: %.17g, want 1 (plain order)", plain);
+    if (blocked != want) v_fail(&v, "259 partials: %.17g, want %.17g (blocks of 2)", blocked, want);
+    const char *save = g_backend_name;
+    g_backend_name = "ref/host";
+    v_report(&v, "lamb_multi", "the host's order of partials (bt_sum_blocked)");
+    g_backend_name = save;
+}
+
 void test_multi_optimizers(bt_backend *be) {
     bt_device_info info;
     be->info(be, &info);
+    if (want_op("lamb_multi")) host_sum_order();
     for (int lamb = 0; lamb < 2; lamb++) {
         if (!want_op(lamb ? "lamb_multi" : "adamw_multi")) continue;
         multi_case(be, lamb, info.has_fp64, 1.0f, BT_F32);

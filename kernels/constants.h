@@ -18,6 +18,11 @@
 #ifndef BT_REDUCE_CHUNK
 #define BT_REDUCE_CHUNK 4096
 #endif
+/* The most blocks a sum of partials is cut into (bt_sum_blocked in
+ * backends/common/partials.h; LAMB's trust ratios on the device): n partials
+ * go in blocks of ceil(n / BT_SUM_BLOCKS), each added in order, then the
+ * blocks' sums in order. Up to BT_SUM_BLOCKS partials that is plain order. */
+#define BT_SUM_BLOCKS 256
 /* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
  * dgamma and dbeta, bias_gelu_bwd's dbias, embed_bwd's dwtt). */
 #define BT_COL_ROWS 64

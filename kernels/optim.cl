@@ -156,22 +156,52 @@ BT_KERNEL_WG void bt_lamb_multi_moments(BT_IN(float, w), BT_IN(float, g), BT_OUT
     }
 }
 
-/* LAMB, pass 2: per span, ||w|| and ||u|| from its chunks' partials added in
- * order (as the host adds sumsq's), the trust ratio clamped to [min_coeff,
- * max_coeff] (1 when a norm is 0), and coef[t] = -lr * trust. global: n_spans. */
-BT_KERNEL void bt_lamb_multi_trust(__global const ulong *tab, BT_IN(float, partial),
-                                   BT_OUT(float, coef), int n_spans, float lr, float min_coeff,
-                                   float max_coeff) {
+/* The sum in double (trust_t) of n partials p[0], p[2], p[4], ... (the
+ * chunks' w^2 or u^2 sums, interleaved): as
+ * bt_sum_blocked (backends/common/partials.h) adds them on the host, so with
+ * fp64 the same bits: at most BT_SUM_BLOCKS blocks of b = ceil(n /
+ * BT_SUM_BLOCKS) consecutive partials, each added in order from 0, and the
+ * blocks' sums added in order. Work-item l adds blocks l, l + BT_WG, ...
+ * into red; work-item 0 adds red in order and returns the total to all. */
+BT_FN trust_t blocked_sum(__global const float *p, ulong n, BT_LOCAL_PTR trust_t *red) {
+    const int lid = get_local_id(0);
+    const ulong b = (n + BT_SUM_BLOCKS - 1) / BT_SUM_BLOCKS;
+    const int blocks = b ? (int)((n + b - 1) / b) : 0;
+    for (int k = lid; k < blocks; k += BT_WG) {
+        const ulong end = (ulong)(k + 1) * b < n ? (ulong)(k + 1) * b : n;
+        trust_t s = 0;
+        for (ulong i = (ulong)k * b; i < end; i++) s += (trust_t)p[2 * i];
+        red[k] = s;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        trust_t total = 0;
+        for (int k = 0; k < blocks; k++) total += red[k];
+        red[BT_SUM_BLOCKS] = total;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const trust_t total = red[BT_SUM_BLOCKS];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the next call */
+    return total;
+}
+
+/* LAMB, pass 2: per span (one work-group each), ||w|| and ||u|| from its
+ * chunks' partials added as the host adds sumsq's (blocked_sum), the trust
+ * ratio clamped to [min_coeff, max_coeff] (1 when a norm is 0), and
+ * coef[t] = -lr * trust. global: n_spans * BT_WG. */
+BT_KERNEL_WG void bt_lamb_multi_trust(__global const ulong *tab, BT_IN(float, partial),
+                                      BT_OUT(float, coef), int n_spans, float lr,
+                                      float min_coeff, float max_coeff) {
     BT_BIND(partial);
     BT_BIND(coef);
-    const int t = get_global_id(0);
+    __local trust_t red[BT_SUM_BLOCKS + 1];
+    const int t = get_group_id(0);
     if (t >= n_spans) return;
     __global const ulong *chunk_begin = tab + 2 * n_spans;
-    trust_t sw = 0, su = 0;
-    for (ulong c = chunk_begin[t]; c < chunk_begin[t + 1]; c++) {
-        sw += (trust_t)partial[2 * c];
-        su += (trust_t)partial[2 * c + 1];
-    }
+    const ulong c0 = chunk_begin[t], n = chunk_begin[t + 1] - c0;
+    const trust_t sw = blocked_sum(partial + 2 * c0, n, red),
+                  su = blocked_sum(partial + 2 * c0 + 1, n, red);
+    if (get_local_id(0) != 0) return;
     const trust_t wn = sqrt(sw), un = sqrt(su);
     trust_t trust = (wn > 0 && un > 0) ? wn / un : (trust_t)1;
     if (trust < (trust_t)min_coeff) trust = min_coeff;

@@ -2,6 +2,7 @@
 #include "partials.h"
 
 #include "../backend.h"
+#include "../../kernels/constants.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +20,19 @@ float *bt_partials_reserve(bt_partials *p, size_t n, const char *backend) {
     return p->v;
 }
 
-double bt_partials_sum(const bt_partials *p, size_t n) {
+double bt_sum_blocked(const float *p, size_t n, size_t stride) {
+    const size_t b = (n + BT_SUM_BLOCKS - 1) / BT_SUM_BLOCKS;
     double total = 0.0;
-    for (size_t i = 0; i < n; i++) total += p->v[i];
+    for (size_t k0 = 0; k0 < n; k0 += b) {
+        const size_t end = k0 + b < n ? k0 + b : n;
+        double block = 0.0;
+        for (size_t i = k0; i < end; i++) block += p[i * stride];
+        total += block;
+    }
     return total;
 }
+
+double bt_partials_sum(const bt_partials *p, size_t n) { return bt_sum_blocked(p->v, n, 1); }
 
 void bt_partials_free(bt_partials *p) {
     free(p->v);
@@ -54,9 +63,7 @@ void bt_deferrals_resolve(bt_deferrals *q, const float *partials, double *out) {
             out[i] = partials[d->first] == 0.0f ? 1.0 : 0.0;
             continue;
         }
-        double total = 0.0;
-        for (size_t k = 0; k < d->count; k++) total += partials[d->first + k];
-        out[i] = total;
+        out[i] = bt_sum_blocked(partials + d->first, d->count, 1);
     }
     q->n = 0;
     q->used = 0;

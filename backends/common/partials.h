@@ -1,7 +1,8 @@
 /* The host side of a device reduction, shared by the OpenCL and CUDA
  * backends: the device writes one float partial per fixed chunk, the host
- * reads them into this growable array and adds them in chunk order in double,
- * so the sum depends only on the data and the chunk size. */
+ * reads them into this growable array and adds them in double in a fixed
+ * blocked order (bt_sum_blocked), so the sum depends only on the data and
+ * the chunk size. */
 #ifndef BT_PARTIALS_H
 #define BT_PARTIALS_H
 
@@ -20,7 +21,15 @@ typedef struct {
  * naming `backend` and exit. */
 float *bt_partials_reserve(bt_partials *p, size_t n, const char *backend);
 
-/* v[0] + v[1] + ... + v[n-1], in that order, in double. */
+/* The sum in double of p[0], p[stride], ..., p[(n-1) stride] in blocks:
+ * b = ceil(n / BT_SUM_BLOCKS) consecutive partials a block (at most
+ * BT_SUM_BLOCKS blocks), each block added in order from 0, then the blocks'
+ * sums in order; up to BT_SUM_BLOCKS partials, plain order. The device's
+ * parallel sums of partials (LAMB's trust ratios) add in this order, so a
+ * device with fp64 has the host's bits (kernels/constants.h). */
+double bt_sum_blocked(const float *p, size_t n, size_t stride);
+
+/* bt_sum_blocked of v[0 .. n). */
 double bt_partials_sum(const bt_partials *p, size_t n);
 
 void bt_partials_free(bt_partials *p);
@@ -44,7 +53,7 @@ typedef struct {
 int bt_deferrals_add(bt_deferrals *q, int kind, size_t count, const char *backend);
 
 /* out[i] = the value of queued reduction i from the partials read back (all
- * q->used of them): a sum in chunk order in double, as bt_partials_sum, or
+ * q->used of them): a sum in double, as bt_partials_sum, or
  * for BT_REDUCE_FINITE 1 when its flag partial is 0. Empties the queue. */
 void bt_deferrals_resolve(bt_deferrals *q, const float *partials, double *out);
 

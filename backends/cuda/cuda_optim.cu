@@ -132,7 +132,7 @@ static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v
     free(f);
     LAUNCH(c, lamb_multi_moments, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v),
            L.tab, L.ftab, L.partial, n, beta1, beta2, eps, grad_scale);
-    LAUNCH(c, lamb_multi_trust, (size_t)n, L.tab, L.partial, L.coef, n, lr, min_coeff, max_coeff);
+    LAUNCH(c, lamb_multi_trust, (size_t)n * BT_WG, L.tab, L.partial, L.coef, n, lr, min_coeff, max_coeff);
     LAUNCH(c, lamb_multi_apply, L.chunks * BT_WG, cu_f32(w), cu_f32(m), cu_f32(v),
            w16_arg(w, w16), kind16_arg(w16, w16_dtype), L.tab, L.ftab, L.coef, n, eps);
 }

@@ -193,7 +193,7 @@ static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     arg_f(&t, lr);
     arg_f(&t, min_coeff);
     arg_f(&t, max_coeff);
-    launch(be, &t, (size_t)n);
+    launch(be, &t, (size_t)n * c->wg);
     args p = begin(be, K_lamb_multi_apply);
     arg_f32p(&p, w);
     arg_f32p(&p, m);
