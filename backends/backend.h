@@ -207,8 +207,9 @@ struct bt_backend {
     /* dwte[ids] += dout (rows whose id == pad_id get nothing, as torch's
      * padding_idx), dwpe[t] += sum_b dout[b,t], dwtt[type] += dout.
      * V, TV: rows of dwte and dwtt. pad_id < 0 disables the exclusion.
-     * ids_links: ids' chains with pad_id skipped (2 B T int32, bt_row_links
-     * in row_links.h), which a backend may follow instead of finding them. */
+     * ids_links: ids' segments with pad_id skipped (2 B T int32, bt_row_links
+     * in row_links.h): the tokens grouped by id, which a backend may follow
+     * instead of finding them. */
     void (*embed_bwd)(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
                       bt_ptr ids, bt_ptr ids_links, bt_ptr type_ids, int B, int T, int C,
                       int V, int TV, int pad_id);
@@ -257,8 +258,8 @@ struct bt_backend {
     void (*gather_rows)(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, int n_idx,
                         int cols);
     /* dst[idx[i], :] += src[i, :]   (adjoint of gather_rows; in order of i).
-     * links: idx's chains (2 n_idx int32, bt_row_links in row_links.h with
-     * no skip), which a backend may follow instead of finding them. */
+     * links: idx's segments (2 n_idx int32, bt_row_links in row_links.h
+     * with no skip), which a backend may follow instead of finding them. */
     void (*scatter_rows)(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
                          int n_idx, int cols);
     /* Per row r of logits (rows, V) with label y = labels[r] (int32):

@@ -1,25 +1,32 @@
-/* The chains of equal indices that a scatter follows (scatter_rows and
+/* The segments of equal indices that a scatter follows (scatter_rows and
  * embed_bwd's word rows in backend.h): built on the host, where the indices
- * of a batch are made, once per table, so that no device searches for them.
- * Above and below backend.h alike: the model builds them, the backends read
- * them. */
+ * of a batch are made, once per table, so that no device searches for them
+ * and no work-item chases a chain of pointers. Above and below backend.h
+ * alike: the model builds them, the backends read them. */
 #ifndef BT_ROW_LINKS_H
 #define BT_ROW_LINKS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* links (2n int32) of idx (n): links[i] = the smallest j > i with idx[j] ==
- * idx[i], or -1; links[n + i] = 1 when no j < i has idx[i], else 0. An index
- * equal to skip (skip >= 0: embed_bwd's pad id) belongs to no chain: -1 and
- * 0. One pass from the last token through a hash table of the indices: O(n)
- * for any range of indices. The hash table lives in *work, kept between
- * calls and grown on demand, so that a batch's chains allocate nothing once
- * the largest table has been seen.
+/* links (2n int32) of idx (n), the tokens grouped by index:
+ *   links[0 .. n)   order: the tokens, group after group, a group's tokens in
+ *                   increasing position, groups in the order their indices
+ *                   first appear; then -1 for the tokens in no group;
+ *   links[n + g]    the end in order of group g (its start: the end of
+ *                   group g - 1, or 0); past the last group, the number of
+ *                   grouped tokens (empty groups).
+ * A token whose index equals skip (skip >= 0: embed_bwd's pad id) is in no
+ * group. One pass through a hash table of the indices and two over the
+ * tokens: O(n) for any range of indices. The table and the tokens' group
+ * numbers live in *work, kept between calls and grown on demand, so that a
+ * batch's segments allocate nothing once the largest table has been seen.
  * Returns 0, or -1 when out of host memory (links unchanged). */
 typedef struct {
-    int32_t *key, *pos; /* the table's slots: an index, its earliest position + 1 (0: empty) */
+    int32_t *key, *pos; /* the table's slots: an index, its group + 1 (0: empty) */
     size_t slots;
+    int32_t *group; /* each token's group, -1 for none */
+    size_t n_group;
 } bt_row_links_work;
 int bt_row_links(const int32_t *idx, int n, int32_t skip, int32_t *links, bt_row_links_work *work);
 

@@ -24,28 +24,34 @@ static void run_scatter(bt_backend *be, tensor *t, void *a, double *s) {
                      ((rows_args *)a)->cols);
 }
 
-/* The chains of idx (n) as the model builds them (bt_row_links, 2n ints),
- * checked against their definition, one quadratic search a token, under
- * "ref/links" (the backends that follow them trust them). One table serves
- * every call, larger and smaller, as the model's serves every batch: what a
- * call leaves in it must not leak into the next. */
+/* The segments of idx (n) as the model builds them (bt_row_links, 2n
+ * ints), checked against their definition, built again by a quadratic
+ * search, under "ref/links" (the backends that follow them trust them). One
+ * table serves every call, larger and smaller, as the model's serves every
+ * batch: what a call leaves in it must not leak into the next. */
 int32_t *host_links(const int32_t *idx, int n, int32_t skip, const char *op) {
     static bt_row_links_work work;
-    int32_t *lk = ref_alloc((size_t)(n ? 2 * n : 1) * 4);
+    int32_t *lk = ref_alloc((size_t)(n ? 2 * n : 1) * 4), *want = ref_alloc((size_t)(n ? 2 * n : 1) * 4);
     verdict v = v_new();
     if (bt_row_links(idx, n, skip, lk, &work)) v_fail(&v, "out of memory");
-    long wrong = 0;
-    for (int i = 0; i < n && v.ok; i++) {
-        int next = -1, first = !(skip >= 0 && idx[i] == skip);
+    int groups = 0, placed = 0;
+    for (int i = 0; i < n; i++) { /* i first of its index: its group, in order */
+        bool first = !(skip >= 0 && idx[i] == skip);
         for (int j = i - 1; j >= 0 && first; j--) first = idx[j] != idx[i];
-        for (int j = i + 1; j < n && next < 0 && !(skip >= 0 && idx[i] == skip); j++)
-            if (idx[j] == idx[i]) next = j;
-        wrong += lk[i] != next || lk[n + i] != first;
+        if (!first) continue;
+        for (int j = i; j < n; j++)
+            if (idx[j] == idx[i]) want[placed++] = j;
+        want[n + groups++] = placed;
     }
-    if (wrong) v_fail(&v, "%ld of %d tokens linked wrong", wrong, n);
+    for (int g = groups; g < n; g++) want[n + g] = placed;
+    for (int k = placed; k < n; k++) want[k] = -1;
+    long wrong = 0;
+    for (int k = 0; k < 2 * n && v.ok; k++) wrong += lk[k] != want[k];
+    if (wrong) v_fail(&v, "%ld of %d entries wrong (%d groups)", wrong, 2 * n, groups);
+    free(want);
     const char *save = g_backend_name;
     g_backend_name = "ref/links";
-    v_report(&v, op, "links of %d indices%s", n, skip >= 0 ? ", skipping one" : "");
+    v_report(&v, op, "segments of %d indices%s", n, skip >= 0 ? ", skipping one" : "");
     g_backend_name = save;
     return lk;
 }

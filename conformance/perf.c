@@ -15,7 +15,7 @@
 
 /* ---------------- device tensors for one op ---------------- */
 
-enum { MAX_BUFS = 8, LINKS = -1 /* run_case: the chains of the tensor before */ };
+enum { MAX_BUFS = 8, LINKS = -1 /* run_case: the segments of the tensor before */ };
 
 typedef struct {
     bt_backend *be;
@@ -49,7 +49,7 @@ static bt_ptr dev_tensor(pool *p, size_t n, int int_hi) {
     free(h);
     return (bt_ptr){b, 0};
 }
-/* The chains of idx (n ints on the device) as the model builds them
+/* The segments of idx (n ints on the device) as the model builds them
  * (bt_row_links with skip), 2n ints on the device. */
 static bt_ptr dev_links(pool *p, bt_ptr idx, size_t n, int32_t skip) {
     bt_ptr z = {NULL, 0};
@@ -265,7 +265,7 @@ static void call_dropout_softmax_unfused(bt_backend *be, perf_case *c) {
 static void run_case(bt_backend *be, perf_case c, const size_t *sizes, const int *int_hi, int nt) {
     if (!want_op(c.op)) return;
     pool p = {.be = be};
-    /* int_hi: ints below it; LINKS: the chains of tensor i - 1 (its sizes[i - 1] ints) */
+    /* int_hi: ints below it; LINKS: the segments of tensor i - 1 (its sizes[i - 1] ints) */
     for (int i = 0; i < nt; i++)
         c.t[i] = !int_hi || !int_hi[i] ? dev_f(&p, sizes[i])
                  : int_hi[i] == LINKS  ? dev_links(&p, c.t[i - 1], sizes[i - 1], c.i[7])

@@ -102,14 +102,15 @@ BT_KERNEL void bt_gather_rows(BT_OUT(float, out), BT_IN(float, src), BT_IN(int, 
 }
 
 /* dst[idx[i], :] += src[i, :] for i in order (duplicates add up in order),
- * along idx's chains at links (2 n_idx ints: bt_row_links in
- * backends/row_links.h, built on the host). Also embed_bwd's
- * dwte[ids[n]] += dout[n] (its pad tokens in no chain). Geometry: one
- * work-item per (token i, column c), columns fastest; the work-item of the
- * first token of an index owns element c of its row of dst: it adds the
- * chain i, next[i], next[next[i]], ... onto it in order, the same additions
- * in the same order as one owner per column walking all tokens (no atomics;
- * the other work-items return); global: n_idx * cols. */
+ * along idx's segments at links (2 n_idx ints: bt_row_links in
+ * backends/row_links.h, built on the host: order, then each group's end).
+ * Also embed_bwd's dwte[ids[n]] += dout[n] (its pad tokens in no group).
+ * Geometry: one work-item per (group g, column c), columns fastest; it owns
+ * element c of its index's row of dst and adds the group's tokens onto it in
+ * order, the same additions in the same order as one owner per column
+ * walking all tokens (no atomics). The tokens come from the order array, so
+ * the loads are independent: no chain of pointers. Work-items past the last
+ * group (empty segments) return. global: n_idx * cols. */
 BT_KERNEL void bt_scatter_rows(BT_OUT(float, dst), BT_IN(float, src), BT_IN(int, idx),
                                BT_IN(int, links), int n_idx, int cols) {
     BT_BIND(dst);
@@ -118,11 +119,12 @@ BT_KERNEL void bt_scatter_rows(BT_OUT(float, dst), BT_IN(float, src), BT_IN(int,
     BT_BIND(links);
     const size_t k = get_global_id(0);
     if (k >= (size_t)n_idx * (size_t)cols) return;
-    const int i = (int)(k / (size_t)cols), c = (int)(k % (size_t)cols);
-    if (!links[n_idx + i]) return;
-    dst += (size_t)idx[i] * cols + c;
+    const int g = (int)(k / (size_t)cols), c = (int)(k % (size_t)cols);
+    const int s0 = g ? links[n_idx + g - 1] : 0, s1 = links[n_idx + g];
+    if (s0 >= s1) return;
+    dst += (size_t)idx[links[s0]] * cols + c;
     src += c;
     float acc = *dst;
-    for (int j = i; j >= 0; j = links[j]) acc += src[(size_t)j * cols];
+    for (int s = s0; s < s1; s++) acc += src[(size_t)links[s] * cols];
     *dst = acc;
 }

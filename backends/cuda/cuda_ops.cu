@@ -167,7 +167,7 @@ static void cu_embed_types(cu_ctx *c, bt_ptr dwtt, bt_ptr dout, bt_ptr type_ids,
            TV * C); /* partials by column */
 }
 
-/* As ocl_embed_bwd: dwte along the chains of ids (the caller's links, pad
+/* As ocl_embed_bwd: dwte along the segments of ids (the caller's links, pad
  * tokens in none), dwtt by type (its partials in scratch), dwpe by
  * position. */
 static void cu_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
@@ -193,7 +193,7 @@ static void cu_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, i
            cols);
 }
 
-/* As ocl_scatter_rows: one owner per (index, column) adds its chain (the
+/* As ocl_scatter_rows: one owner per (index, column) adds its segment (the
  * caller's links) in order. */
 static void cu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
                             int n_idx, int cols) {

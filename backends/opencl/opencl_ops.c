@@ -260,8 +260,8 @@ static void ocl_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_id
     launch(be, &a, (size_t)B * T * C);
 }
 
-/* dst[idx[i]] += src[i] along the chains of links (2n ints, bt_row_links). */
-static void scatter_chains(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
+/* dst[idx[i]] += src[i] along the segments of links (2n ints, bt_row_links). */
+static void scatter_segments(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
                            int n, int cols) {
     args a = begin(be, K_scatter_rows);
     arg_f32p(&a, dst);
@@ -303,7 +303,7 @@ static void embed_types(bt_backend *be, bt_ptr dwtt, bt_ptr dout, bt_ptr type_id
     launch(be, &f, BT_COL_GLOBAL(1, TV * C, ocl(be)->wg));
 }
 
-/* dwte along the chains of ids (the caller's links, pad tokens in none),
+/* dwte along the segments of ids (the caller's links, pad tokens in none),
  * dwtt by type, dwpe by position. */
 static void ocl_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
                           bt_ptr ids, bt_ptr ids_links, bt_ptr type_ids, int B, int T, int C,
@@ -312,7 +312,7 @@ static void ocl_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt,
     (void)pad_id; /* in ids_links */
     const int N = B * T;
     if (!N || !C) return;
-    scatter_chains(be, dwte, dout, ids, ids_links, N, C);
+    scatter_segments(be, dwte, dout, ids, ids_links, N, C);
     embed_types(be, dwtt, dout, type_ids, N, C, TV);
     args a = begin(be, K_embed_bwd_pos);
     arg_f32p(&a, dwpe);
@@ -334,13 +334,13 @@ static void ocl_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, 
     launch(be, &a, (size_t)n_idx * cols);
 }
 
-/* One owner per (index, column) adds its chain (the caller's links) in
+/* One owner per (index, column) adds its segment (the caller's links) in
  * order: the bits of an in-order walk, n_idx x cols work-items instead of
  * cols. */
 static void ocl_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, bt_ptr links,
                              int n_idx, int cols) {
     if (!n_idx || !cols) return;
-    scatter_chains(be, dst, src, idx, links, n_idx, cols);
+    scatter_segments(be, dst, src, idx, links, n_idx, cols);
 }
 
 /* ================= cast ================= */

@@ -35,7 +35,7 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer) {
     }
     const bool nsp = m->cfg.nsp && bt->nsp_labels;
     const int S = top_layer >= 0 ? bert_top_plan(a, bt, nsp, m->top_rows_multiple, host) : 0;
-    /* the chains of the tables the scatters read: dwte's rows by id (pad in
+    /* the segments of the tables the scatters read: dwte's rows by id (pad in
      * none), the heads' rows, the top layer's */
     const struct { size_t off; int n, skip; } tables[] = {
         {a->ids, (int)N, m->cfg.pad_id}, {a->mlm_pos, bt->n_masked, -1}, {a->cls_idx, bt->B, -1},

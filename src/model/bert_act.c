@@ -134,7 +134,7 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(top_rows, S);
     TAKE(top_mlm_pos, M);
     TAKE(top_cls, (size_t)Bm);
-    TAKE(links, 2 * off); /* the chains of every table above, at twice its offset */
+    TAKE(links, 2 * off); /* the segments of every table above, at twice its offset */
     a->ints_batch = off;
     TAKE(zero_rows, N); /* zeroed once, when the model is built */
     a->ints_total = off;

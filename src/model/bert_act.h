@@ -58,7 +58,7 @@ struct bert_act_layout {
     /* the top layer's rows: top_rows (S) the token rows the heads read, in
      * order; top_mlm_pos (M) and top_cls (B) the heads' rows among them */
     size_t top_rows, top_mlm_pos, top_cls;
-    /* the chains of equal indices (bt_row_links) of the tables the scatters
+    /* the segments of equal indices (bt_row_links) of the tables the scatters
      * read, table t's (2 n ints) at links + 2 t (bert_links) */
     size_t links, ints_batch;
     /* N zeros (after the batch's inputs, written once): gather_rows through

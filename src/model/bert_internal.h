@@ -39,7 +39,7 @@ static inline bt_ptr act(const bert_model *m, size_t off) {
     return (bt_ptr){m->acts[off / cap], off % cap * 4};
 }
 static inline bt_ptr ints(const bert_model *m, size_t off) { return (bt_ptr){m->ints, off * 4}; }
-/* The chains of equal indices of the batch's int table at off (bert_act.h). */
+/* The segments of equal indices of the batch's int table at off (bert_act.h). */
 static inline bt_ptr bert_links(const bert_model *m, size_t off) {
     return ints(m, m->act->links + 2 * off);
 }
