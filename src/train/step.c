@@ -74,15 +74,20 @@ static long forward_backward(bert_model *m, const step_batch *in, bert_pass *pas
 }
 
 /* The micro-batches' sums in one blocking read, which also waits for the
- * backward to finish, added up in micro-batch order into sums. */
-static void fetch_sums(bert_model *m, const step_batch *in, bert_stats *st, double *sums) {
-    const size_t most = (size_t)in->n_micro * (6 + (size_t)m->cfg.num_hidden_layers);
+ * backward to finish, added up in micro-batch order into sums. The read
+ * brings the values of every reduction queued before it, those queued
+ * after the micro-batches' too (a rank's gradient checks): the values are
+ * returned for them (the caller frees them). */
+static double *fetch_sums(bert_model *m, const step_batch *in, bert_stats *st, double *sums,
+                          int also_queued) {
+    const size_t most =
+        (size_t)in->n_micro * (6 + (size_t)m->cfg.num_hidden_layers) + (size_t)also_queued;
     double *values = malloc(most * sizeof *values);
     if (!values) {
         fprintf(stderr, "bertrain: out of host memory\n");
         exit(1);
     }
-    bool queued = false;
+    bool queued = also_queued > 0;
     for (int k = 0; k < in->n_micro && !queued; k++)
         queued = st[k].ticket.mlm_loss >= 0 || st[k].ticket.nsp_loss >= 0 || st[k].ticket.n_attn;
     m->be->reduce_fetch(m->be, values);
@@ -99,7 +104,7 @@ static void fetch_sums(bert_model *m, const step_batch *in, bert_stats *st, doub
         sums[SUM_LOG_Z_SQ] += st[k].mlm_log_z_sq;
         sums[SUM_ATTN_SQ] += st[k].attn_score_sq;
     }
-    free(values);
+    return values;
 }
 
 /* The step's losses and counts from the global sums. */
@@ -119,25 +124,42 @@ static void fill_result(step_result *r, const bert_model *m, const step_counts *
     r->n_tokens = (long)sums[SUM_TOKENS];
 }
 
-/* The gradients' statistics in one blocking read: the global norm and, with
- * fp16, whether they are finite, checked before they are unscaled (exact
- * for the dynamic scaler's powers of 2). Returns the sum of squares; *finite
- * gets the check (true without fp16). */
-static double gradient_checks(bert_model *m, const loss_scaler *scaler, double scale,
-                              bool *finite) {
+/* The tickets of the gradients' statistics among the deferred reductions. */
+typedef struct {
+    int finite, norm; /* -1: not queued */
+} grad_tickets;
+
+/* Queue the gradients' statistics: the global norm and, with fp16, whether
+ * they are finite, checked before they are unscaled (exact for the dynamic
+ * scaler's powers of 2). */
+static grad_tickets queue_gradient_checks(bert_model *m, const loss_scaler *scaler,
+                                          double scale) {
     bt_backend *be = m->be;
-    int finite_ticket = -1;
+    grad_tickets t = {-1, -1};
     if (scaler) {
-        finite_ticket =
-            be->reduce_defer(be, BT_REDUCE_FINITE, bert_grads_at(m, 0), bert_n_params(m));
+        t.finite = be->reduce_defer(be, BT_REDUCE_FINITE, bert_grads_at(m, 0), bert_n_params(m));
         if (scale != 1.0)
             be->scale(be, bert_grads_at(m, 0), (float)(1.0 / scale), bert_n_params(m));
     }
-    const int norm_ticket = optim_defer_grad_sumsq(m);
+    t.norm = optim_defer_grad_sumsq(m);
+    return t;
+}
+
+/* The queued statistics from the values read: the sum of squares; *finite
+ * gets the check (true without fp16). */
+static double gradient_checks_of(grad_tickets t, const double *values, bool *finite) {
+    *finite = t.finite < 0 || values[t.finite] != 0.0;
+    return values[t.norm];
+}
+
+/* The gradients' statistics in one blocking read of their own: under MPI,
+ * once the gradients are summed. */
+static double gradient_checks(bert_model *m, const loss_scaler *scaler, double scale,
+                              bool *finite) {
+    const grad_tickets t = queue_gradient_checks(m, scaler, scale);
     double values[2];
-    be->reduce_fetch(be, values);
-    *finite = finite_ticket < 0 || values[finite_ticket] != 0.0;
-    return values[norm_ticket];
+    m->be->reduce_fetch(m->be, values);
+    return gradient_checks_of(t, values, finite);
 }
 
 /* 1-bit Adam past its warm-up: the gradients were not summed, so the ranks
@@ -200,7 +222,9 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     const bool frozen = optim_frozen(opt), exchange = frozen && gs;
     r.top_rows = forward_backward(m, in, &pass, frozen ? NULL : gs, st);
     grad_sync_start(frozen ? NULL : gs); /* every bucket's collective before the sums' */
-    fetch_sums(m, in, st, sums); /* blocking read 1 */
+    /* one rank: the gradients are final, and their checks come with the sums */
+    const grad_tickets early = gs ? (grad_tickets){-1, -1} : queue_gradient_checks(m, scaler, scale);
+    double *values = fetch_sums(m, in, st, sums, gs ? 0 : 2); /* blocking read 1 (one rank: the only) */
     free(st);
     const double t1 = now_s();
     dist_allreduce_sum_f64(sums, N_SUMS); /* returns when the slowest rank has computed */
@@ -211,7 +235,9 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     if (obs && obs->loss_summed) obs->loss_summed(obs->ctx, step + 1, &sums[SUM_MLM_LOSS]);
     fill_result(&r, m, &c, sums, n_scores);
     bool finite;
-    double grad_sumsq = gradient_checks(m, scaler, scale, &finite); /* read 2 */
+    double grad_sumsq = gs ? gradient_checks(m, scaler, scale, &finite) /* read 2 */
+                           : gradient_checks_of(early, values, &finite);
+    free(values);
     if (exchange) grad_sumsq = agree_local_norm(grad_sumsq, &finite);
     if (scaler && !loss_scale_step(scaler, finite, scale, &r)) return r;
     r.next_loss_scale = scaler ? scaler->scale : 1.0;
