@@ -135,4 +135,4 @@ if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1
 else
     skip_part "2 ranks: no MPI build or mpiexec"
 fi
-finish "a training step stays within 3 blocking reads, whatever its all-reduce buckets, on every device here"
+finish "a training step makes one blocking read on one rank and at most 3 under MPI, whatever its tensors and all-reduce buckets, on every device here"
