@@ -318,9 +318,9 @@ void thread_records_free(void) {
 const vector_shape VECTOR_SHAPES[8] = {{1, 1, 0},    {3, 0, 0},    {17, 1, 0},    {255, 0, 0},
                                        {1000, 0, 0}, {4099, 1, 0}, {8195, 0, 0}, {196608, 0, 1}};
 
-const matrix_shape MATRIX_SHAPES[7] = {{1, 1, 1, 0},   {1, 7, 0, 0},   {3, 5, 1, 0},
+const matrix_shape MATRIX_SHAPES[9] = {{1, 1, 1, 0},   {1, 7, 0, 0},    {3, 5, 1, 0},
                                        {7, 33, 0, 0},  {13, 100, 0, 0}, {31, 65, 1, 0},
-                                       {256, 768, 0, 1}};
+                                       {2, 1024, 0, 0}, {5, 1100, 1, 0}, {256, 768, 0, 1}};
 
 bool skip_shape(bool quick) { return g_quick && !quick; }
 

@@ -164,8 +164,10 @@ typedef struct {
     int r, c;
     bool quick, big;
 } matrix_shape;
-/* rows x cols of the row-wise ops (the last is BERT-size). */
-extern const matrix_shape MATRIX_SHAPES[7];
+/* rows x cols of the row-wise ops (the last is BERT-size; 1024 and 1100
+ * columns: the widest row the LayerNorm kernels keep in registers with 32
+ * lanes, and one past it). */
+extern const matrix_shape MATRIX_SHAPES[9];
 
 /* True when --quick drops a shape not marked quick (BERT-size ones never are). */
 bool skip_shape(bool quick);

@@ -422,9 +422,11 @@ static void fwd_sm(void *c, double *out) {
 
 void test_softmax(bt_backend *be) {
     if (!want_op("softmax_fwd") && !want_op("softmax_bwd")) return;
-    static const int shapes[][4] = {/* B, H, T, quick (-1: big) */
-                                    {1, 1, 1, 1}, {1, 2, 3, 0}, {2, 3, 17, 1}, {3, 2, 33, 0},
-                                    {2, 2, 65, 0}, {1, 2, 300, 0}, {2, 12, 128, -1}};
+    /* B, H, T, quick (-1: big); 512 and 513 keys: the longest row the
+     * kernels keep in registers with 32 lanes, and one past it */
+    static const int shapes[][4] = {{1, 1, 1, 1},   {1, 2, 3, 0},   {2, 3, 17, 1},
+                                    {3, 2, 33, 0},  {2, 2, 65, 0},  {1, 2, 300, 0},
+                                    {1, 1, 512, 0}, {1, 1, 513, 1}, {2, 12, 128, -1}};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         if (skip_shape(shapes[si][3] == 1)) continue;
         reseed("softmax", si);

@@ -252,3 +252,92 @@ BT_FN float layernorm_row(__global float *out, __global const float *x,
     *mean = m;
     return rs;
 }
+
+/* The columns of a LayerNorm row that a lane keeps in registers: a row of up
+ * to BT_ROW_LANES * BT_LN_LANE_COLS columns (1,024 with 32 lanes, BERT-large's
+ * width) is read once (layernorm_row_cached); a wider one takes
+ * layernorm_row, which reads it again for each pass. BT_LN_CACHED is of the
+ * kernel's column count, the same for every work-item, so that the row trees'
+ * barriers are met by all. */
+#define BT_LN_LANE_COLS 32
+#define BT_LN_CACHED(cols) ((cols) <= BT_ROW_LANES * BT_LN_LANE_COLS)
+
+/* Column c of this lane's k-th register (columns lane, lane + BT_ROW_LANES,
+ * ..., as layernorm_row's lanes own them). */
+BT_FN int ln_lane_col(int k) { return get_local_id(0) % BT_ROW_LANES + k * BT_ROW_LANES; }
+
+/* xv[k] = x[ln_lane_col(k)] for the columns below cols, 0 past them. */
+BT_FN void ln_lane_load(float *xv, __global const float *x, int cols) {
+    for (int k = 0; k < BT_LN_LANE_COLS; k++) xv[k] = ln_lane_col(k) < cols ? x[ln_lane_col(k)] : 0.0f;
+}
+
+/* layernorm_row on the row's values already in registers (xv: this lane's,
+ * as ln_lane_load puts them): the same arithmetic in the same order, so the
+ * same bits, without reading x again. */
+BT_FN float layernorm_row_cached(__global float *out, const float *xv,
+                                 __global const float *gamma, __global const float *beta,
+                                 int cols, float eps, int kind16, BT_LOCAL_PTR float *red,
+                                 float *mean) {
+    float s = 0.0f;
+    for (int k = 0; k < BT_LN_LANE_COLS; k++)
+        if (ln_lane_col(k) < cols) s += xv[k];
+    const float m = row_sum(s, red) / cols;
+    float v = 0.0f;
+    for (int k = 0; k < BT_LN_LANE_COLS; k++)
+        if (ln_lane_col(k) < cols) v += (xv[k] - m) * (xv[k] - m);
+    const float rs = 1.0f / sqrt(row_sum(v, red) / cols + eps);
+    for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+        const int c = ln_lane_col(k);
+        if (c < cols) out[c] = round_kind16((xv[k] - m) * rs * gamma[c] + beta[c], kind16);
+    }
+    *mean = m;
+    return rs;
+}
+
+/* The keys of a softmax row that a lane keeps in registers: rows of up to
+ * BT_ROW_LANES * BT_SM_LANE_KEYS keys (512 with 32 lanes) are read once
+ * (softmax_row_cached and the kernels' cached branches); longer ones take
+ * softmax_row. BT_SM_CACHED is of the kernel's T, the same for every
+ * work-item, so that the row trees' barriers are met by all. Register k of a
+ * lane holds key sm_lane_key(k): ROW_KEYS_FOR's keys, in its order. */
+#define BT_SM_LANE_KEYS 16
+#define BT_SM_CACHED(T) ((T) <= BT_ROW_LANES * BT_SM_LANE_KEYS)
+BT_FN int sm_lane_key(int k) {
+    return 4 * (get_local_id(0) % BT_ROW_LANES) + (k / 4) * 4 * BT_ROW_LANES + k % 4;
+}
+
+/* softmax_row with the row read once: v[k] gets key sm_lane_key(k)'s
+ * probability, rounded to the storage kind kind16 (BT_KIND16_NONE: not
+ * rounded), and p gets the same values: softmax_row's arithmetic in its
+ * order, so its bits (and round16's after it), written once. */
+BT_FN void softmax_row_cached(__global float *p, __global const float *s,
+                              __global const int *km, int T, float scale, int kind16,
+                              BT_LOCAL_PTR float *red, float *v) {
+    uint keep = 0; /* bit k: key sm_lane_key(k) is not masked */
+    float mx = -INFINITY;
+    for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+        const int j = sm_lane_key(k);
+        v[k] = 0.0f;
+        if (j >= T) continue;
+        v[k] = scale * s[j];
+        if (km[j]) {
+            keep |= 1u << k;
+            if (v[k] > mx) mx = v[k];
+        }
+    }
+    mx = row_max(mx, red);
+    float sum = 0.0f;
+    for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+        if (sm_lane_key(k) >= T) continue;
+        v[k] = keep >> k & 1u ? exp(v[k] - mx) : 0.0f;
+        sum += v[k];
+    }
+    sum = row_sum(sum, red);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+        const int j = sm_lane_key(k);
+        if (j >= T) continue;
+        v[k] = round_kind16(v[k] * inv, kind16);
+        p[j] = v[k];
+    }
+}

@@ -95,7 +95,8 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
  * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded). sum may
  * alias resid.
  * Geometry: as layernorm_fwd: BT_ROW_LANES work-items a row, lane l owning
- * columns l, l + BT_ROW_LANES, ...; global: BT_ROW_GLOBAL(rows, BT_WG). */
+ * columns l, l + BT_ROW_LANES, ..., the sums kept in registers where the row
+ * fits (BT_LN_CACHED); global: BT_ROW_GLOBAL(rows, BT_WG). */
 BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, out),
                                             BT_OUT(float, mean), BT_OUT(float, rstd),
                                             BT_IN(float, y), BT_IN(float, bias),
@@ -119,12 +120,25 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     const size_t row = (size_t)(n ? r : 0) * cols;
     __global float *x = sum + row;
     __global float *o = out + row;
-    for (int c = get_local_id(0) % BT_ROW_LANES; c < n; c += BT_ROW_LANES)
-        x[c] = join_value(y, bias, resid, row + c, cols, kind16, per_sample, first_sample, thr,
-                          keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
-    /* each lane reads back only its own columns before the trees */
-    float m;
-    const float rs = layernorm_row(o, x, gamma, beta, n, eps, kind16, red, &m);
+    float m, rs;
+    if (BT_LN_CACHED(cols)) { /* the sums kept in registers as they are written */
+        float xv[BT_LN_LANE_COLS];
+        for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+            const int c = ln_lane_col(k);
+            xv[k] = 0.0f;
+            if (c < n)
+                x[c] = xv[k] = join_value(y, bias, resid, row + c, cols, kind16, per_sample,
+                                          first_sample, thr, keep_scale, seed_lo, seed_hi,
+                                          stream_lo, stream_hi);
+        }
+        rs = layernorm_row_cached(o, xv, gamma, beta, n, eps, kind16, red, &m);
+    } else {
+        for (int c = get_local_id(0) % BT_ROW_LANES; c < n; c += BT_ROW_LANES)
+            x[c] = join_value(y, bias, resid, row + c, cols, kind16, per_sample, first_sample,
+                              thr, keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
+        /* each lane reads back only its own columns before the trees */
+        rs = layernorm_row(o, x, gamma, beta, n, eps, kind16, red, &m);
+    }
     if (n && get_local_id(0) % BT_ROW_LANES == 0) {
         mean[r] = m;
         rstd[r] = rs;
@@ -135,7 +149,8 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
  * kind kind16 (BT_KIND16_NONE: not rounded), dropped = dropout(probs) with
  * per_sample = H T T (softmax_fwd's arithmetic, round16's, then dropout's, a
  * lane's four keys from one Philox block where the row allows it).
- * Geometry: as softmax_fwd. */
+ * Geometry: as softmax_fwd (the row read once, the probabilities written
+ * once where it fits). */
 BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, probs),
                                          BT_IN(float, scores), BT_IN(int, key_mask), int rows,
                                          int HT, int T, float scale, int kind16, uint first_sample, uint thr,
@@ -151,9 +166,23 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
     const size_t row = (size_t)rr * T;
     const ulong e_row = (ulong)(rr % HT) * T; /* the row's first element in its sample */
     __global float *p = probs + row, *pd = dropped + row;
-    softmax_row(p, scores + row, key_mask + (size_t)(rr / HT) * T, n, scale, red);
+    __global const int *km = key_mask + (size_t)(rr / HT) * T;
     ulong drawn = ~(ulong)0;
     uint draw[4];
+    if (BT_SM_CACHED(T)) { /* the row read once, the probabilities written once */
+        float v[BT_SM_LANE_KEYS];
+        softmax_row_cached(p, scores + row, km, n, scale, kind16, red, v);
+        for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+            const int j = sm_lane_key(k);
+            if (j < n)
+                pd[j] = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo,
+                                     seed_hi, stream_lo, stream_hi, &drawn, draw)
+                            ? v[k] * keep_scale
+                            : 0.0f;
+        }
+        return;
+    }
+    softmax_row(p, scores + row, km, n, scale, red);
     ROW_KEYS_FOR(j, lane, n) { /* the keys this work-item wrote */
         const float pj = round_kind16(p[j], kind16);
         if (kind16 != BT_KIND16_NONE) p[j] = pj;
@@ -165,7 +194,7 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
 /* dscores = softmax_bwd(dropout(dprobs), probs), the dropout with
  * per_sample = H T T, rounded to the storage kind kind16 (BT_KIND16_NONE: not
  * rounded); in place allowed (each work-item rewrites the keys it read).
- * Geometry: as softmax_bwd. */
+ * Geometry: as softmax_bwd (dprobs and probs read once where the row fits). */
 BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dprobs),
                                          BT_IN(float, probs), int rows, int HT, int T,
                                          float scale, int kind16, uint first_sample, uint thr,
@@ -184,6 +213,25 @@ BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dp
     ulong drawn = ~(ulong)0;
     uint draw[4];
     float dot = 0.0f;
+    if (BT_SM_CACHED(T)) { /* the dropped dp and p kept in registers */
+        float gv[BT_SM_LANE_KEYS], pv[BT_SM_LANE_KEYS];
+        for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+            const int j = sm_lane_key(k);
+            gv[k] = pv[k] = 0.0f;
+            if (j >= n) continue;
+            gv[k] = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo, seed_hi,
+                                 stream_lo, stream_hi, &drawn, draw)
+                        ? dp[j] * keep_scale
+                        : 0.0f;
+            pv[k] = p[j];
+            dot += gv[k] * pv[k];
+        }
+        dot = row_sum(dot, red);
+        for (int k = 0; k < BT_SM_LANE_KEYS; k++)
+            if (sm_lane_key(k) < n)
+                ds[sm_lane_key(k)] = round_kind16(scale * pv[k] * (gv[k] - dot), kind16);
+        return;
+    }
     ROW_KEYS_FOR(j, lane, n) {
         const float g = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo,
                                      seed_hi, stream_lo, stream_hi, &drawn, draw)

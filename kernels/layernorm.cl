@@ -4,7 +4,8 @@
  * x, out: (rows, cols); mean, rstd: (rows).
  * Geometry: a row kernel (softmax_fwd's): BT_ROW_LANES work-items a row,
  * lane l handling columns l, l + BT_ROW_LANES, ...; mean and variance (two
- * passes) by row_sum's fixed trees. global: BT_ROW_GLOBAL(rows, BT_WG). */
+ * passes) by row_sum's fixed trees, the row read once into registers where
+ * it fits (BT_LN_CACHED). global: BT_ROW_GLOBAL(rows, BT_WG). */
 BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_OUT(float, rstd),
                                    BT_IN(float, x), BT_IN(float, gamma), BT_IN(float, beta),
                                    int rows, int cols, float eps) {
@@ -17,9 +18,14 @@ BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_O
     __local float red[BT_WG];
     const int r = row_of(), n = r < rows ? cols : 0;
     const size_t row = (size_t)(n ? r : 0) * cols;
-    float m;
-    const float rs =
-        layernorm_row(out + row, x + row, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
+    float m, rs;
+    if (BT_LN_CACHED(cols)) { /* the row read once */
+        float xv[BT_LN_LANE_COLS];
+        ln_lane_load(xv, x + row, n);
+        rs = layernorm_row_cached(out + row, xv, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
+    } else {
+        rs = layernorm_row(out + row, x + row, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
+    }
     if (n && get_local_id(0) % BT_ROW_LANES == 0) {
         mean[r] = m;
         rstd[r] = rs;
@@ -30,7 +36,9 @@ BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_O
  * per row, xhat = (x - mean) * rstd, rounded to the storage kind kind16
  * (BT_KIND16_NONE: not rounded). dx may alias dout: each work-item reads
  * its columns before the trees and writes the same columns after them.
- * Geometry: a row kernel, as layernorm_fwd. */
+ * Geometry: a row kernel, as layernorm_fwd; where the row fits
+ * (BT_LN_CACHED), dout * gamma and xhat stay in registers between the trees
+ * and the writes. */
 BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_IN(float, x),
                                       BT_IN(float, mean), BT_IN(float, rstd), BT_IN(float, gamma),
                                       int rows, int cols, int kind16) {
@@ -48,6 +56,24 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_
     x += row;
     const float mu = mean[n ? r : 0], rs = rstd[n ? r : 0];
     float sd = 0.0f, sdx = 0.0f;
+    if (BT_LN_CACHED(cols)) { /* dout * gamma and xhat kept in registers */
+        float dn[BT_LN_LANE_COLS], xh[BT_LN_LANE_COLS];
+        for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+            const int c = ln_lane_col(k);
+            dn[k] = xh[k] = 0.0f;
+            if (c >= n) continue;
+            dn[k] = dout[c] * gamma[c];
+            xh[k] = (x[c] - mu) * rs;
+            sd += dn[k];
+            sdx += dn[k] * xh[k];
+        }
+        const float mean_d = row_sum(sd, red) / cols;
+        const float mean_dx = row_sum(sdx, red) / cols;
+        for (int k = 0; k < BT_LN_LANE_COLS; k++)
+            if (ln_lane_col(k) < n)
+                dx[ln_lane_col(k)] = round_kind16(rs * (dn[k] - mean_d - xh[k] * mean_dx), kind16);
+        return;
+    }
     for (int c = lane; c < n; c += BT_ROW_LANES) {
         const float dn = dout[c] * gamma[c];
         sd += dn;

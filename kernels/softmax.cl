@@ -5,7 +5,8 @@
  * scores, probs: (B, H, T, T) = (rows, T); key_mask: int (B, T); HT = H * T.
  * In place allowed: each work-item rewrites only the keys it read.
  * Geometry: BT_ROW_LANES work-items a row (ROW_KEYS_FOR), BT_WG / BT_ROW_LANES
- * rows a work-group; max and sum by fixed trees. global: ceil(rows /
+ * rows a work-group; max and sum by fixed trees; a row of up to 512 keys
+ * read once into registers (BT_SM_CACHED). global: ceil(rows /
  * (BT_WG / BT_ROW_LANES)) * BT_WG. */
 BT_KERNEL_WG void bt_softmax_fwd(BT_OUT(float, probs), BT_IN(float, scores), BT_IN(int, key_mask),
                                  int rows, int HT, int T, float scale) {
@@ -15,12 +16,18 @@ BT_KERNEL_WG void bt_softmax_fwd(BT_OUT(float, probs), BT_IN(float, scores), BT_
     __local float red[BT_WG];
     const int r = row_of(), n = row_keys(r, rows, T);
     const size_t row = (size_t)(n ? r : 0) * T;
-    softmax_row(probs + row, scores + row, key_mask + (size_t)((n ? r : 0) / HT) * T, n, scale,
-                red);
+    __global const int *km = key_mask + (size_t)((n ? r : 0) / HT) * T;
+    if (BT_SM_CACHED(T)) { /* the row read once */
+        float v[BT_SM_LANE_KEYS];
+        softmax_row_cached(probs + row, scores + row, km, n, scale, BT_KIND16_NONE, red, v);
+    } else {
+        softmax_row(probs + row, scores + row, km, n, scale, red);
+    }
 }
 
 /* dscores = scale * p * (dp - sum_j dp*p) per row of T.   (rows, T)
- * In place allowed (dscores = dprobs). Geometry: as softmax_fwd. */
+ * In place allowed (dscores = dprobs). Geometry: as softmax_fwd, dp and p
+ * read once where the row fits. */
 BT_KERNEL_WG void bt_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dprobs), BT_IN(float, probs),
                                  int rows, int T, float scale) {
     BT_BIND(dscores);
@@ -32,6 +39,21 @@ BT_KERNEL_WG void bt_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dprobs), B
     __global const float *dp = dprobs + row, *p = probs + row;
     __global float *ds = dscores + row;
     float dot = 0.0f;
+    if (BT_SM_CACHED(T)) { /* dp and p kept in registers */
+        float dpv[BT_SM_LANE_KEYS], pv[BT_SM_LANE_KEYS];
+        for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+            const int j = sm_lane_key(k);
+            dpv[k] = pv[k] = 0.0f;
+            if (j >= n) continue;
+            dpv[k] = dp[j];
+            pv[k] = p[j];
+            dot += dpv[k] * pv[k];
+        }
+        dot = row_sum(dot, red);
+        for (int k = 0; k < BT_SM_LANE_KEYS; k++)
+            if (sm_lane_key(k) < n) ds[sm_lane_key(k)] = scale * pv[k] * (dpv[k] - dot);
+        return;
+    }
     ROW_KEYS_FOR(j, lane, n) dot += dp[j] * p[j];
     dot = row_sum(dot, red);
     ROW_KEYS_FOR(j, lane, n) ds[j] = scale * p[j] * (dp[j] - dot);
