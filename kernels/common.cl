@@ -253,14 +253,19 @@ BT_FN float layernorm_row(__global float *out, __global const float *x,
     return rs;
 }
 
-/* The columns of a LayerNorm row that a lane keeps in registers: a row of up
- * to BT_ROW_LANES * BT_LN_LANE_COLS columns (1,024 with 32 lanes, BERT-large's
- * width) is read once (layernorm_row_cached); a wider one takes
+/* The columns of a LayerNorm row that a lane keeps in registers where the
+ * dialect defines BT_ROW_CACHE (GPUs): a row of up to BT_ROW_LANES *
+ * BT_LN_LANE_COLS columns (1,024 with 32 lanes, BERT-large's width) is read
+ * once (layernorm_row_cached); a wider one, or any on a CPU device, takes
  * layernorm_row, which reads it again for each pass. BT_LN_CACHED is of the
  * kernel's column count, the same for every work-item, so that the row trees'
  * barriers are met by all. */
 #define BT_LN_LANE_COLS 32
+#ifdef BT_ROW_CACHE
 #define BT_LN_CACHED(cols) ((cols) <= BT_ROW_LANES * BT_LN_LANE_COLS)
+#else
+#define BT_LN_CACHED(cols) 0 /* dialect_opencl.cl: CPU devices re-read */
+#endif
 
 /* Column c of this lane's k-th register (columns lane, lane + BT_ROW_LANES,
  * ..., as layernorm_row's lanes own them). */
@@ -301,7 +306,11 @@ BT_FN float layernorm_row_cached(__global float *out, const float *xv,
  * work-item, so that the row trees' barriers are met by all. Register k of a
  * lane holds key sm_lane_key(k): ROW_KEYS_FOR's keys, in its order. */
 #define BT_SM_LANE_KEYS 16
+#ifdef BT_ROW_CACHE
 #define BT_SM_CACHED(T) ((T) <= BT_ROW_LANES * BT_SM_LANE_KEYS)
+#else
+#define BT_SM_CACHED(T) 0
+#endif
 BT_FN int sm_lane_key(int k) {
     return 4 * (get_local_id(0) % BT_ROW_LANES) + (k / 4) * 4 * BT_ROW_LANES + k % 4;
 }

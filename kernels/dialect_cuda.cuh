@@ -25,6 +25,7 @@
 #define BT_BIND(x) (void)0
 #define BT_LOCAL_PTR
 #define BT_HAS_FP64 1
+#define BT_ROW_CACHE 1
 
 #define __global
 #define __local __shared__

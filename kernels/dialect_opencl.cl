@@ -20,6 +20,11 @@
  *   BT_WARP         defined (32) where lanes of a warp exchange values by
  *                   bt_shfl_down(x, delta): CUDA; OpenCL keeps local-memory
  *                   trees (sub-groups are optional there)
+ *   BT_ROW_CACHE    defined where the row kernels keep a row's values in
+ *                   registers between their trees (common.cl, BT_LN_CACHED):
+ *                   CUDA, and OpenCL GPUs (the host passes -DBT_ROW_CACHE=1);
+ *                   a CPU device (PoCL) reads the row again from its cache,
+ *                   which there costs less than values kept across barriers
  *   __local, __global, barrier(CLK_LOCAL_MEM_FENCE), get_global_id(0),
  *   get_group_id(0), get_local_id(0), mul_hi, as_float, as_uint, uint,
  *   ushort, ulong: OpenCL's own, mapped to CUDA by dialect_cuda.cuh.

@@ -27,23 +27,25 @@ BT_FN void moments(float g, __global float *m, __global float *v, float beta1, f
 }
 
 /* AdamW on element i with gradient gi: m, v updated;
- * w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps). */
-BT_FN void adamw_elem(__global float *w, float gi, __global float *m, __global float *v,
-                      size_t i, float beta1, float beta2, float eps, float decay, float step,
-                      float sqrt_bc2) {
+ * w = w * decay - step * m / (sqrt(v) / sqrt_bc2 + eps), stored and
+ * returned. */
+BT_FN float adamw_elem(__global float *w, float gi, __global float *m, __global float *v,
+                       size_t i, float beta1, float beta2, float eps, float decay, float step,
+                       float sqrt_bc2) {
     float mi, vi;
     moments(gi, m + i, v + i, beta1, beta2, &mi, &vi);
-    w[i] = w[i] * decay - step * mi / (sqrt(vi) / sqrt_bc2 + eps);
+    const float wi = w[i] * decay - step * mi / (sqrt(vi) / sqrt_bc2 + eps);
+    w[i] = wi;
+    return wi;
 }
 
-/* LAMB's moments on element i with gradient gi, returning its update
- * direction u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * w. */
-BT_FN float lamb_elem(__global const float *w, float gi, __global float *m, __global float *v,
-                      size_t i, float beta1, float beta2, float eps, float wd, float bc1,
-                      float bc2) {
+/* LAMB's moments on element i with gradient gi and weight wi, returning its
+ * update direction u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * w. */
+BT_FN float lamb_elem(float wi, float gi, __global float *m, __global float *v, size_t i,
+                      float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
     float mi, vi;
     moments(gi, m + i, v + i, beta1, beta2, &mi, &vi);
-    return (mi / bc1) / (sqrt(vi / bc2) + eps) + wd * w[i];
+    return (mi / bc1) / (sqrt(vi / bc2) + eps) + wd * wi;
 }
 
 /* torch.optim.AdamW:  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
@@ -73,7 +75,7 @@ BT_KERNEL void bt_lamb_update(BT_OUT(float, u), BT_IN(float, w), BT_IN(float, g)
     BT_BIND(v);
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    u[i] = lamb_elem(w, g[i], m, v, i, beta1, beta2, eps, wd, bc1, bc2);
+    u[i] = lamb_elem(w[i], g[i], m, v, i, beta1, beta2, eps, wd, bc1, bc2);
 }
 
 /* The span of work-group grp: the last t < n_spans with chunk_begin[t] <= grp
@@ -115,9 +117,11 @@ BT_KERNEL_WG void bt_adamw_multi(BT_OUT(float, w), BT_IN(float, g), BT_OUT(float
     size_t i0, i1;
     chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
     ftab += 3 * (size_t)t;
+    const float decay = ftab[0], step = ftab[1], sqrt_bc2 = ftab[2]; /* read once */
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
-        adamw_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2, eps, ftab[0], ftab[1], ftab[2]);
-        if (kind16 != BT_KIND16_NONE) w16[i] = f32_to_kind16(w[i], kind16);
+        const float wi = adamw_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2, eps, decay,
+                                    step, sqrt_bc2);
+        if (kind16 != BT_KIND16_NONE) w16[i] = f32_to_kind16(wi, kind16);
     }
 }
 
@@ -141,11 +145,12 @@ BT_KERNEL_WG void bt_lamb_multi_moments(BT_IN(float, w), BT_IN(float, g), BT_OUT
     const size_t grp = get_group_id(0);
     chunk_range(tab, n_spans, grp, &t, &i0, &i1);
     ftab += 3 * (size_t)t;
+    const float wd = ftab[0], bc1 = ftab[1], bc2 = ftab[2]; /* read once */
     float sw = 0.0f, su = 0.0f;
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
-        const float u = lamb_elem(w, g[i] * grad_scale, m, v, i, beta1, beta2, eps, ftab[0],
-                                  ftab[1], ftab[2]);
-        sw += w[i] * w[i];
+        const float wi = w[i];
+        const float u = lamb_elem(wi, g[i] * grad_scale, m, v, i, beta1, beta2, eps, wd, bc1, bc2);
+        sw += wi * wi;
         su += u * u;
     }
     sw = wg_sum(sw, red);
@@ -228,8 +233,9 @@ BT_KERNEL_WG void bt_lamb_multi_apply(BT_OUT(float, w), BT_IN(float, m), BT_IN(f
     ftab += 3 * (size_t)t;
     const float wd = ftab[0], bc1 = ftab[1], bc2 = ftab[2], alpha = coef[t];
     for (size_t i = i0 + get_local_id(0); i < i1; i += BT_WG) {
-        const float u = (m[i] / bc1) / (sqrt(v[i] / bc2) + eps) + wd * w[i];
-        w[i] += alpha * u;
-        if (kind16 != BT_KIND16_NONE) w16[i] = f32_to_kind16(w[i], kind16);
+        const float wi = w[i], u = (m[i] / bc1) / (sqrt(v[i] / bc2) + eps) + wd * wi;
+        const float wn = wi + alpha * u;
+        w[i] = wn;
+        if (kind16 != BT_KIND16_NONE) w16[i] = f32_to_kind16(wn, kind16);
     }
 }

@@ -14,9 +14,7 @@
  * logits for BERT: a warp a row would launch an eighth of the work-items,
  * each with 8 times the serial loads); work-item l handles logits l,
  * l + BT_WG, ...; (max, first index) and the exp sum by fixed trees, ties to
- * the lower index; the logits read three times (max, sum, gradient, whose
- * exp is computed again: the same value) and the gradient written once.
- * global: rows * BT_WG. */
+ * the lower index. global: rows * BT_WG. */
 BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
                                   BT_OUT(float, correct), BT_OUT(float, log_z),
                                   BT_IN(float, logits), BT_IN(int, labels), int V, float grad_scale,
@@ -73,13 +71,15 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
     for (int j = lid; j < V; j += BT_WG) {
         const float xj = x[j];
         if (j == y) x_y = xj;
-        sum += exp(xj - mx);
+        const float e = exp(xj - mx);
+        d[j] = e;
+        sum += e;
     }
     sum = wg_sum(sum, red);
     const float lz = log(sum) + mx;
     const float g = grad_scale * (1.0f + 2.0f * z_loss * lz) * (1.0f / sum);
-    for (int j = lid; j < V; j += BT_WG) { /* exp again rather than a write and a read */
-        float v = exp(x[j] - mx) * g;
+    for (int j = lid; j < V; j += BT_WG) {
+        float v = d[j] * g;
         if (j == y) v -= grad_scale;
         d[j] = v;
     }

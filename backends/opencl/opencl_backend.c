@@ -261,14 +261,19 @@ static const char *const kernel_names[K_COUNT] = {
 #define OCL_MIN_RETRY_WG 32
 
 /* Build options: OpenCL C 1.2, the work-group size, correctly rounded fp32
- * division and sqrt where the device offers them; never fast-math flags. */
+ * division and sqrt where the device offers them, the row kernels' register
+ * cache on GPUs (BT_ROW_CACHE, kernels/dialect_opencl.cl); never fast-math
+ * flags. */
 static void build_options(ocl_ctx *c, char *opt, size_t len) {
     cl_device_fp_config fp = 0;
+    cl_device_type type = 0;
     clGetDeviceInfo(c->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-    snprintf(opt, len, "-cl-std=CL1.2 -DBT_WG=%zu -DBT_REDUCE_CHUNK=%d%s%s", c->wg,
+    clGetDeviceInfo(c->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    snprintf(opt, len, "-cl-std=CL1.2 -DBT_WG=%zu -DBT_REDUCE_CHUNK=%d%s%s%s", c->wg,
              OCL_REDUCE_CHUNK,
              fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt"
                                                       : "",
+             type & CL_DEVICE_TYPE_GPU ? " -DBT_ROW_CACHE=1" : "",
              c->max_alloc > c->device_max_alloc ? OCL_UNRESTRICTED_BUILD : "");
 }
 
