@@ -206,7 +206,10 @@ static long cu_download_async(bt_backend *be, void *dst, bt_ptr src, size_t byte
         CU_CHECK(cudaEventCreateWithFlags(&c->issued, cudaEventDisableTiming));
     }
     cudaEvent_t done;
-    CU_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    if (c->n_spare_events)
+        done = c->spare_events[--c->n_spare_events];
+    else
+        CU_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     CU_CHECK(cudaEventRecord(c->issued, c->stream));
     CU_CHECK(cudaStreamWaitEvent(c->copies, c->issued, 0));
     if (bytes)
@@ -228,7 +231,11 @@ static bool cu_downloads_done(bt_backend *be, long ticket, bool wait) {
         } else {
             CU_CHECK(q);
         }
-        CU_CHECK(cudaEventDestroy((cudaEvent_t)bt_tickets_pop(&c->reads)));
+        const cudaEvent_t arrived = (cudaEvent_t)bt_tickets_pop(&c->reads);
+        if (c->n_spare_events < CU_SPARE_EVENTS)
+            c->spare_events[c->n_spare_events++] = arrived; /* for a later copy */
+        else
+            CU_CHECK(cudaEventDestroy(arrived));
     }
     return c->reads.arrived >= ticket;
 }
@@ -334,6 +341,7 @@ static void cu_destroy(bt_backend *be) {
             if (c->copies) (void)cudaStreamSynchronize(c->copies);
             for (void *ev; (ev = bt_tickets_pop(&c->reads)) != NULL;)
                 (void)cudaEventDestroy((cudaEvent_t)ev);
+            for (int i = 0; i < c->n_spare_events; i++) (void)cudaEventDestroy(c->spare_events[i]);
             if (c->issued) (void)cudaEventDestroy(c->issued);
             if (c->copies) (void)cudaStreamDestroy(c->copies);
             if (c->stream) (void)cudaStreamDestroy(c->stream);

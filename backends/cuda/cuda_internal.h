@@ -50,6 +50,9 @@ typedef struct {
  * (cu_upload): a slot is written again CU_UPLOAD_SLOTS uploads later, once
  * the copy from it has run (its event). */
 #define CU_UPLOAD_SLOTS 4
+/* Events of download_async's arrived copies kept for later copies, so a
+ * step's buckets create none. */
+#define CU_SPARE_EVENTS 16
 /* Larger uploads (parameters at start-up, checkpoints) copy blocking instead
  * of pinning that much host memory for the run. */
 #define CU_UPLOAD_STAGE_MAX ((size_t)8 << 20)
@@ -76,6 +79,7 @@ typedef struct {
     bt_partials partials;    /* host copy of the reduction partials where no page-locked memory */
     float *fetch_host;       /* page-locked: where the reductions' partials are read to */
     size_t fetch_cap;        /* floats */
+    bool fetch_refused;      /* the driver granted no page-locked fetch_host: partials instead */
     float *defer_mem;        /* partials of the deferred reductions, grown on demand */
     size_t defer_cap;        /* floats */
     bt_deferrals defer;      /* the reductions queued since the last fetch */
@@ -89,6 +93,8 @@ typedef struct {
     cudaStream_t copies;     /* download_async's copies, ordered after the stream by events */
     cudaEvent_t issued;      /* recorded on stream at each download_async, waited by copies */
     bt_tickets reads;        /* download_async's copies not yet seen to arrive (their events) */
+    cudaEvent_t spare_events[CU_SPARE_EVENTS]; /* arrived copies' events, for the next ones */
+    int n_spare_events;
 } cu_ctx;
 
 /* Print "bertrain: cuda: CALL failed: NAME: description at FILE:LINE" and

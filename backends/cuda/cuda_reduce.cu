@@ -23,9 +23,11 @@ static void enqueue_partials(cu_ctx *c, bt_reduce_kind kind, float *out, bt_ptr 
 
 /* Host memory for `count` partials read back: page-locked (grown on demand),
  * so that the read is one DMA into it, not a copy through the driver's
- * staging; ordinary memory where the driver grants no more. */
+ * staging; ordinary memory from the first time the driver grants no more
+ * (not asked again at every read). */
 static float *fetch_room(cu_ctx *c, size_t count) {
     if (count <= c->fetch_cap) return c->fetch_host;
+    if (c->fetch_refused) return bt_partials_reserve(&c->partials, count, "cuda");
     size_t cap = c->fetch_cap ? 2 * c->fetch_cap : 4096;
     while (cap < count) cap *= 2;
     if (c->fetch_host) CU_CHECK(cudaFreeHost(c->fetch_host)); /* no copy uses it: reads block */
@@ -35,6 +37,7 @@ static float *fetch_room(cu_ctx *c, size_t count) {
         cudaSuccess) {
         (void)cudaGetLastError();
         c->fetch_host = NULL;
+        c->fetch_refused = true;
         return bt_partials_reserve(&c->partials, count, "cuda");
     }
     c->fetch_cap = cap;
