@@ -225,9 +225,12 @@ void op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scal
         const bt_dtype r16 = penalty > 0.0f ? BT_F32 : (bt_dtype)m->cfg.storage;
         be->dropout_softmax_bwd(be, act(m, dprobs), act(m, dprobs), act(m, probs), B, NH, T, scale,
                                 r16, first, p, key);
-        if (penalty > 0.0f) be->axpy(be, act(m, dprobs), penalty, act(m, scores), n);
-        if (r16 == BT_F32) store(r, dprobs, n);
-        else store_rounded(r, dprobs, n);
+        if (penalty > 0.0f) {
+            be->axpy(be, act(m, dprobs), penalty, act(m, scores), n);
+            store(r, dprobs, n); /* the sum rounded here */
+        } else {
+            store_rounded(r, dprobs, n);
+        }
         return;
     }
     if (p > 0.0f) be->dropout(be, act(m, dprobs), act(m, dprobs), n, per_b, first, p, key);
