@@ -5,20 +5,20 @@
 
 #include <string.h>
 
-/* Room in w for `slots` hash slots, their positions cleared (a slot's key is
- * read only where its position is set), and for n group numbers. */
+/* Room in w for `slots` hash slots, their groups cleared (a slot's key is
+ * read only where its group is set), and for n group numbers. */
 static int reserve(bt_row_links_work *w, size_t slots, size_t n) {
     if (slots > w->slots) {
-        int32_t *key = malloc(slots * sizeof *key), *pos = malloc(slots * sizeof *pos);
-        if (!key || !pos) {
+        int32_t *key = malloc(slots * sizeof *key), *slot_group = malloc(slots * sizeof *slot_group);
+        if (!key || !slot_group) {
             free(key);
-            free(pos);
+            free(slot_group);
             return -1;
         }
         free(w->key);
-        free(w->pos);
+        free(w->slot_group);
         w->key = key;
-        w->pos = pos;
+        w->slot_group = slot_group;
         w->slots = slots;
     }
     if (n > w->n_group) {
@@ -28,13 +28,13 @@ static int reserve(bt_row_links_work *w, size_t slots, size_t n) {
         w->group = group;
         w->n_group = n;
     }
-    memset(w->pos, 0, slots * sizeof *w->pos);
+    memset(w->slot_group, 0, slots * sizeof *w->slot_group);
     return 0;
 }
 
 void bt_row_links_free(bt_row_links_work *w) {
     free(w->key);
-    free(w->pos);
+    free(w->slot_group);
     free(w->group);
     *w = (bt_row_links_work){0};
 }
@@ -47,7 +47,7 @@ int bt_row_links(const int32_t *idx, int n, int32_t skip, int32_t *links, bt_row
     while (bits < 31 && ((size_t)1 << bits) < 2 * (size_t)n) bits++;
     const uint32_t mask = ((uint32_t)1 << bits) - 1;
     if (reserve(w, (size_t)mask + 1, (size_t)n)) return -1;
-    int32_t *key = w->key, *slot_group = w->pos, *group = w->group;
+    int32_t *key = w->key, *slot_group = w->slot_group, *group = w->group;
     int32_t *order = links, *ends = links + n;
     int groups = 0;
     memset(ends, 0, (size_t)n * sizeof *ends); /* first the groups' sizes */

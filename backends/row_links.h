@@ -23,7 +23,7 @@
  * batch's segments allocate nothing once the largest table has been seen.
  * Returns 0, or -1 when out of host memory (links unchanged). */
 typedef struct {
-    int32_t *key, *pos; /* the table's slots: an index, its group + 1 (0: empty) */
+    int32_t *key, *slot_group; /* the table's slots: an index, its group + 1 (0: empty) */
     size_t slots;
     int32_t *group; /* each token's group, -1 for none */
     size_t n_group;
