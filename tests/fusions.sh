@@ -63,8 +63,38 @@ elif "$BERTRAIN" bench --preset tiny --seq 16 --batch 1 --steps 1 --warmup 0 --b
 else
     skip_part "OpenCL: no device opencl:0:0: $(tail -1 "$tmpdir/probe")"
 fi
+# per_step LABEL FIELD: the profile's per-step figure before FIELD ("kernel launches")
+per_step() { sed -n "s/^per step: .* \([0-9.]*\) $2,.*/\1/p" "$tmpdir/$1"; }
+# calls LABEL OP: the profile's calls a step of OP
+calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
+
+# The cast fusion (16-bit GEMMs on tensor cores: the emulated A100): a
+# backward operand that two GEMMs read is converted to 16 bits once, into
+# the model's operand16 buffer, instead of inside each gemm16. Same bits;
+# each such cast replaces two of gemm16's own conversions, so the step makes
+# exactly as many launches fewer as it makes casts more, and more than none.
+check_cast() {
+    for prec in bf16 fp16; do
+        bench cuda-emu:0 "cast-$prec-on" --precision "$prec" --unfused none
+        bench cuda-emu:0 "cast-$prec-off" --precision "$prec" --unfused cast
+        a=$(grep "^last step:" "$tmpdir/cast-$prec-on")
+        b=$(grep "^last step:" "$tmpdir/cast-$prec-off")
+        [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $prec: cast once '$a', in each GEMM '$b'"
+        l_on=$(per_step "cast-$prec-on" "kernel launches")
+        l_off=$(per_step "cast-$prec-off" "kernel launches")
+        c_on=$(calls "cast-$prec-on" cast) c_off=$(calls "cast-$prec-off" cast)
+        [ -n "$l_on" ] && [ -n "$l_off" ] && [ -n "$c_on" ] && [ -n "$c_off" ] ||
+            fail "cuda-emu, $prec: no launch or cast counts in the profiles"
+        awk -v lon="$l_on" -v loff="$l_off" -v con="$c_on" -v coff="$c_off" \
+            'BEGIN { exit !(con > coff && loff - lon == con - coff) }' ||
+            fail "cuda-emu, $prec: casting once: $c_on casts and $l_on launches a step, in each GEMM: $c_off and $l_off (want more casts and as many launches fewer)"
+        echo "ok   cuda-emu, $prec: a backward operand cast once for two GEMMs: the same bits ($a), $c_on casts and $l_on launches a step against $c_off and $l_off"
+    done
+}
+
 if [ -f "$BERTRAIN_CUDA_EMU" ]; then
     check_device cuda-emu:0 all
+    check_cast
 else
     skip_part "the emulated CUDA device is not built (configure found no C++17 compiler)"
 fi

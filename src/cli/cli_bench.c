@@ -21,7 +21,7 @@
     "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] [--steps N]\n"      \
     "       [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"                        \
     "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"                                 \
-    "       [--unfused gelu,join,attention|all|none] [--dense-top]\n"                         \
+    "       [--unfused gelu,join,attention,cast|all|none] [--dense-top]\n"                    \
     "       [--profile] [--ceiling] [--json] [--project CARD[,CARD...] [--counts FILE]]\n"  \
     "       [--set key.path=value]...\n"                                                     \
     "  --preset, --seq, --batch, --precision, --layers, --layerdrop, --norm: the config\n"   \
@@ -31,7 +31,8 @@
     "  --set:     any other config key (docs/CONFIG.md), validated as train validates\n"    \
     "             it; applied after the options above\n"                                    \
     "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"                 \
-    "             (+LayerNorm); softmax+dropout) done op by op, to measure them\n"          \
+    "             (+LayerNorm); softmax+dropout; one 16-bit copy of a backward\n"          \
+    "             operand for its two GEMMs) done op by op, to measure them\n"             \
     "             (none: all fused, also where the device says they do not pay)\n"          \
     "  --dense-top: the last layer at every row, not only at the heads' rows\n"              \
     "  --profile: time every op of the timed steps on the device's clock, and\n"            \
@@ -59,12 +60,13 @@ typedef struct {
     const char *norm;         /* post (the preset's) or pre */
 } bench_opts;
 
-/* The BERT_FUSE_* bits of a comma list of gelu, join, attention, all;
+/* The BERT_FUSE_* bits of a comma list of gelu, join, attention, cast, all;
  * false on an unknown name. */
 static bool parse_unfused(const char *list, unsigned *out) {
     static const struct { const char *name; unsigned bit; } names[] = {
         {"gelu", BERT_FUSE_GELU}, {"join", BERT_FUSE_JOIN},
-        {"attention", BERT_FUSE_ATTENTION}, {"all", BERT_FUSE_ALL}, {"none", 0}};
+        {"attention", BERT_FUSE_ATTENTION}, {"cast", BERT_FUSE_CAST}, {"all", BERT_FUSE_ALL},
+        {"none", 0}};
     *out = 0;
     for (const char *p = list; *p;) {
         const size_t len = strcspn(p, ",");
@@ -74,7 +76,7 @@ static bool parse_unfused(const char *list, unsigned *out) {
             i++;
         if (i == sizeof names / sizeof *names) {
             fprintf(stderr, "bertrain bench: --unfused %s: expected a comma list of "
-                            "gelu, join, attention, all, none\n", list);
+                            "gelu, join, attention, cast, all, none\n", list);
             return false;
         }
         *out |= names[i].bit;

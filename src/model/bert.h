@@ -205,6 +205,8 @@ struct bert_model {
     unsigned long acts_of;        /* the forward whose activations the buffers hold (0: none,
                                    * or its backward has consumed them) */
     bool gemm16;                  /* GEMMs multiply 16-bit operands (see cfg.gemm16) */
+    bt_buffer *operand16; /* with gemm16 on 16-bit GEMM hardware: act->operand16 elements
+                           * in cfg.storage (bert_operand16), or NULL */
     unsigned unfused;             /* BERT_FUSE_* fusions off: all where the device says they
                                    * do not pay (bt_device_info), else none; bench --unfused */
     bool fused_attention; /* attention_fwd / attention_bwd (cfg.attention_kernel) */
@@ -218,14 +220,15 @@ struct bert_model {
 #define BERT_TOP_ROWS_MULTIPLE_MAX 128
 
 /* The fused ops the model uses, each a bit of bert_model.unfused to turn it
- * off (results are the same bits either way with fp32 storage). The forward
- * fusions need fp32 storage: with 16-bit storage the saved activations are
- * rounded between the ops, which the fused kernels do not do. */
+ * off. Results are the same bits either way, in every storage: with 16-bit
+ * storage the fused kernels round what the unfused ops' stores round. */
 enum {
     BERT_FUSE_GELU = 1,      /* bias_gelu_fwd, bias_gelu_bwd */
     BERT_FUSE_JOIN = 2,      /* bias_dropout_add, residual_layernorm_fwd */
     BERT_FUSE_ATTENTION = 4, /* softmax_dropout_fwd, dropout_softmax_bwd */
-    BERT_FUSE_ALL = 7
+    BERT_FUSE_CAST = 8,      /* one 16-bit copy of a backward operand for its two GEMMs
+                              * (bert_operand16), not a conversion in each */
+    BERT_FUSE_ALL = 15
 };
 
 /* Fill cfg with a named preset (tiny, mini, small, medium, base, large);
@@ -294,6 +297,8 @@ typedef struct {
     double stash;  /* the 16-bit activation stash (0 with fp32 storage) */
     double params16; /* the weights' 16-bit copy for gemm16: with 16-bit storage, at most
                       * (the device may have no tensor cores for it) */
+    double operand16; /* gemm16's copy of an operand two GEMMs read (bert_operand16): the
+                       * same, at most */
     double largest_act; /* the largest activation tensor: the activations are split into
                          * buffers of at most max_buffer bytes, but a tensor is never split */
     double stash_layer; /* one layer's 16-bit stash: a stash buffer holds whole layers */

@@ -120,6 +120,12 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(top_x, S * H);
     TAKE(top_ctx, S * H);
     a->total = off;
+    /* 16-bit storage: the largest operand that two GEMMs read in a layer's
+     * backward (bert_operand16) */
+    if (c->storage != BT_F32) {
+        a->operand16 = N * (3 * H > I ? 3 * H : I);
+        if (P > a->operand16) a->operand16 = P;
+    }
     a->n_buffers = (int)((off + cap - 1) / cap);
     off = 0;
 #undef TAKE
@@ -150,8 +156,16 @@ void bert_act_round16(const bert_model *m, bt_ptr x, size_t n) {
 
 size_t bert_activation_bytes(const bert_model *m) {
     const struct bert_act_layout *a = m->act;
-    size_t bytes = (a->total + a->ints_total) * 4;
+    size_t bytes = (a->total + a->ints_total) * 4 + (m->operand16 ? a->operand16 * 2 : 0);
     return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_slot * 2;
+}
+
+bt_ptr bert_operand16(const bert_model *m, size_t off, size_t n) {
+    if (!m->operand16 || !fused(m, BERT_FUSE_CAST) || n == 0 || n > m->act->operand16)
+        return (bt_ptr){NULL, 0};
+    const bt_ptr half = {m->operand16, 0};
+    m->be->cast(m->be, half, (bt_dtype)m->cfg.storage, act(m, off), BT_F32, n);
+    return half;
 }
 
 int bert_activation_buffers(const bert_model *m) { return m->act->n_buffers + m->n_stash; }

@@ -78,6 +78,11 @@ struct bert_act_layout {
      * comes back into xin. 0: no stash. */
     size_t stash_slot;
     bool out16;
+    /* 16-bit storage: elements of the model's operand16 buffer, which holds
+     * the 16-bit copy of one backward operand that two GEMMs read (the
+     * largest: a linear layer's output gradient, (N, 3H) or (N, I), or the
+     * attention scores' gradient, (B, NH, T, T)); 0 in fp32 */
+    size_t operand16;
     bert_layer_acts layer[]; /* n_layers */
 };
 
@@ -120,6 +125,14 @@ void bert_act_stored16(const bert_model *m, int layer, size_t off, size_t n);
  * (or is the only copy: see bert_act_store16) until the layer's backward
  * ends. */
 bt_ptr bert_act_half(const bert_model *m, int layer, size_t off);
+
+/* With gemm16 on 16-bit GEMM hardware (m->operand16): n fp32 activations
+ * from offset off cast once into the operand16 buffer, for the two GEMMs
+ * that read them next (BT_GEMM_A16 / B16) instead of each converting them
+ * again; the copy holds until the next call. Else (or n beyond the buffer,
+ * as the MLM decoder's gradient can be) buf NULL and nothing is done. The
+ * values are the ones gemm16 converts itself: the same bits either way. */
+bt_ptr bert_operand16(const bert_model *m, size_t off, size_t n);
 
 /* After a layer's forward: its output (activation offset `out`) to xin, the
  * next layer's input. Nothing without a stash. */

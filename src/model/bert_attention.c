@@ -28,17 +28,38 @@ typedef struct {
     size_t off;
     int rows, cols, ld;
     long head, seq;
+    bt_ptr half; /* the activation from offset `base` in 16 bits (bert_operand16), or NULL */
+    size_t base;
 } head_mat;
 
 /* A head's (T, D) slice of a token-major activation `width` wide: Q, K, V in
  * the QKV projection (width 3H) or their gradients, the context (width H). */
 static head_mat token_major(const attn_dims *g, size_t off, int width) {
-    return (head_mat){off, g->T, g->D, width, g->D, (long)g->T * width};
+    return (head_mat){off, g->T, g->D, width, g->D, (long)g->T * width, {NULL, 0}, 0};
 }
 
 /* A head's (T, T) block of the scores or probabilities, (B, NH, T, T). */
 static head_mat by_head(const attn_dims *g, size_t off) {
-    return (head_mat){off, g->T, g->T, g->T, g->TT, (long)g->NH * g->TT};
+    return (head_mat){off, g->T, g->T, g->T, g->TT, (long)g->NH * g->TT, {NULL, 0}, 0};
+}
+
+/* x with its 16-bit copy made once (bert_operand16) for the two GEMMs
+ * that read it next, where gemm16 would convert it in each: n elements from
+ * x.off. */
+static head_mat with_half(const bert_run *r, head_mat x, size_t n) {
+    x.half = bert_operand16(r->m, x.off, n);
+    x.base = x.off;
+    return x;
+}
+
+/* Where a GEMM reads x: its copy from with_half, a 16-bit copy the pass
+ * keeps (act_operand), or the fp32 activations; `flag` added to *stored16
+ * for the 16-bit ones. */
+static bt_ptr head_operand(const bert_run *r, const head_mat *x, unsigned flag,
+                           unsigned *stored16) {
+    if (!x->half.buf) return act_operand(r, x->off, flag, stored16);
+    *stored16 |= flag;
+    return (bt_ptr){x->half.buf, x->half.off + (x->off - x->base) * 2};
 }
 
 /* c = op(a) op(b) for every head of every sequence at once (one gemm_grid),
@@ -49,8 +70,8 @@ static void heads_gemm(const bert_run *r, const attn_dims *g, bool ta, head_mat 
     const bert_model *m = r->m;
     const int M = ta ? a.cols : a.rows, K = ta ? a.rows : a.cols, N = tb ? b.rows : b.cols;
     unsigned s16 = 0; /* q, k, v and the probabilities: their 16-bit copies where kept */
-    const bt_ptr pa = act_operand(r, a.off, BT_GEMM_A16, &s16),
-                 pb = act_operand(r, b.off, BT_GEMM_B16, &s16);
+    const bt_ptr pa = head_operand(r, &a, BT_GEMM_A16, &s16),
+                 pb = head_operand(r, &b, BT_GEMM_B16, &s16);
     const bt_gemm_grid grid = {g->NH, g->B, a.head, b.head, c.head, a.seq, b.seq, c.seq};
     m->be->gemm_grid(m->be, m->gemm16 ? (bt_dtype)m->cfg.storage : BT_F32, s16, ta, tb, M, N, K,
                      1.0f, pa, a.ld, pb, b.ld, 0.0f, act(m, c.off), c.ld, &grid);
@@ -156,7 +177,7 @@ void bert_attention_bwd(bert_run *r, int l) {
     if (r->recompute_probs) attention_probs(r, l, &g, p); /* another layer's were there */
     const bt_rng_key key = dropout_key(r->pass, l, SITE_ATTN_PROBS);
     const size_t dq = a->dqkv, dk = dq + (size_t)H, dv = dq + 2 * (size_t)H;
-    const head_mat dctx = token_major(&g, a->dctx, H);
+    const head_mat dctx = with_half(r, token_major(&g, a->dctx, H), (size_t)g.B * g.T * H);
     size_t probs = la->probs; /* after dropout */
     if (p > 0.0f) { /* the dropped probabilities again, into dprobs until dV has them */
         be->dropout(be, act(m, a->dprobs), act(m, la->probs), g.B * per_b, per_b,
@@ -172,9 +193,8 @@ void bert_attention_bwd(bert_run *r, int l) {
     if (penalty > 0.0f) attention_scores(r, l, a->pdrop);
     op_softmax_bwd(r, a->dprobs, la->probs, NH, 1.0f / sqrtf((float)D), p, key, penalty, a->pdrop);
     /* dQ = dS K;  dK = dS^T Q */
-    heads_gemm(r, &g, false, by_head(&g, a->dprobs), false, token_major(&g, g.k, W),
-               token_major(&g, dq, W));
-    heads_gemm(r, &g, true, by_head(&g, a->dprobs), false, token_major(&g, g.q, W),
-               token_major(&g, dk, W));
+    const head_mat ds = with_half(r, by_head(&g, a->dprobs), g.B * per_b);
+    heads_gemm(r, &g, false, ds, false, token_major(&g, g.k, W), token_major(&g, dq, W));
+    heads_gemm(r, &g, true, ds, false, token_major(&g, g.q, W), token_major(&g, dk, W));
     op_stored(r, a->dqkv, (size_t)g.B * g.T * W);
 }

@@ -39,11 +39,15 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
     if (rows == 0) return;
     unsigned s16 = 0;
     const bt_ptr x = act_operand(r, in, BT_GEMM_B16, &s16);
-    mm(m, s16, true, false, out_f, in_f, rows, 1.0f, act(m, dout), out_f, 0, x, in_f, 0, 1.0f,
+    /* dout, which both GEMMs read: in 16 bits once where gemm16 would convert it twice */
+    const bt_ptr d16 = bert_operand16(m, dout, (size_t)rows * out_f);
+    const bt_ptr d = d16.buf ? d16 : act(m, dout);
+    const unsigned d_a16 = d16.buf ? BT_GEMM_A16 : 0;
+    mm(m, s16 | d_a16, true, false, out_f, in_f, rows, 1.0f, d, out_f, 0, x, in_f, 0, 1.0f,
        grd(m, w), in_f, 0, 1);
     if (b != NO_BIAS) m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f);
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
-    mm_weight(m, rows, in_f, out_f, act(m, dout), 0, w, false, in_f, 0.0f, act(m, din));
+    mm_weight(m, rows, in_f, out_f, d, d_a16, w, false, in_f, 0.0f, act(m, din));
     store(r, din, (size_t)rows * in_f);
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
 }

@@ -280,6 +280,7 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
         out->stash_layer = (double)a->stash_slot * 2;
         out->act_buffers = a->n_buffers;
         out->params16 = cfg->storage != BT_F32 && cfg->gemm16 >= 0 ? m->n_params * 2.0 : 0.0;
+        out->operand16 = cfg->storage != BT_F32 && cfg->gemm16 >= 0 ? a->operand16 * 2.0 : 0.0;
     } else {
         snprintf(err, errlen, "out of host memory sizing the model");
     }
@@ -384,6 +385,17 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
         bert_free(m);
         return NULL;
     }
+    /* the staged gemm16 of a device without 16-bit GEMM hardware converts
+     * every operand anyway: a copy made once would only add a pass there */
+    const bool hw16 = cfg->storage == BT_F16 ? info.tensor_f16 : info.tensor_bf16;
+    if (m->gemm16 && hw16 && m->act->operand16 &&
+        !(m->operand16 = be->alloc(be, m->act->operand16 * 2))) {
+        snprintf(err, errlen, "out of device memory on %s for the 16-bit GEMM operand "
+                 "(%.1f MB; reduce train_micro_batch_size_per_gpu)", be->name,
+                 m->act->operand16 * 2 / 1e6);
+        bert_free(m);
+        return NULL;
+    }
     be->fill(be, (bt_ptr){m->params, 0}, 0.0f, m->n_params);
     be->fill(be, (bt_ptr){m->grads, 0}, 0.0f, m->n_params);
     /* int32 zeros: fp32 +0 has the same bits */
@@ -410,6 +422,7 @@ void bert_free(bert_model *m) {
         if (m->stash[i]) be->free(be, m->stash[i]);
     free(m->stash);
     if (m->params16) be->free(be, m->params16);
+    if (m->operand16) be->free(be, m->operand16);
     free(m->act);
     free(m->tensors);
     free(m->v.layer);

@@ -122,7 +122,8 @@ bool plan_sizes(const bt_config *cfg, const size_request *r, const bt_device_inf
     const bert_memory *mm = &out->model;
     out->max_batch = (int)B;
     out->max_masked = (int)masked;
-    out->device_bytes = 4 * mm->params + mm->params16 + mm->acts + mm->ints + mm->stash;
+    out->device_bytes = 4 * mm->params + mm->params16 + mm->acts + mm->ints + mm->stash +
+                        mm->operand16;
     out->host_bytes = (double)r->buffers * (double)(r->micro * T * 3 + masked * 2 + r->micro) * 4;
     const char *fix = "reduce train_micro_batch_size_per_gpu (or eval.batch_size), or data.seq_len";
     const double one_buffer = mm->largest_act > mm->stash_layer ? mm->largest_act
@@ -145,7 +146,8 @@ bool plan_sizes(const bt_config *cfg, const size_request *r, const bt_device_inf
         snprintf(err, errlen, "%s: needs %.2f GB on the device (parameters, gradients and "
                  "optimizer moments %.2f GB, activations %.2f GB); %s has %.2f GB: %s", what,
                  out->device_bytes / 1e9, 4 * mm->params / 1e9,
-                 (mm->acts + mm->ints + mm->stash) / 1e9, dev->name, dev->total_mem / 1e9, fix);
+                 (mm->acts + mm->ints + mm->stash + mm->operand16) / 1e9, dev->name,
+                 dev->total_mem / 1e9, fix);
         return false;
     }
     if (dev->free_mem && out->device_bytes > (double)dev->free_mem) {
