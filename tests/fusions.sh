@@ -8,8 +8,9 @@
 # is between two different code paths. With bf16 storage too (Post-LN and
 # Pre-LN): there the fused ops round what the unfused ops' stores round. The
 # device's own choice (fused on the CPU, not on an
-# OpenCL CPU device) is checked too. A part that cannot run here is a SKIP
-# with its reason.
+# OpenCL CPU device) is checked too, and on the emulated A100 the cast
+# fusion's bits and launches (check_cast). A part that cannot run here is a
+# SKIP with its reason.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 every_device_env
@@ -70,25 +71,33 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 
 # The cast fusion (16-bit GEMMs on tensor cores: the emulated A100): a
 # backward operand that two GEMMs read is converted to 16 bits once, into
-# the model's operand16 buffer, instead of inside each gemm16. Same bits;
-# each such cast replaces two of gemm16's own conversions, so the step makes
-# exactly as many launches fewer as it makes casts more, and more than none.
+# the model's operand16 buffer, instead of inside each gemm16 (each such
+# cast replaces two of gemm16's own conversions: one launch fewer), and a
+# Post-LN layer's input, which its QKV projection reads in the forward and
+# the backward, is read from the layer before's stash copy (two conversions
+# fewer for each layer after the first). Same bits; the step makes exactly
+# that many launches fewer, and more casts than with --unfused cast.
 check_cast() {
-    for prec in bf16 fp16; do
-        bench cuda-emu:0 "cast-$prec-on" --precision "$prec" --unfused none
-        bench cuda-emu:0 "cast-$prec-off" --precision "$prec" --unfused cast
-        a=$(grep "^last step:" "$tmpdir/cast-$prec-on")
-        b=$(grep "^last step:" "$tmpdir/cast-$prec-off")
-        [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $prec: cast once '$a', in each GEMM '$b'"
-        l_on=$(per_step "cast-$prec-on" "kernel launches")
-        l_off=$(per_step "cast-$prec-off" "kernel launches")
-        c_on=$(calls "cast-$prec-on" cast) c_off=$(calls "cast-$prec-off" cast)
+    for run in post-bf16 post-fp16 pre-bf16; do
+        norm=${run%-*} prec=${run#*-}
+        bench cuda-emu:0 "cast-$run-on" --norm "$norm" --precision "$prec" --unfused none
+        bench cuda-emu:0 "cast-$run-off" --norm "$norm" --precision "$prec" --unfused cast
+        a=$(grep "^last step:" "$tmpdir/cast-$run-on")
+        b=$(grep "^last step:" "$tmpdir/cast-$run-off")
+        [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
+        layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
+        [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
+        inputs=0
+        [ "$norm" = post ] && inputs=$((2 * (layers - 1)))
+        l_on=$(per_step "cast-$run-on" "kernel launches")
+        l_off=$(per_step "cast-$run-off" "kernel launches")
+        c_on=$(calls "cast-$run-on" cast) c_off=$(calls "cast-$run-off" cast)
         [ -n "$l_on" ] && [ -n "$l_off" ] && [ -n "$c_on" ] && [ -n "$c_off" ] ||
-            fail "cuda-emu, $prec: no launch or cast counts in the profiles"
-        awk -v lon="$l_on" -v loff="$l_off" -v con="$c_on" -v coff="$c_off" \
-            'BEGIN { exit !(con > coff && loff - lon == con - coff) }' ||
-            fail "cuda-emu, $prec: casting once: $c_on casts and $l_on launches a step, in each GEMM: $c_off and $l_off (want more casts and as many launches fewer)"
-        echo "ok   cuda-emu, $prec: a backward operand cast once for two GEMMs: the same bits ($a), $c_on casts and $l_on launches a step against $c_off and $l_off"
+            fail "cuda-emu, $run: no launch or cast counts in the profiles"
+        awk -v lon="$l_on" -v loff="$l_off" -v con="$c_on" -v coff="$c_off" -v i="$inputs" \
+            'BEGIN { exit !(con > coff && loff - lon == con - coff + i) }' ||
+            fail "cuda-emu, $run: casting once: $c_on casts and $l_on launches a step, in each GEMM: $c_off and $l_off (want more casts, and launches fewer by as many plus $inputs)"
+        echo "ok   cuda-emu, $run: backward operands cast once, layer inputs from the stash: the same bits ($a), $c_on casts and $l_on launches a step against $c_off and $l_off"
     done
 }
 

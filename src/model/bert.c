@@ -300,6 +300,15 @@ static void recompute_layer(bert_run *r, int l) {
     r->layer = -1;
 }
 
+/* The 16-bit copy of layer l's input (xin) that GEMMs may read: the output
+ * of the layer before it, in that layer's stash slot (bert_act_half), where
+ * the cast fusion is on; else NULL. */
+static bt_ptr half_input(const bert_model *m, const bert_pass *pass, int l) {
+    const int before = layer_before(pass, l);
+    if (before < 0 || !fused(m, BERT_FUSE_CAST)) return (bt_ptr){NULL, 0};
+    return bert_act_half(m, before, layer_output(m, before));
+}
+
 /* Before layer l's backward: its saved activations and its input back from
  * the stash (bert_act.c). */
 static void unstash_layer(const bert_run *r, int l) {
@@ -475,8 +484,10 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     for (int l = 0; l < L; l++)
         if (!layer_skipped(pass, l)) {
             r.layer = r.half_layer = l;
+            r.half_input = half_input(m, pass, l);
             layer_fwd(&r, l, layer_input(m, l, pass));
             r.layer = r.half_layer = -1;
+            r.half_input = (bt_ptr){NULL, 0};
             keep_layer_output(&r, l);
             bert_act_stash_layer(m, tape, layer_output(m, l)); /* the next layer's input */
         }
@@ -536,8 +547,10 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
         unstash_layer(&r, l);
         r.half_layer = l; /* its stash slots hold what the forward stored */
         recompute_layer(&r, l);
+        r.half_input = half_input(m, pass, l);
         layer_bwd(&r, l, layer_input(m, l, pass));
         r.half_layer = -1;
+        r.half_input = (bt_ptr){NULL, 0};
         r.recompute_probs = false;
         /* a skipped layer's range is never reported: not reduced */
         op_grads_done(&r, v->layer[l].qkv_w, l + 1 < L ? v->layer[l + 1].qkv_w : layers_end);

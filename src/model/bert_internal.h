@@ -24,6 +24,8 @@ typedef struct {
     int layer;                 /* forward: the layer that runs (16-bit stash), or -1 */
     int half_layer;            /* the layer whose stash slots hold 16-bit copies of the
                                 * working set that GEMMs may read (bert_act_half), or -1 */
+    bt_ptr half_input;         /* xin's 16-bit copy for GEMMs (the output of the layer
+                                * before, in its stash slot), or NULL */
     double admin_variance_sum; /* Admin profiling: 1 + the branch variances so far */
     bool recompute_probs;      /* backward: the layer's attention probabilities are another
                                 * layer's (model.recompute "attention"): compute them again */
@@ -45,11 +47,14 @@ static inline bt_ptr bert_links(const bert_model *m, size_t off) {
 }
 
 /* A GEMM operand at activation offset off: the 16-bit copy of it that the
- * pass in flight may read (bert_act_half; `flag`, BT_GEMM_A16 or _B16, is
- * then added to *stored16), else the fp32 activations. */
+ * pass in flight may read (bert_act_half, or r->half_input for xin; `flag`,
+ * BT_GEMM_A16 or _B16, is then added to *stored16), else the fp32
+ * activations. */
 static inline bt_ptr act_operand(const bert_run *r, size_t off, unsigned flag,
                                  unsigned *stored16) {
-    const bt_ptr half = bert_act_half(r->m, r->half_layer, off);
+    const bt_ptr half = r->half_input.buf && off == r->m->act->xin
+                            ? r->half_input
+                            : bert_act_half(r->m, r->half_layer, off);
     if (!half.buf) return act(r->m, off);
     *stored16 |= flag;
     return half;
