@@ -21,7 +21,12 @@
 #     cudaSetDevice between them land on their own device; a kernel's write
 #     past its buffer is reported at the next synchronisation, and at the
 #     launch itself with BERTRAIN_CUDA_SYNC=1; uploads and asynchronous
-#     downloads neither block nor deliver early or wrong values.
+#     downloads neither block nor deliver early or wrong values;
+#  6. tests/c/test_stash16 on the emulated A100: the model's 16-bit GEMMs on
+#     tensor cores, with a backward operand cast once for two GEMMs and a
+#     layer's input read from the stash, give the fp32 GEMMs' bits when every
+#     operand holds 16-bit values (bf16 and fp16, Post-LN and Pre-LN, a
+#     layer skipped): a copy read from the wrong place or stale fails it.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 use_cuda_emu
@@ -113,4 +118,9 @@ for mode in default sync; do
         { cat "$tmpdir/fault.log"; fail "the fault ($mode) is not reported at $where"; }
     echo "ok   a kernel writing past its buffer ($mode): $(grep "bertrain: cuda: .* failed" "$tmpdir/fault.log")"
 done
+
+# ---- 6. the model's 16-bit GEMMs on tensor cores ----
+CUDA_EMU_ARCH=80 "$top_builddir/tests/c/test_stash16" cuda-emu > "$tmpdir/stash16.log" 2>&1 ||
+    { cat "$tmpdir/stash16.log"; fail "the model's 16-bit GEMMs on the emulated tensor cores"; }
+echo "ok   $(tail -1 "$tmpdir/stash16.log"): $(grep -c '^ok' "$tmpdir/stash16.log") cases, bits equal to the fp32 GEMMs'"
 finish "the CUDA backend passes conformance, trains like the CPU, resumes exactly and runs beside a CPU rank on the emulated device"

@@ -17,7 +17,10 @@
  *  - a backward given a tape other than the last forward's, or run twice,
  *    stops with an internal error instead of reading overwritten
  *    activations.
- * Parameters and inputs are fresh seeded random values (no zeros). */
+ * Parameters and inputs are fresh seeded random values (no zeros).
+ * `test_stash16 DEVICE` runs only the 16-bit GEMM cases on DEVICE:
+ * tests/cuda-emu.sh gives it the emulated A100, whose tensor cores make
+ * gemm16 the model's own choice, with its copies made once (operand16). */
 #include "model/bert.h"
 #include "model/bert_act.h"
 #include "model/optim.h"
@@ -204,17 +207,24 @@ static void run_case(bt_backend *be, int norm, bt_dtype storage) {
     bert_free(fp);
 }
 
-/* gemm16 forced on (16-bit operands, fp32 accumulation) == the fp32 GEMMs
- * when every operand already holds 16-bit values: parameters rounded to the
- * dtype, dropout off (its output is the one operand not stored rounded). The
- * model's plumbing of 16-bit GEMMs, checkable without tensor cores. */
+/* gemm16 (16-bit operands, fp32 accumulation) == the fp32 GEMMs when every
+ * operand already holds 16-bit values: parameters rounded to the dtype,
+ * dropout off (its output is the one operand not stored rounded). Without
+ * tensor cores gemm16 is forced on: the model's plumbing of 16-bit GEMMs,
+ * checkable anywhere. On a device with them (the emulated A100) it is the
+ * device's own choice, with the 16-bit copies made once for two GEMMs
+ * (operand16, the layer inputs from the stash), and the fp32 model's is
+ * turned off. */
 static void run_gemm16_case(bt_backend *be, int norm, bt_dtype storage) {
     const char *nn = norm_name(norm), *dn = storage == BT_BF16 ? "bf16" : "fp16";
-    char what[256];
+    char what[320];
+    bt_device_info info;
+    be->info(be, &info);
+    const bool hw = storage == BT_F16 ? info.tensor_f16 : info.tensor_bf16;
     bert_config c = small_config(norm, storage, 0.0f);
-    c.gemm16 = 0; /* auto: this backend has no tensor cores */
+    c.gemm16 = hw ? -1 : 0; /* off, or auto: this backend has no tensor cores */
     bert_model *plain = make(be, &c);
-    c.gemm16 = 1;
+    c.gemm16 = hw ? 0 : 1;
     bert_model *g16 = make(be, &c);
     float *h = malloc(plain->n_params * 4);
     if (!h) exit(1);
@@ -239,9 +249,12 @@ static void run_gemm16_case(bt_backend *be, int norm, bt_dtype storage) {
         run(g16, mb, k ? skip : NULL, lg, ng, loss_g);
         float *gp = download_grads(plain), *gg = download_grads(g16);
         snprintf(what, sizeof what, "%s %s %s%s: gemm16 == fp32 GEMMs on 16-bit values (bits): "
-                 "MLM loss %.6f, logits, NSP, gradients; gemm16 auto-off here, forced on",
-                 be->name, nn, dn, k ? ", skip 0100" : "", loss_p[0] / MMAX);
-        check(!plain->gemm16 && g16->gemm16 && !memcmp(loss_p, loss_g, sizeof loss_p) &&
+                 "MLM loss %.6f, logits, NSP, gradients; %s",
+                 be->name, nn, dn, k ? ", skip 0100" : "", loss_p[0] / MMAX,
+                 hw ? "tensor cores: gemm16 off, and on with operands cast once"
+                    : "gemm16 auto-off here, forced on");
+        check(!plain->gemm16 && g16->gemm16 && !plain->operand16 && !g16->operand16 == !hw &&
+                  !memcmp(loss_p, loss_g, sizeof loss_p) &&
                   !memcmp(lp, lg, sizeof lp) && !memcmp(np_, ng, sizeof np_) &&
                   !memcmp(gp, gg, plain->n_params * 4),
               what);
@@ -364,7 +377,25 @@ static void check_tape_misuse(bt_backend *be) {
     check(misuse_stops(be, mb, 1), "a second backward of one forward stops");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) { /* a device named: its 16-bit GEMM cases alone (the emulated A100) */
+        char err[256];
+        bool no_device = false;
+        bt_backend *be = bt_backend_create(argv[1], NULL, err, sizeof err, &no_device);
+        if (!be) {
+            printf("FAIL %s: %s\n", argv[1], err);
+            return 1;
+        }
+        const int norms[2] = {BERT_NORM_POST, BERT_NORM_PRE};
+        for (int i = 0; i < 2; i++) {
+            run_gemm16_case(be, norms[i], BT_BF16);
+            run_gemm16_case(be, norms[i], BT_F16);
+        }
+        be->destroy(be);
+        printf("%s: 16-bit GEMMs on %s (%d failures)\n", failures ? "FAIL" : "PASS", argv[1],
+               failures);
+        return failures != 0;
+    }
     bt_backend *cpu = bt_cpu_backend_create(1, 1);
     if (!cpu) return 99;
     run_backend(cpu);
