@@ -21,6 +21,9 @@ typedef struct {
     size_t off;
 } bt_ptr;
 
+/* No address: an optional tensor left out. */
+#define BT_NO_PTR ((bt_ptr){NULL, 0})
+
 /* Address `count` fp32/int32 elements past p. */
 static inline bt_ptr bt_at(bt_ptr p, size_t count) {
     p.off += count * 4;
@@ -330,9 +333,12 @@ struct bt_backend {
     /* y[r, c] += bias[c]; with round16 BT_BF16 or BT_F16 y = round16(y)
      * (16-bit storage; BT_F32: no rounding); out[r, c] = gelu(y[r, c]):
      * bias_add, round16, gelu_fwd. y keeps the pre-activation the backward
-     * needs; out may not alias y.   y, out: (rows, cols) */
+     * needs; out may not alias y. With 16-bit storage out16 and y16 (buf
+     * NULL: not written) take out and y in round16 as well, cast's bits:
+     * the 16-bit copies the model keeps, without a cast reading them back.
+     * With BT_F32 both must be NULL.   y, out, y16, out16: (rows, cols) */
     void (*bias_gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                          int cols, bt_dtype round16);
+                          int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16);
     /* dx = dout * gelu'(x), with round16 BT_BF16 or BT_F16 rounded to it
      * (16-bit storage; BT_F32: not rounded); dbias[c] += sum_r dx[r, c]:
      * gelu_bwd, round16, bias_grad (dx may alias dout).

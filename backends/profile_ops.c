@@ -286,9 +286,10 @@ static void p_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
 /* ---- fused ops: the bytes of their inputs and outputs, each once ---- */
 
 static void p_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                            int cols, bt_dtype r16) {
-    TIMED(be, bias_gelu_fwd, 0, F4 * (3.0 * rows * cols + cols),
-          in->bias_gelu_fwd(in, out, y, bias, rows, cols, r16));
+                            int cols, bt_dtype r16, bt_ptr out16, bt_ptr y16) {
+    const double copies = (out16.buf != NULL) + (y16.buf != NULL);
+    TIMED(be, bias_gelu_fwd, 0, F4 * (3.0 * rows * cols + cols) + 2.0 * copies * rows * cols,
+          in->bias_gelu_fwd(in, out, y, bias, rows, cols, r16, out16, y16));
 }
 static void p_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr db, bt_ptr dout, bt_ptr x,
                             int rows, int cols, bt_dtype r16) {

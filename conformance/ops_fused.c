@@ -24,14 +24,36 @@ typedef struct {
     int inplace;      /* the op's allowed aliasing (see each runner) */
     float eps;
     bt_dtype round16; /* the fused op's storage rounding (BT_F32: none) */
+    bool copies16;    /* the op also writes its outputs' 16-bit copies (round16's dtype) */
 } fused_args;
 
-/* One output to compare: tensor index, float64 reference, magnitudes. */
+/* One output to compare: tensor index, float64 reference, magnitudes, and
+ * the index of the 16-bit tensor that holds its copy (0: none). */
 typedef struct {
     int t;
     const double *ref, *mag;
     double thr;
+    int copy16;
 } fused_out;
+
+/* Fail v unless the n 16-bit values of got are the bits of the floats of
+ * out in dt (half.h's conversion: cast's bits) and equal the unfused run's
+ * (want). */
+static void v_copy16(verdict *v, const char *what, const uint16_t *got, const uint16_t *want,
+                     const float *out, size_t n, bt_dtype dt) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &out[i], 4);
+        const uint16_t h = dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+        if (got[i] != h) {
+            v_fail(v, "%s[%zu] = 0x%04x, not 0x%04x: the output %.9g in %s", what, i, got[i], h,
+                   (double)out[i], dt == BT_BF16 ? "bf16" : "f16");
+            return;
+        }
+    }
+    if (memcmp(got, want, n * 2))
+        v_fail(v, "%s: not the bits of the unfused ops' cast", what);
+}
 
 /* Float64 dropout factor of element i: 1/(1-p) (as float, as the ops) or 0. */
 static double keep_factor(const fused_args *a, size_t i) {
@@ -61,6 +83,9 @@ static void fused_case(bt_backend *be, const char *op, void (*make)(tensor *, vo
             char what[64];
             snprintf(what, sizeof what, "%s vs unfused", t->name);
             v_bits(&v, what, RES(*t), RES(tu[outs[o].t]), t->n);
+            if (outs[o].copy16)
+                v_copy16(&v, tf[outs[o].copy16].name, tf[outs[o].copy16].res,
+                         tu[outs[o].copy16].res, RES(*t), t->n, a->round16);
         }
     }
     v_report(&v, op, "%s", shape);
@@ -94,22 +119,30 @@ typedef struct {
 } gelu_inputs;
 
 static void make_bias_gelu_fwd(tensor *t, void *in) {
-    const gelu_inputs *g = in; /* out, y, bias */
+    const gelu_inputs *g = in; /* out, y, bias, out16, y16 */
     t[0] = tensor_out("out", NULL, g->n);
     t[1] = tensor_out("y", g->y, g->n);
     t[2] = tensor_in("bias", g->bias, g->c);
+    t[3] = tensor_16bit("out16", NULL, g->n, true);
+    t[4] = tensor_16bit("y16", NULL, g->n, true);
 }
 static void run_bias_gelu_fwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
-    be->bias_gelu_fwd(be, t[0].p, t[1].p, t[2].p, f->rows, f->cols, f->round16);
+    be->bias_gelu_fwd(be, t[0].p, t[1].p, t[2].p, f->rows, f->cols, f->round16,
+                      f->copies16 ? t[3].p : BT_NO_PTR, f->copies16 ? t[4].p : BT_NO_PTR);
 }
 static void run_bias_gelu_fwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
+    const size_t n = (size_t)f->rows * f->cols;
     be->bias_add(be, t[1].p, t[2].p, f->rows, f->cols);
-    if (f->round16 != BT_F32) be->round16(be, t[1].p, f->round16, (size_t)f->rows * f->cols);
-    be->gelu_fwd(be, t[0].p, t[1].p, (size_t)f->rows * f->cols);
+    if (f->round16 != BT_F32) be->round16(be, t[1].p, f->round16, n);
+    be->gelu_fwd(be, t[0].p, t[1].p, n);
+    if (f->copies16) {
+        be->cast(be, t[3].p, f->round16, t[0].p, BT_F32, n);
+        be->cast(be, t[4].p, f->round16, t[1].p, BT_F32, n);
+    }
 }
 
 static void make_bias_gelu_bwd(tensor *t, void *in) {
@@ -134,16 +167,18 @@ static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double
     be->bias_grad(be, t[1].p, dx, f->rows, f->cols);
 }
 
-/* bias_gelu_fwd without rounding and rounded to bf16 and f16 storage. The
- * rounded pre-activation's reference is the fp32 sum (the op's one rounding,
- * exact in float64) rounded by half.h, exactly; GELU's reference is taken at
- * it in float64. Against the unfused ops too (bits). */
+/* bias_gelu_fwd without rounding and rounded to bf16 and f16 storage, the
+ * last two also with the 16-bit copies of out and y. The rounded
+ * pre-activation's reference is the fp32 sum (the op's one rounding, exact
+ * in float64) rounded by half.h, exactly; GELU's reference is taken at it in
+ * float64; a copy must be half.h's conversion of its output. Against the
+ * unfused ops too (bits; the copies by cast). */
 static void bias_gelu_fwd_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
-    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16};
+    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16};
     const size_t n = g->n, c = g->c;
     double *ry = ref_alloc(n * 8), *my = ref_abs(g->y, n), *ro = ref_alloc(n * 8);
     for (size_t i = 0; i < n; i++) my[i] += fabs(g->bias[i % c]);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 5; k++) {
         const bt_dtype dt = rounds[k];
         for (size_t i = 0; i < n; i++) {
             ry[i] = dt == BT_F32 ? (double)g->y[i] + g->bias[i % c]
@@ -151,13 +186,17 @@ static void bias_gelu_fwd_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
             ro[i] = ref_gelu(ry[i]);
         }
         a->round16 = dt;
-        fused_out outs[] = {{1, ry, my, THR_ROUND}, {0, ro, NULL, THR_MATH}};
+        a->copies16 = k >= 3;
+        fused_out outs[] = {{1, ry, my, THR_ROUND, a->copies16 ? 4 : 0},
+                            {0, ro, NULL, THR_MATH, a->copies16 ? 3 : 0}};
         char shape[64];
-        snprintf(shape, sizeof shape, "%dx%d%s", a->rows, a->cols, storage_suffix(dt));
-        fused_case(be, "bias_gelu_fwd", make_bias_gelu_fwd, g, 3, run_bias_gelu_fwd,
+        snprintf(shape, sizeof shape, "%dx%d%s%s", a->rows, a->cols, storage_suffix(dt),
+                 a->copies16 ? ", 16-bit copies" : "");
+        fused_case(be, "bias_gelu_fwd", make_bias_gelu_fwd, g, 5, run_bias_gelu_fwd,
                    run_bias_gelu_fwd_unfused, a, outs, 2, shape);
     }
     a->round16 = BT_F32;
+    a->copies16 = false;
     free(ry), free(my), free(ro);
 }
 
@@ -182,7 +221,7 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
             mdb[i % c] += fabs(rdx[i]);
         }
         a.inplace = inpl;
-        fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr}, {1, rdb, mdb, thr}};
+        fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr, 0}, {1, rdb, mdb, thr, 0}};
         snprintf(shape, sizeof shape, "%dx%d +=%s%s", a.rows, a.cols, inpl ? " dx=dout" : "",
                  storage_suffix(a.round16));
         fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, inpl ? 3 : 4, run_bias_gelu_bwd,
@@ -294,10 +333,10 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
         snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s%s", a.rows, a.cols, a.p, a.per_sample,
                  inpl ? " out=resid" : "",
                  storage_suffix(a.round16));
-        fused_out outs[] = {{inpl ? 0 : 3, sum, mag, THR_ROUND},
-                            {5, ln, mln, round16_thr(a.round16)}, /* rounded alike */
-                            {6, mean, NULL, THR_MATH},
-                            {7, rstd, NULL, THR_MATH}};
+        fused_out outs[] = {{inpl ? 0 : 3, sum, mag, THR_ROUND, 0},
+                            {5, ln, mln, round16_thr(a.round16), 0}, /* rounded alike */
+                            {6, mean, NULL, THR_MATH, 0},
+                            {7, rstd, NULL, THR_MATH, 0}};
         if (want_op("bias_dropout_add"))
             fused_case(be, "bias_dropout_add", make_join, pj, 5, run_bias_dropout_add,
                        run_bias_dropout_add_unfused, &a, outs, 1, shape);
@@ -387,7 +426,7 @@ static void softmax_dropout_cases(bt_backend *be, fused_args *a, attn_inputs *q,
         a->round16 = rounds[k];
         const double thr = round16_thr(rounds[k]);
         const int pt = a->inplace ? 0 : 2;
-        fused_out outs[] = {{pt, rp, NULL, thr}, {3, rd, NULL, thr}};
+        fused_out outs[] = {{pt, rp, NULL, thr, 0}, {3, rd, NULL, thr, 0}};
         char row[128];
         snprintf(row, sizeof row, "%s%s", shape, storage_suffix(rounds[k]));
         tensor tf[MAXT];
@@ -439,7 +478,7 @@ static void attention_cases(bt_backend *be, int si, fused_args a) {
             static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16};
             for (int k = 0; k < 3; k++) {
                 a.round16 = rounds[k];
-                fused_out outs[] = {{inpl ? 0 : 2, ds, mds, round16_thr(rounds[k])}};
+                fused_out outs[] = {{inpl ? 0 : 2, ds, mds, round16_thr(rounds[k]), 0}};
                 char row[128];
                 snprintf(row, sizeof row, "%s%s", shape, storage_suffix(rounds[k]));
                 fused_case(be, "dropout_softmax_bwd", make_attn_bwd, &q, 3,

@@ -207,7 +207,8 @@ static void call_round16(bt_backend *be, perf_case *c) {
 /* ---- the fused ops, and the unfused ops each replaces (same tensors) ---- */
 static const bt_rng_key perf_key = {7, 11};
 static void call_bias_gelu_fwd(bt_backend *be, perf_case *c) {
-    be->bias_gelu_fwd(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1], BT_F32);
+    be->bias_gelu_fwd(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1], BT_F32, BT_NO_PTR,
+                      BT_NO_PTR);
 }
 static void call_bias_gelu_fwd_unfused(bt_backend *be, perf_case *c) {
     be->bias_add(be, c->t[0], c->t[2], c->i[0], c->i[1]);

@@ -47,6 +47,9 @@
 #define BT_KIND16_NONE 0
 #define BT_KIND16_BF16 1
 #define BT_KIND16_F16 2
+/* which 16-bit copies a fused kernel writes besides its fp32 outputs (bits) */
+#define BT_COPY16_OUT 1
+#define BT_COPY16_IN 2
 #define BT_KIND16_OF(dt) \
     ((dt) == BT_F32 ? BT_KIND16_NONE : (dt) == BT_BF16 ? BT_KIND16_BF16 : BT_KIND16_F16)
 

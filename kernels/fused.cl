@@ -6,18 +6,26 @@
  * dropout shares one between four. */
 
 /* y[r, c] += bias[c], rounded to the storage kind kind16 (BT_KIND16_NONE:
- * not rounded); out[r, c] = gelu(y[r, c])          y, out: (rows, cols)
+ * not rounded); out[r, c] = gelu(y[r, c]); with copies16's BT_COPY16_OUT
+ * and _IN bits out16 and y16 take out and y in kind16 too (else they are
+ * not touched).          y, out, y16, out16: (rows, cols)
  * Geometry: one work-item per element; global: rows * cols. */
-BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(float, bias), int rows,
-                                int cols, int kind16) {
+BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(float, bias),
+                                BT_OUT(ushort, out16), BT_OUT(ushort, y16), int rows, int cols,
+                                int kind16, int copies16) {
     BT_BIND(out);
     BT_BIND(y);
     BT_BIND(bias);
+    BT_BIND(out16);
+    BT_BIND(y16);
     const size_t i = get_global_id(0);
     if (i >= (size_t)rows * (size_t)cols) return;
     const float v = round_kind16(y[i] + bias[i % (size_t)cols], kind16);
+    const float g = gelu_value(v);
     y[i] = v;
-    out[i] = gelu_value(v);
+    out[i] = g;
+    if (copies16 & BT_COPY16_OUT) out16[i] = f32_to_kind16(g, kind16);
+    if (copies16 & BT_COPY16_IN) y16[i] = f32_to_kind16(v, kind16);
 }
 
 /* dx = dout * gelu'(x), rounded to the storage kind kind16 (BT_KIND16_NONE:

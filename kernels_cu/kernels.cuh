@@ -110,8 +110,9 @@ __global__ void bt_round16_bf16(unsigned int *x, unsigned long long n);
 __global__ void bt_round16_f16(unsigned int *x, unsigned long long n);
 
 /* ---- kernels/fused.cl ---- */
-__global__ void bt_bias_gelu_fwd(float *out, float *y, const float *bias, int rows, int cols,
-                                 int kind16);
+__global__ void bt_bias_gelu_fwd(float *out, float *y, const float *bias, unsigned short *out16,
+                                 unsigned short *y16, int rows, int cols, int kind16,
+                                 int copies16);
 __global__ void bt_bias_gelu_bwd(float *partial, float *dx, const float *dout, const float *x,
                                  int rows, int cols, int chunk_rows, int accumulate, int kind16);
 __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bias,

@@ -8,12 +8,15 @@
 #include <stdlib.h>
 
 /* y += bias, rounded with 16-bit storage; out = gelu(y): bias_add, round16,
- * gelu_fwd.   (rows, cols) */
+ * gelu_fwd; the 16-bit copies asked for with cast.   (rows, cols) */
 static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                                   int cols, bt_dtype round16) {
+                                   int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16) {
+    const size_t n = (size_t)rows * cols;
     be->bias_add(be, y, bias, rows, cols);
-    if (round16 != BT_F32) be->round16(be, y, round16, (size_t)rows * cols);
-    be->gelu_fwd(be, out, y, (size_t)rows * cols);
+    if (round16 != BT_F32) be->round16(be, y, round16, n);
+    be->gelu_fwd(be, out, y, n);
+    if (out16.buf) be->cast(be, out16, round16, out, BT_F32, n);
+    if (y16.buf) be->cast(be, y16, round16, y, BT_F32, n);
 }
 
 /* dx = dout * gelu'(x), rounded with 16-bit storage; dbias += column sums of

@@ -5,17 +5,21 @@
 #include "cpu_internal.h"
 
 static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                              int cols, bt_dtype round16) {
+                              int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16) {
     (void)be;
     float *O = cpu_f32(out), *Y = cpu_f32(y);
+    uint16_t *O16 = out16.buf ? cpu_u16(out16) : NULL, *Y16 = y16.buf ? cpu_u16(y16) : NULL;
     const float *bb = cpu_f32(bias);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        float *restrict yr = Y + (size_t)r * cols, *restrict o = O + (size_t)r * cols;
+        const size_t at = (size_t)r * cols;
+        float *restrict yr = Y + at, *restrict o = O + at;
 #pragma omp simd
         for (int c = 0; c < cols; c++) yr[c] += bb[c];
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)yr, round16, (size_t)cols);
         cpu_gelu_span(o, yr, (size_t)cols);
+        if (O16) cpu_to16_span(O16 + at, (const uint32_t *)o, round16, (size_t)cols);
+        if (Y16) cpu_to16_span(Y16 + at, (const uint32_t *)yr, round16, (size_t)cols);
     }
 }
 

@@ -98,6 +98,18 @@ static inline void cpu_layernorm_row(float *out, const float *x, const float *ga
     *rstd = rs;
 }
 
+/* The bits of the n floats of v in dt (BT_BF16 or BT_F16) into h: cast's
+ * arithmetic on one span. */
+static inline void cpu_to16_span(uint16_t *h, const uint32_t *v, bt_dtype dt, size_t n) {
+    if (dt == BT_BF16) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) h[i] = f32_to_bf16(v[i]);
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) h[i] = f32_to_f16(v[i]);
+    }
+}
+
 /* v (float bits) rounded in place to the nearest values of dt (BT_BF16 or
  * BT_F16): round16's arithmetic on one span. */
 static inline void cpu_round16_span(uint32_t *v, bt_dtype dt, size_t n) {

@@ -4,11 +4,16 @@
  * BT_COL_ROWS rows. */
 #include "cuda_launch.cuh"
 
+/* The 16-bit copies asked for (BT_COPY16_*) and their addresses: an absent
+ * one's is out's, which the kernel then does not touch. */
 static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                             int cols, bt_dtype round16) {
+                             int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16) {
     cu_ctx *c = cu(be);
-    LAUNCH(c, bias_gelu_fwd, (size_t)rows * cols, cu_f32(out), cu_f32(y), cu_f32(bias), rows,
-           cols, BT_KIND16_OF(round16));
+    const int copies = (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0);
+    LAUNCH(c, bias_gelu_fwd, (size_t)rows * cols, cu_f32(out), cu_f32(y), cu_f32(bias),
+           (unsigned short *)cu_addr(out16.buf ? out16 : out, 2),
+           (unsigned short *)cu_addr(y16.buf ? y16 : out, 2), rows, cols, BT_KIND16_OF(round16),
+           copies);
 }
 
 /* As cu_bias_grad: one pass into dbias up to BT_COL_ROWS rows, else chunk

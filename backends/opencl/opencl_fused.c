@@ -3,15 +3,20 @@
  * bias_gelu_bwd takes bias_grad's two passes beyond OCL_COL_ROWS rows. */
 #include "opencl_launch.h"
 
+/* An absent 16-bit copy's address is out's, which the kernel then does not
+ * touch (BT_COPY16_* say which are written). */
 static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                              int cols, bt_dtype round16) {
+                              int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16) {
     args a = begin(be, K_bias_gelu_fwd);
     arg_f32p(&a, out);
     arg_f32p(&a, y);
     arg_f32p(&a, bias);
+    arg_ptr(&a, out16.buf ? out16 : out, 2);
+    arg_ptr(&a, y16.buf ? y16 : out, 2);
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0));
     launch(be, &a, (size_t)rows * cols);
 }
 

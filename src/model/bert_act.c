@@ -221,6 +221,13 @@ void bert_act_store16(const bert_model *m, const bert_tape *tape, int layer, siz
     }
 }
 
+bt_ptr bert_act_slot16(const bert_model *m, const bert_tape *tape, int layer, size_t off,
+                       bool rounded) {
+    if (m->cfg.storage == BT_F32 || !in_stash(m, layer, off)) return BT_NO_PTR;
+    if (!rounded && !read_by_gemms_only(m, tape, layer, off)) return BT_NO_PTR;
+    return stash_at(m, layer, off);
+}
+
 /* The saved activations of the layer in flight that the 16-bit stash holds
  * (offsets into the working set, sizes for this batch); returns the count. */
 static int stashed_spans(const bert_model *m, const bert_tape *tape, size_t off[9],

@@ -118,6 +118,15 @@ void bert_act_store16(const bert_model *m, const bert_tape *tape, int layer, siz
  * pass (rounding them again would change no bit). */
 void bert_act_stored16(const bert_model *m, int layer, size_t off, size_t n);
 
+/* Where an op that writes activations at offset off during layer `layer`'s
+ * forward may write their 16-bit copy itself: the stash slot, when that copy
+ * is all the store after it would make (values it has rounded (`rounded`):
+ * bert_act_stored16's copy; unrounded ones that only GEMMs read:
+ * bert_act_store16's), so that the caller skips the store and its cast.
+ * Else buf NULL: the caller stores as before. */
+bt_ptr bert_act_slot16(const bert_model *m, const bert_tape *tape, int layer, size_t off,
+                       bool rounded);
+
 /* The 16-bit copy in layer `layer`'s stash slot of the working-set
  * activation at offset off, for gemm16 to read as it is (BT_GEMM_A16 /
  * B16), or buf NULL: no stash, no gemm16, layer -1 or off outside the

@@ -77,16 +77,21 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
     bt_backend *be = m->be;
     const size_t n = (size_t)rows * cols;
     /* with 16-bit storage the op rounds fc1 as store does, before GELU reads
-     * it: the unfused path's bits in any storage */
+     * it: the unfused path's bits in any storage; it writes the stash's
+     * 16-bit copies itself where they are all the stores would make */
     if (fused(m, BERT_FUSE_GELU)) {
+        const bt_ptr fc1_16 = bert_act_slot16(m, r->tape, r->layer, fc1, true),
+                     gelu16 = bert_act_slot16(m, r->tape, r->layer, gelu, false);
         be->bias_gelu_fwd(be, act(m, gelu), act(m, fc1), par(m, b), rows, cols,
-                          (bt_dtype)m->cfg.storage);
-        store_rounded(r, fc1, n);
-    } else { /* the ops bias_gelu_fwd replaces, for its bits */
-        be->bias_add(be, act(m, fc1), par(m, b), rows, cols);
-        store(r, fc1, n);
-        be->gelu_fwd(be, act(m, gelu), act(m, fc1), n);
+                          (bt_dtype)m->cfg.storage, gelu16, fc1_16);
+        if (!fc1_16.buf) store_rounded(r, fc1, n);
+        if (!gelu16.buf) store(r, gelu, n);
+        return;
     }
+    /* the ops bias_gelu_fwd replaces, for its bits */
+    be->bias_add(be, act(m, fc1), par(m, b), rows, cols);
+    store(r, fc1, n);
+    be->gelu_fwd(be, act(m, gelu), act(m, fc1), n);
     store(r, gelu, n);
 }
 

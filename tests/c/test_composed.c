@@ -3,7 +3,8 @@
  * present), each of the six fused ops, its slot emptied and filled by
  * bt_compose_missing, gives the bits of the backend's own fused op on the
  * same inputs: every output, including the inputs a fused op updates (y of
- * bias_gelu_fwd, dbias), with dropout on and the in-place forms. */
+ * bias_gelu_fwd, dbias, its 16-bit copies), with dropout on and the
+ * in-place forms. */
 #include "backends/common/composed.h"
 #include "backends/registry.h"
 
@@ -67,12 +68,12 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
     const bt_rng_key key = {1234, 5};
     tensors t;
     switch (op) {
-    case 0: { /* bias_gelu_fwd: out, y, bias */
-        const size_t n[] = {rc, rc, COLS};
-        setup(be, &t, n, 3, -1);
+    case 0: { /* bias_gelu_fwd: out, y, bias, and out's and y's 16-bit copies */
+        const size_t n[] = {rc, rc, COLS, rc, rc};
+        setup(be, &t, n, 5, -1);
         /* rounded to bf16 storage (never in place: see below) */
-        be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS, BT_BF16);
-        return finish(be, &t, 3, bytes);
+        be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS, BT_BF16, P(3), P(4));
+        return finish(be, &t, 5, bytes);
     }
     case 1: { /* bias_gelu_bwd: dx, dbias, dout, x */
         const size_t n[] = {rc, COLS, rc, rc};
