@@ -358,21 +358,25 @@ struct bt_backend {
      * then out, mean, rstd = layernorm_fwd(sum), and with round16 BT_BF16 or
      * BT_F16 out = round16(out): a residual join, the LayerNorm after it and
      * the storage rounding of both in one pass. sum may alias resid; out may
-     * not alias an input. */
+     * not alias an input. With 16-bit storage sum16 and out16 (buf NULL: not
+     * written) take sum and out in round16 as well, cast's bits; with BT_F32
+     * both must be NULL. */
     void (*residual_layernorm_fwd)(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                    bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                    bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                    bt_dtype round16, size_t per_sample, uint32_t first_sample,
-                                   float p, bt_rng_key key);
+                                   float p, bt_rng_key key, bt_ptr sum16, bt_ptr out16);
     /* probs = softmax_fwd(scores) (in place allowed), then with round16 BT_BF16
      * or BT_F16 probs = round16(probs) (16-bit storage), then dropped =
      * dropout(probs) with per_sample = H*T*T: attention's scale, mask, softmax,
      * storage rounding and dropout in one pass (round16 BT_F32: no rounding).
-     * dropped: (B, H, T, T), not aliasing the others. */
+     * dropped: (B, H, T, T), not aliasing the others. With 16-bit storage
+     * dropped16 and probs16 (buf NULL: not written) take dropped and probs in
+     * round16 as well, cast's bits; with BT_F32 both must be NULL. */
     void (*softmax_dropout_fwd)(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                 bt_ptr key_mask, int B, int H, int T, float scale,
                                 bt_dtype round16, uint32_t first_sample, float p,
-                                bt_rng_key key);
+                                bt_rng_key key, bt_ptr dropped16, bt_ptr probs16);
     /* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows, the
      * dropout with per_sample = H*T*T: the backward of softmax_dropout_fwd;
      * then with round16 BT_BF16 or BT_F16 (16-bit storage) dscores =

@@ -306,17 +306,22 @@ static void p_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_
                                      bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                      bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                      bt_dtype r16, size_t per, uint32_t first, float p,
-                                     bt_rng_key key) {
-    TIMED(be, residual_layernorm_fwd, 0, F4 * (4.0 * rows * cols + 3.0 * cols + 2.0 * rows),
+                                     bt_rng_key key, bt_ptr sum16, bt_ptr out16) {
+    const double copies = (sum16.buf != NULL) + (out16.buf != NULL);
+    TIMED(be, residual_layernorm_fwd, 0,
+          F4 * (4.0 * rows * cols + 3.0 * cols + 2.0 * rows) + 2.0 * copies * rows * cols,
           in->residual_layernorm_fwd(in, sum, out, mean, rstd, y, bias, resid, gamma, beta,
-                                     rows, cols, eps, r16, per, first, p, key));
+                                     rows, cols, eps, r16, per, first, p, key, sum16, out16));
 }
 static void p_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                   bt_ptr mask, int B, int H, int T, float scale, bt_dtype r16,
-                                  uint32_t first, float p, bt_rng_key key) {
-    TIMED(be, softmax_dropout_fwd, 0, F4 * (3.0 * B * H * T * T + (double)B * T),
+                                  uint32_t first, float p, bt_rng_key key, bt_ptr dropped16,
+                                  bt_ptr probs16) {
+    const double copies = (dropped16.buf != NULL) + (probs16.buf != NULL);
+    TIMED(be, softmax_dropout_fwd, 0,
+          F4 * (3.0 * B * H * T * T + (double)B * T) + 2.0 * copies * B * H * T * T,
           in->softmax_dropout_fwd(in, dropped, probs, scores, mask, B, H, T, scale, r16, first,
-                                  p, key));
+                                  p, key, dropped16, probs16));
 }
 static void p_dropout_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr probs, int B,
                                   int H, int T, float scale, bt_dtype round16, uint32_t first,

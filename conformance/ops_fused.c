@@ -242,7 +242,8 @@ typedef struct {
 
 static void make_join(tensor *t, void *in) {
     const join_inputs *j = in; /* resid (sum/out when in place), y, bias, out (sum), scratch
-                                  (the unfused branch), ln out, mean, rstd, gamma, beta */
+                                  (the unfused branch), ln out, mean, rstd, gamma, beta, and
+                                  the 16-bit copies of the sum and ln out */
     t[0] = tensor_out("resid", j->resid, j->n);
     t[1] = tensor_in("y", j->y, j->n);
     t[2] = tensor_in("bias", j->bias, j->c);
@@ -253,6 +254,8 @@ static void make_join(tensor *t, void *in) {
     t[7] = tensor_out("rstd", NULL, j->r);
     t[8] = tensor_in("gamma", j->gamma, j->c);
     t[9] = tensor_in("beta", j->beta, j->c);
+    t[10] = tensor_16bit("sum16", NULL, j->n, true);
+    t[11] = tensor_16bit("ln16", NULL, j->n, true);
 }
 static void run_bias_dropout_add(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -284,7 +287,9 @@ static void run_residual_ln(bt_backend *be, tensor *t, void *a, double *s) {
     const fused_args *f = a;
     be->residual_layernorm_fwd(be, f->inplace ? t[0].p : t[3].p, t[5].p, t[6].p, t[7].p, t[1].p,
                                t[2].p, t[0].p, t[8].p, t[9].p, f->rows, f->cols, f->eps, f->round16,
-                               f->per_sample, f->first_sample, f->p, f->key);
+                               f->per_sample, f->first_sample, f->p, f->key,
+                               f->copies16 ? t[10].p : BT_NO_PTR,
+                               f->copies16 ? t[11].p : BT_NO_PTR);
 }
 static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -295,6 +300,10 @@ static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *
     if (f->round16 != BT_F32) be->round16(be, sum, f->round16, (size_t)f->rows * f->cols);
     be->layernorm_fwd(be, t[5].p, t[6].p, t[7].p, sum, t[8].p, t[9].p, f->rows, f->cols, f->eps);
     if (f->round16 != BT_F32) be->round16(be, t[5].p, f->round16, (size_t)f->rows * f->cols);
+    if (f->copies16) {
+        be->cast(be, t[10].p, f->round16, sum, BT_F32, (size_t)f->rows * f->cols);
+        be->cast(be, t[11].p, f->round16, t[5].p, BT_F32, (size_t)f->rows * f->cols);
+    }
 }
 
 /* The sum, its magnitudes, and float64 LayerNorm of the sum (out, mean,
@@ -328,22 +337,27 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
     join_reference(&j, &a, sum, mag, ln, mean, rstd);
     for (size_t i = 0; i < n; i++) mln[i] = fabs(ln[i] - j.beta[i % c]) + fabs(j.beta[i % c]);
     char shape[96];
-    for (int inpl = 0; inpl < 2; inpl++) {
+    /* with 16-bit storage the last pass also asks residual_layernorm_fwd for
+     * the 16-bit copies of the sum and the LayerNorm output */
+    for (int pass = 0; pass < (a.round16 != BT_F32 ? 3 : 2); pass++) {
+        const int inpl = pass == 1;
         a.inplace = inpl;
-        snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s%s", a.rows, a.cols, a.p, a.per_sample,
-                 inpl ? " out=resid" : "",
-                 storage_suffix(a.round16));
-        fused_out outs[] = {{inpl ? 0 : 3, sum, mag, THR_ROUND, 0},
-                            {5, ln, mln, round16_thr(a.round16), 0}, /* rounded alike */
+        a.copies16 = pass == 2;
+        snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s%s%s", a.rows, a.cols, a.p,
+                 a.per_sample, inpl ? " out=resid" : "", storage_suffix(a.round16),
+                 a.copies16 ? ", 16-bit copies" : "");
+        fused_out outs[] = {{inpl ? 0 : 3, sum, mag, THR_ROUND, a.copies16 ? 10 : 0},
+                            {5, ln, mln, round16_thr(a.round16), a.copies16 ? 11 : 0},
                             {6, mean, NULL, THR_MATH, 0},
                             {7, rstd, NULL, THR_MATH, 0}};
-        if (want_op("bias_dropout_add"))
+        if (want_op("bias_dropout_add") && !a.copies16)
             fused_case(be, "bias_dropout_add", make_join, pj, 5, run_bias_dropout_add,
                        run_bias_dropout_add_unfused, &a, outs, 1, shape);
         if (want_op("residual_layernorm_fwd"))
-            fused_case(be, "residual_layernorm_fwd", make_join, pj, 10, run_residual_ln,
+            fused_case(be, "residual_layernorm_fwd", make_join, pj, 12, run_residual_ln,
                        run_residual_ln_unfused, &a, outs, 4, shape);
     }
+    a.copies16 = false;
     free(sum), free(mag), free(ln), free(mean), free(rstd), free(mln);
 }
 
@@ -370,18 +384,22 @@ typedef struct {
 } attn_inputs;
 
 static void make_attn(tensor *t, void *in) {
-    const attn_inputs *q = in; /* scores (probs when in place), mask, probs, dropped */
+    const attn_inputs *q = in; /* scores (probs when in place), mask, probs, dropped, and the
+                                  16-bit copies of dropped and probs */
     t[0] = tensor_out("scores", q->scores, q->n);
     t[1] = tensor_in("key_mask", q->mask, q->nm);
     t[2] = tensor_out("probs", NULL, q->n);
     t[3] = tensor_out("dropped", NULL, q->n);
+    t[4] = tensor_16bit("dropped16", NULL, q->n, true);
+    t[5] = tensor_16bit("probs16", NULL, q->n, true);
 }
 static void run_softmax_dropout(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
     const float scale = 1.0f / sqrtf(8.0f);
     be->softmax_dropout_fwd(be, t[3].p, f->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, f->B, f->H,
-                            f->T, scale, f->round16, f->first_sample, f->p, f->key);
+                            f->T, scale, f->round16, f->first_sample, f->p, f->key,
+                            f->copies16 ? t[4].p : BT_NO_PTR, f->copies16 ? t[5].p : BT_NO_PTR);
 }
 static void run_softmax_dropout_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -392,6 +410,10 @@ static void run_softmax_dropout_unfused(bt_backend *be, tensor *t, void *a, doub
     if (f->round16 != BT_F32) be->round16(be, probs, f->round16, (size_t)f->rows * f->cols);
     be->dropout(be, t[3].p, probs, (size_t)f->rows * f->cols, f->per_sample, f->first_sample,
                 f->p, f->key);
+    if (f->copies16) {
+        be->cast(be, t[4].p, f->round16, t[3].p, BT_F32, (size_t)f->rows * f->cols);
+        be->cast(be, t[5].p, f->round16, probs, BT_F32, (size_t)f->rows * f->cols);
+    }
 }
 
 static void make_attn_bwd(tensor *t, void *in) {
@@ -416,34 +438,40 @@ static void run_dropout_softmax_bwd_unfused(bt_backend *be, tensor *t, void *a, 
     if (f->round16 != BT_F32) be->round16(be, ds, f->round16, (size_t)f->rows * f->cols);
 }
 
-/* softmax_dropout_fwd without rounding and rounded to bf16 and to f16 storage:
- * against the unfused ops (bits) and the float64 reference rp, rd (within the
- * rounding), the rounded probabilities checked to be values of their dtype. */
+/* softmax_dropout_fwd without rounding and rounded to bf16 and to f16 storage
+ * (the last two also with the 16-bit copies of dropped and probs): against
+ * the unfused ops (bits; the copies by cast) and the float64 reference rp, rd
+ * (within the rounding), the rounded probabilities checked to be values of
+ * their dtype, a copy to be half.h's conversion of its output. */
 static void softmax_dropout_cases(bt_backend *be, fused_args *a, attn_inputs *q, const double *rp,
                                   const double *rd, const char *shape) {
-    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16};
-    for (int k = 0; k < 3; k++) {
+    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16};
+    for (int k = 0; k < 5; k++) {
         a->round16 = rounds[k];
+        a->copies16 = k >= 3;
         const double thr = round16_thr(rounds[k]);
         const int pt = a->inplace ? 0 : 2;
-        fused_out outs[] = {{pt, rp, NULL, thr, 0}, {3, rd, NULL, thr, 0}};
+        fused_out outs[] = {{pt, rp, NULL, thr, a->copies16 ? 5 : 0},
+                            {3, rd, NULL, thr, a->copies16 ? 4 : 0}};
         char row[128];
-        snprintf(row, sizeof row, "%s%s", shape, storage_suffix(rounds[k]));
+        snprintf(row, sizeof row, "%s%s%s", shape, storage_suffix(rounds[k]),
+                 a->copies16 ? ", 16-bit copies" : "");
         tensor tf[MAXT];
         make_attn(tf, q);
         verdict v = v_new();
         /* the rounded probabilities are values of their dtype */
-        if (rounds[k] != BT_F32 && exec_op(&v, be, tf, 4, run_softmax_dropout, a, NULL))
+        if (rounds[k] != BT_F32 && exec_op(&v, be, tf, 6, run_softmax_dropout, a, NULL))
             v_stored16(&v, tf[pt].name, RES(tf[pt]), tf[pt].n, rounds[k]);
-        tensors_free(tf, 4);
+        tensors_free(tf, 6);
         if (!v.ok) {
             v_report(&v, "softmax_dropout_fwd", "%s (storage values)", row);
             continue;
         }
-        fused_case(be, "softmax_dropout_fwd", make_attn, q, 4, run_softmax_dropout,
+        fused_case(be, "softmax_dropout_fwd", make_attn, q, 6, run_softmax_dropout,
                    run_softmax_dropout_unfused, a, outs, 2, row);
     }
     a->round16 = BT_F32;
+    a->copies16 = false;
 }
 
 static void attention_cases(bt_backend *be, int si, fused_args a) {

@@ -227,7 +227,7 @@ static void call_join(bt_backend *be, perf_case *c) {
     if (c->i[2])
         be->residual_layernorm_fwd(be, c->t[3], c->t[5], c->t[6], c->t[7], c->t[0], c->t[1],
                                    c->t[2], c->t[1], c->t[1], c->i[0], c->i[1], 1e-12f, BT_F32,
-                                   per, 0, 0.1f, perf_key);
+                                   per, 0, 0.1f, perf_key, BT_NO_PTR, BT_NO_PTR);
     else
         be->bias_dropout_add(be, c->t[3], c->t[0], c->t[1], c->t[2], c->i[0], c->i[1], BT_F32,
                              per, 0, 0.1f, perf_key);
@@ -244,7 +244,7 @@ static void call_join_unfused(bt_backend *be, perf_case *c) {
 /* t: scores, probs, dropped, mask (i: B, H, T) */
 static void call_softmax_dropout(bt_backend *be, perf_case *c) {
     be->softmax_dropout_fwd(be, c->t[2], c->t[1], c->t[0], c->t[3], c->i[0], c->i[1], c->i[2],
-                            0.125f, BT_F32, 0, 0.1f, perf_key);
+                            0.125f, BT_F32, 0, 0.1f, perf_key, BT_NO_PTR, BT_NO_PTR);
 }
 static void call_softmax_dropout_unfused(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];

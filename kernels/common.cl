@@ -236,8 +236,9 @@ BT_FN float round_kind16(float x, int kind) {
  * gamma + beta, rounded to the storage kind kind16 (BT_KIND16_NONE: not
  * rounded), lane l owning columns l, l + BT_ROW_LANES, ... (a warp reads
  * adjacent columns); mean and variance by row_sum's fixed trees; returns
- * rstd and sets *mean. Shared by layernorm_fwd and residual_layernorm_fwd. */
-BT_FN float layernorm_row(__global float *out, __global const float *x,
+ * rstd and sets *mean; out16 (0: none) takes out's values in kind16 too.
+ * Shared by layernorm_fwd and residual_layernorm_fwd. */
+BT_FN float layernorm_row(__global float *out, __global ushort *out16, __global const float *x,
                           __global const float *gamma, __global const float *beta, int cols,
                           float eps, int kind16, BT_LOCAL_PTR float *red, float *mean) {
     const int lane = get_local_id(0) % BT_ROW_LANES;
@@ -247,8 +248,11 @@ BT_FN float layernorm_row(__global float *out, __global const float *x,
     float v = 0.0f;
     for (int c = lane; c < cols; c += BT_ROW_LANES) v += (x[c] - m) * (x[c] - m);
     const float rs = 1.0f / sqrt(row_sum(v, red) / cols + eps);
-    for (int c = lane; c < cols; c += BT_ROW_LANES)
-        out[c] = round_kind16((x[c] - m) * rs * gamma[c] + beta[c], kind16);
+    for (int c = lane; c < cols; c += BT_ROW_LANES) {
+        const float o = round_kind16((x[c] - m) * rs * gamma[c] + beta[c], kind16);
+        out[c] = o;
+        if (out16) out16[c] = f32_to_kind16(o, kind16);
+    }
     *mean = m;
     return rs;
 }
@@ -279,7 +283,7 @@ BT_FN void ln_lane_load(float *xv, __global const float *x, int cols) {
 /* layernorm_row on the row's values already in registers (xv: this lane's,
  * as ln_lane_load puts them): the same arithmetic in the same order, so the
  * same bits, without reading x again. */
-BT_FN float layernorm_row_cached(__global float *out, const float *xv,
+BT_FN float layernorm_row_cached(__global float *out, __global ushort *out16, const float *xv,
                                  __global const float *gamma, __global const float *beta,
                                  int cols, float eps, int kind16, BT_LOCAL_PTR float *red,
                                  float *mean) {
@@ -293,7 +297,11 @@ BT_FN float layernorm_row_cached(__global float *out, const float *xv,
     const float rs = 1.0f / sqrt(row_sum(v, red) / cols + eps);
     for (int k = 0; k < BT_LN_LANE_COLS; k++) {
         const int c = ln_lane_col(k);
-        if (c < cols) out[c] = round_kind16((xv[k] - m) * rs * gamma[c] + beta[c], kind16);
+        if (c < cols) {
+            const float o = round_kind16((xv[k] - m) * rs * gamma[c] + beta[c], kind16);
+            out[c] = o;
+            if (out16) out16[c] = f32_to_kind16(o, kind16);
+        }
     }
     *mean = m;
     return rs;

@@ -101,7 +101,8 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
 /* sum = resid + dropout(y + bias) (rounded as join_value), then out =
  * LayerNorm(sum) with mean and rstd saved, layernorm_fwd's arithmetic, out
  * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded). sum may
- * alias resid.
+ * alias resid. With copies16's BT_COPY16_IN and _OUT bits, sum16 and out16
+ * take sum and out in kind16 too (else they are not touched).
  * Geometry: as layernorm_fwd: BT_ROW_LANES work-items a row, lane l owning
  * columns l, l + BT_ROW_LANES, ..., the sums kept in registers where the row
  * fits (BT_LN_CACHED); global: BT_ROW_GLOBAL(rows, BT_WG). */
@@ -109,8 +110,9 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
                                             BT_OUT(float, mean), BT_OUT(float, rstd),
                                             BT_IN(float, y), BT_IN(float, bias),
                                             BT_IN(float, resid), BT_IN(float, gamma),
-                                            BT_IN(float, beta), int rows, int cols, float eps,
-                                            int kind16,
+                                            BT_IN(float, beta), BT_OUT(ushort, sum16),
+                                            BT_OUT(ushort, out16), int rows, int cols, float eps,
+                                            int kind16, int copies16,
                                             ulong per_sample, uint first_sample, uint thr,
                                             float keep_scale, uint seed_lo, uint seed_hi,
                                             uint stream_lo, uint stream_hi) {
@@ -123,29 +125,39 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     BT_BIND(resid);
     BT_BIND(gamma);
     BT_BIND(beta);
+    BT_BIND(sum16);
+    BT_BIND(out16);
     __local float red[BT_WG];
     const int r = row_of(), n = r < rows ? cols : 0;
     const size_t row = (size_t)(n ? r : 0) * cols;
     __global float *x = sum + row;
     __global float *o = out + row;
+    __global ushort *x16 = copies16 & BT_COPY16_IN ? sum16 + row : 0;
+    __global ushort *o16 = copies16 & BT_COPY16_OUT ? out16 + row : 0;
     float m, rs;
     if (BT_LN_CACHED(cols)) { /* the sums kept in registers as they are written */
         float xv[BT_LN_LANE_COLS];
         for (int k = 0; k < BT_LN_LANE_COLS; k++) {
             const int c = ln_lane_col(k);
             xv[k] = 0.0f;
-            if (c < n)
+            if (c < n) {
                 x[c] = xv[k] = join_value(y, bias, resid, row + c, cols, kind16, per_sample,
                                           first_sample, thr, keep_scale, seed_lo, seed_hi,
                                           stream_lo, stream_hi);
+                if (x16) x16[c] = f32_to_kind16(xv[k], kind16);
+            }
         }
-        rs = layernorm_row_cached(o, xv, gamma, beta, n, eps, kind16, red, &m);
+        rs = layernorm_row_cached(o, o16, xv, gamma, beta, n, eps, kind16, red, &m);
     } else {
-        for (int c = get_local_id(0) % BT_ROW_LANES; c < n; c += BT_ROW_LANES)
-            x[c] = join_value(y, bias, resid, row + c, cols, kind16, per_sample, first_sample,
-                              thr, keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
+        for (int c = get_local_id(0) % BT_ROW_LANES; c < n; c += BT_ROW_LANES) {
+            const float v = join_value(y, bias, resid, row + c, cols, kind16, per_sample,
+                                       first_sample, thr, keep_scale, seed_lo, seed_hi,
+                                       stream_lo, stream_hi);
+            x[c] = v;
+            if (x16) x16[c] = f32_to_kind16(v, kind16);
+        }
         /* each lane reads back only its own columns before the trees */
-        rs = layernorm_row(o, x, gamma, beta, n, eps, kind16, red, &m);
+        rs = layernorm_row(o, o16, x, gamma, beta, n, eps, kind16, red, &m);
     }
     if (n && get_local_id(0) % BT_ROW_LANES == 0) {
         mean[r] = m;
@@ -156,24 +168,32 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
 /* probs = softmax_fwd(scores) (in place allowed), rounded to the storage
  * kind kind16 (BT_KIND16_NONE: not rounded), dropped = dropout(probs) with
  * per_sample = H T T (softmax_fwd's arithmetic, round16's, then dropout's, a
- * lane's four keys from one Philox block where the row allows it).
+ * lane's four keys from one Philox block where the row allows it). With
+ * copies16's BT_COPY16_OUT and _IN bits, dropped16 and probs16 take dropped
+ * and probs in kind16 too (else they are not touched).
  * Geometry: as softmax_fwd (the row read once, the probabilities written
  * once where it fits). */
 BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, probs),
-                                         BT_IN(float, scores), BT_IN(int, key_mask), int rows,
-                                         int HT, int T, float scale, int kind16, uint first_sample, uint thr,
+                                         BT_IN(float, scores), BT_IN(int, key_mask),
+                                         BT_OUT(ushort, dropped16), BT_OUT(ushort, probs16),
+                                         int rows, int HT, int T, float scale, int kind16,
+                                         int copies16, uint first_sample, uint thr,
                                          float keep_scale, uint seed_lo, uint seed_hi,
                                          uint stream_lo, uint stream_hi) {
     BT_BIND(dropped);
     BT_BIND(probs);
     BT_BIND(scores);
     BT_BIND(key_mask);
+    BT_BIND(dropped16);
+    BT_BIND(probs16);
     __local float red[BT_WG];
     const int r = row_of(), n = row_keys(r, rows, T), lane = get_local_id(0) % BT_ROW_LANES;
     const int rr = n ? r : 0;
     const size_t row = (size_t)rr * T;
     const ulong e_row = (ulong)(rr % HT) * T; /* the row's first element in its sample */
     __global float *p = probs + row, *pd = dropped + row;
+    __global ushort *pd16 = copies16 & BT_COPY16_OUT ? dropped16 + row : 0;
+    __global ushort *p16 = copies16 & BT_COPY16_IN ? probs16 + row : 0;
     __global const int *km = key_mask + (size_t)(rr / HT) * T;
     ulong drawn = ~(ulong)0;
     uint draw[4];
@@ -182,11 +202,14 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
         softmax_row_cached(p, scores + row, km, n, scale, kind16, red, v);
         for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
             const int j = sm_lane_key(k);
-            if (j < n)
-                pd[j] = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo,
-                                     seed_hi, stream_lo, stream_hi, &drawn, draw)
-                            ? v[k] * keep_scale
-                            : 0.0f;
+            if (j >= n) continue;
+            const float d = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo,
+                                         seed_hi, stream_lo, stream_hi, &drawn, draw)
+                                ? v[k] * keep_scale
+                                : 0.0f;
+            pd[j] = d;
+            if (pd16) pd16[j] = f32_to_kind16(d, kind16);
+            if (p16) p16[j] = f32_to_kind16(v[k], kind16);
         }
         return;
     }
@@ -194,8 +217,13 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
     ROW_KEYS_FOR(j, lane, n) { /* the keys this work-item wrote */
         const float pj = round_kind16(p[j], kind16);
         if (kind16 != BT_KIND16_NONE) p[j] = pj;
-        pd[j] = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo, seed_hi,
-                             stream_lo, stream_hi, &drawn, draw) ? pj * keep_scale : 0.0f;
+        const float d = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo,
+                                     seed_hi, stream_lo, stream_hi, &drawn, draw)
+                            ? pj * keep_scale
+                            : 0.0f;
+        pd[j] = d;
+        if (pd16) pd16[j] = f32_to_kind16(d, kind16);
+        if (p16) p16[j] = f32_to_kind16(pj, kind16);
     }
 }
 

@@ -22,9 +22,9 @@ BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_O
     if (BT_LN_CACHED(cols)) { /* the row read once */
         float xv[BT_LN_LANE_COLS];
         ln_lane_load(xv, x + row, n);
-        rs = layernorm_row_cached(out + row, xv, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
+        rs = layernorm_row_cached(out + row, 0, xv, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
     } else {
-        rs = layernorm_row(out + row, x + row, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
+        rs = layernorm_row(out + row, 0, x + row, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
     }
     if (n && get_local_id(0) % BT_ROW_LANES == 0) {
         mean[r] = m;

@@ -123,16 +123,18 @@ __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bia
                                     unsigned int stream_hi);
 __global__ void bt_residual_layernorm_fwd(float *sum, float *out, float *mean, float *rstd,
                                           const float *y, const float *bias, const float *resid,
-                                          const float *gamma, const float *beta, int rows,
-                                          int cols, float eps, int kind16,
+                                          const float *gamma, const float *beta,
+                                          unsigned short *sum16, unsigned short *out16, int rows,
+                                          int cols, float eps, int kind16, int copies16,
                                           unsigned long long per_sample,
                                           unsigned int first_sample, unsigned int thr,
                                           float keep_scale, unsigned int seed_lo,
                                           unsigned int seed_hi, unsigned int stream_lo,
                                           unsigned int stream_hi);
 __global__ void bt_softmax_dropout_fwd(float *dropped, float *probs, const float *scores,
-                                       const int *key_mask, int rows, int HT, int T, float scale,
-                                       int kind16,
+                                       const int *key_mask, unsigned short *dropped16,
+                                       unsigned short *probs16, int rows, int HT, int T,
+                                       float scale, int kind16, int copies16,
                                        unsigned int first_sample, unsigned int thr,
                                        float keep_scale, unsigned int seed_lo, unsigned int seed_hi,
                                        unsigned int stream_lo, unsigned int stream_hi);

@@ -72,11 +72,14 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 # The cast fusion (16-bit GEMMs on tensor cores: the emulated A100): a
 # backward operand that two GEMMs read is converted to 16 bits once, into
 # the model's operand16 buffer, instead of inside each gemm16 (each such
-# cast replaces two of gemm16's own conversions: one launch fewer), and a
+# cast replaces two of gemm16's own conversions: one launch fewer), a
 # Post-LN layer's input, which its QKV projection reads in the forward and
 # the backward, is read from the layer before's stash copy (two conversions
-# fewer for each layer after the first). Same bits; the step makes exactly
-# that many launches fewer, and more casts than with --unfused cast.
+# fewer for each layer after the first), and the attention's dropped
+# probabilities reach the context's GEMM in the 16-bit copy that
+# softmax_dropout_fwd writes (one conversion fewer a layer). Same bits; the
+# step makes exactly that many launches fewer, and more casts than with
+# --unfused cast.
 check_cast() {
     for run in post-bf16 post-fp16 pre-bf16; do
         norm=${run%-*} prec=${run#*-}
@@ -87,8 +90,8 @@ check_cast() {
         [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
-        inputs=0
-        [ "$norm" = post ] && inputs=$((2 * (layers - 1)))
+        inputs=$layers
+        [ "$norm" = post ] && inputs=$((inputs + 2 * (layers - 1)))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")
         c_on=$(calls "cast-$run-on" cast) c_off=$(calls "cast-$run-off" cast)
@@ -97,7 +100,7 @@ check_cast() {
         awk -v lon="$l_on" -v loff="$l_off" -v con="$c_on" -v coff="$c_off" -v i="$inputs" \
             'BEGIN { exit !(con > coff && loff - lon == con - coff + i) }' ||
             fail "cuda-emu, $run: casting once: $c_on casts and $l_on launches a step, in each GEMM: $c_off and $l_off (want more casts, and launches fewer by as many plus $inputs)"
-        echo "ok   cuda-emu, $run: backward operands cast once, layer inputs from the stash: the same bits ($a), $c_on casts and $l_on launches a step against $c_off and $l_off"
+        echo "ok   cuda-emu, $run: backward operands cast once, layer inputs from the stash, dropped probabilities from the softmax: the same bits ($a), $c_on casts and $l_on launches a step against $c_off and $l_off"
     done
 }
 

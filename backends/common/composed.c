@@ -52,28 +52,36 @@ static void composed_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_p
     be->free(be, scratch); /* the backends free it once the queued ops are done */
 }
 
-/* sum = resid + dropout(y + bias); out, mean, rstd = layernorm_fwd(sum). */
+/* sum = resid + dropout(y + bias); out, mean, rstd = layernorm_fwd(sum);
+ * the 16-bit copies asked for with cast. */
 static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                             bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                             bt_ptr gamma, bt_ptr beta, int rows, int cols,
                                             float eps, bt_dtype round16, size_t per_sample,
-                                            uint32_t first_sample, float p, bt_rng_key key) {
+                                            uint32_t first_sample, float p, bt_rng_key key,
+                                            bt_ptr sum16, bt_ptr out16) {
+    const size_t n = (size_t)rows * cols;
     be->bias_dropout_add(be, sum, y, bias, resid, rows, cols, round16, per_sample, first_sample, p,
                          key);
+    if (sum16.buf) be->cast(be, sum16, round16, sum, BT_F32, n);
     be->layernorm_fwd(be, out, mean, rstd, sum, gamma, beta, rows, cols, eps);
-    if (round16 != BT_F32) be->round16(be, out, round16, (size_t)rows * cols);
+    if (round16 != BT_F32) be->round16(be, out, round16, n);
+    if (out16.buf) be->cast(be, out16, round16, out, BT_F32, n);
 }
 
 /* probs = softmax_fwd(scores), rounded with 16-bit storage; dropped =
- * dropout(probs), per_sample H*T*T. */
+ * dropout(probs), per_sample H*T*T; the 16-bit copies asked for with cast. */
 static void composed_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs,
                                          bt_ptr scores, bt_ptr key_mask, int B, int H, int T,
                                          float scale, bt_dtype round16, uint32_t first_sample,
-                                         float p, bt_rng_key key) {
-    const size_t per_sample = (size_t)H * T * T;
+                                         float p, bt_rng_key key, bt_ptr dropped16,
+                                         bt_ptr probs16) {
+    const size_t per_sample = (size_t)H * T * T, n = (size_t)B * per_sample;
     be->softmax_fwd(be, probs, scores, key_mask, B, H, T, scale);
-    if (round16 != BT_F32) be->round16(be, probs, round16, (size_t)B * per_sample);
-    be->dropout(be, dropped, probs, (size_t)B * per_sample, per_sample, first_sample, p, key);
+    if (round16 != BT_F32) be->round16(be, probs, round16, n);
+    be->dropout(be, dropped, probs, n, per_sample, first_sample, p, key);
+    if (dropped16.buf) be->cast(be, dropped16, round16, dropped, BT_F32, n);
+    if (probs16.buf) be->cast(be, probs16, round16, probs, BT_F32, n);
 }
 
 /* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows, rounded

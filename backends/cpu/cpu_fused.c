@@ -103,9 +103,11 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
                                        bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                        bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                        bt_dtype round16, size_t per_sample,
-                                       uint32_t first_sample, float p, bt_rng_key key) {
+                                       uint32_t first_sample, float p, bt_rng_key key,
+                                       bt_ptr sum16, bt_ptr out16) {
     (void)be;
     float *S = cpu_f32(sum), *O = cpu_f32(out), *MU = cpu_f32(mean), *RS = cpu_f32(rstd);
+    uint16_t *S16 = sum16.buf ? cpu_u16(sum16) : NULL, *O16 = out16.buf ? cpu_u16(out16) : NULL;
     const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid), *G = cpu_f32(gamma),
                 *Bb = cpu_f32(beta);
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
@@ -113,8 +115,10 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
         join_row(S + row, Y + row, bb, R + row, cols, &d, row, round16);
+        if (S16) cpu_to16_span(S16 + row, (const uint32_t *)(S + row), round16, (size_t)cols);
         cpu_layernorm_row(O + row, S + row, G, Bb, cols, eps, MU + r, RS + r);
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)(O + row), round16, (size_t)cols);
+        if (O16) cpu_to16_span(O16 + row, (const uint32_t *)(O + row), round16, (size_t)cols);
     }
 }
 
@@ -123,9 +127,11 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
 static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                     bt_ptr key_mask, int B, int H, int T, float scale,
                                     bt_dtype round16, uint32_t first_sample, float p,
-                                    bt_rng_key key) {
+                                    bt_rng_key key, bt_ptr dropped16, bt_ptr probs16) {
     (void)be;
     float *P = cpu_f32(probs), *PD = cpu_f32(dropped);
+    uint16_t *PD16 = dropped16.buf ? cpu_u16(dropped16) : NULL,
+             *P16 = probs16.buf ? cpu_u16(probs16) : NULL;
     const float *S = cpu_f32(scores);
     const int32_t *K = cpu_i32(key_mask);
     const int rows = B * H * T;
@@ -137,6 +143,8 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
         cpu_softmax_row(pr, S + (size_t)r * T, K + (size_t)(r / (H * T)) * T, T, scale);
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)pr, round16, (size_t)T);
         cpu_dropout_run(pd, pr, (size_t)T, &d, (size_t)r * T);
+        if (PD16) cpu_to16_span(PD16 + (size_t)r * T, (const uint32_t *)pd, round16, (size_t)T);
+        if (P16) cpu_to16_span(P16 + (size_t)r * T, (const uint32_t *)pr, round16, (size_t)T);
     }
 }
 

@@ -49,23 +49,29 @@ static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt
                                       bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                       bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                       bt_dtype round16, size_t per_sample, uint32_t first_sample,
-                                      float p, bt_rng_key key) {
+                                      float p, bt_rng_key key, bt_ptr sum16, bt_ptr out16) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
+    const int copies = (sum16.buf ? BT_COPY16_IN : 0) | (out16.buf ? BT_COPY16_OUT : 0);
     LAUNCH(c, residual_layernorm_fwd, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(sum), cu_f32(out),
            cu_f32(mean), cu_f32(rstd), cu_f32(y), cu_f32(bias), cu_f32(resid), cu_f32(gamma),
-           cu_f32(beta), rows, cols, eps, BT_KIND16_OF(round16), per_sample, DROP_ARGS(d));
+           cu_f32(beta), (unsigned short *)cu_addr(sum16.buf ? sum16 : out, 2),
+           (unsigned short *)cu_addr(out16.buf ? out16 : out, 2), rows, cols, eps,
+           BT_KIND16_OF(round16), copies, per_sample, DROP_ARGS(d));
 }
 
 static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                    bt_ptr key_mask, int B, int H, int T, float scale,
                                    bt_dtype round16, uint32_t first_sample, float p,
-                                   bt_rng_key key) {
+                                   bt_rng_key key, bt_ptr dropped16, bt_ptr probs16) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
+    const int copies = (dropped16.buf ? BT_COPY16_OUT : 0) | (probs16.buf ? BT_COPY16_IN : 0);
     LAUNCH(c, softmax_dropout_fwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dropped),
-           cu_f32(probs), cu_f32(scores), cu_i32(key_mask), B * H * T, H * T, T, scale,
-           BT_KIND16_OF(round16), DROP_ARGS(d));
+           cu_f32(probs), cu_f32(scores), cu_i32(key_mask),
+           (unsigned short *)cu_addr(dropped16.buf ? dropped16 : dropped, 2),
+           (unsigned short *)cu_addr(probs16.buf ? probs16 : dropped, 2), B * H * T, H * T, T,
+           scale, BT_KIND16_OF(round16), copies, DROP_ARGS(d));
 }
 
 static void cu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,

@@ -75,7 +75,8 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
                                        bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                        bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                        bt_dtype round16, size_t per_sample,
-                                       uint32_t first_sample, float p, bt_rng_key key) {
+                                       uint32_t first_sample, float p, bt_rng_key key,
+                                       bt_ptr sum16, bt_ptr out16) {
     args a = begin(be, K_residual_layernorm_fwd);
     arg_f32p(&a, sum);
     arg_f32p(&a, out);
@@ -86,10 +87,13 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     arg_f32p(&a, resid);
     arg_f32p(&a, gamma);
     arg_f32p(&a, beta);
+    arg_ptr(&a, sum16.buf ? sum16 : out, 2);
+    arg_ptr(&a, out16.buf ? out16 : out, 2);
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_f(&a, eps);
     arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, (sum16.buf ? BT_COPY16_IN : 0) | (out16.buf ? BT_COPY16_OUT : 0));
     arg_ul(&a, per_sample);
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
@@ -98,17 +102,20 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
 static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                     bt_ptr key_mask, int B, int H, int T, float scale,
                                     bt_dtype round16, uint32_t first_sample, float p,
-                                    bt_rng_key key) {
+                                    bt_rng_key key, bt_ptr dropped16, bt_ptr probs16) {
     args a = begin(be, K_softmax_dropout_fwd);
     arg_f32p(&a, dropped);
     arg_f32p(&a, probs);
     arg_f32p(&a, scores);
     arg_ptr(&a, key_mask, 4);
+    arg_ptr(&a, dropped16.buf ? dropped16 : dropped, 2);
+    arg_ptr(&a, probs16.buf ? probs16 : dropped, 2);
     arg_i(&a, B * H * T);
     arg_i(&a, H * T);
     arg_i(&a, T);
     arg_f(&a, scale);
     arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, (dropped16.buf ? BT_COPY16_OUT : 0) | (probs16.buf ? BT_COPY16_IN : 0));
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }

@@ -160,11 +160,15 @@ size_t bert_activation_bytes(const bert_model *m) {
     return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_slot * 2;
 }
 
-bt_ptr bert_operand16(const bert_model *m, size_t off, size_t n) {
+bt_ptr bert_operand16_room(const bert_model *m, size_t n) {
     if (!m->operand16 || !fused(m, BERT_FUSE_CAST) || n == 0 || n > m->act->operand16)
-        return (bt_ptr){NULL, 0};
-    const bt_ptr half = {m->operand16, 0};
-    m->be->cast(m->be, half, (bt_dtype)m->cfg.storage, act(m, off), BT_F32, n);
+        return BT_NO_PTR;
+    return (bt_ptr){m->operand16, 0};
+}
+
+bt_ptr bert_operand16(const bert_model *m, size_t off, size_t n) {
+    const bt_ptr half = bert_operand16_room(m, n);
+    if (half.buf) m->be->cast(m->be, half, (bt_dtype)m->cfg.storage, act(m, off), BT_F32, n);
     return half;
 }
 

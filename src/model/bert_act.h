@@ -143,6 +143,10 @@ bt_ptr bert_act_half(const bert_model *m, int layer, size_t off);
  * values are the ones gemm16 converts itself: the same bits either way. */
 bt_ptr bert_operand16(const bert_model *m, size_t off, size_t n);
 
+/* The operand16 buffer when bert_operand16 would use it for n values, for an
+ * op that writes the 16-bit copy itself; else buf NULL. */
+bt_ptr bert_operand16_room(const bert_model *m, size_t n);
+
 /* After a layer's forward: its output (activation offset `out`) to xin, the
  * next layer's input. Nothing without a stash. */
 void bert_act_stash_layer(const bert_model *m, const bert_tape *tape, size_t out);

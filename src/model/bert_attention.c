@@ -124,8 +124,9 @@ static void attention_fused_bwd(bert_run *r, int l, const attn_dims *g, float p)
  * sqrt(D))) V from layer l's QKV projection (N, 3H), token-major both. */
 /* probs = softmax(QK^T/sqrt(D)) of layer l, and with dropout p its dropped
  * copy in dprobs (the backward's scratch, free until the backward needs
- * it); in a forward (r->st) the attention logit penalty's sum. */
-static void attention_probs(bert_run *r, int l, const attn_dims *g, float p) {
+ * it); in a forward (r->st) the attention logit penalty's sum. Returns the
+ * dropped copy's 16-bit copy where op_softmax made one (else buf NULL). */
+static bt_ptr attention_probs(bert_run *r, int l, const attn_dims *g, float p) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
@@ -138,8 +139,8 @@ static void attention_probs(bert_run *r, int l, const attn_dims *g, float p) {
             D;
         if (ticket >= 0 && !r->st->ticket.n_attn++) r->st->ticket.attn_first = ticket;
     }
-    op_softmax(r, la->probs, a->dprobs, a->mask, NH, 1.0f / sqrtf((float)D), p,
-               dropout_key(r->pass, l, SITE_ATTN_PROBS));
+    return op_softmax(r, la->probs, a->dprobs, a->mask, NH, 1.0f / sqrtf((float)D), p,
+                      dropout_key(r->pass, l, SITE_ATTN_PROBS));
 }
 
 void bert_attention_fwd(bert_run *r, int l) {
@@ -153,10 +154,14 @@ void bert_attention_fwd(bert_run *r, int l) {
         attention_fused_fwd(r, l, &g, p);
         return;
     }
-    attention_probs(r, l, &g, p);
+    const bt_ptr dropped16 = attention_probs(r, l, &g, p);
     const size_t probs = p > 0.0f ? a->dprobs : la->probs; /* after dropout */
-    heads_gemm(r, &g, false, by_head(&g, probs), false, token_major(&g, g.v, 3 * H),
-               token_major(&g, la->ctx, H));
+    head_mat pm = by_head(&g, probs);
+    if (dropped16.buf) { /* the softmax wrote the GEMM's 16-bit operand too */
+        pm.half = dropped16;
+        pm.base = probs;
+    }
+    heads_gemm(r, &g, false, pm, false, token_major(&g, g.v, 3 * H), token_major(&g, la->ctx, H));
     op_stored(r, la->ctx, (size_t)g.B * g.T * H);
 }
 

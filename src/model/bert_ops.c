@@ -169,16 +169,22 @@ void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch
     const int H = m->cfg.hidden_size;
     const uint32_t first = r->bt->first_sample;
     const bt_dtype r16 = (bt_dtype)m->cfg.storage; /* the roundings the unfused ops' stores make */
-    if (norm)
-        be->residual_layernorm_fwd(be, act(m, out), act(m, norm->out), act(m, norm->mean),
-                                   act(m, norm->rstd), act(m, branch), par(m, b), act(m, resid),
-                                   par(m, norm->w), par(m, norm->b), rows, H,
-                                   m->cfg.layer_norm_eps, r16, per_sample, first, p, key);
-    else
+    const size_t n = (size_t)rows * H;
+    if (!norm) {
         be->bias_dropout_add(be, act(m, out), act(m, branch), par(m, b), act(m, resid), rows, H,
                              r16, per_sample, first, p, key);
-    store_rounded(r, out, (size_t)rows * H);
-    if (norm) store_rounded(r, norm->out, (size_t)rows * H);
+        store_rounded(r, out, n);
+        return;
+    }
+    /* the stash's 16-bit copies written by the op itself */
+    const bt_ptr out16 = bert_act_slot16(m, r->tape, r->layer, out, true),
+                 norm16 = bert_act_slot16(m, r->tape, r->layer, norm->out, true);
+    be->residual_layernorm_fwd(be, act(m, out), act(m, norm->out), act(m, norm->mean),
+                               act(m, norm->rstd), act(m, branch), par(m, b), act(m, resid),
+                               par(m, norm->w), par(m, norm->b), rows, H, m->cfg.layer_norm_eps,
+                               r16, per_sample, first, p, key, out16, norm16);
+    if (!out16.buf) store_rounded(r, out, n);
+    if (!norm16.buf) store_rounded(r, norm->out, n);
 }
 
 void op_copy(bert_run *r, size_t dst, size_t src, size_t n) {
@@ -202,8 +208,8 @@ void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, i
 
 void op_stored(bert_run *r, size_t off, size_t n) { store(r, off, n); }
 
-void op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, float scale,
-                float p, bt_rng_key key) {
+bt_ptr op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, float scale,
+                  float p, bt_rng_key key) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const int B = r->bt->B, T = r->bt->T;
@@ -212,14 +218,18 @@ void op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, 
     /* with 16-bit storage the op rounds the probabilities as store does,
      * before dropout reads them: the unfused path's bits in any storage */
     if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION)) {
+        const bt_ptr probs16 = bert_act_slot16(m, r->tape, r->layer, probs, true),
+                     dropped16 = r->layer >= 0 ? bert_operand16_room(m, n) : BT_NO_PTR;
         be->softmax_dropout_fwd(be, act(m, dropped), act(m, probs), act(m, probs), ints(m, mask), B,
-                                NH, T, scale, (bt_dtype)m->cfg.storage, first, p, key);
-        store_rounded(r, probs, n);
-        return;
+                                NH, T, scale, (bt_dtype)m->cfg.storage, first, p, key, dropped16,
+                                probs16);
+        if (!probs16.buf) store_rounded(r, probs, n);
+        return dropped16;
     }
     be->softmax_fwd(be, act(m, probs), act(m, probs), ints(m, mask), B, NH, T, scale);
     store(r, probs, n);
     if (p > 0.0f) be->dropout(be, act(m, dropped), act(m, probs), n, per_b, first, p, key);
+    return BT_NO_PTR;
 }
 
 void op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scale, float p,

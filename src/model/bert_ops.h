@@ -98,9 +98,11 @@ void op_stored(bert_run *r, size_t off, size_t n);
 /* probs = softmax(scale * scores) over the keys the mask keeps (B, NH, T, T),
  * in place, and with p > 0 dropped = dropout(probs): one fused op
  * (BERT_FUSE_ATTENTION) or the two. dropped is the GEMM's operand, not
- * stored. */
-void op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, float scale,
-                float p, bt_rng_key key);
+ * stored. In a layer's forward the fused op writes the stash's copy of probs
+ * itself, and dropped's 16-bit copy for the GEMM into the operand16 buffer
+ * (bert_operand16_room), which it returns; else buf NULL. */
+bt_ptr op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH, float scale,
+                  float p, bt_rng_key key);
 
 /* Backward of op_softmax in place on dprobs, plus penalty * scores where
  * penalty > 0 (the attention-logit penalty's gradient; scores (B, NH, T, T)). */

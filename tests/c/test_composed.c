@@ -89,36 +89,43 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
                              inplace ? BT_F32 : BT_BF16, 5 * COLS, 3, 0.25f, key);
         return finish(be, &t, 4, bytes);
     }
-    case 3: { /* residual_layernorm_fwd: sum, out, mean, rstd, y, bias, resid, gamma, beta */
+    case 3: { /* residual_layernorm_fwd: sum, out, mean, rstd, y, bias, resid, gamma, beta,
+                 and (bf16, in place) the 16-bit copies of sum and out after them */
         const size_t n[] = {rc, rc, ROWS, ROWS, rc, COLS};
         setup(be, &t, n, 6, -1);
-        bt_buffer *more = be->alloc(be, (rc + 2 * COLS) * 4);
-        float *h = malloc((rc + 2 * COLS) * 4);
+        const size_t more_n = 2 * rc + 2 * COLS; /* resid, gamma, beta, the copies */
+        bt_buffer *more = be->alloc(be, more_n * 4);
+        float *h = malloc(more_n * 4);
         uint64_t s = 7;
-        for (size_t j = 0; j < rc + 2 * COLS; j++) h[j] = uniform(&s);
-        be->upload(be, (bt_ptr){more, 0}, h, (rc + 2 * COLS) * 4);
-        const bt_ptr resid = {more, 0}, gamma = {more, rc * 4}, beta = {more, (rc + COLS) * 4};
+        for (size_t j = 0; j < more_n; j++) h[j] = uniform(&s);
+        be->upload(be, (bt_ptr){more, 0}, h, more_n * 4);
+        const bt_ptr resid = {more, 0}, gamma = {more, rc * 4}, beta = {more, (rc + COLS) * 4},
+                     sum16 = {more, (rc + 2 * COLS) * 4}, out16 = {more, (rc + 2 * COLS) * 4 + rc * 2};
         be->residual_layernorm_fwd(be, inplace ? resid : P(0), P(1), P(2), P(3), P(4), P(5), resid,
                                    gamma, beta, ROWS, COLS, 1e-5f, inplace ? BT_BF16 : BT_F32,
-                                   7 * COLS, 0, 0.1f, key);
-        be->download(be, h, (bt_ptr){more, 0}, rc * 4);
+                                   7 * COLS, 0, 0.1f, key, inplace ? sum16 : BT_NO_PTR,
+                                   inplace ? out16 : BT_NO_PTR);
+        be->download(be, h, (bt_ptr){more, 0}, more_n * 4);
         be->free(be, more);
         size_t b;
-        unsigned char *o = finish(be, &t, 6, &b), *all = malloc(b + rc * 4);
+        unsigned char *o = finish(be, &t, 6, &b), *all = malloc(b + more_n * 4);
         memcpy(all, o, b);
-        memcpy(all + b, h, rc * 4);
+        memcpy(all + b, h, more_n * 4);
         free(o);
         free(h);
-        *bytes = b + rc * 4;
+        *bytes = b + more_n * 4;
         return all;
     }
-    case 4: { /* softmax_dropout_fwd: dropped, probs, scores, key_mask */
-        const size_t n[] = {att, att, att, (size_t)B * T};
-        setup(be, &t, n, 4, 3);
+    case 4: { /* softmax_dropout_fwd: dropped, probs, scores, key_mask, and (bf16) the
+                 16-bit copies of dropped and probs */
+        const size_t n[] = {att, att, att, (size_t)B * T, att};
+        setup(be, &t, n, 5, 3);
         /* rounded to bf16 storage out of place, not rounded in place */
+        const bt_ptr copies = P(4), probs16 = {t.buf[4], att * 2};
         be->softmax_dropout_fwd(be, P(0), inplace ? P(2) : P(1), P(2), P(3), B, H, T, 0.3f,
-                                inplace ? BT_F32 : BT_BF16, 2, 0.1f, key);
-        return finish(be, &t, 4, bytes);
+                                inplace ? BT_F32 : BT_BF16, 2, 0.1f, key,
+                                inplace ? BT_NO_PTR : copies, inplace ? BT_NO_PTR : probs16);
+        return finish(be, &t, 5, bytes);
     }
     default: { /* dropout_softmax_bwd: dscores, dprobs, probs */
         const size_t n[] = {att, att, att};
