@@ -69,17 +69,18 @@ per_step() { sed -n "s/^per step: .* \([0-9.]*\) $2,.*/\1/p" "$tmpdir/$1"; }
 # calls LABEL OP: the profile's calls a step of OP
 calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 
-# The cast fusion (16-bit GEMMs on tensor cores: the emulated A100): a
-# backward operand that two GEMMs read is converted to 16 bits once, into
-# the model's operand16 buffer, instead of inside each gemm16 (each such
-# cast replaces two of gemm16's own conversions: one launch fewer), a
-# Post-LN layer's input, which its QKV projection reads in the forward and
-# the backward, is read from the layer before's stash copy (two conversions
-# fewer for each layer after the first), and the attention's dropped
-# probabilities reach the context's GEMM in the 16-bit copy that
-# softmax_dropout_fwd writes (one conversion fewer a layer). Same bits; the
-# step makes exactly that many launches fewer, and more casts than with
-# --unfused cast.
+# The cast fusion (16-bit GEMMs on tensor cores: the emulated A100). Same
+# bits with it and without (--unfused cast), more casts with it, and
+# launches fewer by exactly (the casts it adds) + X, X counting each change
+# by (launches saved) - (casts added):
+#  - a backward operand that two GEMMs read is cast once into the model's
+#    operand16 buffer instead of inside each gemm16: 1 - 1 = 0 each;
+#  - the attention's dropped probabilities reach the context's GEMM in the
+#    16-bit copy softmax_dropout_fwd writes: 1 a layer;
+#  - Post-LN: a layer's input, which its QKV projection reads in the forward
+#    and the backward, is read from the layer before's stash copy (2), and
+#    the backward's unstash of it is left out (1 - (-1) = 2): 4 for each
+#    layer after the first.
 check_cast() {
     for run in post-bf16 post-fp16 pre-bf16; do
         norm=${run%-*} prec=${run#*-}
@@ -91,7 +92,7 @@ check_cast() {
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
         inputs=$layers
-        [ "$norm" = post ] && inputs=$((inputs + 2 * (layers - 1)))
+        [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1)))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")
         c_on=$(calls "cast-$run-on" cast) c_off=$(calls "cast-$run-off" cast)

@@ -200,6 +200,21 @@ static bool read_by_gemms_only(const bert_model *m, const bert_tape *tape, int l
            (off == la->qkv || off == la->gelu || (off == la->ctx && layer != tape->top_layer));
 }
 
+/* Whether layer l's backward reads the fp32 copy of working-set offset off,
+ * which the unstash must then make. Not the values only GEMMs read
+ * (read_by_gemms_only); with gemm16 not the LayerNorm outputs either, which
+ * in the backward only the linear layers' weight-gradient GEMMs read (from
+ * the stash): LayerNorm's backward takes its input (res1, res2, Pre-LN's
+ * layer input) and the residual joins only gradients; nor Pre-LN's layer
+ * output res2, which no op of its own layer's backward reads. */
+static bool backward_reads_fp32(const bert_model *m, const bert_tape *tape, int l, size_t off) {
+    const bert_layer_acts *la = &m->act->layer[0];
+    if (read_by_gemms_only(m, tape, l, off)) return false;
+    if (!m->gemm16) return true;
+    if (off == la->ln1 || off == la->ln2) return false;
+    return !(m->cfg.norm == BERT_NORM_PRE && off == la->res2);
+}
+
 /* Whether offset off of layer `layer` goes through the stash. */
 static bool in_stash(const bert_model *m, int layer, size_t off) {
     const struct bert_act_layout *a = m->act;
@@ -280,9 +295,13 @@ void bert_act_unstash_layer(const bert_model *m, const bert_tape *tape, int l, i
     const bt_dtype dt = (bt_dtype)m->cfg.storage;
     size_t off[9], n[9];
     for (int i = 0, k = stashed_spans(m, tape, off, n); i < k; i++)
-        if (n[i] && !read_by_gemms_only(m, tape, l, off[i]))
+        if (n[i] && backward_reads_fp32(m, tape, l, off[i]))
             be->cast(be, act(m, off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
-    if (before >= 0)
+    /* Post-LN's layer input meets only the QKV projection's GEMM in the
+     * backward, which reads the stash copy (bert.c's half_input) */
+    const bool input_in_gemm_only = m->gemm16 && fused(m, BERT_FUSE_CAST) &&
+                                    m->cfg.norm != BERT_NORM_PRE;
+    if (before >= 0 && !input_in_gemm_only)
         be->cast(be, act(m, m->act->xin), BT_F32, stash_at(m, before, before_out), dt,
                  (size_t)tape->B * tape->T * m->cfg.hidden_size);
 }

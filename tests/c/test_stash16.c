@@ -386,8 +386,8 @@ int main(int argc, char **argv) {
             printf("FAIL %s: %s\n", argv[1], err);
             return 1;
         }
-        const int norms[2] = {BERT_NORM_POST, BERT_NORM_PRE};
-        for (int i = 0; i < 2; i++) {
+        const int norms[3] = {BERT_NORM_POST, BERT_NORM_PRE, BERT_NORM_ADMIN};
+        for (int i = 0; i < 3; i++) {
             run_gemm16_case(be, norms[i], BT_BF16);
             run_gemm16_case(be, norms[i], BT_F16);
         }
