@@ -339,10 +339,12 @@ struct bt_backend {
      * With BT_F32 both must be NULL.   y, out, y16, out16: (rows, cols) */
     void (*bias_gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                           int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16);
-    /* dx = dout * gelu'(x), with round16 BT_BF16 or BT_F16 rounded to it
-     * (16-bit storage; BT_F32: not rounded); dbias[c] += sum_r dx[r, c]:
-     * gelu_bwd, round16, bias_grad (dx may alias dout).
-     * dx, dout, x: (rows, cols) */
+    /* dx = round16(dout) * gelu'(x), with round16 BT_BF16 or BT_F16 rounded
+     * to it (16-bit storage; BT_F32: neither rounded); dbias[c] += sum_r
+     * dx[r, c]: round16 (of dout, into dx), gelu_bwd, round16, bias_grad (dx
+     * may alias dout; dout itself is not written unless it is dx). Rounding
+     * dout as it is read lets the model leave the rounding pass over a
+     * gradient that this op alone reads.   dx, dout, x: (rows, cols) */
     void (*bias_gelu_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
                           int rows, int cols, bt_dtype round16);
     /* out = resid + dropout(y + bias): bias_add, dropout over element r*cols + c

@@ -162,6 +162,7 @@ static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double
     (void)s;
     const fused_args *f = a;
     bt_ptr dx = f->inplace ? t[0].p : t[3].p;
+    if (f->round16 != BT_F32) be->round16(be, t[0].p, f->round16, (size_t)f->rows * f->cols);
     be->gelu_bwd(be, dx, t[0].p, t[2].p, (size_t)f->rows * f->cols);
     if (f->round16 != BT_F32) be->round16(be, dx, f->round16, (size_t)f->rows * f->cols);
     be->bias_grad(be, t[1].p, dx, f->rows, f->cols);
@@ -215,8 +216,8 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
         const double thr = round16_thr(rounds[k]);
         a.round16 = rounds[k];
         double *rdx = ref_alloc(n * 8), *rdb = ref_dup(g.db, c), *mdb = ref_abs(g.db, c);
-        for (size_t i = 0; i < n; i++) {
-            rdx[i] = (double)g.dout[i] * ref_gelu_grad(g.x[i]);
+        for (size_t i = 0; i < n; i++) { /* dout rounded as the op reads it (exact) */
+            rdx[i] = (double)round16_host(g.dout[i], a.round16) * ref_gelu_grad(g.x[i]);
             rdb[i % c] += rdx[i];
             mdb[i % c] += fabs(rdx[i]);
         }

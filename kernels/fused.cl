@@ -28,8 +28,8 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
     if (copies16 & BT_COPY16_IN) y16[i] = f32_to_kind16(v, kind16);
 }
 
-/* dx = dout * gelu'(x), rounded to the storage kind kind16 (BT_KIND16_NONE:
- * not rounded), for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
+/* dx = dout * gelu'(x), dout rounded to the storage kind kind16 as it is read
+ * and dx as it is written (BT_KIND16_NONE: neither), for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
  * their column sum: partial[g cols + c] = sum (accumulate = 0: as
  * bias_grad_partial, then bias_grad over the partials), or += sum
  * (accumulate = 1, one chunk: as bias_grad's one pass), in bias_grad's
@@ -53,7 +53,7 @@ BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT
     float acc = 0.0f;
     for (size_t r = r0 + (size_t)lane; in && r < r1; r += BT_LANES) {
         const size_t k = r * cols + c;
-        const float v = round_kind16(dout[k] * gelu_grad_value(x[k]), kind16);
+        const float v = round_kind16(round_kind16(dout[k], kind16) * gelu_grad_value(x[k]), kind16);
         dx[k] = v;
         acc += v;
     }

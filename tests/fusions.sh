@@ -77,6 +77,9 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #    operand16 buffer instead of inside each gemm16: 1 - 1 = 0 each;
 #  - the attention's dropped probabilities reach the context's GEMM in the
 #    16-bit copy softmax_dropout_fwd writes: 1 a layer;
+#  - the context's gradient, whose one reader is that cast (which rounds),
+#    gets no rounding pass of its own: 1 for each layer below the top one
+#    (the top layer's comes from its rows, scattered);
 #  - Post-LN: a layer's input, which its QKV projection reads in the forward
 #    and the backward, is read from the layer before's stash copy (2), and
 #    the backward's unstash of it is left out (1 - (-1) = 2): 4 for each
@@ -91,7 +94,7 @@ check_cast() {
         [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
-        inputs=$layers
+        inputs=$((layers + layers - 1))
         [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1)))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")

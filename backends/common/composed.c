@@ -23,6 +23,12 @@ static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr 
  * dx: gelu_bwd, round16, bias_grad. */
 static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout,
                                    bt_ptr x, int rows, int cols, bt_dtype round16) {
+    if (round16 != BT_F32) { /* dout rounded into dx, then gelu_bwd in place */
+        if (dx.buf != dout.buf || dx.off != dout.off)
+            be->copy(be, dx, dout, (size_t)rows * cols * sizeof(float));
+        be->round16(be, dx, round16, (size_t)rows * cols);
+        dout = dx;
+    }
     be->gelu_bwd(be, dx, dout, x, (size_t)rows * cols);
     if (round16 != BT_F32) be->round16(be, dx, round16, (size_t)rows * cols);
     be->bias_grad(be, dbias, dx, rows, cols);

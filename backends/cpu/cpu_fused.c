@@ -33,7 +33,13 @@ static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
-        cpu_gelu_grad_span(DX + row, D + row, X + row, (size_t)cols);
+        const float *d = D + row;
+        if (round16 != BT_F32) { /* dout rounded as it is read, into dx */
+            if (DX != D) memcpy(DX + row, D + row, (size_t)cols * sizeof *DX);
+            cpu_round16_span((uint32_t *)(DX + row), round16, (size_t)cols);
+            d = DX + row;
+        }
+        cpu_gelu_grad_span(DX + row, d, X + row, (size_t)cols);
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)(DX + row), round16, (size_t)cols);
     }
     cpu_column_sums(be->ctx, cpu_f32(dbias), NULL, DX, NULL, NULL, NULL, rows, cols);

@@ -166,6 +166,10 @@ static void attn_block_bwd(bert_run *r, int l, size_t in) {
     branch_bwd(r, l, SITE_ATTN_OUT, d);
     if (d.top)
         bert_top_ctx_bwd(r, w, d.N, d.H);
+    else if (!r->m->fused_attention && bert_operand16_room(r->m, (size_t)d.N * d.H).buf)
+        /* dctx meets only bert_operand16's cast (attention's GEMMs), which rounds */
+        op_linear_bwd_unstored(r, a->dctx, w->ao_w, w->ao_b, a->dH, a->layer[l].ctx, d.N, d.H,
+                               d.H);
     else
         op_linear_bwd(r, a->dctx, w->ao_w, w->ao_b, a->dH, a->layer[l].ctx, d.N, d.H, d.H);
     bert_attention_bwd(r, l);
@@ -193,7 +197,10 @@ static void ffn_block_bwd(bert_run *r, int l, size_t in) {
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
     branch_bwd(r, l, SITE_FFN_OUT, d);
-    op_linear_bwd(r, a->dI, w->fc2_w, w->fc2_b, a->dH, la->gelu, d.N, d.I, d.H);
+    if (fused(r->m, BERT_FUSE_GELU)) /* bias_gelu_bwd, dI's one reader, rounds it */
+        op_linear_bwd_unstored(r, a->dI, w->fc2_w, w->fc2_b, a->dH, la->gelu, d.N, d.I, d.H);
+    else
+        op_linear_bwd(r, a->dI, w->fc2_w, w->fc2_b, a->dH, la->gelu, d.N, d.I, d.H);
     const bool bias_done = op_bias_gelu_bwd(r, a->dI, la->fc1, w->fc1_b, d.N, d.I);
     op_linear_bwd(r, a->dH, w->fc1_w, bias_done ? NO_BIAS : w->fc1_b, a->dI, in, d.N, d.H, d.I);
 }

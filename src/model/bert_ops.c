@@ -35,6 +35,13 @@ void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows,
 
 void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in, int rows,
                    int in_f, int out_f) {
+    if (rows == 0) return;
+    op_linear_bwd_unstored(r, din, w, b, dout, in, rows, in_f, out_f);
+    store(r, din, (size_t)rows * in_f);
+}
+
+void op_linear_bwd_unstored(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
+                            int rows, int in_f, int out_f) {
     const bert_model *m = r->m;
     if (rows == 0) return;
     unsigned s16 = 0;
@@ -48,7 +55,6 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
     if (b != NO_BIAS) m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f);
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
     mm_weight(m, rows, in_f, out_f, d, d_a16, w, false, in_f, 0.0f, act(m, din));
-    store(r, din, (size_t)rows * in_f);
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
 }
 

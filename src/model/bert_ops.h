@@ -34,6 +34,13 @@ void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows,
 void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in, int rows,
                    int in_f, int out_f);
 
+/* op_linear_bwd with din left as the GEMM wrote it, not stored (rounded) as
+ * the model stores activations: for a din whose readers all round it as
+ * they read it (bias_gelu_bwd's dout, bert_operand16's cast), so that the
+ * rounding pass is not made. */
+void op_linear_bwd_unstored(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
+                            int rows, int in_f, int out_f);
+
 /* out = LayerNorm(in) (rows, H) with the parameters w, b; mean and rstd
  * (rows) saved for the backward. */
 void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, size_t w,
