@@ -344,9 +344,11 @@ struct bt_backend {
      * dx[r, c]: round16 (of dout, into dx), gelu_bwd, round16, bias_grad (dx
      * may alias dout; dout itself is not written unless it is dx). Rounding
      * dout as it is read lets the model leave the rounding pass over a
-     * gradient that this op alone reads.   dx, dout, x: (rows, cols) */
+     * gradient that this op alone reads. x is in x_dtype: BT_F32, or with
+     * 16-bit storage round16's dtype (the stash's copy, read as it is).
+     * dx, dout, x: (rows, cols) */
     void (*bias_gelu_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                          int rows, int cols, bt_dtype round16);
+                          int rows, int cols, bt_dtype round16, bt_dtype x_dtype);
     /* out = resid + dropout(y + bias): bias_add, dropout over element r*cols + c
      * (per_sample, first_sample, p, key as dropout's), add. With round16
      * BT_BF16 or BT_F16 (16-bit storage) y + bias is rounded to it before the

@@ -292,9 +292,10 @@ static void p_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, i
           in->bias_gelu_fwd(in, out, y, bias, rows, cols, r16, out16, y16));
 }
 static void p_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr db, bt_ptr dout, bt_ptr x,
-                            int rows, int cols, bt_dtype r16) {
-    TIMED(be, bias_gelu_bwd, 0, F4 * (3.0 * rows * cols + 2.0 * cols),
-          in->bias_gelu_bwd(in, dx, db, dout, x, rows, cols, r16));
+                            int rows, int cols, bt_dtype r16, bt_dtype xt) {
+    TIMED(be, bias_gelu_bwd, 0,
+          F4 * (2.0 * rows * cols + 2.0 * cols) + (double)bt_dtype_size(xt) * rows * cols,
+          in->bias_gelu_bwd(in, dx, db, dout, x, rows, cols, r16, xt));
 }
 static void p_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                int rows, int cols, bt_dtype r16, size_t per, uint32_t first,

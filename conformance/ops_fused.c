@@ -116,6 +116,7 @@ static void v_stored16(verdict *v, const char *what, const float *out, size_t n,
 typedef struct {
     const float *y, *bias, *dout, *x, *db;
     size_t n, c;
+    const uint16_t *x16; /* bias_gelu_bwd: x in 16 bits (the stash's copy), or NULL */
 } gelu_inputs;
 
 static void make_bias_gelu_fwd(tensor *t, void *in) {
@@ -146,24 +147,32 @@ static void run_bias_gelu_fwd_unfused(bt_backend *be, tensor *t, void *a, double
 }
 
 static void make_bias_gelu_bwd(tensor *t, void *in) {
-    const gelu_inputs *g = in; /* dout (dx when in place), dbias, x, dx */
+    const gelu_inputs *g = in; /* dout (dx when in place), dbias, x, dx; x in 16 bits and
+                                  widened (the unfused ops' cast) */
     t[0] = tensor_out("dout", g->dout, g->n);
     t[1] = tensor_out("dbias", g->db, g->c);
     t[2] = tensor_in("x", g->x, g->n);
     t[3] = tensor_out("dx", NULL, g->n);
+    t[4] = tensor_16bit("x16", g->x16, g->x16 ? g->n : 0, false);
+    t[5] = tensor_out("x widened", NULL, g->x16 ? g->n : 0);
 }
 static void run_bias_gelu_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
-    be->bias_gelu_bwd(be, f->inplace ? t[0].p : t[3].p, t[1].p, t[0].p, t[2].p, f->rows, f->cols,
-                      f->round16);
+    const bool x16 = t[4].n > 0;
+    be->bias_gelu_bwd(be, f->inplace ? t[0].p : t[3].p, t[1].p, t[0].p, x16 ? t[4].p : t[2].p,
+                      f->rows, f->cols, f->round16, x16 ? f->round16 : BT_F32);
 }
 static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
-    bt_ptr dx = f->inplace ? t[0].p : t[3].p;
+    bt_ptr dx = f->inplace ? t[0].p : t[3].p, x = t[2].p;
+    if (t[4].n > 0) { /* the 16-bit x widened, as the unstash did */
+        be->cast(be, t[5].p, BT_F32, t[4].p, f->round16, (size_t)f->rows * f->cols);
+        x = t[5].p;
+    }
     if (f->round16 != BT_F32) be->round16(be, t[0].p, f->round16, (size_t)f->rows * f->cols);
-    be->gelu_bwd(be, dx, t[0].p, t[2].p, (size_t)f->rows * f->cols);
+    be->gelu_bwd(be, dx, t[0].p, x, (size_t)f->rows * f->cols);
     if (f->round16 != BT_F32) be->round16(be, dx, f->round16, (size_t)f->rows * f->cols);
     be->bias_grad(be, t[1].p, dx, f->rows, f->cols);
 }
@@ -205,30 +214,43 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
     reseed("bias_gelu", (size_t)si);
     const size_t n = (size_t)a.rows * a.cols, c = (size_t)a.cols;
     gelu_inputs g = {rand_floats(n, 1.5, 0), rand_floats(c, 0.5, 0), rand_floats(n, 1, 0),
-                     rand_floats(n, 1.5, 0), rand_floats(c, 1, 0), n, c};
+                     rand_floats(n, 1.5, 0), rand_floats(c, 1, 0), n, c, NULL};
     char shape[64];
     if (want_op("bias_gelu_fwd")) bias_gelu_fwd_cases(be, &a, &g);
     /* in place in fp32, out of place rounded to bf16 and to f16 (against the
-     * unrounded reference within the rounding, and the unfused ops' bits) */
-    static const bt_dtype rounds[] = {BT_F32, BT_F32, BT_BF16, BT_F16};
-    for (int k = 0; k < 4 && want_op("bias_gelu_bwd"); k++) {
+     * unrounded reference within the rounding, and the unfused ops' bits),
+     * the last two with x in 16 bits (the stash's copy; the reference takes
+     * its value, the unfused ops widen it with cast) */
+    static const bt_dtype rounds[] = {BT_F32, BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16};
+    uint16_t *x16 = malloc(n * sizeof *x16);
+    if (!x16) exit(99);
+    for (int k = 0; k < 6 && want_op("bias_gelu_bwd"); k++) {
         const int inpl = k == 1;
         const double thr = round16_thr(rounds[k]);
         a.round16 = rounds[k];
+        g.x16 = k >= 4 ? x16 : NULL;
+        for (size_t i = 0; g.x16 && i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &g.x[i], 4);
+            x16[i] = a.round16 == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+        }
         double *rdx = ref_alloc(n * 8), *rdb = ref_dup(g.db, c), *mdb = ref_abs(g.db, c);
         for (size_t i = 0; i < n; i++) { /* dout rounded as the op reads it (exact) */
-            rdx[i] = (double)round16_host(g.dout[i], a.round16) * ref_gelu_grad(g.x[i]);
+            const float xi = g.x16 ? round16_host(g.x[i], a.round16) : g.x[i];
+            rdx[i] = (double)round16_host(g.dout[i], a.round16) * ref_gelu_grad(xi);
             rdb[i % c] += rdx[i];
             mdb[i % c] += fabs(rdx[i]);
         }
         a.inplace = inpl;
         fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr, 0}, {1, rdb, mdb, thr, 0}};
-        snprintf(shape, sizeof shape, "%dx%d +=%s%s", a.rows, a.cols, inpl ? " dx=dout" : "",
-                 storage_suffix(a.round16));
-        fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, inpl ? 3 : 4, run_bias_gelu_bwd,
+        snprintf(shape, sizeof shape, "%dx%d +=%s%s%s", a.rows, a.cols, inpl ? " dx=dout" : "",
+                 storage_suffix(a.round16), g.x16 ? ", x in 16 bits" : "");
+        fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, inpl ? 3 : 6, run_bias_gelu_bwd,
                    run_bias_gelu_bwd_unfused, &a, outs, 2, shape);
         free(rdx), free(rdb), free(mdb);
     }
+    free(x16);
+    g.x16 = NULL;
     a.round16 = BT_F32;
     free((void *)g.y), free((void *)g.bias), free((void *)g.dout), free((void *)g.x);
     free((void *)g.db);

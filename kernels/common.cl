@@ -223,6 +223,11 @@ BT_FN ushort f32_to_kind16(float x, int kind) {
     return kind == BT_KIND16_BF16 ? f32_to_bf16(as_uint(x)) : f32_to_f16(as_uint(x));
 }
 
+/* The value of 16-bit bits h of the storage kind (BT_KIND16_BF16 or _F16). */
+BT_FN float kind16_value(ushort h, int kind) {
+    return as_float(kind == BT_KIND16_BF16 ? bf16_to_f32(h) : f16_to_f32(h));
+}
+
 /* x rounded to the 16-bit storage kind's nearest value (kernels/cast.cl's
  * round16), or x itself for BT_KIND16_NONE. */
 BT_FN float round_kind16(float x, int kind) {

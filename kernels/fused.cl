@@ -29,7 +29,8 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
 }
 
 /* dx = dout * gelu'(x), dout rounded to the storage kind kind16 as it is read
- * and dx as it is written (BT_KIND16_NONE: neither), for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
+ * and dx as it is written (BT_KIND16_NONE: neither), x read from x16 in
+ * kind16 where x_is16 (else from x), for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
  * their column sum: partial[g cols + c] = sum (accumulate = 0: as
  * bias_grad_partial, then bias_grad over the partials), or += sum
  * (accumulate = 1, one chunk: as bias_grad's one pass), in bias_grad's
@@ -37,12 +38,13 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
  * BT_COL_SLAB), one work-group per (chunk, slab of columns); global:
  * BT_COL_GLOBAL(chunks, cols, BT_WG). */
 BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT_IN(float, dout),
-                                   BT_IN(float, x), int rows, int cols, int chunk_rows,
-                                   int accumulate, int kind16) {
+                                   BT_IN(float, x), BT_IN(ushort, x16), int rows, int cols,
+                                   int chunk_rows, int accumulate, int kind16, int x_is16) {
     BT_BIND(partial);
     BT_BIND(dx);
     BT_BIND(dout);
     BT_BIND(x);
+    BT_BIND(x16);
     __local float red[BT_WG];
     size_t g, c;
     int lane;
@@ -53,7 +55,8 @@ BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT
     float acc = 0.0f;
     for (size_t r = r0 + (size_t)lane; in && r < r1; r += BT_LANES) {
         const size_t k = r * cols + c;
-        const float v = round_kind16(round_kind16(dout[k], kind16) * gelu_grad_value(x[k]), kind16);
+        const float xk = x_is16 ? kind16_value(x16[k], kind16) : x[k];
+        const float v = round_kind16(round_kind16(dout[k], kind16) * gelu_grad_value(xk), kind16);
         dx[k] = v;
         acc += v;
     }

@@ -114,7 +114,8 @@ __global__ void bt_bias_gelu_fwd(float *out, float *y, const float *bias, unsign
                                  unsigned short *y16, int rows, int cols, int kind16,
                                  int copies16);
 __global__ void bt_bias_gelu_bwd(float *partial, float *dx, const float *dout, const float *x,
-                                 int rows, int cols, int chunk_rows, int accumulate, int kind16);
+                                 const unsigned short *x16, int rows, int cols, int chunk_rows,
+                                 int accumulate, int kind16, int x_is16);
 __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bias,
                                     const float *resid, int rows, int cols, int kind16,
                                     unsigned long long per_sample, unsigned int first_sample,

@@ -22,16 +22,28 @@ static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr 
 /* dx = dout * gelu'(x), rounded with 16-bit storage; dbias += column sums of
  * dx: gelu_bwd, round16, bias_grad. */
 static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout,
-                                   bt_ptr x, int rows, int cols, bt_dtype round16) {
+                                   bt_ptr x, int rows, int cols, bt_dtype round16,
+                                   bt_dtype x_dtype) {
+    const size_t n = (size_t)rows * cols;
+    bt_buffer *wide = NULL; /* a 16-bit x widened with cast */
+    if (x_dtype != BT_F32) {
+        if (!(wide = be->alloc(be, n * sizeof(float)))) {
+            fprintf(stderr, "bertrain: %s: out of device memory for %zu bytes of the composed "
+                            "bias_gelu_bwd\n", be->name, n * sizeof(float));
+            exit(1);
+        }
+        be->cast(be, (bt_ptr){wide, 0}, BT_F32, x, x_dtype, n);
+        x = (bt_ptr){wide, 0};
+    }
     if (round16 != BT_F32) { /* dout rounded into dx, then gelu_bwd in place */
-        if (dx.buf != dout.buf || dx.off != dout.off)
-            be->copy(be, dx, dout, (size_t)rows * cols * sizeof(float));
-        be->round16(be, dx, round16, (size_t)rows * cols);
+        if (dx.buf != dout.buf || dx.off != dout.off) be->copy(be, dx, dout, n * sizeof(float));
+        be->round16(be, dx, round16, n);
         dout = dx;
     }
-    be->gelu_bwd(be, dx, dout, x, (size_t)rows * cols);
-    if (round16 != BT_F32) be->round16(be, dx, round16, (size_t)rows * cols);
+    be->gelu_bwd(be, dx, dout, x, n);
+    if (round16 != BT_F32) be->round16(be, dx, round16, n);
     be->bias_grad(be, dbias, dx, rows, cols);
+    if (wide) be->free(be, wide); /* the backends free it once the queued ops are done */
 }
 
 /* out = resid + dropout(y + bias), y unchanged: the branch in a scratch

@@ -19,19 +19,22 @@ static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, 
 /* As cu_bias_grad: one pass into dbias up to BT_COL_ROWS rows, else chunk
  * partials then their sum in chunk order. */
 static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                             int rows, int cols, bt_dtype round16) {
+                             int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
     cu_ctx *c = cu(be);
-    const int kind16 = BT_KIND16_OF(round16);
+    const int kind16 = BT_KIND16_OF(round16), x_is16 = x_dtype != BT_F32;
     if (rows <= 0 || cols <= 0) return;
+    /* x in its own type; the other pointer (not read) is dout's */
+    const float *xf = cu_f32(x_is16 ? dout : x);
+    const unsigned short *xh = (const unsigned short *)cu_addr(x_is16 ? x : dout, 2);
     if (rows <= BT_COL_ROWS) {
         LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dx),
-               cu_f32(dout), cu_f32(x), rows, cols, rows, 1, kind16);
+               cu_f32(dout), xf, xh, rows, cols, rows, 1, kind16, x_is16);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
     LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dx), cu_f32(dout),
-           cu_f32(x), rows, cols, BT_COL_ROWS, 0, kind16);
+           xf, xh, rows, cols, BT_COL_ROWS, 0, kind16, x_is16);
     LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks,
            cols); /* partials by column */
 }

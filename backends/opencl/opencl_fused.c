@@ -23,7 +23,8 @@ static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
 /* One pass into dbias up to OCL_COL_ROWS rows; beyond, chunk partials then
  * bias_grad over them, as ocl_bias_grad. */
 static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                              int rows, int cols, bt_dtype round16) {
+                              int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
+    const bool x16 = x_dtype != BT_F32; /* x in its own type; the other argument is dout */
     if (rows <= 0 || cols <= 0) return;
     const bool one_pass = rows <= OCL_COL_ROWS;
     const int chunks = one_pass ? 1 : (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
@@ -37,12 +38,14 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     }
     arg_f32p(&a, dx);
     arg_f32p(&a, dout);
-    arg_f32p(&a, x);
+    arg_f32p(&a, x16 ? dout : x);
+    arg_ptr(&a, x16 ? x : dout, 2);
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_i(&a, one_pass ? rows : OCL_COL_ROWS);
     arg_i(&a, one_pass);
     arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, x16);
     launch(be, &a, BT_COL_GLOBAL(chunks, cols, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */

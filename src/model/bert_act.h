@@ -127,6 +127,11 @@ void bert_act_stored16(const bert_model *m, int layer, size_t off, size_t n);
 bt_ptr bert_act_slot16(const bert_model *m, const bert_tape *tape, int layer, size_t off,
                        bool rounded);
 
+/* The stash slot of working-set offset off of layer `layer`, whatever the
+ * GEMMs take, or buf NULL (no stash, layer -1, off outside the working set):
+ * for an op that reads the saved 16-bit values as they are. */
+bt_ptr bert_act_stashed(const bert_model *m, int layer, size_t off);
+
 /* The 16-bit copy in layer `layer`'s stash slot of the working-set
  * activation at offset off, for gemm16 to read as it is (BT_GEMM_A16 /
  * B16), or buf NULL: no stash, no gemm16, layer -1 or off outside the

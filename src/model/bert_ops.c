@@ -105,9 +105,12 @@ bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const bool fuse = fused(m, BERT_FUSE_GELU);
-    if (fuse) { /* d *= gelu'(fc1), rounded as store does, and the bias gradient in one pass */
-        be->bias_gelu_bwd(be, act(m, d), grd(m, b), act(m, d), act(m, fc1), rows, cols,
-                          (bt_dtype)m->cfg.storage);
+    if (fuse) { /* d *= gelu'(fc1), rounded as store does, and the bias gradient in one pass;
+                 * fc1 read from the stash where it is there (the unstash leaves it) */
+        const bt_ptr fc1_16 = bert_act_stashed(m, r->half_layer, fc1);
+        be->bias_gelu_bwd(be, act(m, d), grd(m, b), act(m, d), fc1_16.buf ? fc1_16 : act(m, fc1),
+                          rows, cols, (bt_dtype)m->cfg.storage,
+                          fc1_16.buf ? (bt_dtype)m->cfg.storage : BT_F32);
         store_rounded(r, d, (size_t)rows * cols);
     } else {
         be->gelu_bwd(be, act(m, d), act(m, d), act(m, fc1), (size_t)rows * cols);

@@ -75,12 +75,13 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS, BT_BF16, P(3), P(4));
         return finish(be, &t, 5, bytes);
     }
-    case 1: { /* bias_gelu_bwd: dx, dbias, dout, x */
-        const size_t n[] = {rc, COLS, rc, rc};
-        setup(be, &t, n, 4, -1);
-        be->bias_gelu_bwd(be, inplace ? P(2) : P(0), P(1), P(2), P(3), ROWS, COLS,
-                          inplace ? BT_F32 : BT_F16);
-        return finish(be, &t, 4, bytes);
+    case 1: { /* bias_gelu_bwd: dx, dbias, dout, x, and x in f16 (read out of place) */
+        const size_t n[] = {rc, COLS, rc, rc, rc};
+        setup(be, &t, n, 5, -1);
+        be->cast(be, P(4), BT_F16, P(3), BT_F32, rc);
+        be->bias_gelu_bwd(be, inplace ? P(2) : P(0), P(1), P(2), inplace ? P(3) : P(4), ROWS,
+                          COLS, inplace ? BT_F32 : BT_F16, inplace ? BT_F32 : BT_F16);
+        return finish(be, &t, 5, bytes);
     }
     case 2: { /* bias_dropout_add: out, y, bias, resid */
         const size_t n[] = {rc, rc, COLS, rc};
