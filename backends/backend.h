@@ -222,10 +222,11 @@ struct bt_backend {
     /* dx = d out / d x (may alias dout), dgamma += sum_r dout * xhat,
      * dbeta += sum_r dout   (x, mean, rstd from the forward); with round16
      * BT_BF16 or BT_F16 (16-bit storage) dx is rounded to it, as round16
-     * after would (BT_F32: not rounded); dgamma and dbeta never are. */
+     * after would (BT_F32: not rounded); dgamma and dbeta never are. x is in
+     * x_dtype: BT_F32, or 16 bits (the stash's copy, read as it is). */
     void (*layernorm_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                           bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                          int rows, int cols, bt_dtype round16);
+                          int rows, int cols, bt_dtype round16, bt_dtype x_dtype);
     /* In-place: unless an op says otherwise, an output may alias an input of
      * the same shape that is read at the same index only (dx = dout in the
      * backward ops, out = a in add). */

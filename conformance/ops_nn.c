@@ -1,6 +1,7 @@
 /* Conformance checks of the neural-network ops: embed_fwd/bwd,
  * layernorm_fwd/bwd, gelu and tanh forward/backward, softmax_fwd/bwd and
  * dropout. Backward references are checked against finite differences. */
+#include "backends/common/half.h"
 #include "backends/philox.h"
 #include "ops.h"
 
@@ -139,6 +140,7 @@ typedef struct {
     int rows, cols, inplace;
     float eps;
     bt_dtype round16; /* layernorm_bwd's rounding of dx (BT_F32: none) */
+    bt_dtype x_dtype; /* layernorm_bwd's x: BT_F32, or 16 bits */
 } layernorm_args;
 static void run_ln_fwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -149,7 +151,50 @@ static void run_ln_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a; /* dout, dgamma, dbeta, x, mean, rstd, gamma, [dx] */
     be->layernorm_bwd(be, q->inplace ? t[0].p : t[7].p, t[1].p, t[2].p, t[0].p, t[3].p, t[4].p,
-                      t[5].p, t[6].p, q->rows, q->cols, q->round16);
+                      t[5].p, t[6].p, q->rows, q->cols, q->round16, q->x_dtype);
+}
+
+/* layernorm_bwd with x given in q.x_dtype (16 bits: the stash's copy) gives
+ * the bits of the op given the same values widened to fp32: dx, dgamma,
+ * dbeta. */
+static void check_ln_bwd_x16(bt_backend *be, layernorm_args q, const float *x, const float *g,
+                             const float *dout, const float *dg, const float *db, const float *mu,
+                             const float *rs) {
+    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
+    const int inpl = q.inplace, nt = inpl ? 7 : 8, o = inpl ? 0 : 7;
+    uint16_t *x16 = malloc(n * sizeof *x16);
+    float *xw = malloc(n * sizeof *xw);
+    if (!x16 || !xw) exit(99);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        x16[i] = q.x_dtype == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+        u = q.x_dtype == BT_BF16 ? bf16_to_f32(x16[i]) : f16_to_f32(x16[i]);
+        memcpy(&xw[i], &u, 4);
+    }
+    tensor t[] = {inpl ? tensor_out("dout", dout, n) : tensor_in("dout", dout, n),
+                  tensor_out("dgamma", dg, c), tensor_out("dbeta", db, c),
+                  tensor_16bit("x16", x16, n, false), tensor_in("mean", mu, r),
+                  tensor_in("rstd", rs, r), tensor_in("gamma", g, c),
+                  tensor_out("dx", NULL, n)};
+    tensor u[8];
+    memcpy(u, t, sizeof u);
+    u[3] = tensor_in("x widened", xw, n);
+    layernorm_args q32 = q;
+    q32.x_dtype = BT_F32;
+    verdict v = v_new();
+    if (exec_op(&v, be, t, nt, run_ln_bwd, &q, NULL) &&
+        exec_op(&v, be, u, nt, run_ln_bwd, &q32, NULL)) {
+        v_bits(&v, "dx vs x widened", RES(t[o]), RES(u[o]), n);
+        v_bits(&v, "dgamma vs x widened", RES(t[1]), RES(u[1]), c);
+        v_bits(&v, "dbeta vs x widened", RES(t[2]), RES(u[2]), c);
+    }
+    v_report(&v, "layernorm_bwd", "%dx%d +=%s dx %s, x in %s", q.rows, q.cols,
+             inpl ? " dx=dout" : "", q.round16 == BT_BF16 ? "bf16" : "f16",
+             q.x_dtype == BT_BF16 ? "bf16" : "f16");
+    tensors_free(t, 8);
+    tensors_free(u, 8);
+    free(x16), free(xw);
 }
 
 typedef struct {
@@ -226,7 +271,7 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         if (skip_shape(shapes[si].quick)) continue;
         reseed("layernorm_bwd_chunks", si);
-        layernorm_args q = {shapes[si].r, shapes[si].c, 0, 1e-5f, BT_F32};
+        layernorm_args q = {shapes[si].r, shapes[si].c, 0, 1e-5f, BT_F32, BT_F32};
         const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0),
               *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
@@ -239,6 +284,10 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
             q.inplace = k & 1;
             q.round16 = k < 2 ? BT_F32 : k == 2 ? BT_BF16 : BT_F16;
             check_ln_bwd(be, q, x, g, dout, dg, db, mu, rs);
+            if (k < 2) continue;
+            q.x_dtype = q.round16; /* the same with x in 16 bits */
+            check_ln_bwd_x16(be, q, x, g, dout, dg, db, mu, rs);
+            q.x_dtype = BT_F32;
         }
         free(x), free(g), free(dout), free(dg), free(db), free(rx), free(rg), free(ro);
         free(rmu), free(rrs), free(mu), free(rs);
@@ -252,7 +301,7 @@ void test_layernorm(bt_backend *be) {
         if (skip_shape(MATRIX_SHAPES[si].quick)) continue;
         reseed("layernorm", si);
         layernorm_args q = {MATRIX_SHAPES[si].r, MATRIX_SHAPES[si].c, 0,
-                            (si & 1) || MATRIX_SHAPES[si].big ? 1e-12f : 1e-5f, BT_F32};
+                            (si & 1) || MATRIX_SHAPES[si].big ? 1e-12f : 1e-5f, BT_F32, BT_F32};
         size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0), *b = rand_floats(c, 0.1, 0.0);
         float *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
@@ -284,6 +333,10 @@ void test_layernorm(bt_backend *be) {
             q.inplace = k & 1;
             q.round16 = k < 2 ? BT_F32 : k == 2 ? BT_BF16 : BT_F16;
             check_ln_bwd(be, q, x, g, dout, dg, db, mu, rs);
+            if (k < 2) continue;
+            q.x_dtype = q.round16; /* the same with x in 16 bits */
+            check_ln_bwd_x16(be, q, x, g, dout, dg, db, mu, rs);
+            q.x_dtype = BT_F32;
         }
         q.round16 = BT_F32;
         if (want_op("layernorm_bwd") && g_check_references) {

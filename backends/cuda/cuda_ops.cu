@@ -92,31 +92,48 @@ static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rst
            cu_f32(x), cu_f32(gamma), cu_f32(beta), rows, cols, eps);
 }
 
+/* LayerNorm's backward x in its own type (x_kind, BT_KIND16_*): the pointer
+ * not read is dout's. */
+typedef struct {
+    const float *f32;
+    const unsigned short *h16;
+    int kind;
+} cu_ln_x;
+
+static cu_ln_x cu_ln_x_of(bt_ptr x, bt_ptr dout, bt_dtype x_dtype) {
+    const bool h = x_dtype != BT_F32;
+    return (cu_ln_x){cu_f32(h ? dout : x), (const unsigned short *)cu_addr(h ? x : dout, 2),
+                     BT_KIND16_OF(x_dtype)};
+}
+
 /* As ocl_layernorm_params: dgamma and dbeta in one pass up to BT_COL_ROWS
  * rows, else chunk partials (chunks x 2 cols) then their sum in chunk order. */
-static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout, bt_ptr x,
+static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout, cu_ln_x x,
                                 bt_ptr mean, bt_ptr rstd, int rows, int cols) {
     if (rows <= BT_COL_ROWS) {
         LAUNCH(c, layernorm_bwd_params, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dgamma),
-               cu_f32(dbeta), cu_f32(dout), cu_f32(x), cu_f32(mean), cu_f32(rstd), rows, cols);
+               cu_f32(dbeta), cu_f32(dout), x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows, cols,
+               x.kind);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * 2 * cols * sizeof(float));
     LAUNCH(c, layernorm_bwd_params_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part,
-           cu_f32(dout), cu_f32(x), cu_f32(mean), cu_f32(rstd), rows, cols);
+           cu_f32(dout), x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows, cols, x.kind);
     LAUNCH(c, layernorm_bwd_params_sum, BT_COL_GLOBAL(1, 2 * cols, BT_WG), cu_f32(dgamma),
            cu_f32(dbeta), part, chunks, cols);
 }
 
 static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                              bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                             int rows, int cols, bt_dtype round16) {
+                             int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
     cu_ctx *c = cu(be);
+    const cu_ln_x xs = cu_ln_x_of(x, dout, x_dtype);
     /* parameter gradients first: dx may alias dout */
-    cu_layernorm_params(c, dgamma, dbeta, dout, x, mean, rstd, rows, cols);
-    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dx), cu_f32(dout), cu_f32(x),
-           cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols, BT_KIND16_OF(round16));
+    cu_layernorm_params(c, dgamma, dbeta, dout, xs, mean, rstd, rows, cols);
+    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dx), cu_f32(dout), xs.f32,
+           xs.h16, cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols, BT_KIND16_OF(round16),
+           xs.kind);
 }
 
 static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,

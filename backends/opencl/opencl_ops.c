@@ -149,11 +149,19 @@ static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 
+/* LayerNorm's backward x and x16 arguments: x in its own type, the argument
+ * not read dout. */
+static void ln_x_args(args *a, bt_ptr x, bt_ptr dout, bt_dtype x_dtype) {
+    arg_f32p(a, x_dtype != BT_F32 ? dout : x);
+    arg_ptr(a, x_dtype != BT_F32 ? x : dout, 2);
+}
+
 /* layernorm_bwd's dgamma and dbeta: one pass up to OCL_COL_ROWS rows;
  * beyond, chunk partials (chunks x 2 cols: dgamma's terms, then dbeta's),
  * then each column of them added in chunk order, as ocl_bias_grad. */
 static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
-                                 bt_ptr x, bt_ptr mean, bt_ptr rstd, int rows, int cols) {
+                                 bt_ptr x, bt_dtype x_dtype, bt_ptr mean, bt_ptr rstd, int rows,
+                                 int cols) {
     const bool one_pass = rows <= OCL_COL_ROWS;
     const int chunks = (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
     cl_mem part = NULL;
@@ -167,11 +175,12 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
         arg_ul(&a, 0);
     }
     arg_f32p(&a, dout);
-    arg_f32p(&a, x);
+    ln_x_args(&a, x, dout, x_dtype);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
     arg_i(&a, rows);
     arg_i(&a, cols);
+    arg_i(&a, BT_KIND16_OF(x_dtype));
     launch(be, &a, BT_COL_GLOBAL(one_pass ? 1 : chunks, cols, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_layernorm_bwd_params_sum);
@@ -186,19 +195,20 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
 
 static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                               bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                              int rows, int cols, bt_dtype round16) {
+                              int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
     /* parameter gradients first: dx may alias dout */
-    ocl_layernorm_params(be, dgamma, dbeta, dout, x, mean, rstd, rows, cols);
+    ocl_layernorm_params(be, dgamma, dbeta, dout, x, x_dtype, mean, rstd, rows, cols);
     args a = begin(be, K_layernorm_bwd_dx);
     arg_f32p(&a, dx);
     arg_f32p(&a, dout);
-    arg_f32p(&a, x);
+    ln_x_args(&a, x, dout, x_dtype);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
     arg_f32p(&a, gamma);
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, BT_KIND16_OF(x_dtype));
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 

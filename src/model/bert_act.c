@@ -214,8 +214,9 @@ static bool read_by_gemms_only(const bert_model *m, const bert_tape *tape, int l
 /* Whether layer l's backward reads the fp32 copy of working-set offset off,
  * which the unstash must then make. Not the values only GEMMs read
  * (read_by_gemms_only), nor the pre-activation fc1, which the fused
- * bias_gelu_bwd reads from the stash; with gemm16 not the LayerNorm outputs
- * either, which
+ * bias_gelu_bwd reads from the stash, nor the residual sums res1 and res2,
+ * which layernorm_bwd reads from there (op_layernorm_bwd); with gemm16 not
+ * the LayerNorm outputs either, which
  * in the backward only the linear layers' weight-gradient GEMMs read (from
  * the stash): LayerNorm's backward takes its input (res1, res2, Pre-LN's
  * layer input) and the residual joins only gradients; nor Pre-LN's layer
@@ -224,6 +225,7 @@ static bool backward_reads_fp32(const bert_model *m, const bert_tape *tape, int 
     const bert_layer_acts *la = &m->act->layer[0];
     if (read_by_gemms_only(m, tape, l, off)) return false;
     if (off == la->fc1 && fused(m, BERT_FUSE_GELU)) return false; /* bias_gelu_bwd: 16 bits */
+    if (off == la->res1 || off == la->res2) return false; /* layernorm_bwd reads 16 bits */
     if (!m->gemm16) return true;
     if (off == la->ln1 || off == la->ln2) return false;
     return !(m->cfg.norm == BERT_NORM_PRE && off == la->res2);

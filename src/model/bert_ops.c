@@ -71,10 +71,12 @@ void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, siz
                       size_t mean, size_t rstd, int rows) {
     const bert_model *m = r->m;
     const int H = m->cfg.hidden_size;
-    /* dx rounded by the op as store would (a gradient: never stashed) */
-    m->be->layernorm_bwd(m->be, act(m, dx), grd(m, w), grd(m, b), act(m, dy), act(m, x),
-                         act(m, mean), act(m, rstd), par(m, w), rows, H,
-                         (bt_dtype)m->cfg.storage);
+    /* dx rounded by the op as store would (a gradient: never stashed); x read
+     * from the stash where it is there (the unstash leaves it) */
+    const bt_ptr x16 = bert_act_stashed(m, r->half_layer, x);
+    m->be->layernorm_bwd(m->be, act(m, dx), grd(m, w), grd(m, b), act(m, dy),
+                         x16.buf ? x16 : act(m, x), act(m, mean), act(m, rstd), par(m, w), rows, H,
+                         (bt_dtype)m->cfg.storage, x16.buf ? (bt_dtype)m->cfg.storage : BT_F32);
     store_rounded(r, dx, (size_t)rows * H);
 }
 
