@@ -14,6 +14,8 @@
 #      sh scripts/bench-fusions.sh opencl:0:0 mini 128 16 2 2 2
 #      sh scripts/bench-fusions.sh cpu base 128 8 2 3 2 "fused dense-top"
 #      sh scripts/bench-fusions.sh cpu base 128 8 2 4 2 "build=/tmp/before fused"
+# PRECISION=bf16 (or fp16) in the environment runs every variant with
+# --precision PRECISION (default fp32).
 # Prints one line per run: variant, round, ms/step, samples/s; then the mean
 # ms/step of each variant and its ratio to the first variant's.
 set -u
@@ -37,7 +39,7 @@ r=1
 while [ "$r" -le "$rounds" ]; do
     for variant in $variants; do
         set -- --preset "$preset" --seq "$seq" --batch "$batch" --steps "$steps" \
-            --warmup 1 --backend "$backend" --threads "$threads"
+            --warmup 1 --backend "$backend" --threads "$threads" --precision "${PRECISION:-fp32}"
         case $variant in
             fused | build=*) set -- "$@" --unfused none ;;
             dense-top) set -- "$@" --unfused none --dense-top ;;
