@@ -29,6 +29,7 @@ static void cpu_destroy(bt_backend *be) {
     bt_partials_free(&ctx->col_part);
     bt_partials_free(&ctx->gemm_part);
     bt_partials_free(&ctx->attn_part);
+    bt_partials_free(&ctx->wide16);
     free(be->ctx);
     free(be);
 }
@@ -223,6 +224,20 @@ static void cpu_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) 
     const float *X = cpu_f32(x);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) Y[i] += alpha * X[i];
+}
+
+const float *cpu_widen16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
+    float *w = bt_partials_reserve(&ctx->wide16, n, "cpu");
+    const uint16_t *h = cpu_u16(x);
+    uint32_t *u = (uint32_t *)w;
+    if (dt == BT_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) u[i] = bf16_to_f32(h[i]);
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) u[i] = f16_to_f32(h[i]);
+    }
+    return w;
 }
 
 /* One loop per conversion, free of per-element dispatch. */

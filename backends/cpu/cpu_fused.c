@@ -4,9 +4,6 @@
  * bits; what it saves is the passes over memory between them. */
 #include "cpu_internal.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-
 static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                               int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16) {
     (void)be;
@@ -32,41 +29,19 @@ static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
                               int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
     float *DX = cpu_f32(dx);
     const float *D = cpu_f32(dout), *X = cpu_f32(x);
-    const uint16_t *X16 = x_dtype != BT_F32 ? cpu_u16(x) : NULL;
-    bool oom = false;
-#pragma omp parallel
-    { /* a 16-bit x: each thread's rows widened into its own buffer first */
-        float *xrow = X16 ? malloc((size_t)cols * sizeof *xrow) : NULL;
-        if (X16 && !xrow) {
-#pragma omp atomic write
-            oom = true;
+    if (x_dtype != BT_F32) /* a 16-bit x widened first: the fp32 path's bits */
+        X = cpu_widen16(be->ctx, x, x_dtype, (size_t)rows * cols);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const size_t row = (size_t)r * cols;
+        const float *d = D + row;
+        if (round16 != BT_F32) { /* dout rounded as it is read, into dx */
+            if (DX != D) memcpy(DX + row, D + row, (size_t)cols * sizeof *DX);
+            cpu_round16_span((uint32_t *)(DX + row), round16, (size_t)cols);
+            d = DX + row;
         }
-#pragma omp for schedule(static)
-        for (int r = 0; r < rows; r++) {
-            const size_t row = (size_t)r * cols;
-            if (X16 && !xrow) continue;
-            const float *d = D + row, *xr = X + row;
-            if (X16) {
-                for (int c = 0; c < cols; c++) {
-                    const uint32_t u = x_dtype == BT_BF16 ? bf16_to_f32(X16[row + c])
-                                                          : f16_to_f32(X16[row + c]);
-                    memcpy(&xrow[c], &u, 4);
-                }
-                xr = xrow;
-            }
-            if (round16 != BT_F32) { /* dout rounded as it is read, into dx */
-                if (DX != D) memcpy(DX + row, D + row, (size_t)cols * sizeof *DX);
-                cpu_round16_span((uint32_t *)(DX + row), round16, (size_t)cols);
-                d = DX + row;
-            }
-            cpu_gelu_grad_span(DX + row, d, xr, (size_t)cols);
-            if (round16 != BT_F32) cpu_round16_span((uint32_t *)(DX + row), round16, (size_t)cols);
-        }
-        free(xrow);
-    }
-    if (oom) {
-        fprintf(stderr, "bertrain: cpu: out of host memory for bias_gelu_bwd's rows\n");
-        exit(1);
+        cpu_gelu_grad_span(DX + row, d, X + row, (size_t)cols);
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)(DX + row), round16, (size_t)cols);
     }
     cpu_column_sums(be->ctx, cpu_f32(dbias), NULL, DX, NULL, NULL, NULL, rows, cols);
 }

@@ -44,6 +44,7 @@ typedef struct {
     bt_partials col_part; /* cpu_column_sums: the chunks' partial sums */
     bt_partials gemm_part; /* cpu_gemm: the products of k parts after the first */
     bt_partials attn_part; /* attention_fwd/bwd: each thread's rows of one head */
+    bt_partials wide16;    /* cpu_widen16: a 16-bit input widened to fp32 */
     double *chunk_part;    /* cpu_reduce_chunks: the chunks' double partials */
     size_t cap_chunk_part;
 } cpu_ctx;
@@ -75,6 +76,11 @@ static inline int cpu_col_block(int cols, int threads) {
  * (the same bits for any thread count): sum[c] += sum_r D[r][c], and where
  * sum_xhat is given, sum_xhat[c] += sum_r D[r][c] (X[r][c] - mean[r]) rstd[r]
  * (LayerNorm's dgamma). */
+/* The n 16-bit values of dtype dt at x widened to floats in ctx's grow-only
+ * scratch (wide16): for an op that takes a 16-bit input (the stash's copy)
+ * and computes in fp32, with the bits of the same op given the fp32 values. */
+const float *cpu_widen16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n);
+
 void cpu_column_sums(cpu_ctx *ctx, float *sum, float *sum_xhat, const float *D, const float *X,
                      const float *mean, const float *rstd, int rows, int cols);
 

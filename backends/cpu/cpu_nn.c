@@ -5,8 +5,6 @@
 #include "cpu_internal.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 static void cpu_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids, bt_ptr wte,
                           bt_ptr wpe, bt_ptr wtt, int B, int T, int C) {
@@ -72,21 +70,8 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     float *DX = cpu_f32(dx), *DG = cpu_f32(dgamma), *DB = cpu_f32(dbeta);
     const float *D = cpu_f32(dout), *X = cpu_f32(x), *MU = cpu_f32(mean), *RS = cpu_f32(rstd),
                 *G = cpu_f32(gamma);
-    float *wide = NULL; /* a 16-bit x widened first: the fp32 path's bits */
-    if (x_dtype != BT_F32) {
-        const size_t n = (size_t)rows * cols;
-        if (!(wide = malloc(n * sizeof *wide))) {
-            fprintf(stderr, "bertrain: cpu: out of host memory for layernorm_bwd's x\n");
-            exit(1);
-        }
-        const uint16_t *h = cpu_u16(x);
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            const uint32_t u = x_dtype == BT_BF16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
-            memcpy(&wide[i], &u, 4);
-        }
-        X = wide;
-    }
+    if (x_dtype != BT_F32) /* a 16-bit x widened first: the fp32 path's bits */
+        X = cpu_widen16(be->ctx, x, x_dtype, (size_t)rows * cols);
     /* parameter gradients first: dx may alias dout */
     cpu_column_sums(be->ctx, DB, DG, D, X, MU, RS, rows, cols);
 #pragma omp parallel for schedule(static)
@@ -104,7 +89,6 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
         }
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)o, round16, (size_t)cols);
     }
-    free(wide);
 }
 
 static void cpu_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
