@@ -226,20 +226,6 @@ static void cpu_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) 
     for (size_t i = 0; i < n; i++) Y[i] += alpha * X[i];
 }
 
-const float *cpu_widen16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
-    float *w = bt_partials_reserve(&ctx->wide16, n, "cpu");
-    const uint16_t *h = cpu_u16(x);
-    uint32_t *u = (uint32_t *)w;
-    if (dt == BT_BF16) {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) u[i] = bf16_to_f32(h[i]);
-    } else {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) u[i] = f16_to_f32(h[i]);
-    }
-    return w;
-}
-
 /* One loop per conversion, free of per-element dispatch. */
 static void cpu_cast(bt_backend *be, bt_ptr dst, bt_dtype dt, bt_ptr src, bt_dtype st,
                      size_t n) {

@@ -1,7 +1,9 @@
 /* The CPU reference backend's reductions: sums and sums of squares over
  * fixed chunks in double, added in chunk order (the same bits for any thread
  * count), the finiteness check, and the deferred forms, which the CPU computes
- * at once and hands over at the fetch. */
+ * at once and hands over at the fetch; and, beside cpu_column_sums, the other
+ * helper of the ops over saved activations: a 16-bit input widened into the
+ * context's scratch (cpu_widen16). */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -134,4 +136,18 @@ void cpu_fill_reduce_ops(bt_backend *be) {
     be->all_finite = cpu_all_finite;
     be->reduce_defer = cpu_reduce_defer;
     be->reduce_fetch = cpu_reduce_fetch;
+}
+
+const float *cpu_widen16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
+    float *w = bt_partials_reserve(&ctx->wide16, n, "cpu");
+    const uint16_t *h = cpu_u16(x);
+    uint32_t *u = (uint32_t *)w;
+    if (dt == BT_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) u[i] = bf16_to_f32(h[i]);
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) u[i] = f16_to_f32(h[i]);
+    }
+    return w;
 }
