@@ -174,22 +174,11 @@ bt_ptr bert_operand16(const bert_model *m, size_t off, size_t n) {
 
 int bert_activation_buffers(const bert_model *m) { return m->act->n_buffers + m->n_stash; }
 
-/* Whether working-set offset off of layer `layer` (>= 0) has a stash slot. */
-static bool in_stash_range(const bert_model *m, int layer, size_t off) {
-    const struct bert_act_layout *a = m->act;
-    return a->stash_per_layer && layer >= 0 && off >= a->work_base &&
-           off < a->work_base + a->stash_per_layer;
-}
-
 /* Where field `work_off` of layer l lives in the stash. */
 static bt_ptr stash_at(const bert_model *m, int l, size_t work_off) {
     const struct bert_act_layout *a = m->act;
     const size_t slot = (size_t)(l % m->stash_layers) * a->stash_slot;
     return (bt_ptr){m->stash[l / m->stash_layers], (slot + (work_off - a->work_base)) * 2};
-}
-
-bt_ptr bert_act_stashed(const bert_model *m, int layer, size_t off) {
-    return in_stash_range(m, layer, off) ? stash_at(m, layer, off) : BT_NO_PTR;
 }
 
 bt_ptr bert_act_half(const bert_model *m, int layer, size_t off) {
@@ -216,19 +205,16 @@ static bool read_by_gemms_only(const bert_model *m, const bert_tape *tape, int l
  * (read_by_gemms_only), nor the pre-activation fc1, which the fused
  * bias_gelu_bwd reads from the stash, nor the residual sums res1 and res2,
  * which layernorm_bwd reads from there (op_layernorm_bwd); with gemm16 not
- * the LayerNorm outputs either, which
- * in the backward only the linear layers' weight-gradient GEMMs read (from
- * the stash): LayerNorm's backward takes its input (res1, res2, Pre-LN's
- * layer input) and the residual joins only gradients; nor Pre-LN's layer
- * output res2, which no op of its own layer's backward reads. */
+ * the LayerNorm outputs either, which in the backward only the linear
+ * layers' weight-gradient GEMMs read (from the stash): LayerNorm's backward
+ * takes its input (res1, res2, Pre-LN's layer input) and the residual joins
+ * only gradients. */
 static bool backward_reads_fp32(const bert_model *m, const bert_tape *tape, int l, size_t off) {
     const bert_layer_acts *la = &m->act->layer[0];
     if (read_by_gemms_only(m, tape, l, off)) return false;
     if (off == la->fc1 && fused(m, BERT_FUSE_GELU)) return false; /* bias_gelu_bwd: 16 bits */
     if (off == la->res1 || off == la->res2) return false; /* layernorm_bwd reads 16 bits */
-    if (!m->gemm16) return true;
-    if (off == la->ln1 || off == la->ln2) return false;
-    return !(m->cfg.norm == BERT_NORM_PRE && off == la->res2);
+    return !(m->gemm16 && (off == la->ln1 || off == la->ln2));
 }
 
 /* Whether offset off of layer `layer` goes through the stash. */
@@ -236,6 +222,10 @@ static bool in_stash(const bert_model *m, int layer, size_t off) {
     const struct bert_act_layout *a = m->act;
     return a->stash_per_layer && layer >= 0 && off >= a->work_base &&
            off < a->work_base + a->stash_per_layer;
+}
+
+bt_ptr bert_act_stashed(const bert_model *m, int layer, size_t off) {
+    return in_stash(m, layer, off) ? stash_at(m, layer, off) : BT_NO_PTR;
 }
 
 void bert_act_stored16(const bert_model *m, int layer, size_t off, size_t n) {

@@ -170,8 +170,8 @@ void bert_act_restore_output(const bert_model *m, const bert_tape *tape, int l);
  * it, `before` (-1: none), into xin: only those some op of the backward
  * reads in fp32 (not fc1 for the fused bias_gelu_bwd, nor res1 and res2,
  * which layernorm_bwd reads in 16 bits; with gemm16 not the values GEMMs
- * alone read there, the LayerNorm outputs, Pre-LN's layer output, nor,
- * under the cast fusion, Post-LN's layer input). Nothing without a stash. */
+ * alone read there, the LayerNorm outputs, nor, under the cast fusion,
+ * Post-LN's layer input). Nothing without a stash. */
 void bert_act_unstash_layer(const bert_model *m, const bert_tape *tape, int l, int before,
                             size_t before_out);
 
