@@ -249,9 +249,14 @@ struct bt_backend {
     /* out[i] = keep ? in[i] / (1 - p) : 0, where element i is element
      * (i % per_sample) of sample first_sample + i / per_sample and keep is drawn
      * from key; n is a multiple of per_sample and 0 <= p < 1. The same call on
-     * a gradient is the backward. In-place allowed. */
+     * a gradient is the backward. In-place allowed (in_dtype BT_F32).
+     * in is in in_dtype: BT_F32, or BT_BF16 / BT_F16 (a 16-bit copy, read as
+     * it is). out16 (buf NULL: not written) takes out in kind16 (BT_BF16 or
+     * BT_F16), cast's bits: the operand a 16-bit GEMM reads next, without a
+     * cast reading out back. out with buf NULL is not written (out16 given). */
     void (*dropout)(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
-                    uint32_t first_sample, float p, bt_rng_key key);
+                    uint32_t first_sample, float p, bt_rng_key key, bt_dtype in_dtype,
+                    bt_ptr out16, bt_dtype kind16);
     /* out = a + b */
     void (*add)(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, size_t n);
     /* x *= alpha */
@@ -347,9 +352,11 @@ struct bt_backend {
      * dout as it is read lets the model leave the rounding pass over a
      * gradient that this op alone reads. x is in x_dtype: BT_F32, or with
      * 16-bit storage round16's dtype (the stash's copy, read as it is).
-     * dx, dout, x: (rows, cols) */
+     * With 16-bit storage dx16 (buf NULL: not written) takes dx in round16
+     * as well, cast's bits; with BT_F32 it must be NULL.
+     * dx, dout, x, dx16: (rows, cols) */
     void (*bias_gelu_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                          int rows, int cols, bt_dtype round16, bt_dtype x_dtype);
+                          int rows, int cols, bt_dtype round16, bt_dtype x_dtype, bt_ptr dx16);
     /* out = resid + dropout(y + bias): bias_add, dropout over element r*cols + c
      * (per_sample, first_sample, p, key as dropout's), add. With round16
      * BT_BF16 or BT_F16 (16-bit storage) y + bias is rounded to it before the
@@ -386,10 +393,14 @@ struct bt_backend {
      * dropout with per_sample = H*T*T: the backward of softmax_dropout_fwd;
      * then with round16 BT_BF16 or BT_F16 (16-bit storage) dscores =
      * round16(dscores) (BT_F32: not rounded). In place allowed (dscores =
-     * dprobs). */
+     * dprobs). probs is in probs_dtype: BT_F32, BT_BF16 or BT_F16 (the
+     * stash's copy, read as it is; round16 may be BT_F32 then). With 16-bit storage
+     * dscores16 (buf NULL: not written) takes dscores in round16 as well,
+     * cast's bits; with BT_F32 it must be NULL. */
     void (*dropout_softmax_bwd)(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                                 int B, int H, int T, float scale, bt_dtype round16,
-                                uint32_t first_sample, float p, bt_rng_key key);
+                                uint32_t first_sample, float p, bt_rng_key key,
+                                bt_dtype probs_dtype, bt_ptr dscores16);
     /* ---- fused attention: the probabilities never stored ---- */
     /* ctx (B T, NH D) = dropout(softmax(scale Q K^T over the keys j with
      * key_mask[b, j] != 0)) V for every head, Q, K, V the token-major QKV

@@ -194,8 +194,11 @@ static void p_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr p, int ro
     TIMED(be, softmax_bwd, 0, F4 * 3.0 * rows * T, in->softmax_bwd(in, ds, dp, p, rows, T, scale));
 }
 static void p_dropout(bt_backend *be, bt_ptr out, bt_ptr x, size_t n, size_t per, uint32_t first,
-                      float p, bt_rng_key key) {
-    TIMED(be, dropout, 0, F4 * 2.0 * n, in->dropout(in, out, x, n, per, first, p, key));
+                      float p, bt_rng_key key, bt_dtype x_dtype, bt_ptr out16, bt_dtype kind16) {
+    const double bytes = (x_dtype == BT_F32 ? 4.0 : 2.0) + (out.buf ? 4.0 : 0.0) +
+                         (out16.buf ? 2.0 : 0.0);
+    TIMED(be, dropout, 0, bytes * n,
+          in->dropout(in, out, x, n, per, first, p, key, x_dtype, out16, kind16));
 }
 static void p_add(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, size_t n) {
     TIMED(be, add, 0, F4 * 3.0 * n, in->add(in, out, a, b, n));
@@ -294,10 +297,11 @@ static void p_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, i
           in->bias_gelu_fwd(in, out, y, bias, rows, cols, r16, out16, y16));
 }
 static void p_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr db, bt_ptr dout, bt_ptr x,
-                            int rows, int cols, bt_dtype r16, bt_dtype xt) {
+                            int rows, int cols, bt_dtype r16, bt_dtype xt, bt_ptr dx16) {
     TIMED(be, bias_gelu_bwd, 0,
-          F4 * (2.0 * rows * cols + 2.0 * cols) + (double)bt_dtype_size(xt) * rows * cols,
-          in->bias_gelu_bwd(in, dx, db, dout, x, rows, cols, r16, xt));
+          F4 * (2.0 * rows * cols + 2.0 * cols) +
+              ((double)bt_dtype_size(xt) + (dx16.buf ? 2.0 : 0.0)) * rows * cols,
+          in->bias_gelu_bwd(in, dx, db, dout, x, rows, cols, r16, xt, dx16));
 }
 static void p_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                int rows, int cols, bt_dtype r16, size_t per, uint32_t first,
@@ -328,9 +332,11 @@ static void p_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, 
 }
 static void p_dropout_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr probs, int B,
                                   int H, int T, float scale, bt_dtype round16, uint32_t first,
-                                  float p, bt_rng_key key) {
-    TIMED(be, dropout_softmax_bwd, 0, F4 * 3.0 * B * H * T * T,
-          in->dropout_softmax_bwd(in, ds, dp, probs, B, H, T, scale, round16, first, p, key));
+                                  float p, bt_rng_key key, bt_dtype probs_dtype, bt_ptr ds16) {
+    const double bytes = 2.0 * F4 + (probs_dtype == BT_F32 ? F4 : 2.0) + (ds16.buf ? 2.0 : 0.0);
+    TIMED(be, dropout_softmax_bwd, 0, bytes * B * H * T * T,
+          in->dropout_softmax_bwd(in, ds, dp, probs, B, H, T, scale, round16, first, p, key,
+                                  probs_dtype, ds16));
 }
 
 /* Fused attention: its bytes are Q, K, V (or their 16-bit copies), the mask

@@ -148,20 +148,22 @@ static void run_bias_gelu_fwd_unfused(bt_backend *be, tensor *t, void *a, double
 
 static void make_bias_gelu_bwd(tensor *t, void *in) {
     const gelu_inputs *g = in; /* dout (dx when in place), dbias, x, dx; x in 16 bits and
-                                  widened (the unfused ops' cast) */
+                                  widened (the unfused ops' cast); dx's 16-bit copy */
     t[0] = tensor_out("dout", g->dout, g->n);
     t[1] = tensor_out("dbias", g->db, g->c);
     t[2] = tensor_in("x", g->x, g->n);
     t[3] = tensor_out("dx", NULL, g->n);
     t[4] = tensor_16bit("x16", g->x16, g->x16 ? g->n : 0, false);
     t[5] = tensor_out("x widened", NULL, g->x16 ? g->n : 0);
+    t[6] = tensor_16bit("dx16", NULL, g->n, true);
 }
 static void run_bias_gelu_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
     const bool x16 = t[4].n > 0;
     be->bias_gelu_bwd(be, f->inplace ? t[0].p : t[3].p, t[1].p, t[0].p, x16 ? t[4].p : t[2].p,
-                      f->rows, f->cols, f->round16, x16 ? f->round16 : BT_F32);
+                      f->rows, f->cols, f->round16, x16 ? f->round16 : BT_F32,
+                      f->copies16 ? t[6].p : BT_NO_PTR);
 }
 static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -175,6 +177,7 @@ static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double
     be->gelu_bwd(be, dx, t[0].p, x, (size_t)f->rows * f->cols);
     if (f->round16 != BT_F32) be->round16(be, dx, f->round16, (size_t)f->rows * f->cols);
     be->bias_grad(be, t[1].p, dx, f->rows, f->cols);
+    if (f->copies16) be->cast(be, t[6].p, f->round16, dx, BT_F32, (size_t)f->rows * f->cols);
 }
 
 /* bias_gelu_fwd without rounding and rounded to bf16 and f16 storage, the
@@ -220,7 +223,8 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
     /* in place in fp32, out of place rounded to bf16 and to f16 (against the
      * unrounded reference within the rounding, and the unfused ops' bits),
      * the last two with x in 16 bits (the stash's copy; the reference takes
-     * its value, the unfused ops widen it with cast) */
+     * its value, the unfused ops widen it with cast) and dx's 16-bit copy
+     * (half.h's conversion of dx, and the unfused ops' cast) */
     static const bt_dtype rounds[] = {BT_F32, BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16};
     uint16_t *x16 = malloc(n * sizeof *x16);
     if (!x16) exit(99);
@@ -229,6 +233,7 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
         const double thr = round16_thr(rounds[k]);
         a.round16 = rounds[k];
         g.x16 = k >= 4 ? x16 : NULL;
+        a.copies16 = k >= 4;
         for (size_t i = 0; g.x16 && i < n; i++) {
             uint32_t u;
             memcpy(&u, &g.x[i], 4);
@@ -242,16 +247,18 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
             mdb[i % c] += fabs(rdx[i]);
         }
         a.inplace = inpl;
-        fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr, 0}, {1, rdb, mdb, thr, 0}};
+        fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr, a.copies16 ? 6 : 0},
+                            {1, rdb, mdb, thr, 0}};
         snprintf(shape, sizeof shape, "%dx%d +=%s%s%s", a.rows, a.cols, inpl ? " dx=dout" : "",
-                 storage_suffix(a.round16), g.x16 ? ", x in 16 bits" : "");
-        fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, inpl ? 3 : 6, run_bias_gelu_bwd,
-                   run_bias_gelu_bwd_unfused, &a, outs, 2, shape);
+                 storage_suffix(a.round16), g.x16 ? ", x in 16 bits, dx's 16-bit copy" : "");
+        fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, inpl ? 3 : a.copies16 ? 7 : 6,
+                   run_bias_gelu_bwd, run_bias_gelu_bwd_unfused, &a, outs, 2, shape);
         free(rdx), free(rdb), free(mdb);
     }
     free(x16);
     g.x16 = NULL;
     a.round16 = BT_F32;
+    a.copies16 = false;
     free((void *)g.y), free((void *)g.bias), free((void *)g.dout), free((void *)g.x);
     free((void *)g.db);
 }
@@ -294,7 +301,7 @@ static void branch_unfused(bt_backend *be, tensor *t, const fused_args *f) {
     be->bias_add(be, t[4].p, t[2].p, f->rows, f->cols);
     if (f->round16 != BT_F32) be->round16(be, t[4].p, f->round16, n);
     if (f->p > 0.0f)
-        be->dropout(be, t[4].p, t[4].p, n, f->per_sample, f->first_sample, f->p, f->key);
+        be->dropout(be, t[4].p, t[4].p, n, f->per_sample, f->first_sample, f->p, f->key, BT_F32, BT_NO_PTR, BT_F32);
 }
 static void run_bias_dropout_add_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -404,6 +411,7 @@ typedef struct {
     const float *scores, *dp, *probs;
     const int32_t *mask;
     size_t n, nm;
+    const uint16_t *probs16; /* probs' bits in 16 bits (dropout_softmax_bwd), or NULL */
 } attn_inputs;
 
 static void make_attn(tensor *t, void *in) {
@@ -432,7 +440,7 @@ static void run_softmax_dropout_unfused(bt_backend *be, tensor *t, void *a, doub
     be->softmax_fwd(be, probs, t[0].p, t[1].p, f->B, f->H, f->T, scale);
     if (f->round16 != BT_F32) be->round16(be, probs, f->round16, (size_t)f->rows * f->cols);
     be->dropout(be, t[3].p, probs, (size_t)f->rows * f->cols, f->per_sample, f->first_sample,
-                f->p, f->key);
+                f->p, f->key, BT_F32, BT_NO_PTR, BT_F32);
     if (f->copies16) {
         be->cast(be, t[4].p, f->round16, t[3].p, BT_F32, (size_t)f->rows * f->cols);
         be->cast(be, t[5].p, f->round16, probs, BT_F32, (size_t)f->rows * f->cols);
@@ -440,25 +448,85 @@ static void run_softmax_dropout_unfused(bt_backend *be, tensor *t, void *a, doub
 }
 
 static void make_attn_bwd(tensor *t, void *in) {
-    const attn_inputs *q = in; /* dprobs (dscores when in place), probs, dscores */
+    const attn_inputs *q = in; /* dprobs (dscores when in place), probs, dscores, and with
+                                  copies16 probs in 16 bits, dscores' copy, probs widened */
     t[0] = tensor_out("dprobs", q->dp, q->n);
     t[1] = tensor_in("probs", q->probs, q->n);
     t[2] = tensor_out("dscores", NULL, q->n);
+    t[3] = tensor_16bit("probs16", q->probs16, q->n, false);
+    t[4] = tensor_16bit("dscores16", NULL, q->n, true);
+    t[5] = tensor_out("probs widened", NULL, q->n);
 }
+/* With copies16 probs is read in 16 bits (round16's dtype) and dscores'
+ * 16-bit copy written. */
 static void run_dropout_softmax_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
-    be->dropout_softmax_bwd(be, f->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, f->B, f->H, f->T,
-                            0.125f, f->round16, f->first_sample, f->p, f->key);
+    be->dropout_softmax_bwd(be, f->inplace ? t[0].p : t[2].p, t[0].p, f->copies16 ? t[3].p : t[1].p,
+                            f->B, f->H, f->T, 0.125f, f->round16, f->first_sample, f->p, f->key,
+                            f->copies16 ? f->round16 : BT_F32, f->copies16 ? t[4].p : BT_NO_PTR);
 }
+/* The same as dropout, softmax_bwd and round16, the 16-bit probs widened
+ * and dscores' copy made with cast. */
 static void run_dropout_softmax_bwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
-    bt_ptr ds = f->inplace ? t[0].p : t[2].p;
-    be->dropout(be, ds, t[0].p, (size_t)f->rows * f->cols, f->per_sample, f->first_sample, f->p,
-                f->key);
-    be->softmax_bwd(be, ds, ds, t[1].p, f->rows, f->T, 0.125f);
-    if (f->round16 != BT_F32) be->round16(be, ds, f->round16, (size_t)f->rows * f->cols);
+    const size_t n = (size_t)f->rows * f->cols;
+    bt_ptr ds = f->inplace ? t[0].p : t[2].p, probs = t[1].p;
+    if (f->copies16) {
+        be->cast(be, t[5].p, BT_F32, t[3].p, f->round16, n);
+        probs = t[5].p;
+    }
+    be->dropout(be, ds, t[0].p, n, f->per_sample, f->first_sample, f->p, f->key, BT_F32,
+                BT_NO_PTR, BT_F32);
+    be->softmax_bwd(be, ds, ds, probs, f->rows, f->T, 0.125f);
+    if (f->round16 != BT_F32) be->round16(be, ds, f->round16, n);
+    if (f->copies16) be->cast(be, t[4].p, f->round16, ds, BT_F32, n);
+}
+
+/* dropout_softmax_bwd unrounded, rounded to bf16 and f16 storage, and (the
+ * last two) with probs given in 16 bits and dscores' 16-bit copy: against
+ * the float64 reference from the probabilities it is given (within the
+ * rounding; for the 16-bit rows the probabilities rounded to the dtype, as
+ * the stash holds them) and the unfused ops' bits (the copy: cast's). */
+static void dropout_softmax_bwd_cases(bt_backend *be, fused_args *a, const attn_inputs *q,
+                                      const char *shape) {
+    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16};
+    const size_t n = q->n;
+    double *dpk = ref_alloc(n * 8), *ds = ref_alloc(n * 8), *mds = ref_alloc(n * 8);
+    float *pk = ref_alloc(n * 4);
+    uint16_t *p16 = ref_alloc(n * 2);
+    for (size_t i = 0; i < n; i++) dpk[i] = (double)q->dp[i] * keep_factor(a, i);
+    for (int k = 0; k < 5; k++) {
+        a->round16 = rounds[k];
+        a->copies16 = k >= 3;
+        attn_inputs qk = *q;
+        if (a->copies16) { /* the probabilities as the stash holds them */
+            for (size_t i = 0; i < n; i++) {
+                uint32_t u;
+                memcpy(&u, &q->probs[i], 4);
+                p16[i] = rounds[k] == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+                u = rounds[k] == BT_BF16 ? bf16_to_f32(p16[i]) : f16_to_f32(p16[i]);
+                memcpy(&pk[i], &u, 4);
+            }
+            qk.probs = pk;
+            qk.probs16 = p16;
+        }
+        double *pp = ref_dup(qk.probs, n);
+        ref_softmax_bwd(ds, dpk, pp, a->rows, a->T, 0.125);
+        ref_softmax_bwd_mag(mds, dpk, pp, a->rows, a->T, 0.125);
+        fused_out outs[] = {{a->inplace ? 0 : 2, ds, mds, round16_thr(rounds[k]),
+                             a->copies16 ? 4 : 0}};
+        char row[160];
+        snprintf(row, sizeof row, "%s%s%s", shape, storage_suffix(rounds[k]),
+                 a->copies16 ? ", probs in 16 bits, 16-bit copy" : "");
+        fused_case(be, "dropout_softmax_bwd", make_attn_bwd, &qk, a->copies16 ? 6 : 3,
+                   run_dropout_softmax_bwd, run_dropout_softmax_bwd_unfused, a, outs, 1, row);
+        free(pp);
+    }
+    a->round16 = BT_F32;
+    a->copies16 = false;
+    free(dpk), free(ds), free(mds), free(pk), free(p16);
 }
 
 /* softmax_dropout_fwd without rounding and rounded to bf16 and to f16 storage
@@ -511,34 +579,14 @@ static void attention_cases(bt_backend *be, int si, fused_args a) {
         rd[i] = rp[i] * keep_factor(&a, i);
         probs[i] = (float)rp[i];
     }
-    attn_inputs q = {scores, rand_floats(n, 1, 0), probs, mask, n, nm};
+    attn_inputs q = {scores, rand_floats(n, 1, 0), probs, mask, n, nm, NULL};
     char shape[96];
     for (int inpl = 0; inpl < 2; inpl++) {
         a.inplace = inpl;
         snprintf(shape, sizeof shape, "B%d H%d T%d p=%.2g%s", a.B, a.H, a.T, a.p,
                  inpl ? " in place" : "");
         if (want_op("softmax_dropout_fwd")) softmax_dropout_cases(be, &a, &q, rp, rd, shape);
-        if (want_op("dropout_softmax_bwd")) {
-            double *dpk = ref_alloc(n * 8), *pp = ref_dup(probs, n), *ds = ref_alloc(n * 8),
-                   *mds = ref_alloc(n * 8);
-            for (size_t i = 0; i < n; i++) dpk[i] = (double)q.dp[i] * keep_factor(&a, i);
-            ref_softmax_bwd(ds, dpk, pp, a.rows, a.T, 0.125);
-            ref_softmax_bwd_mag(mds, dpk, pp, a.rows, a.T, 0.125);
-            /* unrounded, and rounded to bf16 and f16 storage (against the
-             * unrounded reference within the rounding, and the unfused ops' bits) */
-            static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16};
-            for (int k = 0; k < 3; k++) {
-                a.round16 = rounds[k];
-                fused_out outs[] = {{inpl ? 0 : 2, ds, mds, round16_thr(rounds[k]), 0}};
-                char row[128];
-                snprintf(row, sizeof row, "%s%s", shape, storage_suffix(rounds[k]));
-                fused_case(be, "dropout_softmax_bwd", make_attn_bwd, &q, 3,
-                           run_dropout_softmax_bwd, run_dropout_softmax_bwd_unfused, &a, outs, 1,
-                           row);
-            }
-            a.round16 = BT_F32;
-            free(dpk), free(pp), free(ds), free(mds);
-        }
+        if (want_op("dropout_softmax_bwd")) dropout_softmax_bwd_cases(be, &a, &q, shape);
     }
     free(mask), free(probs), free(rp), free(rd), free(scores), free(rs), free((void *)q.dp);
 }

@@ -172,7 +172,7 @@ static void call_sm_bwd(bt_backend *be, perf_case *c) {
     be->softmax_bwd(be, c->t[2], c->t[1], c->t[0], c->i[0] * c->i[1] * c->i[2], c->i[2], 0.125f);
 }
 static void call_dropout(bt_backend *be, perf_case *c) {
-    be->dropout(be, c->t[1], c->t[0], c->n, c->n / 2, 0, 0.1f, (bt_rng_key){42, 7});
+    be->dropout(be, c->t[1], c->t[0], c->n, c->n / 2, 0, 0.1f, (bt_rng_key){42, 7}, BT_F32, BT_NO_PTR, BT_F32);
 }
 static void call_gather(bt_backend *be, perf_case *c) {
     be->gather_rows(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1]);
@@ -215,7 +215,8 @@ static void call_bias_gelu_fwd_unfused(bt_backend *be, perf_case *c) {
     be->gelu_fwd(be, c->t[1], c->t[0], (size_t)c->i[0] * c->i[1]);
 }
 static void call_bias_gelu_bwd(bt_backend *be, perf_case *c) {
-    be->bias_gelu_bwd(be, c->t[0], c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], BT_F32, BT_F32);
+    be->bias_gelu_bwd(be, c->t[0], c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], BT_F32, BT_F32,
+                      BT_NO_PTR);
 }
 static void call_bias_gelu_bwd_unfused(bt_backend *be, perf_case *c) {
     be->gelu_bwd(be, c->t[0], c->t[0], c->t[1], (size_t)c->i[0] * c->i[1]);
@@ -235,7 +236,7 @@ static void call_join(bt_backend *be, perf_case *c) {
 static void call_join_unfused(bt_backend *be, perf_case *c) {
     const size_t n = (size_t)c->i[0] * c->i[1], per = (size_t)c->i[1] * 128;
     be->bias_add(be, c->t[4], c->t[1], c->i[0], c->i[1]); /* scratch: y's stand-in */
-    be->dropout(be, c->t[4], c->t[4], n, per, 0, 0.1f, perf_key);
+    be->dropout(be, c->t[4], c->t[4], n, per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR, BT_F32);
     be->add(be, c->t[3], c->t[4], c->t[2], n);
     if (c->i[2])
         be->layernorm_fwd(be, c->t[5], c->t[6], c->t[7], c->t[3], c->t[1], c->t[1], c->i[0],
@@ -249,15 +250,15 @@ static void call_softmax_dropout(bt_backend *be, perf_case *c) {
 static void call_softmax_dropout_unfused(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];
     be->softmax_fwd(be, c->t[1], c->t[0], c->t[3], c->i[0], c->i[1], c->i[2], 0.125f);
-    be->dropout(be, c->t[2], c->t[1], per * c->i[0], per, 0, 0.1f, perf_key);
+    be->dropout(be, c->t[2], c->t[1], per * c->i[0], per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR, BT_F32);
 }
 static void call_dropout_softmax(bt_backend *be, perf_case *c) {
     be->dropout_softmax_bwd(be, c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], c->i[2], 0.125f,
-                            BT_F32, 0, 0.1f, perf_key);
+                            BT_F32, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR);
 }
 static void call_dropout_softmax_unfused(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];
-    be->dropout(be, c->t[2], c->t[0], per * c->i[0], per, 0, 0.1f, perf_key);
+    be->dropout(be, c->t[2], c->t[0], per * c->i[0], per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR, BT_F32);
     be->softmax_bwd(be, c->t[2], c->t[2], c->t[1], c->i[0] * c->i[1] * c->i[2], c->i[2], 0.125f);
 }
 

@@ -87,19 +87,30 @@ BT_KERNEL void bt_tanh_bwd(BT_OUT(float, dx), BT_IN(float, dout), BT_IN(float, y
  * per_sample elements starting at sample first_sample. One work-item per
  * Philox block: four consecutive elements of one sample (the last block of a
  * sample may be partial). thr and keep_scale = 1/(1-p) come from the host, so
- * they round exactly as on the CPU. global: samples * blocks_per_sample. */
-BT_KERNEL void bt_dropout(BT_OUT(float, out), BT_IN(float, in), ulong per_sample,
-                          ulong blocks_per_sample, ulong blocks, uint first_sample, uint thr,
-                          float keep_scale, uint seed_lo, uint seed_hi, uint stream_lo,
-                          uint stream_hi) {
+ * they round exactly as on the CPU. in is read from in16 in the 16-bit kind
+ * in_kind (BT_KIND16_NONE: from in, fp32); out is written where f32_out, and
+ * out16 takes out in the kind out16_kind (BT_KIND16_NONE: not written).
+ * global: samples * blocks_per_sample. */
+BT_KERNEL void bt_dropout(BT_OUT(float, out), BT_IN(float, in), BT_OUT(ushort, out16),
+                          BT_IN(ushort, in16), ulong per_sample, ulong blocks_per_sample,
+                          ulong blocks, int in_kind, int out16_kind, int f32_out,
+                          uint first_sample, uint thr, float keep_scale, uint seed_lo,
+                          uint seed_hi, uint stream_lo, uint stream_hi) {
     BT_BIND(out);
     BT_BIND(in);
+    BT_BIND(out16);
+    BT_BIND(in16);
     const size_t blk = get_global_id(0);
     if (blk >= blocks) return;
     const size_t s = blk / blocks_per_sample, e0 = (blk % blocks_per_sample) * 4;
     uint r[4] = {(uint)(e0 >> 2), first_sample + (uint)s, stream_lo, stream_hi};
     philox4x32(r, seed_lo, seed_hi);
     const size_t base = s * per_sample;
-    for (size_t e = e0; e < e0 + 4 && e < per_sample; e++)
-        out[base + e] = r[e & 3] >= thr ? in[base + e] * keep_scale : 0.0f;
+    for (size_t e = e0; e < e0 + 4 && e < per_sample; e++) {
+        const size_t i = base + e;
+        const float x = in_kind != BT_KIND16_NONE ? kind16_value(in16[i], in_kind) : in[i];
+        const float y = r[e & 3] >= thr ? x * keep_scale : 0.0f;
+        if (f32_out) out[i] = y;
+        if (out16_kind != BT_KIND16_NONE) out16[i] = f32_to_kind16(y, out16_kind);
+    }
 }

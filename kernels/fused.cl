@@ -30,7 +30,8 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
 
 /* dx = dout * gelu'(x), dout rounded to the storage kind kind16 as it is read
  * and dx as it is written (BT_KIND16_NONE: neither), x read from x16 in
- * kind16 where x_is16 (else from x), for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
+ * kind16 where x_is16 (else from x), dx16 taking dx in kind16 too where
+ * dx_copy16, for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
  * their column sum: partial[g cols + c] = sum (accumulate = 0: as
  * bias_grad_partial, then bias_grad over the partials), or += sum
  * (accumulate = 1, one chunk: as bias_grad's one pass), in bias_grad's
@@ -38,13 +39,15 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
  * BT_COL_SLAB), one work-group per (chunk, slab of columns); global:
  * BT_COL_GLOBAL(chunks, cols, BT_WG). */
 BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT_IN(float, dout),
-                                   BT_IN(float, x), BT_IN(ushort, x16), int rows, int cols,
-                                   int chunk_rows, int accumulate, int kind16, int x_is16) {
+                                   BT_IN(float, x), BT_IN(ushort, x16), BT_OUT(ushort, dx16),
+                                   int rows, int cols, int chunk_rows, int accumulate, int kind16,
+                                   int x_is16, int dx_copy16) {
     BT_BIND(partial);
     BT_BIND(dx);
     BT_BIND(dout);
     BT_BIND(x);
     BT_BIND(x16);
+    BT_BIND(dx16);
     __local float red[BT_WG];
     size_t g, c;
     int lane;
@@ -58,6 +61,7 @@ BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT
         const float xk = x_is16 ? kind16_value(x16[k], kind16) : x[k];
         const float v = round_kind16(round_kind16(dout[k], kind16) * gelu_grad_value(xk), kind16);
         dx[k] = v;
+        if (dx_copy16) dx16[k] = f32_to_kind16(v, kind16);
         acc += v;
     }
     acc = col_lanes_sum(acc, red);
@@ -233,22 +237,31 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
 /* dscores = softmax_bwd(dropout(dprobs), probs), the dropout with
  * per_sample = H T T, rounded to the storage kind kind16 (BT_KIND16_NONE: not
  * rounded); in place allowed (each work-item rewrites the keys it read).
+ * probs is read from probs16 in the kind probs_kind (BT_KIND16_NONE: from
+ * probs, fp32); with copies16's
+ * BT_COPY16_OUT bit dscores16 takes dscores in kind16 too.
  * Geometry: as softmax_bwd (dprobs and probs read once where the row fits). */
 BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dprobs),
-                                         BT_IN(float, probs), int rows, int HT, int T,
-                                         float scale, int kind16, uint first_sample, uint thr,
-                                         float keep_scale, uint seed_lo, uint seed_hi,
-                                         uint stream_lo, uint stream_hi) {
+                                         BT_IN(float, probs), BT_IN(ushort, probs16),
+                                         BT_OUT(ushort, dscores16), int rows, int HT, int T,
+                                         float scale, int kind16, int probs_kind, int copies16,
+                                         uint first_sample, uint thr, float keep_scale,
+                                         uint seed_lo, uint seed_hi, uint stream_lo,
+                                         uint stream_hi) {
     BT_BIND(dscores);
     BT_BIND(dprobs);
     BT_BIND(probs);
+    BT_BIND(probs16);
+    BT_BIND(dscores16);
     __local float red[BT_WG];
     const int r = row_of(), n = row_keys(r, rows, T), lane = get_local_id(0) % BT_ROW_LANES;
     const int rr = n ? r : 0;
     const size_t row = (size_t)rr * T;
     const ulong e_row = (ulong)(rr % HT) * T;
     __global const float *dp = dprobs + row, *p = probs + row;
+    __global const ushort *p16 = probs_kind != BT_KIND16_NONE ? probs16 + row : 0;
     __global float *ds = dscores + row;
+    __global ushort *ds16 = copies16 & BT_COPY16_OUT ? dscores16 + row : 0;
     ulong drawn = ~(ulong)0;
     uint draw[4];
     float dot = 0.0f;
@@ -262,13 +275,17 @@ BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dp
                                  stream_lo, stream_hi, &drawn, draw)
                         ? dp[j] * keep_scale
                         : 0.0f;
-            pv[k] = p[j];
+            pv[k] = p16 ? kind16_value(p16[j], probs_kind) : p[j];
             dot += gv[k] * pv[k];
         }
         dot = row_sum(dot, red);
-        for (int k = 0; k < BT_SM_LANE_KEYS; k++)
-            if (sm_lane_key(k) < n)
-                ds[sm_lane_key(k)] = round_kind16(scale * pv[k] * (gv[k] - dot), kind16);
+        for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+            const int j = sm_lane_key(k);
+            if (j >= n) continue;
+            const float v = round_kind16(scale * pv[k] * (gv[k] - dot), kind16);
+            ds[j] = v;
+            if (ds16) ds16[j] = f32_to_kind16(v, kind16);
+        }
         return;
     }
     ROW_KEYS_FOR(j, lane, n) {
@@ -277,8 +294,13 @@ BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dp
                             ? dp[j] * keep_scale
                             : 0.0f;
         ds[j] = g;
-        dot += g * p[j];
+        dot += g * (p16 ? kind16_value(p16[j], probs_kind) : p[j]);
     }
     dot = row_sum(dot, red);
-    ROW_KEYS_FOR(j, lane, n) ds[j] = round_kind16(scale * p[j] * (ds[j] - dot), kind16);
+    ROW_KEYS_FOR(j, lane, n) {
+        const float pj = p16 ? kind16_value(p16[j], probs_kind) : p[j];
+        const float v = round_kind16(scale * pj * (ds[j] - dot), kind16);
+        ds[j] = v;
+        if (ds16) ds16[j] = f32_to_kind16(v, kind16);
+    }
 }

@@ -21,11 +21,12 @@ __global__ void bt_gelu_fwd(float *out, const float *x, unsigned long long n);
 __global__ void bt_gelu_bwd(float *dx, const float *dout, const float *x, unsigned long long n);
 __global__ void bt_tanh_fwd(float *out, const float *x, unsigned long long n);
 __global__ void bt_tanh_bwd(float *dx, const float *dout, const float *y, unsigned long long n);
-__global__ void bt_dropout(float *out, const float *in, unsigned long long per_sample,
+__global__ void bt_dropout(float *out, const float *in, unsigned short *out16,
+                           const unsigned short *in16, unsigned long long per_sample,
                            unsigned long long blocks_per_sample, unsigned long long blocks,
-                           unsigned int first_sample, unsigned int thr, float keep_scale,
-                           unsigned int seed_lo, unsigned int seed_hi, unsigned int stream_lo,
-                           unsigned int stream_hi);
+                           int in_kind, int out16_kind, int f32_out, unsigned int first_sample,
+                           unsigned int thr, float keep_scale, unsigned int seed_lo,
+                           unsigned int seed_hi, unsigned int stream_lo, unsigned int stream_hi);
 
 /* ---- kernels/reduce.cl ---- */
 __global__ void bt_bias_grad(float *dbias, const float *dy, int rows, int cols);
@@ -118,8 +119,9 @@ __global__ void bt_bias_gelu_fwd(float *out, float *y, const float *bias, unsign
                                  unsigned short *y16, int rows, int cols, int kind16,
                                  int copies16);
 __global__ void bt_bias_gelu_bwd(float *partial, float *dx, const float *dout, const float *x,
-                                 const unsigned short *x16, int rows, int cols, int chunk_rows,
-                                 int accumulate, int kind16, int x_is16);
+                                 const unsigned short *x16, unsigned short *dx16, int rows,
+                                 int cols, int chunk_rows, int accumulate, int kind16, int x_is16,
+                                 int dx_copy16);
 __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bias,
                                     const float *resid, int rows, int cols, int kind16,
                                     unsigned long long per_sample, unsigned int first_sample,
@@ -144,7 +146,9 @@ __global__ void bt_softmax_dropout_fwd(float *dropped, float *probs, const float
                                        float keep_scale, unsigned int seed_lo, unsigned int seed_hi,
                                        unsigned int stream_lo, unsigned int stream_hi);
 __global__ void bt_dropout_softmax_bwd(float *dscores, const float *dprobs, const float *probs,
-                                       int rows, int HT, int T, float scale, int kind16, unsigned int first_sample,
+                                       const unsigned short *probs16, unsigned short *dscores16,
+                                       int rows, int HT, int T, float scale, int kind16,
+                                       int probs_kind, int copies16, unsigned int first_sample,
                                        unsigned int thr, float keep_scale, unsigned int seed_lo,
                                        unsigned int seed_hi, unsigned int stream_lo,
                                        unsigned int stream_hi);

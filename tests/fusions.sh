@@ -80,6 +80,17 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #  - the context's gradient, whose one reader is that cast (which rounds),
 #    gets no rounding pass of its own: 1 for each layer below the top one
 #    (the top layer's comes from its rows, scattered);
+#  - in the backward, the dropout recomputed for dV writes the probabilities'
+#    16-bit copy alone, which gemm_grid then does not convert (1), and
+#    dropout_softmax_bwd writes dS's copy, which neither of its two GEMMs
+#    converts and no cast makes (2 - 0): 3 a layer;
+#  - a branch's output gradient, which the backward's dropout writes with
+#    its 16-bit copy, reaches the branch's last linear layer without a cast
+#    (its two GEMMs' conversions saved, no cast added: 2) in both branches of
+#    each layer below the top one (the top layer's dropout is its own, on
+#    its rows): 4 a layer;
+#  - likewise the FFN's inner gradient, which bias_gelu_bwd writes with its
+#    16-bit copy, reaches the first linear layer without a cast: 2 a layer;
 #  - Post-LN: a layer's input, which its QKV projection reads in the forward
 #    and the backward, is read from the layer before's stash copy (2), and
 #    the backward's unstash of it is left out (1 - (-1) = 2): 4 for each
@@ -94,7 +105,7 @@ check_cast() {
         [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
-        inputs=$((layers + layers - 1))
+        inputs=$((layers + layers - 1 + 3 * layers + 4 * (layers - 1) + 2 * layers))
         [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1)))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")
@@ -104,7 +115,7 @@ check_cast() {
         awk -v lon="$l_on" -v loff="$l_off" -v con="$c_on" -v coff="$c_off" -v i="$inputs" \
             'BEGIN { exit !(con > coff && loff - lon == con - coff + i) }' ||
             fail "cuda-emu, $run: casting once: $c_on casts and $l_on launches a step, in each GEMM: $c_off and $l_off (want more casts, and launches fewer by as many plus $inputs)"
-        echo "ok   cuda-emu, $run: backward operands cast once, layer inputs from the stash, dropped probabilities from the softmax: the same bits ($a), $c_on casts and $l_on launches a step against $c_off and $l_off"
+        echo "ok   cuda-emu, $run: backward operands cast once or written in 16 bits by their ops, layer inputs from the stash, dropped probabilities from the softmax: the same bits ($a), $c_on casts and $l_on launches a step against $c_off and $l_off"
     done
 }
 

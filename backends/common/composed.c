@@ -7,6 +7,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* A new buffer holding the n 16-bit values x of dtype dt widened to fp32
+ * (cast), for the composed op `op`; the caller frees it. */
+static bt_buffer *widened(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n, const char *op) {
+    bt_buffer *wide = be->alloc(be, n * sizeof(float));
+    if (!wide) {
+        fprintf(stderr, "bertrain: %s: out of device memory for %zu bytes of the composed %s\n",
+                be->name, n * sizeof(float), op);
+        exit(1);
+    }
+    be->cast(be, (bt_ptr){wide, 0}, BT_F32, x, dt, n);
+    return wide;
+}
+
 /* y += bias, rounded with 16-bit storage; out = gelu(y): bias_add, round16,
  * gelu_fwd; the 16-bit copies asked for with cast.   (rows, cols) */
 static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
@@ -20,21 +33,13 @@ static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr 
 }
 
 /* dx = dout * gelu'(x), rounded with 16-bit storage; dbias += column sums of
- * dx: gelu_bwd, round16, bias_grad. */
+ * dx: gelu_bwd, round16, bias_grad; dx's 16-bit copy asked for with cast. */
 static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout,
                                    bt_ptr x, int rows, int cols, bt_dtype round16,
-                                   bt_dtype x_dtype) {
+                                   bt_dtype x_dtype, bt_ptr dx16) {
     const size_t n = (size_t)rows * cols;
-    bt_buffer *wide = NULL; /* a 16-bit x widened with cast */
-    if (x_dtype != BT_F32) {
-        if (!(wide = be->alloc(be, n * sizeof(float)))) {
-            fprintf(stderr, "bertrain: %s: out of device memory for %zu bytes of the composed "
-                            "bias_gelu_bwd\n", be->name, n * sizeof(float));
-            exit(1);
-        }
-        be->cast(be, (bt_ptr){wide, 0}, BT_F32, x, x_dtype, n);
-        x = (bt_ptr){wide, 0};
-    }
+    bt_buffer *wide = x_dtype != BT_F32 ? widened(be, x, x_dtype, n, "bias_gelu_bwd") : NULL;
+    if (wide) x = (bt_ptr){wide, 0};
     if (round16 != BT_F32) { /* dout rounded into dx, then gelu_bwd in place */
         if (dx.buf != dout.buf || dx.off != dout.off) be->copy(be, dx, dout, n * sizeof(float));
         be->round16(be, dx, round16, n);
@@ -43,6 +48,7 @@ static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_p
     be->gelu_bwd(be, dx, dout, x, n);
     if (round16 != BT_F32) be->round16(be, dx, round16, n);
     be->bias_grad(be, dbias, dx, rows, cols);
+    if (dx16.buf) be->cast(be, dx16, round16, dx, BT_F32, n);
     if (wide) be->free(be, wide); /* the backends free it once the queued ops are done */
 }
 
@@ -64,7 +70,7 @@ static void composed_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_p
     be->copy(be, branch, y, n * sizeof(float));
     be->bias_add(be, branch, bias, rows, cols);
     if (round16 != BT_F32) be->round16(be, branch, round16, n);
-    if (p > 0.0f) be->dropout(be, branch, branch, n, per_sample, first_sample, p, key);
+    if (p > 0.0f) be->dropout(be, branch, branch, n, per_sample, first_sample, p, key, BT_F32, BT_NO_PTR, BT_F32);
     be->add(be, out, branch, resid, n);
     if (round16 != BT_F32) be->round16(be, out, round16, n);
     be->free(be, scratch); /* the backends free it once the queued ops are done */
@@ -97,21 +103,30 @@ static void composed_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr 
     const size_t per_sample = (size_t)H * T * T, n = (size_t)B * per_sample;
     be->softmax_fwd(be, probs, scores, key_mask, B, H, T, scale);
     if (round16 != BT_F32) be->round16(be, probs, round16, n);
-    be->dropout(be, dropped, probs, n, per_sample, first_sample, p, key);
+    be->dropout(be, dropped, probs, n, per_sample, first_sample, p, key, BT_F32, BT_NO_PTR, BT_F32);
     if (dropped16.buf) be->cast(be, dropped16, round16, dropped, BT_F32, n);
     if (probs16.buf) be->cast(be, probs16, round16, probs, BT_F32, n);
 }
 
 /* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows, rounded
- * with 16-bit storage. */
+ * with 16-bit storage; a 16-bit probs widened with cast, the 16-bit copy of
+ * dscores asked for with cast. */
 static void composed_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs,
                                          bt_ptr probs, int B, int H, int T, float scale,
                                          bt_dtype round16, uint32_t first_sample, float p,
-                                         bt_rng_key key) {
-    const size_t per_sample = (size_t)H * T * T;
-    be->dropout(be, dscores, dprobs, (size_t)B * per_sample, per_sample, first_sample, p, key);
+                                         bt_rng_key key, bt_dtype probs_dtype,
+                                         bt_ptr dscores16) {
+    const size_t per_sample = (size_t)H * T * T, n = (size_t)B * per_sample;
+    bt_buffer *wide = probs_dtype != BT_F32 ? widened(be, probs, probs_dtype, n,
+                                                      "dropout_softmax_bwd")
+                                            : NULL;
+    if (wide) probs = (bt_ptr){wide, 0};
+    be->dropout(be, dscores, dprobs, n, per_sample, first_sample, p, key, BT_F32, BT_NO_PTR,
+                BT_F32);
     be->softmax_bwd(be, dscores, dscores, probs, B * H * T, T, scale);
-    if (round16 != BT_F32) be->round16(be, dscores, round16, (size_t)B * per_sample);
+    if (round16 != BT_F32) be->round16(be, dscores, round16, n);
+    if (dscores16.buf) be->cast(be, dscores16, round16, dscores, BT_F32, n);
+    if (wide) be->free(be, wide); /* the backends free it once the queued ops are done */
 }
 
 int bt_compose_missing(bt_backend *be) {

@@ -23,11 +23,13 @@ static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
     }
 }
 
-/* gelu_bwd's rows (rounded with 16-bit storage), then bias_grad's column
- * sums of the result. */
+/* gelu_bwd's rows (rounded with 16-bit storage; the 16-bit copy of each
+ * made as cast makes it), then bias_grad's column sums of the result. */
 static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                              int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
+                              int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
+                              bt_ptr dx16) {
     float *DX = cpu_f32(dx);
+    uint16_t *DX16 = dx16.buf ? cpu_u16(dx16) : NULL;
     const float *D = cpu_f32(dout), *X = cpu_f32(x);
     if (x_dtype != BT_F32) /* a 16-bit x widened first: the fp32 path's bits */
         X = cpu_widen16(be->ctx, x, x_dtype, (size_t)rows * cols);
@@ -42,6 +44,7 @@ static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
         }
         cpu_gelu_grad_span(DX + row, d, X + row, (size_t)cols);
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)(DX + row), round16, (size_t)cols);
+        if (DX16) cpu_to16_span(DX16 + row, (const uint32_t *)(DX + row), round16, (size_t)cols);
     }
     cpu_column_sums(be->ctx, cpu_f32(dbias), NULL, DX, NULL, NULL, NULL, rows, cols);
 }
@@ -156,15 +159,20 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
 }
 
 /* dropout of the row of dprobs (into dscores), then softmax_bwd's arithmetic,
- * then round16's rounding with 16-bit storage. */
+ * then round16's rounding with 16-bit storage; a 16-bit probs widened first
+ * (cpu_widen16), the 16-bit copy of each finished row made as cast makes it. */
 static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                                     int B, int H, int T, float scale, bt_dtype round16,
-                                    uint32_t first_sample, float p, bt_rng_key key) {
-    (void)be;
+                                    uint32_t first_sample, float p, bt_rng_key key,
+                                    bt_dtype probs_dtype, bt_ptr dscores16) {
     float *DS = cpu_f32(dscores);
-    const float *DP = cpu_f32(dprobs), *P = cpu_f32(probs);
     const int rows = B * H * T;
     const size_t per_sample = (size_t)H * T * T;
+    const float *DP = cpu_f32(dprobs),
+                *P = probs_dtype == BT_F32
+                         ? cpu_f32(probs)
+                         : cpu_widen16(be->ctx, probs, probs_dtype, (size_t)rows * T);
+    uint16_t *DS16 = dscores16.buf ? cpu_u16(dscores16) : NULL;
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
@@ -174,6 +182,7 @@ static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprob
         const float fdot = (float)cpu_lane_dot(ds, pr, (size_t)T);
         for (int j = 0; j < T; j++) ds[j] = scale * pr[j] * (ds[j] - fdot);
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)ds, round16, (size_t)T);
+        if (DS16) cpu_to16_span(DS16 + (size_t)r * T, (const uint32_t *)ds, round16, (size_t)T);
     }
 }
 

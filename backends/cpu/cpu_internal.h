@@ -116,6 +116,18 @@ static inline void cpu_to16_span(uint16_t *h, const uint32_t *v, bt_dtype dt, si
     }
 }
 
+/* The float bits of the n values h of dt (BT_BF16 or BT_F16) into v: a
+ * 16-bit input widened, one span. */
+static inline void cpu_from16_span(uint32_t *v, const uint16_t *h, bt_dtype dt, size_t n) {
+    if (dt == BT_BF16) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) v[i] = bf16_to_f32(h[i]);
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) v[i] = f16_to_f32(h[i]);
+    }
+}
+
 /* v (float bits) rounded in place to the nearest values of dt (BT_BF16 or
  * BT_F16): round16's arithmetic on one span. */
 static inline void cpu_round16_span(uint32_t *v, bt_dtype dt, size_t n) {

@@ -160,18 +160,27 @@ static void cpu_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_pt
     }
 }
 
+/* Runs of CPU_KEEP_RUN elements: a 16-bit input widened and an output that
+ * is not kept (out absent) go through stack buffers of one run. */
 static void cpu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
-                        uint32_t first_sample, float p, bt_rng_key key) {
+                        uint32_t first_sample, float p, bt_rng_key key, bt_dtype in_dtype,
+                        bt_ptr out16, bt_dtype kind16) {
     (void)be;
-    float *O = cpu_f32(out);
-    const float *X = cpu_f32(in);
+    float *O = out.buf ? cpu_f32(out) : NULL;
+    const float *X = in_dtype == BT_F32 ? cpu_f32(in) : NULL;
+    const uint16_t *X16 = in_dtype != BT_F32 ? cpu_u16(in) : NULL;
+    uint16_t *O16 = out16.buf ? cpu_u16(out16) : NULL;
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
     const size_t runs = (n + CPU_KEEP_RUN - 1) / CPU_KEEP_RUN;
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < runs; k++) {
         const size_t i = k * CPU_KEEP_RUN;
         const size_t len = n - i < CPU_KEEP_RUN ? n - i : CPU_KEEP_RUN;
-        cpu_dropout_run(O + i, X + i, len, &d, i);
+        float x[CPU_KEEP_RUN], y[CPU_KEEP_RUN];
+        if (X16) cpu_from16_span((uint32_t *)x, X16 + i, in_dtype, len);
+        float *o = O ? O + i : y;
+        cpu_dropout_run(o, X16 ? x : X + i, len, &d, i);
+        if (O16) cpu_to16_span(O16 + i, (const uint32_t *)o, kind16, len);
     }
 }
 

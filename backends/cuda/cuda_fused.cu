@@ -19,22 +19,24 @@ static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, 
 /* As cu_bias_grad: one pass into dbias up to BT_COL_ROWS rows, else chunk
  * partials then their sum in chunk order. */
 static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                             int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
+                             int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
+                             bt_ptr dx16) {
     cu_ctx *c = cu(be);
-    const int kind16 = BT_KIND16_OF(round16), x_is16 = x_dtype != BT_F32;
+    const int kind16 = BT_KIND16_OF(round16), x_is16 = x_dtype != BT_F32, copy = dx16.buf != NULL;
     if (rows <= 0 || cols <= 0) return;
-    /* x in its own type; the other pointer (not read) is dout's */
+    /* x in its own type; the other pointer (not read) is dout's, as an absent dx16's */
     const float *xf = cu_f32(x_is16 ? dout : x);
-    const unsigned short *xh = (const unsigned short *)cu_addr(x_is16 ? x : dout, 2);
+    const unsigned short *xh = u16c(x_is16 ? x : dout);
+    unsigned short *dh = u16(copy ? dx16 : dout);
     if (rows <= BT_COL_ROWS) {
         LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dx),
-               cu_f32(dout), xf, xh, rows, cols, rows, 1, kind16, x_is16);
+               cu_f32(dout), xf, xh, dh, rows, cols, rows, 1, kind16, x_is16, copy);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
     LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dx), cu_f32(dout),
-           xf, xh, rows, cols, BT_COL_ROWS, 0, kind16, x_is16);
+           xf, xh, dh, rows, cols, BT_COL_ROWS, 0, kind16, x_is16, copy);
     LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks,
            cols); /* partials by column */
 }
@@ -77,14 +79,19 @@ static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs,
            scale, BT_KIND16_OF(round16), copies, DROP_ARGS(d));
 }
 
+/* probs in its own type, the other pointer (not read) dscores'; an absent
+ * dscores16 is dscores' too. */
 static void cu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                                    int B, int H, int T, float scale, bt_dtype round16,
-                                   uint32_t first_sample, float p, bt_rng_key key) {
+                                   uint32_t first_sample, float p, bt_rng_key key,
+                                   bt_dtype probs_dtype, bt_ptr dscores16) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
+    const bool p16 = probs_dtype != BT_F32;
     LAUNCH(c, dropout_softmax_bwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dscores),
-           cu_f32(dprobs), cu_f32(probs), B * H * T, H * T, T, scale, BT_KIND16_OF(round16),
-           DROP_ARGS(d));
+           cu_f32(dprobs), cu_f32(p16 ? dscores : probs), u16c(p16 ? probs : dscores),
+           u16(dscores16.buf ? dscores16 : dscores), B * H * T, H * T, T, scale,
+           BT_KIND16_OF(round16), BT_KIND16_OF(probs_dtype), dscores16.buf ? BT_COPY16_OUT : 0, DROP_ARGS(d));
 }
 
 void cu_fill_fused_ops(bt_backend *be) {

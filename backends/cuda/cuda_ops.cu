@@ -57,14 +57,22 @@ static void cu_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t
 }
 
 /* The keep threshold and 1/(1-p) are computed here, on the host, exactly as
- * the CPU backend computes them, so the kept values are bit-identical. */
+ * the CPU backend computes them, so the kept values are bit-identical. An
+ * absent pointer (out, out16, in in the other type) is given as the start
+ * of a buffer the call has, which the kernel then does not touch. */
 static void cu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
-                       uint32_t first_sample, float p, bt_rng_key key) {
+                       uint32_t first_sample, float p, bt_rng_key key, bt_dtype in_dtype,
+                       bt_ptr out16, bt_dtype kind16) {
     if (!n || !per_sample) return;
     cu_ctx *c = cu(be);
     const size_t bps = (per_sample + 3) / 4, blocks = n / per_sample * bps;
     const drop_args d = drop_args_of(first_sample, p, key);
-    LAUNCH(c, dropout, blocks, cu_f32(out), cu_f32(in), per_sample, bps, blocks, DROP_ARGS(d));
+    const bt_ptr none = {out.buf ? out.buf : out16.buf, 0}; /* what an absent one points at */
+    const bool in16 = in_dtype != BT_F32;
+    LAUNCH(c, dropout, blocks, cu_f32(out.buf ? out : none), cu_f32(in16 ? none : in),
+           u16(out16.buf ? out16 : none), u16c(in16 ? in : none), per_sample, bps, blocks,
+           BT_KIND16_OF(in_dtype), out16.buf ? BT_KIND16_OF(kind16) : BT_KIND16_NONE,
+           out.buf != NULL, DROP_ARGS(d));
 }
 
 /* ================= column and row reductions ================= */

@@ -23,7 +23,8 @@ static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
 /* One pass into dbias up to OCL_COL_ROWS rows; beyond, chunk partials then
  * bias_grad over them, as ocl_bias_grad. */
 static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                              int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
+                              int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
+                              bt_ptr dx16) {
     const bool x16 = x_dtype != BT_F32; /* x in its own type; the other argument is dout */
     if (rows <= 0 || cols <= 0) return;
     const bool one_pass = rows <= OCL_COL_ROWS;
@@ -40,12 +41,14 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     arg_f32p(&a, dout);
     arg_f32p(&a, x16 ? dout : x);
     arg_ptr(&a, x16 ? x : dout, 2);
+    arg_ptr(&a, dx16.buf ? dx16 : dout, 2); /* absent: dout's, not written */
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_i(&a, one_pass ? rows : OCL_COL_ROWS);
     arg_i(&a, one_pass);
     arg_i(&a, BT_KIND16_OF(round16));
     arg_i(&a, x16);
+    arg_i(&a, dx16.buf != NULL);
     launch(be, &a, BT_COL_GLOBAL(chunks, cols, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */
@@ -123,18 +126,26 @@ static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
     launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }
 
+/* probs in its own type, the other pointer (not read) dscores'; an absent
+ * dscores16 is dscores' too. */
 static void ocl_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                                     int B, int H, int T, float scale, bt_dtype round16,
-                                    uint32_t first_sample, float p, bt_rng_key key) {
+                                    uint32_t first_sample, float p, bt_rng_key key,
+                                    bt_dtype probs_dtype, bt_ptr dscores16) {
+    const bool p16 = probs_dtype != BT_F32;
     args a = begin(be, K_dropout_softmax_bwd);
     arg_f32p(&a, dscores);
     arg_f32p(&a, dprobs);
-    arg_f32p(&a, probs);
+    arg_f32p(&a, p16 ? dscores : probs);
+    arg_ptr(&a, p16 ? probs : dscores, 2);
+    arg_ptr(&a, dscores16.buf ? dscores16 : dscores, 2);
     arg_i(&a, B * H * T);
     arg_i(&a, H * T);
     arg_i(&a, T);
     arg_f(&a, scale);
     arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, BT_KIND16_OF(probs_dtype));
+    arg_i(&a, dscores16.buf ? BT_COPY16_OUT : 0);
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }

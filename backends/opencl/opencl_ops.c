@@ -87,16 +87,26 @@ static void ocl_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_
 
 /* The keep threshold and 1/(1-p) are computed here, on the host, exactly as
  * the CPU backend computes them (OpenCL division need not round correctly). */
+/* An absent pointer (out, out16, in in the other type) is given as the
+ * start of a buffer the call has, which the kernel then does not touch. */
 static void ocl_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
-                        uint32_t first_sample, float p, bt_rng_key key) {
+                        uint32_t first_sample, float p, bt_rng_key key, bt_dtype in_dtype,
+                        bt_ptr out16, bt_dtype kind16) {
     if (!n || !per_sample) return;
     const size_t bps = (per_sample + 3) / 4, blocks = n / per_sample * bps;
+    const bt_ptr none = {out.buf ? out.buf : out16.buf, 0};
+    const bool in16 = in_dtype != BT_F32;
     args a = begin(be, K_dropout);
-    arg_f32p(&a, out);
-    arg_f32p(&a, in);
+    arg_f32p(&a, out.buf ? out : none);
+    arg_f32p(&a, in16 ? none : in);
+    arg_ptr(&a, out16.buf ? out16 : none, 2);
+    arg_ptr(&a, in16 ? in : none, 2);
     arg_ul(&a, per_sample);
     arg_ul(&a, bps);
     arg_ul(&a, blocks);
+    arg_i(&a, BT_KIND16_OF(in_dtype));
+    arg_i(&a, out16.buf ? BT_KIND16_OF(kind16) : BT_KIND16_NONE);
+    arg_i(&a, out.buf != NULL);
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, blocks);
 }

@@ -109,7 +109,7 @@ static void join_fwd(bert_run *r, int l, int site, size_t out, size_t resid, siz
         bert_top_dropout(r, dH, d.N, d.H, d.p, key);
     else if (d.p > 0.0f) /* the branch's dropout, which the join completes */
         m->be->dropout(m->be, act(m, dH), act(m, dH), n, d.per_sample, r->bt->first_sample, d.p,
-                       key);
+                       key, BT_F32, BT_NO_PTR, BT_F32);
     op_residual(r, out, omega, resid, dH, n);
     if (norm) op_layernorm(r, norm->out, norm->mean, norm->rstd, out, norm->w, norm->b, d.N);
 }
@@ -126,19 +126,24 @@ static void join_bwd(bert_run *r, int l, int site, layer_dims d) {
 }
 
 /* dH = the gradient reaching a residual branch through its output dropout:
- * dropout(dA) with the forward's mask. */
-static void branch_bwd(bert_run *r, int l, int site, layer_dims d) {
+ * dropout(dA) with the forward's mask. Returns dH's 16-bit copy for the
+ * branch's last linear layer where the dropout wrote it into the operand16
+ * buffer (bert_operand16_room), else buf NULL. */
+static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bt_rng_key key = dropout_key(r->pass, l, site);
+    const size_t n = (size_t)d.N * d.H;
     if (d.p > 0.0f && !d.top) { /* straight from dA: no copy first */
-        be->dropout(be, act(m, a->dH), act(m, a->dA), (size_t)d.N * d.H, d.per_sample,
-                    r->bt->first_sample, d.p, key);
-        return;
+        const bt_ptr d16 = bert_operand16_room(m, 0, n);
+        be->dropout(be, act(m, a->dH), act(m, a->dA), n, d.per_sample, r->bt->first_sample, d.p,
+                    key, BT_F32, d16, (bt_dtype)m->cfg.storage);
+        return d16;
     }
-    be->copy(be, act(m, a->dH), act(m, a->dA), (size_t)d.N * d.H * 4);
+    be->copy(be, act(m, a->dH), act(m, a->dA), n * 4);
     if (d.p > 0.0f) bert_top_dropout(r, a->dH, d.N, d.H, d.p, key);
+    return BT_NO_PTR;
 }
 
 /* Attention block: res1 = resid + dropout(attention(in) Wo + bo), then
@@ -163,15 +168,16 @@ static void attn_block_bwd(bert_run *r, int l, size_t in) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
-    branch_bwd(r, l, SITE_ATTN_OUT, d);
-    if (d.top)
+    const bt_ptr dh16 = branch_bwd(r, l, SITE_ATTN_OUT, d);
+    const size_t n = (size_t)d.N * d.H;
+    if (d.top) {
         bert_top_ctx_bwd(r, w, d.N, d.H);
-    else if (!r->m->fused_attention && bert_operand16_room(r->m, (size_t)d.N * d.H).buf)
+    } else {
+        op_linear_bwd_given16(r, a->dctx, w->ao_w, w->ao_b, a->dH, dh16, a->layer[l].ctx, d.N,
+                              d.H, d.H);
         /* dctx meets only bert_operand16's cast (attention's GEMMs), which rounds */
-        op_linear_bwd_unstored(r, a->dctx, w->ao_w, w->ao_b, a->dH, a->layer[l].ctx, d.N, d.H,
-                               d.H);
-    else
-        op_linear_bwd(r, a->dctx, w->ao_w, w->ao_b, a->dH, a->layer[l].ctx, d.N, d.H, d.H);
+        if (r->m->fused_attention || !bert_operand16_room(r->m, 0, n).buf) op_stored(r, a->dctx, n);
+    }
     bert_attention_bwd(r, l);
     op_linear_bwd(r, a->dH, w->qkv_w, w->qkv_b, a->dqkv, in, r->bt->B * r->bt->T, d.H, 3 * d.H);
 }
@@ -196,13 +202,15 @@ static void ffn_block_bwd(bert_run *r, int l, size_t in) {
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
-    branch_bwd(r, l, SITE_FFN_OUT, d);
-    if (fused(r->m, BERT_FUSE_GELU)) /* bias_gelu_bwd, dI's one reader, rounds it */
-        op_linear_bwd_unstored(r, a->dI, w->fc2_w, w->fc2_b, a->dH, la->gelu, d.N, d.I, d.H);
-    else
-        op_linear_bwd(r, a->dI, w->fc2_w, w->fc2_b, a->dH, la->gelu, d.N, d.I, d.H);
-    const bool bias_done = op_bias_gelu_bwd(r, a->dI, la->fc1, w->fc1_b, d.N, d.I);
-    op_linear_bwd(r, a->dH, w->fc1_w, bias_done ? NO_BIAS : w->fc1_b, a->dI, in, d.N, d.H, d.I);
+    const bt_ptr dh16 = branch_bwd(r, l, SITE_FFN_OUT, d);
+    op_linear_bwd_given16(r, a->dI, w->fc2_w, w->fc2_b, a->dH, dh16, la->gelu, d.N, d.I, d.H);
+    /* bias_gelu_bwd, dI's one reader where fused, rounds it */
+    if (!fused(r->m, BERT_FUSE_GELU)) op_stored(r, a->dI, (size_t)d.N * d.I);
+    bt_ptr di16;
+    const bool bias_done = op_bias_gelu_bwd(r, a->dI, la->fc1, w->fc1_b, d.N, d.I, &di16);
+    op_linear_bwd_given16(r, a->dH, w->fc1_w, bias_done ? NO_BIAS : w->fc1_b, a->dI, di16, in, d.N,
+                          d.H, d.I);
+    op_stored(r, a->dH, (size_t)d.N * d.H);
 }
 
 /* One encoder layer, x_in (N, H) -> layer output (N, H); the top layer's
@@ -320,7 +328,9 @@ static bt_ptr half_input(const bert_model *m, const bert_pass *pass, int l) {
  * the stash (bert_act.c). */
 static void unstash_layer(const bert_run *r, int l) {
     const int before = layer_before(r->pass, l);
-    bert_act_unstash_layer(r->m, r->tape, l, before, before >= 0 ? layer_output(r->m, before) : 0);
+    const bool attn_dropout = r->pass->train && r->m->cfg.attention_probs_dropout_prob > 0.0f;
+    bert_act_unstash_layer(r->m, r->tape, l, before, before >= 0 ? layer_output(r->m, before) : 0,
+                           attn_dropout);
 }
 
 int bert_layerdrop_draw(const bert_config *cfg, uint64_t seed, uint64_t step,

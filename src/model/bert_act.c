@@ -121,10 +121,11 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(top_ctx, S * H);
     a->total = off;
     /* 16-bit storage: the largest operand that two GEMMs read in a layer's
-     * backward (bert_operand16) */
+     * backward (bert_operand16), or attention's two at once: dctx and the
+     * dropped probabilities after it (bert_attention_bwd) */
     if (c->storage != BT_F32) {
         a->operand16 = N * (3 * H > I ? 3 * H : I);
-        if (P > a->operand16) a->operand16 = P;
+        if (P && N * H + P > a->operand16) a->operand16 = N * H + P;
     }
     a->n_buffers = (int)((off + cap - 1) / cap);
     off = 0;
@@ -160,14 +161,14 @@ size_t bert_activation_bytes(const bert_model *m) {
     return bytes + (size_t)m->cfg.num_hidden_layers * a->stash_slot * 2;
 }
 
-bt_ptr bert_operand16_room(const bert_model *m, size_t n) {
-    if (!m->operand16 || !fused(m, BERT_FUSE_CAST) || n == 0 || n > m->act->operand16)
+bt_ptr bert_operand16_room(const bert_model *m, size_t first, size_t n) {
+    if (!m->operand16 || !fused(m, BERT_FUSE_CAST) || n == 0 || first + n > m->act->operand16)
         return BT_NO_PTR;
-    return (bt_ptr){m->operand16, 0};
+    return (bt_ptr){m->operand16, first * 2};
 }
 
 bt_ptr bert_operand16(const bert_model *m, size_t off, size_t n) {
-    const bt_ptr half = bert_operand16_room(m, n);
+    const bt_ptr half = bert_operand16_room(m, 0, n);
     if (half.buf) m->be->cast(m->be, half, (bt_dtype)m->cfg.storage, act(m, off), BT_F32, n);
     return half;
 }
@@ -204,16 +205,22 @@ static bool read_by_gemms_only(const bert_model *m, const bert_tape *tape, int l
  * which the unstash must then make. Not the values only GEMMs read
  * (read_by_gemms_only), nor the pre-activation fc1, which the fused
  * bias_gelu_bwd reads from the stash, nor the residual sums res1 and res2,
- * which layernorm_bwd reads from there (op_layernorm_bwd); with gemm16 not
+ * which layernorm_bwd reads from there (op_layernorm_bwd), nor the
+ * probabilities where the backward drops them out (attn_dropout) in the
+ * fused softmax, which reads them from there too; with gemm16 not
  * the LayerNorm outputs either, which in the backward only the linear
  * layers' weight-gradient GEMMs read (from the stash): LayerNorm's backward
  * takes its input (res1, res2, Pre-LN's layer input) and the residual joins
  * only gradients. */
-static bool backward_reads_fp32(const bert_model *m, const bert_tape *tape, int l, size_t off) {
+static bool backward_reads_fp32(const bert_model *m, const bert_tape *tape, int l, size_t off,
+                                bool attn_dropout) {
     const bert_layer_acts *la = &m->act->layer[0];
     if (read_by_gemms_only(m, tape, l, off)) return false;
     if (off == la->fc1 && fused(m, BERT_FUSE_GELU)) return false; /* bias_gelu_bwd: 16 bits */
     if (off == la->res1 || off == la->res2) return false; /* layernorm_bwd reads 16 bits */
+    /* with dropout the fused dropout_softmax_bwd and the dropout recomputed
+     * for dV read the probabilities in 16 bits (bert_attention_bwd) */
+    if (off == la->probs && attn_dropout && fused(m, BERT_FUSE_ATTENTION)) return false;
     return !(m->gemm16 && (off == la->ln1 || off == la->ln2));
 }
 
@@ -295,13 +302,13 @@ void bert_act_restore_output(const bert_model *m, const bert_tape *tape, int l) 
 }
 
 void bert_act_unstash_layer(const bert_model *m, const bert_tape *tape, int l, int before,
-                            size_t before_out) {
+                            size_t before_out, bool attn_dropout) {
     if (!m->act->stash_per_layer) return;
     bt_backend *be = m->be;
     const bt_dtype dt = (bt_dtype)m->cfg.storage;
     size_t off[9], n[9];
     for (int i = 0, k = stashed_spans(m, tape, off, n); i < k; i++)
-        if (n[i] && backward_reads_fp32(m, tape, l, off[i]))
+        if (n[i] && backward_reads_fp32(m, tape, l, off[i], attn_dropout))
             be->cast(be, act(m, off[i]), BT_F32, stash_at(m, l, off[i]), dt, n[i]);
     /* Post-LN's layer input meets only the QKV projection's GEMM in the
      * backward, which reads the stash copy (bert.c's half_input) */

@@ -148,9 +148,11 @@ bt_ptr bert_act_half(const bert_model *m, int layer, size_t off);
  * values are the ones gemm16 converts itself: the same bits either way. */
 bt_ptr bert_operand16(const bert_model *m, size_t off, size_t n);
 
-/* The operand16 buffer when bert_operand16 would use it for n values, for an
- * op that writes the 16-bit copy itself; else buf NULL. */
-bt_ptr bert_operand16_room(const bert_model *m, size_t n);
+/* The operand16 buffer from element `first` when bert_operand16 would use
+ * it and n values fit there, for an op that writes the 16-bit copy itself;
+ * else buf NULL. Attention's backward keeps two copies at once: dctx's from
+ * 0 and the dropped probabilities' after it. */
+bt_ptr bert_operand16_room(const bert_model *m, size_t first, size_t n);
 
 /* After a layer's forward: its output (activation offset `out`) to xin, the
  * next layer's input. Nothing without a stash. */
@@ -169,10 +171,12 @@ void bert_act_restore_output(const bert_model *m, const bert_tape *tape, int l);
  * the working set, and the output (at `before_out`) of the layer run before
  * it, `before` (-1: none), into xin: only those some op of the backward
  * reads in fp32 (not fc1 for the fused bias_gelu_bwd, nor res1 and res2,
- * which layernorm_bwd reads in 16 bits; with gemm16 not the values GEMMs
- * alone read there, the LayerNorm outputs, nor, under the cast fusion,
- * Post-LN's layer input). Nothing without a stash. */
+ * which layernorm_bwd reads in 16 bits, nor with attn_dropout (the pass
+ * drops out the attention probabilities) and the fused softmax the
+ * probabilities; with gemm16 not the values GEMMs alone read there, the
+ * LayerNorm outputs, nor, under the cast fusion, Post-LN's layer input).
+ * Nothing without a stash. */
 void bert_act_unstash_layer(const bert_model *m, const bert_tape *tape, int l, int before,
-                            size_t before_out);
+                            size_t before_out, bool attn_dropout);
 
 #endif

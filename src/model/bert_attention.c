@@ -165,10 +165,33 @@ void bert_attention_fwd(bert_run *r, int l) {
     op_stored(r, la->ctx, (size_t)g.B * g.T * H);
 }
 
+/* Layer l's dropped probabilities again, for dV's GEMM: dropout of the
+ * probabilities, read from the stash where the unstash left them there. On
+ * 16-bit GEMM hardware only their 16-bit copy is written, into the operand16
+ * buffer after dctx's copy (its first `after` elements); else the fp32 values
+ * into dprobs. */
+static head_mat dropped_again(const bert_run *r, int l, const attn_dims *g, float p,
+                              bt_rng_key key, size_t after) {
+    const bert_model *m = r->m;
+    const struct bert_act_layout *a = m->act;
+    const size_t per_b = (size_t)g->NH * g->TT, n = g->B * per_b;
+    const bt_dtype dt = (bt_dtype)m->cfg.storage;
+    const bt_ptr p16 = bert_act_stashed(m, r->half_layer, a->layer[l].probs),
+                 half = m->gemm16 ? bert_operand16_room(m, after, n) : BT_NO_PTR;
+    m->be->dropout(m->be, half.buf ? BT_NO_PTR : act(m, a->dprobs),
+                   p16.buf ? p16 : act(m, a->layer[l].probs), n, per_b, r->bt->first_sample, p,
+                   key, p16.buf ? dt : BT_F32, half, dt);
+    head_mat pm = by_head(g, a->dprobs);
+    if (half.buf) {
+        pm.half = half;
+        pm.base = a->dprobs;
+    }
+    return pm;
+}
+
 /* Backward of attention_fwd: dctx (N, H) -> dqkv (N, 3H), token-major both. */
 void bert_attention_bwd(bert_run *r, int l) {
     const bert_model *m = r->m;
-    bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
     const attn_dims g = attn_dims_of(m, l, r->bt);
@@ -182,23 +205,28 @@ void bert_attention_bwd(bert_run *r, int l) {
     if (r->recompute_probs) attention_probs(r, l, &g, p); /* another layer's were there */
     const bt_rng_key key = dropout_key(r->pass, l, SITE_ATTN_PROBS);
     const size_t dq = a->dqkv, dk = dq + (size_t)H, dv = dq + 2 * (size_t)H;
-    const head_mat dctx = with_half(r, token_major(&g, a->dctx, H), (size_t)g.B * g.T * H);
-    size_t probs = la->probs; /* after dropout */
-    if (p > 0.0f) { /* the dropped probabilities again, into dprobs until dV has them */
-        be->dropout(be, act(m, a->dprobs), act(m, la->probs), g.B * per_b, per_b,
-                    r->bt->first_sample, p, key);
-        probs = a->dprobs;
-    }
+    const size_t n_ctx = (size_t)g.B * g.T * H;
+    const head_mat dctx = with_half(r, token_major(&g, a->dctx, H), n_ctx);
+    head_mat pm = by_head(&g, la->probs); /* after dropout */
+    if (p > 0.0f) /* the dropped probabilities again, until dV has them */
+        pm = dropped_again(r, l, &g, p, key, dctx.half.buf ? n_ctx : 0);
     /* dV = P^T dctx;  dP = dctx V^T */
-    heads_gemm(r, &g, true, by_head(&g, probs), false, dctx, token_major(&g, dv, W));
+    heads_gemm(r, &g, true, pm, false, dctx, token_major(&g, dv, W));
     heads_gemm(r, &g, false, dctx, true, token_major(&g, g.v, W), by_head(&g, a->dprobs));
     /* the attention-logit penalty: + d(c sum (S/sqrt(D))^2)/dS = 2c S / D,
      * S recomputed into pdrop (there only with a penalty) */
     const float penalty = 2.0f * r->pass->attn_penalty_grad_scale / (float)D;
     if (penalty > 0.0f) attention_scores(r, l, a->pdrop);
-    op_softmax_bwd(r, a->dprobs, la->probs, NH, 1.0f / sqrtf((float)D), p, key, penalty, a->pdrop);
-    /* dQ = dS K;  dK = dS^T Q */
-    const head_mat ds = with_half(r, by_head(&g, a->dprobs), g.B * per_b);
+    const bt_ptr ds16 =
+        op_softmax_bwd(r, a->dprobs, la->probs, NH, 1.0f / sqrtf((float)D), p, key, penalty, a->pdrop);
+    /* dQ = dS K;  dK = dS^T Q; dS in 16 bits from the op, else cast once */
+    head_mat ds = by_head(&g, a->dprobs);
+    if (ds16.buf) {
+        ds.half = ds16;
+        ds.base = a->dprobs;
+    } else {
+        ds = with_half(r, ds, g.B * per_b);
+    }
     heads_gemm(r, &g, false, ds, false, token_major(&g, g.k, W), token_major(&g, dq, W));
     heads_gemm(r, &g, true, ds, false, token_major(&g, g.q, W), token_major(&g, dk, W));
     op_stored(r, a->dqkv, (size_t)g.B * g.T * W);

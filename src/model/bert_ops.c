@@ -42,12 +42,17 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
 
 void op_linear_bwd_unstored(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
                             int rows, int in_f, int out_f) {
+    op_linear_bwd_given16(r, din, w, b, dout, BT_NO_PTR, in, rows, in_f, out_f);
+}
+
+void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
+                           size_t in, int rows, int in_f, int out_f) {
     const bert_model *m = r->m;
     if (rows == 0) return;
     unsigned s16 = 0;
     const bt_ptr x = act_operand(r, in, BT_GEMM_B16, &s16);
     /* dout, which both GEMMs read: in 16 bits once where gemm16 would convert it twice */
-    const bt_ptr d16 = bert_operand16(m, dout, (size_t)rows * out_f);
+    if (!d16.buf) d16 = bert_operand16(m, dout, (size_t)rows * out_f);
     const bt_ptr d = d16.buf ? d16 : act(m, dout);
     const unsigned d_a16 = d16.buf ? BT_GEMM_A16 : 0;
     mm(m, s16 | d_a16, true, false, out_f, in_f, rows, 1.0f, d, out_f, 0, x, in_f, 0, 1.0f,
@@ -103,16 +108,19 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
     store(r, gelu, n);
 }
 
-bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int cols) {
+bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int cols,
+                      bt_ptr *d16) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const bool fuse = fused(m, BERT_FUSE_GELU);
+    *d16 = BT_NO_PTR;
     if (fuse) { /* d *= gelu'(fc1), rounded as store does, and the bias gradient in one pass;
                  * fc1 read from the stash where it is there (the unstash leaves it) */
         const bt_ptr fc1_16 = bert_act_stashed(m, r->half_layer, fc1);
+        *d16 = bert_operand16_room(m, 0, (size_t)rows * cols);
         be->bias_gelu_bwd(be, act(m, d), grd(m, b), act(m, d), fc1_16.buf ? fc1_16 : act(m, fc1),
                           rows, cols, (bt_dtype)m->cfg.storage,
-                          fc1_16.buf ? (bt_dtype)m->cfg.storage : BT_F32);
+                          fc1_16.buf ? (bt_dtype)m->cfg.storage : BT_F32, *d16);
         store_rounded(r, d, (size_t)rows * cols);
     } else {
         be->gelu_bwd(be, act(m, d), act(m, d), act(m, fc1), (size_t)rows * cols);
@@ -149,7 +157,7 @@ void op_bias_add(bert_run *r, size_t x, size_t b, int rows, int cols) {
 void op_dropout(bert_run *r, size_t x, size_t n, size_t per_sample, float p, bt_rng_key key) {
     bt_backend *be = r->m->be;
     if (p > 0.0f)
-        be->dropout(be, act(r->m, x), act(r->m, x), n, per_sample, r->bt->first_sample, p, key);
+        be->dropout(be, act(r->m, x), act(r->m, x), n, per_sample, r->bt->first_sample, p, key, BT_F32, BT_NO_PTR, BT_F32);
     store(r, x, n);
 }
 
@@ -230,7 +238,7 @@ bt_ptr op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH
      * before dropout reads them: the unfused path's bits in any storage */
     if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION)) {
         const bt_ptr probs16 = bert_act_slot16(m, r->tape, r->layer, probs, true),
-                     dropped16 = r->layer >= 0 ? bert_operand16_room(m, n) : BT_NO_PTR;
+                     dropped16 = r->layer >= 0 ? bert_operand16_room(m, 0, n) : BT_NO_PTR;
         be->softmax_dropout_fwd(be, act(m, dropped), act(m, probs), act(m, probs), ints(m, mask), B,
                                 NH, T, scale, (bt_dtype)m->cfg.storage, first, p, key, dropped16,
                                 probs16);
@@ -239,12 +247,12 @@ bt_ptr op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH
     }
     be->softmax_fwd(be, act(m, probs), act(m, probs), ints(m, mask), B, NH, T, scale);
     store(r, probs, n);
-    if (p > 0.0f) be->dropout(be, act(m, dropped), act(m, probs), n, per_b, first, p, key);
+    if (p > 0.0f) be->dropout(be, act(m, dropped), act(m, probs), n, per_b, first, p, key, BT_F32, BT_NO_PTR, BT_F32);
     return BT_NO_PTR;
 }
 
-void op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scale, float p,
-                    bt_rng_key key, float penalty, size_t scores) {
+bt_ptr op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scale, float p,
+                      bt_rng_key key, float penalty, size_t scores) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const int B = r->bt->B, T = r->bt->T;
@@ -253,20 +261,26 @@ void op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scal
     if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION)) {
         /* rounded by the op as store would, unless the penalty's term follows */
         const bt_dtype r16 = penalty > 0.0f ? BT_F32 : (bt_dtype)m->cfg.storage;
-        be->dropout_softmax_bwd(be, act(m, dprobs), act(m, dprobs), act(m, probs), B, NH, T, scale,
-                                r16, first, p, key);
+        const bt_ptr p16 = bert_act_stashed(m, r->half_layer, probs), /* the unstash left it */
+            ds16 = r16 != BT_F32 ? bert_operand16_room(m, 0, n) : BT_NO_PTR;
+        be->dropout_softmax_bwd(be, act(m, dprobs), act(m, dprobs), p16.buf ? p16 : act(m, probs),
+                                B, NH, T, scale, r16, first, p, key,
+                                p16.buf ? (bt_dtype)m->cfg.storage : BT_F32, ds16);
         if (penalty > 0.0f) {
             be->axpy(be, act(m, dprobs), penalty, act(m, scores), n);
             store(r, dprobs, n); /* the sum rounded here */
         } else {
             store_rounded(r, dprobs, n);
         }
-        return;
+        return ds16;
     }
-    if (p > 0.0f) be->dropout(be, act(m, dprobs), act(m, dprobs), n, per_b, first, p, key);
+    if (p > 0.0f)
+        be->dropout(be, act(m, dprobs), act(m, dprobs), n, per_b, first, p, key, BT_F32, BT_NO_PTR,
+                    BT_F32);
     be->softmax_bwd(be, act(m, dprobs), act(m, dprobs), act(m, probs), B * NH * T, T, scale);
     if (penalty > 0.0f) be->axpy(be, act(m, dprobs), penalty, act(m, scores), n);
     store(r, dprobs, n);
+    return BT_NO_PTR;
 }
 
 void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log_z,

@@ -41,6 +41,12 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
 void op_linear_bwd_unstored(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
                             int rows, int in_f, int out_f);
 
+/* op_linear_bwd_unstored with dout's 16-bit copy for the two GEMMs already
+ * made by the op that wrote dout (d16; buf NULL: made here, as
+ * op_linear_bwd_unstored makes it). */
+void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
+                           size_t in, int rows, int in_f, int out_f);
+
 /* out = LayerNorm(in) (rows, H) with the parameters w, b; mean and rstd
  * (rows) saved for the backward. */
 void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, size_t w,
@@ -56,8 +62,11 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
 
 /* Backward of op_bias_gelu's GELU in place: d *= GELU'(fc1); returns true
  * when the fused op has also added b's gradient (op_linear_bwd then gets
- * NO_BIAS). */
-bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int cols);
+ * NO_BIAS). *d16 gets d's 16-bit copy for the GEMMs after it where the
+ * fused op wrote it into the operand16 buffer (bert_operand16_room), else
+ * buf NULL. */
+bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int cols,
+                      bt_ptr *d16);
 
 /* out = GELU(in) and its backward dx = dy * GELU'(x), n values. */
 void op_gelu(bert_run *r, size_t out, size_t in, size_t n);
@@ -112,9 +121,13 @@ bt_ptr op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH
                   float p, bt_rng_key key);
 
 /* Backward of op_softmax in place on dprobs, plus penalty * scores where
- * penalty > 0 (the attention-logit penalty's gradient; scores (B, NH, T, T)). */
-void op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scale, float p,
-                    bt_rng_key key, float penalty, size_t scores);
+ * penalty > 0 (the attention-logit penalty's gradient; scores (B, NH, T, T)).
+ * The fused op reads probs from the stash where it is there, and without
+ * the penalty writes the 16-bit copy of the result that the GEMMs after it
+ * read into the operand16 buffer (bert_operand16_room), which it returns;
+ * else buf NULL. */
+bt_ptr op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float scale, float p,
+                      bt_rng_key key, float penalty, size_t scores);
 
 /* Cross-entropy of logits (rows, classes) against labels: per-row loss,
  * correct and log-sum-exp; the logits become d loss / d logits (times

@@ -81,7 +81,7 @@ void bert_top_dropout(bert_run *r, size_t x, int S, int H, float p, bt_rng_key k
     be->fill(be, act(m, a->dI), 0.0f, all);
     be->scatter_rows(be, act(m, a->dI), act(m, x), ints(m, a->top_rows),
                      bert_links(m, a->top_rows), S, H);
-    be->dropout(be, act(m, a->dI), act(m, a->dI), all, per_sample, r->bt->first_sample, p, key);
+    be->dropout(be, act(m, a->dI), act(m, a->dI), all, per_sample, r->bt->first_sample, p, key, BT_F32, BT_NO_PTR, BT_F32);
     be->gather_rows(be, act(m, x), act(m, a->dI), ints(m, a->top_rows), S, H);
 }
 

@@ -3,8 +3,8 @@
  * present), each of the six fused ops, its slot emptied and filled by
  * bt_compose_missing, gives the bits of the backend's own fused op on the
  * same inputs: every output, including the inputs a fused op updates (y of
- * bias_gelu_fwd, dbias, its 16-bit copies), with dropout on and the
- * in-place forms. */
+ * bias_gelu_fwd, dbias, its 16-bit copies and 16-bit inputs), with dropout
+ * on and the in-place forms. */
 #include "backends/common/composed.h"
 #include "backends/registry.h"
 
@@ -75,13 +75,15 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS, BT_BF16, P(3), P(4));
         return finish(be, &t, 5, bytes);
     }
-    case 1: { /* bias_gelu_bwd: dx, dbias, dout, x, and x in f16 (read out of place) */
-        const size_t n[] = {rc, COLS, rc, rc, rc};
-        setup(be, &t, n, 5, -1);
+    case 1: { /* bias_gelu_bwd: dx, dbias, dout, x, and x in f16 (read out of place)
+                 with dx's f16 copy */
+        const size_t n[] = {rc, COLS, rc, rc, rc, rc};
+        setup(be, &t, n, 6, -1);
         be->cast(be, P(4), BT_F16, P(3), BT_F32, rc);
         be->bias_gelu_bwd(be, inplace ? P(2) : P(0), P(1), P(2), inplace ? P(3) : P(4), ROWS,
-                          COLS, inplace ? BT_F32 : BT_F16, inplace ? BT_F32 : BT_F16);
-        return finish(be, &t, 5, bytes);
+                          COLS, inplace ? BT_F32 : BT_F16, inplace ? BT_F32 : BT_F16,
+                          inplace ? BT_NO_PTR : P(5));
+        return finish(be, &t, 6, bytes);
     }
     case 2: { /* bias_dropout_add: out, y, bias, resid */
         const size_t n[] = {rc, rc, COLS, rc};
@@ -128,12 +130,16 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
                                 inplace ? BT_NO_PTR : copies, inplace ? BT_NO_PTR : probs16);
         return finish(be, &t, 5, bytes);
     }
-    default: { /* dropout_softmax_bwd: dscores, dprobs, probs */
-        const size_t n[] = {att, att, att};
-        setup(be, &t, n, 3, -1);
-        be->dropout_softmax_bwd(be, inplace ? P(1) : P(0), P(1), P(2), B, H, T, 0.3f,
-                                inplace ? BT_F32 : BT_BF16, 2, 0.1f, key);
-        return finish(be, &t, 3, bytes);
+    default: { /* dropout_softmax_bwd: dscores, dprobs, probs, and (bf16) probs read
+                  in 16 bits and the 16-bit copy of dscores */
+        const size_t n[] = {att, att, att, att};
+        setup(be, &t, n, 4, -1);
+        const bt_ptr probs16 = P(3), ds16 = {t.buf[3], att * 2};
+        if (!inplace) be->cast(be, probs16, BT_BF16, P(2), BT_F32, att);
+        be->dropout_softmax_bwd(be, inplace ? P(1) : P(0), P(1), inplace ? P(2) : probs16, B, H,
+                                T, 0.3f, inplace ? BT_F32 : BT_BF16, 2, 0.1f, key,
+                                inplace ? BT_F32 : BT_BF16, inplace ? BT_NO_PTR : ds16);
+        return finish(be, &t, 4, bytes);
     }
     }
 }

@@ -1,0 +1,250 @@
+/* Conformance checks of dropout: the Philox mask bit for bit (philox.h),
+ * split calls, statistics, the backward against finite differences, and the
+ * 16-bit input and output against the fp32 op's values. */
+#include "backends/common/half.h"
+#include "backends/philox.h"
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================= dropout ================= */
+
+typedef struct {
+    size_t n, per, split;
+    uint32_t s0;
+    float p;
+    bt_rng_key key;
+    int inplace;
+} dropout_args;
+static void run_dropout(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    dropout_args *d = a; /* in, [out] */
+    bt_ptr out = d->inplace ? t[0].p : t[1].p;
+    if (!d->split) {
+        be->dropout(be, out, t[0].p, d->n, d->per, d->s0, d->p, d->key, BT_F32, BT_NO_PTR, BT_F32);
+        return;
+    }
+    be->dropout(be, out, t[0].p, d->split, d->per, d->s0, d->p, d->key, BT_F32, BT_NO_PTR, BT_F32);
+    be->dropout(be, bt_at(out, d->split), bt_at(t[0].p, d->split), d->n - d->split, d->per,
+                d->s0 + (uint32_t)(d->split / d->per), d->p, d->key, BT_F32, BT_NO_PTR, BT_F32);
+}
+
+/* Expected output: philox.h decides which elements are kept (bit-exact with
+ * every backend); kept values are x * (1.0f / (1.0f - p)) in float. */
+static float *drop_expect(const float *x, const dropout_args *d) {
+    float *e = ref_alloc(d->n * 4);
+    const uint32_t thr = philox_drop_threshold(d->p);
+    const float scale = 1.0f / (1.0f - d->p);
+    for (size_t i = 0; i < d->n; i++) {
+        uint32_t sample = d->s0 + (uint32_t)(i / d->per), elem = (uint32_t)(i % d->per);
+        e[i] = philox_draw(d->key.seed, d->key.stream, sample, elem) >= thr ? x[i] * scale : 0.0f;
+    }
+    return e;
+}
+
+/* Run dropout on x with d; returns the output (caller frees) or NULL. */
+static float *drop_run(verdict *v, bt_backend *be, const float *x, dropout_args d) {
+    tensor t[] = {d.inplace ? tensor_out("x", x, d.n) : tensor_in("x", x, d.n), tensor_out("out", NULL, d.n)};
+    if (!exec_op(v, be, t, d.inplace ? 1 : 2, run_dropout, &d, NULL)) {
+        tensors_free(t, 2);
+        return NULL;
+    }
+    float *o = t[d.inplace ? 0 : 1].res;
+    t[d.inplace ? 0 : 1].res = NULL;
+    tensors_free(t, 2);
+    return o;
+}
+
+typedef struct {
+    size_t n;
+    double scale;
+    const float *keep; /* expected forward output of ones: scale or 0 */
+    double *x;
+} dr_fd_ctx;
+static void fwd_dropout(void *c, double *out) {
+    dr_fd_ctx *d = c;
+    for (size_t i = 0; i < d->n; i++) out[i] = d->keep[i] != 0.0f ? d->x[i] * d->scale : 0.0;
+}
+
+/* ---- 16-bit input and output ---- */
+
+/* The bits of v in dt (BT_BF16 or BT_F16), as cast writes them. */
+static uint16_t bits16(float v, bt_dtype dt) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+}
+
+typedef struct {
+    dropout_args d;
+    bt_dtype in_dtype, kind16;
+    bool f32_out; /* out given (else buf NULL: not written) */
+} dropout16_args;
+static void run_dropout16(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const dropout16_args *q = a; /* in (fp32 or 16-bit), out16, [out] */
+    be->dropout(be, q->f32_out ? t[2].p : BT_NO_PTR, t[0].p, q->d.n, q->d.per, q->d.s0, q->d.p,
+                q->d.key, q->in_dtype, t[1].p, q->kind16);
+}
+
+/* dropout with its input in 16 bits (in_dtype dt: the stash's copy of x)
+ * and with a 16-bit copy of its output (out16 in dt), with and without the
+ * fp32 out: out must be the fp32 op's output on x's values (widened from dt
+ * where x is given in it), and out16 its bits in dt, as a cast after the op
+ * would make them. */
+static void check_dropout16(bt_backend *be, const dropout_args *d, const float *x,
+                            const char *shape) {
+    const size_t n = d->n;
+    for (int k = 0; k < 2; k++) {
+        const bt_dtype dt = k ? BT_F16 : BT_BF16;
+        uint16_t *x16 = malloc(n * 2), *want16 = malloc(n * 2);
+        float *xw = malloc(n * 4);
+        if (!x16 || !xw || !want16) exit(99);
+        for (size_t i = 0; i < n; i++) {
+            x16[i] = bits16(x[i], dt);
+            const uint32_t u = dt == BT_BF16 ? bf16_to_f32(x16[i]) : f16_to_f32(x16[i]);
+            memcpy(&xw[i], &u, 4);
+        }
+        for (int form = 0; form < 3; form++) { /* in fp32 / 16 bits with out / 16 bits alone */
+            const dropout16_args q = {*d, form ? dt : BT_F32, dt, form < 2};
+            float *want = drop_expect(form ? xw : x, d);
+            for (size_t i = 0; i < n; i++) want16[i] = bits16(want[i], dt);
+            tensor t[] = {form ? tensor_16bit("in16", x16, n, false) : tensor_in("x", x, n),
+                          tensor_16bit("out16", NULL, n, true), tensor_out("out", NULL, n)};
+            verdict v = v_new();
+            if (exec_op(&v, be, t, q.f32_out ? 3 : 2, run_dropout16, (void *)&q, NULL)) {
+                if (q.f32_out) v_bits(&v, "out", RES(t[2]), want, n);
+                const uint16_t *got = t[1].res;
+                for (size_t i = 0; i < n; i++)
+                    if (got[i] != want16[i]) {
+                        v_fail(&v, "out16[%zu] = 0x%04x, not 0x%04x: %.9g in %s", i, got[i],
+                               want16[i], (double)want[i], dt == BT_BF16 ? "bf16" : "f16");
+                        break;
+                    }
+            }
+            v_report(&v, "dropout", "%s in %s, out16 %s%s", shape,
+                     form ? (dt == BT_BF16 ? "bf16" : "f16") : "fp32",
+                     dt == BT_BF16 ? "bf16" : "f16", q.f32_out ? "" : ", no fp32 out");
+            tensors_free(t, 3);
+            free(want);
+        }
+        free(x16), free(xw), free(want16);
+    }
+}
+
+void test_dropout(bt_backend *be) {
+    if (!want_op("dropout")) return;
+    static const struct {
+        size_t n, per;
+        uint32_t s0;
+        float p;
+        int quick; /* -1: big */
+    } cases[] = {/* n is a multiple of per_sample (backend.h); odd per_sample values
+                  * make Philox blocks of four straddle sample boundaries */
+                 {1, 1, 0, 0.1f, 1},         {15, 5, 3, 0.1f, 1},     {256, 64, 0, 0.5f, 0},
+                 {999, 3, 11, 0.25f, 0},     {1000, 1000, 0, 0.0f, 0}, {4000, 1000, 7, 0.1f, 1},
+                 {8198, 4099, 0, 0.9f, 0},   {196608, 98304, 5, 0.1f, -1}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        if (skip_shape(cases[ci].quick == 1)) continue;
+        reseed("dropout", ci);
+        dropout_args d = {cases[ci].n, cases[ci].per, 0, cases[ci].s0, cases[ci].p, {0, 0}, 0};
+        d.key.seed = ref_next(&g_input_rng);
+        d.key.stream = (ci & 1) ? ref_next(&g_input_rng) : (uint64_t)ref_int(&g_input_rng, 100);
+        size_t n = d.n;
+        char shape[80];
+        snprintf(shape, sizeof shape, "n=%zu per=%zu s0=%u p=%g", n, d.per, d.s0, d.p);
+        float *x = rand_floats(n, 1, 0), *g = rand_floats(n, 1, 0), *xg = ref_alloc(n * 4);
+        for (size_t i = 0; i < n; i++) xg[i] = x[i] + g[i];
+        float *ex = drop_expect(x, &d), *eg = drop_expect(g, &d), *ones = ref_alloc(n * 4);
+        for (size_t i = 0; i < n; i++) ones[i] = 1.0f;
+        float *keep = drop_expect(ones, &d);
+
+        /* forward, out-of-place and in-place: bit-exact */
+        verdict v = v_new();
+        float *ox = drop_run(&v, be, x, d);
+        if (ox) v_bits(&v, "out", ox, ex, n);
+        d.inplace = 1;
+        float *oi = drop_run(&v, be, x, d);
+        if (oi) v_bits(&v, "in-place", oi, ex, n);
+        d.inplace = 0;
+        v_report(&v, "dropout", "%s", shape);
+        check_dropout16(be, &d, x, shape);
+
+        /* the mask depends only on (seed, stream, sample, elem): split calls */
+        size_t full = n / d.per;
+        if (n > d.per) { /* at least two samples */
+            verdict vs = v_new();
+            d.split = d.per * (full / 2 ? full / 2 : 1);
+            float *os = drop_run(&vs, be, x, d);
+            if (os) v_bits(&vs, "split", os, ex, n);
+            d.split = 0;
+            v_report(&vs, "dropout", "%s split@%zu", shape, d.per * (full / 2 ? full / 2 : 1));
+            free(os);
+        }
+
+        /* statistics: kept fraction within 4 sigma; other stream/seed, other mask */
+        if (ox) {
+            verdict vt = v_new();
+            size_t kept = 0;
+            for (size_t i = 0; i < n; i++) kept += ox[i] != 0.0f;
+            double sigma = sqrt((double)d.p * (1.0 - d.p) / (double)n),
+                   dev = fabs((double)kept / n - (1.0 - d.p));
+            v_metric(&vt, "kept fraction z", sigma > 0 ? dev / sigma : (dev > 0 ? INFINITY : 0), 4.0);
+            for (size_t i = 0; i < n; i++)
+                if (ox[i] != 0.0f && ox[i] != x[i] * (1.0f / (1.0f - d.p))) {
+                    v_fail(&vt, "kept value not x/(1-p) exactly");
+                    break;
+                }
+            for (int k = 0; k < 2 && n >= 64 && d.p > 0.0f; k++) {
+                dropout_args d2 = d;
+                if (k == 0)
+                    d2.key.stream ^= 1;
+                else
+                    d2.key.seed += 1;
+                float *o2 = drop_run(&vt, be, x, d2);
+                size_t diff = 0;
+                for (size_t i = 0; o2 && i < n; i++) diff += (o2[i] == 0.0f) != (ox[i] == 0.0f);
+                if (o2 && diff == 0) v_fail(&vt, "same mask for another %s", k ? "seed" : "stream");
+                free(o2);
+            }
+            v_report(&vt, "dropout", "%s stats (z)", shape);
+        }
+
+        /* backward: the same call on a gradient applies the forward's mask and is linear */
+        if (ox) {
+            verdict vb = v_new();
+            float *og = drop_run(&vb, be, g, d), *oxg = drop_run(&vb, be, xg, d);
+            if (og && oxg) {
+                v_bits(&vb, "dgrad", og, eg, n);
+                for (size_t i = 0; i < n; i++)
+                    if ((og[i] == 0.0f) != (ox[i] == 0.0f)) {
+                        v_fail(&vb, "gradient mask differs from the forward mask at %zu", i);
+                        break;
+                    }
+                double *lin = ref_alloc(n * 8), *mag = ref_alloc(n * 8);
+                for (size_t i = 0; i < n; i++)
+                    lin[i] = (double)ox[i] + og[i], mag[i] = fabs((double)ox[i]) + fabs((double)og[i]);
+                v_nmse(&vb, "linearity", oxg, lin, mag, n, THR_ROUND);
+                free(lin), free(mag);
+            }
+            v_report(&vb, "dropout", "%s bwd+linear", shape);
+            free(og), free(oxg);
+        }
+        if (g_check_references) { /* analytic backward (mask * scale * w) vs FD of the forward */
+            verdict f = v_new();
+            double *rx = ref_dup(x, n), *w = ref_dup(g, n), sc = 1.0f / (1.0f - d.p);
+            dr_fd_ctx ctx = {n, sc, keep, rx};
+            for (int s = 0; s < 3; s++) {
+                size_t idx = (size_t)ref_int(&g_fd_rng, (int)n);
+                double an = keep[idx] != 0.0f ? w[idx] * sc : 0.0;
+                fd_point(&f, "dx", ref_fd(fwd_dropout, &ctx, n, w, rx, idx, FD_H), an, 1e-4 * max_abs(w, n));
+            }
+            FD_REPORT(f, "dropout", "%s vs FD", shape);
+            free(rx), free(w);
+        }
+        free(x), free(g), free(xg), free(ex), free(eg), free(ones), free(keep), free(ox), free(oi);
+    }
+}
