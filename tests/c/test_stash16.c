@@ -215,15 +215,23 @@ static void run_case(bt_backend *be, int norm, bt_dtype storage) {
  * device's own choice, with the 16-bit copies made once for two GEMMs
  * (operand16, the layer inputs from the stash), and the fp32 model's is
  * turned off. */
-static void run_gemm16_case(bt_backend *be, int norm, bt_dtype storage) {
+/* Without dropout: the model with gemm16 (auto on tensor cores, forced
+ * elsewhere) gives the bits of fp32 GEMMs on the same 16-bit values. With
+ * dropout, whose outputs are no 16-bit values, and only on 16-bit GEMM
+ * hardware: the 16-bit copies made once (the cast fusion: operands cast
+ * once, or written by the ops that make them) give the bits of gemm16
+ * converting every fp32 operand itself (BERT_FUSE_CAST off). */
+static void run_gemm16_case(bt_backend *be, int norm, bt_dtype storage, float dropout) {
     const char *nn = norm_name(norm), *dn = storage == BT_BF16 ? "bf16" : "fp16";
     char what[320];
     bt_device_info info;
     be->info(be, &info);
     const bool hw = storage == BT_F16 ? info.tensor_f16 : info.tensor_bf16;
-    bert_config c = small_config(norm, storage, 0.0f);
-    c.gemm16 = hw ? -1 : 0; /* off, or auto: this backend has no tensor cores */
+    if (dropout > 0.0f && !hw) return;
+    bert_config c = small_config(norm, storage, dropout);
+    c.gemm16 = dropout > 0.0f ? 0 : hw ? -1 : 0; /* off, or auto: no tensor cores here */
     bert_model *plain = make(be, &c);
+    if (dropout > 0.0f) plain->unfused |= BERT_FUSE_CAST;
     c.gemm16 = hw ? 0 : 1;
     bert_model *g16 = make(be, &c);
     float *h = malloc(plain->n_params * 4);
@@ -248,13 +256,20 @@ static void run_gemm16_case(bt_backend *be, int norm, bt_dtype storage) {
         run(plain, mb, k ? skip : NULL, lp, np_, loss_p);
         run(g16, mb, k ? skip : NULL, lg, ng, loss_g);
         float *gp = download_grads(plain), *gg = download_grads(g16);
-        snprintf(what, sizeof what, "%s %s %s%s: gemm16 == fp32 GEMMs on 16-bit values (bits): "
-                 "MLM loss %.6f, logits, NSP, gradients; %s",
-                 be->name, nn, dn, k ? ", skip 0100" : "", loss_p[0] / MMAX,
-                 hw ? "tensor cores: gemm16 off, and on with operands cast once"
-                    : "gemm16 auto-off here, forced on");
-        check(!plain->gemm16 && g16->gemm16 && !plain->operand16 && !g16->operand16 == !hw &&
-                  !memcmp(loss_p, loss_g, sizeof loss_p) &&
+        const bool models = dropout > 0.0f ? plain->gemm16 && g16->gemm16 && plain->operand16 &&
+                                                 g16->operand16 && !(g16->unfused & BERT_FUSE_CAST)
+                                           : !plain->gemm16 && g16->gemm16 && !plain->operand16 &&
+                                                 !g16->operand16 == !hw;
+        snprintf(what, sizeof what, "%s %s %s%s%s: %s (bits): MLM loss %.6f, logits, NSP, "
+                 "gradients; %s", be->name, nn, dn, dropout > 0.0f ? ", dropout 0.1" : "",
+                 k ? ", skip 0100" : "",
+                 dropout > 0.0f ? "16-bit copies made once == converted in each GEMM"
+                                : "gemm16 == fp32 GEMMs on 16-bit values",
+                 loss_p[0] / MMAX,
+                 dropout > 0.0f ? "tensor cores, --unfused cast against the default"
+                 : hw           ? "tensor cores: gemm16 off, and on with operands cast once"
+                                : "gemm16 auto-off here, forced on");
+        check(models && !memcmp(loss_p, loss_g, sizeof loss_p) &&
                   !memcmp(lp, lg, sizeof lp) && !memcmp(np_, ng, sizeof np_) &&
                   !memcmp(gp, gg, plain->n_params * 4),
               what);
@@ -339,8 +354,11 @@ static void run_backend(bt_backend *be) {
     for (int i = 0; i < 3; i++) {
         run_case(be, norms[i], BT_BF16);
         run_case(be, norms[i], BT_F16);
-        run_gemm16_case(be, norms[i], BT_BF16);
-        run_gemm16_case(be, norms[i], BT_F16);
+        for (int d = 0; d < 2; d++) { /* without dropout, and with it (the backward's
+                                          16-bit copies of dropped values) */
+            run_gemm16_case(be, norms[i], BT_BF16, d ? 0.1f : 0.0f);
+            run_gemm16_case(be, norms[i], BT_F16, d ? 0.1f : 0.0f);
+        }
     }
 }
 
@@ -387,10 +405,11 @@ int main(int argc, char **argv) {
             return 1;
         }
         const int norms[3] = {BERT_NORM_POST, BERT_NORM_PRE, BERT_NORM_ADMIN};
-        for (int i = 0; i < 3; i++) {
-            run_gemm16_case(be, norms[i], BT_BF16);
-            run_gemm16_case(be, norms[i], BT_F16);
-        }
+        for (int i = 0; i < 3; i++)
+            for (int d = 0; d < 2; d++) {
+                run_gemm16_case(be, norms[i], BT_BF16, d ? 0.1f : 0.0f);
+                run_gemm16_case(be, norms[i], BT_F16, d ? 0.1f : 0.0f);
+            }
         be->destroy(be);
         printf("%s: 16-bit GEMMs on %s (%d failures)\n", failures ? "FAIL" : "PASS", argv[1],
                failures);
