@@ -221,8 +221,11 @@ struct bt_backend {
                           bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps);
     /* dx = d out / d x (may alias dout), dgamma += sum_r dout * xhat,
      * dbeta += sum_r dout   (x, mean, rstd from the forward); with round16
-     * BT_BF16 or BT_F16 (16-bit storage) dx is rounded to it, as round16
-     * after would (BT_F32: not rounded); dgamma and dbeta never are. x is in
+     * BT_BF16 or BT_F16 (16-bit storage) dout is rounded to it as it is read
+     * and dx as it is written, as round16 before and after would (BT_F32:
+     * neither; dout itself is not written unless it is dx); dgamma and
+     * dbeta never are. Rounding dout as it is read lets the model leave the
+     * rounding pass over a gradient that this op alone reads. x is in
      * x_dtype: BT_F32, or 16 bits (the stash's copy, read as it is). */
     void (*layernorm_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                           bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,

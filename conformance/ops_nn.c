@@ -208,15 +208,19 @@ static void fwd_ln(void *c, double *out) {
 
 /* layernorm_bwd of dout at x (with the float mean mu and rstd rs a forward
  * saves) into dgamma = dg, dbeta = db and dx (dout itself when q.inplace),
- * against the float64 reference; with q.round16 also against the same op
- * unrounded: dx must be its values rounded by half.h, bit for bit, and
- * dgamma, dbeta its bits. */
+ * against the float64 reference; with q.round16, which rounds dout as the
+ * op reads it, the reference takes dout rounded by half.h, and the op is
+ * checked against the same op unrounded given dout rounded: dx must be its
+ * values rounded by half.h, bit for bit, and dgamma, dbeta its bits. */
 static void check_ln_bwd(bt_backend *be, layernorm_args q, const float *x, const float *g,
                          const float *dout, const float *dg, const float *db, const float *mu,
                          const float *rs) {
     const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
     const int inpl = q.inplace;
-    double *rx = ref_dup(x, n), *rg = ref_dup(g, c), *rd = ref_dup(dout, n);
+    float *dr = ref_alloc(n * 4); /* dout as the op reads it */
+    for (size_t i = 0; i < n; i++)
+        dr[i] = q.round16 == BT_F32 ? dout[i] : round16_host(dout[i], q.round16);
+    double *rx = ref_dup(x, n), *rg = ref_dup(g, c), *rd = ref_dup(dr, n);
     double *dmu = ref_dup(mu, r), *drs = ref_dup(rs, r), *rdx = ref_alloc(n * 8),
            *rdg = ref_dup(dg, c), *rdb = ref_dup(db, c);
     ref_layernorm_bwd(rdx, rdg, rdb, rd, rx, dmu, drs, rg, q.rows, q.cols);
@@ -233,6 +237,7 @@ static void check_ln_bwd(bt_backend *be, layernorm_args q, const float *x, const
                   tensor_out("dx", NULL, n)};
     tensor u[8];
     memcpy(u, t, sizeof u);
+    u[0] = inpl ? tensor_out("dout rounded", dr, n) : tensor_in("dout rounded", dr, n);
     verdict v = v_new();
     if (exec_op(&v, be, t, inpl ? 7 : 8, run_ln_bwd, &q, NULL)) {
         /* with cols = 1, dx is identically 0 and only mag gives it a scale */
@@ -252,15 +257,15 @@ static void check_ln_bwd(bt_backend *be, layernorm_args q, const float *x, const
                 break;
             }
         }
-        v_bits(&v, "dgamma vs unrounded", RES(t[1]), RES(u[1]), c);
-        v_bits(&v, "dbeta vs unrounded", RES(t[2]), RES(u[2]), c);
+        v_bits(&v, "dgamma vs unrounded on dout rounded", RES(t[1]), RES(u[1]), c);
+        v_bits(&v, "dbeta vs unrounded on dout rounded", RES(t[2]), RES(u[2]), c);
     }
     tensors_free(u, 8);
     v_report(&v, "layernorm_bwd", "%dx%d +=%s%s", q.rows, q.cols, inpl ? " dx=dout" : "",
              q.round16 == BT_BF16 ? " dx bf16" : q.round16 == BT_F16 ? " dx f16" : "");
     tensors_free(t, 8);
     free(rx), free(rg), free(rd), free(dmu), free(drs), free(rdx), free(rdg), free(rdb);
-    free(mdx), free(mdg), free(mdb);
+    free(mdx), free(mdg), free(mdb), free(dr);
 }
 
 /* layernorm_bwd past the devices' one-pass limit (64 rows) of the parameter

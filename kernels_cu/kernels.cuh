@@ -46,11 +46,11 @@ __global__ void bt_layernorm_bwd_dx(float *dx, const float *dout, const float *x
 __global__ void bt_layernorm_bwd_params(float *dgamma, float *dbeta, const float *dout,
                                         const float *x, const unsigned short *x16,
                                         const float *mean, const float *rstd, int rows, int cols,
-                                        int x_kind);
+                                        int x_kind, int kind16);
 __global__ void bt_layernorm_bwd_params_partial(float *partial, const float *dout, const float *x,
                                                 const unsigned short *x16, const float *mean,
                                                 const float *rstd, int rows, int cols,
-                                                int x_kind);
+                                                int x_kind, int kind16);
 __global__ void bt_layernorm_bwd_params_sum(float *dgamma, float *dbeta, const float *partial,
                                             int chunks, int cols);
 

@@ -72,6 +72,14 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
                 *G = cpu_f32(gamma);
     if (x_dtype != BT_F32) /* a 16-bit x widened first: the fp32 path's bits */
         X = cpu_widen16(be->ctx, x, x_dtype, (size_t)rows * cols);
+    if (round16 != BT_F32) { /* dout rounded as it is read: into dx, read from there */
+        const size_t n = (size_t)rows * cols;
+        if (DX != D) memcpy(DX, D, n * sizeof *DX);
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < rows; r++)
+            cpu_round16_span((uint32_t *)(DX + (size_t)r * cols), round16, (size_t)cols);
+        D = DX;
+    }
     /* parameter gradients first: dx may alias dout */
     cpu_column_sums(be->ctx, DB, DG, D, X, MU, RS, rows, cols);
 #pragma omp parallel for schedule(static)

@@ -168,10 +168,11 @@ static void ln_x_args(args *a, bt_ptr x, bt_ptr dout, bt_dtype x_dtype) {
 
 /* layernorm_bwd's dgamma and dbeta: one pass up to OCL_COL_ROWS rows;
  * beyond, chunk partials (chunks x 2 cols: dgamma's terms, then dbeta's),
- * then each column of them added in chunk order, as ocl_bias_grad. */
+ * then each column of them added in chunk order, as ocl_bias_grad; dout
+ * rounded to round16 as it is read. */
 static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
                                  bt_ptr x, bt_dtype x_dtype, bt_ptr mean, bt_ptr rstd, int rows,
-                                 int cols) {
+                                 int cols, bt_dtype round16) {
     const bool one_pass = rows <= OCL_COL_ROWS;
     const int chunks = (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
     cl_mem part = NULL;
@@ -191,6 +192,7 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(x_dtype));
+    arg_i(&a, BT_KIND16_OF(round16));
     launch(be, &a, BT_COL_GLOBAL(one_pass ? 1 : chunks, cols, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_layernorm_bwd_params_sum);
@@ -207,7 +209,7 @@ static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
                               bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
                               int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
     /* parameter gradients first: dx may alias dout */
-    ocl_layernorm_params(be, dgamma, dbeta, dout, x, x_dtype, mean, rstd, rows, cols);
+    ocl_layernorm_params(be, dgamma, dbeta, dout, x, x_dtype, mean, rstd, rows, cols, round16);
     args a = begin(be, K_layernorm_bwd_dx);
     arg_f32p(&a, dx);
     arg_f32p(&a, dout);

@@ -115,14 +115,16 @@ static void join_fwd(bert_run *r, int l, int site, size_t out, size_t resid, siz
 }
 
 /* dA = omega * dA + dH: the gradient of a residual join's input, through the
- * residual (dA holds d out) and the branch (dH). */
-static void join_bwd(bert_run *r, int l, int site, layer_dims d) {
+ * residual (dA holds d out) and the branch (dH). ln_next: the next op to
+ * read dA is layernorm_bwd, which rounds it as it reads it: no rounding
+ * pass here. */
+static void join_bwd(bert_run *r, int l, int site, layer_dims d, bool ln_next) {
     const struct bert_act_layout *a = r->m->act;
     const float omega = omega_at(r->m, l, site);
     if (d.top && site == SITE_ATTN_OUT) /* dA: S rows, dH: every row */
         bert_top_join_grad(r, omega, d.N, d.H);
     else
-        op_residual_bwd(r, a->dA, omega, a->dH, (size_t)d.N * d.H);
+        op_residual_bwd(r, a->dA, omega, a->dH, (size_t)d.N * d.H, !ln_next);
 }
 
 /* dH = the gradient reaching a residual branch through its output dropout:
@@ -234,6 +236,8 @@ static void layer_fwd(bert_run *r, int l, size_t x_in) {
     }
 }
 
+static int layer_before(const bert_pass *pass, int l);
+
 /* Backward of layer_fwd: dA holds d(layer output); on return it holds d(x_in). */
 static void layer_bwd(bert_run *r, int l, size_t x_in) {
     const struct bert_act_layout *a = r->m->act;
@@ -244,17 +248,18 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
     if (r->m->cfg.norm == BERT_NORM_PRE) {
         ffn_block_bwd(r, l, la->ln2);
         op_layernorm_bwd(r, a->dH, w->ln2_w, w->ln2_b, a->dH, la->res1, la->mean2, la->rstd2, d.N);
-        join_bwd(r, l, SITE_FFN_OUT, d); /* d res1 */
+        join_bwd(r, l, SITE_FFN_OUT, d, false); /* d res1 */
         attn_block_bwd(r, l, la->ln1);
         op_layernorm_bwd(r, a->dH, w->ln1_w, w->ln1_b, a->dH, x_in, la->mean1, la->rstd1, N);
-        join_bwd(r, l, SITE_ATTN_OUT, d); /* d x_in */
+        join_bwd(r, l, SITE_ATTN_OUT, d, false); /* d x_in */
     } else {
         op_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, la->res2, la->mean2, la->rstd2, d.N);
         ffn_block_bwd(r, l, la->ln1);
-        join_bwd(r, l, SITE_FFN_OUT, d); /* d ln1 */
+        join_bwd(r, l, SITE_FFN_OUT, d, true); /* d ln1, read by LN1's backward */
         op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1, d.N);
         attn_block_bwd(r, l, x_in);
-        join_bwd(r, l, SITE_ATTN_OUT, d); /* d x_in */
+        /* d x_in, read next by the LN2 backward of the layer below, if one runs */
+        join_bwd(r, l, SITE_ATTN_OUT, d, layer_before(r->pass, l) >= 0);
     }
 }
 

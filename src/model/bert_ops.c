@@ -173,12 +173,13 @@ void op_residual(bert_run *r, size_t out, float omega, size_t resid, size_t bran
     store(r, out, n);
 }
 
-void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t n) {
+void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t n,
+                     bool stored) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     if (omega != 1.0f) be->scale(be, act(m, d), omega, n);
     be->add(be, act(m, d), act(m, d), act(m, dbranch), n);
-    store(r, d, n);
+    if (stored) store(r, d, n);
 }
 
 void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch, size_t b,

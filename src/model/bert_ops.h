@@ -86,8 +86,11 @@ void op_dropout(bert_run *r, size_t x, size_t n, size_t per_sample, float p, bt_
 /* out = omega * resid + branch (n values): a residual join. */
 void op_residual(bert_run *r, size_t out, float omega, size_t resid, size_t branch, size_t n);
 
-/* Backward of op_residual for its input: d = omega * d + dbranch. */
-void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t n);
+/* Backward of op_residual for its input: d = omega * d + dbranch. With stored false the sum is left as the
+ * ops wrote it, not stored (rounded): for a sum whose one reader rounds it
+ * as it reads it (layernorm_bwd). */
+void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t n,
+                     bool stored);
 
 /* out = resid + dropout(branch + b) (rows, H), then with norm: norm's out
  * = LayerNorm(out): one fused op (BERT_FUSE_JOIN). */
