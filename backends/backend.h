@@ -225,11 +225,16 @@ struct bt_backend {
      * and dx as it is written, as round16 before and after would (BT_F32:
      * neither; dout itself is not written unless it is dx); dgamma and
      * dbeta never are. Rounding dout as it is read lets the model leave the
-     * rounding pass over a gradient that this op alone reads. x is in
-     * x_dtype: BT_F32, or 16 bits (the stash's copy, read as it is). */
+     * rounding pass over a gradient that this op alone reads. With dbranch
+     * (buf NULL: none) the op's dout is dout + dbranch, dbranch rounded to
+     * round16 first: round16 of dbranch, add, then the op, a residual
+     * join's backward and the LayerNorm's before it in one pass (dbranch is
+     * not written; dx may alias dout, not dbranch). x is in x_dtype:
+     * BT_F32, or 16 bits (the stash's copy, read as it is). */
     void (*layernorm_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
-                          bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                          int rows, int cols, bt_dtype round16, bt_dtype x_dtype);
+                          bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
+                          bt_ptr gamma, int rows, int cols, bt_dtype round16,
+                          bt_dtype x_dtype);
     /* In-place: unless an op says otherwise, an output may alias an input of
      * the same shape that is read at the same index only (dx = dout in the
      * backward ops, out = a in add). */

@@ -150,8 +150,8 @@ static void run_ln_fwd(bt_backend *be, tensor *t, void *a, double *s) {
 static void run_ln_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a; /* dout, dgamma, dbeta, x, mean, rstd, gamma, [dx] */
-    be->layernorm_bwd(be, q->inplace ? t[0].p : t[7].p, t[1].p, t[2].p, t[0].p, t[3].p, t[4].p,
-                      t[5].p, t[6].p, q->rows, q->cols, q->round16, q->x_dtype);
+    be->layernorm_bwd(be, q->inplace ? t[0].p : t[7].p, t[1].p, t[2].p, t[0].p, BT_NO_PTR, t[3].p,
+                      t[4].p, t[5].p, t[6].p, q->rows, q->cols, q->round16, q->x_dtype);
 }
 
 /* layernorm_bwd with x given in q.x_dtype (16 bits: the stash's copy) gives
@@ -195,6 +195,59 @@ static void check_ln_bwd_x16(bt_backend *be, layernorm_args q, const float *x, c
     tensors_free(t, 8);
     tensors_free(u, 8);
     free(x16), free(xw);
+}
+
+/* layernorm_bwd with a branch's gradient: dout, dbranch, dgamma, dbeta, x,
+ * mean, rstd, gamma, [dx], and for the unfused ops dbranch's rounded copy. */
+static void run_ln_bwd_branch(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    layernorm_args *q = a;
+    be->layernorm_bwd(be, q->inplace ? t[0].p : t[8].p, t[2].p, t[3].p, t[0].p, t[1].p, t[4].p,
+                      t[5].p, t[6].p, t[7].p, q->rows, q->cols, q->round16, q->x_dtype);
+}
+/* The same as its ops: dbranch rounded as stored (a copy), added to dout
+ * (into dx, or dout in place), layernorm_bwd of the sum. */
+static void run_ln_bwd_branch_unfused(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    layernorm_args *q = a;
+    const size_t n = (size_t)q->rows * q->cols;
+    const bt_ptr sum = q->inplace ? t[0].p : t[8].p;
+    be->copy(be, t[9].p, t[1].p, n * 4);
+    if (q->round16 != BT_F32) be->round16(be, t[9].p, q->round16, n);
+    be->add(be, sum, t[0].p, t[9].p, n);
+    be->layernorm_bwd(be, sum, t[2].p, t[3].p, sum, BT_NO_PTR, t[4].p, t[5].p, t[6].p, t[7].p,
+                      q->rows, q->cols, q->round16, q->x_dtype);
+}
+
+/* layernorm_bwd given a residual branch's gradient dbranch beside dout gives
+ * the bits of round16 (where q.round16) of a copy of dbranch, add and
+ * layernorm_bwd of the sum: dx, dgamma, dbeta; dbranch unchanged. */
+static void check_ln_bwd_branch(bt_backend *be, layernorm_args q, const float *x, const float *g,
+                                const float *dout, const float *dbr, const float *dg,
+                                const float *db, const float *mu, const float *rs) {
+    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
+    const int inpl = q.inplace, o = inpl ? 0 : 8;
+    tensor t[] = {inpl ? tensor_out("dout", dout, n) : tensor_in("dout", dout, n),
+                  tensor_in("dbranch", dbr, n), tensor_out("dgamma", dg, c),
+                  tensor_out("dbeta", db, c), tensor_in("x", x, n), tensor_in("mean", mu, r),
+                  tensor_in("rstd", rs, r), tensor_in("gamma", g, c),
+                  tensor_out("dx", NULL, n), tensor_out("dbranch rounded", NULL, n)};
+    tensor u[10];
+    memcpy(u, t, sizeof u);
+    u[0] = tensor_out("dout", dout, n);
+    if (!inpl) u[8] = tensor_out("dx", NULL, n);
+    verdict v = v_new();
+    if (exec_op(&v, be, t, inpl ? 8 : 9, run_ln_bwd_branch, &q, NULL) &&
+        exec_op(&v, be, u, 10, run_ln_bwd_branch_unfused, &q, NULL)) {
+        v_bits(&v, "dx vs the ops", RES(t[o]), RES(u[o]), n);
+        v_bits(&v, "dgamma vs the ops", RES(t[2]), RES(u[2]), c);
+        v_bits(&v, "dbeta vs the ops", RES(t[3]), RES(u[3]), c);
+    }
+    v_report(&v, "layernorm_bwd", "%dx%d +=%s%s, with a branch's gradient", q.rows, q.cols,
+             inpl ? " dx=dout" : "",
+             q.round16 == BT_BF16 ? " dx bf16" : q.round16 == BT_F16 ? " dx f16" : "");
+    tensors_free(t, 10);
+    tensors_free(u, 10);
 }
 
 typedef struct {
@@ -285,17 +338,19 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
         ref_layernorm_fwd(ro, rmu, rrs, rx, rg, rg, q.rows, q.cols, q.eps); /* for mean, rstd */
         float *mu = ref_alloc(r * 4), *rs = ref_alloc(r * 4);
         for (size_t i = 0; i < r; i++) mu[i] = (float)rmu[i], rs[i] = (float)rrs[i];
+        float *dbr = rand_floats(n, 1, 0); /* a residual branch's gradient */
         for (int k = 0; k < 4; k++) { /* fp32 apart and in place; bf16 apart, f16 in place */
             q.inplace = k & 1;
             q.round16 = k < 2 ? BT_F32 : k == 2 ? BT_BF16 : BT_F16;
             check_ln_bwd(be, q, x, g, dout, dg, db, mu, rs);
+            check_ln_bwd_branch(be, q, x, g, dout, dbr, dg, db, mu, rs);
             if (k < 2) continue;
             q.x_dtype = q.round16; /* the same with x in 16 bits */
             check_ln_bwd_x16(be, q, x, g, dout, dg, db, mu, rs);
             q.x_dtype = BT_F32;
         }
         free(x), free(g), free(dout), free(dg), free(db), free(rx), free(rg), free(ro);
-        free(rmu), free(rrs), free(mu), free(rs);
+        free(rmu), free(rrs), free(mu), free(rs), free(dbr);
     }
 }
 

@@ -38,21 +38,33 @@ BT_FN float ln_x(__global const float *x, __global const ushort *x16, size_t i, 
     return x_kind != BT_KIND16_NONE ? kind16_value(x16[i], x_kind) : x[i];
 }
 
+/* dout[i] as LayerNorm's backward reads it: with `branch`, dout + dbranch
+ * (a residual join's two gradients, dbranch rounded to kind16 first, as
+ * stored), rounded to kind16 (BT_KIND16_NONE: neither rounded). */
+BT_FN float ln_dy(__global const float *dout, __global const float *dbranch, size_t i,
+                  int branch, int kind16) {
+    float d = dout[i];
+    if (branch) d += round_kind16(dbranch[i], kind16);
+    return round_kind16(d, kind16);
+}
+
 /* dx = rstd * (dout*gamma - mean(dout*gamma) - xhat * mean(dout*gamma*xhat))
- * per row, xhat = (x - mean) * rstd, dout rounded to the storage kind kind16
- * as it is read and dx as it is written (BT_KIND16_NONE: neither); x read
+ * per row, xhat = (x - mean) * rstd, dout as ln_dy reads it (with the
+ * branch's gradient where `branch`) and dx rounded to the storage kind kind16
+ * as it is written (BT_KIND16_NONE: not rounded); x read
  * from x16 in the storage kind x_kind
  * where that is not BT_KIND16_NONE (ln_x). dx may alias dout: each
  * work-item reads its columns before the trees and writes the same columns
  * after them. Geometry: a row kernel, as layernorm_fwd; where the row fits
  * (BT_LN_CACHED), dout * gamma and xhat stay in registers between the trees
  * and the writes. */
-BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_IN(float, x),
-                                      BT_IN(ushort, x16), BT_IN(float, mean), BT_IN(float, rstd),
-                                      BT_IN(float, gamma), int rows, int cols, int kind16,
-                                      int x_kind) {
+BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
+                                      BT_IN(float, dbranch), BT_IN(float, x), BT_IN(ushort, x16),
+                                      BT_IN(float, mean), BT_IN(float, rstd), BT_IN(float, gamma),
+                                      int rows, int cols, int kind16, int x_kind, int branch) {
     BT_BIND(dx);
     BT_BIND(dout);
+    BT_BIND(dbranch);
     BT_BIND(x);
     BT_BIND(x16);
     BT_BIND(mean);
@@ -63,6 +75,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_
     const size_t row = (size_t)(n ? r : 0) * cols;
     dx += row;
     dout += row;
+    dbranch += row;
     x += row;
     x16 += row;
     const float mu = mean[n ? r : 0], rs = rstd[n ? r : 0];
@@ -73,7 +86,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_
             const int c = ln_lane_col(k);
             dn[k] = xh[k] = 0.0f;
             if (c >= n) continue;
-            dn[k] = round_kind16(dout[c], kind16) * gamma[c];
+            dn[k] = ln_dy(dout, dbranch, c, branch, kind16) * gamma[c];
             xh[k] = (ln_x(x, x16, c, x_kind) - mu) * rs;
             sd += dn[k];
             sdx += dn[k] * xh[k];
@@ -86,7 +99,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_
         return;
     }
     for (int c = lane; c < n; c += BT_ROW_LANES) {
-        const float dn = round_kind16(dout[c], kind16) * gamma[c];
+        const float dn = ln_dy(dout, dbranch, c, branch, kind16) * gamma[c];
         sd += dn;
         sdx += dn * ((ln_x(x, x16, c, x_kind) - mu) * rs);
     }
@@ -94,7 +107,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_
     const float mean_dx = row_sum(sdx, red) / cols;
     for (int c = lane; c < n; c += BT_ROW_LANES) {
         const float xhat = (ln_x(x, x16, c, x_kind) - mu) * rs;
-        const float dn = round_kind16(dout[c], kind16) * gamma[c];
+        const float dn = ln_dy(dout, dbranch, c, branch, kind16) * gamma[c];
         dx[c] = round_kind16(rs * (dn - mean_d - xhat * mean_dx), kind16);
     }
 }
@@ -103,14 +116,14 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout), BT_
  * xhat[r,c] to *ag and dout[r,c] to *ab for the rows r = r0 + lane, r0 +
  * lane + BT_LANES, ... below r1, in order (dout and x point at column c;
  * stats holds the mean, then at BT_COL_ROWS the rstd, of rows r0 ...; x as
- * ln_x reads it; dout rounded to kind16 as it is read). */
-BT_FN void ln_params_rows(__global const float *dout, __global const float *x,
-                          __global const ushort *x16, int x_kind, int kind16,
-                          BT_LOCAL_PTR const float *stats, size_t r0, size_t r1, size_t cols,
-                          int lane, float *ag, float *ab) {
+ * ln_x reads it, dout as ln_dy). */
+BT_FN void ln_params_rows(__global const float *dout, __global const float *dbranch, int branch,
+                          __global const float *x, __global const ushort *x16, int x_kind,
+                          int kind16, BT_LOCAL_PTR const float *stats, size_t r0, size_t r1,
+                          size_t cols, int lane, float *ag, float *ab) {
     for (size_t r = r0 + (size_t)lane; r < r1; r += BT_LANES) {
         const size_t i = r * cols;
-        const float d = round_kind16(dout[i], kind16);
+        const float d = ln_dy(dout, dbranch, i, branch, kind16);
         *ag += d * ((ln_x(x, x16, i, x_kind) - stats[r - r0]) * stats[BT_COL_ROWS + r - r0]);
         *ab += d;
     }
@@ -121,8 +134,9 @@ BT_FN void ln_params_rows(__global const float *dout, __global const float *x,
  * the rows staged once in stats, the row lanes' sums added in lane order.
  * Row lane 0 gets the totals in *ag, *ab. Must be reached by all
  * work-items. */
-BT_FN void ln_params_tile(__global const float *dout, __global const float *x,
-                          __global const ushort *x16, int x_kind, int kind16,
+BT_FN void ln_params_tile(__global const float *dout, __global const float *dbranch, int branch,
+                          __global const float *x, __global const ushort *x16, int x_kind,
+                          int kind16,
                           __global const float *mean, __global const float *rstd, size_t r0,
                           size_t r1, size_t c, size_t cols, int lane,
                           BT_LOCAL_PTR float *stats, BT_LOCAL_PTR float *red, float *ag,
@@ -134,25 +148,27 @@ BT_FN void ln_params_tile(__global const float *dout, __global const float *x,
     barrier(CLK_LOCAL_MEM_FENCE);
     float g = 0.0f, b = 0.0f;
     if (c < cols)
-        ln_params_rows(dout + c, x + c, x16 + c, x_kind, kind16, stats, r0, r1, cols, lane, &g,
-                       &b);
+        ln_params_rows(dout + c, dbranch + c, branch, x + c, x16 + c, x_kind, kind16, stats, r0,
+                       r1, cols, lane, &g, &b);
     *ag = col_lanes_sum(g, red);
     *ab = col_lanes_sum(b, red);
 }
 
 /* dgamma[c] += sum_r dout[r,c] * xhat[r,c],  dbeta[c] += sum_r dout[r,c]
- * (x as ln_x reads it, dout rounded to kind16) for rows <= BT_COL_ROWS (more rows: layernorm_bwd_params_partial, then
+ * (x as ln_x reads it, dout as ln_dy) for rows <= BT_COL_ROWS (more rows: layernorm_bwd_params_partial, then
  * layernorm_bwd_params_sum). Geometry: column tiles (constants.h,
  * BT_COL_SLAB), one work-group per slab of columns; global:
  * BT_COL_GLOBAL(1, cols, BT_WG). Runs before layernorm_bwd_dx, which may
  * overwrite dout. */
 BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, dbeta),
-                                          BT_IN(float, dout), BT_IN(float, x), BT_IN(ushort, x16),
+                                          BT_IN(float, dout), BT_IN(float, dbranch),
+                                          BT_IN(float, x), BT_IN(ushort, x16),
                                           BT_IN(float, mean), BT_IN(float, rstd), int rows,
-                                          int cols, int x_kind, int kind16) {
+                                          int cols, int x_kind, int kind16, int branch) {
     BT_BIND(dgamma);
     BT_BIND(dbeta);
     BT_BIND(dout);
+    BT_BIND(dbranch);
     BT_BIND(x);
     BT_BIND(x16);
     BT_BIND(mean);
@@ -163,8 +179,8 @@ BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, d
     int lane;
     col_tile((size_t)cols, &g, &c, &lane);
     float ag, ab;
-    ln_params_tile(dout, x, x16, x_kind, kind16, mean, rstd, 0, (size_t)rows, c, (size_t)cols, lane,
-                   stats, red, &ag, &ab);
+    ln_params_tile(dout, dbranch, branch, x, x16, x_kind, kind16, mean, rstd, 0, (size_t)rows, c,
+                   (size_t)cols, lane, stats, red, &ag, &ab);
     if (c < (size_t)cols && lane == 0) {
         dgamma[c] += ag;
         dbeta[c] += ab;
@@ -174,16 +190,18 @@ BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, d
 /* The first pass for more rows: over the rows of chunk g (BT_COL_ROWS rows),
  * partial[p_off + g 2cols + c] = sum dout * xhat and
  * partial[p_off + g 2cols + cols + c] = sum dout: row g of the partials
- * (chunks x 2cols) is dgamma's terms, then dbeta's (dout rounded to kind16
- * as it is read). Geometry: column tiles,
+ * (chunks x 2cols) is dgamma's terms, then dbeta's (dout as ln_dy reads
+ * it). Geometry: column tiles,
  * one work-group per (chunk, slab of columns); global:
  * BT_COL_GLOBAL(chunks, cols, BT_WG). Runs before layernorm_bwd_dx. */
 BT_KERNEL_WG void bt_layernorm_bwd_params_partial(BT_OUT(float, partial), BT_IN(float, dout),
-                                                  BT_IN(float, x), BT_IN(ushort, x16),
-                                                  BT_IN(float, mean), BT_IN(float, rstd),
-                                                  int rows, int cols, int x_kind, int kind16) {
+                                                  BT_IN(float, dbranch), BT_IN(float, x),
+                                                  BT_IN(ushort, x16), BT_IN(float, mean),
+                                                  BT_IN(float, rstd), int rows, int cols,
+                                                  int x_kind, int kind16, int branch) {
     BT_BIND(partial);
     BT_BIND(dout);
+    BT_BIND(dbranch);
     BT_BIND(x);
     BT_BIND(x16);
     BT_BIND(mean);
@@ -195,8 +213,8 @@ BT_KERNEL_WG void bt_layernorm_bwd_params_partial(BT_OUT(float, partial), BT_IN(
     col_tile((size_t)cols, &g, &c, &lane);
     const size_t r0 = g * BT_COL_ROWS, r1 = bt_min_size(r0 + BT_COL_ROWS, (size_t)rows);
     float ag, ab;
-    ln_params_tile(dout, x, x16, x_kind, kind16, mean, rstd, r0, r1, c, (size_t)cols, lane, stats,
-                   red, &ag, &ab);
+    ln_params_tile(dout, dbranch, branch, x, x16, x_kind, kind16, mean, rstd, r0, r1, c,
+                   (size_t)cols, lane, stats, red, &ag, &ab);
     if (c < (size_t)cols && lane == 0) {
         partial += g * 2 * (size_t)cols + c;
         partial[0] = ag;

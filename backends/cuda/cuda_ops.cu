@@ -117,33 +117,38 @@ static cu_ln_x cu_ln_x_of(bt_ptr x, bt_ptr dout, bt_dtype x_dtype) {
 /* As ocl_layernorm_params: dgamma and dbeta in one pass up to BT_COL_ROWS
  * rows, else chunk partials (chunks x 2 cols) then their sum in chunk order;
  * dout rounded to kind16 as it is read. */
-static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout, cu_ln_x x,
-                                bt_ptr mean, bt_ptr rstd, int rows, int cols, int kind16) {
+static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
+                                bt_ptr dbranch, cu_ln_x x, bt_ptr mean, bt_ptr rstd, int rows,
+                                int cols, int kind16) {
+    const int branch = dbranch.buf != NULL;
+    const float *db = cu_f32(branch ? dbranch : dout); /* absent: dout's, not read */
     if (rows <= BT_COL_ROWS) {
         LAUNCH(c, layernorm_bwd_params, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dgamma),
-               cu_f32(dbeta), cu_f32(dout), x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows, cols,
-               x.kind, kind16);
+               cu_f32(dbeta), cu_f32(dout), db, x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows,
+               cols, x.kind, kind16, branch);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * 2 * cols * sizeof(float));
     LAUNCH(c, layernorm_bwd_params_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part,
-           cu_f32(dout), x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows, cols, x.kind, kind16);
+           cu_f32(dout), db, x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows, cols, x.kind, kind16,
+           branch);
     LAUNCH(c, layernorm_bwd_params_sum, BT_COL_GLOBAL(1, 2 * cols, BT_WG), cu_f32(dgamma),
            cu_f32(dbeta), part, chunks, cols);
 }
 
 static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
-                             bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                             int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
+                             bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
+                             bt_ptr gamma, int rows, int cols, bt_dtype round16,
+                             bt_dtype x_dtype) {
     cu_ctx *c = cu(be);
     const cu_ln_x xs = cu_ln_x_of(x, dout, x_dtype);
     /* parameter gradients first: dx may alias dout */
-    cu_layernorm_params(c, dgamma, dbeta, dout, xs, mean, rstd, rows, cols,
+    cu_layernorm_params(c, dgamma, dbeta, dout, dbranch, xs, mean, rstd, rows, cols,
                         BT_KIND16_OF(round16));
-    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dx), cu_f32(dout), xs.f32,
-           xs.h16, cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols, BT_KIND16_OF(round16),
-           xs.kind);
+    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dx), cu_f32(dout),
+           cu_f32(dbranch.buf ? dbranch : dout), xs.f32, xs.h16, cu_f32(mean), cu_f32(rstd),
+           cu_f32(gamma), rows, cols, BT_KIND16_OF(round16), xs.kind, dbranch.buf != NULL);
 }
 
 static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,

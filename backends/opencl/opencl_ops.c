@@ -171,8 +171,8 @@ static void ln_x_args(args *a, bt_ptr x, bt_ptr dout, bt_dtype x_dtype) {
  * then each column of them added in chunk order, as ocl_bias_grad; dout
  * rounded to round16 as it is read. */
 static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
-                                 bt_ptr x, bt_dtype x_dtype, bt_ptr mean, bt_ptr rstd, int rows,
-                                 int cols, bt_dtype round16) {
+                                 bt_ptr dbranch, bt_ptr x, bt_dtype x_dtype, bt_ptr mean,
+                                 bt_ptr rstd, int rows, int cols, bt_dtype round16) {
     const bool one_pass = rows <= OCL_COL_ROWS;
     const int chunks = (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
     cl_mem part = NULL;
@@ -186,6 +186,7 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
         arg_ul(&a, 0);
     }
     arg_f32p(&a, dout);
+    arg_f32p(&a, dbranch.buf ? dbranch : dout); /* absent: dout's, not read */
     ln_x_args(&a, x, dout, x_dtype);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
@@ -193,6 +194,7 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(x_dtype));
     arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, dbranch.buf != NULL);
     launch(be, &a, BT_COL_GLOBAL(one_pass ? 1 : chunks, cols, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_layernorm_bwd_params_sum);
@@ -206,13 +208,16 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
 }
 
 static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
-                              bt_ptr dout, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                              int rows, int cols, bt_dtype round16, bt_dtype x_dtype) {
+                              bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
+                              bt_ptr gamma, int rows, int cols, bt_dtype round16,
+                              bt_dtype x_dtype) {
     /* parameter gradients first: dx may alias dout */
-    ocl_layernorm_params(be, dgamma, dbeta, dout, x, x_dtype, mean, rstd, rows, cols, round16);
+    ocl_layernorm_params(be, dgamma, dbeta, dout, dbranch, x, x_dtype, mean, rstd, rows, cols,
+                         round16);
     args a = begin(be, K_layernorm_bwd_dx);
     arg_f32p(&a, dx);
     arg_f32p(&a, dout);
+    arg_f32p(&a, dbranch.buf ? dbranch : dout);
     ln_x_args(&a, x, dout, x_dtype);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
@@ -221,6 +226,7 @@ static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(round16));
     arg_i(&a, BT_KIND16_OF(x_dtype));
+    arg_i(&a, dbranch.buf != NULL);
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 

@@ -31,7 +31,8 @@
     "  --set:     any other config key (docs/CONFIG.md), validated as train validates\n"    \
     "             it; applied after the options above\n"                                    \
     "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"                 \
-    "             (+LayerNorm); softmax+dropout; one 16-bit copy of a backward\n"          \
+    "             (+LayerNorm), and residual+LayerNorm backward; softmax+dropout;\n"     \
+    "             one 16-bit copy of a backward\n"                                          \
     "             operand for its two GEMMs) done op by op, to measure them\n"             \
     "             (none: all fused, also where the device says they do not pay)\n"          \
     "  --dense-top: the last layer at every row, not only at the heads' rows\n"              \

@@ -198,8 +198,9 @@ static void ffn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const joi
 }
 
 /* Backward of ffn_block_fwd's branch: dA holds d res2; dH gets d in (the
- * residual's share is join_bwd's). */
-static void ffn_block_bwd(bert_run *r, int l, size_t in) {
+ * residual's share is join_bwd's), stored unless stored_dh is false (its
+ * reader rounds it as it reads it). */
+static void ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &r->m->v.layer[l];
@@ -212,7 +213,7 @@ static void ffn_block_bwd(bert_run *r, int l, size_t in) {
     const bool bias_done = op_bias_gelu_bwd(r, a->dI, la->fc1, w->fc1_b, d.N, d.I, &di16);
     op_linear_bwd_given16(r, a->dH, w->fc1_w, bias_done ? NO_BIAS : w->fc1_b, a->dI, di16, in, d.N,
                           d.H, d.I);
-    op_stored(r, a->dH, (size_t)d.N * d.H);
+    if (stored_dh) op_stored(r, a->dH, (size_t)d.N * d.H);
 }
 
 /* One encoder layer, x_in (N, H) -> layer output (N, H); the top layer's
@@ -246,7 +247,7 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
     const layer_dims d = dims_of(r, l); /* d.N: the rows after attention */
     const int N = r->bt->B * r->bt->T;
     if (r->m->cfg.norm == BERT_NORM_PRE) {
-        ffn_block_bwd(r, l, la->ln2);
+        ffn_block_bwd(r, l, la->ln2, true);
         op_layernorm_bwd(r, a->dH, w->ln2_w, w->ln2_b, a->dH, la->res1, la->mean2, la->rstd2, d.N);
         join_bwd(r, l, SITE_FFN_OUT, d, false); /* d res1 */
         attn_block_bwd(r, l, la->ln1);
@@ -254,9 +255,17 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         join_bwd(r, l, SITE_ATTN_OUT, d, false); /* d x_in */
     } else {
         op_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, la->res2, la->mean2, la->rstd2, d.N);
-        ffn_block_bwd(r, l, la->ln1);
-        join_bwd(r, l, SITE_FFN_OUT, d, true); /* d ln1, read by LN1's backward */
-        op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1, d.N);
+        /* d ln1 = dA + dH and LN1's backward: one op where the join is fused */
+        const bool join = fused(r->m, BERT_FUSE_JOIN) && omega_at(r->m, l, SITE_FFN_OUT) == 1.0f;
+        ffn_block_bwd(r, l, la->ln1, !join);
+        if (join) {
+            op_join_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, a->dH, la->res1, la->mean1,
+                                  la->rstd1, d.N);
+        } else {
+            join_bwd(r, l, SITE_FFN_OUT, d, true); /* read by LN1's backward, which rounds it */
+            op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1,
+                             d.N);
+        }
         attn_block_bwd(r, l, x_in);
         /* d x_in, read next by the LN2 backward of the layer below, if one runs */
         join_bwd(r, l, SITE_ATTN_OUT, d, layer_before(r->pass, l) >= 0);

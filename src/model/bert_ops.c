@@ -72,17 +72,28 @@ void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, 
     store(r, out, (size_t)rows * H);
 }
 
-void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
-                      size_t mean, size_t rstd, int rows) {
+/* layernorm_bwd with dy + dbranch for dy where dbranch is given */
+static void layernorm_bwd_of(bert_run *r, size_t dx, size_t w, size_t b, size_t dy,
+                             bt_ptr dbranch, size_t x, size_t mean, size_t rstd, int rows) {
     const bert_model *m = r->m;
     const int H = m->cfg.hidden_size;
     /* dx rounded by the op as store would (a gradient: never stashed); x read
      * from the stash where it is there (the unstash leaves it) */
     const bt_ptr x16 = bert_act_stashed(m, r->half_layer, x);
-    m->be->layernorm_bwd(m->be, act(m, dx), grd(m, w), grd(m, b), act(m, dy),
+    m->be->layernorm_bwd(m->be, act(m, dx), grd(m, w), grd(m, b), act(m, dy), dbranch,
                          x16.buf ? x16 : act(m, x), act(m, mean), act(m, rstd), par(m, w), rows, H,
                          (bt_dtype)m->cfg.storage, x16.buf ? (bt_dtype)m->cfg.storage : BT_F32);
     store_rounded(r, dx, (size_t)rows * H);
+}
+
+void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
+                      size_t mean, size_t rstd, int rows) {
+    layernorm_bwd_of(r, dx, w, b, dy, BT_NO_PTR, x, mean, rstd, rows);
+}
+
+void op_join_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t dbranch,
+                           size_t x, size_t mean, size_t rstd, int rows) {
+    layernorm_bwd_of(r, dx, w, b, dy, act(r->m, dbranch), x, mean, rstd, rows);
 }
 
 void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int cols) {

@@ -56,6 +56,12 @@ void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, 
 void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
                       size_t mean, size_t rstd, int rows);
 
+/* op_residual_bwd (omega 1) of dy and the branch's gradient dbranch (rows,
+ * H), then op_layernorm_bwd of the sum, in one op: dbranch is read as its
+ * store would round it, and may be left unstored. */
+void op_join_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t dbranch,
+                           size_t x, size_t mean, size_t rstd, int rows);
+
 /* fc1 += b (rows, cols), then gelu = GELU(fc1): one fused op where it is
  * on (BERT_FUSE_GELU), else the two it replaces. */
 void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int cols);
