@@ -32,8 +32,8 @@
     "             it; applied after the options above\n"                                    \
     "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"                 \
     "             (+LayerNorm), and residual+LayerNorm backward; softmax+dropout;\n"     \
-    "             one 16-bit copy of a backward\n"                                          \
-    "             operand for its two GEMMs) done op by op, to measure them\n"             \
+    "             one 16-bit copy of a backward operand for its two GEMMs) done\n"        \
+    "             op by op, to measure them\n"                                             \
     "             (none: all fused, also where the device says they do not pay)\n"          \
     "  --dense-top: the last layer at every row, not only at the heads' rows\n"              \
     "  --profile: time every op of the timed steps on the device's clock, and\n"            \
