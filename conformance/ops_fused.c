@@ -301,7 +301,8 @@ static void branch_unfused(bt_backend *be, tensor *t, const fused_args *f) {
     be->bias_add(be, t[4].p, t[2].p, f->rows, f->cols);
     if (f->round16 != BT_F32) be->round16(be, t[4].p, f->round16, n);
     if (f->p > 0.0f)
-        be->dropout(be, t[4].p, t[4].p, n, f->per_sample, f->first_sample, f->p, f->key, BT_F32, BT_NO_PTR, BT_F32);
+        be->dropout(be, t[4].p, t[4].p, n, f->per_sample, f->first_sample, f->p, f->key, BT_F32,
+                    BT_NO_PTR, BT_F32);
 }
 static void run_bias_dropout_add_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;

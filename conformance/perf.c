@@ -172,7 +172,8 @@ static void call_sm_bwd(bt_backend *be, perf_case *c) {
     be->softmax_bwd(be, c->t[2], c->t[1], c->t[0], c->i[0] * c->i[1] * c->i[2], c->i[2], 0.125f);
 }
 static void call_dropout(bt_backend *be, perf_case *c) {
-    be->dropout(be, c->t[1], c->t[0], c->n, c->n / 2, 0, 0.1f, (bt_rng_key){42, 7}, BT_F32, BT_NO_PTR, BT_F32);
+    be->dropout(be, c->t[1], c->t[0], c->n, c->n / 2, 0, 0.1f, (bt_rng_key){42, 7}, BT_F32,
+                BT_NO_PTR, BT_F32);
 }
 static void call_gather(bt_backend *be, perf_case *c) {
     be->gather_rows(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1]);
@@ -250,7 +251,8 @@ static void call_softmax_dropout(bt_backend *be, perf_case *c) {
 static void call_softmax_dropout_unfused(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];
     be->softmax_fwd(be, c->t[1], c->t[0], c->t[3], c->i[0], c->i[1], c->i[2], 0.125f);
-    be->dropout(be, c->t[2], c->t[1], per * c->i[0], per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR, BT_F32);
+    be->dropout(be, c->t[2], c->t[1], per * c->i[0], per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR,
+                BT_F32);
 }
 static void call_dropout_softmax(bt_backend *be, perf_case *c) {
     be->dropout_softmax_bwd(be, c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], c->i[2], 0.125f,
@@ -258,7 +260,8 @@ static void call_dropout_softmax(bt_backend *be, perf_case *c) {
 }
 static void call_dropout_softmax_unfused(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];
-    be->dropout(be, c->t[2], c->t[0], per * c->i[0], per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR, BT_F32);
+    be->dropout(be, c->t[2], c->t[0], per * c->i[0], per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR,
+                BT_F32);
     be->softmax_bwd(be, c->t[2], c->t[2], c->t[1], c->i[0] * c->i[1] * c->i[2], c->i[2], 0.125f);
 }
 

@@ -70,7 +70,9 @@ static void composed_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_p
     be->copy(be, branch, y, n * sizeof(float));
     be->bias_add(be, branch, bias, rows, cols);
     if (round16 != BT_F32) be->round16(be, branch, round16, n);
-    if (p > 0.0f) be->dropout(be, branch, branch, n, per_sample, first_sample, p, key, BT_F32, BT_NO_PTR, BT_F32);
+    if (p > 0.0f)
+        be->dropout(be, branch, branch, n, per_sample, first_sample, p, key, BT_F32, BT_NO_PTR,
+                    BT_F32);
     be->add(be, out, branch, resid, n);
     if (round16 != BT_F32) be->round16(be, out, round16, n);
     be->free(be, scratch); /* the backends free it once the queued ops are done */

@@ -141,13 +141,12 @@ void cpu_fill_reduce_ops(bt_backend *be) {
 const float *cpu_widen16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
     float *w = bt_partials_reserve(&ctx->wide16, n, "cpu");
     const uint16_t *h = cpu_u16(x);
-    uint32_t *u = (uint32_t *)w;
-    if (dt == BT_BF16) {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) u[i] = bf16_to_f32(h[i]);
-    } else {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) u[i] = f16_to_f32(h[i]);
+    const size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t i = k * CPU_REDUCE_CHUNK;
+        cpu_from16_span((uint32_t *)w + i, h + i, dt,
+                        n - i < CPU_REDUCE_CHUNK ? n - i : CPU_REDUCE_CHUNK);
     }
     return w;
 }

@@ -91,7 +91,8 @@ static void cu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs
     LAUNCH(c, dropout_softmax_bwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dscores),
            cu_f32(dprobs), cu_f32(p16 ? dscores : probs), u16c(p16 ? probs : dscores),
            u16(dscores16.buf ? dscores16 : dscores), B * H * T, H * T, T, scale,
-           BT_KIND16_OF(round16), BT_KIND16_OF(probs_dtype), dscores16.buf ? BT_COPY16_OUT : 0, DROP_ARGS(d));
+           BT_KIND16_OF(round16), BT_KIND16_OF(probs_dtype), dscores16.buf ? BT_COPY16_OUT : 0,
+           DROP_ARGS(d));
 }
 
 void cu_fill_fused_ops(bt_backend *be) {
