@@ -50,7 +50,7 @@ expect "train: two configs" '^bertrain train: unexpected argument b.json \(takes
     "$BERTRAIN" train $cfg b.json
 expect "eval: missing value" '^bertrain eval: --checkpoint needs a value \(a checkpoint directory\)$' \
     "$BERTRAIN" eval $cfg --checkpoint
-for o in seq:12x batch:5x steps:5x warmup:1x threads:2x layers:2x; do
+for o in seq:12x batch:5x accum:2x steps:5x warmup:1x threads:2x layers:2x; do
     expect "bench --${o%%:*} ${o#*:}" "^bertrain bench: --${o%%:*} ${o#*:}: expected an integer\$" \
         "$BERTRAIN" bench --${o%%:*} ${o#*:}
 done
@@ -58,6 +58,10 @@ expect "bench --layerdrop 0.5x" '^bertrain bench: --layerdrop 0.5x: expected a n
     "$BERTRAIN" bench --layerdrop 0.5x
 expect "bench --batch 0" '^bertrain bench: --batch 0 is out of range \[1, 10000000\]$' \
     "$BERTRAIN" bench --batch 0
+expect "bench --accum 0" '^bertrain bench: --accum 0 is out of range \[1, 10000000\]$' \
+    "$BERTRAIN" bench --accum 0
+expect "bench --accum against --set" '^bertrain: bench: train_batch_size: 3 != train_micro_batch_size_per_gpu 1 x gradient_accumulation_steps 2 x 1 ranks$' \
+    "$BERTRAIN" bench $tb --accum 2 --set train_batch_size=3
 expect "bench --seq=4" '^bertrain bench: --seq 4 is out of range \[8, 65536\]$' \
     "$BERTRAIN" bench --seq=4
 expect "bench --steps 0" '^bertrain bench: --steps 0 is out of range \[1, 1000000000\]$' \

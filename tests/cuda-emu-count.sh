@@ -17,7 +17,8 @@
 #  4. bench --project on the counting plugin prints a projection (in its
 #     step, after a warm-up, attention's 12 gemm_grid calls are 12 launches:
 #     their address sets were uploaded in the warm-up and found again); on
-#     the ordinary one it refuses in one line.
+#     the ordinary one it refuses in one line; with --accum 2 the step has
+#     twice the GEMMs, gemm_grid launches and uploads and one update.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 use_cuda_emu
@@ -98,6 +99,15 @@ for want in '^gemm .* 30\.0 ' '^gemm_grid  *12\.0  *12\.0 ' '^fill ' '^adamw_mul
     grep -q "$want" "$tmpdir/bench.out" || { sed -n '/^projection/,$p' "$tmpdir/bench.out"; fail "bench --project: no line '$want'"; }
 done
 echo "ok   bench --project: $(grep '^projected on h100' "$tmpdir/bench.out")"
+# a step of 2 micro-batches (--accum 2): twice the GEMMs, attention's launches
+# and batch uploads in the step, one optimizer update
+# shellcheck disable=SC2086
+CUDA_EMU_TRACE="$tmpdir/accum.trace" BERTRAIN_CUDA_EMU="$tmpdir/count.so" "$BERTRAIN" bench $BENCH \
+    --accum 2 --project h100-sxm > "$tmpdir/accum.out" 2>&1 || { cat "$tmpdir/accum.out"; fail "bench --project --accum 2 failed"; }
+for want in '^gemm .* 60\.0 ' '^gemm_grid  *24\.0  *24\.0 ' '^upload  *2\.0 ' '^adamw_multi  *1\.0 ' '^projected on h100-sxm: '; do
+    grep -q "$want" "$tmpdir/accum.out" || { sed -n '/^projection/,$p' "$tmpdir/accum.out"; fail "bench --project --accum 2: no line '$want'"; }
+done
+echo "ok   bench --project --accum 2: 60 GEMMs, 24 gemm_grid launches, 2 uploads, 1 update a step"
 # shellcheck disable=SC2086
 expect_refusal "bench --project without a trace" '^bertrain bench: --project: no counts of the device.s work' \
     env -u CUDA_EMU_TRACE "$BERTRAIN" bench $BENCH --project h100-sxm

@@ -18,7 +18,8 @@
 #include <time.h>
 
 #define BENCH_USAGE                                                                          \
-    "usage: bertrain bench --preset P --seq S --batch B [--backend NAME] [--steps N]\n"      \
+    "usage: bertrain bench --preset P --seq S --batch B [--accum K] [--backend NAME]\n"     \
+    "       [--steps N]\n"                                                                  \
     "       [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"                        \
     "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"                                 \
     "       [--unfused gelu,join,attention,cast|all|none] [--dense-top]\n"                    \
@@ -28,6 +29,8 @@
     "             keys model.preset, data.seq_len, train_micro_batch_size_per_gpu,\n"       \
     "             fp16/bf16.enabled, model.num_hidden_layers, model.layerdrop and\n"        \
     "             model.norm (defaults: mini, 128, 8, fp32, the preset's)\n"                \
+    "  --accum:   micro-batches a step (gradient_accumulation_steps; default 1): a step\n"  \
+    "             trains K x B samples\n"                                                    \
     "  --set:     any other config key (docs/CONFIG.md), validated as train validates\n"    \
     "             it; applied after the options above\n"                                    \
     "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"                 \
@@ -53,7 +56,7 @@
 typedef struct {
     const char *preset, *backend, *precision;
     const char *project, *counts; /* --project's cards, --counts' file (NULL: not given) */
-    int seq, batch, steps, warmup, threads, layers;
+    int seq, batch, accum, steps, warmup, threads, layers; /* accum: micro-batches a step */
     double layerdrop;
     bool profile, json, ceiling, dense_top;
     unsigned unfused; /* BERT_FUSE_* bits turned off */
@@ -90,7 +93,7 @@ static bool parse_unfused(const char *list, unsigned *out) {
  * them into a bench_opts and a bt_config. */
 typedef struct {
     const char *preset, *precision, *norm;
-    int seq, batch, layers;
+    int seq, batch, accum, layers;
     double layerdrop;
     bool has_layerdrop;
     cli_list sets;
@@ -99,14 +102,15 @@ typedef struct {
 /* Options into o (defaults first) and g; CLI_OK, CLI_HELP, or CLI_ERROR after
  * one line. */
 static int parse_args(int argc, char **argv, bench_opts *o, bench_given *g) {
-    *o = (bench_opts){"mini", "cpu", "fp32", NULL, NULL, 128, 8, 10, 2, 0, 0, 0.0, false, false,
-                      false, false, 0, "", "post"};
+    *o = (bench_opts){"mini", "cpu", "fp32", NULL, NULL, 128, 8, 1, 10, 2, 0, 0, 0.0, false,
+                      false, false, false, 0, "", "post"};
     *g = (bench_given){.layerdrop = -1.0, .sets = cli_list_new(argc)};
     if (!g->sets.items) return CLI_ERROR;
     const cli_opt opts[] = {
         {"--preset", ARG_CHOICE, &g->preset, "P", 0, 0, false, "tiny|mini|small|medium|base|large"},
         {"--seq", ARG_INT, &g->seq, "S", 8, 1 << 16, false, NULL},
         {"--batch", ARG_INT, &g->batch, "B", 1, 1e7, false, NULL},
+        {"--accum", ARG_INT, &g->accum, "K", 1, 1e7, false, NULL},
         {"--backend", ARG_STRING, &o->backend, "NAME", 0, 0, false, NULL},
         {"--steps", ARG_INT, &o->steps, "N", 1, 1e9, false, NULL},
         {"--warmup", ARG_INT, &o->warmup, "N", 0, 1e9, false, NULL},
@@ -140,18 +144,20 @@ static int parse_args(int argc, char **argv, bench_opts *o, bench_given *g) {
 }
 
 /* The run config of a bench: the options as config keys (the preset's model
- * as they shape it; 16-bit storage as bf16.enabled / fp16.enabled give it),
+ * as they shape it; 16-bit storage as bf16.enabled / fp16.enabled give it;
+ * --accum as gradient_accumulation_steps),
  * then --set, loaded and validated as train's config; o's preset, seq, batch,
- * precision and norm read back from it. bench passes no loss scaler: fp16
+ * accum, precision and norm read back from it. A bench is one rank. bench passes no loss scaler: fp16
  * runs at a fixed loss scale of 1, so no step is skipped and every timed
  * step does the same work. false after one line. */
 static bool bench_config(bench_opts *o, const bench_given *g, bt_config *cfg) {
-    char given[7][64];
+    char given[8][64];
     int n = 0;
     snprintf(given[n++], sizeof *given, "model.preset=%s", g->preset ? g->preset : o->preset);
     snprintf(given[n++], sizeof *given, "data.seq_len=%d", g->seq ? g->seq : o->seq);
     snprintf(given[n++], sizeof *given, "train_micro_batch_size_per_gpu=%d",
              g->batch ? g->batch : o->batch);
+    if (g->accum) snprintf(given[n++], sizeof *given, "gradient_accumulation_steps=%d", g->accum);
     if (g->precision && strcmp(g->precision, "fp32"))
         snprintf(given[n++], sizeof *given, "%s.enabled=true", g->precision);
     if (g->layers) snprintf(given[n++], sizeof *given, "model.num_hidden_layers=%d", g->layers);
@@ -169,34 +175,62 @@ static bool bench_config(bench_opts *o, const bench_given *g, bt_config *cfg) {
     o->preset = cfg->preset;
     o->seq = cfg->data.seq_len;
     o->batch = (int)cfg->micro_batch;
+    o->accum = (int)cfg->grad_accum;
     o->precision = cfg->fp16 ? "fp16" : cfg->bf16 ? "bf16" : "fp32";
     o->norm = cfg->model.norm == BERT_NORM_PRE ? "pre" : cfg->model.norm == BERT_NORM_ADMIN ? "admin"
                                                                                            : "post";
-    cfg->micro_batch = cfg->train_batch_size = o->batch;
-    cfg->grad_accum = 1;
+    cfg->train_batch_size = (long)o->batch * o->accum;
     return true;
 }
 
-/* Step s's batch: random tokens with BERT's special ids at 0..4, masked as
- * training masks. */
+/* A micro-batch of step s, samples [first, first + B) of the step's total:
+ * random tokens with BERT's special ids at 0..4, masked as training masks.
+ * Each sample's tokens and mask depend on (s, its place in the step) only,
+ * so K micro-batches of B samples hold the batch of K x B samples. */
 static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_config *cfg, int s,
-                         int max_pred) {
+                         int first, int total, int max_pred) {
     const int seq = mb->T, batch = mb->B;
     mb->n_masked = 0;
     for (int b = 0; b < batch; b++) {
         int32_t *ids = mb->input_ids + (size_t)b * seq;
         for (int t = 0; t < seq; t++) {
             uint32_t r[4];
-            rng_block(cfg->seed, RNG_STREAM_BENCH, (uint32_t)t, (uint32_t)(s * batch + b), r);
+            rng_block(cfg->seed, RNG_STREAM_BENCH, (uint32_t)t, (uint32_t)(s * total + first + b), r);
             ids[t] = t == 0 ? 2 : t == seq - 1 ? 3 : 5 + (int32_t)(r[0] % (uint32_t)(vocab->size - 5));
             mb->token_type_ids[(size_t)b * seq + t] = t >= seq / 2;
             mb->attention_mask[(size_t)b * seq + t] = 1;
         }
         mb->n_masked += mask_sequence(ids, seq, vocab, vocab->size, 0.15f, max_pred, cfg->seed,
-                                      (uint64_t)s, (uint64_t)b, b * seq,
+                                      (uint64_t)s, (uint64_t)(first + b), b * seq,
                                       mb->mlm_positions + mb->n_masked,
                                       mb->mlm_labels + mb->n_masked);
     }
+}
+
+/* A step's input: accum micro-batches of batch samples each. */
+typedef struct {
+    bt_batch_buf *mb;
+    uint32_t *first; /* each micro-batch's first sample in the step */
+    int n;
+} bench_input;
+
+/* The micro-batches' buffers; false when out of host memory. */
+static bool bench_input_alloc(bench_input *in, int accum, int batch, int seq, int cap_masked) {
+    in->n = 0;
+    in->mb = calloc((size_t)accum, sizeof *in->mb);
+    in->first = calloc((size_t)accum, sizeof *in->first);
+    if (!in->mb || !in->first) return false;
+    for (; in->n < accum; in->n++) {
+        if (!batch_buf_alloc(&in->mb[in->n], batch, seq, cap_masked)) return false;
+        in->first[in->n] = (uint32_t)(in->n * batch);
+    }
+    return true;
+}
+
+static void bench_input_free(bench_input *in) {
+    for (int k = 0; k < in->n; k++) batch_buf_free(&in->mb[k]);
+    free(in->mb);
+    free(in->first);
 }
 
 /* What a bench measured. */
@@ -231,7 +265,7 @@ static double cpu_seconds(const struct rusage *r) {
  * samples/s. */
 static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_model *m, double dt,
                              const bench_work *w) {
-    const double sps = (double)o->batch * o->steps / dt, seqs = (double)o->batch * o->steps;
+    const double seqs = (double)o->batch * o->accum * o->steps, sps = seqs / dt;
     const double masked = w->masked / seqs, top_rows = w->top_rows / seqs;
     bert_config one_less = cfg->model;
     one_less.num_hidden_layers--;
@@ -250,9 +284,11 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
                         const bench_figures *f) {
     bt_device_info info;
     be->info(be, &info);
-    printf("bench: preset %s (%d layers, layerdrop %g), seq %d, batch %d, %d steps after %d "
+    char accum[48] = "";
+    if (o->accum > 1) snprintf(accum, sizeof accum, " x %d micro-batches", o->accum);
+    printf("bench: preset %s (%d layers, layerdrop %g), seq %d, batch %d%s, %d steps after %d "
            "warm-up, backend %s (%s)\n", o->preset, cfg->model.num_hidden_layers,
-           (double)cfg->model.layerdrop, o->seq, o->batch, o->steps, o->warmup, be->name,
+           (double)cfg->model.layerdrop, o->seq, o->batch, accum, o->steps, o->warmup, be->name,
            info.name);
     printf("fused ops: %s\n", !f->unfused ? "all" : f->unfused == BERT_FUSE_ALL ? "none" : "some");
     printf("fp32 GEMMs: %s\n", info.gemm_tf32 ? "TF32 tensor cores" : "fp32");
@@ -285,6 +321,7 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "layerdrop", cfg->model.layerdrop);
     cJSON_AddNumberToObject(j, "seq", o->seq);
     cJSON_AddNumberToObject(j, "batch", o->batch);
+    cJSON_AddNumberToObject(j, "accum", o->accum);
     cJSON_AddNumberToObject(j, "steps", o->steps);
     cJSON_AddNumberToObject(j, "warmup", o->warmup);
     cJSON_AddStringToObject(j, "precision", o->precision);
@@ -335,9 +372,10 @@ int cli_bench(int argc, char **argv) {
     bert_model *m = bert_create(be, &cfg.model, o.batch, o.seq, o.batch * max_pred, err,
                                 sizeof err);
     bt_optimizer *opt = m ? optim_create(m, &cfg.optim, err, sizeof err) : NULL;
-    bt_batch_buf mb;
-    if (!m || !opt || !batch_buf_alloc(&mb, o.batch, o.seq, o.batch * max_pred)) {
+    bench_input in = {0};
+    if (!m || !opt || !bench_input_alloc(&in, o.accum, o.batch, o.seq, o.batch * max_pred)) {
         fprintf(stderr, "bertrain bench: %s\n", m && opt ? "out of host memory" : err);
+        bench_input_free(&in);
         optim_free(opt, m);
         bert_free(m);
         be->destroy(be);
@@ -346,7 +384,6 @@ int cli_bench(int argc, char **argv) {
     bert_init_params(m, cfg.seed);
     if (*o.unfused_list) m->unfused = o.unfused; /* else the device's choice */
     m->dense_top = o.dense_top;
-    uint32_t first = 0;
     double t0 = 0.0;
     struct rusage ru0 = {0}, ru1, th0 = {0}, th1;
     bench_work work = {0};
@@ -358,10 +395,11 @@ int cli_bench(int argc, char **argv) {
             getrusage(RUSAGE_SELF, &ru0);
             getrusage(RUSAGE_THREAD, &th0);
         }
-        random_batch(&mb, &vocab, &cfg, s, max_pred);
-        const step_batch in = {&mb, &first, 1, 0, mb.B};
+        for (int k = 0; k < in.n; k++)
+            random_batch(&in.mb[k], &vocab, &cfg, s, (int)in.first[k], o.batch * in.n, max_pred);
+        const step_batch step_in = {in.mb, in.first, in.n, 0, (long)o.batch * in.n};
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_begin(bt_profiler_of(be));
-        step_result r = train_step(m, opt, &cfg, s, &in, 1e-4, NULL, NULL, NULL, NULL);
+        step_result r = train_step(m, opt, &cfg, s, &step_in, 1e-4, NULL, NULL, NULL, NULL);
         last = r;
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_end(bt_profiler_of(be));
         if (s >= o.warmup && o.project) project_after_step(&pr, bt_profiler_of(be));
@@ -370,7 +408,7 @@ int cli_bench(int argc, char **argv) {
             be->info(be, &now);
             work.units += now.compute_units;
             work.layers_dropped += r.layers_dropped;
-            work.masked += mb.n_masked;
+            for (int k = 0; k < in.n; k++) work.masked += in.mb[k].n_masked;
             work.top_rows += (double)r.top_rows;
         }
     }
@@ -392,7 +430,7 @@ int cli_bench(int argc, char **argv) {
     else if (rc == 0)
         report_text(&o, &cfg, be, &f);
     if (o.project) rc = project_report(&pr, bt_profiler_of(be), stdout);
-    batch_buf_free(&mb);
+    bench_input_free(&in);
     optim_free(opt, m);
     bert_free(m);
     be->destroy(be);
