@@ -201,8 +201,12 @@ struct bt_backend {
                       bt_ptr b, int ldb, float beta, bt_ptr c, int ldc, const bt_gemm_grid *grid);
     /* y[r, c] += bias[c]                       y: (rows, cols) */
     void (*bias_add)(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols);
-    /* dbias[c] += sum_r dy[r, c] */
-    void (*bias_grad)(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols);
+    /* dbias[c] += sum_r dy[r, c], with round16 BT_BF16 or BT_F16 each dy
+     * rounded to it as it is read (the bits of round16, then bias_grad: for
+     * a gradient whose other readers round it too, so that no pass rounds
+     * it first); BT_F32: as it is */
+    void (*bias_grad)(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
+                      bt_dtype round16);
     /* out[b,t,:] = wte[ids[b,t]] + wpe[t] + wtt[type_ids[b,t]]   out: (B, T, C);
      * ids, type_ids: int32 (B, T) */
     void (*embed_fwd)(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids,
@@ -350,9 +354,13 @@ struct bt_backend {
      * needs; out may not alias y. With 16-bit storage out16 and y16 (buf
      * NULL: not written) take out and y in round16 as well, cast's bits:
      * the 16-bit copies the model keeps, without a cast reading them back.
-     * With BT_F32 both must be NULL.   y, out, y16, out16: (rows, cols) */
+     * out with buf NULL is not written (out16 given): the copy is all that
+     * reads it. y_kept false (y16 given): y's contents after the call are
+     * unspecified (a device may leave it as it was), the copy being all that
+     * reads the pre-activation. With BT_F32 both copies must be NULL.
+     *                                   y, out, y16, out16: (rows, cols) */
     void (*bias_gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                          int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16);
+                          int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16, bool y_kept);
     /* dx = round16(dout) * gelu'(x), with round16 BT_BF16 or BT_F16 rounded
      * to it (16-bit storage; BT_F32: neither rounded); dbias[c] += sum_r
      * dx[r, c]: round16 (of dout, into dx), gelu_bwd, round16, bias_grad (dx
@@ -380,23 +388,30 @@ struct bt_backend {
      * the storage rounding of both in one pass. sum may alias resid; out may
      * not alias an input. With 16-bit storage sum16 and out16 (buf NULL: not
      * written) take sum and out in round16 as well, cast's bits; with BT_F32
-     * both must be NULL. */
+     * both must be NULL. sum_kept false (sum16 given): sum's contents after
+     * the call are unspecified (a device may use it as scratch, or not write
+     * it), the copy being all that reads the sum. */
     void (*residual_layernorm_fwd)(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                    bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                    bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                    bt_dtype round16, size_t per_sample, uint32_t first_sample,
-                                   float p, bt_rng_key key, bt_ptr sum16, bt_ptr out16);
+                                   float p, bt_rng_key key, bt_ptr sum16, bt_ptr out16,
+                                   bool sum_kept);
     /* probs = softmax_fwd(scores) (in place allowed), then with round16 BT_BF16
      * or BT_F16 probs = round16(probs) (16-bit storage), then dropped =
      * dropout(probs) with per_sample = H*T*T: attention's scale, mask, softmax,
      * storage rounding and dropout in one pass (round16 BT_F32: no rounding).
      * dropped: (B, H, T, T), not aliasing the others. With 16-bit storage
      * dropped16 and probs16 (buf NULL: not written) take dropped and probs in
-     * round16 as well, cast's bits; with BT_F32 both must be NULL. */
+     * round16 as well, cast's bits; with BT_F32 both must be NULL. dropped
+     * with buf NULL is not written (dropped16 given); probs_kept false
+     * (probs16 given): probs' contents after the call are unspecified (a
+     * device may not write it, or use it as scratch). */
     void (*softmax_dropout_fwd)(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                 bt_ptr key_mask, int B, int H, int T, float scale,
                                 bt_dtype round16, uint32_t first_sample, float p,
-                                bt_rng_key key, bt_ptr dropped16, bt_ptr probs16);
+                                bt_rng_key key, bt_ptr dropped16, bt_ptr probs16,
+                                bool probs_kept);
     /* dscores = softmax_bwd(dropout(dprobs), probs) over the B*H*T rows, the
      * dropout with per_sample = H*T*T: the backward of softmax_dropout_fwd;
      * then with round16 BT_BF16 or BT_F16 (16-bit storage) dscores =
@@ -404,11 +419,13 @@ struct bt_backend {
      * dprobs). probs is in probs_dtype: BT_F32, BT_BF16 or BT_F16 (the
      * stash's copy, read as it is; round16 may be BT_F32 then). With 16-bit storage
      * dscores16 (buf NULL: not written) takes dscores in round16 as well,
-     * cast's bits; with BT_F32 it must be NULL. */
+     * cast's bits; with BT_F32 it must be NULL. dscores_kept false
+     * (dscores16 given): dscores' contents after the call are unspecified
+     * (a device may not write it, or use it as scratch). */
     void (*dropout_softmax_bwd)(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                                 int B, int H, int T, float scale, bt_dtype round16,
                                 uint32_t first_sample, float p, bt_rng_key key,
-                                bt_dtype probs_dtype, bt_ptr dscores16);
+                                bt_dtype probs_dtype, bt_ptr dscores16, bool dscores_kept);
     /* ---- fused attention: the probabilities never stored ---- */
     /* ctx (B T, NH D) = dropout(softmax(scale Q K^T over the keys j with
      * key_mask[b, j] != 0)) V for every head, Q, K, V the token-major QKV

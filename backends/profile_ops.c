@@ -141,9 +141,10 @@ static void p_gemm_grid(bt_backend *be, bt_dtype dt, unsigned s16, bool ta, bool
 static void p_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
     TIMED(be, bias_add, 0, F4 * (2.0 * rows * cols + cols), in->bias_add(in, y, bias, rows, cols));
 }
-static void p_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
+static void p_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
+                        bt_dtype round16) {
     TIMED(be, bias_grad, 0, F4 * ((double)rows * cols + 2.0 * cols),
-          in->bias_grad(in, dbias, dy, rows, cols));
+          in->bias_grad(in, dbias, dy, rows, cols, round16));
 }
 static void p_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr tt, bt_ptr wte, bt_ptr wpe,
                         bt_ptr wtt, int B, int T, int C) {
@@ -291,10 +292,11 @@ static void p_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
 /* ---- fused ops: the bytes of their inputs and outputs, each once ---- */
 
 static void p_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                            int cols, bt_dtype r16, bt_ptr out16, bt_ptr y16) {
-    const double copies = (out16.buf != NULL) + (y16.buf != NULL);
-    TIMED(be, bias_gelu_fwd, 0, F4 * (3.0 * rows * cols + cols) + 2.0 * copies * rows * cols,
-          in->bias_gelu_fwd(in, out, y, bias, rows, cols, r16, out16, y16));
+                            int cols, bt_dtype r16, bt_ptr out16, bt_ptr y16, bool y_kept) {
+    const double copies = (out16.buf != NULL) + (y16.buf != NULL),
+                 passes = 1.0 + y_kept + (out.buf != NULL);
+    TIMED(be, bias_gelu_fwd, 0, F4 * (passes * rows * cols + cols) + 2.0 * copies * rows * cols,
+          in->bias_gelu_fwd(in, out, y, bias, rows, cols, r16, out16, y16, y_kept));
 }
 static void p_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr db, bt_ptr dout, bt_ptr x,
                             int rows, int cols, bt_dtype r16, bt_dtype xt, bt_ptr dx16) {
@@ -313,30 +315,34 @@ static void p_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_
                                      bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                      bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                      bt_dtype r16, size_t per, uint32_t first, float p,
-                                     bt_rng_key key, bt_ptr sum16, bt_ptr out16) {
-    const double copies = (sum16.buf != NULL) + (out16.buf != NULL);
+                                     bt_rng_key key, bt_ptr sum16, bt_ptr out16, bool sum_kept) {
+    const double copies = (sum16.buf != NULL) + (out16.buf != NULL), passes = 3.0 + sum_kept;
     TIMED(be, residual_layernorm_fwd, 0,
-          F4 * (4.0 * rows * cols + 3.0 * cols + 2.0 * rows) + 2.0 * copies * rows * cols,
+          F4 * (passes * rows * cols + 3.0 * cols + 2.0 * rows) + 2.0 * copies * rows * cols,
           in->residual_layernorm_fwd(in, sum, out, mean, rstd, y, bias, resid, gamma, beta,
-                                     rows, cols, eps, r16, per, first, p, key, sum16, out16));
+                                     rows, cols, eps, r16, per, first, p, key, sum16, out16,
+                                     sum_kept));
 }
 static void p_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                   bt_ptr mask, int B, int H, int T, float scale, bt_dtype r16,
                                   uint32_t first, float p, bt_rng_key key, bt_ptr dropped16,
-                                  bt_ptr probs16) {
-    const double copies = (dropped16.buf != NULL) + (probs16.buf != NULL);
+                                  bt_ptr probs16, bool probs_kept) {
+    const double copies = (dropped16.buf != NULL) + (probs16.buf != NULL),
+                 passes = 1.0 + probs_kept + (dropped.buf != NULL);
     TIMED(be, softmax_dropout_fwd, 0,
-          F4 * (3.0 * B * H * T * T + (double)B * T) + 2.0 * copies * B * H * T * T,
+          F4 * (passes * B * H * T * T + (double)B * T) + 2.0 * copies * B * H * T * T,
           in->softmax_dropout_fwd(in, dropped, probs, scores, mask, B, H, T, scale, r16, first,
-                                  p, key, dropped16, probs16));
+                                  p, key, dropped16, probs16, probs_kept));
 }
 static void p_dropout_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr probs, int B,
                                   int H, int T, float scale, bt_dtype round16, uint32_t first,
-                                  float p, bt_rng_key key, bt_dtype probs_dtype, bt_ptr ds16) {
-    const double bytes = 2.0 * F4 + (probs_dtype == BT_F32 ? F4 : 2.0) + (ds16.buf ? 2.0 : 0.0);
+                                  float p, bt_rng_key key, bt_dtype probs_dtype, bt_ptr ds16,
+                                  bool ds_kept) {
+    const double bytes = (1.0 + ds_kept) * F4 + (probs_dtype == BT_F32 ? F4 : 2.0) +
+                         (ds16.buf ? 2.0 : 0.0);
     TIMED(be, dropout_softmax_bwd, 0, bytes * B * H * T * T,
           in->dropout_softmax_bwd(in, ds, dp, probs, B, H, T, scale, round16, first, p, key,
-                                  probs_dtype, ds16));
+                                  probs_dtype, ds16, ds_kept));
 }
 
 /* Fused attention: its bytes are Q, K, V (or their 16-bit copies), the mask

@@ -25,15 +25,20 @@ typedef struct {
     float eps;
     bt_dtype round16; /* the fused op's storage rounding (BT_F32: none) */
     bool copies16;    /* the op also writes its outputs' 16-bit copies (round16's dtype) */
+    bool copy_only;   /* with copies16: the fp32 outputs the op may leave out are (buf
+                       * NULL, or not kept), their copies alone checked */
 } fused_args;
 
 /* One output to compare: tensor index, float64 reference, magnitudes, and
- * the index of the 16-bit tensor that holds its copy (0: none). */
+ * the index of the 16-bit tensor that holds its copy (0: none); left_out:
+ * the fused op was not given this fp32 output, only its copy, which must
+ * then be the unfused run's output in 16 bits. */
 typedef struct {
     int t;
     const double *ref, *mag;
     double thr;
     int copy16;
+    bool left_out;
 } fused_out;
 
 /* Fail v unless the n 16-bit values of got are the bits of the floats of
@@ -79,6 +84,11 @@ static void fused_case(bt_backend *be, const char *op, void (*make)(tensor *, vo
     if (ok_f && ok_u) {
         for (int o = 0; o < nout; o++) {
             const tensor *t = &tf[outs[o].t];
+            if (outs[o].left_out) { /* the copy of the unfused run's output, alone */
+                v_copy16(&v, tf[outs[o].copy16].name, tf[outs[o].copy16].res,
+                         tu[outs[o].copy16].res, RES(tu[outs[o].t]), t->n, a->round16);
+                continue;
+            }
             v_nmse(&v, t->name, RES(*t), outs[o].ref, outs[o].mag, t->n, outs[o].thr);
             char what[64];
             snprintf(what, sizeof what, "%s vs unfused", t->name);
@@ -130,8 +140,9 @@ static void make_bias_gelu_fwd(tensor *t, void *in) {
 static void run_bias_gelu_fwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
-    be->bias_gelu_fwd(be, t[0].p, t[1].p, t[2].p, f->rows, f->cols, f->round16,
-                      f->copies16 ? t[3].p : BT_NO_PTR, f->copies16 ? t[4].p : BT_NO_PTR);
+    be->bias_gelu_fwd(be, f->copy_only ? BT_NO_PTR : t[0].p, t[1].p, t[2].p, f->rows, f->cols,
+                      f->round16, f->copies16 ? t[3].p : BT_NO_PTR,
+                      f->copies16 ? t[4].p : BT_NO_PTR, !f->copy_only);
 }
 static void run_bias_gelu_fwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -176,22 +187,24 @@ static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double
     if (f->round16 != BT_F32) be->round16(be, t[0].p, f->round16, (size_t)f->rows * f->cols);
     be->gelu_bwd(be, dx, t[0].p, x, (size_t)f->rows * f->cols);
     if (f->round16 != BT_F32) be->round16(be, dx, f->round16, (size_t)f->rows * f->cols);
-    be->bias_grad(be, t[1].p, dx, f->rows, f->cols);
+    be->bias_grad(be, t[1].p, dx, f->rows, f->cols, BT_F32);
     if (f->copies16) be->cast(be, t[6].p, f->round16, dx, BT_F32, (size_t)f->rows * f->cols);
 }
 
 /* bias_gelu_fwd without rounding and rounded to bf16 and f16 storage, the
- * last two also with the 16-bit copies of out and y. The rounded
+ * last two also with the 16-bit copies of out and y, with and without the
+ * fp32 out and y kept (then their copies alone: the unfused values' bits in
+ * 16). The rounded
  * pre-activation's reference is the fp32 sum (the op's one rounding, exact
  * in float64) rounded by half.h, exactly; GELU's reference is taken at it in
  * float64; a copy must be half.h's conversion of its output. Against the
  * unfused ops too (bits; the copies by cast). */
 static void bias_gelu_fwd_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
-    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16};
+    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16, BT_BF16, BT_F16};
     const size_t n = g->n, c = g->c;
     double *ry = ref_alloc(n * 8), *my = ref_abs(g->y, n), *ro = ref_alloc(n * 8);
     for (size_t i = 0; i < n; i++) my[i] += fabs(g->bias[i % c]);
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 7; k++) {
         const bt_dtype dt = rounds[k];
         for (size_t i = 0; i < n; i++) {
             ry[i] = dt == BT_F32 ? (double)g->y[i] + g->bias[i % c]
@@ -200,16 +213,18 @@ static void bias_gelu_fwd_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
         }
         a->round16 = dt;
         a->copies16 = k >= 3;
-        fused_out outs[] = {{1, ry, my, THR_ROUND, a->copies16 ? 4 : 0},
-                            {0, ro, NULL, THR_MATH, a->copies16 ? 3 : 0}};
-        char shape[64];
+        a->copy_only = k >= 5;
+        fused_out outs[] = {{1, ry, my, THR_ROUND, a->copies16 ? 4 : 0, a->copy_only},
+                            {0, ro, NULL, THR_MATH, a->copies16 ? 3 : 0, a->copy_only}};
+        char shape[80];
         snprintf(shape, sizeof shape, "%dx%d%s%s", a->rows, a->cols, storage_suffix(dt),
-                 a->copies16 ? ", 16-bit copies" : "");
+                 a->copy_only ? ", 16-bit copies, no fp32 out or y"
+                              : a->copies16 ? ", 16-bit copies" : "");
         fused_case(be, "bias_gelu_fwd", make_bias_gelu_fwd, g, 5, run_bias_gelu_fwd,
                    run_bias_gelu_fwd_unfused, a, outs, 2, shape);
     }
     a->round16 = BT_F32;
-    a->copies16 = false;
+    a->copies16 = a->copy_only = false;
     free(ry), free(my), free(ro);
 }
 
@@ -247,8 +262,8 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
             mdb[i % c] += fabs(rdx[i]);
         }
         a.inplace = inpl;
-        fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr, a.copies16 ? 6 : 0},
-                            {1, rdb, mdb, thr, 0}};
+        fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr, a.copies16 ? 6 : 0, false},
+                            {1, rdb, mdb, thr, 0, false}};
         snprintf(shape, sizeof shape, "%dx%d +=%s%s%s", a.rows, a.cols, inpl ? " dx=dout" : "",
                  storage_suffix(a.round16), g.x16 ? ", x in 16 bits, dx's 16-bit copy" : "");
         fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, inpl ? 3 : a.copies16 ? 7 : 6,
@@ -320,7 +335,7 @@ static void run_residual_ln(bt_backend *be, tensor *t, void *a, double *s) {
                                t[2].p, t[0].p, t[8].p, t[9].p, f->rows, f->cols, f->eps, f->round16,
                                f->per_sample, f->first_sample, f->p, f->key,
                                f->copies16 ? t[10].p : BT_NO_PTR,
-                               f->copies16 ? t[11].p : BT_NO_PTR);
+                               f->copies16 ? t[11].p : BT_NO_PTR, !f->copy_only);
 }
 static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -368,19 +383,21 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
     join_reference(&j, &a, sum, mag, ln, mean, rstd);
     for (size_t i = 0; i < n; i++) mln[i] = fabs(ln[i] - j.beta[i % c]) + fabs(j.beta[i % c]);
     char shape[96];
-    /* with 16-bit storage the last pass also asks residual_layernorm_fwd for
-     * the 16-bit copies of the sum and the LayerNorm output */
-    for (int pass = 0; pass < (a.round16 != BT_F32 ? 3 : 2); pass++) {
+    /* with 16-bit storage the last passes also ask residual_layernorm_fwd for
+     * the 16-bit copies of the sum and the LayerNorm output, the last with
+     * the sum not kept (its copy alone checked) */
+    for (int pass = 0; pass < (a.round16 != BT_F32 ? 4 : 2); pass++) {
         const int inpl = pass == 1;
         a.inplace = inpl;
-        a.copies16 = pass == 2;
+        a.copies16 = pass >= 2;
+        a.copy_only = pass == 3;
         snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s%s%s", a.rows, a.cols, a.p,
                  a.per_sample, inpl ? " out=resid" : "", storage_suffix(a.round16),
-                 a.copies16 ? ", 16-bit copies" : "");
-        fused_out outs[] = {{inpl ? 0 : 3, sum, mag, THR_ROUND, a.copies16 ? 10 : 0},
-                            {5, ln, mln, round16_thr(a.round16), a.copies16 ? 11 : 0},
-                            {6, mean, NULL, THR_MATH, 0},
-                            {7, rstd, NULL, THR_MATH, 0}};
+                 a.copy_only ? ", 16-bit copies, sum not kept" : a.copies16 ? ", 16-bit copies" : "");
+        fused_out outs[] = {{inpl ? 0 : 3, sum, mag, THR_ROUND, a.copies16 ? 10 : 0, a.copy_only},
+                            {5, ln, mln, round16_thr(a.round16), a.copies16 ? 11 : 0, false},
+                            {6, mean, NULL, THR_MATH, 0, false},
+                            {7, rstd, NULL, THR_MATH, 0, false}};
         if (want_op("bias_dropout_add") && !a.copies16)
             fused_case(be, "bias_dropout_add", make_join, pj, 5, run_bias_dropout_add,
                        run_bias_dropout_add_unfused, &a, outs, 1, shape);
@@ -388,7 +405,7 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
             fused_case(be, "residual_layernorm_fwd", make_join, pj, 12, run_residual_ln,
                        run_residual_ln_unfused, &a, outs, 4, shape);
     }
-    a.copies16 = false;
+    a.copies16 = a.copy_only = false;
     free(sum), free(mag), free(ln), free(mean), free(rstd), free(mln);
 }
 
@@ -429,9 +446,10 @@ static void run_softmax_dropout(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
     const float scale = 1.0f / sqrtf(8.0f);
-    be->softmax_dropout_fwd(be, t[3].p, f->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, f->B, f->H,
-                            f->T, scale, f->round16, f->first_sample, f->p, f->key,
-                            f->copies16 ? t[4].p : BT_NO_PTR, f->copies16 ? t[5].p : BT_NO_PTR);
+    be->softmax_dropout_fwd(be, f->copy_only ? BT_NO_PTR : t[3].p, f->inplace ? t[0].p : t[2].p,
+                            t[0].p, t[1].p, f->B, f->H, f->T, scale, f->round16, f->first_sample,
+                            f->p, f->key, f->copies16 ? t[4].p : BT_NO_PTR,
+                            f->copies16 ? t[5].p : BT_NO_PTR, !f->copy_only);
 }
 static void run_softmax_dropout_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -465,7 +483,8 @@ static void run_dropout_softmax_bwd(bt_backend *be, tensor *t, void *a, double *
     const fused_args *f = a;
     be->dropout_softmax_bwd(be, f->inplace ? t[0].p : t[2].p, t[0].p, f->copies16 ? t[3].p : t[1].p,
                             f->B, f->H, f->T, 0.125f, f->round16, f->first_sample, f->p, f->key,
-                            f->copies16 ? f->round16 : BT_F32, f->copies16 ? t[4].p : BT_NO_PTR);
+                            f->copies16 ? f->round16 : BT_F32, f->copies16 ? t[4].p : BT_NO_PTR,
+                            !f->copy_only);
 }
 /* The same as dropout, softmax_bwd and round16, the 16-bit probs widened
  * and dscores' copy made with cast. */
@@ -486,21 +505,23 @@ static void run_dropout_softmax_bwd_unfused(bt_backend *be, tensor *t, void *a, 
 }
 
 /* dropout_softmax_bwd unrounded, rounded to bf16 and f16 storage, and (the
- * last two) with probs given in 16 bits and dscores' 16-bit copy: against
+ * last four) with probs given in 16 bits and dscores' 16-bit copy, the last
+ * two with dscores not kept (its copy alone checked): against
  * the float64 reference from the probabilities it is given (within the
  * rounding; for the 16-bit rows the probabilities rounded to the dtype, as
  * the stash holds them) and the unfused ops' bits (the copy: cast's). */
 static void dropout_softmax_bwd_cases(bt_backend *be, fused_args *a, const attn_inputs *q,
                                       const char *shape) {
-    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16};
+    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16, BT_BF16, BT_F16};
     const size_t n = q->n;
     double *dpk = ref_alloc(n * 8), *ds = ref_alloc(n * 8), *mds = ref_alloc(n * 8);
     float *pk = ref_alloc(n * 4);
     uint16_t *p16 = ref_alloc(n * 2);
     for (size_t i = 0; i < n; i++) dpk[i] = (double)q->dp[i] * keep_factor(a, i);
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 7; k++) {
         a->round16 = rounds[k];
         a->copies16 = k >= 3;
+        a->copy_only = k >= 5;
         attn_inputs qk = *q;
         if (a->copies16) { /* the probabilities as the stash holds them */
             for (size_t i = 0; i < n; i++) {
@@ -517,42 +538,47 @@ static void dropout_softmax_bwd_cases(bt_backend *be, fused_args *a, const attn_
         ref_softmax_bwd(ds, dpk, pp, a->rows, a->T, 0.125);
         ref_softmax_bwd_mag(mds, dpk, pp, a->rows, a->T, 0.125);
         fused_out outs[] = {{a->inplace ? 0 : 2, ds, mds, round16_thr(rounds[k]),
-                             a->copies16 ? 4 : 0}};
+                             a->copies16 ? 4 : 0, a->copy_only}};
         char row[160];
         snprintf(row, sizeof row, "%s%s%s", shape, storage_suffix(rounds[k]),
-                 a->copies16 ? ", probs in 16 bits, 16-bit copy" : "");
+                 a->copy_only ? ", probs in 16 bits, 16-bit copy, dscores not kept"
+                              : a->copies16 ? ", probs in 16 bits, 16-bit copy" : "");
         fused_case(be, "dropout_softmax_bwd", make_attn_bwd, &qk, a->copies16 ? 6 : 3,
                    run_dropout_softmax_bwd, run_dropout_softmax_bwd_unfused, a, outs, 1, row);
         free(pp);
     }
     a->round16 = BT_F32;
-    a->copies16 = false;
+    a->copies16 = a->copy_only = false;
     free(dpk), free(ds), free(mds), free(pk), free(p16);
 }
 
 /* softmax_dropout_fwd without rounding and rounded to bf16 and to f16 storage
- * (the last two also with the 16-bit copies of dropped and probs): against
+ * (the last two also with the 16-bit copies of dropped and probs, with and
+ * without the fp32 dropped and probs kept, then their copies alone): against
  * the unfused ops (bits; the copies by cast) and the float64 reference rp, rd
  * (within the rounding), the rounded probabilities checked to be values of
  * their dtype, a copy to be half.h's conversion of its output. */
 static void softmax_dropout_cases(bt_backend *be, fused_args *a, attn_inputs *q, const double *rp,
                                   const double *rd, const char *shape) {
-    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16};
-    for (int k = 0; k < 5; k++) {
+    static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16, BT_BF16, BT_F16};
+    for (int k = 0; k < 7; k++) {
         a->round16 = rounds[k];
         a->copies16 = k >= 3;
+        a->copy_only = k >= 5;
         const double thr = round16_thr(rounds[k]);
         const int pt = a->inplace ? 0 : 2;
-        fused_out outs[] = {{pt, rp, NULL, thr, a->copies16 ? 5 : 0},
-                            {3, rd, NULL, thr, a->copies16 ? 4 : 0}};
-        char row[128];
+        fused_out outs[] = {{pt, rp, NULL, thr, a->copies16 ? 5 : 0, a->copy_only},
+                            {3, rd, NULL, thr, a->copies16 ? 4 : 0, a->copy_only}};
+        char row[160];
         snprintf(row, sizeof row, "%s%s%s", shape, storage_suffix(rounds[k]),
-                 a->copies16 ? ", 16-bit copies" : "");
+                 a->copy_only ? ", 16-bit copies, no fp32 dropped or probs"
+                              : a->copies16 ? ", 16-bit copies" : "");
         tensor tf[MAXT];
         make_attn(tf, q);
         verdict v = v_new();
-        /* the rounded probabilities are values of their dtype */
-        if (rounds[k] != BT_F32 && exec_op(&v, be, tf, 6, run_softmax_dropout, a, NULL))
+        /* the rounded probabilities are values of their dtype (where kept) */
+        if (rounds[k] != BT_F32 && !a->copy_only &&
+            exec_op(&v, be, tf, 6, run_softmax_dropout, a, NULL))
             v_stored16(&v, tf[pt].name, RES(tf[pt]), tf[pt].n, rounds[k]);
         tensors_free(tf, 6);
         if (!v.ok) {
@@ -563,7 +589,7 @@ static void softmax_dropout_cases(bt_backend *be, fused_args *a, attn_inputs *q,
                    run_softmax_dropout_unfused, a, outs, 2, row);
     }
     a->round16 = BT_F32;
-    a->copies16 = false;
+    a->copies16 = a->copy_only = false;
 }
 
 static void attention_cases(bt_backend *be, int si, fused_args a) {

@@ -435,9 +435,15 @@ void run_bias_add(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     be->bias_add(be, t[0].p, t[1].p, ((rows_cols_args *)a)->rows, ((rows_cols_args *)a)->cols);
 }
+/* bias_grad's shape and the storage dtype it rounds dy to as it reads it */
+typedef struct {
+    rows_cols_args q;
+    bt_dtype round16;
+} bias_grad_args;
 static void run_bias_grad(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
-    be->bias_grad(be, t[0].p, t[1].p, ((rows_cols_args *)a)->rows, ((rows_cols_args *)a)->cols);
+    const bias_grad_args *g = a;
+    be->bias_grad(be, t[0].p, t[1].p, g->q.rows, g->q.cols, g->round16);
 }
 
 typedef struct {
@@ -461,11 +467,45 @@ static void check_bias_grad(bt_backend *be, rows_cols_args q, const float *y, co
     ref_bias_grad(mag, ay, q.rows, q.cols);
     tensor t[] = {tensor_out("dbias", db, c), tensor_in("dy", y, n)};
     verdict v = v_new();
-    if (exec_op(&v, be, t, 2, run_bias_grad, &q, NULL))
+    bias_grad_args g = {q, BT_F32};
+    if (exec_op(&v, be, t, 2, run_bias_grad, &g, NULL))
         v_nmse(&v, "dbias", RES(t[0]), rdb, mag, c, THR_MATH);
     v_report(&v, "bias_grad", "%dx%d +=", q.rows, q.cols);
     tensors_free(t, 2);
     free(mag), free(ay);
+}
+
+/* bias_grad rounding dy to bf16 and to f16 storage as it reads it: the bits
+ * of bias_grad of dy rounded first (half.h's rounding), and within the
+ * rounding of the float64 sums of the rounded dy. */
+static void check_bias_grad_rounded(bt_backend *be, rows_cols_args q, const float *y,
+                                    const float *db) {
+    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols;
+    float *yr = malloc(n * sizeof *yr);
+    if (!yr) exit(99);
+    for (int k = 0; k < 2; k++) {
+        const bt_dtype dt = k ? BT_F16 : BT_BF16;
+        for (size_t i = 0; i < n; i++) yr[i] = round16_host(y[i], dt);
+        double *rdb = ref_dup(db, c), *ry = ref_dup(yr, n), *mag = ref_abs(db, c);
+        double *ay = ref_abs(yr, n);
+        ref_bias_grad(rdb, ry, q.rows, q.cols);
+        ref_bias_grad(mag, ay, q.rows, q.cols);
+        tensor t[] = {tensor_out("dbias", db, c), tensor_in("dy", y, n)};
+        tensor u[] = {tensor_out("dbias", db, c), tensor_in("dy rounded", yr, n)};
+        verdict v = v_new();
+        bias_grad_args g = {q, dt}, g32 = {q, BT_F32};
+        if (exec_op(&v, be, t, 2, run_bias_grad, &g, NULL) &&
+            exec_op(&v, be, u, 2, run_bias_grad, &g32, NULL)) {
+            v_nmse(&v, "dbias", RES(t[0]), rdb, mag, c, THR_MATH);
+            v_bits(&v, "dbias vs dy rounded first", RES(t[0]), RES(u[0]), c);
+        }
+        v_report(&v, "bias_grad", "%dx%d += dy rounded to %s as read", q.rows, q.cols,
+                 dt == BT_BF16 ? "bf16" : "f16");
+        tensors_free(t, 2);
+        tensors_free(u, 2);
+        free(rdb), free(ry), free(mag), free(ay);
+    }
+    free(yr);
 }
 
 /* bias_grad past the devices' one-pass limit (64 rows): whole and partial
@@ -479,6 +519,7 @@ static void test_bias_grad_chunks(bt_backend *be) {
         const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols;
         float *y = rand_floats(n, 1, 0), *db = rand_floats(c, 1, 0);
         double *ry = ref_dup(y, n), *rdb = ref_dup(db, c);
+        check_bias_grad_rounded(be, q, y, db);
         check_bias_grad(be, q, y, db, ry, rdb);
         free(y), free(db), free(ry), free(rdb);
     }
@@ -506,6 +547,7 @@ void test_bias(bt_backend *be) {
             free(r), free(mag), free(ab);
         }
         if (want_op("bias_grad")) { /* dy = y; accumulates into a nonzero dbias */
+            check_bias_grad_rounded(be, q, y, db);
             check_bias_grad(be, q, y, db, ry, rdb);
             if (g_check_references) { /* bias_grad is the adjoint of bias_add */
                 verdict f = v_new();

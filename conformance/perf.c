@@ -137,7 +137,7 @@ static void call_bias_add(bt_backend *be, perf_case *c) {
     be->bias_add(be, c->t[0], c->t[1], c->i[0], c->i[1]);
 }
 static void call_bias_grad(bt_backend *be, perf_case *c) {
-    be->bias_grad(be, c->t[1], c->t[0], c->i[0], c->i[1]);
+    be->bias_grad(be, c->t[1], c->t[0], c->i[0], c->i[1], BT_F32);
 }
 static void call_embed_fwd(bt_backend *be, perf_case *c) {
     be->embed_fwd(be, c->t[0], c->t[1], c->t[2], c->t[3], c->t[4], c->t[5], c->i[0], c->i[1],
@@ -209,7 +209,7 @@ static void call_round16(bt_backend *be, perf_case *c) {
 static const bt_rng_key perf_key = {7, 11};
 static void call_bias_gelu_fwd(bt_backend *be, perf_case *c) {
     be->bias_gelu_fwd(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1], BT_F32, BT_NO_PTR,
-                      BT_NO_PTR);
+                      BT_NO_PTR, true);
 }
 static void call_bias_gelu_fwd_unfused(bt_backend *be, perf_case *c) {
     be->bias_add(be, c->t[0], c->t[2], c->i[0], c->i[1]);
@@ -221,7 +221,7 @@ static void call_bias_gelu_bwd(bt_backend *be, perf_case *c) {
 }
 static void call_bias_gelu_bwd_unfused(bt_backend *be, perf_case *c) {
     be->gelu_bwd(be, c->t[0], c->t[0], c->t[1], (size_t)c->i[0] * c->i[1]);
-    be->bias_grad(be, c->t[2], c->t[0], c->i[0], c->i[1]);
+    be->bias_grad(be, c->t[2], c->t[0], c->i[0], c->i[1], BT_F32);
 }
 /* t: y, bias, resid, out, scratch, ln out, mean, rstd; gamma = bias, beta = bias */
 static void call_join(bt_backend *be, perf_case *c) {
@@ -229,7 +229,7 @@ static void call_join(bt_backend *be, perf_case *c) {
     if (c->i[2])
         be->residual_layernorm_fwd(be, c->t[3], c->t[5], c->t[6], c->t[7], c->t[0], c->t[1],
                                    c->t[2], c->t[1], c->t[1], c->i[0], c->i[1], 1e-12f, BT_F32,
-                                   per, 0, 0.1f, perf_key, BT_NO_PTR, BT_NO_PTR);
+                                   per, 0, 0.1f, perf_key, BT_NO_PTR, BT_NO_PTR, true);
     else
         be->bias_dropout_add(be, c->t[3], c->t[0], c->t[1], c->t[2], c->i[0], c->i[1], BT_F32,
                              per, 0, 0.1f, perf_key);
@@ -246,7 +246,7 @@ static void call_join_unfused(bt_backend *be, perf_case *c) {
 /* t: scores, probs, dropped, mask (i: B, H, T) */
 static void call_softmax_dropout(bt_backend *be, perf_case *c) {
     be->softmax_dropout_fwd(be, c->t[2], c->t[1], c->t[0], c->t[3], c->i[0], c->i[1], c->i[2],
-                            0.125f, BT_F32, 0, 0.1f, perf_key, BT_NO_PTR, BT_NO_PTR);
+                            0.125f, BT_F32, 0, 0.1f, perf_key, BT_NO_PTR, BT_NO_PTR, true);
 }
 static void call_softmax_dropout_unfused(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];
@@ -256,7 +256,7 @@ static void call_softmax_dropout_unfused(bt_backend *be, perf_case *c) {
 }
 static void call_dropout_softmax(bt_backend *be, perf_case *c) {
     be->dropout_softmax_bwd(be, c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], c->i[2], 0.125f,
-                            BT_F32, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR);
+                            BT_F32, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR, true);
 }
 static void call_dropout_softmax_unfused(bt_backend *be, perf_case *c) {
     const size_t per = (size_t)c->i[1] * c->i[2] * c->i[2];

@@ -66,15 +66,6 @@ BT_FN float col_lanes_sum(float v, BT_LOCAL_PTR float *red) {
     return v;
 }
 
-/* The sum of dy[r, c] over the rows r = r0 + lane, r0 + lane + BT_LANES,
- * ... below r1, in order (dy points at column c): a row lane's share of a
- * column tile. */
-BT_FN float col_rows_sum(__global const float *dy, size_t r0, size_t r1, size_t cols, int lane) {
-    float acc = 0.0f;
-    for (size_t r = r0 + (size_t)lane; r < r1; r += BT_LANES) acc += dy[r * cols];
-    return acc;
-}
-
 /* Maximum of v over the work-group (NaN-ignoring as `a > b`); every work-item
  * gets it. */
 BT_FN float wg_max(float v, BT_LOCAL_PTR float *red) {
@@ -236,6 +227,18 @@ BT_FN float round_kind16(float x, int kind) {
     return as_float(kind == BT_KIND16_BF16 ? bf16_to_f32(h) : f16_to_f32(h));
 }
 
+/* The sum of dy[r, c] over the rows r = r0 + lane, r0 + lane + BT_LANES,
+ * ... below r1, in order (dy points at column c), each rounded to the
+ * storage kind kind16 as it is read (BT_KIND16_NONE: as it is): a row
+ * lane's share of a column tile. */
+BT_FN float col_rows_sum(__global const float *dy, size_t r0, size_t r1, size_t cols, int lane,
+                         int kind16) {
+    float acc = 0.0f;
+    for (size_t r = r0 + (size_t)lane; r < r1; r += BT_LANES)
+        acc += round_kind16(dy[r * cols], kind16);
+    return acc;
+}
+
 /* One row of LayerNorm by its lanes (every work-item of the work-group must
  * call it; cols = 0 for lanes past the last row): out = (x - mean) * rstd *
  * gamma + beta, rounded to the storage kind kind16 (BT_KIND16_NONE: not
@@ -330,8 +333,8 @@ BT_FN int sm_lane_key(int k) {
 
 /* softmax_row with the row read once: v[k] gets key sm_lane_key(k)'s
  * probability, rounded to the storage kind kind16 (BT_KIND16_NONE: not
- * rounded), and p gets the same values: softmax_row's arithmetic in its
- * order, so its bits (and round16's after it), written once. */
+ * rounded), and p (0: none) gets the same values: softmax_row's arithmetic
+ * in its order, so its bits (and round16's after it), written once. */
 BT_FN void softmax_row_cached(__global float *p, __global const float *s,
                               __global const int *km, int T, float scale, int kind16,
                               BT_LOCAL_PTR float *red, float *v) {
@@ -360,6 +363,6 @@ BT_FN void softmax_row_cached(__global float *p, __global const float *s,
         const int j = sm_lane_key(k);
         if (j >= T) continue;
         v[k] = round_kind16(v[k] * inv, kind16);
-        p[j] = v[k];
+        if (p) p[j] = v[k];
     }
 }

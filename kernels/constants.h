@@ -47,9 +47,14 @@
 #define BT_KIND16_NONE 0
 #define BT_KIND16_BF16 1
 #define BT_KIND16_F16 2
-/* which 16-bit copies a fused kernel writes besides its fp32 outputs (bits) */
+/* which 16-bit copies a fused kernel writes besides its fp32 outputs (bits);
+ * with BT_COPY16_OUT_ONLY (_IN_ONLY) the fp32 output that BT_COPY16_OUT's
+ * (_IN's) copy mirrors is not written where the kernel needs no scratch: the
+ * copy is all its readers need */
 #define BT_COPY16_OUT 1
 #define BT_COPY16_IN 2
+#define BT_COPY16_OUT_ONLY 4
+#define BT_COPY16_IN_ONLY 8
 #define BT_KIND16_OF(dt) \
     ((dt) == BT_F32 ? BT_KIND16_NONE : (dt) == BT_BF16 ? BT_KIND16_BF16 : BT_KIND16_F16)
 

@@ -8,7 +8,9 @@
 /* y[r, c] += bias[c], rounded to the storage kind kind16 (BT_KIND16_NONE:
  * not rounded); out[r, c] = gelu(y[r, c]); with copies16's BT_COPY16_OUT
  * and _IN bits out16 and y16 take out and y in kind16 too (else they are
- * not touched).          y, out, y16, out16: (rows, cols)
+ * not touched), with BT_COPY16_OUT_ONLY out16 only (out is not touched),
+ * with BT_COPY16_IN_ONLY y16 only (y keeps its input).
+ *                        y, out, y16, out16: (rows, cols)
  * Geometry: one work-item per element; global: rows * cols. */
 BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(float, bias),
                                 BT_OUT(ushort, out16), BT_OUT(ushort, y16), int rows, int cols,
@@ -22,8 +24,8 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
     if (i >= (size_t)rows * (size_t)cols) return;
     const float v = round_kind16(y[i] + bias[i % (size_t)cols], kind16);
     const float g = gelu_value(v);
-    y[i] = v;
-    out[i] = g;
+    if (!(copies16 & BT_COPY16_IN_ONLY)) y[i] = v;
+    if (!(copies16 & BT_COPY16_OUT_ONLY)) out[i] = g;
     if (copies16 & BT_COPY16_OUT) out16[i] = f32_to_kind16(g, kind16);
     if (copies16 & BT_COPY16_IN) y16[i] = f32_to_kind16(v, kind16);
 }
@@ -109,7 +111,8 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
  * LayerNorm(sum) with mean and rstd saved, layernorm_fwd's arithmetic, out
  * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded). sum may
  * alias resid. With copies16's BT_COPY16_IN and _OUT bits, sum16 and out16
- * take sum and out in kind16 too (else they are not touched).
+ * take sum and out in kind16 too (else they are not touched); with
+ * BT_COPY16_IN_ONLY sum is not written where the row fits in registers.
  * Geometry: as layernorm_fwd: BT_ROW_LANES work-items a row, lane l owning
  * columns l, l + BT_ROW_LANES, ..., the sums kept in registers where the row
  * fits (BT_LN_CACHED); global: BT_ROW_GLOBAL(rows, BT_WG). */
@@ -148,9 +151,10 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
             const int c = ln_lane_col(k);
             xv[k] = 0.0f;
             if (c < n) {
-                x[c] = xv[k] = join_value(y, bias, resid, row + c, cols, kind16, per_sample,
-                                          first_sample, thr, keep_scale, seed_lo, seed_hi,
-                                          stream_lo, stream_hi);
+                xv[k] = join_value(y, bias, resid, row + c, cols, kind16, per_sample,
+                                   first_sample, thr, keep_scale, seed_lo, seed_hi, stream_lo,
+                                   stream_hi);
+                if (!(copies16 & BT_COPY16_IN_ONLY)) x[c] = xv[k];
                 if (x16) x16[c] = f32_to_kind16(xv[k], kind16);
             }
         }
@@ -177,7 +181,9 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
  * per_sample = H T T (softmax_fwd's arithmetic, round16's, then dropout's, a
  * lane's four keys from one Philox block where the row allows it). With
  * copies16's BT_COPY16_OUT and _IN bits, dropped16 and probs16 take dropped
- * and probs in kind16 too (else they are not touched).
+ * and probs in kind16 too (else they are not touched), with BT_COPY16_OUT_ONLY
+ * dropped16 only (dropped is not touched), with BT_COPY16_IN_ONLY probs16
+ * alone where the row fits in registers (elsewhere probs is its scratch).
  * Geometry: as softmax_fwd (the row read once, the probabilities written
  * once where it fits). */
 BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, probs),
@@ -206,7 +212,8 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
     uint draw[4];
     if (BT_SM_CACHED(T)) { /* the row read once, the probabilities written once */
         float v[BT_SM_LANE_KEYS];
-        softmax_row_cached(p, scores + row, km, n, scale, kind16, red, v);
+        softmax_row_cached(copies16 & BT_COPY16_IN_ONLY ? 0 : p, scores + row, km, n, scale,
+                           kind16, red, v);
         for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
             const int j = sm_lane_key(k);
             if (j >= n) continue;
@@ -214,7 +221,7 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
                                          seed_hi, stream_lo, stream_hi, &drawn, draw)
                                 ? v[k] * keep_scale
                                 : 0.0f;
-            pd[j] = d;
+            if (!(copies16 & BT_COPY16_OUT_ONLY)) pd[j] = d;
             if (pd16) pd16[j] = f32_to_kind16(d, kind16);
             if (p16) p16[j] = f32_to_kind16(v[k], kind16);
         }
@@ -228,7 +235,7 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
                                      seed_hi, stream_lo, stream_hi, &drawn, draw)
                             ? pj * keep_scale
                             : 0.0f;
-        pd[j] = d;
+        if (!(copies16 & BT_COPY16_OUT_ONLY)) pd[j] = d;
         if (pd16) pd16[j] = f32_to_kind16(d, kind16);
         if (p16) p16[j] = f32_to_kind16(pj, kind16);
     }
@@ -239,7 +246,9 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
  * rounded); in place allowed (each work-item rewrites the keys it read).
  * probs is read from probs16 in the kind probs_kind (BT_KIND16_NONE: from
  * probs, fp32); with copies16's
- * BT_COPY16_OUT bit dscores16 takes dscores in kind16 too.
+ * BT_COPY16_OUT bit dscores16 takes dscores in kind16 too, with
+ * BT_COPY16_OUT_ONLY alone where the row fits in registers (elsewhere
+ * dscores is the row's scratch).
  * Geometry: as softmax_bwd (dprobs and probs read once where the row fits). */
 BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dprobs),
                                          BT_IN(float, probs), BT_IN(ushort, probs16),
@@ -283,7 +292,7 @@ BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dp
             const int j = sm_lane_key(k);
             if (j >= n) continue;
             const float v = round_kind16(scale * pv[k] * (gv[k] - dot), kind16);
-            ds[j] = v;
+            if (!(copies16 & BT_COPY16_OUT_ONLY)) ds[j] = v;
             if (ds16) ds16[j] = f32_to_kind16(v, kind16);
         }
         return;

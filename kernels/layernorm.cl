@@ -236,7 +236,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_params_sum(BT_OUT(float, dgamma), BT_OUT(floa
     size_t g, j;
     int lane;
     col_tile(n, &g, &j, &lane);
-    float acc = j < n ? col_rows_sum(partial + j, 0, (size_t)chunks, n, lane) : 0.0f;
+    float acc = j < n ? col_rows_sum(partial + j, 0, (size_t)chunks, n, lane, BT_KIND16_NONE) : 0.0f;
     acc = col_lanes_sum(acc, red);
     if (j >= n || lane != 0) return;
     if (j < (size_t)cols)

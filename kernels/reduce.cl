@@ -1,13 +1,15 @@
 /* Reductions: bias_grad (column sums in column tiles), sum / sumsq partials,
  * all_finite. */
 
-/* dbias[c] += sum_r dy[r, c]                             dy: (rows, cols)
+/* dbias[c] += sum_r dy[r, c], each dy rounded to the storage kind kind16 as
+ * it is read (BT_KIND16_NONE: as it is)                  dy: (rows, cols)
  * for rows <= BT_COL_ROWS, and as the second pass of more rows over
  * bias_grad_partial's chunk partials (chunks x cols) and over
  * embed_bwd_type_partial's (chunks x TV*C, onto dwtt). Geometry: column
  * tiles (constants.h, BT_COL_SLAB), one work-group per slab of columns, the
  * row lanes over all the rows; global: BT_COL_GLOBAL(1, cols, BT_WG). */
-BT_KERNEL_WG void bt_bias_grad(BT_OUT(float, dbias), BT_IN(float, dy), int rows, int cols) {
+BT_KERNEL_WG void bt_bias_grad(BT_OUT(float, dbias), BT_IN(float, dy), int rows, int cols,
+                               int kind16) {
     BT_BIND(dbias);
     BT_BIND(dy);
     __local float red[BT_WG];
@@ -15,17 +17,18 @@ BT_KERNEL_WG void bt_bias_grad(BT_OUT(float, dbias), BT_IN(float, dy), int rows,
     int lane;
     col_tile((size_t)cols, &g, &c, &lane);
     const bool in = c < (size_t)cols;
-    float acc = in ? col_rows_sum(dy + c, 0, (size_t)rows, (size_t)cols, lane) : 0.0f;
+    float acc = in ? col_rows_sum(dy + c, 0, (size_t)rows, (size_t)cols, lane, kind16) : 0.0f;
     acc = col_lanes_sum(acc, red);
     if (in && lane == 0) dbias[c] += acc;
 }
 
 /* bias_grad's first pass for more rows: partial[p_off + g cols + c] = sum
- * of dy[r, c] over the rows r of chunk g (BT_COL_ROWS rows), in bias_grad's
+ * of dy[r, c] (rounded to kind16 as read, as bias_grad) over the rows r of
+ * chunk g (BT_COL_ROWS rows), in bias_grad's
  * order within the chunk. Geometry: column tiles, one work-group per
  * (chunk, slab of columns); global: BT_COL_GLOBAL(chunks, cols, BT_WG). */
 BT_KERNEL_WG void bt_bias_grad_partial(BT_OUT(float, partial), BT_IN(float, dy), int rows,
-                                       int cols) {
+                                       int cols, int kind16) {
     BT_BIND(partial);
     BT_BIND(dy);
     __local float red[BT_WG];
@@ -34,7 +37,7 @@ BT_KERNEL_WG void bt_bias_grad_partial(BT_OUT(float, partial), BT_IN(float, dy),
     col_tile((size_t)cols, &g, &c, &lane);
     const size_t r0 = g * BT_COL_ROWS, r1 = bt_min_size(r0 + BT_COL_ROWS, (size_t)rows);
     const bool in = c < (size_t)cols;
-    float acc = in ? col_rows_sum(dy + c, r0, r1, (size_t)cols, lane) : 0.0f;
+    float acc = in ? col_rows_sum(dy + c, r0, r1, (size_t)cols, lane, kind16) : 0.0f;
     acc = col_lanes_sum(acc, red);
     if (in && lane == 0) partial[g * cols + c] = acc;
 }

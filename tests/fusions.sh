@@ -91,6 +91,8 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #    its rows): 4 a layer;
 #  - likewise the FFN's inner gradient, which bias_gelu_bwd writes with its
 #    16-bit copy, reaches the first linear layer without a cast: 2 a layer;
+#  - the attention's output gradient dqkv, rounded by its copy's cast and
+#    by bias_grad as they read it, gets no rounding pass: 1 a layer;
 #  - Post-LN: a layer's input, which its QKV projection reads in the forward
 #    and the backward, is read from the layer before's stash copy (2), and
 #    the backward's unstash of it is left out (1 - (-1) = 2): 4 for each
@@ -105,7 +107,7 @@ check_cast() {
         [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
-        inputs=$((layers + layers - 1 + 3 * layers + 4 * (layers - 1) + 2 * layers))
+        inputs=$((layers + layers - 1 + 3 * layers + 4 * (layers - 1) + 2 * layers + layers))
         [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1)))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")

@@ -7,29 +7,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* A new buffer holding the n 16-bit values x of dtype dt widened to fp32
- * (cast), for the composed op `op`; the caller frees it. */
-static bt_buffer *widened(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n, const char *op) {
-    bt_buffer *wide = be->alloc(be, n * sizeof(float));
-    if (!wide) {
+/* A new buffer of n floats for the composed op `op`; the caller frees it. */
+static bt_buffer *scratch_f32(bt_backend *be, size_t n, const char *op) {
+    bt_buffer *buf = be->alloc(be, n * sizeof(float));
+    if (!buf) {
         fprintf(stderr, "bertrain: %s: out of device memory for %zu bytes of the composed %s\n",
                 be->name, n * sizeof(float), op);
         exit(1);
     }
+    return buf;
+}
+
+/* A new buffer holding the n 16-bit values x of dtype dt widened to fp32
+ * (cast), for the composed op `op`; the caller frees it. */
+static bt_buffer *widened(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n, const char *op) {
+    bt_buffer *wide = scratch_f32(be, n, op);
     be->cast(be, (bt_ptr){wide, 0}, BT_F32, x, dt, n);
     return wide;
 }
 
 /* y += bias, rounded with 16-bit storage; out = gelu(y): bias_add, round16,
- * gelu_fwd; the 16-bit copies asked for with cast.   (rows, cols) */
+ * gelu_fwd; the 16-bit copies asked for with cast (an absent out made in a
+ * scratch buffer for its copy).   (rows, cols) */
 static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                                   int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16) {
+                                   int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16,
+                                   bool y_kept) {
+    (void)y_kept; /* y is bias_add's and gelu_fwd's operand: written either way */
     const size_t n = (size_t)rows * cols;
+    bt_buffer *tmp = out.buf ? NULL : scratch_f32(be, n, "bias_gelu_fwd");
+    if (tmp) out = (bt_ptr){tmp, 0};
     be->bias_add(be, y, bias, rows, cols);
     if (round16 != BT_F32) be->round16(be, y, round16, n);
     be->gelu_fwd(be, out, y, n);
     if (out16.buf) be->cast(be, out16, round16, out, BT_F32, n);
     if (y16.buf) be->cast(be, y16, round16, y, BT_F32, n);
+    if (tmp) be->free(be, tmp);
 }
 
 /* dx = dout * gelu'(x), rounded with 16-bit storage; dbias += column sums of
@@ -47,7 +59,7 @@ static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_p
     }
     be->gelu_bwd(be, dx, dout, x, n);
     if (round16 != BT_F32) be->round16(be, dx, round16, n);
-    be->bias_grad(be, dbias, dx, rows, cols);
+    be->bias_grad(be, dbias, dx, rows, cols, BT_F32);
     if (dx16.buf) be->cast(be, dx16, round16, dx, BT_F32, n);
     if (wide) be->free(be, wide); /* the backends free it once the queued ops are done */
 }
@@ -85,7 +97,8 @@ static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr o
                                             bt_ptr gamma, bt_ptr beta, int rows, int cols,
                                             float eps, bt_dtype round16, size_t per_sample,
                                             uint32_t first_sample, float p, bt_rng_key key,
-                                            bt_ptr sum16, bt_ptr out16) {
+                                            bt_ptr sum16, bt_ptr out16, bool sum_kept) {
+    (void)sum_kept; /* sum is layernorm_fwd's input: written either way */
     const size_t n = (size_t)rows * cols;
     be->bias_dropout_add(be, sum, y, bias, resid, rows, cols, round16, per_sample, first_sample, p,
                          key);
@@ -101,12 +114,15 @@ static void composed_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr 
                                          bt_ptr scores, bt_ptr key_mask, int B, int H, int T,
                                          float scale, bt_dtype round16, uint32_t first_sample,
                                          float p, bt_rng_key key, bt_ptr dropped16,
-                                         bt_ptr probs16) {
+                                         bt_ptr probs16, bool probs_kept) {
+    (void)probs_kept; /* probs is dropout's input: written either way */
     const size_t per_sample = (size_t)H * T * T, n = (size_t)B * per_sample;
     be->softmax_fwd(be, probs, scores, key_mask, B, H, T, scale);
     if (round16 != BT_F32) be->round16(be, probs, round16, n);
-    be->dropout(be, dropped, probs, n, per_sample, first_sample, p, key, BT_F32, BT_NO_PTR, BT_F32);
-    if (dropped16.buf) be->cast(be, dropped16, round16, dropped, BT_F32, n);
+    /* an absent dropped: dropout writes only the 16-bit copy */
+    be->dropout(be, dropped, probs, n, per_sample, first_sample, p, key, BT_F32,
+                dropped.buf ? BT_NO_PTR : dropped16, round16);
+    if (dropped16.buf && dropped.buf) be->cast(be, dropped16, round16, dropped, BT_F32, n);
     if (probs16.buf) be->cast(be, probs16, round16, probs, BT_F32, n);
 }
 
@@ -117,7 +133,8 @@ static void composed_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr 
                                          bt_ptr probs, int B, int H, int T, float scale,
                                          bt_dtype round16, uint32_t first_sample, float p,
                                          bt_rng_key key, bt_dtype probs_dtype,
-                                         bt_ptr dscores16) {
+                                         bt_ptr dscores16, bool dscores_kept) {
+    (void)dscores_kept; /* dscores is softmax_bwd's operand: written either way */
     const size_t per_sample = (size_t)H * T * T, n = (size_t)B * per_sample;
     bt_buffer *wide = probs_dtype != BT_F32 ? widened(be, probs, probs_dtype, n,
                                                       "dropout_softmax_bwd")

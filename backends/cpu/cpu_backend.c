@@ -198,9 +198,11 @@ static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int co
         for (int c = 0; c < cols; c++) Y[(size_t)r * cols + c] += bb[c];
 }
 
-static void cpu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
-    (void)be;
-    cpu_column_sums(be->ctx, cpu_f32(dbias), NULL, cpu_f32(dy), NULL, NULL, NULL, rows, cols);
+static void cpu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
+                          bt_dtype round16) {
+    const size_t n = (size_t)rows * cols;
+    const float *D = round16 == BT_F32 ? cpu_f32(dy) : cpu_rounded16(be->ctx, dy, round16, n);
+    cpu_column_sums(be->ctx, cpu_f32(dbias), NULL, D, NULL, NULL, NULL, rows, cols);
 }
 
 static void cpu_add(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, size_t n) {

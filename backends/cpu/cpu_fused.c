@@ -4,22 +4,33 @@
  * bits; what it saves is the passes over memory between them. */
 #include "cpu_internal.h"
 
+/* A fused op whose fp32 output is left out (its 16-bit copy given) makes
+ * that output in pieces of this many values on the stack. */
+#define CPU_FUSED_PIECE 256
+
 static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                              int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16) {
-    (void)be;
-    float *O = cpu_f32(out), *Y = cpu_f32(y);
+                              int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16, bool y_kept) {
+    (void)be, (void)y_kept; /* y is the row's workspace: written either way */
+    float *O = out.buf ? cpu_f32(out) : NULL, *Y = cpu_f32(y);
     uint16_t *O16 = out16.buf ? cpu_u16(out16) : NULL, *Y16 = y16.buf ? cpu_u16(y16) : NULL;
     const float *bb = cpu_f32(bias);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const size_t at = (size_t)r * cols;
-        float *restrict yr = Y + at, *restrict o = O + at;
+        float *restrict yr = Y + at;
 #pragma omp simd
         for (int c = 0; c < cols; c++) yr[c] += bb[c];
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)yr, round16, (size_t)cols);
-        cpu_gelu_span(o, yr, (size_t)cols);
-        if (O16) cpu_to16_span(O16 + at, (const uint32_t *)o, round16, (size_t)cols);
         if (Y16) cpu_to16_span(Y16 + at, (const uint32_t *)yr, round16, (size_t)cols);
+        /* without out, GELU in pieces that only its copy keeps */
+        float piece[CPU_FUSED_PIECE];
+        const size_t step = O ? (size_t)cols : CPU_FUSED_PIECE;
+        for (size_t c = 0; c < (size_t)cols; c += step) {
+            const size_t len = cols - c < step ? cols - c : step;
+            float *o = O ? O + at + c : piece;
+            cpu_gelu_span(o, yr + c, len);
+            if (O16) cpu_to16_span(O16 + at + c, (const uint32_t *)o, round16, len);
+        }
     }
 }
 
@@ -114,8 +125,8 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
                                        bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                        bt_dtype round16, size_t per_sample,
                                        uint32_t first_sample, float p, bt_rng_key key,
-                                       bt_ptr sum16, bt_ptr out16) {
-    (void)be;
+                                       bt_ptr sum16, bt_ptr out16, bool sum_kept) {
+    (void)be, (void)sum_kept; /* sum is the row's workspace: written either way */
     float *S = cpu_f32(sum), *O = cpu_f32(out), *MU = cpu_f32(mean), *RS = cpu_f32(rstd);
     uint16_t *S16 = sum16.buf ? cpu_u16(sum16) : NULL, *O16 = out16.buf ? cpu_u16(out16) : NULL;
     const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *R = cpu_f32(resid), *G = cpu_f32(gamma),
@@ -137,9 +148,10 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
 static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                     bt_ptr key_mask, int B, int H, int T, float scale,
                                     bt_dtype round16, uint32_t first_sample, float p,
-                                    bt_rng_key key, bt_ptr dropped16, bt_ptr probs16) {
-    (void)be;
-    float *P = cpu_f32(probs), *PD = cpu_f32(dropped);
+                                    bt_rng_key key, bt_ptr dropped16, bt_ptr probs16,
+                                    bool probs_kept) {
+    (void)be, (void)probs_kept; /* probs is the row's workspace: written either way */
+    float *P = cpu_f32(probs), *PD = dropped.buf ? cpu_f32(dropped) : NULL;
     uint16_t *PD16 = dropped16.buf ? cpu_u16(dropped16) : NULL,
              *P16 = probs16.buf ? cpu_u16(probs16) : NULL;
     const float *S = cpu_f32(scores);
@@ -149,12 +161,20 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        float *pr = P + (size_t)r * T, *pd = PD + (size_t)r * T;
-        cpu_softmax_row(pr, S + (size_t)r * T, K + (size_t)(r / (H * T)) * T, T, scale);
+        const size_t at = (size_t)r * T;
+        float *pr = P + at;
+        cpu_softmax_row(pr, S + at, K + (size_t)(r / (H * T)) * T, T, scale);
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)pr, round16, (size_t)T);
-        cpu_dropout_run(pd, pr, (size_t)T, &d, (size_t)r * T);
-        if (PD16) cpu_to16_span(PD16 + (size_t)r * T, (const uint32_t *)pd, round16, (size_t)T);
-        if (P16) cpu_to16_span(P16 + (size_t)r * T, (const uint32_t *)pr, round16, (size_t)T);
+        /* without dropped, dropout in pieces that only its copy keeps */
+        float piece[CPU_FUSED_PIECE];
+        const size_t step = PD ? (size_t)T : CPU_FUSED_PIECE;
+        for (size_t j = 0; j < (size_t)T; j += step) {
+            const size_t len = T - j < step ? T - j : step;
+            float *pd = PD ? PD + at + j : piece;
+            cpu_dropout_run(pd, pr + j, len, &d, at + j);
+            if (PD16) cpu_to16_span(PD16 + at + j, (const uint32_t *)pd, round16, len);
+        }
+        if (P16) cpu_to16_span(P16 + at, (const uint32_t *)pr, round16, (size_t)T);
     }
 }
 
@@ -164,7 +184,8 @@ static void cpu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
 static void cpu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                                     int B, int H, int T, float scale, bt_dtype round16,
                                     uint32_t first_sample, float p, bt_rng_key key,
-                                    bt_dtype probs_dtype, bt_ptr dscores16) {
+                                    bt_dtype probs_dtype, bt_ptr dscores16, bool dscores_kept) {
+    (void)dscores_kept; /* dscores is the row's workspace: written either way */
     float *DS = cpu_f32(dscores);
     const int rows = B * H * T;
     const size_t per_sample = (size_t)H * T * T;

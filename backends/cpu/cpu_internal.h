@@ -81,6 +81,11 @@ static inline int cpu_col_block(int cols, int threads) {
  * and computes in fp32, with the bits of the same op given the fp32 values. */
 const float *cpu_widen16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n);
 
+/* The n floats at x rounded to dt (BT_BF16 or BT_F16) in the same scratch
+ * as cpu_widen16: for an op that rounds its input as it reads it, with the
+ * bits of round16 then the op. */
+const float *cpu_rounded16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n);
+
 void cpu_column_sums(cpu_ctx *ctx, float *sum, float *sum_xhat, const float *D, const float *X,
                      const float *mean, const float *rstd, int rows, int cols);
 

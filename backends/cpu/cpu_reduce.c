@@ -138,6 +138,19 @@ void cpu_fill_reduce_ops(bt_backend *be) {
     be->reduce_fetch = cpu_reduce_fetch;
 }
 
+const float *cpu_rounded16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
+    float *w = bt_partials_reserve(&ctx->wide16, n, "cpu");
+    const float *src = cpu_f32(x);
+    const size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t i = k * CPU_REDUCE_CHUNK, len = n - i < CPU_REDUCE_CHUNK ? n - i : CPU_REDUCE_CHUNK;
+        memcpy(w + i, src + i, len * sizeof *w);
+        cpu_round16_span((uint32_t *)w + i, dt, len);
+    }
+    return w;
+}
+
 const float *cpu_widen16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
     float *w = bt_partials_reserve(&ctx->wide16, n, "cpu");
     const uint16_t *h = cpu_u16(x);

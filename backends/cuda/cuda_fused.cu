@@ -7,12 +7,14 @@
 /* The 16-bit copies asked for (BT_COPY16_*) and their addresses: an absent
  * one's is out's, which the kernel then does not touch. */
 static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                             int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16) {
+                             int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16, bool y_kept) {
     cu_ctx *c = cu(be);
-    const int copies = (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0);
-    LAUNCH(c, bias_gelu_fwd, (size_t)rows * cols, cu_f32(out), cu_f32(y), cu_f32(bias),
-           (unsigned short *)cu_addr(out16.buf ? out16 : out, 2),
-           (unsigned short *)cu_addr(y16.buf ? y16 : out, 2), rows, cols, BT_KIND16_OF(round16),
+    const bt_ptr o = out.buf ? out : y; /* an absent out: y's address, not touched */
+    const int copies = (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0) |
+                       (out.buf ? 0 : BT_COPY16_OUT_ONLY) | (y_kept ? 0 : BT_COPY16_IN_ONLY);
+    LAUNCH(c, bias_gelu_fwd, (size_t)rows * cols, cu_f32(o), cu_f32(y), cu_f32(bias),
+           (unsigned short *)cu_addr(out16.buf ? out16 : o, 2),
+           (unsigned short *)cu_addr(y16.buf ? y16 : o, 2), rows, cols, BT_KIND16_OF(round16),
            copies);
 }
 
@@ -37,8 +39,8 @@ static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dou
     float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
     LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dx), cu_f32(dout),
            xf, xh, dh, rows, cols, BT_COL_ROWS, 0, kind16, x_is16, copy);
-    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks,
-           cols); /* partials by column */
+    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks, cols,
+           BT_KIND16_NONE); /* partials by column */
 }
 
 static void cu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
@@ -54,10 +56,12 @@ static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt
                                       bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                       bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                       bt_dtype round16, size_t per_sample, uint32_t first_sample,
-                                      float p, bt_rng_key key, bt_ptr sum16, bt_ptr out16) {
+                                      float p, bt_rng_key key, bt_ptr sum16, bt_ptr out16,
+                                      bool sum_kept) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
-    const int copies = (sum16.buf ? BT_COPY16_IN : 0) | (out16.buf ? BT_COPY16_OUT : 0);
+    const int copies = (sum16.buf ? BT_COPY16_IN : 0) | (out16.buf ? BT_COPY16_OUT : 0) |
+                       (sum_kept ? 0 : BT_COPY16_IN_ONLY);
     LAUNCH(c, residual_layernorm_fwd, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(sum), cu_f32(out),
            cu_f32(mean), cu_f32(rstd), cu_f32(y), cu_f32(bias), cu_f32(resid), cu_f32(gamma),
            cu_f32(beta), (unsigned short *)cu_addr(sum16.buf ? sum16 : out, 2),
@@ -68,14 +72,18 @@ static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt
 static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                    bt_ptr key_mask, int B, int H, int T, float scale,
                                    bt_dtype round16, uint32_t first_sample, float p,
-                                   bt_rng_key key, bt_ptr dropped16, bt_ptr probs16) {
+                                   bt_rng_key key, bt_ptr dropped16, bt_ptr probs16,
+                                   bool probs_kept) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
-    const int copies = (dropped16.buf ? BT_COPY16_OUT : 0) | (probs16.buf ? BT_COPY16_IN : 0);
-    LAUNCH(c, softmax_dropout_fwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dropped),
+    const bt_ptr dr = dropped.buf ? dropped : probs; /* an absent dropped: not touched */
+    const int copies = (dropped16.buf ? BT_COPY16_OUT : 0) | (probs16.buf ? BT_COPY16_IN : 0) |
+                       (dropped.buf ? 0 : BT_COPY16_OUT_ONLY) |
+                       (probs_kept ? 0 : BT_COPY16_IN_ONLY);
+    LAUNCH(c, softmax_dropout_fwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dr),
            cu_f32(probs), cu_f32(scores), cu_i32(key_mask),
-           (unsigned short *)cu_addr(dropped16.buf ? dropped16 : dropped, 2),
-           (unsigned short *)cu_addr(probs16.buf ? probs16 : dropped, 2), B * H * T, H * T, T,
+           (unsigned short *)cu_addr(dropped16.buf ? dropped16 : dr, 2),
+           (unsigned short *)cu_addr(probs16.buf ? probs16 : dr, 2), B * H * T, H * T, T,
            scale, BT_KIND16_OF(round16), copies, DROP_ARGS(d));
 }
 
@@ -84,14 +92,15 @@ static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs,
 static void cu_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                                    int B, int H, int T, float scale, bt_dtype round16,
                                    uint32_t first_sample, float p, bt_rng_key key,
-                                   bt_dtype probs_dtype, bt_ptr dscores16) {
+                                   bt_dtype probs_dtype, bt_ptr dscores16, bool dscores_kept) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
     const bool p16 = probs_dtype != BT_F32;
     LAUNCH(c, dropout_softmax_bwd, BT_ROW_GLOBAL((size_t)B * H * T, BT_WG), cu_f32(dscores),
            cu_f32(dprobs), cu_f32(p16 ? dscores : probs), u16c(p16 ? probs : dscores),
            u16(dscores16.buf ? dscores16 : dscores), B * H * T, H * T, T, scale,
-           BT_KIND16_OF(round16), BT_KIND16_OF(probs_dtype), dscores16.buf ? BT_COPY16_OUT : 0,
+           BT_KIND16_OF(round16), BT_KIND16_OF(probs_dtype),
+           (dscores16.buf ? BT_COPY16_OUT : 0) | (dscores_kept ? 0 : BT_COPY16_OUT_ONLY),
            DROP_ARGS(d));
 }
 

@@ -79,18 +79,21 @@ static void cu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t p
 
 /* As ocl_bias_grad: one pass up to BT_COL_ROWS rows, else chunk partials
  * then their sum in chunk order. */
-static void cu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
+static void cu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
+                         bt_dtype round16) {
     cu_ctx *c = cu(be);
+    const int kind16 = BT_KIND16_OF(round16);
     if (rows <= BT_COL_ROWS) {
-        LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dy), rows, cols);
+        LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dy), rows, cols,
+               kind16);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
     LAUNCH(c, bias_grad_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dy), rows,
-           cols);
-    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks,
-           cols); /* partials by column */
+           cols, kind16);
+    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks, cols,
+           BT_KIND16_NONE); /* partials by column */
 }
 
 static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
@@ -195,8 +198,8 @@ static void cu_embed_types(cu_ctx *c, bt_ptr dwtt, bt_ptr dout, bt_ptr type_ids,
     const int chunks = (N + BT_COL_ROWS - 1) / BT_COL_ROWS;
     LAUNCH(c, embed_bwd_type_partial, BT_COL_GLOBAL(chunks, TV * C, BT_WG), part, cu_f32(dout),
            cu_i32(type_ids), N, C, TV);
-    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, TV * C, BT_WG), cu_f32(dwtt), part, chunks,
-           TV * C); /* partials by column */
+    LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, TV * C, BT_WG), cu_f32(dwtt), part, chunks, TV * C,
+           BT_KIND16_NONE); /* partials by column */
 }
 
 /* As ocl_embed_bwd: dwte along the segments of ids (the caller's links, pad

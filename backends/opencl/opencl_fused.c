@@ -6,17 +6,19 @@
 /* An absent 16-bit copy's address is out's, which the kernel then does not
  * touch (BT_COPY16_* say which are written). */
 static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
-                              int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16) {
+                              int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16, bool y_kept) {
+    const bt_ptr o = out.buf ? out : y; /* an absent out: y's address, not touched */
     args a = begin(be, K_bias_gelu_fwd);
-    arg_f32p(&a, out);
+    arg_f32p(&a, o);
     arg_f32p(&a, y);
     arg_f32p(&a, bias);
-    arg_ptr(&a, out16.buf ? out16 : out, 2);
-    arg_ptr(&a, y16.buf ? y16 : out, 2);
+    arg_ptr(&a, out16.buf ? out16 : o, 2);
+    arg_ptr(&a, y16.buf ? y16 : o, 2);
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(round16));
-    arg_i(&a, (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0));
+    arg_i(&a, (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0) |
+                  (out.buf ? 0 : BT_COPY16_OUT_ONLY) | (y_kept ? 0 : BT_COPY16_IN_ONLY));
     launch(be, &a, (size_t)rows * cols);
 }
 
@@ -57,6 +59,7 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     arg_ul(&f, 0);
     arg_i(&f, chunks);
     arg_i(&f, cols);
+    arg_i(&f, BT_KIND16_NONE);
     launch(be, &f, BT_COL_GLOBAL(1, cols, ocl(be)->wg));
 }
 
@@ -82,7 +85,7 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
                                        bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                        bt_dtype round16, size_t per_sample,
                                        uint32_t first_sample, float p, bt_rng_key key,
-                                       bt_ptr sum16, bt_ptr out16) {
+                                       bt_ptr sum16, bt_ptr out16, bool sum_kept) {
     args a = begin(be, K_residual_layernorm_fwd);
     arg_f32p(&a, sum);
     arg_f32p(&a, out);
@@ -99,7 +102,8 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     arg_i(&a, cols);
     arg_f(&a, eps);
     arg_i(&a, BT_KIND16_OF(round16));
-    arg_i(&a, (sum16.buf ? BT_COPY16_IN : 0) | (out16.buf ? BT_COPY16_OUT : 0));
+    arg_i(&a, (sum16.buf ? BT_COPY16_IN : 0) | (out16.buf ? BT_COPY16_OUT : 0) |
+                  (sum_kept ? 0 : BT_COPY16_IN_ONLY));
     arg_ul(&a, per_sample);
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
@@ -108,20 +112,23 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
 static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                     bt_ptr key_mask, int B, int H, int T, float scale,
                                     bt_dtype round16, uint32_t first_sample, float p,
-                                    bt_rng_key key, bt_ptr dropped16, bt_ptr probs16) {
+                                    bt_rng_key key, bt_ptr dropped16, bt_ptr probs16,
+                                    bool probs_kept) {
+    const bt_ptr d = dropped.buf ? dropped : probs; /* an absent dropped: not touched */
     args a = begin(be, K_softmax_dropout_fwd);
-    arg_f32p(&a, dropped);
+    arg_f32p(&a, d);
     arg_f32p(&a, probs);
     arg_f32p(&a, scores);
     arg_ptr(&a, key_mask, 4);
-    arg_ptr(&a, dropped16.buf ? dropped16 : dropped, 2);
-    arg_ptr(&a, probs16.buf ? probs16 : dropped, 2);
+    arg_ptr(&a, dropped16.buf ? dropped16 : d, 2);
+    arg_ptr(&a, probs16.buf ? probs16 : d, 2);
     arg_i(&a, B * H * T);
     arg_i(&a, H * T);
     arg_i(&a, T);
     arg_f(&a, scale);
     arg_i(&a, BT_KIND16_OF(round16));
-    arg_i(&a, (dropped16.buf ? BT_COPY16_OUT : 0) | (probs16.buf ? BT_COPY16_IN : 0));
+    arg_i(&a, (dropped16.buf ? BT_COPY16_OUT : 0) | (probs16.buf ? BT_COPY16_IN : 0) |
+                  (dropped.buf ? 0 : BT_COPY16_OUT_ONLY) | (probs_kept ? 0 : BT_COPY16_IN_ONLY));
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }
@@ -131,7 +138,7 @@ static void ocl_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs
 static void ocl_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr probs,
                                     int B, int H, int T, float scale, bt_dtype round16,
                                     uint32_t first_sample, float p, bt_rng_key key,
-                                    bt_dtype probs_dtype, bt_ptr dscores16) {
+                                    bt_dtype probs_dtype, bt_ptr dscores16, bool dscores_kept) {
     const bool p16 = probs_dtype != BT_F32;
     args a = begin(be, K_dropout_softmax_bwd);
     arg_f32p(&a, dscores);
@@ -145,7 +152,7 @@ static void ocl_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprob
     arg_f(&a, scale);
     arg_i(&a, BT_KIND16_OF(round16));
     arg_i(&a, BT_KIND16_OF(probs_dtype));
-    arg_i(&a, dscores16.buf ? BT_COPY16_OUT : 0);
+    arg_i(&a, (dscores16.buf ? BT_COPY16_OUT : 0) | (dscores_kept ? 0 : BT_COPY16_OUT_ONLY));
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL((size_t)B * H * T, ocl(be)->wg));
 }

@@ -116,13 +116,15 @@ static void ocl_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
 /* Column sums in one pass up to OCL_COL_ROWS rows; beyond, fixed chunks of
  * rows into partials, then the partials added in chunk order, so a GPU
  * runs chunks x cols threads instead of cols. */
-static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols) {
+static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
+                          bt_dtype round16) {
     if (rows <= OCL_COL_ROWS) {
         args a = begin(be, K_bias_grad);
         arg_f32p(&a, dbias);
         arg_f32p(&a, dy);
         arg_i(&a, rows);
         arg_i(&a, cols);
+        arg_i(&a, BT_KIND16_OF(round16));
         launch(be, &a, BT_COL_GLOBAL(1, cols, ocl(be)->wg));
         return;
     }
@@ -134,6 +136,7 @@ static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int
     arg_f32p(&a, dy);
     arg_i(&a, rows);
     arg_i(&a, cols);
+    arg_i(&a, BT_KIND16_OF(round16));
     launch(be, &a, BT_COL_GLOBAL(chunks, cols, ocl(be)->wg));
     args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */
     arg_f32p(&f, dbias);
@@ -141,6 +144,7 @@ static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int
     arg_ul(&f, 0);
     arg_i(&f, chunks);
     arg_i(&f, cols);
+    arg_i(&f, BT_KIND16_NONE);
     launch(be, &f, BT_COL_GLOBAL(1, cols, ocl(be)->wg));
 }
 
@@ -328,6 +332,7 @@ static void embed_types(bt_backend *be, bt_ptr dwtt, bt_ptr dout, bt_ptr type_id
     arg_ul(&f, 0);
     arg_i(&f, chunks);
     arg_i(&f, TV * C);
+    arg_i(&f, BT_KIND16_NONE);
     launch(be, &f, BT_COL_GLOBAL(1, TV * C, ocl(be)->wg));
 }
 

@@ -165,8 +165,9 @@ static void attn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const jo
 }
 
 /* Backward of attn_block_fwd's branch: dA holds d res1 (the top layer: at its
- * rows); dH gets d in (every row). */
-static void attn_block_bwd(bert_run *r, int l, size_t in) {
+ * rows); dH gets d in (every row), stored unless stored_dh is false (its
+ * reader rounds it as it reads it). */
+static void attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
@@ -181,7 +182,9 @@ static void attn_block_bwd(bert_run *r, int l, size_t in) {
         if (r->m->fused_attention || !bert_operand16_room(r->m, 0, n).buf) op_stored(r, a->dctx, n);
     }
     bert_attention_bwd(r, l);
-    op_linear_bwd(r, a->dH, w->qkv_w, w->qkv_b, a->dqkv, in, r->bt->B * r->bt->T, d.H, 3 * d.H);
+    const int N = r->bt->B * r->bt->T;
+    op_linear_bwd_unrounded(r, a->dH, w->qkv_w, w->qkv_b, a->dqkv, in, N, d.H, 3 * d.H);
+    if (stored_dh) op_stored(r, a->dH, (size_t)N * d.H);
 }
 
 /* Feed-forward block: res2 = resid + dropout(gelu(in W1 + b1) W2 + b2), then
@@ -250,11 +253,19 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         ffn_block_bwd(r, l, la->ln2, true);
         op_layernorm_bwd(r, a->dH, w->ln2_w, w->ln2_b, a->dH, la->res1, la->mean2, la->rstd2, d.N);
         join_bwd(r, l, SITE_FFN_OUT, d, false); /* d res1 */
-        attn_block_bwd(r, l, la->ln1);
+        attn_block_bwd(r, l, la->ln1, true);
         op_layernorm_bwd(r, a->dH, w->ln1_w, w->ln1_b, a->dH, x_in, la->mean1, la->rstd1, N);
         join_bwd(r, l, SITE_ATTN_OUT, d, false); /* d x_in */
     } else {
-        op_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, la->res2, la->mean2, la->rstd2, d.N);
+        /* d ln2: dA, plus the layer above's attention branch in dH where its join was left
+         * to this op (LN2's backward reads the two as a join's, rounding dH as stored) */
+        if (r->pending_join)
+            op_join_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, a->dH, la->res2,
+                                  la->mean2, la->rstd2, d.N);
+        else
+            op_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, la->res2, la->mean2,
+                             la->rstd2, d.N);
+        r->pending_join = false;
         /* d ln1 = dA + dH and LN1's backward: one op where the join is fused */
         const bool join = fused(r->m, BERT_FUSE_JOIN) && omega_at(r->m, l, SITE_FFN_OUT) == 1.0f;
         ffn_block_bwd(r, l, la->ln1, !join);
@@ -266,9 +277,18 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
             op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1,
                              d.N);
         }
-        attn_block_bwd(r, l, x_in);
-        /* d x_in, read next by the LN2 backward of the layer below, if one runs */
-        join_bwd(r, l, SITE_ATTN_OUT, d, layer_before(r->pass, l) >= 0);
+        /* d x_in = dA + dH, read next by the LN2 backward of the layer below, if one runs:
+         * where the join is fused, that op adds the two (no recompute forward of the layer
+         * below comes between and overwrites dH; the top layer's join is its own) */
+        const int below = layer_before(r->pass, l);
+        const bool defer = below >= 0 && !d.top && fused(r->m, BERT_FUSE_JOIN) &&
+                           omega_at(r->m, l, SITE_ATTN_OUT) == 1.0f &&
+                           r->m->cfg.recompute != BERT_RECOMPUTE_LAYER;
+        attn_block_bwd(r, l, x_in, !defer);
+        if (defer)
+            r->pending_join = true;
+        else
+            join_bwd(r, l, SITE_ATTN_OUT, d, below >= 0);
     }
 }
 

@@ -117,7 +117,7 @@ static void attention_fused_bwd(bert_run *r, int l, const attn_dims *g, float p)
                          act(m, la->lse), qkv, qd, ints(m, a->mask), g->B, g->NH, g->T, g->D,
                          1.0f / sqrtf((float)g->D), r->bt->first_sample, p,
                          dropout_key(r->pass, l, SITE_ATTN_PROBS));
-    op_stored(r, a->dqkv, (size_t)g->B * g->T * 3 * g->NH * g->D);
+    /* dqkv is stored (rounded) by its reader, op_linear_bwd_unrounded */
 }
 
 /* Self-attention core for one layer: ctx (N, H) = dropout(softmax(QK^T /
@@ -229,5 +229,5 @@ void bert_attention_bwd(bert_run *r, int l) {
     }
     heads_gemm(r, &g, false, ds, false, token_major(&g, g.k, W), token_major(&g, dq, W));
     heads_gemm(r, &g, true, ds, false, token_major(&g, g.q, W), token_major(&g, dk, W));
-    op_stored(r, a->dqkv, (size_t)g.B * g.T * W);
+    /* dqkv is stored (rounded) by its reader, op_linear_bwd_unrounded */
 }

@@ -29,6 +29,9 @@ typedef struct {
     double admin_variance_sum; /* Admin profiling: 1 + the branch variances so far */
     bool recompute_probs;      /* backward: the layer's attention probabilities are another
                                 * layer's (model.recompute "attention"): compute them again */
+    bool pending_join;         /* backward: dH holds the attention branch's gradient of the
+                                * layer above, not yet added to dA: the next LayerNorm
+                                * backward takes it (Post-LN's deferred join) */
 } bert_run;
 
 /* Views into the model's buffers: the element at offset off (a bert_views
@@ -121,7 +124,8 @@ static inline double stat_sum(const bert_run *r, bt_reduce_kind kind, bt_ptr x, 
  * dropout(softmax(QK^T/sqrt(D))) V from the layer's QKV projection (N, 3H). */
 void bert_attention_fwd(bert_run *r, int l);
 
-/* Backward of bert_attention_fwd: dctx (N, H) -> dqkv (N, 3H). */
+/* Backward of bert_attention_fwd: dctx (N, H) -> dqkv (N, 3H), left as the
+ * ops wrote it for op_linear_bwd_unrounded, which rounds it as it reads it. */
 void bert_attention_bwd(bert_run *r, int l);
 
 /* The top layer (bert_top.c; see bert_tape): everything that differs there

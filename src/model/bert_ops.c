@@ -45,10 +45,11 @@ void op_linear_bwd_unstored(bert_run *r, size_t din, size_t w, size_t b, size_t 
     op_linear_bwd_given16(r, din, w, b, dout, BT_NO_PTR, in, rows, in_f, out_f);
 }
 
-void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
-                           size_t in, int rows, int in_f, int out_f) {
+/* op_linear_bwd_given16's work, bias_grad rounding dout to bias_round16 as
+ * it reads it (BT_F32: as it is). */
+static void linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
+                       size_t in, int rows, int in_f, int out_f, bt_dtype bias_round16) {
     const bert_model *m = r->m;
-    if (rows == 0) return;
     unsigned s16 = 0;
     const bt_ptr x = act_operand(r, in, BT_GEMM_B16, &s16);
     /* dout, which both GEMMs read: in 16 bits once where gemm16 would convert it twice */
@@ -57,10 +58,28 @@ void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t d
     const unsigned d_a16 = d16.buf ? BT_GEMM_A16 : 0;
     mm(m, s16 | d_a16, true, false, out_f, in_f, rows, 1.0f, d, out_f, 0, x, in_f, 0, 1.0f,
        grd(m, w), in_f, 0, 1);
-    if (b != NO_BIAS) m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f);
+    if (b != NO_BIAS)
+        m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f, bias_round16);
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
     mm_weight(m, rows, in_f, out_f, d, d_a16, w, false, in_f, 0.0f, act(m, din));
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
+}
+
+void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
+                           size_t in, int rows, int in_f, int out_f) {
+    if (rows == 0) return;
+    linear_bwd(r, din, w, b, dout, d16, in, rows, in_f, out_f, BT_F32);
+}
+
+void op_linear_bwd_unrounded(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
+                             int rows, int in_f, int out_f) {
+    const bert_model *m = r->m;
+    const size_t n = (size_t)rows * out_f;
+    if (rows == 0) return;
+    const bt_ptr d16 = bert_operand16(m, dout, n); /* its cast rounds as it converts */
+    if (!d16.buf) store(r, dout, n);               /* the GEMMs read dout: a rounding pass */
+    linear_bwd(r, din, w, b, dout, d16, in, rows, in_f, out_f,
+               d16.buf ? (bt_dtype)m->cfg.storage : BT_F32);
 }
 
 void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, size_t w,
@@ -102,12 +121,15 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
     const size_t n = (size_t)rows * cols;
     /* with 16-bit storage the op rounds fc1 as store does, before GELU reads
      * it: the unfused path's bits in any storage; it writes the stash's
-     * 16-bit copies itself where they are all the stores would make */
+     * 16-bit copies itself where they are all the stores would make. GELU's
+     * output with a stash slot is read by GEMMs only, from the slot: its
+     * fp32 values are not written; nor need fc1's be kept, which only
+     * bias_gelu_bwd reads, from the stash (bert_act.c, backward_reads_fp32) */
     if (fused(m, BERT_FUSE_GELU)) {
         const bt_ptr fc1_16 = bert_act_slot16(m, r->tape, r->layer, fc1, true),
                      gelu16 = bert_act_slot16(m, r->tape, r->layer, gelu, false);
-        be->bias_gelu_fwd(be, act(m, gelu), act(m, fc1), par(m, b), rows, cols,
-                          (bt_dtype)m->cfg.storage, gelu16, fc1_16);
+        be->bias_gelu_fwd(be, gelu16.buf ? BT_NO_PTR : act(m, gelu), act(m, fc1), par(m, b), rows,
+                          cols, (bt_dtype)m->cfg.storage, gelu16, fc1_16, !fc1_16.buf);
         if (!fc1_16.buf) store_rounded(r, fc1, n);
         if (!gelu16.buf) store(r, gelu, n);
         return;
@@ -207,13 +229,17 @@ void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch
         store_rounded(r, out, n);
         return;
     }
-    /* the stash's 16-bit copies written by the op itself */
+    /* the stash's 16-bit copies written by the op itself. The sum with a
+     * stash slot is read from there alone (by layernorm_bwd), unless it is
+     * the next join's residual (Pre-LN's res1): its fp32 values need not be
+     * kept */
     const bt_ptr out16 = bert_act_slot16(m, r->tape, r->layer, out, true),
                  norm16 = bert_act_slot16(m, r->tape, r->layer, norm->out, true);
+    const bool sum_kept = !out16.buf || m->cfg.norm == BERT_NORM_PRE;
     be->residual_layernorm_fwd(be, act(m, out), act(m, norm->out), act(m, norm->mean),
                                act(m, norm->rstd), act(m, branch), par(m, b), act(m, resid),
                                par(m, norm->w), par(m, norm->b), rows, H, m->cfg.layer_norm_eps,
-                               r16, per_sample, first, p, key, out16, norm16);
+                               r16, per_sample, first, p, key, out16, norm16, sum_kept);
     if (!out16.buf) store_rounded(r, out, n);
     if (!norm16.buf) store_rounded(r, norm->out, n);
 }
@@ -247,13 +273,19 @@ bt_ptr op_softmax(bert_run *r, size_t probs, size_t dropped, size_t mask, int NH
     const size_t per_b = (size_t)NH * T * T, n = B * per_b;
     const uint32_t first = r->bt->first_sample;
     /* with 16-bit storage the op rounds the probabilities as store does,
-     * before dropout reads them: the unfused path's bits in any storage */
+     * before dropout reads them: the unfused path's bits in any storage.
+     * The dropped probabilities in 16 bits are all the context's GEMM reads
+     * (the backward drops them out again): then no fp32 copy. Nor need the
+     * probabilities' fp32 values be kept where the stash holds them: this
+     * pass drops them out, so the backward reads the stash (bert_act.c,
+     * backward_reads_fp32) */
     if (p > 0.0f && fused(m, BERT_FUSE_ATTENTION)) {
         const bt_ptr probs16 = bert_act_slot16(m, r->tape, r->layer, probs, true),
                      dropped16 = r->layer >= 0 ? bert_operand16_room(m, 0, n) : BT_NO_PTR;
-        be->softmax_dropout_fwd(be, act(m, dropped), act(m, probs), act(m, probs), ints(m, mask), B,
-                                NH, T, scale, (bt_dtype)m->cfg.storage, first, p, key, dropped16,
-                                probs16);
+        be->softmax_dropout_fwd(be, dropped16.buf ? BT_NO_PTR : act(m, dropped), act(m, probs),
+                                act(m, probs), ints(m, mask), B, NH, T, scale,
+                                (bt_dtype)m->cfg.storage, first, p, key, dropped16, probs16,
+                                !probs16.buf);
         if (!probs16.buf) store_rounded(r, probs, n);
         return dropped16;
     }
@@ -277,7 +309,7 @@ bt_ptr op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float sc
             ds16 = r16 != BT_F32 ? bert_operand16_room(m, 0, n) : BT_NO_PTR;
         be->dropout_softmax_bwd(be, act(m, dprobs), act(m, dprobs), p16.buf ? p16 : act(m, probs),
                                 B, NH, T, scale, r16, first, p, key,
-                                p16.buf ? (bt_dtype)m->cfg.storage : BT_F32, ds16);
+                                p16.buf ? (bt_dtype)m->cfg.storage : BT_F32, ds16, !ds16.buf);
         if (penalty > 0.0f) {
             be->axpy(be, act(m, dprobs), penalty, act(m, scores), n);
             store(r, dprobs, n); /* the sum rounded here */

@@ -47,6 +47,12 @@ void op_linear_bwd_unstored(bert_run *r, size_t din, size_t w, size_t b, size_t 
 void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
                            size_t in, int rows, int in_f, int out_f);
 
+/* op_linear_bwd_unstored for a dout not yet stored (rounded) as the model
+ * stores activations: rounded where it is read, by the cast of its 16-bit
+ * copy and by bias_grad, or by a pass first where no copy is made. */
+void op_linear_bwd_unrounded(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
+                             int rows, int in_f, int out_f);
+
 /* out = LayerNorm(in) (rows, H) with the parameters w, b; mean and rstd
  * (rows) saved for the backward. */
 void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, size_t w,

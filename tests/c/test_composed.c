@@ -72,7 +72,7 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         const size_t n[] = {rc, rc, COLS, rc, rc};
         setup(be, &t, n, 5, -1);
         /* rounded to bf16 storage (never in place: see below) */
-        be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS, BT_BF16, P(3), P(4));
+        be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS, BT_BF16, P(3), P(4), true);
         return finish(be, &t, 5, bytes);
     }
     case 1: { /* bias_gelu_bwd: dx, dbias, dout, x, and x in f16 (read out of place)
@@ -107,7 +107,7 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         be->residual_layernorm_fwd(be, inplace ? resid : P(0), P(1), P(2), P(3), P(4), P(5), resid,
                                    gamma, beta, ROWS, COLS, 1e-5f, inplace ? BT_BF16 : BT_F32,
                                    7 * COLS, 0, 0.1f, key, inplace ? sum16 : BT_NO_PTR,
-                                   inplace ? out16 : BT_NO_PTR);
+                                   inplace ? out16 : BT_NO_PTR, true);
         be->download(be, h, (bt_ptr){more, 0}, more_n * 4);
         be->free(be, more);
         size_t b;
@@ -127,7 +127,7 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         const bt_ptr copies = P(4), probs16 = {t.buf[4], att * 2};
         be->softmax_dropout_fwd(be, P(0), inplace ? P(2) : P(1), P(2), P(3), B, H, T, 0.3f,
                                 inplace ? BT_F32 : BT_BF16, 2, 0.1f, key,
-                                inplace ? BT_NO_PTR : copies, inplace ? BT_NO_PTR : probs16);
+                                inplace ? BT_NO_PTR : copies, inplace ? BT_NO_PTR : probs16, true);
         return finish(be, &t, 5, bytes);
     }
     default: { /* dropout_softmax_bwd: dscores, dprobs, probs, and (bf16) probs read
@@ -138,7 +138,7 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         if (!inplace) be->cast(be, probs16, BT_BF16, P(2), BT_F32, att);
         be->dropout_softmax_bwd(be, inplace ? P(1) : P(0), P(1), inplace ? P(2) : probs16, B, H,
                                 T, 0.3f, inplace ? BT_F32 : BT_BF16, 2, 0.1f, key,
-                                inplace ? BT_F32 : BT_BF16, inplace ? BT_NO_PTR : ds16);
+                                inplace ? BT_F32 : BT_BF16, inplace ? BT_NO_PTR : ds16, true);
         return finish(be, &t, 4, bytes);
     }
     }
