@@ -138,28 +138,29 @@ void cpu_fill_reduce_ops(bt_backend *be) {
     be->reduce_fetch = cpu_reduce_fetch;
 }
 
-const float *cpu_rounded16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
+/* n floats in ctx's grow-only scratch (wide16), made chunk by chunk: x's
+ * 16-bit values of dtype dt widened (widen), or x's floats rounded to dt. */
+static const float *scratch_floats(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n, bool widen) {
     float *w = bt_partials_reserve(&ctx->wide16, n, "cpu");
-    const float *src = cpu_f32(x);
-    const size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
-#pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < chunks; k++) {
-        const size_t i = k * CPU_REDUCE_CHUNK, len = n - i < CPU_REDUCE_CHUNK ? n - i : CPU_REDUCE_CHUNK;
-        memcpy(w + i, src + i, len * sizeof *w);
-        cpu_round16_span((uint32_t *)w + i, dt, len);
-    }
-    return w;
-}
-
-const float *cpu_widen16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
-    float *w = bt_partials_reserve(&ctx->wide16, n, "cpu");
-    const uint16_t *h = cpu_u16(x);
     const size_t chunks = (n + CPU_REDUCE_CHUNK - 1) / CPU_REDUCE_CHUNK;
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < chunks; k++) {
         const size_t i = k * CPU_REDUCE_CHUNK;
-        cpu_from16_span((uint32_t *)w + i, h + i, dt,
-                        n - i < CPU_REDUCE_CHUNK ? n - i : CPU_REDUCE_CHUNK);
+        const size_t len = n - i < CPU_REDUCE_CHUNK ? n - i : CPU_REDUCE_CHUNK;
+        if (widen) {
+            cpu_from16_span((uint32_t *)w + i, cpu_u16(x) + i, dt, len);
+        } else {
+            memcpy(w + i, cpu_f32(x) + i, len * sizeof *w);
+            cpu_round16_span((uint32_t *)w + i, dt, len);
+        }
     }
     return w;
+}
+
+const float *cpu_rounded16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
+    return scratch_floats(ctx, x, dt, n, false);
+}
+
+const float *cpu_widen16(cpu_ctx *ctx, bt_ptr x, bt_dtype dt, size_t n) {
+    return scratch_floats(ctx, x, dt, n, true);
 }
