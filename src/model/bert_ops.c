@@ -36,13 +36,8 @@ void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows,
 void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in, int rows,
                    int in_f, int out_f) {
     if (rows == 0) return;
-    op_linear_bwd_unstored(r, din, w, b, dout, in, rows, in_f, out_f);
-    store(r, din, (size_t)rows * in_f);
-}
-
-void op_linear_bwd_unstored(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
-                            int rows, int in_f, int out_f) {
     op_linear_bwd_given16(r, din, w, b, dout, BT_NO_PTR, in, rows, in_f, out_f);
+    store(r, din, (size_t)rows * in_f);
 }
 
 /* op_linear_bwd_given16's work, bias_grad rounding dout to bias_round16 as

@@ -35,19 +35,13 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
                    int in_f, int out_f);
 
 /* op_linear_bwd with din left as the GEMM wrote it, not stored (rounded) as
- * the model stores activations: for a din whose readers all round it as
- * they read it (bias_gelu_bwd's dout, bert_operand16's cast), so that the
- * rounding pass is not made. */
-void op_linear_bwd_unstored(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
-                            int rows, int in_f, int out_f);
-
-/* op_linear_bwd_unstored with dout's 16-bit copy for the two GEMMs already
- * made by the op that wrote dout (d16; buf NULL: made here, as
- * op_linear_bwd_unstored makes it). */
+ * the model stores activations (for a din whose readers all round it as they
+ * read it), and dout's 16-bit copy for the two GEMMs already made by the op
+ * that wrote dout (d16; buf NULL: cast here where the cast fusion is on). */
 void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
                            size_t in, int rows, int in_f, int out_f);
 
-/* op_linear_bwd_unstored for a dout not yet stored (rounded) as the model
+/* op_linear_bwd_given16 (d16 made here) for a dout not yet stored (rounded) as the model
  * stores activations: rounded where it is read, by the cast of its 16-bit
  * copy and by bias_grad, or by a pass first where no copy is made. */
 void op_linear_bwd_unrounded(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
