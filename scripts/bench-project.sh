@@ -11,9 +11,10 @@
 # The emulator is slow: a step of BERT-base at batch 32 takes ~15 minutes on
 # 2 cores; one step (no warm-up) is what it projects. WARMUP=1 runs one step
 # before it: the first step alone makes the 16-bit weights (mixed precision
-# on tensor cores) and uploads gemm_grid's address sets.
+# on tensor cores) and uploads gemm_grid's address sets. BUILD_ONLY=1 makes
+# the plugin and stops.
 set -eu
-[ $# -ge 2 ] || { sed -n '2,12p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,14p' "$0"; exit 2; }
 out=$1 cards=$2
 shift 2
 top_srcdir=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +32,7 @@ if [ ! -f "$out/count.so" ]; then
             elementwise reduce layernorm softmax embedding xent optim cast fused attention
     )
 fi
+[ -z "${BUILD_ONLY:-}" ] || exit 0
 export OMP_NUM_THREADS=1 BERTRAIN_CUDA_EMU="$out/count.so" CUDA_EMU_TRACE="$out/bench.trace"
 : "${CUDA_EMU_MEM_MB:=12288}"
 export CUDA_EMU_MEM_MB
