@@ -3,10 +3,11 @@
 # on the emulator in an afternoon, from four small runs of the same
 # configuration: 3 and 4 layers, 1 and 2 micro-batches a step. Every figure
 # of the per-op table is a sum over the step's launches (docs/PERFORMANCE.md,
-# "Projection"), and a step of L layers and K micro-batches launches
-#   the same work for every layer between the bottom and the top layer, in
-#   every micro-batch;
-#   the same work for every micro-batch after the first;
+# "Projection"), and in a step of L layers and K micro-batches
+#   from 3 layers on, one more layer adds the same launches to every
+#   micro-batch (a middle layer's: the bottom and the top layer and the one
+#   under the top each work in their own way);
+#   every micro-batch after the first launches the same work;
 # so each figure q is exactly bilinear in (L, K):
 #   q(L, K) = q31 + (L-3)(q41 - q31) + (K-1)(q32 - q31)
 #             + (L-3)(K-1)(q42 - q41 - q32 + q31)
@@ -23,7 +24,7 @@
 # A run whose log ends with a projection is not run again. LAYERS >= 3,
 # ACCUM >= 1; BENCH-OPTIONS must not hold --layers or --accum.
 set -eu
-[ $# -ge 4 ] || { sed -n '2,24p' "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,25p' "$0"; exit 2; }
 out=$1 cards=$2 layers=$3 accum=$4
 shift 4
 case "$layers$accum" in *[!0-9]*) echo "bench-project-extrapolate: LAYERS and ACCUM must be numbers" >&2; exit 2 ;; esac

@@ -26,9 +26,10 @@ def number(tok):
 
 
 def parse(path):
-    """(cards, ops, gflop, peaks, steps) of one bench --project log: ops maps
-    an op's name to {column: value, card: ms}; steps maps a card to its
-    step's ms."""
+    """(cards, ops, gflop, peaks, steps, per_step) of one bench --project
+    log: ops maps an op's name to {column: value, card: ms}; steps maps a
+    card to its step's ms; per_step holds the profiler's op calls and kernel
+    launches a step."""
     with open(path) as f:
         lines = f.read().splitlines()
     head = max((i for i, s in enumerate(lines) if s.startswith("op ") and "launches" in s),
@@ -38,6 +39,11 @@ def parse(path):
     words = lines[head].split()
     cards = words[words.index("16bit") + 1:]  # the last column's title is "GF 16bit"
     ops, gflop, peaks, steps = {}, None, {}, {}
+    m = next((re.match(r"per step: ([0-9.]+) op calls, ([0-9.]+) kernel launches", s)
+              for s in lines if s.startswith("per step: ")), None)
+    if m is None:
+        sys.exit(f"{path}: no profile line (per step: ... op calls, ... kernel launches)")
+    per_step = {"op calls": float(m.group(1)), "kernel launches": float(m.group(2))}
     for s in lines[head + 2:]:
         m = re.match(r"step: GEMM GFLOP ([0-9.]+)", s)
         if m:
@@ -60,7 +66,7 @@ def parse(path):
         ops[name] = row
     if gflop is None or set(steps) != set(cards):
         sys.exit(f"{path}: no step line or no projected step for every card")
-    return cards, ops, gflop, peaks, steps
+    return cards, ops, gflop, peaks, steps, per_step
 
 
 def bilinear(q31, q41, q32, q42, layers, accum):
@@ -110,6 +116,8 @@ def main():
                                       for c in cols)
               + "".join("%16.3f" % row[c] for c in cards))
     gflop = at(lambda r: r[2])
+    print("per step: %.1f op calls, %.1f kernel launches (the profiler's counts)"
+          % (at(lambda r: r[5]["op calls"]), at(lambda r: r[5]["kernel launches"])))
     print("step: GEMM GFLOP %.3f" % gflop)
     for c in cards:
         ms = at(lambda r: r[4][c])

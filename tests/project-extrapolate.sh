@@ -3,7 +3,8 @@
 # micro-batches from runs of 3 and 4 layers x 1 and 2 micro-batches equals
 # the projection of the configuration itself. On the counting emulated
 # device, the tiny model at seq 32, batch 4, bf16, 6 layers x 3 micro-batches:
-#  - every op's calls and launches a step are the full run's exactly;
+#  - every op's calls and launches a step are the full run's exactly, and
+#    so is the profiler's count of kernel launches a step;
 #  - each card's step time is within 0.5% of the full run's, and the GEMM
 #    GFLOP within 2% (the bench draws new samples each micro-batch: the
 #    number of masked tokens, the top layer's rows, changes with them);
@@ -33,14 +34,16 @@ compare() {
 import sys
 sys.path.insert(0, "scripts")
 import project_extrapolate as px
-cards, full_ops, full_gflop, _, full_steps = px.parse(sys.argv[2])
-ops, steps, gflop, bad = {}, {}, None, []
+cards, full_ops, full_gflop, _, full_steps, full_per_step = px.parse(sys.argv[2])
+ops, steps, gflop, launches, bad = {}, {}, None, None, []
 for s in open(sys.argv[1]).read().splitlines():
     t = s.split()
     if s.startswith("step: GEMM GFLOP"):
         gflop = float(t[3])
     elif s.startswith("extrapolated on "):
         steps[t[2].rstrip(":")] = float(t[3])
+    elif s.startswith("per step: "):
+        launches = float(t[5])
     elif len(t) > len(cards) + 5 and not s.startswith(("op ", "extrapolated", "  run")):
         name = " ".join(t[:len(t) - len(cards) - 5])
         ops[name] = t[len(t) - len(cards) - 5:]
@@ -53,11 +56,13 @@ for name, row in full_ops.items():
 for c in cards:
     if abs(steps[c] - full_steps[c]) > 0.005 * full_steps[c]:
         bad.append(f"{c}: {steps[c]:.3f} ms a step, the full run {full_steps[c]:.3f}")
+if launches != full_per_step["kernel launches"]:
+    bad.append(f"{launches} kernel launches a step, the full run {full_per_step['kernel launches']}")
 if abs(gflop - full_gflop) > 0.02 * full_gflop:
     bad.append(f"GEMM GFLOP {gflop:.3f}, the full run {full_gflop:.3f}")
 print("\n".join(bad) if bad else
       ", ".join(f"{c} {steps[c]:.3f} ms (full run {full_steps[c]:.3f})" for c in cards)
-      + f", GEMM GFLOP {gflop:.3f} ({full_gflop:.3f})")
+      + f", GEMM GFLOP {gflop:.3f} ({full_gflop:.3f}), {launches:.0f} kernel launches")
 sys.exit(1 if bad else 0)
 EOF
 }
