@@ -21,13 +21,14 @@
 # e.g. sh scripts/bench-project-extrapolate.sh /tmp/large h100-sxm,a100-sxm-80gb 24 4 \
 #          --preset large --seq 128 --batch 64 --precision bf16
 # JOBS=2 runs two of the four at a time (the emulator uses one core a run).
-# A run whose log ends with a projection is not run again. LAYERS >= 3,
+# A run whose log ends with a projection is not run again: OUT_DIR/options
+# keeps the cards and options, and another set is refused. LAYERS >= 3,
 # ACCUM >= 1; BENCH-OPTIONS must not hold --layers or --accum.
 set -eu
-[ $# -ge 4 ] || { sed -n '2,25p' "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,26p' "$0"; exit 2; }
 out=$1 cards=$2 layers=$3 accum=$4
 shift 4
-case "$layers$accum" in *[!0-9]*) echo "bench-project-extrapolate: LAYERS and ACCUM must be numbers" >&2; exit 2 ;; esac
+case "$layers$accum" in '' | *[!0-9]*) echo "bench-project-extrapolate: LAYERS and ACCUM must be numbers" >&2; exit 2 ;; esac
 if [ "$layers" -lt 3 ] || [ "$accum" -lt 1 ]; then
     echo "bench-project-extrapolate: LAYERS >= 3 and ACCUM >= 1" >&2
     exit 2
@@ -38,6 +39,13 @@ done
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# the runs in OUT_DIR are of these cards and options, or of none yet
+options="$cards $*"
+if [ -f "$out/options" ] && [ "$(cat "$out/options")" != "$options" ]; then
+    echo "bench-project-extrapolate: $out holds runs of '$(cat "$out/options")', not of '$options': give another OUT_DIR" >&2
+    exit 2
+fi
+printf '%s\n' "$options" > "$out/options"
 
 # the counting plugin, built once (bench-project.sh builds it where missing)
 [ -f "$out/plugin/count.so" ] || BUILD_ONLY=1 sh "$here/bench-project.sh" "$out/plugin" "$cards"

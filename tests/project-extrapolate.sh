@@ -9,7 +9,8 @@
 #    GFLOP within 2% (the bench draws new samples each micro-batch: the
 #    number of masked tokens, the top layer's rows, changes with them);
 #  - the extrapolation with its (L-3)(K-1) term left out (a planted fault)
-#    is more than 0.5% off, so the comparison can tell.
+#    is more than 0.5% off, so the comparison can tell;
+#  - other options in a folder that holds runs are refused in one line.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 use_cuda_emu
@@ -22,6 +23,13 @@ JOBS=2 sh scripts/bench-project-extrapolate.sh "$tmpdir/x" "$CARDS" 6 3 $BENCH \
     > "$tmpdir/x.out" 2>&1 || { tail -20 "$tmpdir/x.out"; fail "bench-project-extrapolate.sh failed"; }
 grep -q '^extrapolated on h100-sxm: [0-9.]* ms a step, MFU' "$tmpdir/x.out" ||
     { cat "$tmpdir/x.out"; fail "no extrapolated step for h100-sxm"; }
+# runs of other options in the same folder are refused, in one line
+# shellcheck disable=SC2086
+sh scripts/bench-project-extrapolate.sh "$tmpdir/x" "$CARDS" 6 3 $BENCH --seq 16 \
+    > "$tmpdir/other.out" 2> "$tmpdir/other.err" && fail "other options in $tmpdir/x were not refused"
+[ "$(wc -l < "$tmpdir/other.err")" -eq 1 ] && grep -q "holds runs of .*give another OUT_DIR" "$tmpdir/other.err" ||
+    { cat "$tmpdir/other.err"; fail "other options in the same folder: not one line naming the runs it holds"; }
+echo "ok   other options in the same folder: $(cat "$tmpdir/other.err")"
 mkdir -p "$tmpdir/full"
 cp "$tmpdir/x/plugin/count.so" "$tmpdir/full/"
 # shellcheck disable=SC2086
