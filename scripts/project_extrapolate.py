@@ -10,12 +10,11 @@ micro-batches.
 import re
 import sys
 
-# the summed columns of bench --project's per-op table, in its order; the
-# two maxima ("block max", "acc/thr max") do not add up and are the largest
-# of the four runs'
+# the columns of bench --project's per-op table, in its order, and those
+# extrapolated and printed (sums over launches; the maxima are not)
 COLUMNS = ["calls", "launches", "blocks", "block max", "MB read", "MB written",
            "acc/thr max", "MB shared", "GF fp32", "GF tf32", "GF 16bit"]
-MAXIMA = {"block max", "acc/thr max"}
+PRINTED = ["calls", "launches", "MB read", "MB written", "GF 16bit"]
 
 
 def number(tok):
@@ -93,12 +92,9 @@ def main():
     rows = []
     for n in names:
         row = {}
-        for col in COLUMNS + cards:
+        for col in PRINTED + cards:
             vals = [r[1].get(n, {}).get(col) for r in runs]
-            if col in MAXIMA:
-                known = [v for v in vals if v is not None]
-                row[col] = max(known) if known else None
-            elif all(v is None for v in vals):
+            if all(v is None for v in vals):
                 row[col] = None
             else:
                 row[col] = bilinear(*(v or 0.0 for v in vals), layers, accum)
@@ -107,13 +103,11 @@ def main():
 
     print(f"extrapolated to {layers} layers x {accum} micro-batches from "
           f"{out}/l{{3,4}}k{{1,2}}.log (bilinear; docs/PERFORMANCE.md)")
-    print("%-22s" % "op" + "".join("%12s" % c for c in ("calls", "launches", "MB read",
-                                                           "MB written", "GF 16bit"))
+    print("%-22s" % "op" + "".join("%12s" % c for c in PRINTED)
           + "".join("%16s" % c for c in cards))
     for n, row in rows:
-        cols = ("calls", "launches", "MB read", "MB written", "GF 16bit")
         print("%-22s" % n + "".join("%12s" % ("-" if row[c] is None else "%.3f" % row[c])
-                                      for c in cols)
+                                      for c in PRINTED)
               + "".join("%16.3f" % row[c] for c in cards))
     gflop = at(lambda r: r[2])
     print("per step: %.1f op calls, %.1f kernel launches (the profiler's counts)"
