@@ -199,8 +199,15 @@ struct bt_backend {
     void (*gemm_grid)(bt_backend *be, bt_dtype dtype, unsigned stored16, bool trans_a,
                       bool trans_b, int m, int n, int k, float alpha, bt_ptr a, int lda,
                       bt_ptr b, int ldb, float beta, bt_ptr c, int ldc, const bt_gemm_grid *grid);
-    /* y[r, c] += bias[c]                       y: (rows, cols) */
-    void (*bias_add)(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols);
+    /* y[r, c] += bias[c], with round16 BT_BF16 or BT_F16 rounded to it
+     * (16-bit storage: round16's bits; BT_F32: not rounded). With 16-bit
+     * storage y16 (buf NULL: not written) takes y in round16 as well, cast's
+     * bits: the 16-bit copy the model keeps, without a cast reading y back.
+     * y_kept false (y16 given): y's contents after the call are unspecified
+     * (a device may leave it as it was), the copy being all that reads it.
+     * With BT_F32 y16 must be NULL.             y, y16: (rows, cols) */
+    void (*bias_add)(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols,
+                     bt_dtype round16, bt_ptr y16, bool y_kept);
     /* dbias[c] += sum_r dy[r, c], with round16 BT_BF16 or BT_F16 each dy
      * rounded to it as it is read (the bits of round16, then bias_grad: for
      * a gradient whose other readers round it too, so that no pass rounds

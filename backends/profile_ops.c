@@ -138,8 +138,11 @@ static void p_gemm_grid(bt_backend *be, bt_dtype dt, unsigned s16, bool ta, bool
                                  .beta = beta};
     note_gemm_shape(be->ctx, &key);
 }
-static void p_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
-    TIMED(be, bias_add, 0, F4 * (2.0 * rows * cols + cols), in->bias_add(in, y, bias, rows, cols));
+static void p_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols, bt_dtype r16,
+                       bt_ptr y16, bool y_kept) {
+    const double passes = 1.0 + (y_kept || !y16.buf);
+    TIMED(be, bias_add, 0, F4 * (passes * rows * cols + cols) + (y16.buf ? 2.0 * rows * cols : 0),
+          in->bias_add(in, y, bias, rows, cols, r16, y16, y_kept));
 }
 static void p_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
                         bt_dtype round16) {

@@ -1,5 +1,6 @@
 /* Conformance checks of the fused ops (bias_gelu_fwd/bwd, bias_dropout_add,
- * residual_layernorm_fwd, softmax_dropout_fwd, dropout_softmax_bwd). Each
+ * residual_layernorm_fwd, softmax_dropout_fwd, dropout_softmax_bwd, and
+ * bias_add's storage rounding with its 16-bit copy). Each
  * case runs the fused op and, on fresh copies of the same inputs, the
  * unfused ops it replaces on the same backend: the outputs must be the same
  * bits (the contract in backend.h), and close to a float64 reference built
@@ -148,7 +149,7 @@ static void run_bias_gelu_fwd_unfused(bt_backend *be, tensor *t, void *a, double
     (void)s;
     const fused_args *f = a;
     const size_t n = (size_t)f->rows * f->cols;
-    be->bias_add(be, t[1].p, t[2].p, f->rows, f->cols);
+    be->bias_add(be, t[1].p, t[2].p, f->rows, f->cols, BT_F32, BT_NO_PTR, true);
     if (f->round16 != BT_F32) be->round16(be, t[1].p, f->round16, n);
     be->gelu_fwd(be, t[0].p, t[1].p, n);
     if (f->copies16) {
@@ -228,6 +229,56 @@ static void bias_gelu_fwd_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
     free(ry), free(my), free(ro);
 }
 
+/* bias_add with its rounding and 16-bit copy (the model's linear layers
+ * with 16-bit storage): y then y16, against bias_add, round16 and cast. */
+static void make_bias_add16(tensor *t, void *in) {
+    const gelu_inputs *g = in;
+    t[0] = tensor_out("y", g->y, g->n);
+    t[1] = tensor_in("bias", g->bias, g->c);
+    t[2] = tensor_16bit("y16", NULL, g->n, true);
+}
+static void run_bias_add16(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    be->bias_add(be, t[0].p, t[1].p, f->rows, f->cols, f->round16,
+                 f->copies16 ? t[2].p : BT_NO_PTR, !f->copy_only);
+}
+static void run_bias_add16_unfused(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    const size_t n = (size_t)f->rows * f->cols;
+    be->bias_add(be, t[0].p, t[1].p, f->rows, f->cols, BT_F32, BT_NO_PTR, true);
+    if (f->round16 != BT_F32) be->round16(be, t[0].p, f->round16, n);
+    if (f->copies16) be->cast(be, t[2].p, f->round16, t[0].p, BT_F32, n);
+}
+
+/* bias_add rounded to bf16 and f16 storage, then also with y's 16-bit
+ * copy, then with the copy alone (y not kept): the rounded sum's reference
+ * is the fp32 sum (exact in float64) rounded by half.h, exactly; a copy
+ * must be half.h's conversion of y. Against the unfused ops' bits too. */
+static void bias_add16_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
+    static const bt_dtype rounds[] = {BT_BF16, BT_F16, BT_BF16, BT_F16, BT_BF16, BT_F16};
+    const size_t n = g->n, c = g->c;
+    double *ry = ref_alloc(n * 8), *my = ref_abs(g->y, n);
+    for (size_t i = 0; i < n; i++) my[i] += fabs(g->bias[i % c]);
+    for (int k = 0; k < 6; k++) {
+        const bt_dtype dt = rounds[k];
+        for (size_t i = 0; i < n; i++) ry[i] = (double)round16_host(g->y[i] + g->bias[i % c], dt);
+        a->round16 = dt;
+        a->copies16 = k >= 2;
+        a->copy_only = k >= 4;
+        fused_out outs[] = {{0, ry, my, THR_ROUND, a->copies16 ? 2 : 0, a->copy_only}};
+        char shape[80];
+        snprintf(shape, sizeof shape, "%dx%d%s%s", a->rows, a->cols, storage_suffix(dt),
+                 a->copy_only ? ", 16-bit copy, y not kept" : a->copies16 ? ", 16-bit copy" : "");
+        fused_case(be, "bias_add", make_bias_add16, g, 3, run_bias_add16, run_bias_add16_unfused,
+                   a, outs, 1, shape);
+    }
+    a->round16 = BT_F32;
+    a->copies16 = a->copy_only = false;
+    free(ry), free(my);
+}
+
 static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
     reseed("bias_gelu", (size_t)si);
     const size_t n = (size_t)a.rows * a.cols, c = (size_t)a.cols;
@@ -235,6 +286,7 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
                      rand_floats(n, 1.5, 0), rand_floats(c, 1, 0), n, c, NULL};
     char shape[64];
     if (want_op("bias_gelu_fwd")) bias_gelu_fwd_cases(be, &a, &g);
+    if (want_op("bias_add")) bias_add16_cases(be, &a, &g);
     /* in place in fp32, out of place rounded to bf16 and to f16 (against the
      * unrounded reference within the rounding, and the unfused ops' bits),
      * the last two with x in 16 bits (the stash's copy; the reference takes
@@ -313,7 +365,7 @@ static void run_bias_dropout_add(bt_backend *be, tensor *t, void *a, double *s) 
 static void branch_unfused(bt_backend *be, tensor *t, const fused_args *f) {
     const size_t n = (size_t)f->rows * f->cols;
     be->copy(be, t[4].p, t[1].p, n * 4);
-    be->bias_add(be, t[4].p, t[2].p, f->rows, f->cols);
+    be->bias_add(be, t[4].p, t[2].p, f->rows, f->cols, BT_F32, BT_NO_PTR, true);
     if (f->round16 != BT_F32) be->round16(be, t[4].p, f->round16, n);
     if (f->p > 0.0f)
         be->dropout(be, t[4].p, t[4].p, n, f->per_sample, f->first_sample, f->p, f->key, BT_F32,
@@ -619,7 +671,8 @@ static void attention_cases(bt_backend *be, int si, fused_args a) {
 }
 
 void test_fused(bt_backend *be) {
-    static const char *const ops[] = {"bias_gelu_fwd",         "bias_gelu_bwd",
+    static const char *const ops[] = {"bias_add",              "bias_gelu_fwd",
+                                      "bias_gelu_bwd",
                                       "bias_dropout_add",      "residual_layernorm_fwd",
                                       "softmax_dropout_fwd",   "dropout_softmax_bwd"};
     bool any = false;

@@ -433,7 +433,8 @@ void test_gemm_grid(bt_backend *be) {
 
 void run_bias_add(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
-    be->bias_add(be, t[0].p, t[1].p, ((rows_cols_args *)a)->rows, ((rows_cols_args *)a)->cols);
+    be->bias_add(be, t[0].p, t[1].p, ((rows_cols_args *)a)->rows, ((rows_cols_args *)a)->cols,
+                 BT_F32, BT_NO_PTR, true);
 }
 /* bias_grad's shape and the storage dtype it rounds dy to as it reads it */
 typedef struct {

@@ -134,7 +134,7 @@ static void call_add(bt_backend *be, perf_case *c) { be->add(be, c->t[2], c->t[0
 static void call_scale(bt_backend *be, perf_case *c) { be->scale(be, c->t[0], 1.0f, c->n); }
 static void call_axpy(bt_backend *be, perf_case *c) { be->axpy(be, c->t[0], 1e-3f, c->t[1], c->n); }
 static void call_bias_add(bt_backend *be, perf_case *c) {
-    be->bias_add(be, c->t[0], c->t[1], c->i[0], c->i[1]);
+    be->bias_add(be, c->t[0], c->t[1], c->i[0], c->i[1], BT_F32, BT_NO_PTR, true);
 }
 static void call_bias_grad(bt_backend *be, perf_case *c) {
     be->bias_grad(be, c->t[1], c->t[0], c->i[0], c->i[1], BT_F32);
@@ -212,7 +212,7 @@ static void call_bias_gelu_fwd(bt_backend *be, perf_case *c) {
                       BT_NO_PTR, true);
 }
 static void call_bias_gelu_fwd_unfused(bt_backend *be, perf_case *c) {
-    be->bias_add(be, c->t[0], c->t[2], c->i[0], c->i[1]);
+    be->bias_add(be, c->t[0], c->t[2], c->i[0], c->i[1], BT_F32, BT_NO_PTR, true);
     be->gelu_fwd(be, c->t[1], c->t[0], (size_t)c->i[0] * c->i[1]);
 }
 static void call_bias_gelu_bwd(bt_backend *be, perf_case *c) {
@@ -236,7 +236,7 @@ static void call_join(bt_backend *be, perf_case *c) {
 }
 static void call_join_unfused(bt_backend *be, perf_case *c) {
     const size_t n = (size_t)c->i[0] * c->i[1], per = (size_t)c->i[1] * 128;
-    be->bias_add(be, c->t[4], c->t[1], c->i[0], c->i[1]); /* scratch: y's stand-in */
+    be->bias_add(be, c->t[4], c->t[1], c->i[0], c->i[1], BT_F32, BT_NO_PTR, true); /* scratch: y's stand-in */
     be->dropout(be, c->t[4], c->t[4], n, per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR, BT_F32);
     be->add(be, c->t[3], c->t[4], c->t[2], n);
     if (c->i[2])

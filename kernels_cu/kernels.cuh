@@ -16,7 +16,8 @@ __global__ void bt_fill(float *out, float value, unsigned long long n);
 __global__ void bt_add(float *out, const float *a, const float *b, unsigned long long n);
 __global__ void bt_scale(float *x, float alpha, unsigned long long n);
 __global__ void bt_axpy(float *y, float alpha, const float *x, unsigned long long n);
-__global__ void bt_bias_add(float *y, const float *bias, int rows, int cols);
+__global__ void bt_bias_add(float *y, const float *bias, unsigned short *y16, int rows, int cols,
+                            int kind16, int copies16);
 __global__ void bt_gelu_fwd(float *out, const float *x, unsigned long long n);
 __global__ void bt_gelu_bwd(float *dx, const float *dout, const float *x, unsigned long long n);
 __global__ void bt_tanh_fwd(float *out, const float *x, unsigned long long n);

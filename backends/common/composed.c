@@ -36,7 +36,7 @@ static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr 
     const size_t n = (size_t)rows * cols;
     bt_buffer *tmp = out.buf ? NULL : scratch_f32(be, n, "bias_gelu_fwd");
     if (tmp) out = (bt_ptr){tmp, 0};
-    be->bias_add(be, y, bias, rows, cols);
+    be->bias_add(be, y, bias, rows, cols, BT_F32, BT_NO_PTR, true);
     if (round16 != BT_F32) be->round16(be, y, round16, n);
     be->gelu_fwd(be, out, y, n);
     if (out16.buf) be->cast(be, out16, round16, out, BT_F32, n);
@@ -80,7 +80,7 @@ static void composed_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_p
     }
     const bt_ptr branch = {scratch, 0};
     be->copy(be, branch, y, n * sizeof(float));
-    be->bias_add(be, branch, bias, rows, cols);
+    be->bias_add(be, branch, bias, rows, cols, BT_F32, BT_NO_PTR, true);
     if (round16 != BT_F32) be->round16(be, branch, round16, n);
     if (p > 0.0f)
         be->dropout(be, branch, branch, n, per_sample, first_sample, p, key, BT_F32, BT_NO_PTR,

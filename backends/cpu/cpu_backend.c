@@ -189,13 +189,21 @@ static void cpu_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
     for (size_t i = 0; i < n; i++) d[i] = value;
 }
 
-static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
-    (void)be;
+static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols,
+                         bt_dtype round16, bt_ptr y16, bool y_kept) {
+    (void)be, (void)y_kept; /* y is the row's workspace: written either way */
     float *Y = cpu_f32(y);
+    uint16_t *Y16 = y16.buf ? cpu_u16(y16) : NULL;
     const float *bb = cpu_f32(bias);
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) Y[(size_t)r * cols + c] += bb[c];
+    for (int r = 0; r < rows; r++) {
+        const size_t at = (size_t)r * cols;
+        float *restrict yr = Y + at;
+#pragma omp simd
+        for (int c = 0; c < cols; c++) yr[c] += bb[c];
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)yr, round16, (size_t)cols);
+        if (Y16) cpu_to16_span(Y16 + at, (const uint32_t *)yr, round16, (size_t)cols);
+    }
 }
 
 static void cpu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,

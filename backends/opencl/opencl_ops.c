@@ -46,12 +46,16 @@ static void ocl_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) 
     launch(be, &a, n);
 }
 
-static void ocl_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols) {
+static void ocl_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols,
+                         bt_dtype round16, bt_ptr y16, bool y_kept) {
     args a = begin(be, K_bias_add);
     arg_f32p(&a, y);
     arg_f32p(&a, bias);
+    arg_ptr(&a, y16.buf ? y16 : y, 2); /* an absent copy: y's address, not touched */
     arg_i(&a, rows);
     arg_i(&a, cols);
+    arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, (y16.buf ? BT_COPY16_OUT : 0) | (y16.buf && !y_kept ? BT_COPY16_OUT_ONLY : 0));
     launch(be, &a, (size_t)rows * (size_t)cols);
 }
 

@@ -25,12 +25,22 @@ void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, in
 void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows, int in_f,
                int out_f) {
     const bert_model *m = r->m;
+    bt_backend *be = m->be;
     if (rows == 0) return;
-    m->be->gather_rows(m->be, act(m, out), par(m, b), ints(m, m->act->zero_rows), rows, out_f);
     unsigned s16 = 0;
     const bt_ptr x = act_operand(r, in, BT_GEMM_A16, &s16);
-    mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 1.0f, act(m, out));
-    store(r, out, (size_t)rows * out_f);
+    if (m->cfg.storage == BT_F32) { /* the bias first, the GEMM onto it (beta 1) */
+        be->gather_rows(be, act(m, out), par(m, b), ints(m, m->act->zero_rows), rows, out_f);
+        mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 1.0f, act(m, out));
+        return;
+    }
+    /* 16-bit storage: the bias joins the store's pass (its rounding, and the
+     * stash copy where the layer keeps one); fp32 values that only GEMMs
+     * read, from the copy, are not written */
+    mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 0.0f, act(m, out));
+    const bt_ptr slot = bert_act_slot16(m, r->tape, r->layer, out, true);
+    const bool kept = !slot.buf || !bert_act_slot16(m, r->tape, r->layer, out, false).buf;
+    be->bias_add(be, act(m, out), par(m, b), rows, out_f, (bt_dtype)m->cfg.storage, slot, kept);
 }
 
 void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in, int rows,
@@ -130,7 +140,7 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
         return;
     }
     /* the ops bias_gelu_fwd replaces, for its bits */
-    be->bias_add(be, act(m, fc1), par(m, b), rows, cols);
+    be->bias_add(be, act(m, fc1), par(m, b), rows, cols, BT_F32, BT_NO_PTR, true);
     store(r, fc1, n);
     be->gelu_fwd(be, act(m, gelu), act(m, fc1), n);
     store(r, gelu, n);
@@ -178,7 +188,7 @@ void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n) {
 }
 
 void op_bias_add(bert_run *r, size_t x, size_t b, int rows, int cols) {
-    r->m->be->bias_add(r->m->be, act(r->m, x), par(r->m, b), rows, cols);
+    r->m->be->bias_add(r->m->be, act(r->m, x), par(r->m, b), rows, cols, BT_F32, BT_NO_PTR, true);
     store(r, x, (size_t)rows * cols);
 }
 

@@ -23,9 +23,11 @@
  * alone, which the bias op after it finishes and stores. */
 void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, int in_f, int out_f);
 
-/* out (rows, out_f) = in (rows, in_f) @ W^T + b: b written into every row,
- * then the GEMM adds onto it (beta 1), so no pass of its own adds the bias.
- * The products accumulate onto b: not the bits of a bias_add after. */
+/* out (rows, out_f) = in (rows, in_f) @ W^T + b, stored. With fp32 storage
+ * b is written into every row and the GEMM adds onto it (beta 1), so no
+ * pass of its own adds the bias: the products accumulate onto b, not the
+ * bits of a bias_add after. With 16-bit storage the GEMM writes the product
+ * and bias_add adds b in the pass that stores it (rounding, stash copy). */
 void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows, int in_f,
                int out_f);
 
