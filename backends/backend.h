@@ -32,8 +32,9 @@ static inline bt_ptr bt_at(bt_ptr p, size_t count) {
 
 typedef enum { BT_F32 = 0, BT_BF16 = 1, BT_F16 = 2 } bt_dtype;
 
-/* gemm16's operands that are stored in its 16-bit dtype (a bit mask). */
-enum { BT_GEMM_A16 = 1u, BT_GEMM_B16 = 2u };
+/* gemm16's operands that are stored in its 16-bit dtype (a bit mask);
+ * BT_GEMM_C16: the result too. */
+enum { BT_GEMM_A16 = 1u, BT_GEMM_B16 = 2u, BT_GEMM_C16 = 4u };
 
 /* Elements a gemm operand spans in its buffer: `batch` matrices of `rows` x
  * `cols` (as stored: transposed ones swapped) with row stride ld and batch
@@ -181,10 +182,15 @@ struct bt_backend {
      * (BT_GEMM_A16, BT_GEMM_B16) is stored in dtype, 2 bytes an element (its
      * ld and stride count elements, its pointer's offset bytes), and is read
      * as it is; any other is an fp32 buffer whose elements are rounded to
-     * dtype first and left unchanged. CUDA: tensor cores (cuBLAS, fp32
-     * operands converted in device scratch); elsewhere fp32 copies of the
-     * 16-bit values go to the fp32 GEMM. The same values give the same bits
-     * whether an operand comes in fp32 or in 16 bits. */
+     * dtype first and left unchanged. With BT_GEMM_C16 C is stored in dtype
+     * too (2 bytes an element, ldc and stride_c in elements, its offset in
+     * bytes): it gets the fp32 result converted to dtype, cast's bits of
+     * what C in fp32 would hold (beta reads C's 16-bit values), and the
+     * elements between its matrices keep their bits. CUDA: tensor cores
+     * (cuBLAS, fp32 operands converted in device scratch, a 16-bit C written
+     * by the GEMM); elsewhere fp32 copies of the 16-bit values go to the fp32
+     * GEMM (a 16-bit C through an fp32 copy). The same values give the same
+     * bits whether an operand comes in fp32 or in 16 bits. */
     void (*gemm16)(bt_backend *be, bt_dtype dtype, unsigned stored16, bool trans_a,
                    bool trans_b, int m, int n, int k, float alpha, bt_ptr a, int lda,
                    long stride_a, bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c,
@@ -194,8 +200,9 @@ struct bt_backend {
      * device has a batched GEMM that takes each matrix's address: the
      * attention's heads (batch) of each sequence (outer), read and written in
      * the token-major layouts, so no gather makes head-major copies. Each
-     * matrix gets what gemm / gemm16 would compute for it; the same inputs
-     * give the same bits. */
+     * matrix gets what gemm / gemm16 would compute for it (BT_GEMM_C16 in
+     * stored16 with a 16-bit dtype: C in dtype, as gemm16's); the same
+     * inputs give the same bits. */
     void (*gemm_grid)(bt_backend *be, bt_dtype dtype, unsigned stored16, bool trans_a,
                       bool trans_b, int m, int n, int k, float alpha, bt_ptr a, int lda,
                       bt_ptr b, int ldb, float beta, bt_ptr c, int ldc, const bt_gemm_grid *grid);

@@ -186,10 +186,11 @@ void prof_gemm_print(const bt_profiler *p, FILE *out) {
         char shape[64], alone[16] = "-";
         char groups[16] = "";
         if (s->outer > 0) snprintf(groups, sizeof groups, "x%d", s->outer);
-        snprintf(shape, sizeof shape, "%dx%dx%d %c%c x%d%s%s%s%s%s", s->m, s->n, s->k,
+        snprintf(shape, sizeof shape, "%dx%dx%d %c%c x%d%s%s%s%s%s%s", s->m, s->n, s->k,
                  s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->batch, groups, s->dtype < 0 ? "" : " ",
                  s->dtype < 0 ? "" : dtype_name(s->dtype),
-                 s->stored16 & BT_GEMM_A16 ? " A16" : "", s->stored16 & BT_GEMM_B16 ? " B16" : "");
+                 s->stored16 & BT_GEMM_A16 ? " A16" : "", s->stored16 & BT_GEMM_B16 ? " B16" : "",
+                 s->stored16 & BT_GEMM_C16 ? " C16" : "");
         if (s->alone_s > 0) snprintf(alone, sizeof alone, "%.1f", rate_alone(s));
         fprintf(out, "  %-42s %10.1f %10.3f %10.1f %14s\n", shape, s->calls / n,
                 1e3 * s->seconds / n, rate_in_steps(s), alone);

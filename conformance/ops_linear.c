@@ -1,5 +1,6 @@
 /* Conformance checks of the linear-layer ops: gemm (forward layouts and the
  * backward through transposed gemms) and bias_add / bias_grad. */
+#include "backends/common/half.h"
 #include "ops.h"
 
 #include <math.h>
@@ -70,6 +71,38 @@ static void same_bits_from_f32(verdict *v, bt_backend *be, gemm_args g, const fl
     tensors_free(t, 3);
 }
 
+/* The 16-bit C of gemm16 / gemm_grid (BT_GEMM_C16, beta 0): run again with
+ * C in dt, it must hold the bits of the fp32 run's C (out) converted to dt
+ * (half.h's conversion: cast's bits) in the matrices (logical), and its
+ * own bits between them. Returns whether the check ran. */
+static bool same_bits_c16(verdict *v, bt_backend *be, tensor *t, run_fn run, void *arg,
+                          const float *C, const float *out, const unsigned char *logical,
+                          size_t nc, bt_dtype dt) {
+    uint16_t *before = ref_alloc(nc * 2);
+    for (size_t i = 0; i < nc; i++) {
+        uint32_t u;
+        memcpy(&u, &C[i], 4);
+        before[i] = dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+    }
+    tensor c16[3] = {t[0], t[1], tensor_16bit("C16", before, nc, true)};
+    const bool ran = exec_op(v, be, c16, 3, run, arg, NULL);
+    for (size_t i = 0; ran && i < nc; i++) {
+        uint32_t u;
+        memcpy(&u, &out[i], 4);
+        const uint16_t want = logical[i] ? dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u)
+                                         : before[i];
+        const uint16_t got = ((const uint16_t *)c16[2].res)[i];
+        if (got != want) {
+            v_fail(v, "C16[%zu] = 0x%04x, not 0x%04x (%s)", i, got, want,
+                   logical[i] ? "the fp32 C in 16 bits" : "outside the matrices: as it was");
+            break;
+        }
+    }
+    tensors_free(c16, 3); /* exec_op gave each its own result */
+    free(before);
+    return ran;
+}
+
 static size_t gemm_span(int rows, int ld, long stride, int batch) {
     return (size_t)stride * (size_t)(batch - 1) + (size_t)rows * (size_t)ld;
 }
@@ -107,14 +140,21 @@ static void gemm_case(bt_backend *be, gemm_args g, bool nan_c, const char *label
                   gemm_operand("B", B, nb, g.dt, g.stored16 & BT_GEMM_B16, &bits_b),
                   tensor_out("C", C, nc)};
     verdict v = v_new();
+    bool c16 = false;
     if (exec_op(&v, be, t, 3, run_gemm, &g, NULL)) {
         check_c(&v, RES(t[2]), rC, mC, C, logical, nc);
         if (g.stored16) same_bits_from_f32(&v, be, g, A, na, B, nb, C, nc, RES(t[2]));
+        if (g.dt != BT_F32 && g.beta == 0.0f && !nan_c) { /* the same C in 16 bits */
+            gemm_args g16 = g;
+            g16.stored16 |= BT_GEMM_C16;
+            c16 = same_bits_c16(&v, be, t, run_gemm, &g16, C, RES(t[2]), logical, nc, g.dt);
+        }
     }
-    v_report(&v, g.dt == BT_F32 ? "gemm" : "gemm16", "%s%dx%dx%d %c%c%s%s%s a=%g b=%g%s",
+    v_report(&v, g.dt == BT_F32 ? "gemm" : "gemm16", "%s%dx%dx%d %c%c%s%s%s a=%g b=%g%s%s",
              g.dt == BT_F16 ? "f16 " : g.dt == BT_BF16 ? "bf16 " : "", g.m, g.n, g.k,
              g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', label, g.stored16 & BT_GEMM_A16 ? " A16" : "",
-             g.stored16 & BT_GEMM_B16 ? " B16" : "", g.alpha, g.beta, nan_c ? " C=NaN" : "");
+             g.stored16 & BT_GEMM_B16 ? " B16" : "", g.alpha, g.beta, nan_c ? " C=NaN" : "",
+             c16 ? ", and C16" : "");
     tensors_free(t, 3);
     free(bits_a), free(bits_b);
     free(A), free(B), free(C), free(rA), free(rB), free(rC), free(logical), free(aA), free(aB), free(mC);
@@ -382,10 +422,19 @@ static void gemm_grid_case(bt_backend *be, gemm_args g, bt_gemm_grid q, const ch
                   tensor_out("C", C, nc)};
     grid_args arg = {g, q};
     verdict v = v_new();
-    if (exec_op(&v, be, t, 3, run_gemm_grid, &arg, NULL)) check_c(&v, RES(t[2]), rC, mC, C, logical, nc);
-    v_report(&v, "gemm_grid", "%s%dx%dx%d %c%c %dx%d%s%s%s", g.dt == BT_F16 ? "f16 " : g.dt == BT_BF16 ? "bf16 " : "",
+    bool c16 = false;
+    if (exec_op(&v, be, t, 3, run_gemm_grid, &arg, NULL)) {
+        check_c(&v, RES(t[2]), rC, mC, C, logical, nc);
+        if (g.dt != BT_F32 && g.beta == 0.0f) { /* the same C in 16 bits */
+            grid_args a16 = arg;
+            a16.g.stored16 |= BT_GEMM_C16;
+            c16 = same_bits_c16(&v, be, t, run_gemm_grid, &a16, C, RES(t[2]), logical, nc, g.dt);
+        }
+    }
+    v_report(&v, "gemm_grid", "%s%dx%dx%d %c%c %dx%d%s%s%s%s", g.dt == BT_F16 ? "f16 " : g.dt == BT_BF16 ? "bf16 " : "",
              g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', q.outer, q.batch, label,
-             g.stored16 & BT_GEMM_A16 ? " A16" : "", g.stored16 & BT_GEMM_B16 ? " B16" : "");
+             g.stored16 & BT_GEMM_A16 ? " A16" : "", g.stored16 & BT_GEMM_B16 ? " B16" : "",
+             c16 ? ", and C16" : "");
     tensors_free(t, 3);
     free(bits_a), free(bits_b), free(logical);
     free(A), free(B), free(C), free(rA), free(rB), free(rC), free(aA), free(aB), free(mC);

@@ -40,15 +40,26 @@ static bt_ptr stage_rounded(bt_backend *be, bt_stage *s, bt_ptr src, size_t span
     return p;
 }
 
-void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, unsigned stored16, bool ta,
+void bt_gemm16_staged(bt_backend *be, bt_stage stage[3], bt_dtype dt, unsigned stored16, bool ta,
                       bool tb, int m, int n, int k, float alpha, bt_ptr a, int lda, long sa,
                       bt_ptr b, int ldb, long sb, float beta, bt_ptr c, int ldc, long sc,
                       int batch) {
     const size_t span_a = bt_gemm_operand_span(ta ? k : m, ta ? m : k, lda, sa, batch),
-                 span_b = bt_gemm_operand_span(tb ? n : k, tb ? k : n, ldb, sb, batch);
+                 span_b = bt_gemm_operand_span(tb ? n : k, tb ? k : n, ldb, sb, batch),
+                 span_c = bt_gemm_operand_span(m, n, ldc, sc, batch);
     if (span_a) a = stage_rounded(be, &stage[0], a, span_a, dt, stored16 & BT_GEMM_A16);
     if (span_b) b = stage_rounded(be, &stage[1], b, span_b, dt, stored16 & BT_GEMM_B16);
-    be->gemm(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    if (!(stored16 & BT_GEMM_C16)) {
+        be->gemm(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+        return;
+    }
+    if (!span_c) return;
+    const size_t lead = c.off * 2 % 64; /* as an fp32 C in its place */
+    const bt_ptr wide = {bt_stage_reserve(be, &stage[2], lead + span_c * 4, "16-bit GEMM result"),
+                         lead};
+    be->cast(be, wide, BT_F32, c, dt, span_c);
+    be->gemm(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, wide, ldc, sc, batch);
+    be->cast(be, c, dt, wide, BT_F32, span_c);
 }
 
 /* p advanced by `count` elements of esz bytes. */
@@ -60,10 +71,11 @@ static bt_ptr advanced(bt_ptr p, long count, size_t esz) {
 void bt_gemm_grid_loop(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool tb, int m,
                        int n, int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb,
                        float beta, bt_ptr c, int ldc, const bt_gemm_grid *g) {
-    const size_t ea = stored16 & BT_GEMM_A16 ? 2 : 4, eb = stored16 & BT_GEMM_B16 ? 2 : 4;
+    const size_t ea = stored16 & BT_GEMM_A16 ? 2 : 4, eb = stored16 & BT_GEMM_B16 ? 2 : 4,
+                 ec = stored16 & BT_GEMM_C16 ? 2 : 4;
     for (int o = 0; o < g->outer; o++) {
         const bt_ptr ao = advanced(a, o * g->outer_a, ea), bo = advanced(b, o * g->outer_b, eb),
-                     co = advanced(c, o * g->outer_c, 4);
+                     co = advanced(c, o * g->outer_c, ec);
         if (dt == BT_F32)
             be->gemm(be, ta, tb, m, n, k, alpha, ao, lda, g->stride_a, bo, ldb, g->stride_b, beta,
                      co, ldc, g->stride_c, g->batch);

@@ -27,10 +27,13 @@ void bt_stage_release(bt_backend *be, bt_stage *s);
  * stage[0] and stage[1], at their offsets modulo 64 bytes (the fp32 GEMM
  * then sees the same alignment; a 16-bit operand's offset counts as twice its
  * bytes), rounded to dt with round16 or, for the operands named in stored16,
- * converted from dt with cast, go to be->gemm.
+ * converted from dt with cast, go to be->gemm. A 16-bit C (BT_GEMM_C16):
+ * its span widened into stage[2], the GEMM there, the span cast back (the
+ * elements between the matrices make the round trip, which keeps the bits
+ * of every value but a signaling NaN's).
  * The values are those gemm16 promises: 16-bit operands, fp32 products and
  * accumulation. */
-void bt_gemm16_staged(bt_backend *be, bt_stage stage[2], bt_dtype dt, unsigned stored16,
+void bt_gemm16_staged(bt_backend *be, bt_stage stage[3], bt_dtype dt, unsigned stored16,
                       bool trans_a, bool trans_b,
                       int m, int n, int k, float alpha, bt_ptr a, int lda, long stride_a,
                       bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c, int ldc,

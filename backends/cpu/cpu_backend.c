@@ -22,6 +22,7 @@ static void cpu_destroy(bt_backend *be) {
     cpu_ctx *ctx = be->ctx;
     bt_stage_release(be, &ctx->stage[0]);
     bt_stage_release(be, &ctx->stage[1]);
+    bt_stage_release(be, &ctx->stage[2]);
     bt_wall_marks_free(&ctx->marks);
     free(ctx->deferred);
     free(ctx->chunk_part);

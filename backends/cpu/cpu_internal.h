@@ -32,7 +32,7 @@ typedef struct {
     bool gov_started;             /* its first window, from the backend's creation, is over */
     double gov_probe_s;           /* how long it waits before it tries one thread more */
     bool gov_last_up;             /* its last change added a thread (a try) */
-    bt_stage stage[2]; /* gemm16: the rounded copies of A and B */
+    bt_stage stage[3]; /* gemm16: the rounded copies of A and B, a 16-bit C widened */
     bt_counters count; /* launches stay 0: the CPU has none (the profiler counts op calls) */
     long downloads;    /* download_async's last ticket (the copies are done at once) */
     bt_wall_marks marks;

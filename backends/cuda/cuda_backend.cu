@@ -325,7 +325,7 @@ static void cu_destroy(bt_backend *be) {
         if (cu_use_device(c->device) == cudaSuccess) {
             if (c->stream) (void)cudaStreamSynchronize(c->stream);
             if (c->blas) (void)cublasDestroy(c->blas);
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < 3; i++)
                 if (c->stage[i].buf) {
                     (void)cudaFree(c->stage[i].buf->ptr);
                     free(c->stage[i].buf);

@@ -48,7 +48,8 @@ static const void *operand16(bt_backend *be, int i, bt_ptr src, size_t span, bt_
 }
 
 /* gemm16 on tensor cores: A and B in fp16/bf16, products accumulated in fp32
- * (CUBLAS_COMPUTE_32F), C in fp32. A device without tensor cores for dt (a
+ * (CUBLAS_COMPUTE_32F), C in fp32, or in dt (BT_GEMM_C16: cuBLAS converts
+ * the fp32 result, nearest even). A device without tensor cores for dt (a
  * V100 has fp16 but no bf16 ones) gets fp32 copies of the 16-bit values in
  * the fp32 GEMM, as backend.h's contract says; so does k = 0, which has
  * nothing to convert. */
@@ -70,11 +71,12 @@ void cu_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, boo
     const void *A = operand16(be, 0, a, span_a, dt, stored16 & BT_GEMM_A16),
                *B = operand16(be, 1, b, span_b, dt, stored16 & BT_GEMM_B16);
     const cudaDataType_t t = dt == BT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const bool c16 = stored16 & BT_GEMM_C16;
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         x->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
         k, &alpha, B, t, ldb, (long long)stride_b, A, t, lda, (long long)stride_a, &beta,
-        cu_f32(c), CUDA_R_32F, ldc, (long long)stride_c, batch, CUBLAS_COMPUTE_32F,
-        CUBLAS_GEMM_DEFAULT));
+        c16 ? cu_addr(c, 2) : (void *)cu_f32(c), c16 ? t : CUDA_R_32F, ldc, (long long)stride_c,
+        batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     x->count.launches++;
     CU_SYNC_IF_DEBUG(x);
 }
@@ -165,7 +167,9 @@ void cu_gemm_grid(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool 
     size_t ea, eb;
     const char *A = grid_operand(be, 0, a, span_a, dt, stored16 & BT_GEMM_A16, &ea),
                *B = grid_operand(be, 1, b, span_b, dt, stored16 & BT_GEMM_B16, &eb);
-    char *C = (char *)cu_f32(c);
+    const bool c16 = stored16 & BT_GEMM_C16; /* C in dt (a 16-bit dt only) */
+    const size_t ec = c16 ? 2 : 4;
+    char *C = c16 ? (char *)cu_addr(c, 2) : (char *)cu_f32(c);
     const size_t count = (size_t)g->batch * (size_t)g->outer;
     cu_grid_sets *sets = &x->grid_sets;
     if (count > sets->scratch_count) { /* grown once, reused by every call */
@@ -182,7 +186,7 @@ void cu_gemm_grid(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool 
         const size_t o = i / (size_t)g->batch, j = i % (size_t)g->batch;
         host[i] = (void *)(B + (o * g->outer_b + j * g->stride_b) * eb);
         host[count + i] = (void *)(A + (o * g->outer_a + j * g->stride_a) * ea);
-        host[2 * count + i] = (void *)(C + (o * g->outer_c + j * g->stride_c) * 4);
+        host[2 * count + i] = (void *)(C + (o * g->outer_c + j * g->stride_c) * ec);
     }
     void **dev = grid_set(x, host, count);
     const cudaDataType_t t = dt == BT_F32 ? CUDA_R_32F : dt == BT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -191,7 +195,7 @@ void cu_gemm_grid(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool 
     CUBLAS_CHECK(cublasGemmBatchedEx(
         x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
         (const void *const *)dev, t, ldb, (const void *const *)(dev + count), t, lda, &beta,
-        (void *const *)(dev + 2 * count), CUDA_R_32F, ldc, (int)count, compute,
+        (void *const *)(dev + 2 * count), c16 ? t : CUDA_R_32F, ldc, (int)count, compute,
         CUBLAS_GEMM_DEFAULT));
     x->count.launches++;
     CU_SYNC_IF_DEBUG(x);

@@ -70,7 +70,8 @@ typedef struct {
     bool tf32;               /* GEMMs in TF32 (bt_backend_options.tf32) */
     void *scratch;           /* reduction partials, flags, overlapping copies; grown on demand */
     size_t scratch_bytes;
-    bt_stage stage[2];       /* gemm16: A and B converted to 16 bits (or rounded), grown on demand */
+    bt_stage stage[3];       /* gemm16: A and B converted to 16 bits (or rounded), a 16-bit C
+                              * widened (no tensor cores), grown on demand */
     cu_grid_sets grid_sets;  /* gemm_grid: the matrices' addresses */
     bool sync_each;          /* synchronise after every launch and cuBLAS call (debugging) */
     bt_counters count;       /* what the profiler reads (launches: kernels and cuBLAS calls) */

@@ -565,7 +565,7 @@ static void ocl_destroy(bt_backend *be) {
         if (c->queue) clFinish(c->queue);
         for (cl_event ev; (ev = bt_tickets_pop(&c->reads)) != NULL;) clReleaseEvent(ev);
         bt_tickets_free(&c->reads);
-        for (int i = 0; i < 2; i++) bt_stage_release(be, &c->stage[i]);
+        for (int i = 0; i < 3; i++) bt_stage_release(be, &c->stage[i]);
         ocl_gemm_release(c);
         ocl_reduce_release(c);
         ocl_optim_release(c);

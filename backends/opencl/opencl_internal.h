@@ -68,7 +68,8 @@ typedef struct {
     bool unrestricted; /* Intel's relaxed allocation limits: buffers past device_max_alloc */
     cl_mem scratch;    /* reduction partials and flags, grown on demand */
     size_t scratch_bytes;
-    bt_stage stage[2]; /* gemm16: the rounded copies of A and B, grown on demand */
+    bt_stage stage[3]; /* gemm16: the rounded copies of A and B, a 16-bit C widened; grown
+                        * on demand */
     bt_partials partials; /* host copy of the partials */
     bt_device_info info;
     bt_counters count;    /* what the profiler reads (launches: kernels and CLBlast calls) */

@@ -64,7 +64,8 @@ static bt_ptr head_operand(const bert_run *r, const head_mat *x, unsigned flag,
 
 /* c = op(a) op(b) for every head of every sequence at once (one gemm_grid),
  * op transposing where ta / tb is set: the shapes follow from the matrices,
- * so a call reads as its formula. */
+ * so a call reads as its formula. c is written in 16 bits only, into its
+ * half (from base), where it has one (with gemm16). */
 static void heads_gemm(const bert_run *r, const attn_dims *g, bool ta, head_mat a, bool tb,
                        head_mat b, head_mat c) {
     const bert_model *m = r->m;
@@ -72,9 +73,14 @@ static void heads_gemm(const bert_run *r, const attn_dims *g, bool ta, head_mat 
     unsigned s16 = 0; /* q, k, v and the probabilities: their 16-bit copies where kept */
     const bt_ptr pa = head_operand(r, &a, BT_GEMM_A16, &s16),
                  pb = head_operand(r, &b, BT_GEMM_B16, &s16);
+    bt_ptr pc = act(m, c.off);
+    if (c.half.buf && m->gemm16) {
+        s16 |= BT_GEMM_C16;
+        pc = (bt_ptr){c.half.buf, c.half.off + (c.off - c.base) * 2};
+    }
     const bt_gemm_grid grid = {g->NH, g->B, a.head, b.head, c.head, a.seq, b.seq, c.seq};
     m->be->gemm_grid(m->be, m->gemm16 ? (bt_dtype)m->cfg.storage : BT_F32, s16, ta, tb, M, N, K,
-                     1.0f, pa, a.ld, pb, b.ld, 0.0f, act(m, c.off), c.ld, &grid);
+                     1.0f, pa, a.ld, pb, b.ld, 0.0f, pc, c.ld, &grid);
 }
 
 /* out (B, NH, T, T) = Q K^T per head (unscaled: the softmax applies 1/sqrt(D)). */
@@ -161,8 +167,12 @@ void bert_attention_fwd(bert_run *r, int l) {
         pm.half = dropped16;
         pm.base = probs;
     }
-    heads_gemm(r, &g, false, pm, false, token_major(&g, g.v, 3 * H), token_major(&g, la->ctx, H));
-    op_stored(r, la->ctx, (size_t)g.B * g.T * H);
+    /* the context, where only GEMMs read it (from the stash): in 16 bits, by the GEMM */
+    head_mat ctx = token_major(&g, la->ctx, H);
+    ctx.half = m->gemm16 ? bert_act_slot16(m, r->tape, r->layer, la->ctx, false) : BT_NO_PTR;
+    ctx.base = la->ctx;
+    heads_gemm(r, &g, false, pm, false, token_major(&g, g.v, 3 * H), ctx);
+    if (!ctx.half.buf) op_stored(r, la->ctx, (size_t)g.B * g.T * H);
 }
 
 /* Layer l's dropped probabilities again, for dV's GEMM: dropout of the

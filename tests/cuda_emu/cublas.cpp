@@ -102,13 +102,14 @@ struct gemm_call {
     long long sa, sb, sc;
     float alpha, beta;
     const void *A, *B;
-    float *C;
+    void *C;
     cudaDataType_t type; /* of A and B */
     bool tf32;
     /* cublasGemmBatchedEx: device arrays of batch matrix addresses (A, B and C
      * above unused, sa, sb, sc 0), else NULL */
     const void *const *Aarr, *const *Barr;
     void *const *Carr;
+    cudaDataType_t ctype; /* of C: fp32, or A's 16-bit type */
 };
 
 size_t type_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
@@ -164,11 +165,27 @@ void run_gemm(const gemm_call &g) {
     }
     const float *A = convert ? a.data() : (const float *)g.A;
     const float *B = convert ? b.data() : (const float *)g.B;
+    /* a 16-bit C: its span widened, the GEMM in fp32, then each element of
+     * the matrices (not the gaps between them) converted back, nearest even */
+    const size_t nc = span(g.m, g.n, g.ldc, g.sc, g.batch);
+    std::vector<float> c16 = g.ctype == CUDA_R_32F ? std::vector<float>()
+                                                   : as_f32(g.C, nc, g.ctype, false);
+    float *C = g.ctype == CUDA_R_32F ? (float *)g.C : c16.data();
     for (int i = 0; i < g.batch; i++)
         cblas_sgemm(CblasColMajor, g.ta ? CblasTrans : CblasNoTrans,
                     g.tb ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, g.alpha,
                     A + (size_t)i * (size_t)g.sa, g.lda, B + (size_t)i * (size_t)g.sb, g.ldb,
-                    g.beta, g.C + (size_t)i * (size_t)g.sc, g.ldc);
+                    g.beta, C + (size_t)i * (size_t)g.sc, g.ldc);
+    if (g.ctype == CUDA_R_32F) return;
+    for (int i = 0; i < g.batch; i++)
+        for (int col = 0; col < g.n; col++)
+            for (int row = 0; row < g.m; row++) {
+                const size_t at = (size_t)i * (size_t)g.sc + (size_t)col * (size_t)g.ldc + row;
+                uint32_t u;
+                memcpy(&u, &C[at], 4);
+                const uint16_t h = g.ctype == CUDA_R_16BF ? f32_to_bf16(u) : f32_to_f16(u);
+                memcpy((char *)g.C + 2 * at, &h, 2);
+            }
 }
 
 /* Each matrix of a batched call (pointer arrays, read now: the device reads
@@ -179,7 +196,7 @@ bool run_gemm_arrays(const gemm_call &g, int device) {
     const int rb = g.tb ? g.n : g.k, cb = g.tb ? g.k : g.n;
     const size_t bytes[3] = {span(ra, ca, g.lda, 0, 1) * type_bytes(g.type),
                              span(rb, cb, g.ldb, 0, 1) * type_bytes(g.type),
-                             span(g.m, g.n, g.ldc, 0, 1) * 4};
+                             span(g.m, g.n, g.ldc, 0, 1) * type_bytes(g.ctype)};
     for (int i = 0; i < g.batch; i++) {
         const void *p[3] = {g.Aarr[i], g.Barr[i], g.Carr[i]};
         for (int o = 0; o < 3; o++) {
@@ -193,7 +210,7 @@ bool run_gemm_arrays(const gemm_call &g, int device) {
         one.batch = 1;
         one.A = p[0];
         one.B = p[1];
-        one.C = (float *)g.Carr[i];
+        one.C = g.Carr[i];
         run_gemm(one);
     }
     return true;
@@ -236,7 +253,7 @@ cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
         } ops[3] = {
             {"A", g.A, span(ra, ca, g.lda, g.sa, g.batch) * type_bytes(g.type)},
             {"B", g.B, span(rb, cb, g.ldb, g.sb, g.batch) * type_bytes(g.type)},
-            {"C", g.C, span(g.m, g.n, g.ldc, g.sc, g.batch) * 4},
+            {"C", g.C, span(g.m, g.n, g.ldc, g.sc, g.batch) * type_bytes(g.ctype)},
         };
         for (auto &o : ops) {
             char why[256];
@@ -272,12 +289,13 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t tra
                    m, n, k, lda, ldb, ldc, batchCount, strideA, strideB, strideC, *alpha, *beta,
                    A, B, C, CUDA_R_32F,
                    h && h->math == CUBLAS_TF32_TENSOR_OP_MATH && cfg().arch >= 80, nullptr,
-                   nullptr, nullptr};
+                   nullptr, nullptr, CUDA_R_32F};
     return queue_gemm(h, g);
 }
 
 /* The types of an Ex call as cuBLAS checks them (the emulation supports what
- * the backend uses: fp32, TF32, fp16 and bf16 inputs, fp32 output); on
+ * the backend uses: fp32, TF32, fp16 and bf16 inputs, fp32 output or, with
+ * 16-bit inputs and fp32 compute, output in the inputs' type); on
  * success *tf32 says whether the fp32 operands are rounded to TF32. */
 static cublasStatus_t check_ex_types(const char *name, cublasHandle_t h, cudaDataType_t Atype,
                                      cudaDataType_t Btype, cudaDataType_t Ctype,
@@ -287,7 +305,8 @@ static cublasStatus_t check_ex_types(const char *name, cublasHandle_t h, cudaDat
     const bool f16 = Atype == CUDA_R_16F && Btype == CUDA_R_16F;
     const bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF;
     const bool fast_tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
-    if (Ctype != CUDA_R_32F || algo != CUBLAS_GEMM_DEFAULT || !(f32 || f16 || bf16) ||
+    const bool c_ok = Ctype == CUDA_R_32F || ((f16 || bf16) && Ctype == Atype && !fast_tf32);
+    if (!c_ok || algo != CUBLAS_GEMM_DEFAULT || !(f32 || f16 || bf16) ||
         (fast_tf32 && !f32) || (computeType != CUBLAS_COMPUTE_32F && !fast_tf32)) {
         report("%s: types A %d, B %d, C %d, compute %d, algo %d: not supported", name,
                (int)Atype, (int)Btype, (int)Ctype, (int)computeType, (int)algo);
@@ -308,6 +327,7 @@ static cublasStatus_t queue_ex(cublasHandle_t h, gemm_call g, cudaDataType_t Bty
                                cublasGemmAlgo_t algo) {
     const cublasStatus_t st =
         check_ex_types(g.name, h, g.type, Btype, Ctype, computeType, algo, &g.tf32);
+    g.ctype = Ctype;
     return st != CUBLAS_STATUS_SUCCESS ? st : queue_gemm(h, g);
 }
 
@@ -320,7 +340,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     const gemm_call g = {"cublasGemmStridedBatchedEx", transa != CUBLAS_OP_N,
                          transb != CUBLAS_OP_N, m, n, k, lda, ldb, ldc, batchCount, strideA,
                          strideB, strideC, *(const float *)alpha, *(const float *)beta, A, B,
-                         (float *)C, Atype, false, nullptr, nullptr, nullptr};
+                         C, Atype, false, nullptr, nullptr, nullptr, CUDA_R_32F};
     return queue_ex(h, g, Btype, Ctype, computeType, algo);
 }
 
@@ -333,6 +353,6 @@ cublasStatus_t cublasGemmBatchedEx(
     const gemm_call g = {"cublasGemmBatchedEx", transa != CUBLAS_OP_N, transb != CUBLAS_OP_N,
                          m, n, k, lda, ldb, ldc, batchCount, 0, 0, 0, *(const float *)alpha,
                          *(const float *)beta, nullptr, nullptr, nullptr, Atype, false, Aarray,
-                         Barray, Carray};
+                         Barray, Carray, CUDA_R_32F};
     return queue_ex(h, g, Btype, Ctype, computeType, algo);
 }
