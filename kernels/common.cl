@@ -288,11 +288,24 @@ BT_FN void ln_lane_load(float *xv, __global const float *x, int cols) {
     for (int k = 0; k < BT_LN_LANE_COLS; k++) xv[k] = ln_lane_col(k) < cols ? x[ln_lane_col(k)] : 0.0f;
 }
 
+/* The floats of a LayerNorm parameter vector that a work-group keeps in
+ * local memory where its rows fit in registers (BT_LN_CACHED). */
+#define BT_LN_ROW_MAX (BT_ROW_LANES * BT_LN_LANE_COLS)
+
+/* dst[0 .. n) = src[0 .. n) by the work-group's work-items, then a barrier:
+ * a per-column vector read once by a work-group for all its rows instead of
+ * once a row. Must be reached by all work-items of the group. */
+BT_FN void stage_vector(BT_LOCAL_PTR float *dst, __global const float *src, int n) {
+    for (int i = get_local_id(0); i < n; i += BT_WG) dst[i] = src[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 /* layernorm_row on the row's values already in registers (xv: this lane's,
- * as ln_lane_load puts them): the same arithmetic in the same order, so the
- * same bits, without reading x again. */
+ * as ln_lane_load puts them) and gamma and beta staged in local memory
+ * (stage_vector): the same arithmetic in the same order, so the same bits,
+ * without reading x again. */
 BT_FN float layernorm_row_cached(__global float *out, __global ushort *out16, const float *xv,
-                                 __global const float *gamma, __global const float *beta,
+                                 BT_LOCAL_PTR const float *gamma, BT_LOCAL_PTR const float *beta,
                                  int cols, float eps, int kind16, BT_LOCAL_PTR float *red,
                                  float *mean) {
     float s = 0.0f;

@@ -23,6 +23,14 @@
  * go in blocks of ceil(n / BT_SUM_BLOCKS), each added in order, then the
  * blocks' sums in order. Up to BT_SUM_BLOCKS partials that is plain order. */
 #define BT_SUM_BLOCKS 256
+/* Rows per work-item of the kernels that add a per-column vector (bias_add,
+ * bias_gelu_fwd, bias_dropout_add): work-item i takes column i % cols of
+ * rows (i / cols) BT_BIAS_ROWS, ... , so it reads the vector's element once
+ * for them (adjacent work-items: adjacent columns of a row). */
+#define BT_BIAS_ROWS 8
+/* The work-items of such a kernel over rows x cols. */
+#define BT_BIAS_ITEMS(rows, cols) \
+    (((size_t)(rows) + BT_BIAS_ROWS - 1) / BT_BIAS_ROWS * (size_t)(cols))
 /* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
  * dgamma and dbeta, bias_gelu_bwd's dbias, embed_bwd's dwtt). */
 #define BT_COL_ROWS 64

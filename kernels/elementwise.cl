@@ -37,18 +37,25 @@ BT_KERNEL void bt_axpy(BT_OUT(float, y), float alpha, BT_IN(float, x), ulong n) 
 /* y[r, c] += bias[c], rounded to the storage kind kind16 (BT_KIND16_NONE:
  * not rounded); with BT_COPY16_OUT in copies16 y16 takes the sum in kind16
  * too, and with BT_COPY16_OUT_ONLY y is not written (the copy is all that
- * reads it).                                      y, y16: (rows, cols) */
+ * reads it).                                      y, y16: (rows, cols)
+ * Geometry: BT_BIAS_ROWS rows of a column per work-item (constants.h);
+ * global: BT_BIAS_ITEMS(rows, cols). */
 BT_KERNEL void bt_bias_add(BT_OUT(float, y), BT_IN(float, bias), BT_OUT(ushort, y16), int rows,
                            int cols, int kind16, int copies16) {
     BT_BIND(y);
     BT_BIND(bias);
     BT_BIND(y16);
-    const size_t i = get_global_id(0);
-    if (i >= (size_t)rows * (size_t)cols) return;
-    const int c = (int)(i % (size_t)cols);
-    const float v = round_kind16(y[i] + bias[c], kind16);
-    if (!(copies16 & BT_COPY16_OUT_ONLY)) y[i] = v;
-    if (copies16 & BT_COPY16_OUT) y16[i] = f32_to_kind16(v, kind16);
+    const size_t item = get_global_id(0);
+    if (item >= BT_BIAS_ITEMS(rows, cols)) return;
+    const int c = (int)(item % (size_t)cols);
+    const size_t r0 = item / (size_t)cols * BT_BIAS_ROWS,
+                 r1 = bt_min_size(r0 + BT_BIAS_ROWS, (size_t)rows);
+    const float b = bias[c];
+    for (size_t i = r0 * cols + c; i < r1 * cols; i += cols) {
+        const float v = round_kind16(y[i] + b, kind16);
+        if (!(copies16 & BT_COPY16_OUT_ONLY)) y[i] = v;
+        if (copies16 & BT_COPY16_OUT) y16[i] = f32_to_kind16(v, kind16);
+    }
 }
 
 /* out = x * Phi(x), the exact erf GELU                   (n) */

@@ -11,7 +11,8 @@
  * not touched), with BT_COPY16_OUT_ONLY out16 only (out is not touched),
  * with BT_COPY16_IN_ONLY y16 only (y keeps its input).
  *                        y, out, y16, out16: (rows, cols)
- * Geometry: one work-item per element; global: rows * cols. */
+ * Geometry: BT_BIAS_ROWS rows of a column per work-item, as bias_add;
+ * global: BT_BIAS_ITEMS(rows, cols). */
 BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(float, bias),
                                 BT_OUT(ushort, out16), BT_OUT(ushort, y16), int rows, int cols,
                                 int kind16, int copies16) {
@@ -20,14 +21,19 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
     BT_BIND(bias);
     BT_BIND(out16);
     BT_BIND(y16);
-    const size_t i = get_global_id(0);
-    if (i >= (size_t)rows * (size_t)cols) return;
-    const float v = round_kind16(y[i] + bias[i % (size_t)cols], kind16);
-    const float g = gelu_value(v);
-    if (!(copies16 & BT_COPY16_IN_ONLY)) y[i] = v;
-    if (!(copies16 & BT_COPY16_OUT_ONLY)) out[i] = g;
-    if (copies16 & BT_COPY16_OUT) out16[i] = f32_to_kind16(g, kind16);
-    if (copies16 & BT_COPY16_IN) y16[i] = f32_to_kind16(v, kind16);
+    const size_t item = get_global_id(0);
+    if (item >= BT_BIAS_ITEMS(rows, cols)) return;
+    const size_t c = item % (size_t)cols, r0 = item / (size_t)cols * BT_BIAS_ROWS,
+                 r1 = bt_min_size(r0 + BT_BIAS_ROWS, (size_t)rows);
+    const float b = bias[c];
+    for (size_t i = r0 * cols + c; i < r1 * cols; i += cols) {
+        const float v = round_kind16(y[i] + b, kind16);
+        const float g = gelu_value(v);
+        if (!(copies16 & BT_COPY16_IN_ONLY)) y[i] = v;
+        if (!(copies16 & BT_COPY16_OUT_ONLY)) out[i] = g;
+        if (copies16 & BT_COPY16_OUT) out16[i] = f32_to_kind16(g, kind16);
+        if (copies16 & BT_COPY16_IN) y16[i] = f32_to_kind16(v, kind16);
+    }
 }
 
 /* dx = dout * gelu'(x), dout rounded to the storage kind kind16 as it is read
@@ -74,14 +80,14 @@ BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT
         partial[g * cols + c] = acc;
 }
 
-/* The join of a residual branch: resid + dropout(y + bias) at element i,
- * y + bias and the sum rounded to the storage kind kind16 (BT_KIND16_NONE:
- * not rounded). */
-BT_FN float join_value(__global const float *y, __global const float *bias,
-                       __global const float *resid, size_t i, int cols, int kind16,
-                       ulong per_sample, uint first_sample, uint thr, float keep_scale,
-                       uint seed_lo, uint seed_hi, uint stream_lo, uint stream_hi) {
-    float v = round_kind16(y[i] + bias[i % (size_t)cols], kind16);
+/* The join of a residual branch: resid + dropout(y + b) at element i (b:
+ * the bias of its column), y + b and the sum rounded to the storage kind
+ * kind16 (BT_KIND16_NONE: not rounded). */
+BT_FN float join_value(__global const float *y, float b, __global const float *resid, size_t i,
+                       int kind16, ulong per_sample, uint first_sample, uint thr,
+                       float keep_scale, uint seed_lo, uint seed_hi, uint stream_lo,
+                       uint stream_hi) {
+    float v = round_kind16(y[i] + b, kind16);
     if (thr)
         v = drop_keep(i, per_sample, first_sample, thr, seed_lo, seed_hi, stream_lo, stream_hi)
                 ? v * keep_scale : 0.0f;
@@ -90,8 +96,8 @@ BT_FN float join_value(__global const float *y, __global const float *bias,
 
 /* out = resid + dropout(y + bias), rounded as join_value
  * y, resid, out: (rows, cols)
- * thr = 0: no dropout. Geometry: one work-item per element; global:
- * rows * cols. */
+ * thr = 0: no dropout. Geometry: BT_BIAS_ROWS rows of a column per
+ * work-item, as bias_add; global: BT_BIAS_ITEMS(rows, cols). */
 BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(float, bias),
                                    BT_IN(float, resid), int rows, int cols, int kind16,
                                    ulong per_sample,
@@ -101,10 +107,14 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
     BT_BIND(y);
     BT_BIND(bias);
     BT_BIND(resid);
-    const size_t i = get_global_id(0);
-    if (i >= (size_t)rows * (size_t)cols) return;
-    out[i] = join_value(y, bias, resid, i, cols, kind16, per_sample, first_sample, thr,
-                        keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
+    const size_t item = get_global_id(0);
+    if (item >= BT_BIAS_ITEMS(rows, cols)) return;
+    const size_t c = item % (size_t)cols, r0 = item / (size_t)cols * BT_BIAS_ROWS,
+                 r1 = bt_min_size(r0 + BT_BIAS_ROWS, (size_t)rows);
+    const float b = bias[c];
+    for (size_t i = r0 * cols + c; i < r1 * cols; i += cols)
+        out[i] = join_value(y, b, resid, i, kind16, per_sample, first_sample, thr, keep_scale,
+                            seed_lo, seed_hi, stream_lo, stream_hi);
 }
 
 /* sum = resid + dropout(y + bias) (rounded as join_value), then out =
@@ -138,6 +148,7 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     BT_BIND(sum16);
     BT_BIND(out16);
     __local float red[BT_WG];
+    __local float lbias[BT_LN_ROW_MAX], lgamma[BT_LN_ROW_MAX], lbeta[BT_LN_ROW_MAX];
     const int r = row_of(), n = r < rows ? cols : 0;
     const size_t row = (size_t)(n ? r : 0) * cols;
     __global float *x = sum + row;
@@ -145,23 +156,27 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     __global ushort *x16 = copies16 & BT_COPY16_IN ? sum16 + row : 0;
     __global ushort *o16 = copies16 & BT_COPY16_OUT ? out16 + row : 0;
     float m, rs;
-    if (BT_LN_CACHED(cols)) { /* the sums kept in registers as they are written */
+    if (BT_LN_CACHED(cols)) { /* the sums kept in registers as they are written; the
+                               * parameter vectors read once a work-group */
+        stage_vector(lbias, bias, cols);
+        stage_vector(lgamma, gamma, cols);
+        stage_vector(lbeta, beta, cols);
         float xv[BT_LN_LANE_COLS];
         for (int k = 0; k < BT_LN_LANE_COLS; k++) {
             const int c = ln_lane_col(k);
             xv[k] = 0.0f;
             if (c < n) {
-                xv[k] = join_value(y, bias, resid, row + c, cols, kind16, per_sample,
+                xv[k] = join_value(y, lbias[c], resid, row + c, kind16, per_sample,
                                    first_sample, thr, keep_scale, seed_lo, seed_hi, stream_lo,
                                    stream_hi);
                 if (!(copies16 & BT_COPY16_IN_ONLY)) x[c] = xv[k];
                 if (x16) x16[c] = f32_to_kind16(xv[k], kind16);
             }
         }
-        rs = layernorm_row_cached(o, o16, xv, gamma, beta, n, eps, kind16, red, &m);
+        rs = layernorm_row_cached(o, o16, xv, lgamma, lbeta, n, eps, kind16, red, &m);
     } else {
         for (int c = get_local_id(0) % BT_ROW_LANES; c < n; c += BT_ROW_LANES) {
-            const float v = join_value(y, bias, resid, row + c, cols, kind16, per_sample,
+            const float v = join_value(y, bias[c], resid, row + c, kind16, per_sample,
                                        first_sample, thr, keep_scale, seed_lo, seed_hi,
                                        stream_lo, stream_hi);
             x[c] = v;

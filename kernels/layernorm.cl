@@ -16,13 +16,17 @@ BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_O
     BT_BIND(gamma);
     BT_BIND(beta);
     __local float red[BT_WG];
+    __local float lgamma[BT_LN_ROW_MAX], lbeta[BT_LN_ROW_MAX];
     const int r = row_of(), n = r < rows ? cols : 0;
     const size_t row = (size_t)(n ? r : 0) * cols;
     float m, rs;
-    if (BT_LN_CACHED(cols)) { /* the row read once */
+    if (BT_LN_CACHED(cols)) { /* the row read once, gamma and beta once a work-group */
+        stage_vector(lgamma, gamma, cols);
+        stage_vector(lbeta, beta, cols);
         float xv[BT_LN_LANE_COLS];
         ln_lane_load(xv, x + row, n);
-        rs = layernorm_row_cached(out + row, 0, xv, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
+        rs = layernorm_row_cached(out + row, 0, xv, lgamma, lbeta, n, eps, BT_KIND16_NONE, red,
+                                  &m);
     } else {
         rs = layernorm_row(out + row, 0, x + row, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
     }
@@ -71,6 +75,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
     BT_BIND(rstd);
     BT_BIND(gamma);
     __local float red[BT_WG];
+    __local float lgamma[BT_LN_ROW_MAX];
     const int r = row_of(), n = r < rows ? cols : 0, lane = get_local_id(0) % BT_ROW_LANES;
     const size_t row = (size_t)(n ? r : 0) * cols;
     dx += row;
@@ -80,13 +85,14 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
     x16 += row;
     const float mu = mean[n ? r : 0], rs = rstd[n ? r : 0];
     float sd = 0.0f, sdx = 0.0f;
-    if (BT_LN_CACHED(cols)) { /* dout * gamma and xhat kept in registers */
+    if (BT_LN_CACHED(cols)) { /* dout * gamma and xhat kept in registers, gamma staged */
+        stage_vector(lgamma, gamma, cols);
         float dn[BT_LN_LANE_COLS], xh[BT_LN_LANE_COLS];
         for (int k = 0; k < BT_LN_LANE_COLS; k++) {
             const int c = ln_lane_col(k);
             dn[k] = xh[k] = 0.0f;
             if (c >= n) continue;
-            dn[k] = ln_dy(dout, dbranch, c, branch, kind16) * gamma[c];
+            dn[k] = ln_dy(dout, dbranch, c, branch, kind16) * lgamma[c];
             xh[k] = (ln_x(x, x16, c, x_kind) - mu) * rs;
             sd += dn[k];
             sdx += dn[k] * xh[k];

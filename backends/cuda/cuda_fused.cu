@@ -12,7 +12,7 @@ static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, 
     const bt_ptr o = out.buf ? out : y; /* an absent out: y's address, not touched */
     const int copies = (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0) |
                        (out.buf ? 0 : BT_COPY16_OUT_ONLY) | (y_kept ? 0 : BT_COPY16_IN_ONLY);
-    LAUNCH(c, bias_gelu_fwd, (size_t)rows * cols, cu_f32(o), cu_f32(y), cu_f32(bias),
+    LAUNCH(c, bias_gelu_fwd, BT_BIAS_ITEMS(rows, cols), cu_f32(o), cu_f32(y), cu_f32(bias),
            (unsigned short *)cu_addr(out16.buf ? out16 : o, 2),
            (unsigned short *)cu_addr(y16.buf ? y16 : o, 2), rows, cols, BT_KIND16_OF(round16),
            copies);
@@ -48,7 +48,7 @@ static void cu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bia
                                 uint32_t first_sample, float p, bt_rng_key key) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
-    LAUNCH(c, bias_dropout_add, (size_t)rows * cols, cu_f32(out), cu_f32(y), cu_f32(bias),
+    LAUNCH(c, bias_dropout_add, BT_BIAS_ITEMS(rows, cols), cu_f32(out), cu_f32(y), cu_f32(bias),
            cu_f32(resid), rows, cols, BT_KIND16_OF(round16), per_sample, DROP_ARGS(d));
 }
 

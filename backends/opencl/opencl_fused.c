@@ -19,7 +19,7 @@ static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
     arg_i(&a, BT_KIND16_OF(round16));
     arg_i(&a, (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0) |
                   (out.buf ? 0 : BT_COPY16_OUT_ONLY) | (y_kept ? 0 : BT_COPY16_IN_ONLY));
-    launch(be, &a, (size_t)rows * cols);
+    launch(be, &a, BT_BIAS_ITEMS(rows, cols));
 }
 
 /* One pass into dbias up to OCL_COL_ROWS rows; beyond, chunk partials then
@@ -77,7 +77,7 @@ static void ocl_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
     arg_i(&a, BT_KIND16_OF(round16));
     arg_ul(&a, per_sample);
     arg_dropout(&a, first_sample, p, key);
-    launch(be, &a, (size_t)rows * cols);
+    launch(be, &a, BT_BIAS_ITEMS(rows, cols));
 }
 
 static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,

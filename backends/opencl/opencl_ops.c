@@ -56,7 +56,7 @@ static void ocl_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int co
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(round16));
     arg_i(&a, (y16.buf ? BT_COPY16_OUT : 0) | (y16.buf && !y_kept ? BT_COPY16_OUT_ONLY : 0));
-    launch(be, &a, (size_t)rows * (size_t)cols);
+    launch(be, &a, BT_BIAS_ITEMS(rows, cols));
 }
 
 /* y = f(x) or dx = f(dout, x): the four activation kernels */

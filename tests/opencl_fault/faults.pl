@@ -23,9 +23,9 @@ my %faults = (
     ],
     'kernels/elementwise.cl' => [
         [ 'BIAS_ADD_OFF_BY_ONE',
-          qr/    const int c = \(int\)\(i % \(size_t\)cols\);\n/,
-          "    int c = (int)(i % (size_t)cols);\n#ifdef BT_FAULT_BIAS_ADD_OFF_BY_ONE\n"
-          . "    c = (c + 1) % cols;\n#endif\n" ],
+          qr/    const float b = bias\[c\];\n/,
+          "#ifdef BT_FAULT_BIAS_ADD_OFF_BY_ONE\n    const float b = bias[(c + 1) % cols];\n"
+          . "#else\n    const float b = bias[c];\n#endif\n" ],
         [ 'GELU_TANH_APPROX',
           qr/(    const float xi = x\[i\];\n)(    out\[i\] = gelu_value\(xi\);\n)/,
           "\$1#ifdef BT_FAULT_GELU_TANH_APPROX\n"
