@@ -175,7 +175,7 @@ static void run_bias_gelu_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     const bool x16 = t[4].n > 0;
     be->bias_gelu_bwd(be, f->inplace ? t[0].p : t[3].p, t[1].p, t[0].p, x16 ? t[4].p : t[2].p,
                       f->rows, f->cols, f->round16, x16 ? f->round16 : BT_F32,
-                      f->copies16 ? t[6].p : BT_NO_PTR);
+                      f->copies16 ? t[6].p : BT_NO_PTR, !f->copy_only);
 }
 static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -284,23 +284,26 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
     const size_t n = (size_t)a.rows * a.cols, c = (size_t)a.cols;
     gelu_inputs g = {rand_floats(n, 1.5, 0), rand_floats(c, 0.5, 0), rand_floats(n, 1, 0),
                      rand_floats(n, 1.5, 0), rand_floats(c, 1, 0), n, c, NULL};
-    char shape[64];
+    char shape[96];
     if (want_op("bias_gelu_fwd")) bias_gelu_fwd_cases(be, &a, &g);
     if (want_op("bias_add")) bias_add16_cases(be, &a, &g);
     /* in place in fp32, out of place rounded to bf16 and to f16 (against the
      * unrounded reference within the rounding, and the unfused ops' bits),
      * the last two with x in 16 bits (the stash's copy; the reference takes
      * its value, the unfused ops widen it with cast) and dx's 16-bit copy
-     * (half.h's conversion of dx, and the unfused ops' cast) */
-    static const bt_dtype rounds[] = {BT_F32, BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16};
+     * (half.h's conversion of dx, and the unfused ops' cast), the last two of
+     * them in place with dx not kept (the copy alone checked, as the model
+     * runs it) */
+    static const bt_dtype rounds[] = {BT_F32, BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16, BT_BF16, BT_F16};
     uint16_t *x16 = malloc(n * sizeof *x16);
     if (!x16) exit(99);
-    for (int k = 0; k < 6 && want_op("bias_gelu_bwd"); k++) {
-        const int inpl = k == 1;
+    for (int k = 0; k < 8 && want_op("bias_gelu_bwd"); k++) {
+        const int inpl = k == 1 || k >= 6;
         const double thr = round16_thr(rounds[k]);
         a.round16 = rounds[k];
         g.x16 = k >= 4 ? x16 : NULL;
         a.copies16 = k >= 4;
+        a.copy_only = k >= 6;
         for (size_t i = 0; g.x16 && i < n; i++) {
             uint32_t u;
             memcpy(&u, &g.x[i], 4);
@@ -314,18 +317,20 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
             mdb[i % c] += fabs(rdx[i]);
         }
         a.inplace = inpl;
-        fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr, a.copies16 ? 6 : 0, false},
+        fused_out outs[] = {{inpl ? 0 : 3, rdx, NULL, thr, a.copies16 ? 6 : 0, a.copy_only},
                             {1, rdb, mdb, thr, 0, false}};
-        snprintf(shape, sizeof shape, "%dx%d +=%s%s%s", a.rows, a.cols, inpl ? " dx=dout" : "",
-                 storage_suffix(a.round16), g.x16 ? ", x in 16 bits, dx's 16-bit copy" : "");
-        fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, inpl ? 3 : a.copies16 ? 7 : 6,
+        snprintf(shape, sizeof shape, "%dx%d +=%s%s%s%s", a.rows, a.cols, inpl ? " dx=dout" : "",
+                 storage_suffix(a.round16), g.x16 ? ", x in 16 bits, dx's 16-bit copy" : "",
+                 a.copy_only ? " alone" : "");
+        fused_case(be, "bias_gelu_bwd", make_bias_gelu_bwd, &g, a.copies16 ? 7 : inpl ? 3 : 6,
                    run_bias_gelu_bwd, run_bias_gelu_bwd_unfused, &a, outs, 2, shape);
         free(rdx), free(rdb), free(mdb);
     }
     free(x16);
     g.x16 = NULL;
     a.round16 = BT_F32;
-    a.copies16 = false;
+    a.copies16 = a.copy_only = false;
+    a.inplace = 0;
     free((void *)g.y), free((void *)g.bias), free((void *)g.dout), free((void *)g.x);
     free((void *)g.db);
 }

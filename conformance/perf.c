@@ -217,7 +217,7 @@ static void call_bias_gelu_fwd_unfused(bt_backend *be, perf_case *c) {
 }
 static void call_bias_gelu_bwd(bt_backend *be, perf_case *c) {
     be->bias_gelu_bwd(be, c->t[0], c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], BT_F32, BT_F32,
-                      BT_NO_PTR);
+                      BT_NO_PTR, true);
 }
 static void call_bias_gelu_bwd_unfused(bt_backend *be, perf_case *c) {
     be->gelu_bwd(be, c->t[0], c->t[0], c->t[1], (size_t)c->i[0] * c->i[1]);

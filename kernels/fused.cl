@@ -39,7 +39,8 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
 /* dx = dout * gelu'(x), dout rounded to the storage kind kind16 as it is read
  * and dx as it is written (BT_KIND16_NONE: neither), x read from x16 in
  * kind16 where x_is16 (else from x), dx16 taking dx in kind16 too where
- * dx_copy16, for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
+ * copies16 has BT_COPY16_OUT (with BT_COPY16_OUT_ONLY dx is not written),
+ * for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
  * their column sum: partial[g cols + c] = sum (accumulate = 0: as
  * bias_grad_partial, then bias_grad over the partials), or += sum
  * (accumulate = 1, one chunk: as bias_grad's one pass), in bias_grad's
@@ -49,7 +50,7 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
 BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT_IN(float, dout),
                                    BT_IN(float, x), BT_IN(ushort, x16), BT_OUT(ushort, dx16),
                                    int rows, int cols, int chunk_rows, int accumulate, int kind16,
-                                   int x_is16, int dx_copy16) {
+                                   int x_is16, int copies16) {
     BT_BIND(partial);
     BT_BIND(dx);
     BT_BIND(dout);
@@ -68,8 +69,8 @@ BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT
         const size_t k = r * cols + c;
         const float xk = x_is16 ? kind16_value(x16[k], kind16) : x[k];
         const float v = round_kind16(round_kind16(dout[k], kind16) * gelu_grad_value(xk), kind16);
-        dx[k] = v;
-        if (dx_copy16) dx16[k] = f32_to_kind16(v, kind16);
+        if (!(copies16 & BT_COPY16_OUT_ONLY)) dx[k] = v;
+        if (copies16 & BT_COPY16_OUT) dx16[k] = f32_to_kind16(v, kind16);
         acc += v;
     }
     acc = col_lanes_sum(acc, red);

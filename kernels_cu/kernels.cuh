@@ -125,7 +125,7 @@ __global__ void bt_bias_gelu_fwd(float *out, float *y, const float *bias, unsign
 __global__ void bt_bias_gelu_bwd(float *partial, float *dx, const float *dout, const float *x,
                                  const unsigned short *x16, unsigned short *dx16, int rows,
                                  int cols, int chunk_rows, int accumulate, int kind16, int x_is16,
-                                 int dx_copy16);
+                                 int copies16);
 __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bias,
                                     const float *resid, int rows, int cols, int kind16,
                                     unsigned long long per_sample, unsigned int first_sample,

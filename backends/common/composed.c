@@ -48,7 +48,8 @@ static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr 
  * dx: gelu_bwd, round16, bias_grad; dx's 16-bit copy asked for with cast. */
 static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout,
                                    bt_ptr x, int rows, int cols, bt_dtype round16,
-                                   bt_dtype x_dtype, bt_ptr dx16) {
+                                   bt_dtype x_dtype, bt_ptr dx16, bool dx_kept) {
+    (void)dx_kept; /* dx is gelu_bwd's and bias_grad's operand: written either way */
     const size_t n = (size_t)rows * cols;
     bt_buffer *wide = x_dtype != BT_F32 ? widened(be, x, x_dtype, n, "bias_gelu_bwd") : NULL;
     if (wide) x = (bt_ptr){wide, 0};

@@ -38,7 +38,8 @@ static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
  * made as cast makes it), then bias_grad's column sums of the result. */
 static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
                               int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
-                              bt_ptr dx16) {
+                              bt_ptr dx16, bool dx_kept) {
+    (void)dx_kept; /* dx is the rows' workspace, which the column sums read: written either way */
     float *DX = cpu_f32(dx);
     uint16_t *DX16 = dx16.buf ? cpu_u16(dx16) : NULL;
     const float *D = cpu_f32(dout), *X = cpu_f32(x);

@@ -22,14 +22,15 @@ static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, 
  * partials then their sum in chunk order. */
 static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
                              int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
-                             bt_ptr dx16) {
+                             bt_ptr dx16, bool dx_kept) {
     cu_ctx *c = cu(be);
-    const int kind16 = BT_KIND16_OF(round16), x_is16 = x_dtype != BT_F32, copy = dx16.buf != NULL;
+    const int kind16 = BT_KIND16_OF(round16), x_is16 = x_dtype != BT_F32,
+              copy = (dx16.buf ? BT_COPY16_OUT : 0) | (dx16.buf && !dx_kept ? BT_COPY16_OUT_ONLY : 0);
     if (rows <= 0 || cols <= 0) return;
     /* x in its own type; the other pointer (not read) is dout's, as an absent dx16's */
     const float *xf = cu_f32(x_is16 ? dout : x);
     const unsigned short *xh = u16c(x_is16 ? x : dout);
-    unsigned short *dh = u16(copy ? dx16 : dout);
+    unsigned short *dh = u16(dx16.buf ? dx16 : dout);
     if (rows <= BT_COL_ROWS) {
         LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dx),
                cu_f32(dout), xf, xh, dh, rows, cols, rows, 1, kind16, x_is16, copy);

@@ -26,7 +26,7 @@ static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
  * bias_grad over them, as ocl_bias_grad. */
 static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
                               int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
-                              bt_ptr dx16) {
+                              bt_ptr dx16, bool dx_kept) {
     const bool x16 = x_dtype != BT_F32; /* x in its own type; the other argument is dout */
     if (rows <= 0 || cols <= 0) return;
     const bool one_pass = rows <= OCL_COL_ROWS;
@@ -50,7 +50,7 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     arg_i(&a, one_pass);
     arg_i(&a, BT_KIND16_OF(round16));
     arg_i(&a, x16);
-    arg_i(&a, dx16.buf != NULL);
+    arg_i(&a, (dx16.buf ? BT_COPY16_OUT : 0) | (dx16.buf && !dx_kept ? BT_COPY16_OUT_ONLY : 0));
     launch(be, &a, BT_COL_GLOBAL(chunks, cols, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */

@@ -82,7 +82,7 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         be->cast(be, P(4), BT_F16, P(3), BT_F32, rc);
         be->bias_gelu_bwd(be, inplace ? P(2) : P(0), P(1), P(2), inplace ? P(3) : P(4), ROWS,
                           COLS, inplace ? BT_F32 : BT_F16, inplace ? BT_F32 : BT_F16,
-                          inplace ? BT_NO_PTR : P(5));
+                          inplace ? BT_NO_PTR : P(5), true);
         return finish(be, &t, 6, bytes);
     }
     case 2: { /* bias_dropout_add: out, y, bias, resid */
