@@ -218,9 +218,12 @@ struct bt_backend {
     /* dbias[c] += sum_r dy[r, c], with round16 BT_BF16 or BT_F16 each dy
      * rounded to it as it is read (the bits of round16, then bias_grad: for
      * a gradient whose other readers round it too, so that no pass rounds
-     * it first); BT_F32: as it is */
+     * it first); BT_F32: as it is. dy_dtype BT_BF16 or BT_F16: dy holds
+     * values of that dtype, 2 bytes an element (a gradient's 16-bit copy,
+     * offset in bytes), read as they are (round16 BT_F32 or dy_dtype); the
+     * same bits as their fp32 values in dy with dy_dtype BT_F32. */
     void (*bias_grad)(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
-                      bt_dtype round16);
+                      bt_dtype round16, bt_dtype dy_dtype);
     /* out[b,t,:] = wte[ids[b,t]] + wpe[t] + wtt[type_ids[b,t]]   out: (B, T, C);
      * ids, type_ids: int32 (B, T) */
     void (*embed_fwd)(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids,

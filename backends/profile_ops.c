@@ -145,9 +145,10 @@ static void p_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols
           in->bias_add(in, y, bias, rows, cols, r16, y16, y_kept));
 }
 static void p_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
-                        bt_dtype round16) {
-    TIMED(be, bias_grad, 0, F4 * ((double)rows * cols + 2.0 * cols),
-          in->bias_grad(in, dbias, dy, rows, cols, round16));
+                        bt_dtype round16, bt_dtype dy_dtype) {
+    TIMED(be, bias_grad, 0,
+          (double)bt_dtype_size(dy_dtype) * rows * cols + F4 * 2.0 * cols,
+          in->bias_grad(in, dbias, dy, rows, cols, round16, dy_dtype));
 }
 static void p_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr tt, bt_ptr wte, bt_ptr wpe,
                         bt_ptr wtt, int B, int T, int C) {

@@ -188,7 +188,7 @@ static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double
     if (f->round16 != BT_F32) be->round16(be, t[0].p, f->round16, (size_t)f->rows * f->cols);
     be->gelu_bwd(be, dx, t[0].p, x, (size_t)f->rows * f->cols);
     if (f->round16 != BT_F32) be->round16(be, dx, f->round16, (size_t)f->rows * f->cols);
-    be->bias_grad(be, t[1].p, dx, f->rows, f->cols, BT_F32);
+    be->bias_grad(be, t[1].p, dx, f->rows, f->cols, BT_F32, BT_F32);
     if (f->copies16) be->cast(be, t[6].p, f->round16, dx, BT_F32, (size_t)f->rows * f->cols);
 }
 

@@ -485,15 +485,16 @@ void run_bias_add(bt_backend *be, tensor *t, void *a, double *s) {
     be->bias_add(be, t[0].p, t[1].p, ((rows_cols_args *)a)->rows, ((rows_cols_args *)a)->cols,
                  BT_F32, BT_NO_PTR, true);
 }
-/* bias_grad's shape and the storage dtype it rounds dy to as it reads it */
+/* bias_grad's shape, the storage dtype it rounds dy to as it reads it and
+ * dy's own dtype (16 bits: the values of a gradient's copy) */
 typedef struct {
     rows_cols_args q;
-    bt_dtype round16;
+    bt_dtype round16, dy_dtype;
 } bias_grad_args;
 static void run_bias_grad(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const bias_grad_args *g = a;
-    be->bias_grad(be, t[0].p, t[1].p, g->q.rows, g->q.cols, g->round16);
+    be->bias_grad(be, t[0].p, t[1].p, g->q.rows, g->q.cols, g->round16, g->dy_dtype);
 }
 
 typedef struct {
@@ -517,7 +518,7 @@ static void check_bias_grad(bt_backend *be, rows_cols_args q, const float *y, co
     ref_bias_grad(mag, ay, q.rows, q.cols);
     tensor t[] = {tensor_out("dbias", db, c), tensor_in("dy", y, n)};
     verdict v = v_new();
-    bias_grad_args g = {q, BT_F32};
+    bias_grad_args g = {q, BT_F32, BT_F32};
     if (exec_op(&v, be, t, 2, run_bias_grad, &g, NULL))
         v_nmse(&v, "dbias", RES(t[0]), rdb, mag, c, THR_MATH);
     v_report(&v, "bias_grad", "%dx%d +=", q.rows, q.cols);
@@ -527,35 +528,44 @@ static void check_bias_grad(bt_backend *be, rows_cols_args q, const float *y, co
 
 /* bias_grad rounding dy to bf16 and to f16 storage as it reads it: the bits
  * of bias_grad of dy rounded first (half.h's rounding), and within the
- * rounding of the float64 sums of the rounded dy. */
+ * rounding of the float64 sums of the rounded dy; and bias_grad of the
+ * rounded dy given in 16 bits (dy_dtype): the same bits. */
 static void check_bias_grad_rounded(bt_backend *be, rows_cols_args q, const float *y,
                                     const float *db) {
     const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols;
     float *yr = malloc(n * sizeof *yr);
-    if (!yr) exit(99);
+    uint16_t *y16 = malloc(n * sizeof *y16);
+    if (!yr || !y16) exit(99);
     for (int k = 0; k < 2; k++) {
         const bt_dtype dt = k ? BT_F16 : BT_BF16;
-        for (size_t i = 0; i < n; i++) yr[i] = round16_host(y[i], dt);
+        for (size_t i = 0; i < n; i++) {
+            yr[i] = round16_host(y[i], dt);
+            y16[i] = dt == BT_F16 ? ref_f16_bits(yr[i]) : ref_bf16_bits(yr[i]);
+        }
         double *rdb = ref_dup(db, c), *ry = ref_dup(yr, n), *mag = ref_abs(db, c);
         double *ay = ref_abs(yr, n);
         ref_bias_grad(rdb, ry, q.rows, q.cols);
         ref_bias_grad(mag, ay, q.rows, q.cols);
         tensor t[] = {tensor_out("dbias", db, c), tensor_in("dy", y, n)};
         tensor u[] = {tensor_out("dbias", db, c), tensor_in("dy rounded", yr, n)};
+        tensor h[] = {tensor_out("dbias", db, c), tensor_16bit("dy in 16 bits", y16, n, false)};
         verdict v = v_new();
-        bias_grad_args g = {q, dt}, g32 = {q, BT_F32};
+        bias_grad_args g = {q, dt, BT_F32}, g32 = {q, BT_F32, BT_F32}, g16 = {q, BT_F32, dt};
         if (exec_op(&v, be, t, 2, run_bias_grad, &g, NULL) &&
-            exec_op(&v, be, u, 2, run_bias_grad, &g32, NULL)) {
+            exec_op(&v, be, u, 2, run_bias_grad, &g32, NULL) &&
+            exec_op(&v, be, h, 2, run_bias_grad, &g16, NULL)) {
             v_nmse(&v, "dbias", RES(t[0]), rdb, mag, c, THR_MATH);
             v_bits(&v, "dbias vs dy rounded first", RES(t[0]), RES(u[0]), c);
+            v_bits(&v, "dbias from dy in 16 bits", RES(h[0]), RES(u[0]), c);
         }
-        v_report(&v, "bias_grad", "%dx%d += dy rounded to %s as read", q.rows, q.cols,
-                 dt == BT_BF16 ? "bf16" : "f16");
+        v_report(&v, "bias_grad", "%dx%d += dy rounded to %s as read, and given in %s", q.rows,
+                 q.cols, dt == BT_BF16 ? "bf16" : "f16", dt == BT_BF16 ? "bf16" : "f16");
         tensors_free(t, 2);
         tensors_free(u, 2);
+        tensors_free(h, 2);
         free(rdb), free(ry), free(mag), free(ay);
     }
-    free(yr);
+    free(yr), free(y16);
 }
 
 /* bias_grad past the devices' one-pass limit (64 rows): whole and partial

@@ -137,7 +137,7 @@ static void call_bias_add(bt_backend *be, perf_case *c) {
     be->bias_add(be, c->t[0], c->t[1], c->i[0], c->i[1], BT_F32, BT_NO_PTR, true);
 }
 static void call_bias_grad(bt_backend *be, perf_case *c) {
-    be->bias_grad(be, c->t[1], c->t[0], c->i[0], c->i[1], BT_F32);
+    be->bias_grad(be, c->t[1], c->t[0], c->i[0], c->i[1], BT_F32, BT_F32);
 }
 static void call_embed_fwd(bt_backend *be, perf_case *c) {
     be->embed_fwd(be, c->t[0], c->t[1], c->t[2], c->t[3], c->t[4], c->t[5], c->i[0], c->i[1],
@@ -221,7 +221,7 @@ static void call_bias_gelu_bwd(bt_backend *be, perf_case *c) {
 }
 static void call_bias_gelu_bwd_unfused(bt_backend *be, perf_case *c) {
     be->gelu_bwd(be, c->t[0], c->t[0], c->t[1], (size_t)c->i[0] * c->i[1]);
-    be->bias_grad(be, c->t[2], c->t[0], c->i[0], c->i[1], BT_F32);
+    be->bias_grad(be, c->t[2], c->t[0], c->i[0], c->i[1], BT_F32, BT_F32);
 }
 /* t: y, bias, resid, out, scratch, ln out, mean, rstd; gamma = bias, beta = bias */
 static void call_join(bt_backend *be, perf_case *c) {

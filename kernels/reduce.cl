@@ -23,21 +23,29 @@ BT_KERNEL_WG void bt_bias_grad(BT_OUT(float, dbias), BT_IN(float, dy), int rows,
 }
 
 /* bias_grad's first pass for more rows: partial[p_off + g cols + c] = sum
- * of dy[r, c] (rounded to kind16 as read, as bias_grad) over the rows r of
- * chunk g (BT_COL_ROWS rows), in bias_grad's
- * order within the chunk. Geometry: column tiles, one work-group per
- * (chunk, slab of columns); global: BT_COL_GLOBAL(chunks, cols, BT_WG). */
-BT_KERNEL_WG void bt_bias_grad_partial(BT_OUT(float, partial), BT_IN(float, dy), int rows,
-                                       int cols, int kind16) {
+ * of dy[r, c] (rounded to kind16 as read, as bias_grad; with dy_is16 read
+ * from dy16, values of kind16) over the rows r of chunk g (BT_COL_ROWS
+ * rows), in bias_grad's order within the chunk. Geometry: column tiles, one
+ * work-group per (chunk, slab of columns); global: BT_COL_GLOBAL(chunks,
+ * cols, BT_WG). */
+BT_KERNEL_WG void bt_bias_grad_partial(BT_OUT(float, partial), BT_IN(float, dy),
+                                       BT_IN(ushort, dy16), int rows, int cols, int kind16,
+                                       int dy_is16) {
     BT_BIND(partial);
     BT_BIND(dy);
+    BT_BIND(dy16);
     __local float red[BT_WG];
     size_t g, c;
     int lane;
     col_tile((size_t)cols, &g, &c, &lane);
     const size_t r0 = g * BT_COL_ROWS, r1 = bt_min_size(r0 + BT_COL_ROWS, (size_t)rows);
     const bool in = c < (size_t)cols;
-    float acc = in ? col_rows_sum(dy + c, r0, r1, (size_t)cols, lane, kind16) : 0.0f;
+    float acc = 0.0f;
+    if (in && dy_is16)
+        for (size_t r = r0 + (size_t)lane; r < r1; r += BT_LANES)
+            acc += kind16_value(dy16[r * cols + c], kind16);
+    else if (in)
+        acc = col_rows_sum(dy + c, r0, r1, (size_t)cols, lane, kind16);
     acc = col_lanes_sum(acc, red);
     if (in && lane == 0) partial[g * cols + c] = acc;
 }

@@ -31,8 +31,8 @@ __global__ void bt_dropout(float *out, const float *in, unsigned short *out16,
 
 /* ---- kernels/reduce.cl ---- */
 __global__ void bt_bias_grad(float *dbias, const float *dy, int rows, int cols, int kind16);
-__global__ void bt_bias_grad_partial(float *partial, const float *dy, int rows, int cols,
-                                     int kind16);
+__global__ void bt_bias_grad_partial(float *partial, const float *dy, const unsigned short *dy16,
+                                     int rows, int cols, int kind16, int dy_is16);
 __global__ void bt_sum_partial(float *partial, const float *x, unsigned long long n);
 __global__ void bt_sumsq_partial(float *partial, const float *x, unsigned long long n);
 __global__ void bt_all_finite(float *flag, const float *x, unsigned long long n);

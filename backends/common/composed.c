@@ -60,7 +60,7 @@ static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_p
     }
     be->gelu_bwd(be, dx, dout, x, n);
     if (round16 != BT_F32) be->round16(be, dx, round16, n);
-    be->bias_grad(be, dbias, dx, rows, cols, BT_F32);
+    be->bias_grad(be, dbias, dx, rows, cols, BT_F32, BT_F32);
     if (dx16.buf) be->cast(be, dx16, round16, dx, BT_F32, n);
     if (wide) be->free(be, wide); /* the backends free it once the queued ops are done */
 }

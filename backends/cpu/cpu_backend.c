@@ -208,9 +208,11 @@ static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int co
 }
 
 static void cpu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
-                          bt_dtype round16) {
+                          bt_dtype round16, bt_dtype dy_dtype) {
     const size_t n = (size_t)rows * cols;
-    const float *D = round16 == BT_F32 ? cpu_f32(dy) : cpu_rounded16(be->ctx, dy, round16, n);
+    const float *D = dy_dtype != BT_F32 ? cpu_widen16(be->ctx, dy, dy_dtype, n)
+                     : round16 == BT_F32 ? cpu_f32(dy)
+                                         : cpu_rounded16(be->ctx, dy, round16, n);
     cpu_column_sums(be->ctx, cpu_f32(dbias), NULL, D, NULL, NULL, NULL, rows, cols);
 }
 

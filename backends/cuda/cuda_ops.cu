@@ -84,18 +84,20 @@ static void cu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t p
 /* As ocl_bias_grad: one pass up to BT_COL_ROWS rows, else chunk partials
  * then their sum in chunk order. */
 static void cu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
-                         bt_dtype round16) {
+                         bt_dtype round16, bt_dtype dy_dtype) {
     cu_ctx *c = cu(be);
-    const int kind16 = BT_KIND16_OF(round16);
-    if (rows <= BT_COL_ROWS) {
+    const bool is16 = dy_dtype != BT_F32; /* 16-bit dy: always the two passes */
+    const int kind16 = BT_KIND16_OF(is16 ? dy_dtype : round16);
+    if (rows <= BT_COL_ROWS && !is16) {
         LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dy), rows, cols,
                kind16);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
-    LAUNCH(c, bias_grad_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dy), rows,
-           cols, kind16);
+    LAUNCH(c, bias_grad_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part,
+           is16 ? (const float *)part : cu_f32(dy), is16 ? u16c(dy) : (const uint16_t *)part,
+           rows, cols, kind16, is16); /* the pointer not read: the partials' */
     LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks, cols,
            BT_KIND16_NONE); /* partials by column */
 }

@@ -121,8 +121,10 @@ static void ocl_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
  * rows into partials, then the partials added in chunk order, so a GPU
  * runs chunks x cols threads instead of cols. */
 static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int cols,
-                          bt_dtype round16) {
-    if (rows <= OCL_COL_ROWS) {
+                          bt_dtype round16, bt_dtype dy_dtype) {
+    const bool is16 = dy_dtype != BT_F32; /* 16-bit dy: always the two passes */
+    if (is16) round16 = dy_dtype;
+    if (rows <= OCL_COL_ROWS && !is16) {
         args a = begin(be, K_bias_grad);
         arg_f32p(&a, dbias);
         arg_f32p(&a, dy);
@@ -137,10 +139,19 @@ static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int
     args a = begin(be, K_bias_grad_partial);
     arg_mem(&a, part);
     arg_ul(&a, 0);
-    arg_f32p(&a, dy);
+    if (is16) { /* the pointer not read: the partials' */
+        arg_mem(&a, part);
+        arg_ul(&a, 0);
+        arg_ptr(&a, dy, 2);
+    } else {
+        arg_f32p(&a, dy);
+        arg_mem(&a, part);
+        arg_ul(&a, 0);
+    }
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, is16);
     launch(be, &a, BT_COL_GLOBAL(chunks, cols, ocl(be)->wg));
     args f = begin(be, K_bias_grad); /* the partials, chunks x cols, summed by column */
     arg_f32p(&f, dbias);

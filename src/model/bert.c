@@ -181,9 +181,12 @@ static void attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
         /* dctx meets only bert_operand16's cast (attention's GEMMs), which rounds */
         if (r->m->fused_attention || !bert_operand16_room(r->m, 0, n).buf) op_stored(r, a->dctx, n);
     }
-    bert_attention_bwd(r, l);
+    const bt_ptr dqkv16 = bert_attention_bwd(r, l);
     const int N = r->bt->B * r->bt->T;
-    op_linear_bwd_unrounded(r, a->dH, w->qkv_w, w->qkv_b, a->dqkv, in, N, d.H, 3 * d.H);
+    if (dqkv16.buf)
+        op_linear_bwd_from16(r, a->dH, w->qkv_w, w->qkv_b, dqkv16, in, N, d.H, 3 * d.H);
+    else
+        op_linear_bwd_unrounded(r, a->dH, w->qkv_w, w->qkv_b, a->dqkv, in, N, d.H, 3 * d.H);
     if (stored_dh) op_stored(r, a->dH, (size_t)N * d.H);
 }
 

@@ -121,11 +121,12 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(top_ctx, S * H);
     a->total = off;
     /* 16-bit storage: the largest operand that two GEMMs read in a layer's
-     * backward (bert_operand16), or attention's two at once: dctx and the
-     * dropped probabilities after it (bert_attention_bwd) */
+     * backward (bert_operand16), or attention's at once: dctx and the
+     * dropped probabilities after it, and dqkv's copy, which its GEMMs
+     * write, at the end (bert_attention_bwd) */
     if (c->storage != BT_F32) {
         a->operand16 = N * (3 * H > I ? 3 * H : I);
-        if (P && N * H + P > a->operand16) a->operand16 = N * H + P;
+        if (P && N * 4 * H + P > a->operand16) a->operand16 = N * 4 * H + P;
     }
     a->n_buffers = (int)((off + cap - 1) / cap);
     off = 0;

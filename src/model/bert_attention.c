@@ -199,8 +199,20 @@ static head_mat dropped_again(const bert_run *r, int l, const attn_dims *g, floa
     return pm;
 }
 
-/* Backward of attention_fwd: dctx (N, H) -> dqkv (N, 3H), token-major both. */
-void bert_attention_bwd(bert_run *r, int l) {
+/* Where dqkv's GEMMs write its 16-bit copy, n values, once dctx's and the
+ * dropped probabilities' copies (the first `before` values of operand16)
+ * are read: the end of operand16, on 16-bit GEMM hardware under the cast
+ * fusion where it does not overlap them; else buf NULL. */
+static bt_ptr dqkv16_room(const bert_model *m, size_t before, size_t n) {
+    const size_t total = m->act->operand16;
+    if (!m->gemm16 || total < before + n) return BT_NO_PTR;
+    return bert_operand16_room(m, total - n, n);
+}
+
+/* Backward of attention_fwd: dctx (N, H) -> dqkv (N, 3H), token-major both;
+ * returns dqkv's 16-bit copy where its GEMMs wrote only that (dqkv16_room),
+ * else buf NULL: dqkv in fp32. */
+bt_ptr bert_attention_bwd(bert_run *r, int l) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
@@ -210,7 +222,7 @@ void bert_attention_bwd(bert_run *r, int l) {
     const float p = r->pass->train ? m->cfg.attention_probs_dropout_prob : 0.0f;
     if (m->fused_attention) {
         attention_fused_bwd(r, l, &g, p);
-        return;
+        return BT_NO_PTR;
     }
     if (r->recompute_probs) attention_probs(r, l, &g, p); /* another layer's were there */
     const bt_rng_key key = dropout_key(r->pass, l, SITE_ATTN_PROBS);
@@ -220,8 +232,14 @@ void bert_attention_bwd(bert_run *r, int l) {
     head_mat pm = by_head(&g, la->probs); /* after dropout */
     if (p > 0.0f) /* the dropped probabilities again, until dV has them */
         pm = dropped_again(r, l, &g, p, key, dctx.half.buf ? n_ctx : 0);
+    /* dQ, dK, dV in 16 bits only where there is room: their readers (the
+     * QKV projection's GEMMs and bias_grad) read the copy */
+    const bt_ptr d16 = dctx.half.buf ? dqkv16_room(m, n_ctx + g.B * per_b, n_ctx * 3) : BT_NO_PTR;
+    head_mat hq = token_major(&g, dq, W), hk = token_major(&g, dk, W), hv = token_major(&g, dv, W);
+    hq.half = hk.half = hv.half = d16;
+    hq.base = hk.base = hv.base = dq;
     /* dV = P^T dctx;  dP = dctx V^T */
-    heads_gemm(r, &g, true, pm, false, dctx, token_major(&g, dv, W));
+    heads_gemm(r, &g, true, pm, false, dctx, hv);
     heads_gemm(r, &g, false, dctx, true, token_major(&g, g.v, W), by_head(&g, a->dprobs));
     /* the attention-logit penalty: + d(c sum (S/sqrt(D))^2)/dS = 2c S / D,
      * S recomputed into pdrop (there only with a penalty) */
@@ -237,7 +255,8 @@ void bert_attention_bwd(bert_run *r, int l) {
     } else {
         ds = with_half(r, ds, g.B * per_b);
     }
-    heads_gemm(r, &g, false, ds, false, token_major(&g, g.k, W), token_major(&g, dq, W));
-    heads_gemm(r, &g, true, ds, false, token_major(&g, g.q, W), token_major(&g, dk, W));
-    /* dqkv is stored (rounded) by its reader, op_linear_bwd_unrounded */
+    heads_gemm(r, &g, false, ds, false, token_major(&g, g.k, W), hq);
+    heads_gemm(r, &g, true, ds, false, token_major(&g, g.q, W), hk);
+    /* an fp32 dqkv is stored (rounded) by its reader, op_linear_bwd_unrounded */
+    return d16;
 }

@@ -125,8 +125,10 @@ static inline double stat_sum(const bert_run *r, bt_reduce_kind kind, bt_ptr x, 
 void bert_attention_fwd(bert_run *r, int l);
 
 /* Backward of bert_attention_fwd: dctx (N, H) -> dqkv (N, 3H), left as the
- * ops wrote it for op_linear_bwd_unrounded, which rounds it as it reads it. */
-void bert_attention_bwd(bert_run *r, int l);
+ * ops wrote it for op_linear_bwd_unrounded, which rounds it as it reads it;
+ * or, where the returned pointer's buf is not NULL, in 16 bits there only
+ * (the GEMMs' rounding: op_linear_bwd_from16 reads it). */
+bt_ptr bert_attention_bwd(bert_run *r, int l);
 
 /* The top layer (bert_top.c; see bert_tape): everything that differs there
  * from the other layers is in that file. */

@@ -51,7 +51,8 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
 }
 
 /* op_linear_bwd_given16's work, bias_grad rounding dout to bias_round16 as
- * it reads it (BT_F32: as it is). */
+ * it reads it (BT_F32: as it is); dout NO_DOUT: only d16 holds it. */
+#define NO_DOUT ((size_t)-1)
 static void linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
                        size_t in, int rows, int in_f, int out_f, bt_dtype bias_round16) {
     const bert_model *m = r->m;
@@ -63,8 +64,10 @@ static void linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout,
     const unsigned d_a16 = d16.buf ? BT_GEMM_A16 : 0;
     mm(m, s16 | d_a16, true, false, out_f, in_f, rows, 1.0f, d, out_f, 0, x, in_f, 0, 1.0f,
        grd(m, w), in_f, 0, 1);
-    if (b != NO_BIAS)
-        m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f, bias_round16);
+    if (b != NO_BIAS && dout == NO_DOUT)
+        m->be->bias_grad(m->be, grd(m, b), d16, rows, out_f, BT_F32, (bt_dtype)m->cfg.storage);
+    else if (b != NO_BIAS)
+        m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f, bias_round16, BT_F32);
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
     mm_weight(m, rows, in_f, out_f, d, d_a16, w, false, in_f, 0.0f, act(m, din));
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
@@ -74,6 +77,12 @@ void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t d
                            size_t in, int rows, int in_f, int out_f) {
     if (rows == 0) return;
     linear_bwd(r, din, w, b, dout, d16, in, rows, in_f, out_f, BT_F32);
+}
+
+void op_linear_bwd_from16(bert_run *r, size_t din, size_t w, size_t b, bt_ptr d16, size_t in,
+                          int rows, int in_f, int out_f) {
+    if (rows == 0) return;
+    linear_bwd(r, din, w, b, NO_DOUT, d16, in, rows, in_f, out_f, BT_F32);
 }
 
 void op_linear_bwd_unrounded(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,

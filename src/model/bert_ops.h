@@ -49,6 +49,11 @@ void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t d
 void op_linear_bwd_unrounded(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
                              int rows, int in_f, int out_f);
 
+/* op_linear_bwd_given16 for a dout that exists only as its 16-bit copy d16
+ * (rows, out_f), the values stored: both GEMMs and bias_grad read d16. */
+void op_linear_bwd_from16(bert_run *r, size_t din, size_t w, size_t b, bt_ptr d16, size_t in,
+                          int rows, int in_f, int out_f);
+
 /* out = LayerNorm(in) (rows, H) with the parameters w, b; mean and rstd
  * (rows) saved for the backward. */
 void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, size_t w,
