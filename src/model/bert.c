@@ -130,15 +130,15 @@ static void join_bwd(bert_run *r, int l, int site, layer_dims d, bool ln_next) {
 /* dH = the gradient reaching a residual branch through its output dropout:
  * dropout(dA) with the forward's mask. Returns dH's 16-bit copy for the
  * branch's last linear layer where the dropout wrote it into the operand16
- * buffer (bert_operand16_room), else buf NULL. */
-static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d) {
+ * buffer (bert_operand16_room, from element `at`), else buf NULL. */
+static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d, size_t at) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bt_rng_key key = dropout_key(r->pass, l, site);
     const size_t n = (size_t)d.N * d.H;
     if (d.p > 0.0f && !d.top) { /* straight from dA: no copy first */
-        const bt_ptr d16 = bert_operand16_room(m, 0, n);
+        const bt_ptr d16 = bert_operand16_room(m, at, n);
         be->dropout(be, act(m, a->dH), act(m, a->dA), n, d.per_sample, r->bt->first_sample, d.p,
                     key, BT_F32, d16, (bt_dtype)m->cfg.storage);
         return d16;
@@ -171,17 +171,29 @@ static void attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
-    const bt_ptr dh16 = branch_bwd(r, l, SITE_ATTN_OUT, d);
     const size_t n = (size_t)d.N * d.H;
+    /* with the unfused attention on 16-bit GEMM hardware dctx's GEMM writes its 16-bit
+     * copy alone at the start of operand16, which attention's GEMMs read: dH's copy,
+     * which that GEMM reads, goes after it (probabilities recomputed in the backward
+     * make no 16-bit copy: op_softmax outside a forward layer) */
+    const bool room = bert_operand16_room(r->m, 0, 2 * n).buf != NULL;
+    const bt_ptr ctx16 = !d.top && !r->m->fused_attention && room
+                             ? bert_operand16_room(r->m, 0, n)
+                             : BT_NO_PTR;
+    const bt_ptr dh16 = branch_bwd(r, l, SITE_ATTN_OUT, d, ctx16.buf ? n : 0);
+    const bool dctx16 = ctx16.buf && dh16.buf;
     if (d.top) {
         bert_top_ctx_bwd(r, w, d.N, d.H);
+    } else if (dctx16) {
+        op_linear_bwd_to16(r, ctx16, w->ao_w, w->ao_b, a->dH, dh16, a->layer[l].ctx, d.N, d.H,
+                           d.H);
     } else {
         op_linear_bwd_given16(r, a->dctx, w->ao_w, w->ao_b, a->dH, dh16, a->layer[l].ctx, d.N,
                               d.H, d.H);
         /* dctx meets only bert_operand16's cast (attention's GEMMs), which rounds */
         if (r->m->fused_attention || !bert_operand16_room(r->m, 0, n).buf) op_stored(r, a->dctx, n);
     }
-    const bt_ptr dqkv16 = bert_attention_bwd(r, l);
+    const bt_ptr dqkv16 = bert_attention_bwd(r, l, dctx16);
     const int N = r->bt->B * r->bt->T;
     if (dqkv16.buf)
         op_linear_bwd_from16(r, a->dH, w->qkv_w, w->qkv_b, dqkv16, in, N, d.H, 3 * d.H);
@@ -211,7 +223,7 @@ static void ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
-    const bt_ptr dh16 = branch_bwd(r, l, SITE_FFN_OUT, d);
+    const bt_ptr dh16 = branch_bwd(r, l, SITE_FFN_OUT, d, 0);
     op_linear_bwd_given16(r, a->dI, w->fc2_w, w->fc2_b, a->dH, dh16, la->gelu, d.N, d.I, d.H);
     /* bias_gelu_bwd, dI's one reader where fused, rounds it */
     if (!fused(r->m, BERT_FUSE_GELU)) op_stored(r, a->dI, (size_t)d.N * d.I);

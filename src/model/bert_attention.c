@@ -212,7 +212,7 @@ static bt_ptr dqkv16_room(const bert_model *m, size_t before, size_t n) {
 /* Backward of attention_fwd: dctx (N, H) -> dqkv (N, 3H), token-major both;
  * returns dqkv's 16-bit copy where its GEMMs wrote only that (dqkv16_room),
  * else buf NULL: dqkv in fp32. */
-bt_ptr bert_attention_bwd(bert_run *r, int l) {
+bt_ptr bert_attention_bwd(bert_run *r, int l, bool dctx16) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
     const bert_layer_acts *la = &a->layer[l];
@@ -228,7 +228,13 @@ bt_ptr bert_attention_bwd(bert_run *r, int l) {
     const bt_rng_key key = dropout_key(r->pass, l, SITE_ATTN_PROBS);
     const size_t dq = a->dqkv, dk = dq + (size_t)H, dv = dq + 2 * (size_t)H;
     const size_t n_ctx = (size_t)g.B * g.T * H;
-    const head_mat dctx = with_half(r, token_major(&g, a->dctx, H), n_ctx);
+    head_mat dctx = token_major(&g, a->dctx, H);
+    if (dctx16) { /* its GEMM wrote the copy */
+        dctx.half = bert_operand16_room(m, 0, n_ctx);
+        dctx.base = a->dctx;
+    } else {
+        dctx = with_half(r, dctx, n_ctx);
+    }
     head_mat pm = by_head(&g, la->probs); /* after dropout */
     if (p > 0.0f) /* the dropped probabilities again, until dV has them */
         pm = dropped_again(r, l, &g, p, key, dctx.half.buf ? n_ctx : 0);

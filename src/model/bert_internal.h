@@ -127,8 +127,10 @@ void bert_attention_fwd(bert_run *r, int l);
 /* Backward of bert_attention_fwd: dctx (N, H) -> dqkv (N, 3H), left as the
  * ops wrote it for op_linear_bwd_unrounded, which rounds it as it reads it;
  * or, where the returned pointer's buf is not NULL, in 16 bits there only
- * (the GEMMs' rounding: op_linear_bwd_from16 reads it). */
-bt_ptr bert_attention_bwd(bert_run *r, int l);
+ * (the GEMMs' rounding: op_linear_bwd_from16 reads it). dctx16: dctx is
+ * not in the activations but in 16 bits at the start of operand16, where
+ * its GEMM wrote it (op_linear_bwd_to16). */
+bt_ptr bert_attention_bwd(bert_run *r, int l, bool dctx16);
 
 /* The top layer (bert_top.c; see bert_tape): everything that differs there
  * from the other layers is in that file. */

@@ -53,8 +53,9 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
 /* op_linear_bwd_given16's work, bias_grad rounding dout to bias_round16 as
  * it reads it (BT_F32: as it is); dout NO_DOUT: only d16 holds it. */
 #define NO_DOUT ((size_t)-1)
-static void linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
-                       size_t in, int rows, int in_f, int out_f, bt_dtype bias_round16) {
+static void linear_bwd(bert_run *r, size_t din, bt_ptr din16, size_t w, size_t b, size_t dout,
+                       bt_ptr d16, size_t in, int rows, int in_f, int out_f,
+                       bt_dtype bias_round16) {
     const bert_model *m = r->m;
     unsigned s16 = 0;
     const bt_ptr x = act_operand(r, in, BT_GEMM_B16, &s16);
@@ -69,20 +70,29 @@ static void linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout,
     else if (b != NO_BIAS)
         m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f, bias_round16, BT_F32);
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
-    mm_weight(m, rows, in_f, out_f, d, d_a16, w, false, in_f, 0.0f, act(m, din));
+    if (din16.buf) /* din in 16 bits only */
+        mm_weight(m, rows, in_f, out_f, d, d_a16 | BT_GEMM_C16, w, false, in_f, 0.0f, din16);
+    else
+        mm_weight(m, rows, in_f, out_f, d, d_a16, w, false, in_f, 0.0f, act(m, din));
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
 }
 
 void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
                            size_t in, int rows, int in_f, int out_f) {
     if (rows == 0) return;
-    linear_bwd(r, din, w, b, dout, d16, in, rows, in_f, out_f, BT_F32);
+    linear_bwd(r, din, BT_NO_PTR, w, b, dout, d16, in, rows, in_f, out_f, BT_F32);
 }
 
 void op_linear_bwd_from16(bert_run *r, size_t din, size_t w, size_t b, bt_ptr d16, size_t in,
                           int rows, int in_f, int out_f) {
     if (rows == 0) return;
-    linear_bwd(r, din, w, b, NO_DOUT, d16, in, rows, in_f, out_f, BT_F32);
+    linear_bwd(r, din, BT_NO_PTR, w, b, NO_DOUT, d16, in, rows, in_f, out_f, BT_F32);
+}
+
+void op_linear_bwd_to16(bert_run *r, bt_ptr din16, size_t w, size_t b, size_t dout, bt_ptr d16,
+                        size_t in, int rows, int in_f, int out_f) {
+    if (rows == 0) return;
+    linear_bwd(r, 0, din16, w, b, dout, d16, in, rows, in_f, out_f, BT_F32);
 }
 
 void op_linear_bwd_unrounded(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
@@ -92,7 +102,7 @@ void op_linear_bwd_unrounded(bert_run *r, size_t din, size_t w, size_t b, size_t
     if (rows == 0) return;
     const bt_ptr d16 = bert_operand16(m, dout, n); /* its cast rounds as it converts */
     if (!d16.buf) store(r, dout, n);               /* the GEMMs read dout: a rounding pass */
-    linear_bwd(r, din, w, b, dout, d16, in, rows, in_f, out_f,
+    linear_bwd(r, din, BT_NO_PTR, w, b, dout, d16, in, rows, in_f, out_f,
                d16.buf ? (bt_dtype)m->cfg.storage : BT_F32);
 }
 

@@ -49,6 +49,12 @@ void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t d
 void op_linear_bwd_unrounded(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,
                              int rows, int in_f, int out_f);
 
+/* op_linear_bwd_given16 (d16 given) with din written in 16 bits only, at
+ * din16 (the input-gradient GEMM's rounding): for a din that only GEMMs
+ * read, from that copy. */
+void op_linear_bwd_to16(bert_run *r, bt_ptr din16, size_t w, size_t b, size_t dout, bt_ptr d16,
+                        size_t in, int rows, int in_f, int out_f);
+
 /* op_linear_bwd_given16 for a dout that exists only as its 16-bit copy d16
  * (rows, out_f), the values stored: both GEMMs and bias_grad read d16. */
 void op_linear_bwd_from16(bert_run *r, size_t din, size_t w, size_t b, bt_ptr d16, size_t in,

@@ -188,6 +188,18 @@ void run_gemm(const gemm_call &g) {
             }
 }
 
+/* Whether C's span (bytes from c) overlaps an operand's (from p): cuBLAS
+ * does not allow C to alias A or B (its blocks would read what others have
+ * written), and the emulation, which reads every operand before it writes,
+ * would hide it; reported as the error it is. */
+bool c_overlaps(const char *name, const char *what, const void *c, size_t c_bytes, const void *p,
+                size_t p_bytes) {
+    const char *c0 = (const char *)c, *p0 = (const char *)p;
+    if (!c_bytes || !p_bytes || c0 >= p0 + p_bytes || p0 >= c0 + c_bytes) return false;
+    report("%s: C overlaps operand %s (cuBLAS does not allow it)", name, what);
+    return true;
+}
+
 /* Each matrix of a batched call (pointer arrays, read now: the device reads
  * them as the call runs): its span checked as a GPU faults, then the GEMM.
  * False (reported) when one lies outside the device's allocations. */
@@ -206,6 +218,9 @@ bool run_gemm_arrays(const gemm_call &g, int device) {
                 return false;
             }
         }
+        if (g.k && (c_overlaps(g.name, "A", p[2], bytes[2], p[0], bytes[0]) ||
+                    c_overlaps(g.name, "B", p[2], bytes[2], p[1], bytes[1])))
+            return false;
         gemm_call one = g;
         one.batch = 1;
         one.A = p[0];
@@ -262,6 +277,9 @@ cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
                 fault = true;
             }
         }
+        if (g.k && (c_overlaps(g.name, "A", ops[2].p, ops[2].bytes, ops[0].p, ops[0].bytes) ||
+                    c_overlaps(g.name, "B", ops[2].p, ops[2].bytes, ops[1].p, ops[1].bytes)))
+            fault = true;
     }
     const int device = h->device;
     s->push([g, fault, device] {

@@ -328,6 +328,22 @@ static int warps(unsigned mask) {
     return 0;
 }
 
+/* A GEMM whose C is its A, which cuBLAS does not allow: reported, and the
+ * device then fails as with an illegal address. */
+static int gemm_overlap() {
+    cublasHandle_t h;
+    cublasCreate(&h);
+    float *a, *b;
+    cudaMalloc((void **)&a, 16 * 4);
+    cudaMalloc((void **)&b, 16 * 4);
+    const float one = 1, zero = 0;
+    cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a, 4, 0, b, 4, 0, &zero,
+                              a, 4, 0, 1);
+    const cudaError_t e = cudaStreamSynchronize(nullptr);
+    printf("gemm-overlap: %s\n", e == cudaSuccess ? "not caught" : "the stream failed");
+    return e == cudaSuccess ? 0 : 1;
+}
+
 static int host_touch() {
     float *x;
     cudaMalloc((void **)&x, 64);
@@ -347,8 +363,10 @@ int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "read-past-end")) return read_past_end();
     if (argc == 2 && !strcmp(argv[1], "host-touch")) return host_touch();
     if (argc == 2 && !strcmp(argv[1], "warp-mask")) return warps(0x0000ffffu);
+    if (argc == 2 && !strcmp(argv[1], "gemm-overlap")) return gemm_overlap();
     if (argc != 1) {
-        fprintf(stderr, "usage: emu_selftest [host-pointer | read-past-end | host-touch | warp-mask]\n");
+        fprintf(stderr, "usage: emu_selftest [host-pointer | read-past-end | host-touch | warp-mask "
+                        "| gemm-overlap]\n");
         return 2;
     }
     launch_limits();
