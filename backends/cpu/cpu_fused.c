@@ -18,10 +18,7 @@ static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
     for (int r = 0; r < rows; r++) {
         const size_t at = (size_t)r * cols;
         float *restrict yr = Y + at;
-#pragma omp simd
-        for (int c = 0; c < cols; c++) yr[c] += bb[c];
-        if (round16 != BT_F32) cpu_round16_span((uint32_t *)yr, round16, (size_t)cols);
-        if (Y16) cpu_to16_span(Y16 + at, (const uint32_t *)yr, round16, (size_t)cols);
+        cpu_bias_row(yr, bb, cols, round16, Y16 ? Y16 + at : NULL);
         /* without out, GELU in pieces that only its copy keeps */
         float piece[CPU_FUSED_PIECE];
         const size_t step = O ? (size_t)cols : CPU_FUSED_PIECE;

@@ -145,6 +145,17 @@ static inline void cpu_round16_span(uint32_t *v, bt_dtype dt, size_t n) {
     }
 }
 
+/* One row of bias_add: yr += bias (cols values), rounded to round16
+ * (BT_F32: not), its 16-bit copy into y16 where that is not NULL. The row
+ * bias_gelu_fwd begins with too. */
+static inline void cpu_bias_row(float *restrict yr, const float *bias, int cols, bt_dtype round16,
+                                uint16_t *y16) {
+#pragma omp simd
+    for (int c = 0; c < cols; c++) yr[c] += bias[c];
+    if (round16 != BT_F32) cpu_round16_span((uint32_t *)yr, round16, (size_t)cols);
+    if (y16) cpu_to16_span(y16, (const uint32_t *)yr, round16, (size_t)cols);
+}
+
 /* x rounded to the nearest value of dt (BT_BF16 or BT_F16): round16's
  * arithmetic on one value. */
 static inline float cpu_round16_value(float x, bt_dtype dt) {
