@@ -77,9 +77,10 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #    operand16 buffer instead of inside each gemm16: 1 - 1 = 0 each;
 #  - the attention's dropped probabilities reach the context's GEMM in the
 #    16-bit copy softmax_dropout_fwd writes: 1 a layer;
-#  - the context's gradient, whose one reader is that cast (which rounds),
-#    gets no rounding pass of its own: 1 for each layer below the top one
-#    (the top layer's comes from its rows, scattered);
+#  - the context's gradient, which its GEMM writes in 16 bits alone for
+#    attention's two GEMMs, gets neither a rounding pass nor a cast, and
+#    neither GEMM converts it: 3 for each layer below the top one (the top
+#    layer's comes from its rows, scattered, stored, and is cast once: 0);
 #  - in the backward, the dropout recomputed for dV writes the probabilities'
 #    16-bit copy alone, which gemm_grid then does not convert (1), and
 #    dropout_softmax_bwd writes dS's copy, which neither of its two GEMMs
@@ -91,8 +92,9 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #    its rows): 4 a layer;
 #  - likewise the FFN's inner gradient, which bias_gelu_bwd writes with its
 #    16-bit copy, reaches the first linear layer without a cast: 2 a layer;
-#  - the attention's output gradient dqkv, rounded by its copy's cast and
-#    by bias_grad as they read it, gets no rounding pass: 1 a layer;
+#  - the attention's output gradient dqkv, which its GEMMs write in 16 bits
+#    alone for the QKV projection's two GEMMs and bias_grad, gets neither a
+#    rounding pass nor a cast, and neither GEMM converts it: 3 a layer;
 #  - Post-LN: a layer's input, which its QKV projection reads in the forward
 #    and the backward, is read from the layer before's stash copy (2), and
 #    the backward's unstash of it is left out (1 - (-1) = 2): 4 for each
@@ -107,7 +109,7 @@ check_cast() {
         [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
-        inputs=$((layers + layers - 1 + 3 * layers + 4 * (layers - 1) + 2 * layers + layers))
+        inputs=$((layers + 3 * (layers - 1) + 3 * layers + 4 * (layers - 1) + 2 * layers + 3 * layers))
         [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1)))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")
