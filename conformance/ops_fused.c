@@ -294,7 +294,8 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
      * (half.h's conversion of dx, and the unfused ops' cast), the last two of
      * them in place with dx not kept (the copy alone checked, as the model
      * runs it) */
-    static const bt_dtype rounds[] = {BT_F32, BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16, BT_BF16, BT_F16};
+    static const bt_dtype rounds[] = {BT_F32,  BT_F32, BT_BF16, BT_F16,
+                                      BT_BF16, BT_F16, BT_BF16, BT_F16};
     uint16_t *x16 = malloc(n * sizeof *x16);
     if (!x16) exit(99);
     for (int k = 0; k < 8 && want_op("bias_gelu_bwd"); k++) {

@@ -236,7 +236,8 @@ static void call_join(bt_backend *be, perf_case *c) {
 }
 static void call_join_unfused(bt_backend *be, perf_case *c) {
     const size_t n = (size_t)c->i[0] * c->i[1], per = (size_t)c->i[1] * 128;
-    be->bias_add(be, c->t[4], c->t[1], c->i[0], c->i[1], BT_F32, BT_NO_PTR, true); /* scratch: y's stand-in */
+    /* scratch: y's stand-in */
+    be->bias_add(be, c->t[4], c->t[1], c->i[0], c->i[1], BT_F32, BT_NO_PTR, true);
     be->dropout(be, c->t[4], c->t[4], n, per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR, BT_F32);
     be->add(be, c->t[3], c->t[4], c->t[2], n);
     if (c->i[2])

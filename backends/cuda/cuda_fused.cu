@@ -25,7 +25,8 @@ static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dou
                              bt_ptr dx16, bool dx_kept) {
     cu_ctx *c = cu(be);
     const int kind16 = BT_KIND16_OF(round16), x_is16 = x_dtype != BT_F32,
-              copy = (dx16.buf ? BT_COPY16_OUT : 0) | (dx16.buf && !dx_kept ? BT_COPY16_OUT_ONLY : 0);
+              copy = (dx16.buf ? BT_COPY16_OUT : 0) |
+                     (dx16.buf && !dx_kept ? BT_COPY16_OUT_ONLY : 0);
     if (rows <= 0 || cols <= 0) return;
     /* x in its own type; the other pointer (not read) is dout's, as an absent dx16's */
     const float *xf = cu_f32(x_is16 ? dout : x);
