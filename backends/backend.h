@@ -251,11 +251,13 @@ struct bt_backend {
      * round16 first: round16 of dbranch, add, then the op, a residual
      * join's backward and the LayerNorm's before it in one pass (dbranch is
      * not written; dx may alias dout, not dbranch). x is in x_dtype:
-     * BT_F32, or 16 bits (the stash's copy, read as it is). */
+     * BT_F32, or 16 bits (the stash's copy, read as it is). dbranch is in
+     * dbranch_dtype: BT_F32, or 16 bits (a GEMM's 16-bit result, read as it
+     * is: in round16's dtype, the bits of the fp32 dbranch it was cast from). */
     void (*layernorm_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                           bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
                           bt_ptr gamma, int rows, int cols, bt_dtype round16,
-                          bt_dtype x_dtype);
+                          bt_dtype x_dtype, bt_dtype dbranch_dtype);
     /* In-place: unless an op says otherwise, an output may alias an input of
      * the same shape that is read at the same index only (dx = dout in the
      * backward ops, out = a in add). */

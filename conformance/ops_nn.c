@@ -141,6 +141,7 @@ typedef struct {
     float eps;
     bt_dtype round16; /* layernorm_bwd's rounding of dx (BT_F32: none) */
     bt_dtype x_dtype; /* layernorm_bwd's x: BT_F32, or 16 bits */
+    bt_dtype dbranch_dtype; /* layernorm_bwd's dbranch: BT_F32, or 16 bits */
 } layernorm_args;
 static void run_ln_fwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -151,7 +152,7 @@ static void run_ln_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a; /* dout, dgamma, dbeta, x, mean, rstd, gamma, [dx] */
     be->layernorm_bwd(be, q->inplace ? t[0].p : t[7].p, t[1].p, t[2].p, t[0].p, BT_NO_PTR, t[3].p,
-                      t[4].p, t[5].p, t[6].p, q->rows, q->cols, q->round16, q->x_dtype);
+                      t[4].p, t[5].p, t[6].p, q->rows, q->cols, q->round16, q->x_dtype, BT_F32);
 }
 
 /* layernorm_bwd with x given in q.x_dtype (16 bits: the stash's copy) gives
@@ -203,7 +204,8 @@ static void run_ln_bwd_branch(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a;
     be->layernorm_bwd(be, q->inplace ? t[0].p : t[8].p, t[2].p, t[3].p, t[0].p, t[1].p, t[4].p,
-                      t[5].p, t[6].p, t[7].p, q->rows, q->cols, q->round16, q->x_dtype);
+                      t[5].p, t[6].p, t[7].p, q->rows, q->cols, q->round16, q->x_dtype,
+                      q->dbranch_dtype);
 }
 /* The same as its ops: dbranch rounded as stored (a copy), added to dout
  * (into dx, or dout in place), layernorm_bwd of the sum. */
@@ -216,7 +218,7 @@ static void run_ln_bwd_branch_unfused(bt_backend *be, tensor *t, void *a, double
     if (q->round16 != BT_F32) be->round16(be, t[9].p, q->round16, n);
     be->add(be, sum, t[0].p, t[9].p, n);
     be->layernorm_bwd(be, sum, t[2].p, t[3].p, sum, BT_NO_PTR, t[4].p, t[5].p, t[6].p, t[7].p,
-                      q->rows, q->cols, q->round16, q->x_dtype);
+                      q->rows, q->cols, q->round16, q->x_dtype, BT_F32);
 }
 
 /* layernorm_bwd given a residual branch's gradient dbranch beside dout gives
@@ -248,6 +250,46 @@ static void check_ln_bwd_branch(bt_backend *be, layernorm_args q, const float *x
              q.round16 == BT_BF16 ? " dx bf16" : q.round16 == BT_F16 ? " dx f16" : "");
     tensors_free(t, 10);
     tensors_free(u, 10);
+}
+
+/* layernorm_bwd given dbranch in q.round16's 16 bits (a GEMM's 16-bit
+ * result: fp32 values cast) gives the bits of the op given the fp32 values,
+ * which it rounds as it reads them: dx, dgamma, dbeta. */
+static void check_ln_bwd_branch16(bt_backend *be, layernorm_args q, const float *x,
+                                  const float *g, const float *dout, const float *dbr,
+                                  const float *dg, const float *db, const float *mu,
+                                  const float *rs) {
+    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
+    const int inpl = q.inplace, o = inpl ? 0 : 8;
+    uint16_t *b16 = malloc(n * sizeof *b16);
+    if (!b16) exit(99);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &dbr[i], 4);
+        b16[i] = q.round16 == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+    }
+    tensor t[] = {inpl ? tensor_out("dout", dout, n) : tensor_in("dout", dout, n),
+                  tensor_16bit("dbranch16", b16, n, false), tensor_out("dgamma", dg, c),
+                  tensor_out("dbeta", db, c), tensor_in("x", x, n), tensor_in("mean", mu, r),
+                  tensor_in("rstd", rs, r), tensor_in("gamma", g, c), tensor_out("dx", NULL, n)};
+    tensor u[9];
+    memcpy(u, t, sizeof u);
+    u[1] = tensor_in("dbranch", dbr, n);
+    layernorm_args q16 = q;
+    q16.dbranch_dtype = q.round16;
+    q.dbranch_dtype = BT_F32;
+    verdict v = v_new();
+    if (exec_op(&v, be, t, inpl ? 8 : 9, run_ln_bwd_branch, &q16, NULL) &&
+        exec_op(&v, be, u, inpl ? 8 : 9, run_ln_bwd_branch, &q, NULL)) {
+        v_bits(&v, "dx vs dbranch in fp32", RES(t[o]), RES(u[o]), n);
+        v_bits(&v, "dgamma vs dbranch in fp32", RES(t[2]), RES(u[2]), c);
+        v_bits(&v, "dbeta vs dbranch in fp32", RES(t[3]), RES(u[3]), c);
+    }
+    v_report(&v, "layernorm_bwd", "%dx%d +=%s, with a branch's gradient in %s", q.rows, q.cols,
+             inpl ? " dx=dout" : "", q.round16 == BT_BF16 ? "bf16" : "f16");
+    tensors_free(t, 9);
+    tensors_free(u, 9);
+    free(b16);
 }
 
 typedef struct {
@@ -329,7 +371,7 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         if (skip_shape(shapes[si].quick)) continue;
         reseed("layernorm_bwd_chunks", si);
-        layernorm_args q = {shapes[si].r, shapes[si].c, 0, 1e-5f, BT_F32, BT_F32};
+        layernorm_args q = {shapes[si].r, shapes[si].c, 0, 1e-5f, BT_F32, BT_F32, BT_F32};
         const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0),
               *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
@@ -345,6 +387,7 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
             check_ln_bwd(be, q, x, g, dout, dg, db, mu, rs);
             check_ln_bwd_branch(be, q, x, g, dout, dbr, dg, db, mu, rs);
             if (k < 2) continue;
+            check_ln_bwd_branch16(be, q, x, g, dout, dbr, dg, db, mu, rs);
             q.x_dtype = q.round16; /* the same with x in 16 bits */
             check_ln_bwd_x16(be, q, x, g, dout, dg, db, mu, rs);
             q.x_dtype = BT_F32;
@@ -361,7 +404,7 @@ void test_layernorm(bt_backend *be) {
         if (skip_shape(MATRIX_SHAPES[si].quick)) continue;
         reseed("layernorm", si);
         layernorm_args q = {MATRIX_SHAPES[si].r, MATRIX_SHAPES[si].c, 0,
-                            (si & 1) || MATRIX_SHAPES[si].big ? 1e-12f : 1e-5f, BT_F32, BT_F32};
+                            (si & 1) || MATRIX_SHAPES[si].big ? 1e-12f : 1e-5f, BT_F32, BT_F32, BT_F32};
         size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0), *b = rand_floats(c, 0.1, 0.0);
         float *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);

@@ -42,14 +42,33 @@ BT_FN float ln_x(__global const float *x, __global const ushort *x16, size_t i, 
     return x_kind != BT_KIND16_NONE ? kind16_value(x16[i], x_kind) : x[i];
 }
 
+/* A residual branch's gradient as LayerNorm's backward adds it to dout:
+ * fp32 (f32; kind BT_KIND16_NONE) or 16-bit values of `kind` (h16, a
+ * GEMM's 16-bit result, read as they are). */
+typedef struct {
+    __global const float *f32;
+    __global const ushort *h16;
+    int kind;
+} ln_branch;
+
 /* dout[i] as LayerNorm's backward reads it: with `branch`, dout + dbranch
- * (a residual join's two gradients, dbranch rounded to kind16 first, as
- * stored), rounded to kind16 (BT_KIND16_NONE: neither rounded). */
-BT_FN float ln_dy(__global const float *dout, __global const float *dbranch, size_t i,
-                  int branch, int kind16) {
+ * (a residual join's two gradients, an fp32 dbranch rounded to kind16 first,
+ * as stored; a 16-bit one is), rounded to kind16 (BT_KIND16_NONE: neither
+ * rounded). */
+BT_FN float ln_dy(__global const float *dout, ln_branch br, size_t i, int branch, int kind16) {
     float d = dout[i];
-    if (branch) d += round_kind16(dbranch[i], kind16);
+    if (branch)
+        d += br.kind != BT_KIND16_NONE ? kind16_value(br.h16[i], br.kind)
+                                       : round_kind16(br.f32[i], kind16);
     return round_kind16(d, kind16);
+}
+
+/* The branch's gradient from element `at` on: dbranch (fp32) or dbranch16
+ * (16 bits of branch_kind), the other not read. */
+BT_FN ln_branch ln_branch_at(__global const float *dbranch, __global const ushort *dbranch16,
+                             int branch_kind, size_t at) {
+    ln_branch br = {dbranch + at, dbranch16 + at, branch_kind};
+    return br;
 }
 
 /* dx = rstd * (dout*gamma - mean(dout*gamma) - xhat * mean(dout*gamma*xhat))
@@ -63,12 +82,14 @@ BT_FN float ln_dy(__global const float *dout, __global const float *dbranch, siz
  * (BT_LN_CACHED), dout * gamma and xhat stay in registers between the trees
  * and the writes. */
 BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
-                                      BT_IN(float, dbranch), BT_IN(float, x), BT_IN(ushort, x16),
-                                      BT_IN(float, mean), BT_IN(float, rstd), BT_IN(float, gamma),
-                                      int rows, int cols, int kind16, int x_kind, int branch) {
+                                      BT_IN(float, dbranch), BT_IN(ushort, dbranch16),
+                                      BT_IN(float, x), BT_IN(ushort, x16), BT_IN(float, mean),
+                                      BT_IN(float, rstd), BT_IN(float, gamma), int rows, int cols,
+                                      int kind16, int x_kind, int branch, int branch_kind) {
     BT_BIND(dx);
     BT_BIND(dout);
     BT_BIND(dbranch);
+    BT_BIND(dbranch16);
     BT_BIND(x);
     BT_BIND(x16);
     BT_BIND(mean);
@@ -80,7 +101,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
     const size_t row = (size_t)(n ? r : 0) * cols;
     dx += row;
     dout += row;
-    dbranch += row;
+    const ln_branch br = ln_branch_at(dbranch, dbranch16, branch_kind, row);
     x += row;
     x16 += row;
     const float mu = mean[n ? r : 0], rs = rstd[n ? r : 0];
@@ -92,7 +113,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
             const int c = ln_lane_col(k);
             dn[k] = xh[k] = 0.0f;
             if (c >= n) continue;
-            dn[k] = ln_dy(dout, dbranch, c, branch, kind16) * lgamma[c];
+            dn[k] = ln_dy(dout, br, c, branch, kind16) * lgamma[c];
             xh[k] = (ln_x(x, x16, c, x_kind) - mu) * rs;
             sd += dn[k];
             sdx += dn[k] * xh[k];
@@ -105,7 +126,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
         return;
     }
     for (int c = lane; c < n; c += BT_ROW_LANES) {
-        const float dn = ln_dy(dout, dbranch, c, branch, kind16) * gamma[c];
+        const float dn = ln_dy(dout, br, c, branch, kind16) * gamma[c];
         sd += dn;
         sdx += dn * ((ln_x(x, x16, c, x_kind) - mu) * rs);
     }
@@ -113,7 +134,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
     const float mean_dx = row_sum(sdx, red) / cols;
     for (int c = lane; c < n; c += BT_ROW_LANES) {
         const float xhat = (ln_x(x, x16, c, x_kind) - mu) * rs;
-        const float dn = ln_dy(dout, dbranch, c, branch, kind16) * gamma[c];
+        const float dn = ln_dy(dout, br, c, branch, kind16) * gamma[c];
         dx[c] = round_kind16(rs * (dn - mean_d - xhat * mean_dx), kind16);
     }
 }
@@ -123,13 +144,13 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
  * lane + BT_LANES, ... below r1, in order (dout and x point at column c;
  * stats holds the mean, then at BT_COL_ROWS the rstd, of rows r0 ...; x as
  * ln_x reads it, dout as ln_dy). */
-BT_FN void ln_params_rows(__global const float *dout, __global const float *dbranch, int branch,
+BT_FN void ln_params_rows(__global const float *dout, ln_branch br, int branch,
                           __global const float *x, __global const ushort *x16, int x_kind,
                           int kind16, BT_LOCAL_PTR const float *stats, size_t r0, size_t r1,
                           size_t cols, int lane, float *ag, float *ab) {
     for (size_t r = r0 + (size_t)lane; r < r1; r += BT_LANES) {
         const size_t i = r * cols;
-        const float d = ln_dy(dout, dbranch, i, branch, kind16);
+        const float d = ln_dy(dout, br, i, branch, kind16);
         *ag += d * ((ln_x(x, x16, i, x_kind) - stats[r - r0]) * stats[BT_COL_ROWS + r - r0]);
         *ab += d;
     }
@@ -140,7 +161,7 @@ BT_FN void ln_params_rows(__global const float *dout, __global const float *dbra
  * the rows staged once in stats, the row lanes' sums added in lane order.
  * Row lane 0 gets the totals in *ag, *ab. Must be reached by all
  * work-items. */
-BT_FN void ln_params_tile(__global const float *dout, __global const float *dbranch, int branch,
+BT_FN void ln_params_tile(__global const float *dout, ln_branch br, int branch,
                           __global const float *x, __global const ushort *x16, int x_kind,
                           int kind16,
                           __global const float *mean, __global const float *rstd, size_t r0,
@@ -154,7 +175,7 @@ BT_FN void ln_params_tile(__global const float *dout, __global const float *dbra
     barrier(CLK_LOCAL_MEM_FENCE);
     float g = 0.0f, b = 0.0f;
     if (c < cols)
-        ln_params_rows(dout + c, dbranch + c, branch, x + c, x16 + c, x_kind, kind16, stats, r0,
+        ln_params_rows(dout + c, ln_branch_at(br.f32, br.h16, br.kind, c), branch, x + c, x16 + c, x_kind, kind16, stats, r0,
                        r1, cols, lane, &g, &b);
     *ag = col_lanes_sum(g, red);
     *ab = col_lanes_sum(b, red);
@@ -168,13 +189,15 @@ BT_FN void ln_params_tile(__global const float *dout, __global const float *dbra
  * overwrite dout. */
 BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, dbeta),
                                           BT_IN(float, dout), BT_IN(float, dbranch),
-                                          BT_IN(float, x), BT_IN(ushort, x16),
-                                          BT_IN(float, mean), BT_IN(float, rstd), int rows,
-                                          int cols, int x_kind, int kind16, int branch) {
+                                          BT_IN(ushort, dbranch16), BT_IN(float, x),
+                                          BT_IN(ushort, x16), BT_IN(float, mean),
+                                          BT_IN(float, rstd), int rows, int cols, int x_kind,
+                                          int kind16, int branch, int branch_kind) {
     BT_BIND(dgamma);
     BT_BIND(dbeta);
     BT_BIND(dout);
     BT_BIND(dbranch);
+    BT_BIND(dbranch16);
     BT_BIND(x);
     BT_BIND(x16);
     BT_BIND(mean);
@@ -185,7 +208,8 @@ BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, d
     int lane;
     col_tile((size_t)cols, &g, &c, &lane);
     float ag, ab;
-    ln_params_tile(dout, dbranch, branch, x, x16, x_kind, kind16, mean, rstd, 0, (size_t)rows, c,
+    ln_params_tile(dout, ln_branch_at(dbranch, dbranch16, branch_kind, 0), branch, x, x16, x_kind,
+                   kind16, mean, rstd, 0, (size_t)rows, c,
                    (size_t)cols, lane, stats, red, &ag, &ab);
     if (c < (size_t)cols && lane == 0) {
         dgamma[c] += ag;
@@ -201,13 +225,15 @@ BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, d
  * one work-group per (chunk, slab of columns); global:
  * BT_COL_GLOBAL(chunks, cols, BT_WG). Runs before layernorm_bwd_dx. */
 BT_KERNEL_WG void bt_layernorm_bwd_params_partial(BT_OUT(float, partial), BT_IN(float, dout),
-                                                  BT_IN(float, dbranch), BT_IN(float, x),
-                                                  BT_IN(ushort, x16), BT_IN(float, mean),
-                                                  BT_IN(float, rstd), int rows, int cols,
-                                                  int x_kind, int kind16, int branch) {
+                                                  BT_IN(float, dbranch), BT_IN(ushort, dbranch16),
+                                                  BT_IN(float, x), BT_IN(ushort, x16),
+                                                  BT_IN(float, mean), BT_IN(float, rstd),
+                                                  int rows, int cols, int x_kind, int kind16,
+                                                  int branch, int branch_kind) {
     BT_BIND(partial);
     BT_BIND(dout);
     BT_BIND(dbranch);
+    BT_BIND(dbranch16);
     BT_BIND(x);
     BT_BIND(x16);
     BT_BIND(mean);
@@ -219,7 +245,8 @@ BT_KERNEL_WG void bt_layernorm_bwd_params_partial(BT_OUT(float, partial), BT_IN(
     col_tile((size_t)cols, &g, &c, &lane);
     const size_t r0 = g * BT_COL_ROWS, r1 = bt_min_size(r0 + BT_COL_ROWS, (size_t)rows);
     float ag, ab;
-    ln_params_tile(dout, dbranch, branch, x, x16, x_kind, kind16, mean, rstd, r0, r1, c,
+    ln_params_tile(dout, ln_branch_at(dbranch, dbranch16, branch_kind, 0), branch, x, x16, x_kind,
+                   kind16, mean, rstd, r0, r1, c,
                    (size_t)cols, lane, stats, red, &ag, &ab);
     if (c < (size_t)cols && lane == 0) {
         partial += g * 2 * (size_t)cols + c;

@@ -42,19 +42,22 @@ __global__ void bt_layernorm_fwd(float *out, float *mean, float *rstd, const flo
                                  const float *gamma, const float *beta, int rows, int cols,
                                  float eps);
 __global__ void bt_layernorm_bwd_dx(float *dx, const float *dout, const float *dbranch,
-                                    const float *x, const unsigned short *x16, const float *mean,
+                                    const unsigned short *dbranch16, const float *x,
+                                    const unsigned short *x16, const float *mean,
                                     const float *rstd, const float *gamma, int rows, int cols,
-                                    int kind16, int x_kind, int branch);
+                                    int kind16, int x_kind, int branch, int branch_kind);
 __global__ void bt_layernorm_bwd_params(float *dgamma, float *dbeta, const float *dout,
-                                        const float *dbranch, const float *x,
-                                        const unsigned short *x16, const float *mean,
-                                        const float *rstd, int rows, int cols, int x_kind,
-                                        int kind16, int branch);
+                                        const float *dbranch, const unsigned short *dbranch16,
+                                        const float *x, const unsigned short *x16,
+                                        const float *mean, const float *rstd, int rows, int cols,
+                                        int x_kind, int kind16, int branch, int branch_kind);
 __global__ void bt_layernorm_bwd_params_partial(float *partial, const float *dout,
-                                                const float *dbranch, const float *x,
+                                                const float *dbranch,
+                                                const unsigned short *dbranch16, const float *x,
                                                 const unsigned short *x16, const float *mean,
                                                 const float *rstd, int rows, int cols,
-                                                int x_kind, int kind16, int branch);
+                                                int x_kind, int kind16, int branch,
+                                                int branch_kind);
 __global__ void bt_layernorm_bwd_params_sum(float *dgamma, float *dbeta, const float *partial,
                                             int chunks, int cols);
 

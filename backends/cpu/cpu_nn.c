@@ -65,17 +65,23 @@ static void cpu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
 }
 
 /* One row of dout as layernorm_bwd reads it, into d (which may be dout):
- * dout + round16(dbranch) where there is a branch, rounded to round16
- * (BT_F32: neither rounded). */
-static void cpu_ln_dy_row(float *d, const float *dout, const float *dbranch, bt_dtype round16,
-                          int cols) {
+ * dout + round16(dbranch) where there is a branch (dbranch: fp32 where
+ * branch_dtype is BT_F32, else 16-bit values of it, widened), rounded to
+ * round16 (BT_F32: neither rounded). */
+static void cpu_ln_dy_row(float *d, const float *dout, const void *dbranch, bt_dtype branch_dtype,
+                          bt_dtype round16, int cols) {
     if (d != dout) memcpy(d, dout, (size_t)cols * sizeof *d);
     if (dbranch) {
         float b[CPU_KEEP_RUN];
         for (int c0 = 0; c0 < cols; c0 += CPU_KEEP_RUN) {
             const int len = cols - c0 < CPU_KEEP_RUN ? cols - c0 : CPU_KEEP_RUN;
-            memcpy(b, dbranch + c0, (size_t)len * sizeof *b);
-            if (round16 != BT_F32) cpu_round16_span((uint32_t *)b, round16, (size_t)len);
+            if (branch_dtype != BT_F32) {
+                cpu_from16_span((uint32_t *)b, (const uint16_t *)dbranch + c0, branch_dtype,
+                                (size_t)len);
+            } else {
+                memcpy(b, (const float *)dbranch + c0, (size_t)len * sizeof *b);
+                if (round16 != BT_F32) cpu_round16_span((uint32_t *)b, round16, (size_t)len);
+            }
             for (int j = 0; j < len; j++) d[c0 + j] += b[j];
         }
     }
@@ -85,7 +91,7 @@ static void cpu_ln_dy_row(float *d, const float *dout, const float *dbranch, bt_
 static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                               bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
                               bt_ptr gamma, int rows, int cols, bt_dtype round16,
-                              bt_dtype x_dtype) {
+                              bt_dtype x_dtype, bt_dtype dbranch_dtype) {
     float *DX = cpu_f32(dx), *DG = cpu_f32(dgamma), *DB = cpu_f32(dbeta);
     const float *D = cpu_f32(dout), *X = cpu_f32(x), *MU = cpu_f32(mean), *RS = cpu_f32(rstd),
                 *G = cpu_f32(gamma);
@@ -94,11 +100,12 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     if (round16 != BT_F32 || dbranch.buf) { /* dout as it is read (the branch's gradient
                                                  rounded and added, the sum rounded): into
                                                  dx, read from there */
-        const float *DBR = dbranch.buf ? cpu_f32(dbranch) : NULL;
+        const char *DBR = dbranch.buf ? (const char *)cpu_f32(dbranch) : NULL;
+        const size_t row_bytes = (size_t)cols * bt_dtype_size(dbranch_dtype);
 #pragma omp parallel for schedule(static)
         for (int r = 0; r < rows; r++)
             cpu_ln_dy_row(DX + (size_t)r * cols, D + (size_t)r * cols,
-                          DBR ? DBR + (size_t)r * cols : NULL, round16, cols);
+                          DBR ? DBR + (size_t)r * row_bytes : NULL, dbranch_dtype, round16, cols);
         D = DX;
     }
     /* parameter gradients first: dx may alias dout */

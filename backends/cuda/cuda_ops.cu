@@ -110,8 +110,8 @@ static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rst
            cu_f32(x), cu_f32(gamma), cu_f32(beta), rows, cols, eps);
 }
 
-/* LayerNorm's backward x in its own type (x_kind, BT_KIND16_*): the pointer
- * not read is dout's. */
+/* An input of LayerNorm's backward in its own type (x or dbranch; kind,
+ * BT_KIND16_*): the pointer not read is dout's. */
 typedef struct {
     const float *f32;
     const unsigned short *h16;
@@ -128,21 +128,19 @@ static cu_ln_x cu_ln_x_of(bt_ptr x, bt_ptr dout, bt_dtype x_dtype) {
  * rows, else chunk partials (chunks x 2 cols) then their sum in chunk order;
  * dout rounded to kind16 as it is read. */
 static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
-                                bt_ptr dbranch, cu_ln_x x, bt_ptr mean, bt_ptr rstd, int rows,
-                                int cols, int kind16) {
-    const int branch = dbranch.buf != NULL;
-    const float *db = cu_f32(branch ? dbranch : dout); /* absent: dout's, not read */
+                                int branch, cu_ln_x db, cu_ln_x x, bt_ptr mean, bt_ptr rstd,
+                                int rows, int cols, int kind16) {
     if (rows <= BT_COL_ROWS) {
         LAUNCH(c, layernorm_bwd_params, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dgamma),
-               cu_f32(dbeta), cu_f32(dout), db, x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows,
-               cols, x.kind, kind16, branch);
+               cu_f32(dbeta), cu_f32(dout), db.f32, db.h16, x.f32, x.h16, cu_f32(mean),
+               cu_f32(rstd), rows, cols, x.kind, kind16, branch, db.kind);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * 2 * cols * sizeof(float));
     LAUNCH(c, layernorm_bwd_params_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part,
-           cu_f32(dout), db, x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows, cols, x.kind, kind16,
-           branch);
+           cu_f32(dout), db.f32, db.h16, x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows, cols,
+           x.kind, kind16, branch, db.kind);
     LAUNCH(c, layernorm_bwd_params_sum, BT_COL_GLOBAL(1, 2 * cols, BT_WG), cu_f32(dgamma),
            cu_f32(dbeta), part, chunks, cols);
 }
@@ -150,15 +148,17 @@ static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr d
 static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                              bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
                              bt_ptr gamma, int rows, int cols, bt_dtype round16,
-                             bt_dtype x_dtype) {
+                             bt_dtype x_dtype, bt_dtype dbranch_dtype) {
     cu_ctx *c = cu(be);
     const cu_ln_x xs = cu_ln_x_of(x, dout, x_dtype);
+    const int branch = dbranch.buf != NULL; /* absent: dout's, not read */
+    const cu_ln_x db = cu_ln_x_of(branch ? dbranch : dout, dout, branch ? dbranch_dtype : BT_F32);
     /* parameter gradients first: dx may alias dout */
-    cu_layernorm_params(c, dgamma, dbeta, dout, dbranch, xs, mean, rstd, rows, cols,
+    cu_layernorm_params(c, dgamma, dbeta, dout, branch, db, xs, mean, rstd, rows, cols,
                         BT_KIND16_OF(round16));
-    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dx), cu_f32(dout),
-           cu_f32(dbranch.buf ? dbranch : dout), xs.f32, xs.h16, cu_f32(mean), cu_f32(rstd),
-           cu_f32(gamma), rows, cols, BT_KIND16_OF(round16), xs.kind, dbranch.buf != NULL);
+    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dx), cu_f32(dout), db.f32,
+           db.h16, xs.f32, xs.h16, cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols,
+           BT_KIND16_OF(round16), xs.kind, branch, db.kind);
 }
 
 static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,
