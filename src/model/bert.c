@@ -166,8 +166,10 @@ static void attn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const jo
 
 /* Backward of attn_block_fwd's branch: dA holds d res1 (the top layer: at its
  * rows); dH gets d in (every row), stored unless stored_dh is false (its
- * reader rounds it as it reads it). */
-static void attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
+ * reader, a join's LayerNorm backward, rounds it as it reads it). Returns
+ * whether dH was written in the storage's 16 bits instead, by its GEMM
+ * (with stored_dh false, where that GEMM runs in 16 bits). */
+static bool attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
@@ -195,11 +197,14 @@ static void attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     }
     const bt_ptr dqkv16 = bert_attention_bwd(r, l, dctx16);
     const int N = r->bt->B * r->bt->T;
+    const bool dh_16bit = !stored_dh && dqkv16.buf;
     if (dqkv16.buf)
-        op_linear_bwd_from16(r, a->dH, w->qkv_w, w->qkv_b, dqkv16, in, N, d.H, 3 * d.H);
+        op_linear_bwd_from16(r, a->dH, dh_16bit ? act(r->m, a->dH) : BT_NO_PTR, w->qkv_w, w->qkv_b,
+                             dqkv16, in, N, d.H, 3 * d.H);
     else
         op_linear_bwd_unrounded(r, a->dH, w->qkv_w, w->qkv_b, a->dqkv, in, N, d.H, 3 * d.H);
     if (stored_dh) op_stored(r, a->dH, (size_t)N * d.H);
+    return dh_16bit;
 }
 
 /* Feed-forward block: res2 = resid + dropout(gelu(in W1 + b1) W2 + b2), then
@@ -217,8 +222,10 @@ static void ffn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const joi
 
 /* Backward of ffn_block_fwd's branch: dA holds d res2; dH gets d in (the
  * residual's share is join_bwd's), stored unless stored_dh is false (its
- * reader rounds it as it reads it). */
-static void ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
+ * reader, a join's LayerNorm backward, rounds it as it reads it). Returns
+ * whether dH was written in the storage's 16 bits instead, by its GEMM
+ * (with stored_dh false, where that GEMM runs in 16 bits). */
+static bool ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &r->m->v.layer[l];
@@ -229,9 +236,14 @@ static void ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     if (!fused(r->m, BERT_FUSE_GELU)) op_stored(r, a->dI, (size_t)d.N * d.I);
     bt_ptr di16;
     const bool bias_done = op_bias_gelu_bwd(r, a->dI, la->fc1, w->fc1_b, d.N, d.I, &di16);
-    op_linear_bwd_given16(r, a->dH, w->fc1_w, bias_done ? NO_BIAS : w->fc1_b, a->dI, di16, in, d.N,
-                          d.H, d.I);
+    const size_t b1 = bias_done ? NO_BIAS : w->fc1_b;
+    const bool dh_16bit = !stored_dh && di16.buf;
+    if (dh_16bit)
+        op_linear_bwd_to16(r, act(r->m, a->dH), w->fc1_w, b1, a->dI, di16, in, d.N, d.H, d.I);
+    else
+        op_linear_bwd_given16(r, a->dH, w->fc1_w, b1, a->dI, di16, in, d.N, d.H, d.I);
     if (stored_dh) op_stored(r, a->dH, (size_t)d.N * d.H);
+    return dh_16bit;
 }
 
 /* One encoder layer, x_in (N, H) -> layer output (N, H); the top layer's
@@ -275,18 +287,18 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         /* d ln2: dA, plus the layer above's attention branch in dH where its join was left
          * to this op (LN2's backward reads the two as a join's, rounding dH as stored) */
         if (r->pending_join)
-            op_join_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, a->dH, la->res2,
-                                  la->mean2, la->rstd2, d.N);
+            op_join_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, a->dH, r->pending_join16,
+                                  la->res2, la->mean2, la->rstd2, d.N);
         else
             op_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, la->res2, la->mean2,
                              la->rstd2, d.N);
         r->pending_join = false;
         /* d ln1 = dA + dH and LN1's backward: one op where the join is fused */
         const bool join = fused(r->m, BERT_FUSE_JOIN) && omega_at(r->m, l, SITE_FFN_OUT) == 1.0f;
-        ffn_block_bwd(r, l, la->ln1, !join);
+        const bool ffn_dh16 = ffn_block_bwd(r, l, la->ln1, !join);
         if (join) {
-            op_join_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, a->dH, la->res1, la->mean1,
-                                  la->rstd1, d.N);
+            op_join_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, a->dH, ffn_dh16, la->res1,
+                                  la->mean1, la->rstd1, d.N);
         } else {
             join_bwd(r, l, SITE_FFN_OUT, d, true); /* read by LN1's backward, which rounds it */
             op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1,
@@ -299,10 +311,11 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         const bool defer = below >= 0 && !d.top && fused(r->m, BERT_FUSE_JOIN) &&
                            omega_at(r->m, l, SITE_ATTN_OUT) == 1.0f &&
                            r->m->cfg.recompute != BERT_RECOMPUTE_LAYER;
-        attn_block_bwd(r, l, x_in, !defer);
-        if (defer)
+        const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer);
+        if (defer) {
             r->pending_join = true;
-        else
+            r->pending_join16 = attn_dh16;
+        } else
             join_bwd(r, l, SITE_ATTN_OUT, d, below >= 0);
     }
 }

@@ -32,6 +32,7 @@ typedef struct {
     bool pending_join;         /* backward: dH holds the attention branch's gradient of the
                                 * layer above, not yet added to dA: the next LayerNorm
                                 * backward takes it (Post-LN's deferred join) */
+    bool pending_join16;       /* ... in the storage's 16 bits (written so by its GEMM) */
 } bert_run;
 
 /* Views into the model's buffers: the element at offset off (a bert_views

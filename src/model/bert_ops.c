@@ -83,10 +83,10 @@ void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t d
     linear_bwd(r, din, BT_NO_PTR, w, b, dout, d16, in, rows, in_f, out_f, BT_F32);
 }
 
-void op_linear_bwd_from16(bert_run *r, size_t din, size_t w, size_t b, bt_ptr d16, size_t in,
-                          int rows, int in_f, int out_f) {
+void op_linear_bwd_from16(bert_run *r, size_t din, bt_ptr din16, size_t w, size_t b, bt_ptr d16,
+                          size_t in, int rows, int in_f, int out_f) {
     if (rows == 0) return;
-    linear_bwd(r, din, BT_NO_PTR, w, b, NO_DOUT, d16, in, rows, in_f, out_f, BT_F32);
+    linear_bwd(r, din, din16, w, b, NO_DOUT, d16, in, rows, in_f, out_f, BT_F32);
 }
 
 void op_linear_bwd_to16(bert_run *r, bt_ptr din16, size_t w, size_t b, size_t dout, bt_ptr d16,
@@ -115,9 +115,11 @@ void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, 
     store(r, out, (size_t)rows * H);
 }
 
-/* layernorm_bwd with dy + dbranch for dy where dbranch is given */
+/* layernorm_bwd with dy + dbranch for dy where dbranch is given (in
+ * dbranch_dtype) */
 static void layernorm_bwd_of(bert_run *r, size_t dx, size_t w, size_t b, size_t dy,
-                             bt_ptr dbranch, size_t x, size_t mean, size_t rstd, int rows) {
+                             bt_ptr dbranch, bt_dtype dbranch_dtype, size_t x, size_t mean,
+                             size_t rstd, int rows) {
     const bert_model *m = r->m;
     const int H = m->cfg.hidden_size;
     /* dx rounded by the op as store would (a gradient: never stashed); x read
@@ -126,18 +128,19 @@ static void layernorm_bwd_of(bert_run *r, size_t dx, size_t w, size_t b, size_t 
     m->be->layernorm_bwd(m->be, act(m, dx), grd(m, w), grd(m, b), act(m, dy), dbranch,
                          x16.buf ? x16 : act(m, x), act(m, mean), act(m, rstd), par(m, w), rows, H,
                          (bt_dtype)m->cfg.storage, x16.buf ? (bt_dtype)m->cfg.storage : BT_F32,
-                         BT_F32);
+                         dbranch_dtype);
     store_rounded(r, dx, (size_t)rows * H);
 }
 
 void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
                       size_t mean, size_t rstd, int rows) {
-    layernorm_bwd_of(r, dx, w, b, dy, BT_NO_PTR, x, mean, rstd, rows);
+    layernorm_bwd_of(r, dx, w, b, dy, BT_NO_PTR, BT_F32, x, mean, rstd, rows);
 }
 
 void op_join_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t dbranch,
-                           size_t x, size_t mean, size_t rstd, int rows) {
-    layernorm_bwd_of(r, dx, w, b, dy, act(r->m, dbranch), x, mean, rstd, rows);
+                           bool dbranch16, size_t x, size_t mean, size_t rstd, int rows) {
+    layernorm_bwd_of(r, dx, w, b, dy, act(r->m, dbranch),
+                     dbranch16 ? (bt_dtype)r->m->cfg.storage : BT_F32, x, mean, rstd, rows);
 }
 
 void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int cols) {

@@ -56,9 +56,11 @@ void op_linear_bwd_to16(bert_run *r, bt_ptr din16, size_t w, size_t b, size_t do
                         size_t in, int rows, int in_f, int out_f);
 
 /* op_linear_bwd_given16 for a dout that exists only as its 16-bit copy d16
- * (rows, out_f), the values stored: both GEMMs and bias_grad read d16. */
-void op_linear_bwd_from16(bert_run *r, size_t din, size_t w, size_t b, bt_ptr d16, size_t in,
-                          int rows, int in_f, int out_f);
+ * (rows, out_f), the values stored: both GEMMs and bias_grad read d16. With
+ * din16 (buf not NULL) din is written in 16 bits only, there, as in
+ * op_linear_bwd_to16 (din not written). */
+void op_linear_bwd_from16(bert_run *r, size_t din, bt_ptr din16, size_t w, size_t b, bt_ptr d16,
+                          size_t in, int rows, int in_f, int out_f);
 
 /* out = LayerNorm(in) (rows, H) with the parameters w, b; mean and rstd
  * (rows) saved for the backward. */
@@ -71,9 +73,11 @@ void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, siz
 
 /* op_residual_bwd (omega 1) of dy and the branch's gradient dbranch (rows,
  * H), then op_layernorm_bwd of the sum, in one op: dbranch is read as its
- * store would round it, and may be left unstored. */
+ * store would round it, and may be left unstored. dbranch16: dbranch's
+ * buffer holds it in the storage's 16 bits instead (a GEMM's 16-bit result
+ * written there), read as it is. */
 void op_join_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t dbranch,
-                           size_t x, size_t mean, size_t rstd, int rows);
+                           bool dbranch16, size_t x, size_t mean, size_t rstd, int rows);
 
 /* fc1 += b (rows, cols), then gelu = GELU(fc1): one fused op where it is
  * on (BERT_FUSE_GELU), else the two it replaces. */
