@@ -115,6 +115,16 @@ typedef struct {
     float weight_decay, bc1, bc2;
 } bt_tensor_span;
 
+/* The storage of layernorm_bwd's tensors (BT_F32, or 16 bits: BT_BF16,
+ * BT_F16) and its rounding. */
+typedef struct {
+    bt_dtype round16; /* dout rounded to it as it is read, dx as it is written (BT_F32: neither) */
+    bt_dtype x;       /* 16 bits: the stash's copy, read as it is */
+    bt_dtype dbranch; /* 16 bits: a GEMM's 16-bit result, read as it is */
+    bt_dtype dout;    /* 16 bits: a gradient stored in 16 bits, read as it is */
+    bt_dtype dx;      /* 16 bits: cast's bits of the fp32 dx the op computes */
+} bt_ln_bwd_types;
+
 /* What a backend has done since its creation, for the profiler and the
  * tests of the host-sync budget. */
 typedef struct {
@@ -250,14 +260,15 @@ struct bt_backend {
      * (buf NULL: none) the op's dout is dout + dbranch, dbranch rounded to
      * round16 first: round16 of dbranch, add, then the op, a residual
      * join's backward and the LayerNorm's before it in one pass (dbranch is
-     * not written; dx may alias dout, not dbranch). x is in x_dtype:
-     * BT_F32, or 16 bits (the stash's copy, read as it is). dbranch is in
-     * dbranch_dtype: BT_F32, or 16 bits (a GEMM's 16-bit result, read as it
-     * is: in round16's dtype, the bits of the fp32 dbranch it was cast from). */
+     * not written; dx may alias dout, not dbranch). types (bt_ln_bwd_types)
+     * gives round16 and the storage of x, dbranch, dout and dx: a 16-bit
+     * input is read as it is, the op giving the bits it gives on its values
+     * widened to fp32 (a 16-bit dbranch in round16's dtype: also those of
+     * the fp32 dbranch it was cast from, which the op rounds); a 16-bit dx
+     * gets cast's bits of the fp32 dx (dx may alias dout where both are). */
     void (*layernorm_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                           bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
-                          bt_ptr gamma, int rows, int cols, bt_dtype round16,
-                          bt_dtype x_dtype, bt_dtype dbranch_dtype);
+                          bt_ptr gamma, int rows, int cols, bt_ln_bwd_types types);
     /* In-place: unless an op says otherwise, an output may alias an input of
      * the same shape that is read at the same index only (dx = dout in the
      * backward ops, out = a in add). */

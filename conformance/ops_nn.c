@@ -142,7 +142,14 @@ typedef struct {
     bt_dtype round16; /* layernorm_bwd's rounding of dx (BT_F32: none) */
     bt_dtype x_dtype; /* layernorm_bwd's x: BT_F32, or 16 bits */
     bt_dtype dbranch_dtype; /* layernorm_bwd's dbranch: BT_F32, or 16 bits */
+    bt_dtype dout_dtype, dx_dtype; /* layernorm_bwd's dout and dx: BT_F32, or 16 bits */
 } layernorm_args;
+
+/* layernorm_bwd's types (bt_ln_bwd_types) from q. */
+static bt_ln_bwd_types ln_types(const layernorm_args *q) {
+    return (bt_ln_bwd_types){q->round16, q->x_dtype, q->dbranch_dtype, q->dout_dtype,
+                             q->dx_dtype};
+}
 static void run_ln_fwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a; /* out, mean, rstd, x, gamma, beta */
@@ -152,7 +159,7 @@ static void run_ln_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a; /* dout, dgamma, dbeta, x, mean, rstd, gamma, [dx] */
     be->layernorm_bwd(be, q->inplace ? t[0].p : t[7].p, t[1].p, t[2].p, t[0].p, BT_NO_PTR, t[3].p,
-                      t[4].p, t[5].p, t[6].p, q->rows, q->cols, q->round16, q->x_dtype, BT_F32);
+                      t[4].p, t[5].p, t[6].p, q->rows, q->cols, ln_types(q));
 }
 
 /* layernorm_bwd with x given in q.x_dtype (16 bits: the stash's copy) gives
@@ -204,8 +211,7 @@ static void run_ln_bwd_branch(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a;
     be->layernorm_bwd(be, q->inplace ? t[0].p : t[8].p, t[2].p, t[3].p, t[0].p, t[1].p, t[4].p,
-                      t[5].p, t[6].p, t[7].p, q->rows, q->cols, q->round16, q->x_dtype,
-                      q->dbranch_dtype);
+                      t[5].p, t[6].p, t[7].p, q->rows, q->cols, ln_types(q));
 }
 /* The same as its ops: dbranch rounded as stored (a copy), added to dout
  * (into dx, or dout in place), layernorm_bwd of the sum. */
@@ -218,7 +224,8 @@ static void run_ln_bwd_branch_unfused(bt_backend *be, tensor *t, void *a, double
     if (q->round16 != BT_F32) be->round16(be, t[9].p, q->round16, n);
     be->add(be, sum, t[0].p, t[9].p, n);
     be->layernorm_bwd(be, sum, t[2].p, t[3].p, sum, BT_NO_PTR, t[4].p, t[5].p, t[6].p, t[7].p,
-                      q->rows, q->cols, q->round16, q->x_dtype, BT_F32);
+                      q->rows, q->cols,
+                      (bt_ln_bwd_types){q->round16, q->x_dtype, BT_F32, BT_F32, BT_F32});
 }
 
 /* layernorm_bwd given a residual branch's gradient dbranch beside dout gives
@@ -290,6 +297,71 @@ static void check_ln_bwd_branch16(bt_backend *be, layernorm_args q, const float 
     tensors_free(t, 9);
     tensors_free(u, 9);
     free(b16);
+}
+
+/* The 16 bits of v in dt (cast's). */
+static uint16_t ln_bits16(float v, bt_dtype dt) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+}
+
+/* The n values h of dt widened to floats (new memory). */
+static float *ln_widened(const uint16_t *h, bt_dtype dt, size_t n) {
+    float *w = malloc(n * sizeof *w);
+    if (!w) exit(99);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = dt == BT_BF16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
+        memcpy(&w[i], &u, 4);
+    }
+    return w;
+}
+
+/* layernorm_bwd with a branch's gradient and dout, dx or both in
+ * q.round16's 16 bits (form 0: dout, 1: dx, 2: both, 3: both, dx in place
+ * of dout) gives the bits of the op in fp32 on dout's 16-bit values widened:
+ * dx (widened from 16 bits), dgamma, dbeta. */
+static void check_ln_bwd_io16(bt_backend *be, layernorm_args q, int form, const float *x,
+                              const float *g, const float *dout, const float *dbr,
+                              const float *dg, const float *db, const float *mu,
+                              const float *rs) {
+    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
+    const bt_dtype dt = q.round16;
+    const bool in16 = form != 1, out16 = form != 0, inpl = form == 3;
+    uint16_t *d16 = malloc(n * sizeof *d16);
+    if (!d16) exit(99);
+    for (size_t i = 0; i < n; i++) d16[i] = ln_bits16(dout[i], dt);
+    float *dw = ln_widened(d16, dt, n);
+    layernorm_args q16 = q, q32 = q;
+    q16.inplace = inpl;
+    q16.dout_dtype = in16 ? dt : BT_F32;
+    q16.dx_dtype = out16 ? dt : BT_F32;
+    q32.inplace = 0;
+    tensor t[] = {in16 ? tensor_16bit("dout16", d16, n, inpl) : tensor_in("dout", dout, n),
+                  tensor_in("dbranch", dbr, n), tensor_out("dgamma", dg, c),
+                  tensor_out("dbeta", db, c), tensor_in("x", x, n), tensor_in("mean", mu, r),
+                  tensor_in("rstd", rs, r), tensor_in("gamma", g, c),
+                  out16 ? tensor_16bit("dx16", NULL, n, true) : tensor_out("dx", NULL, n)};
+    tensor u[9];
+    memcpy(u, t, sizeof u);
+    u[0] = in16 ? tensor_in("dout widened", dw, n) : tensor_in("dout", dout, n);
+    u[8] = tensor_out("dx", NULL, n);
+    verdict v = v_new();
+    if (exec_op(&v, be, t, inpl ? 8 : 9, run_ln_bwd_branch, &q16, NULL) &&
+        exec_op(&v, be, u, 9, run_ln_bwd_branch, &q32, NULL)) {
+        const tensor *dx = &t[inpl ? 0 : 8];
+        float *got = out16 ? ln_widened(dx->res, dt, n) : NULL;
+        v_bits(&v, "dx vs fp32", got ? got : RES(*dx), RES(u[8]), n);
+        v_bits(&v, "dgamma vs fp32", RES(t[2]), RES(u[2]), c);
+        v_bits(&v, "dbeta vs fp32", RES(t[3]), RES(u[3]), c);
+        free(got);
+    }
+    static const char *const forms[] = {"dout", "dx", "dout and dx", "dout and dx in place"};
+    v_report(&v, "layernorm_bwd", "%dx%d +=, with a branch's gradient, %s in %s", q.rows, q.cols,
+             forms[form], dt == BT_BF16 ? "bf16" : "f16");
+    tensors_free(t, 9);
+    tensors_free(u, 9);
+    free(d16), free(dw);
 }
 
 typedef struct {
@@ -371,7 +443,7 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         if (skip_shape(shapes[si].quick)) continue;
         reseed("layernorm_bwd_chunks", si);
-        layernorm_args q = {shapes[si].r, shapes[si].c, 0, 1e-5f, BT_F32, BT_F32, BT_F32};
+        layernorm_args q = {.rows = shapes[si].r, .cols = shapes[si].c, .eps = 1e-5f};
         const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0),
               *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
@@ -388,6 +460,8 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
             check_ln_bwd_branch(be, q, x, g, dout, dbr, dg, db, mu, rs);
             if (k < 2) continue;
             check_ln_bwd_branch16(be, q, x, g, dout, dbr, dg, db, mu, rs);
+            for (int form = 0; form < 4; form++)
+                check_ln_bwd_io16(be, q, form, x, g, dout, dbr, dg, db, mu, rs);
             q.x_dtype = q.round16; /* the same with x in 16 bits */
             check_ln_bwd_x16(be, q, x, g, dout, dg, db, mu, rs);
             q.x_dtype = BT_F32;
@@ -403,8 +477,8 @@ void test_layernorm(bt_backend *be) {
     for (size_t si = 0; si < sizeof MATRIX_SHAPES / sizeof *MATRIX_SHAPES; si++) {
         if (skip_shape(MATRIX_SHAPES[si].quick)) continue;
         reseed("layernorm", si);
-        layernorm_args q = {MATRIX_SHAPES[si].r, MATRIX_SHAPES[si].c, 0,
-                            (si & 1) || MATRIX_SHAPES[si].big ? 1e-12f : 1e-5f, BT_F32, BT_F32, BT_F32};
+        layernorm_args q = {.rows = MATRIX_SHAPES[si].r, .cols = MATRIX_SHAPES[si].c,
+                            .eps = (si & 1) || MATRIX_SHAPES[si].big ? 1e-12f : 1e-5f};
         size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0), *b = rand_floats(c, 0.1, 0.0);
         float *dout = rand_floats(n, 1, 0), *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);

@@ -42,52 +42,71 @@ BT_FN float ln_x(__global const float *x, __global const ushort *x16, size_t i, 
     return x_kind != BT_KIND16_NONE ? kind16_value(x16[i], x_kind) : x[i];
 }
 
-/* A residual branch's gradient as LayerNorm's backward adds it to dout:
- * fp32 (f32; kind BT_KIND16_NONE) or 16-bit values of `kind` (h16, a
- * GEMM's 16-bit result, read as they are). */
+/* A gradient LayerNorm's backward reads (dout, a residual branch's
+ * dbranch): fp32 values (f32; kind BT_KIND16_NONE) or 16-bit values of
+ * `kind` (h16: a gradient stored in 16 bits, a GEMM's 16-bit result), read
+ * as they are. */
 typedef struct {
     __global const float *f32;
     __global const ushort *h16;
     int kind;
-} ln_branch;
+} ln_grad;
+
+/* The gradient from element `at` on: f32 (fp32) or h16 (16 bits of kind),
+ * the other not read. */
+BT_FN ln_grad ln_grad_at(__global const float *f32, __global const ushort *h16, int kind,
+                         size_t at) {
+    ln_grad g = {f32 + at, h16 + at, kind};
+    return g;
+}
+
+/* Element i of g, rounded to kind16 where it is fp32 (as stored). */
+BT_FN float ln_grad_value(ln_grad g, size_t i, int kind16) {
+    return g.kind != BT_KIND16_NONE ? kind16_value(g.h16[i], g.kind)
+                                    : round_kind16(g.f32[i], kind16);
+}
 
 /* dout[i] as LayerNorm's backward reads it: with `branch`, dout + dbranch
  * (a residual join's two gradients, an fp32 dbranch rounded to kind16 first,
  * as stored; a 16-bit one is), rounded to kind16 (BT_KIND16_NONE: neither
  * rounded). */
-BT_FN float ln_dy(__global const float *dout, ln_branch br, size_t i, int branch, int kind16) {
-    float d = dout[i];
-    if (branch)
-        d += br.kind != BT_KIND16_NONE ? kind16_value(br.h16[i], br.kind)
-                                       : round_kind16(br.f32[i], kind16);
+BT_FN float ln_dy(ln_grad dout, ln_grad br, size_t i, int branch, int kind16) {
+    float d = dout.kind != BT_KIND16_NONE ? kind16_value(dout.h16[i], dout.kind) : dout.f32[i];
+    if (branch) d += ln_grad_value(br, i, kind16);
     return round_kind16(d, kind16);
 }
 
-/* The branch's gradient from element `at` on: dbranch (fp32) or dbranch16
- * (16 bits of branch_kind), the other not read. */
-BT_FN ln_branch ln_branch_at(__global const float *dbranch, __global const ushort *dbranch16,
-                             int branch_kind, size_t at) {
-    ln_branch br = {dbranch + at, dbranch16 + at, branch_kind};
-    return br;
+/* dx[c] of a row = v: fp32 into dx, or its bits in 16-bit kind dx_kind into
+ * dx16 where that is not BT_KIND16_NONE. */
+BT_FN void ln_put_dx(__global float *dx, __global ushort *dx16, int dx_kind, int c, float v) {
+    if (dx_kind != BT_KIND16_NONE)
+        dx16[c] = f32_to_kind16(v, dx_kind);
+    else
+        dx[c] = v;
 }
 
 /* dx = rstd * (dout*gamma - mean(dout*gamma) - xhat * mean(dout*gamma*xhat))
- * per row, xhat = (x - mean) * rstd, dout as ln_dy reads it (with the
- * branch's gradient where `branch`) and dx rounded to the storage kind kind16
- * as it is written (BT_KIND16_NONE: not rounded); x read
- * from x16 in the storage kind x_kind
- * where that is not BT_KIND16_NONE (ln_x). dx may alias dout: each
- * work-item reads its columns before the trees and writes the same columns
- * after them. Geometry: a row kernel, as layernorm_fwd; where the row fits
+ * per row, xhat = (x - mean) * rstd, dout as ln_dy reads it (from dout16 in
+ * kind dout_kind where that is not BT_KIND16_NONE; with the branch's
+ * gradient where `branch`) and dx rounded to the storage kind kind16 as it
+ * is written (BT_KIND16_NONE: not rounded), into dx16 as bits of kind
+ * dx_kind where that is not BT_KIND16_NONE; x read from x16 in the storage
+ * kind x_kind where that is not BT_KIND16_NONE (ln_x). dx may alias dout (dx16
+ * dout16): each work-item reads its columns before the trees and writes the
+ * same columns after them. Geometry: a row kernel, as layernorm_fwd; where the row fits
  * (BT_LN_CACHED), dout * gamma and xhat stay in registers between the trees
  * and the writes. */
-BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
+BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_OUT(ushort, dx16),
+                                      BT_IN(float, dout), BT_IN(ushort, dout16),
                                       BT_IN(float, dbranch), BT_IN(ushort, dbranch16),
                                       BT_IN(float, x), BT_IN(ushort, x16), BT_IN(float, mean),
                                       BT_IN(float, rstd), BT_IN(float, gamma), int rows, int cols,
-                                      int kind16, int x_kind, int branch, int branch_kind) {
+                                      int kind16, int x_kind, int branch, int branch_kind,
+                                      int dout_kind, int dx_kind) {
     BT_BIND(dx);
+    BT_BIND(dx16);
     BT_BIND(dout);
+    BT_BIND(dout16);
     BT_BIND(dbranch);
     BT_BIND(dbranch16);
     BT_BIND(x);
@@ -100,8 +119,9 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
     const int r = row_of(), n = r < rows ? cols : 0, lane = get_local_id(0) % BT_ROW_LANES;
     const size_t row = (size_t)(n ? r : 0) * cols;
     dx += row;
-    dout += row;
-    const ln_branch br = ln_branch_at(dbranch, dbranch16, branch_kind, row);
+    dx16 += row;
+    const ln_grad dy = ln_grad_at(dout, dout16, dout_kind, row),
+                  br = ln_grad_at(dbranch, dbranch16, branch_kind, row);
     x += row;
     x16 += row;
     const float mu = mean[n ? r : 0], rs = rstd[n ? r : 0];
@@ -113,7 +133,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
             const int c = ln_lane_col(k);
             dn[k] = xh[k] = 0.0f;
             if (c >= n) continue;
-            dn[k] = ln_dy(dout, br, c, branch, kind16) * lgamma[c];
+            dn[k] = ln_dy(dy, br, c, branch, kind16) * lgamma[c];
             xh[k] = (ln_x(x, x16, c, x_kind) - mu) * rs;
             sd += dn[k];
             sdx += dn[k] * xh[k];
@@ -122,11 +142,12 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
         const float mean_dx = row_sum(sdx, red) / cols;
         for (int k = 0; k < BT_LN_LANE_COLS; k++)
             if (ln_lane_col(k) < n)
-                dx[ln_lane_col(k)] = round_kind16(rs * (dn[k] - mean_d - xh[k] * mean_dx), kind16);
+                ln_put_dx(dx, dx16, dx_kind, ln_lane_col(k),
+                          round_kind16(rs * (dn[k] - mean_d - xh[k] * mean_dx), kind16));
         return;
     }
     for (int c = lane; c < n; c += BT_ROW_LANES) {
-        const float dn = ln_dy(dout, br, c, branch, kind16) * gamma[c];
+        const float dn = ln_dy(dy, br, c, branch, kind16) * gamma[c];
         sd += dn;
         sdx += dn * ((ln_x(x, x16, c, x_kind) - mu) * rs);
     }
@@ -134,8 +155,8 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
     const float mean_dx = row_sum(sdx, red) / cols;
     for (int c = lane; c < n; c += BT_ROW_LANES) {
         const float xhat = (ln_x(x, x16, c, x_kind) - mu) * rs;
-        const float dn = ln_dy(dout, br, c, branch, kind16) * gamma[c];
-        dx[c] = round_kind16(rs * (dn - mean_d - xhat * mean_dx), kind16);
+        const float dn = ln_dy(dy, br, c, branch, kind16) * gamma[c];
+        ln_put_dx(dx, dx16, dx_kind, c, round_kind16(rs * (dn - mean_d - xhat * mean_dx), kind16));
     }
 }
 
@@ -144,7 +165,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_IN(float, dout),
  * lane + BT_LANES, ... below r1, in order (dout and x point at column c;
  * stats holds the mean, then at BT_COL_ROWS the rstd, of rows r0 ...; x as
  * ln_x reads it, dout as ln_dy). */
-BT_FN void ln_params_rows(__global const float *dout, ln_branch br, int branch,
+BT_FN void ln_params_rows(ln_grad dout, ln_grad br, int branch,
                           __global const float *x, __global const ushort *x16, int x_kind,
                           int kind16, BT_LOCAL_PTR const float *stats, size_t r0, size_t r1,
                           size_t cols, int lane, float *ag, float *ab) {
@@ -161,7 +182,7 @@ BT_FN void ln_params_rows(__global const float *dout, ln_branch br, int branch,
  * the rows staged once in stats, the row lanes' sums added in lane order.
  * Row lane 0 gets the totals in *ag, *ab. Must be reached by all
  * work-items. */
-BT_FN void ln_params_tile(__global const float *dout, ln_branch br, int branch,
+BT_FN void ln_params_tile(ln_grad dout, ln_grad br, int branch,
                           __global const float *x, __global const ushort *x16, int x_kind,
                           int kind16,
                           __global const float *mean, __global const float *rstd, size_t r0,
@@ -175,7 +196,8 @@ BT_FN void ln_params_tile(__global const float *dout, ln_branch br, int branch,
     barrier(CLK_LOCAL_MEM_FENCE);
     float g = 0.0f, b = 0.0f;
     if (c < cols)
-        ln_params_rows(dout + c, ln_branch_at(br.f32, br.h16, br.kind, c), branch, x + c, x16 + c, x_kind, kind16, stats, r0,
+        ln_params_rows(ln_grad_at(dout.f32, dout.h16, dout.kind, c),
+                       ln_grad_at(br.f32, br.h16, br.kind, c), branch, x + c, x16 + c, x_kind, kind16, stats, r0,
                        r1, cols, lane, &g, &b);
     *ag = col_lanes_sum(g, red);
     *ab = col_lanes_sum(b, red);
@@ -188,14 +210,16 @@ BT_FN void ln_params_tile(__global const float *dout, ln_branch br, int branch,
  * BT_COL_GLOBAL(1, cols, BT_WG). Runs before layernorm_bwd_dx, which may
  * overwrite dout. */
 BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, dbeta),
-                                          BT_IN(float, dout), BT_IN(float, dbranch),
-                                          BT_IN(ushort, dbranch16), BT_IN(float, x),
-                                          BT_IN(ushort, x16), BT_IN(float, mean),
-                                          BT_IN(float, rstd), int rows, int cols, int x_kind,
-                                          int kind16, int branch, int branch_kind) {
+                                          BT_IN(float, dout), BT_IN(ushort, dout16),
+                                          BT_IN(float, dbranch), BT_IN(ushort, dbranch16),
+                                          BT_IN(float, x), BT_IN(ushort, x16),
+                                          BT_IN(float, mean), BT_IN(float, rstd), int rows,
+                                          int cols, int x_kind, int kind16, int branch,
+                                          int branch_kind, int dout_kind) {
     BT_BIND(dgamma);
     BT_BIND(dbeta);
     BT_BIND(dout);
+    BT_BIND(dout16);
     BT_BIND(dbranch);
     BT_BIND(dbranch16);
     BT_BIND(x);
@@ -208,8 +232,9 @@ BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, d
     int lane;
     col_tile((size_t)cols, &g, &c, &lane);
     float ag, ab;
-    ln_params_tile(dout, ln_branch_at(dbranch, dbranch16, branch_kind, 0), branch, x, x16, x_kind,
-                   kind16, mean, rstd, 0, (size_t)rows, c,
+    ln_params_tile(ln_grad_at(dout, dout16, dout_kind, 0),
+                   ln_grad_at(dbranch, dbranch16, branch_kind, 0), branch, x, x16, x_kind, kind16,
+                   mean, rstd, 0, (size_t)rows, c,
                    (size_t)cols, lane, stats, red, &ag, &ab);
     if (c < (size_t)cols && lane == 0) {
         dgamma[c] += ag;
@@ -225,13 +250,15 @@ BT_KERNEL_WG void bt_layernorm_bwd_params(BT_OUT(float, dgamma), BT_OUT(float, d
  * one work-group per (chunk, slab of columns); global:
  * BT_COL_GLOBAL(chunks, cols, BT_WG). Runs before layernorm_bwd_dx. */
 BT_KERNEL_WG void bt_layernorm_bwd_params_partial(BT_OUT(float, partial), BT_IN(float, dout),
-                                                  BT_IN(float, dbranch), BT_IN(ushort, dbranch16),
-                                                  BT_IN(float, x), BT_IN(ushort, x16),
-                                                  BT_IN(float, mean), BT_IN(float, rstd),
-                                                  int rows, int cols, int x_kind, int kind16,
-                                                  int branch, int branch_kind) {
+                                                  BT_IN(ushort, dout16), BT_IN(float, dbranch),
+                                                  BT_IN(ushort, dbranch16), BT_IN(float, x),
+                                                  BT_IN(ushort, x16), BT_IN(float, mean),
+                                                  BT_IN(float, rstd), int rows, int cols,
+                                                  int x_kind, int kind16, int branch,
+                                                  int branch_kind, int dout_kind) {
     BT_BIND(partial);
     BT_BIND(dout);
+    BT_BIND(dout16);
     BT_BIND(dbranch);
     BT_BIND(dbranch16);
     BT_BIND(x);
@@ -245,8 +272,9 @@ BT_KERNEL_WG void bt_layernorm_bwd_params_partial(BT_OUT(float, partial), BT_IN(
     col_tile((size_t)cols, &g, &c, &lane);
     const size_t r0 = g * BT_COL_ROWS, r1 = bt_min_size(r0 + BT_COL_ROWS, (size_t)rows);
     float ag, ab;
-    ln_params_tile(dout, ln_branch_at(dbranch, dbranch16, branch_kind, 0), branch, x, x16, x_kind,
-                   kind16, mean, rstd, r0, r1, c,
+    ln_params_tile(ln_grad_at(dout, dout16, dout_kind, 0),
+                   ln_grad_at(dbranch, dbranch16, branch_kind, 0), branch, x, x16, x_kind, kind16,
+                   mean, rstd, r0, r1, c,
                    (size_t)cols, lane, stats, red, &ag, &ab);
     if (c < (size_t)cols && lane == 0) {
         partial += g * 2 * (size_t)cols + c;

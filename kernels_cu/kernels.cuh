@@ -41,23 +41,27 @@ __global__ void bt_all_finite(float *flag, const float *x, unsigned long long n)
 __global__ void bt_layernorm_fwd(float *out, float *mean, float *rstd, const float *x,
                                  const float *gamma, const float *beta, int rows, int cols,
                                  float eps);
-__global__ void bt_layernorm_bwd_dx(float *dx, const float *dout, const float *dbranch,
+__global__ void bt_layernorm_bwd_dx(float *dx, unsigned short *dx16, const float *dout,
+                                    const unsigned short *dout16, const float *dbranch,
                                     const unsigned short *dbranch16, const float *x,
                                     const unsigned short *x16, const float *mean,
                                     const float *rstd, const float *gamma, int rows, int cols,
-                                    int kind16, int x_kind, int branch, int branch_kind);
+                                    int kind16, int x_kind, int branch, int branch_kind,
+                                    int dout_kind, int dx_kind);
 __global__ void bt_layernorm_bwd_params(float *dgamma, float *dbeta, const float *dout,
-                                        const float *dbranch, const unsigned short *dbranch16,
-                                        const float *x, const unsigned short *x16,
-                                        const float *mean, const float *rstd, int rows, int cols,
-                                        int x_kind, int kind16, int branch, int branch_kind);
+                                        const unsigned short *dout16, const float *dbranch,
+                                        const unsigned short *dbranch16, const float *x,
+                                        const unsigned short *x16, const float *mean,
+                                        const float *rstd, int rows, int cols, int x_kind,
+                                        int kind16, int branch, int branch_kind, int dout_kind);
 __global__ void bt_layernorm_bwd_params_partial(float *partial, const float *dout,
+                                                const unsigned short *dout16,
                                                 const float *dbranch,
                                                 const unsigned short *dbranch16, const float *x,
                                                 const unsigned short *x16, const float *mean,
                                                 const float *rstd, int rows, int cols,
                                                 int x_kind, int kind16, int branch,
-                                                int branch_kind);
+                                                int branch_kind, int dout_kind);
 __global__ void bt_layernorm_bwd_params_sum(float *dgamma, float *dbeta, const float *partial,
                                             int chunks, int cols);
 

@@ -31,6 +31,7 @@ static void cpu_destroy(bt_backend *be) {
     bt_partials_free(&ctx->gemm_part);
     bt_partials_free(&ctx->attn_part);
     bt_partials_free(&ctx->wide16);
+    bt_partials_free(&ctx->ln_dx);
     free(be->ctx);
     free(be);
 }

@@ -65,12 +65,16 @@ static void cpu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
 }
 
 /* One row of dout as layernorm_bwd reads it, into d (which may be dout):
- * dout + round16(dbranch) where there is a branch (dbranch: fp32 where
- * branch_dtype is BT_F32, else 16-bit values of it, widened), rounded to
- * round16 (BT_F32: neither rounded). */
-static void cpu_ln_dy_row(float *d, const float *dout, const void *dbranch, bt_dtype branch_dtype,
-                          bt_dtype round16, int cols) {
-    if (d != dout) memcpy(d, dout, (size_t)cols * sizeof *d);
+ * dout + round16(dbranch) where there is a branch, rounded to round16
+ * (BT_F32: neither rounded); dout and dbranch fp32 where their types in t
+ * are BT_F32, else 16-bit values of them, widened (dbranch not rounded). */
+static void cpu_ln_dy_row(float *d, const void *dout, const void *dbranch, bt_ln_bwd_types t,
+                          int cols) {
+    const bt_dtype round16 = t.round16, branch_dtype = t.dbranch;
+    if (t.dout != BT_F32)
+        cpu_from16_span((uint32_t *)d, dout, t.dout, (size_t)cols);
+    else if ((const void *)d != dout)
+        memcpy(d, dout, (size_t)cols * sizeof *d);
     if (dbranch) {
         float b[CPU_KEEP_RUN];
         for (int c0 = 0; c0 < cols; c0 += CPU_KEEP_RUN) {
@@ -90,22 +94,28 @@ static void cpu_ln_dy_row(float *d, const float *dout, const void *dbranch, bt_d
 
 static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                               bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
-                              bt_ptr gamma, int rows, int cols, bt_dtype round16,
-                              bt_dtype x_dtype, bt_dtype dbranch_dtype) {
-    float *DX = cpu_f32(dx), *DG = cpu_f32(dgamma), *DB = cpu_f32(dbeta);
+                              bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
+    cpu_ctx *ctx = be->ctx;
+    const bt_dtype round16 = t.round16;
+    const size_t n = (size_t)rows * cols;
+    /* a 16-bit dx: computed in fp32 scratch, then cast */
+    float *DX = t.dx != BT_F32 ? bt_partials_reserve(&ctx->ln_dx, n, "cpu") : cpu_f32(dx);
+    float *DG = cpu_f32(dgamma), *DB = cpu_f32(dbeta);
     const float *D = cpu_f32(dout), *X = cpu_f32(x), *MU = cpu_f32(mean), *RS = cpu_f32(rstd),
                 *G = cpu_f32(gamma);
-    if (x_dtype != BT_F32) /* a 16-bit x widened first: the fp32 path's bits */
-        X = cpu_widen16(be->ctx, x, x_dtype, (size_t)rows * cols);
-    if (round16 != BT_F32 || dbranch.buf) { /* dout as it is read (the branch's gradient
-                                                 rounded and added, the sum rounded): into
-                                                 dx, read from there */
-        const char *DBR = dbranch.buf ? (const char *)cpu_f32(dbranch) : NULL;
-        const size_t row_bytes = (size_t)cols * bt_dtype_size(dbranch_dtype);
+    if (t.x != BT_F32) /* a 16-bit x widened first: the fp32 path's bits */
+        X = cpu_widen16(ctx, x, t.x, n);
+    if (round16 != BT_F32 || dbranch.buf || t.dout != BT_F32) {
+        /* dout as it is read (widened, the branch's gradient rounded and added,
+         * the sum rounded): into dx, read from there */
+        const char *DY = (const char *)cpu_f32(dout),
+                   *DBR = dbranch.buf ? (const char *)cpu_f32(dbranch) : NULL;
+        const size_t dy_row = (size_t)cols * bt_dtype_size(t.dout),
+                     br_row = (size_t)cols * bt_dtype_size(t.dbranch);
 #pragma omp parallel for schedule(static)
         for (int r = 0; r < rows; r++)
-            cpu_ln_dy_row(DX + (size_t)r * cols, D + (size_t)r * cols,
-                          DBR ? DBR + (size_t)r * row_bytes : NULL, dbranch_dtype, round16, cols);
+            cpu_ln_dy_row(DX + (size_t)r * cols, DY + (size_t)r * dy_row,
+                          DBR ? DBR + (size_t)r * br_row : NULL, t, cols);
         D = DX;
     }
     /* parameter gradients first: dx may alias dout */
@@ -124,6 +134,8 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
             o[c] = rs * (d[c] * G[c] - mean_d - xhat * mean_dx);
         }
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)o, round16, (size_t)cols);
+        if (t.dx != BT_F32) cpu_to16_span(cpu_u16(dx) + (size_t)r * cols, (uint32_t *)o, t.dx,
+                                          (size_t)cols);
     }
 }
 

@@ -110,55 +110,56 @@ static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rst
            cu_f32(x), cu_f32(gamma), cu_f32(beta), rows, cols, eps);
 }
 
-/* An input of LayerNorm's backward in its own type (x or dbranch; kind,
- * BT_KIND16_*): the pointer not read is dout's. */
+/* An input of LayerNorm's backward (x, dout, dbranch) in its own type
+ * (kind, BT_KIND16_*): both pointers hold its address, the one of the other
+ * type not read. */
 typedef struct {
     const float *f32;
     const unsigned short *h16;
     int kind;
 } cu_ln_x;
 
-static cu_ln_x cu_ln_x_of(bt_ptr x, bt_ptr dout, bt_dtype x_dtype) {
-    const bool h = x_dtype != BT_F32;
-    return (cu_ln_x){cu_f32(h ? dout : x), (const unsigned short *)cu_addr(h ? x : dout, 2),
-                     BT_KIND16_OF(x_dtype)};
+static cu_ln_x cu_ln_x_of(bt_ptr p, bt_dtype dt) {
+    const unsigned short *h16 = (const unsigned short *)cu_addr(p, 2);
+    return (cu_ln_x){dt != BT_F32 ? (const float *)h16 : cu_f32(p), h16, BT_KIND16_OF(dt)};
 }
 
 /* As ocl_layernorm_params: dgamma and dbeta in one pass up to BT_COL_ROWS
  * rows, else chunk partials (chunks x 2 cols) then their sum in chunk order;
  * dout rounded to kind16 as it is read. */
-static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
+static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, cu_ln_x dy,
                                 int branch, cu_ln_x db, cu_ln_x x, bt_ptr mean, bt_ptr rstd,
                                 int rows, int cols, int kind16) {
     if (rows <= BT_COL_ROWS) {
         LAUNCH(c, layernorm_bwd_params, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dgamma),
-               cu_f32(dbeta), cu_f32(dout), db.f32, db.h16, x.f32, x.h16, cu_f32(mean),
-               cu_f32(rstd), rows, cols, x.kind, kind16, branch, db.kind);
+               cu_f32(dbeta), dy.f32, dy.h16, db.f32, db.h16, x.f32, x.h16, cu_f32(mean),
+               cu_f32(rstd), rows, cols, x.kind, kind16, branch, db.kind, dy.kind);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * 2 * cols * sizeof(float));
     LAUNCH(c, layernorm_bwd_params_partial, BT_COL_GLOBAL(chunks, cols, BT_WG), part,
-           cu_f32(dout), db.f32, db.h16, x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows, cols,
-           x.kind, kind16, branch, db.kind);
+           dy.f32, dy.h16, db.f32, db.h16, x.f32, x.h16, cu_f32(mean), cu_f32(rstd), rows, cols,
+           x.kind, kind16, branch, db.kind, dy.kind);
     LAUNCH(c, layernorm_bwd_params_sum, BT_COL_GLOBAL(1, 2 * cols, BT_WG), cu_f32(dgamma),
            cu_f32(dbeta), part, chunks, cols);
 }
 
 static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                              bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
-                             bt_ptr gamma, int rows, int cols, bt_dtype round16,
-                             bt_dtype x_dtype, bt_dtype dbranch_dtype) {
+                             bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
     cu_ctx *c = cu(be);
-    const cu_ln_x xs = cu_ln_x_of(x, dout, x_dtype);
+    const cu_ln_x xs = cu_ln_x_of(x, t.x), dy = cu_ln_x_of(dout, t.dout);
     const int branch = dbranch.buf != NULL; /* absent: dout's, not read */
-    const cu_ln_x db = cu_ln_x_of(branch ? dbranch : dout, dout, branch ? dbranch_dtype : BT_F32);
+    const cu_ln_x db = branch ? cu_ln_x_of(dbranch, t.dbranch) : dy;
+    unsigned short *dx16 = (unsigned short *)cu_addr(dx, 2);
+    float *dx32 = t.dx != BT_F32 ? (float *)dx16 : cu_f32(dx); /* the one not written */
     /* parameter gradients first: dx may alias dout */
-    cu_layernorm_params(c, dgamma, dbeta, dout, branch, db, xs, mean, rstd, rows, cols,
-                        BT_KIND16_OF(round16));
-    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(dx), cu_f32(dout), db.f32,
-           db.h16, xs.f32, xs.h16, cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols,
-           BT_KIND16_OF(round16), xs.kind, branch, db.kind);
+    cu_layernorm_params(c, dgamma, dbeta, dy, branch, db, xs, mean, rstd, rows, cols,
+                        BT_KIND16_OF(t.round16));
+    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), dx32, dx16, dy.f32, dy.h16, db.f32, db.h16, xs.f32, xs.h16,
+           cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols, BT_KIND16_OF(t.round16),
+           xs.kind, branch, db.kind, dy.kind, BT_KIND16_OF(t.dx));
 }
 
 static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,

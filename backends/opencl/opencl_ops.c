@@ -178,11 +178,17 @@ static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 
-/* The fp32 and 16-bit arguments of an input of LayerNorm's backward (x,
- * dbranch): the input in its own type, the argument not read dout. */
-static void ln_x_args(args *a, bt_ptr x, bt_ptr dout, bt_dtype x_dtype) {
-    arg_f32p(a, x_dtype != BT_F32 ? dout : x);
-    arg_ptr(a, x_dtype != BT_F32 ? x : dout, 2);
+/* The fp32 and 16-bit arguments of a tensor of LayerNorm's backward (x,
+ * dout, dbranch, dx) in its own type dt: both its buffer, the one of the
+ * other type, not read, at offset 0. */
+static void ln_x_args(args *a, bt_ptr p, bt_dtype dt) {
+    if (dt != BT_F32) {
+        arg_mem(a, p.buf->mem);
+        arg_ul(a, 0);
+    } else {
+        arg_f32p(a, p);
+    }
+    arg_ptr(a, p, 2);
 }
 
 /* layernorm_bwd's dgamma and dbeta: one pass up to OCL_COL_ROWS rows;
@@ -190,9 +196,8 @@ static void ln_x_args(args *a, bt_ptr x, bt_ptr dout, bt_dtype x_dtype) {
  * then each column of them added in chunk order, as ocl_bias_grad; dout
  * rounded to round16 as it is read. */
 static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
-                                 bt_ptr dbranch, bt_dtype dbranch_dtype, bt_ptr x,
-                                 bt_dtype x_dtype, bt_ptr mean, bt_ptr rstd, int rows, int cols,
-                                 bt_dtype round16) {
+                                 bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd, int rows,
+                                 int cols, bt_ln_bwd_types t) {
     const bool one_pass = rows <= OCL_COL_ROWS;
     const int chunks = (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
     cl_mem part = NULL;
@@ -205,17 +210,18 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
         arg_mem(&a, part);
         arg_ul(&a, 0);
     }
-    arg_f32p(&a, dout);
-    ln_x_args(&a, dbranch.buf ? dbranch : dout, dout, dbranch_dtype); /* absent: dout's */
-    ln_x_args(&a, x, dout, x_dtype);
+    ln_x_args(&a, dout, t.dout);
+    ln_x_args(&a, dbranch.buf ? dbranch : dout, t.dbranch); /* absent: dout's, not read */
+    ln_x_args(&a, x, t.x);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
     arg_i(&a, rows);
     arg_i(&a, cols);
-    arg_i(&a, BT_KIND16_OF(x_dtype));
-    arg_i(&a, BT_KIND16_OF(round16));
+    arg_i(&a, BT_KIND16_OF(t.x));
+    arg_i(&a, BT_KIND16_OF(t.round16));
     arg_i(&a, dbranch.buf != NULL);
-    arg_i(&a, BT_KIND16_OF(dbranch_dtype));
+    arg_i(&a, BT_KIND16_OF(t.dbranch));
+    arg_i(&a, BT_KIND16_OF(t.dout));
     launch(be, &a, BT_COL_GLOBAL(one_pass ? 1 : chunks, cols, ocl(be)->wg));
     if (one_pass) return;
     args f = begin(be, K_layernorm_bwd_params_sum);
@@ -230,26 +236,26 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
 
 static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                               bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
-                              bt_ptr gamma, int rows, int cols, bt_dtype round16,
-                              bt_dtype x_dtype, bt_dtype dbranch_dtype) {
-    if (!dbranch.buf) dbranch_dtype = BT_F32;
+                              bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
+    if (!dbranch.buf) t.dbranch = t.dout; /* dout's buffer in its place, not read */
     /* parameter gradients first: dx may alias dout */
-    ocl_layernorm_params(be, dgamma, dbeta, dout, dbranch, dbranch_dtype, x, x_dtype, mean, rstd,
-                         rows, cols, round16);
+    ocl_layernorm_params(be, dgamma, dbeta, dout, dbranch, x, mean, rstd, rows, cols, t);
     args a = begin(be, K_layernorm_bwd_dx);
-    arg_f32p(&a, dx);
-    arg_f32p(&a, dout);
-    ln_x_args(&a, dbranch.buf ? dbranch : dout, dout, dbranch_dtype); /* absent: dout's */
-    ln_x_args(&a, x, dout, x_dtype);
+    ln_x_args(&a, dx, t.dx);
+    ln_x_args(&a, dout, t.dout);
+    ln_x_args(&a, dbranch.buf ? dbranch : dout, t.dbranch);
+    ln_x_args(&a, x, t.x);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
     arg_f32p(&a, gamma);
     arg_i(&a, rows);
     arg_i(&a, cols);
-    arg_i(&a, BT_KIND16_OF(round16));
-    arg_i(&a, BT_KIND16_OF(x_dtype));
+    arg_i(&a, BT_KIND16_OF(t.round16));
+    arg_i(&a, BT_KIND16_OF(t.x));
     arg_i(&a, dbranch.buf != NULL);
-    arg_i(&a, BT_KIND16_OF(dbranch_dtype));
+    arg_i(&a, BT_KIND16_OF(t.dbranch));
+    arg_i(&a, BT_KIND16_OF(t.dout));
+    arg_i(&a, BT_KIND16_OF(t.dx));
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 

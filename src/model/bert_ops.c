@@ -127,8 +127,9 @@ static void layernorm_bwd_of(bert_run *r, size_t dx, size_t w, size_t b, size_t 
     const bt_ptr x16 = bert_act_stashed(m, r->half_layer, x);
     m->be->layernorm_bwd(m->be, act(m, dx), grd(m, w), grd(m, b), act(m, dy), dbranch,
                          x16.buf ? x16 : act(m, x), act(m, mean), act(m, rstd), par(m, w), rows, H,
-                         (bt_dtype)m->cfg.storage, x16.buf ? (bt_dtype)m->cfg.storage : BT_F32,
-                         dbranch_dtype);
+                         (bt_ln_bwd_types){.round16 = (bt_dtype)m->cfg.storage,
+                                           .x = x16.buf ? (bt_dtype)m->cfg.storage : BT_F32,
+                                           .dbranch = dbranch_dtype});
     store_rounded(r, dx, (size_t)rows * H);
 }
 
