@@ -114,12 +114,23 @@ static void join_fwd(bert_run *r, int l, int site, size_t out, size_t resid, siz
     if (norm) op_layernorm(r, norm->out, norm->mean, norm->rstd, out, norm->w, norm->b, d.N);
 }
 
+/* Exits on dA's values held in dA16 where `reader` would read them from dA:
+ * the model's own bookkeeping gone wrong (layer_bwd decides where they are
+ * kept in 16 bits from who reads them next). */
+static void need_fp32_da(const bert_run *r, const char *reader) {
+    if (!r->dA16) return;
+    fprintf(stderr, "bertrain: internal error: %s reads dA in fp32, but it is in dA16\n",
+            reader);
+    exit(1);
+}
+
 /* dA = omega * dA + dH: the gradient of a residual join's input, through the
  * residual (dA holds d out) and the branch (dH). ln_next: the next op to
  * read dA is layernorm_bwd, which rounds it as it reads it: no rounding
  * pass here. */
 static void join_bwd(bert_run *r, int l, int site, layer_dims d, bool ln_next) {
     const struct bert_act_layout *a = r->m->act;
+    need_fp32_da(r, "a residual join's backward");
     const float omega = omega_at(r->m, l, site);
     if (d.top && site == SITE_ATTN_OUT) /* dA: S rows, dH: every row */
         bert_top_join_grad(r, omega, d.N, d.H);
@@ -128,7 +139,8 @@ static void join_bwd(bert_run *r, int l, int site, layer_dims d, bool ln_next) {
 }
 
 /* dH = the gradient reaching a residual branch through its output dropout:
- * dropout(dA) with the forward's mask. Returns dH's 16-bit copy for the
+ * dropout(dA) with the forward's mask (dA read from dA16 where r->dA16 says
+ * it is there). Returns dH's 16-bit copy for the
  * branch's last linear layer where the dropout wrote it into the operand16
  * buffer (bert_operand16_room, from element `at`), else buf NULL. */
 static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d, size_t at) {
@@ -139,10 +151,12 @@ static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d, size_t at) 
     const size_t n = (size_t)d.N * d.H;
     if (d.p > 0.0f && !d.top) { /* straight from dA: no copy first */
         const bt_ptr d16 = bert_operand16_room(m, at, n);
-        be->dropout(be, act(m, a->dH), act(m, a->dA), n, d.per_sample, r->bt->first_sample, d.p,
-                    key, BT_F32, d16, (bt_dtype)m->cfg.storage);
+        be->dropout(be, act(m, a->dH), act(m, r->dA16 ? a->dA16 : a->dA), n, d.per_sample,
+                    r->bt->first_sample, d.p, key, r->dA16 ? (bt_dtype)m->cfg.storage : BT_F32,
+                    d16, (bt_dtype)m->cfg.storage);
         return d16;
     }
+    need_fp32_da(r, "a residual branch's backward");
     be->copy(be, act(m, a->dH), act(m, a->dA), n * 4);
     if (d.p > 0.0f) bert_top_dropout(r, a->dH, d.N, d.H, d.p, key);
     return BT_NO_PTR;
@@ -269,6 +283,28 @@ static void layer_fwd(bert_run *r, int l, size_t x_in) {
 
 static int layer_before(const bert_pass *pass, int l);
 
+/* Whether the backward may keep the residual stream's gradient (dA) in the
+ * storage's 16 bits between a LayerNorm backward and its readers: 16-bit
+ * storage on 16-bit GEMM hardware with one 16-bit copy of each backward
+ * operand (bert_operand16_room), where a pass over memory costs more than
+ * the conversions it saves. Its values are the same in either type: the
+ * LayerNorm backward rounds what it writes. */
+static bool grads16(const bert_model *m) { return bert_operand16_room(m, 0, 1).buf != NULL; }
+
+/* A residual join's backward and the LayerNorm's before it (w, b; x, mean,
+ * rstd of the forward), one op: dA (or dA16 where r->dA16) plus the
+ * branch's dH (in 16 bits where dh16) into dA, or into dA16 where out16
+ * (r->dA16 then says which). */
+static void join_layernorm_bwd(bert_run *r, size_t w, size_t b, bool dh16, bool out16, size_t x,
+                               size_t mean, size_t rstd, int rows) {
+    const struct bert_act_layout *a = r->m->act;
+    const unsigned halves =
+        (dh16 ? LN_DBRANCH16 : 0) | (r->dA16 ? LN_DY16 : 0) | (out16 ? LN_DX16 : 0);
+    op_join_layernorm_bwd(r, out16 ? a->dA16 : a->dA, w, b, r->dA16 ? a->dA16 : a->dA, a->dH,
+                          halves, x, mean, rstd, rows);
+    r->dA16 = out16;
+}
+
 /* Backward of layer_fwd: dA holds d(layer output); on return it holds d(x_in). */
 static void layer_bwd(bert_run *r, int l, size_t x_in) {
     const struct bert_act_layout *a = r->m->act;
@@ -284,26 +320,8 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         op_layernorm_bwd(r, a->dH, w->ln1_w, w->ln1_b, a->dH, x_in, la->mean1, la->rstd1, N);
         join_bwd(r, l, SITE_ATTN_OUT, d, false); /* d x_in */
     } else {
-        /* d ln2: dA, plus the layer above's attention branch in dH where its join was left
-         * to this op (LN2's backward reads the two as a join's, rounding dH as stored) */
-        if (r->pending_join)
-            op_join_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, a->dH, r->pending_join16,
-                                  la->res2, la->mean2, la->rstd2, d.N);
-        else
-            op_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, la->res2, la->mean2,
-                             la->rstd2, d.N);
-        r->pending_join = false;
         /* d ln1 = dA + dH and LN1's backward: one op where the join is fused */
         const bool join = fused(r->m, BERT_FUSE_JOIN) && omega_at(r->m, l, SITE_FFN_OUT) == 1.0f;
-        const bool ffn_dh16 = ffn_block_bwd(r, l, la->ln1, !join);
-        if (join) {
-            op_join_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, a->dH, ffn_dh16, la->res1,
-                                  la->mean1, la->rstd1, d.N);
-        } else {
-            join_bwd(r, l, SITE_FFN_OUT, d, true); /* read by LN1's backward, which rounds it */
-            op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1,
-                             d.N);
-        }
         /* d x_in = dA + dH, read next by the LN2 backward of the layer below, if one runs:
          * where the join is fused, that op adds the two (no recompute forward of the layer
          * below comes between and overwrites dH; the top layer's join is its own) */
@@ -311,6 +329,29 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         const bool defer = below >= 0 && !d.top && fused(r->m, BERT_FUSE_JOIN) &&
                            omega_at(r->m, l, SITE_ATTN_OUT) == 1.0f &&
                            r->m->cfg.recompute != BERT_RECOMPUTE_LAYER;
+        /* d ln2 and d ln1 kept in 16 bits where both their readers take them so: the
+         * branch's dropout and a join's LayerNorm backward */
+        const bool keep16 = grads16(r->m) && d.p > 0.0f && !d.top;
+        /* d ln2: dA, plus the layer above's attention branch in dH where its join was left
+         * to this op (LN2's backward reads the two as a join's, rounding dH as stored) */
+        if (r->pending_join) {
+            join_layernorm_bwd(r, w->ln2_w, w->ln2_b, r->pending_join16, keep16 && join,
+                               la->res2, la->mean2, la->rstd2, d.N);
+        } else {
+            need_fp32_da(r, "LN2's backward");
+            op_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, la->res2, la->mean2,
+                             la->rstd2, d.N);
+        }
+        r->pending_join = false;
+        const bool ffn_dh16 = ffn_block_bwd(r, l, la->ln1, !join);
+        if (join) {
+            join_layernorm_bwd(r, w->ln1_w, w->ln1_b, ffn_dh16, keep16 && defer, la->res1,
+                               la->mean1, la->rstd1, d.N);
+        } else {
+            join_bwd(r, l, SITE_FFN_OUT, d, true); /* read by LN1's backward, which rounds it */
+            op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1,
+                             d.N);
+        }
         const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer);
         if (defer) {
             r->pending_join = true;

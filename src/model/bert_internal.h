@@ -33,6 +33,9 @@ typedef struct {
                                 * layer above, not yet added to dA: the next LayerNorm
                                 * backward takes it (Post-LN's deferred join) */
     bool pending_join16;       /* ... in the storage's 16 bits (written so by its GEMM) */
+    bool dA16;                 /* backward: the residual stream's gradient is in dA16 (the
+                                * storage's 16 bits), not dA, as a LayerNorm backward wrote
+                                * it for readers that take it so (Post-LN: bert.c) */
 } bert_run;
 
 /* Views into the model's buffers: the element at offset off (a bert_views

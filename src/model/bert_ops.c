@@ -115,33 +115,35 @@ void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, 
     store(r, out, (size_t)rows * H);
 }
 
-/* layernorm_bwd with dy + dbranch for dy where dbranch is given (in
- * dbranch_dtype) */
+/* layernorm_bwd with dy + dbranch for dy where dbranch is given, the
+ * gradients in halves in 16 bits (op_join_layernorm_bwd) */
 static void layernorm_bwd_of(bert_run *r, size_t dx, size_t w, size_t b, size_t dy,
-                             bt_ptr dbranch, bt_dtype dbranch_dtype, size_t x, size_t mean,
-                             size_t rstd, int rows) {
+                             bt_ptr dbranch, unsigned halves, size_t x, size_t mean, size_t rstd,
+                             int rows) {
     const bert_model *m = r->m;
     const int H = m->cfg.hidden_size;
     /* dx rounded by the op as store would (a gradient: never stashed); x read
      * from the stash where it is there (the unstash leaves it) */
     const bt_ptr x16 = bert_act_stashed(m, r->half_layer, x);
+    const bt_dtype s = (bt_dtype)m->cfg.storage;
     m->be->layernorm_bwd(m->be, act(m, dx), grd(m, w), grd(m, b), act(m, dy), dbranch,
                          x16.buf ? x16 : act(m, x), act(m, mean), act(m, rstd), par(m, w), rows, H,
-                         (bt_ln_bwd_types){.round16 = (bt_dtype)m->cfg.storage,
-                                           .x = x16.buf ? (bt_dtype)m->cfg.storage : BT_F32,
-                                           .dbranch = dbranch_dtype});
-    store_rounded(r, dx, (size_t)rows * H);
+                         (bt_ln_bwd_types){.round16 = s,
+                                           .x = x16.buf ? s : BT_F32,
+                                           .dbranch = halves & LN_DBRANCH16 ? s : BT_F32,
+                                           .dout = halves & LN_DY16 ? s : BT_F32,
+                                           .dx = halves & LN_DX16 ? s : BT_F32});
+    if (!(halves & LN_DX16)) store_rounded(r, dx, (size_t)rows * H);
 }
 
 void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
                       size_t mean, size_t rstd, int rows) {
-    layernorm_bwd_of(r, dx, w, b, dy, BT_NO_PTR, BT_F32, x, mean, rstd, rows);
+    layernorm_bwd_of(r, dx, w, b, dy, BT_NO_PTR, 0, x, mean, rstd, rows);
 }
 
 void op_join_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t dbranch,
-                           bool dbranch16, size_t x, size_t mean, size_t rstd, int rows) {
-    layernorm_bwd_of(r, dx, w, b, dy, act(r->m, dbranch),
-                     dbranch16 ? (bt_dtype)r->m->cfg.storage : BT_F32, x, mean, rstd, rows);
+                           unsigned halves, size_t x, size_t mean, size_t rstd, int rows) {
+    layernorm_bwd_of(r, dx, w, b, dy, act(r->m, dbranch), halves, x, mean, rstd, rows);
 }
 
 void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int cols) {

@@ -71,13 +71,19 @@ void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, 
 void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
                       size_t mean, size_t rstd, int rows);
 
+/* Which gradients of op_join_layernorm_bwd its buffers hold in the
+ * storage's 16 bits instead of fp32 (a bit mask): dbranch (a GEMM's 16-bit
+ * result written there), dy (a gradient stored so), and dx, which it
+ * writes so. */
+enum { LN_DBRANCH16 = 1u, LN_DY16 = 2u, LN_DX16 = 4u };
+
 /* op_residual_bwd (omega 1) of dy and the branch's gradient dbranch (rows,
  * H), then op_layernorm_bwd of the sum, in one op: dbranch is read as its
- * store would round it, and may be left unstored. dbranch16: dbranch's
- * buffer holds it in the storage's 16 bits instead (a GEMM's 16-bit result
- * written there), read as it is. */
+ * store would round it, and may be left unstored. halves: the gradients in
+ * 16 bits (LN_DBRANCH16 ...), read as they are; dx in 16 bits is the
+ * rounded dx's bits (dx may be dy in both types). */
 void op_join_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t dbranch,
-                           bool dbranch16, size_t x, size_t mean, size_t rstd, int rows);
+                           unsigned halves, size_t x, size_t mean, size_t rstd, int rows);
 
 /* fc1 += b (rows, cols), then gelu = GELU(fc1): one fused op where it is
  * on (BERT_FUSE_GELU), else the two it replaces. */
