@@ -398,14 +398,17 @@ struct bt_backend {
      * dout as it is read lets the model leave the rounding pass over a
      * gradient that this op alone reads. x is in x_dtype: BT_F32, or with
      * 16-bit storage round16's dtype (the stash's copy, read as it is).
+     * dout is in dout_dtype: BT_F32, or with 16-bit storage round16's dtype
+     * (a GEMM's 16-bit result, read as it is: the op's bits on its values
+     * widened; dx must then not overlap dout).
      * With 16-bit storage dx16 (buf NULL: not written) takes dx in round16
      * as well, cast's bits; with BT_F32 it must be NULL. dx_kept false
      * (dx16 given): dx's contents after the call are unspecified (a device
      * may leave it as it was), the copy being all that reads it; dbias is
      * the same.                               dx, dout, x, dx16: (rows, cols) */
     void (*bias_gelu_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
-                          int rows, int cols, bt_dtype round16, bt_dtype x_dtype, bt_ptr dx16,
-                          bool dx_kept);
+                          int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
+                          bt_dtype dout_dtype, bt_ptr dx16, bool dx_kept);
     /* out = resid + dropout(y + bias): bias_add, dropout over element r*cols + c
      * (per_sample, first_sample, p, key as dropout's), add. With round16
      * BT_BF16 or BT_F16 (16-bit storage) y + bias is rounded to it before the

@@ -305,13 +305,14 @@ static void p_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, i
           in->bias_gelu_fwd(in, out, y, bias, rows, cols, r16, out16, y16, y_kept));
 }
 static void p_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr db, bt_ptr dout, bt_ptr x,
-                            int rows, int cols, bt_dtype r16, bt_dtype xt, bt_ptr dx16,
-                            bool dx_kept) {
-    const double passes = 1.0 + (dx_kept || !dx16.buf);
+                            int rows, int cols, bt_dtype r16, bt_dtype xt, bt_dtype dt,
+                            bt_ptr dx16, bool dx_kept) {
+    const double dx_passes = dx_kept || !dx16.buf;
     TIMED(be, bias_gelu_bwd, 0,
-          F4 * (passes * rows * cols + 2.0 * cols) +
-              ((double)bt_dtype_size(xt) + (dx16.buf ? 2.0 : 0.0)) * rows * cols,
-          in->bias_gelu_bwd(in, dx, db, dout, x, rows, cols, r16, xt, dx16, dx_kept));
+          F4 * (dx_passes * rows * cols + 2.0 * cols) +
+              ((double)bt_dtype_size(xt) + (double)bt_dtype_size(dt) +
+               (dx16.buf ? 2.0 : 0.0)) * rows * cols,
+          in->bias_gelu_bwd(in, dx, db, dout, x, rows, cols, r16, xt, dt, dx16, dx_kept));
 }
 static void p_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                int rows, int cols, bt_dtype r16, size_t per, uint32_t first,

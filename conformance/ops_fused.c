@@ -174,7 +174,7 @@ static void run_bias_gelu_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     const fused_args *f = a;
     const bool x16 = t[4].n > 0;
     be->bias_gelu_bwd(be, f->inplace ? t[0].p : t[3].p, t[1].p, t[0].p, x16 ? t[4].p : t[2].p,
-                      f->rows, f->cols, f->round16, x16 ? f->round16 : BT_F32,
+                      f->rows, f->cols, f->round16, x16 ? f->round16 : BT_F32, BT_F32,
                       f->copies16 ? t[6].p : BT_NO_PTR, !f->copy_only);
 }
 static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double *s) {
@@ -279,6 +279,62 @@ static void bias_add16_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
     free(ry), free(my);
 }
 
+/* bias_gelu_bwd with dout in 16 bits (dt; a GEMM's 16-bit result, dx
+ * apart) against the op given dout's values widened: run with the tensors
+ * dx, dbias, dout (16 bits or widened), x, dx16. */
+typedef struct {
+    bt_dtype dt, dout_dtype;
+    int rows, cols;
+    bool kept;
+} gelu_dout16_args;
+static void run_bias_gelu_bwd_dout16(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const gelu_dout16_args *q = a;
+    be->bias_gelu_bwd(be, t[0].p, t[1].p, t[2].p, t[3].p, q->rows, q->cols, q->dt, BT_F32,
+                      q->dout_dtype, t[4].p, q->kept);
+}
+
+/* bias_gelu_bwd given dout in bf16 and in f16, dx kept and not: dbias, dx16
+ * and (kept) dx have the bits of the op given the same values in fp32. */
+static void bias_gelu_bwd_dout16_cases(bt_backend *be, const fused_args *a,
+                                       const gelu_inputs *g) {
+    const size_t n = g->n, c = g->c;
+    uint16_t *d16 = malloc(n * 2);
+    float *dw = malloc(n * 4);
+    if (!d16 || !dw) exit(99);
+    for (int k = 0; k < 4; k++) {
+        const bt_dtype dt = k & 1 ? BT_F16 : BT_BF16;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &g->dout[i], 4);
+            d16[i] = dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+            u = dt == BT_BF16 ? bf16_to_f32(d16[i]) : f16_to_f32(d16[i]);
+            memcpy(&dw[i], &u, 4);
+        }
+        gelu_dout16_args q = {dt, dt, a->rows, a->cols, k < 2}, q32 = q;
+        q32.dout_dtype = BT_F32;
+        tensor t[] = {tensor_out("dx", NULL, n), tensor_out("dbias", g->db, c),
+                      tensor_16bit("dout16", d16, n, false), tensor_in("x", g->x, n),
+                      tensor_16bit("dx16", NULL, n, true)};
+        tensor u[5];
+        memcpy(u, t, sizeof u);
+        u[2] = tensor_in("dout widened", dw, n);
+        verdict v = v_new();
+        if (exec_op(&v, be, t, 5, run_bias_gelu_bwd_dout16, &q, NULL) &&
+            exec_op(&v, be, u, 5, run_bias_gelu_bwd_dout16, &q32, NULL)) {
+            if (q.kept) v_bits(&v, "dx vs dout widened", RES(t[0]), RES(u[0]), n);
+            v_bits(&v, "dbias vs dout widened", RES(t[1]), RES(u[1]), c);
+            if (memcmp(t[4].res, u[4].res, n * 2))
+                v_fail(&v, "dx16: not the bits given dout widened");
+        }
+        v_report(&v, "bias_gelu_bwd", "%dx%d +=, dout in %s, dx's 16-bit copy%s", a->rows,
+                 a->cols, dt == BT_BF16 ? "bf16" : "f16", q.kept ? "" : " alone");
+        tensors_free(t, 5);
+        tensors_free(u, 5);
+    }
+    free(d16), free(dw);
+}
+
 static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
     reseed("bias_gelu", (size_t)si);
     const size_t n = (size_t)a.rows * a.cols, c = (size_t)a.cols;
@@ -328,6 +384,7 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
         free(rdx), free(rdb), free(mdb);
     }
     free(x16);
+    if (want_op("bias_gelu_bwd")) bias_gelu_bwd_dout16_cases(be, &a, &g);
     g.x16 = NULL;
     a.round16 = BT_F32;
     a.copies16 = a.copy_only = false;

@@ -155,7 +155,8 @@ static void call_ln_fwd(bt_backend *be, perf_case *c) {
 static void call_ln_bwd(bt_backend *be, perf_case *c) {
     /* t: x, dout, mean, rstd, gamma, dgamma, dbeta, dx */
     be->layernorm_bwd(be, c->t[7], c->t[5], c->t[6], c->t[1], BT_NO_PTR, c->t[0], c->t[2], c->t[3],
-                      c->t[4], c->i[0], c->i[1], (bt_ln_bwd_types){BT_F32, BT_F32, BT_F32, BT_F32, BT_F32});
+                      c->t[4], c->i[0], c->i[1],
+                      (bt_ln_bwd_types){BT_F32, BT_F32, BT_F32, BT_F32, BT_F32});
 }
 static void call_gelu_fwd(bt_backend *be, perf_case *c) { be->gelu_fwd(be, c->t[1], c->t[0], c->n); }
 static void call_gelu_bwd(bt_backend *be, perf_case *c) {
@@ -217,7 +218,7 @@ static void call_bias_gelu_fwd_unfused(bt_backend *be, perf_case *c) {
 }
 static void call_bias_gelu_bwd(bt_backend *be, perf_case *c) {
     be->bias_gelu_bwd(be, c->t[0], c->t[2], c->t[0], c->t[1], c->i[0], c->i[1], BT_F32, BT_F32,
-                      BT_NO_PTR, true);
+                      BT_F32, BT_NO_PTR, true);
 }
 static void call_bias_gelu_bwd_unfused(bt_backend *be, perf_case *c) {
     be->gelu_bwd(be, c->t[0], c->t[0], c->t[1], (size_t)c->i[0] * c->i[1]);

@@ -38,7 +38,9 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
 
 /* dx = dout * gelu'(x), dout rounded to the storage kind kind16 as it is read
  * and dx as it is written (BT_KIND16_NONE: neither), x read from x16 in
- * kind16 where x_is16 (else from x), dx16 taking dx in kind16 too where
+ * kind16 where x_is16 (else from x), dout from dout16 in kind16 where
+ * dout_is16 (read as it is; dx then does not overlap it), dx16 taking dx
+ * in kind16 too where
  * copies16 has BT_COPY16_OUT (with BT_COPY16_OUT_ONLY dx is not written),
  * for rows [g chunk_rows, (g+1) chunk_rows) of column c, and
  * their column sum: partial[g cols + c] = sum (accumulate = 0: as
@@ -48,12 +50,14 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
  * BT_COL_SLAB), one work-group per (chunk, slab of columns); global:
  * BT_COL_GLOBAL(chunks, cols, BT_WG). */
 BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT_IN(float, dout),
-                                   BT_IN(float, x), BT_IN(ushort, x16), BT_OUT(ushort, dx16),
-                                   int rows, int cols, int chunk_rows, int accumulate, int kind16,
-                                   int x_is16, int copies16) {
+                                   BT_IN(ushort, dout16), BT_IN(float, x), BT_IN(ushort, x16),
+                                   BT_OUT(ushort, dx16), int rows, int cols, int chunk_rows,
+                                   int accumulate, int kind16, int x_is16, int dout_is16,
+                                   int copies16) {
     BT_BIND(partial);
     BT_BIND(dx);
     BT_BIND(dout);
+    BT_BIND(dout16);
     BT_BIND(x);
     BT_BIND(x16);
     BT_BIND(dx16);
@@ -68,7 +72,8 @@ BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT
     for (size_t r = r0 + (size_t)lane; in && r < r1; r += BT_LANES) {
         const size_t k = r * cols + c;
         const float xk = x_is16 ? kind16_value(x16[k], kind16) : x[k];
-        const float v = round_kind16(round_kind16(dout[k], kind16) * gelu_grad_value(xk), kind16);
+        const float dk = dout_is16 ? kind16_value(dout16[k], kind16) : round_kind16(dout[k], kind16);
+        const float v = round_kind16(dk * gelu_grad_value(xk), kind16);
         if (!(copies16 & BT_COPY16_OUT_ONLY)) dx[k] = v;
         if (copies16 & BT_COPY16_OUT) dx16[k] = f32_to_kind16(v, kind16);
         acc += v;

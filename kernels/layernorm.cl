@@ -197,8 +197,8 @@ BT_FN void ln_params_tile(ln_grad dout, ln_grad br, int branch,
     float g = 0.0f, b = 0.0f;
     if (c < cols)
         ln_params_rows(ln_grad_at(dout.f32, dout.h16, dout.kind, c),
-                       ln_grad_at(br.f32, br.h16, br.kind, c), branch, x + c, x16 + c, x_kind, kind16, stats, r0,
-                       r1, cols, lane, &g, &b);
+                       ln_grad_at(br.f32, br.h16, br.kind, c), branch, x + c, x16 + c, x_kind,
+                       kind16, stats, r0, r1, cols, lane, &g, &b);
     *ag = col_lanes_sum(g, red);
     *ab = col_lanes_sum(b, red);
 }

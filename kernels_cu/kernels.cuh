@@ -129,10 +129,11 @@ __global__ void bt_round16_f16(unsigned int *x, unsigned long long n);
 __global__ void bt_bias_gelu_fwd(float *out, float *y, const float *bias, unsigned short *out16,
                                  unsigned short *y16, int rows, int cols, int kind16,
                                  int copies16);
-__global__ void bt_bias_gelu_bwd(float *partial, float *dx, const float *dout, const float *x,
+__global__ void bt_bias_gelu_bwd(float *partial, float *dx, const float *dout,
+                                 const unsigned short *dout16, const float *x,
                                  const unsigned short *x16, unsigned short *dx16, int rows,
                                  int cols, int chunk_rows, int accumulate, int kind16, int x_is16,
-                                 int copies16);
+                                 int dout_is16, int copies16);
 __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bias,
                                     const float *resid, int rows, int cols, int kind16,
                                     unsigned long long per_sample, unsigned int first_sample,

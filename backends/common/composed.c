@@ -48,11 +48,15 @@ static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr 
  * dx: gelu_bwd, round16, bias_grad; dx's 16-bit copy asked for with cast. */
 static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout,
                                    bt_ptr x, int rows, int cols, bt_dtype round16,
-                                   bt_dtype x_dtype, bt_ptr dx16, bool dx_kept) {
+                                   bt_dtype x_dtype, bt_dtype dout_dtype, bt_ptr dx16,
+                                   bool dx_kept) {
     (void)dx_kept; /* dx is gelu_bwd's and bias_grad's operand: written either way */
     const size_t n = (size_t)rows * cols;
     bt_buffer *wide = x_dtype != BT_F32 ? widened(be, x, x_dtype, n, "bias_gelu_bwd") : NULL;
     if (wide) x = (bt_ptr){wide, 0};
+    bt_buffer *wide_dout =
+        dout_dtype != BT_F32 ? widened(be, dout, dout_dtype, n, "bias_gelu_bwd") : NULL;
+    if (wide_dout) dout = (bt_ptr){wide_dout, 0};
     if (round16 != BT_F32) { /* dout rounded into dx, then gelu_bwd in place */
         if (dx.buf != dout.buf || dx.off != dout.off) be->copy(be, dx, dout, n * sizeof(float));
         be->round16(be, dx, round16, n);
@@ -63,6 +67,7 @@ static void composed_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_p
     be->bias_grad(be, dbias, dx, rows, cols, BT_F32, BT_F32);
     if (dx16.buf) be->cast(be, dx16, round16, dx, BT_F32, n);
     if (wide) be->free(be, wide); /* the backends free it once the queued ops are done */
+    if (wide_dout) be->free(be, wide_dout);
 }
 
 /* out = resid + dropout(y + bias), y unchanged: the branch in a scratch

@@ -35,10 +35,11 @@ static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
  * made as cast makes it), then bias_grad's column sums of the result. */
 static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
                               int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
-                              bt_ptr dx16, bool dx_kept) {
+                              bt_dtype dout_dtype, bt_ptr dx16, bool dx_kept) {
     (void)dx_kept; /* dx is the rows' workspace, which the column sums read: written either way */
     float *DX = cpu_f32(dx);
     uint16_t *DX16 = dx16.buf ? cpu_u16(dx16) : NULL;
+    const uint16_t *D16 = dout_dtype != BT_F32 ? cpu_u16(dout) : NULL;
     const float *D = cpu_f32(dout), *X = cpu_f32(x);
     if (x_dtype != BT_F32) /* a 16-bit x widened first: the fp32 path's bits */
         X = cpu_widen16(be->ctx, x, x_dtype, (size_t)rows * cols);
@@ -46,7 +47,10 @@ static void cpu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
         const float *d = D + row;
-        if (round16 != BT_F32) { /* dout rounded as it is read, into dx */
+        if (D16) { /* a 16-bit dout widened into dx (which does not overlap it) */
+            cpu_from16_span((uint32_t *)(DX + row), D16 + row, dout_dtype, (size_t)cols);
+            d = DX + row;
+        } else if (round16 != BT_F32) { /* dout rounded as it is read, into dx */
             if (DX != D) memcpy(DX + row, D + row, (size_t)cols * sizeof *DX);
             cpu_round16_span((uint32_t *)(DX + row), round16, (size_t)cols);
             d = DX + row;

@@ -22,25 +22,28 @@ static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, 
  * partials then their sum in chunk order. */
 static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
                              int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
-                             bt_ptr dx16, bool dx_kept) {
+                             bt_dtype dout_dtype, bt_ptr dx16, bool dx_kept) {
     cu_ctx *c = cu(be);
     const int kind16 = BT_KIND16_OF(round16), x_is16 = x_dtype != BT_F32,
+              dout_is16 = dout_dtype != BT_F32,
               copy = (dx16.buf ? BT_COPY16_OUT : 0) |
                      (dx16.buf && !dx_kept ? BT_COPY16_OUT_ONLY : 0);
     if (rows <= 0 || cols <= 0) return;
-    /* x in its own type; the other pointer (not read) is dout's, as an absent dx16's */
-    const float *xf = cu_f32(x_is16 ? dout : x);
-    const unsigned short *xh = u16c(x_is16 ? x : dout);
+    /* x and dout in their own types, both pointers at each (the other type's not read);
+     * an absent dx16 at dout, not written */
+    const unsigned short *xh = u16c(x), *douth = u16c(dout);
+    const float *xf = x_is16 ? (const float *)xh : cu_f32(x),
+                *doutf = dout_is16 ? (const float *)douth : cu_f32(dout);
     unsigned short *dh = u16(dx16.buf ? dx16 : dout);
     if (rows <= BT_COL_ROWS) {
-        LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dx),
-               cu_f32(dout), xf, xh, dh, rows, cols, rows, 1, kind16, x_is16, copy);
+        LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dx), doutf,
+               douth, xf, xh, dh, rows, cols, rows, 1, kind16, x_is16, dout_is16, copy);
         return;
     }
     const int chunks = (rows + BT_COL_ROWS - 1) / BT_COL_ROWS;
     float *part = (float *)cu_scratch(c, (size_t)chunks * cols * sizeof(float));
-    LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dx), cu_f32(dout),
-           xf, xh, dh, rows, cols, BT_COL_ROWS, 0, kind16, x_is16, copy);
+    LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(chunks, cols, BT_WG), part, cu_f32(dx), doutf, douth,
+           xf, xh, dh, rows, cols, BT_COL_ROWS, 0, kind16, x_is16, dout_is16, copy);
     LAUNCH(c, bias_grad, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), part, chunks, cols,
            BT_KIND16_NONE); /* partials by column */
 }

@@ -157,9 +157,9 @@ static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr db
     /* parameter gradients first: dx may alias dout */
     cu_layernorm_params(c, dgamma, dbeta, dy, branch, db, xs, mean, rstd, rows, cols,
                         BT_KIND16_OF(t.round16));
-    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), dx32, dx16, dy.f32, dy.h16, db.f32, db.h16, xs.f32, xs.h16,
-           cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols, BT_KIND16_OF(t.round16),
-           xs.kind, branch, db.kind, dy.kind, BT_KIND16_OF(t.dx));
+    LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), dx32, dx16, dy.f32, dy.h16, db.f32,
+           db.h16, xs.f32, xs.h16, cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols,
+           BT_KIND16_OF(t.round16), xs.kind, branch, db.kind, dy.kind, BT_KIND16_OF(t.dx));
 }
 
 static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,

@@ -26,8 +26,10 @@ static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
  * bias_grad over them, as ocl_bias_grad. */
 static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dout, bt_ptr x,
                               int rows, int cols, bt_dtype round16, bt_dtype x_dtype,
-                              bt_ptr dx16, bool dx_kept) {
-    const bool x16 = x_dtype != BT_F32; /* x in its own type; the other argument is dout */
+                              bt_dtype dout_dtype, bt_ptr dx16, bool dx_kept) {
+    /* x and dout in their own types: the other type's argument, not read, is
+     * the buffer at offset 0 */
+    const bool x16 = x_dtype != BT_F32, dout16 = dout_dtype != BT_F32;
     if (rows <= 0 || cols <= 0) return;
     const bool one_pass = rows <= OCL_COL_ROWS;
     const int chunks = one_pass ? 1 : (rows + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
@@ -40,9 +42,8 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
         arg_ul(&a, 0);
     }
     arg_f32p(&a, dx);
-    arg_f32p(&a, dout);
-    arg_f32p(&a, x16 ? dout : x);
-    arg_ptr(&a, x16 ? x : dout, 2);
+    arg_typed(&a, dout, dout16);
+    arg_typed(&a, x, x16);
     arg_ptr(&a, dx16.buf ? dx16 : dout, 2); /* absent: dout's, not written */
     arg_i(&a, rows);
     arg_i(&a, cols);
@@ -50,6 +51,7 @@ static void ocl_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr do
     arg_i(&a, one_pass);
     arg_i(&a, BT_KIND16_OF(round16));
     arg_i(&a, x16);
+    arg_i(&a, dout16);
     arg_i(&a, (dx16.buf ? BT_COPY16_OUT : 0) | (dx16.buf && !dx_kept ? BT_COPY16_OUT_ONLY : 0));
     launch(be, &a, BT_COL_GLOBAL(chunks, cols, ocl(be)->wg));
     if (one_pass) return;

@@ -50,6 +50,18 @@ static inline void arg_ul(args *a, size_t v) {
     cl_ulong x = v;
     set(a, sizeof x, &x);
 }
+/* A tensor stored in fp32 or in 16 bits (is16), for a kernel that takes
+ * both an fp32 and a 16-bit pointer and reads the one of its type: the
+ * tensor in both, the other type's at offset 0 (not read). */
+static inline void arg_typed(args *a, bt_ptr p, bool is16) {
+    if (is16) {
+        arg_mem(a, p.buf->mem);
+        arg_ul(a, 0);
+    } else {
+        arg_f32p(a, p);
+    }
+    arg_ptr(a, p, 2);
+}
 
 /* Dropout's arguments as dropout and every fused kernel take them: threshold,
  * scale, key (thr = 0 and scale 1 when p = 0, which keeps every element). */

@@ -178,19 +178,6 @@ static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 
-/* The fp32 and 16-bit arguments of a tensor of LayerNorm's backward (x,
- * dout, dbranch, dx) in its own type dt: both its buffer, the one of the
- * other type, not read, at offset 0. */
-static void ln_x_args(args *a, bt_ptr p, bt_dtype dt) {
-    if (dt != BT_F32) {
-        arg_mem(a, p.buf->mem);
-        arg_ul(a, 0);
-    } else {
-        arg_f32p(a, p);
-    }
-    arg_ptr(a, p, 2);
-}
-
 /* layernorm_bwd's dgamma and dbeta: one pass up to OCL_COL_ROWS rows;
  * beyond, chunk partials (chunks x 2 cols: dgamma's terms, then dbeta's),
  * then each column of them added in chunk order, as ocl_bias_grad; dout
@@ -210,9 +197,9 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
         arg_mem(&a, part);
         arg_ul(&a, 0);
     }
-    ln_x_args(&a, dout, t.dout);
-    ln_x_args(&a, dbranch.buf ? dbranch : dout, t.dbranch); /* absent: dout's, not read */
-    ln_x_args(&a, x, t.x);
+    arg_typed(&a, dout, t.dout != BT_F32);
+    arg_typed(&a, dbranch.buf ? dbranch : dout, t.dbranch != BT_F32); /* absent: not read */
+    arg_typed(&a, x, t.x != BT_F32);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
     arg_i(&a, rows);
@@ -241,10 +228,10 @@ static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     /* parameter gradients first: dx may alias dout */
     ocl_layernorm_params(be, dgamma, dbeta, dout, dbranch, x, mean, rstd, rows, cols, t);
     args a = begin(be, K_layernorm_bwd_dx);
-    ln_x_args(&a, dx, t.dx);
-    ln_x_args(&a, dout, t.dout);
-    ln_x_args(&a, dbranch.buf ? dbranch : dout, t.dbranch);
-    ln_x_args(&a, x, t.x);
+    arg_typed(&a, dx, t.dx != BT_F32);
+    arg_typed(&a, dout, t.dout != BT_F32);
+    arg_typed(&a, dbranch.buf ? dbranch : dout, t.dbranch != BT_F32);
+    arg_typed(&a, x, t.x != BT_F32);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
     arg_f32p(&a, gamma);

@@ -186,7 +186,8 @@ bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int
          * only the copy, and the bias gradient is done here */
         be->bias_gelu_bwd(be, act(m, d), grd(m, b), act(m, d), fc1_16.buf ? fc1_16 : act(m, fc1),
                           rows, cols, (bt_dtype)m->cfg.storage,
-                          fc1_16.buf ? (bt_dtype)m->cfg.storage : BT_F32, *d16, !d16->buf);
+                          fc1_16.buf ? (bt_dtype)m->cfg.storage : BT_F32, BT_F32, *d16,
+                          !d16->buf);
         store_rounded(r, d, (size_t)rows * cols);
     } else {
         be->gelu_bwd(be, act(m, d), act(m, d), act(m, fc1), (size_t)rows * cols);

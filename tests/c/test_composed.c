@@ -75,13 +75,16 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         be->bias_gelu_fwd(be, P(0), P(1), P(2), ROWS, COLS, BT_BF16, P(3), P(4), true);
         return finish(be, &t, 5, bytes);
     }
-    case 1: { /* bias_gelu_bwd: dx, dbias, dout, x, and x in f16 (read out of place)
-                 with dx's f16 copy */
+    case 1: { /* bias_gelu_bwd: dx, dbias, dout, x, and x and dout in f16 (read out of
+                 place) with dx's f16 copy (dout's after it) */
         const size_t n[] = {rc, COLS, rc, rc, rc, rc};
         setup(be, &t, n, 6, -1);
+        const bt_ptr dout16 = {t.buf[5], rc * 2};
         be->cast(be, P(4), BT_F16, P(3), BT_F32, rc);
-        be->bias_gelu_bwd(be, inplace ? P(2) : P(0), P(1), P(2), inplace ? P(3) : P(4), ROWS,
-                          COLS, inplace ? BT_F32 : BT_F16, inplace ? BT_F32 : BT_F16,
+        be->cast(be, dout16, BT_F16, P(2), BT_F32, rc);
+        be->bias_gelu_bwd(be, inplace ? P(2) : P(0), P(1), inplace ? P(2) : dout16,
+                          inplace ? P(3) : P(4), ROWS, COLS, inplace ? BT_F32 : BT_F16,
+                          inplace ? BT_F32 : BT_F16, inplace ? BT_F32 : BT_F16,
                           inplace ? BT_NO_PTR : P(5), true);
         return finish(be, &t, 6, bytes);
     }
