@@ -114,6 +114,15 @@ static void join_fwd(bert_run *r, int l, int site, size_t out, size_t resid, siz
     if (norm) op_layernorm(r, norm->out, norm->mean, norm->rstd, out, norm->w, norm->b, d.N);
 }
 
+/* Whether the backward may keep gradients in the storage's 16 bits between
+ * their writer and readers that take 16 bits (the residual stream's dA
+ * between LayerNorm backwards, dH and dI from their GEMMs): 16-bit storage
+ * on 16-bit GEMM hardware with one 16-bit copy of each backward operand
+ * (bert_operand16_room), where a pass over memory costs more than the
+ * conversions it saves. The values are the same in either type: each
+ * writer rounds what it writes, or each reader as it reads. */
+static bool grads16(const bert_model *m) { return bert_operand16_room(m, 0, 1).buf != NULL; }
+
 /* Exits on dA's values held in dA16 where `reader` would read them from dA:
  * the model's own bookkeeping gone wrong (layer_bwd decides where they are
  * kept in 16 bits from who reads them next). */
@@ -245,11 +254,19 @@ static bool ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
     const bt_ptr dh16 = branch_bwd(r, l, SITE_FFN_OUT, d, 0);
-    op_linear_bwd_given16(r, a->dI, w->fc2_w, w->fc2_b, a->dH, dh16, la->gelu, d.N, d.I, d.H);
-    /* bias_gelu_bwd, dI's one reader where fused, rounds it */
-    if (!fused(r->m, BERT_FUSE_GELU)) op_stored(r, a->dI, (size_t)d.N * d.I);
+    /* bias_gelu_bwd, dI's one reader where fused, rounds it: on 16-bit GEMM hardware fc2's
+     * input-gradient GEMM writes it in 16 bits, which it reads as they are */
+    const bool gelu_fused = fused(r->m, BERT_FUSE_GELU);
+    const bt_ptr di_in16 = gelu_fused && grads16(r->m) ? act(r->m, a->dI16) : BT_NO_PTR;
+    if (di_in16.buf)
+        op_linear_bwd_to16(r, di_in16, w->fc2_w, w->fc2_b, a->dH, dh16, la->gelu, d.N, d.I, d.H);
+    else
+        op_linear_bwd_given16(r, a->dI, w->fc2_w, w->fc2_b, a->dH, dh16, la->gelu, d.N, d.I,
+                              d.H);
+    if (!gelu_fused) op_stored(r, a->dI, (size_t)d.N * d.I);
     bt_ptr di16;
-    const bool bias_done = op_bias_gelu_bwd(r, a->dI, la->fc1, w->fc1_b, d.N, d.I, &di16);
+    const bool bias_done =
+        op_bias_gelu_bwd(r, a->dI, di_in16, la->fc1, w->fc1_b, d.N, d.I, &di16);
     const size_t b1 = bias_done ? NO_BIAS : w->fc1_b;
     const bool dh_16bit = !stored_dh && di16.buf;
     if (dh_16bit)
@@ -282,14 +299,6 @@ static void layer_fwd(bert_run *r, int l, size_t x_in) {
 }
 
 static int layer_before(const bert_pass *pass, int l);
-
-/* Whether the backward may keep the residual stream's gradient (dA) in the
- * storage's 16 bits between a LayerNorm backward and its readers: 16-bit
- * storage on 16-bit GEMM hardware with one 16-bit copy of each backward
- * operand (bert_operand16_room), where a pass over memory costs more than
- * the conversions it saves. Its values are the same in either type: the
- * LayerNorm backward rounds what it writes. */
-static bool grads16(const bert_model *m) { return bert_operand16_room(m, 0, 1).buf != NULL; }
 
 /* A residual join's backward and the LayerNorm's before it (w, b; x, mean,
  * rstd of the forward), one op: dA (or dA16 where r->dA16) plus the

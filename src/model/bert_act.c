@@ -104,6 +104,7 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     }
     TAKE(dA, N * H);
     TAKE(dA16, c->storage != BT_F32 ? (N * H + 1) / 2 : 0); /* 2 bytes an element */
+    TAKE(dI16, c->storage != BT_F32 ? (N * I + 1) / 2 : 0);
     TAKE(dH, N * H);
     TAKE(dctx, N * H);
     TAKE(dI, N * I);

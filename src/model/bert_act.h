@@ -37,6 +37,8 @@ struct bert_act_layout {
     size_t dA, dH, dctx, dI, dqkv, dhm, dcls;
     size_t dA16; /* 16-bit storage: dA's values in 16 bits, (N, H) of 2 bytes, where Post-LN's
                     backward keeps them so between a LayerNorm backward and its readers */
+    size_t dI16; /* 16-bit storage: dI in 16 bits, (N, I) of 2 bytes, where fc2's input-gradient
+                    GEMM writes it so for bias_gelu_bwd */
     size_t dprobs; /* (B, NH, T, T): also the dropped probabilities, in the forward and
                       until dV in the backward */
     size_t pdrop;  /* (B, NH, T, T) with attention_logit_penalty only: the scores again */

@@ -2,6 +2,9 @@
  * rounding and the stash of mixed precision; see bert_ops.h). */
 #include "bert_ops.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 /* n values from activation offset off are complete: stored as the model
  * stores activations (bert_act_store16). */
 static void store(bert_run *r, size_t off, size_t n) {
@@ -172,11 +175,12 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
     store(r, gelu, n);
 }
 
-bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int cols,
-                      bt_ptr *d16) {
+bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, size_t b, int rows,
+                      int cols, bt_ptr *d16) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const bool fuse = fused(m, BERT_FUSE_GELU);
+    const bt_dtype s = (bt_dtype)m->cfg.storage;
     *d16 = BT_NO_PTR;
     if (fuse) { /* d *= gelu'(fc1), rounded as store does, and the bias gradient in one pass;
                  * fc1 read from the stash where it is there (the unstash leaves it) */
@@ -184,12 +188,15 @@ bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int
         *d16 = bert_operand16_room(m, 0, (size_t)rows * cols);
         /* d's fp32 values not kept where its 16-bit copy is made: the GEMMs after it read
          * only the copy, and the bias gradient is done here */
-        be->bias_gelu_bwd(be, act(m, d), grd(m, b), act(m, d), fc1_16.buf ? fc1_16 : act(m, fc1),
-                          rows, cols, (bt_dtype)m->cfg.storage,
-                          fc1_16.buf ? (bt_dtype)m->cfg.storage : BT_F32, BT_F32, *d16,
-                          !d16->buf);
+        be->bias_gelu_bwd(be, act(m, d), grd(m, b), dout16.buf ? dout16 : act(m, d),
+                          fc1_16.buf ? fc1_16 : act(m, fc1), rows, cols, s,
+                          fc1_16.buf ? s : BT_F32, dout16.buf ? s : BT_F32, *d16, !d16->buf);
         store_rounded(r, d, (size_t)rows * cols);
     } else {
+        if (dout16.buf) {
+            fprintf(stderr, "bertrain: internal error: a 16-bit dout for the unfused GELU\n");
+            exit(1);
+        }
         be->gelu_bwd(be, act(m, d), act(m, d), act(m, fc1), (size_t)rows * cols);
         store(r, d, (size_t)rows * cols);
     }

@@ -91,11 +91,13 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
 
 /* Backward of op_bias_gelu's GELU in place: d *= GELU'(fc1); returns true
  * when the fused op has also added b's gradient (op_linear_bwd then gets
- * NO_BIAS). *d16 gets d's 16-bit copy for the GEMMs after it where the
- * fused op wrote it into the operand16 buffer (bert_operand16_room), else
- * buf NULL. */
-bool op_bias_gelu_bwd(bert_run *r, size_t d, size_t fc1, size_t b, int rows, int cols,
-                      bt_ptr *d16);
+ * NO_BIAS). With dout16 (buf not NULL; the fused op only) d's incoming
+ * values are there in the storage's 16 bits instead (a GEMM's 16-bit
+ * result), read as they are. *d16 gets d's 16-bit copy for the GEMMs after
+ * it where the fused op wrote it into the operand16 buffer
+ * (bert_operand16_room), else buf NULL. */
+bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, size_t b, int rows,
+                      int cols, bt_ptr *d16);
 
 /* out = GELU(in) and its backward dx = dy * GELU'(x), n values. */
 void op_gelu(bert_run *r, size_t out, size_t in, size_t n);
