@@ -21,7 +21,8 @@ static size_t place(size_t *off, size_t count, size_t cap, size_t *largest) {
 }
 
 struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm, int Mm,
-                                            bool fused_attention, size_t max_buffer) {
+                                            bool fused_attention, bool grads16,
+                                            size_t max_buffer) {
     int L = c->num_hidden_layers;
     struct bert_act_layout *a =
         calloc(1, sizeof *a + (size_t)L * sizeof(bert_layer_acts));
@@ -103,8 +104,9 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
         TAKE(final_rstd, N);
     }
     TAKE(dA, N * H);
-    TAKE(dA16, c->storage != BT_F32 ? (N * H + 1) / 2 : 0); /* 2 bytes an element */
-    TAKE(dI16, c->storage != BT_F32 ? (N * I + 1) / 2 : 0);
+    grads16 = grads16 && c->storage != BT_F32;
+    TAKE(dA16, grads16 ? (N * H + 1) / 2 : 0); /* 2 bytes an element */
+    TAKE(dI16, grads16 ? (N * I + 1) / 2 : 0);
     TAKE(dH, N * H);
     TAKE(dctx, N * H);
     TAKE(dI, N * I);

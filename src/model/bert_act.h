@@ -35,9 +35,9 @@ struct bert_act_layout {
     size_t xin;
     /* backward scratch */
     size_t dA, dH, dctx, dI, dqkv, dhm, dcls;
-    size_t dA16; /* 16-bit storage: dA's values in 16 bits, (N, H) of 2 bytes, where Post-LN's
+    size_t dA16; /* with grads16: dA's values in 16 bits, (N, H) of 2 bytes, where Post-LN's
                     backward keeps them so between a LayerNorm backward and its readers */
-    size_t dI16; /* 16-bit storage: dI in 16 bits, (N, I) of 2 bytes, where fc2's input-gradient
+    size_t dI16; /* with grads16: dI in 16 bits, (N, I) of 2 bytes, where fc2's input-gradient
                     GEMM writes it so for bias_gelu_bwd */
     size_t dprobs; /* (B, NH, T, T): also the dropped probabilities, in the forward and
                       until dV in the backward */
@@ -97,9 +97,11 @@ struct bert_act_layout {
  * of every big field does, beside each layer's kept output (no 16-bit
  * stash: there is nothing per layer left to stash but the outputs). The
  * activations are split into buffers of at most max_buffer bytes (0: one
- * buffer), no tensor across two. */
+ * buffer), no tensor across two. grads16: the backward keeps gradients in
+ * 16 bits between writer and readers (16-bit storage on 16-bit GEMM
+ * hardware): dA16 and dI16 get their room (else none). */
 struct bert_act_layout *bert_act_layout_new(const bert_config *c, int max_batch, int max_seq,
-                                            int max_masked, bool fused_attention,
+                                            int max_masked, bool fused_attention, bool grads16,
                                             size_t max_buffer);
 
 /* Mixed precision: round n values from x to the model's

@@ -261,10 +261,12 @@ bool bert_memory_needed(const bert_config *cfg, long long max_batch, long long m
             return false;
         }
     bert_model *m = calloc(1, sizeof *m);
-    /* "auto" is sized as unfused: the most it can need on any backend */
+    /* "auto" is sized as unfused: the most it can need on any backend; the
+     * 16-bit gradients where 16-bit GEMMs may run, as params16 below */
     struct bert_act_layout *a = bert_act_layout_new(cfg, (int)max_batch, (int)max_seq,
                                                      (int)max_masked,
                                                      cfg->attention_kernel == BERT_ATTN_FUSED,
+                                                     cfg->storage != BT_F32 && cfg->gemm16 >= 0,
                                                      max_buffer);
     bool ok = m && a;
     if (ok) {
@@ -344,8 +346,11 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
                          (cfg->attention_kernel == BERT_ATTN_AUTO && info.fused_attention_pays &&
                           cfg->attention_logit_penalty == 0.0f && head <= BT_ATTENTION_MAX_HEAD);
     if (!build_table(m)) goto oom;
+    /* the staged gemm16 of a device without 16-bit GEMM hardware converts
+     * every operand anyway: a copy made once would only add a pass there */
+    const bool hw16 = cfg->storage == BT_F16 ? info.tensor_f16 : info.tensor_bf16;
     m->act = bert_act_layout_new(cfg, max_batch, max_seq, max_masked, m->fused_attention,
-                                 info.max_alloc);
+                                 m->gemm16 && hw16, info.max_alloc);
     if (!m->act || !(m->acts = calloc((size_t)m->act->n_buffers, sizeof *m->acts))) goto oom;
     size_t pbytes = m->n_params * sizeof(float);
     m->params = be->alloc(be, pbytes);
@@ -385,9 +390,6 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
         bert_free(m);
         return NULL;
     }
-    /* the staged gemm16 of a device without 16-bit GEMM hardware converts
-     * every operand anyway: a copy made once would only add a pass there */
-    const bool hw16 = cfg->storage == BT_F16 ? info.tensor_f16 : info.tensor_bf16;
     if (m->gemm16 && hw16 && m->act->operand16 &&
         !(m->operand16 = be->alloc(be, m->act->operand16 * 2))) {
         snprintf(err, errlen, "out of device memory on %s for the 16-bit GEMM operand "
