@@ -72,7 +72,8 @@ BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT
     for (size_t r = r0 + (size_t)lane; in && r < r1; r += BT_LANES) {
         const size_t k = r * cols + c;
         const float xk = x_is16 ? kind16_value(x16[k], kind16) : x[k];
-        const float dk = dout_is16 ? kind16_value(dout16[k], kind16) : round_kind16(dout[k], kind16);
+        const float dk =
+            dout_is16 ? kind16_value(dout16[k], kind16) : round_kind16(dout[k], kind16);
         const float v = round_kind16(dk * gelu_grad_value(xk), kind16);
         if (!(copies16 & BT_COPY16_OUT_ONLY)) dx[k] = v;
         if (copies16 & BT_COPY16_OUT) dx16[k] = f32_to_kind16(v, kind16);
