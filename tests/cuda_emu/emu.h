@@ -84,12 +84,35 @@ cudaError_t record(cudaError_t e);
         if (sticky() != cudaSuccess) return record(sticky()); \
     } while (0)
 
-/* A stream: a queue of work that runs only when something synchronises it. */
+/* Sets a kernel node's launch from a cudaKernelNodeParams (its kernel must
+ * stay the same): cudaGraphExecKernelNodeSetParams. */
+typedef std::function<cudaError_t(const cudaKernelNodeParams *, CUgraphNode_st *)> node_patch;
+/* graph.cpp: give a node new work (and a new patch): a kernel node's update. */
+void set_node(CUgraphNode_st *n, std::function<void()> op, node_patch patch);
+
+/* A stream: a queue of work that runs only when something synchronises it.
+ * While it captures, what is pushed becomes nodes of the capture's graph
+ * (graph.cpp) and runs only when a graph made from it is launched. */
 struct stream {
     int device;
     unsigned flags;
-    void push(std::function<void()> op);
+    CUgraph_st *capture = nullptr; /* the graph being captured, or none */
+    bool capture_invalid = false;  /* a call the capture cannot take was made */
+    unsigned long long capture_id = 0;
+    void push(std::function<void()> op, node_patch patch = nullptr);
 };
+
+/* graph.cpp: append op (a kernel: with its patch) to graph g as its last node. */
+void graph_append(CUgraph_st *g, std::function<void()> op, node_patch patch);
+/* A call that a capturing stream cannot take (a host wait, pageable host
+ * memory, an event): reported, and the capture is invalidated, as CUDA
+ * invalidates it. Returns true when s was capturing. */
+bool refuse_in_capture(stream *s, const char *call);
+/* As refuse_in_capture, for a call that waits for the whole device (cudaFree):
+ * true when any stream was capturing. */
+bool refuse_in_any_capture(const char *call);
+/* Every stream, the default ones included (runtime.cpp). */
+std::vector<stream *> all_streams();
 /* Run everything queued on s, in order (device memory is reachable only
  * while queued work runs). */
 void flush(stream *s);

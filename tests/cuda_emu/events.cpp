@@ -63,6 +63,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t st) {
     if (!event) return record(cudaErrorInvalidResourceHandle);
     stream *s = stream_of(st, current_device());
     if (!s) return cudaErrorInvalidResourceHandle;
+    /* stricter than CUDA, which makes an event node: the backend records no
+     * event inside a graph */
+    if (refuse_in_capture(s, "cudaEventRecord")) return record(cudaErrorStreamCaptureUnsupported);
     event->stream = st;
     event->device = s->device;
     event->recorded = true;
@@ -90,6 +93,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t event, unsigned int
     }
     stream *s = stream_of(st, current_device());
     if (!s) return cudaErrorInvalidResourceHandle;
+    if (refuse_in_capture(s, "cudaStreamWaitEvent"))
+        return record(cudaErrorStreamCaptureUnsupported);
     if (!event->recorded) return cudaSuccess;
     const unsigned long k = event->records;
     stream *from = stream_of(event->stream, event->device);
@@ -108,8 +113,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t event, unsigned int
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     STICKY_RETURN();
     if (!event) return record(cudaErrorInvalidResourceHandle);
-    if (event->recorded && !event->reached)
-        flush(stream_of(event->stream, event->device));
+    if (event->recorded && !event->reached) {
+        stream *s = stream_of(event->stream, event->device);
+        if (refuse_in_capture(s, "cudaEventSynchronize"))
+            return record(cudaErrorStreamCaptureUnsupported);
+        flush(s);
+    }
     return sticky() != cudaSuccess ? record(sticky()) : cudaSuccess;
 }
 

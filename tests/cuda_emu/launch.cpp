@@ -57,7 +57,9 @@ struct queued_kernel {
     std::string name;
     bool bad_pointer = false;
     std::vector<const allocation *> touched; /* allocations its pointers point into */
-    ~queued_kernel() { l.free_args(l.args); }
+    ~queued_kernel() {
+        if (l.args) l.free_args(l.args);
+    }
 };
 
 /* Limits as a GPU checks them: an invalid configuration is an error of the
@@ -93,24 +95,19 @@ static bool launch_config_ok(const kernel_launch &l, const char *name) {
     return true;
 }
 
-void enqueue_kernel(const kernel_launch &l, cudaStream_t st) {
+/* The queued form of launch l (arguments owned), its pointer arguments
+ * checked against device d's memory; nullptr when its configuration is
+ * refused (the error recorded). */
+static std::shared_ptr<queued_kernel> queue_form(const kernel_launch &l, int d) {
     auto q = std::make_shared<queued_kernel>();
     q->l = l;
     q->name = kernel_name(l);
     q->l.name = q->name.c_str();
     q->l.pointers = nullptr; /* the caller's array dies with the call */
-    if (sticky() != cudaSuccess) {
-        record(sticky());
-        return;
+    if (!launch_config_ok(l, q->l.name)) {
+        q->l.args = nullptr; /* the caller still owns them */
+        return nullptr;
     }
-    const int d = current_device();
-    stream *s = stream_of(st, d);
-    if (!s) return;
-    if (!cfg().has_code) { /* the binary has no code for this architecture */
-        record(cudaErrorNoKernelImageForDevice);
-        return;
-    }
-    if (!launch_config_ok(l, q->l.name)) return;
     for (int i = 0; i < l.n_pointers; i++) {
         const void *p = l.pointers[i];
         char why[256];
@@ -122,7 +119,12 @@ void enqueue_kernel(const kernel_launch &l, cudaStream_t st) {
             q->touched.push_back(find_mapping(p));
         }
     }
-    s->push([q] {
+    return q;
+}
+
+/* What running q does on the stream. */
+static std::function<void()> run_queued(std::shared_ptr<queued_kernel> q) {
+    return [q] {
         if (q->bad_pointer) { /* on a GPU: an illegal address while it runs */
             set_sticky(cudaErrorIllegalAddress);
             return;
@@ -135,7 +137,59 @@ void enqueue_kernel(const kernel_launch &l, cudaStream_t st) {
                 set_sticky(cudaErrorIllegalAddress);
                 return;
             }
-    });
+    };
+}
+
+/* How a graph's node of q takes new arguments and geometry (the same kernel):
+ * they are copied now, and checked as a launch's. */
+static node_patch patch_of(std::shared_ptr<queued_kernel> q, int d) {
+    return [q, d](const cudaKernelNodeParams *p, CUgraphNode_st *node) -> cudaError_t {
+        if (p->func != (void *)q->l.kernel || !p->kernelParams || p->extra) {
+            report("cudaGraphExecKernelNodeSetParams: node of %s: another kernel, or no "
+                   "kernelParams", q->l.name);
+            return cudaErrorInvalidValue;
+        }
+        kernel_launch l = q->l;
+        l.grid = p->gridDim;
+        l.block = p->blockDim;
+        l.dynamic_shared = p->sharedMemBytes;
+        l.args = l.make_args(p->kernelParams);
+        const void *ptrs[64];
+        l.n_pointers = l.pointers_of(l.args, ptrs);
+        l.pointers = ptrs;
+        std::shared_ptr<queued_kernel> q2 = queue_form(l, d);
+        if (!q2) {
+            l.free_args(l.args);
+            return cudaErrorInvalidConfiguration;
+        }
+        set_node(node, run_queued(q2), patch_of(q2, d));
+        return cudaSuccess;
+    };
+}
+
+void enqueue_kernel(const kernel_launch &l, cudaStream_t st) {
+    if (sticky() != cudaSuccess) {
+        l.free_args(l.args);
+        record(sticky());
+        return;
+    }
+    const int d = current_device();
+    stream *s = stream_of(st, d);
+    if (!s) {
+        l.free_args(l.args);
+        return;
+    }
+    if (!cfg().has_code) { /* the binary has no code for this architecture */
+        l.free_args(l.args);
+        record(cudaErrorNoKernelImageForDevice);
+        return;
+    }
+    std::shared_ptr<queued_kernel> q = queue_form(l, d);
+    if (!q) {
+        l.free_args(l.args);
+        return;
+    }
+    s->push(run_queued(q), patch_of(q, d));
 }
 
 /* ================= a team of fibers ================= */

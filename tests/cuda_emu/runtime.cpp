@@ -302,7 +302,21 @@ static std::mutex stream_lock; /* guards the streams' list (not their queues) */
 static std::deque<CUstream_st *> streams;
 static CUstream_st default_streams[16];
 
-void stream::push(std::function<void()> op) { ((CUstream_st *)this)->queue.push_back(op); }
+void stream::push(std::function<void()> op, node_patch patch) {
+    if (capture) {
+        graph_append(capture, std::move(op), std::move(patch));
+        return;
+    }
+    ((CUstream_st *)this)->queue.push_back(op);
+}
+
+std::vector<stream *> all_streams() {
+    std::vector<stream *> out;
+    for (int d = 0; d < cfg().devices; d++) out.push_back(stream_of(nullptr, d));
+    std::lock_guard<std::mutex> g(stream_lock);
+    for (CUstream_st *s : streams) out.push_back(s);
+    return out;
+}
 
 /* Streams being run: a stream's queued work may run another's (a
  * cudaStreamWaitEvent), and device memory stays reachable until the
@@ -417,6 +431,8 @@ const char *cudaGetErrorName(cudaError_t e) {
         N(cudaErrorInvalidPtx) N(cudaErrorUnsupportedPtxVersion)
         N(cudaErrorIllegalAddress)
         N(cudaErrorLaunchFailure) N(cudaErrorSetOnActiveProcess)
+        N(cudaErrorStreamCaptureUnsupported) N(cudaErrorStreamCaptureInvalidated)
+        N(cudaErrorStreamCaptureImplicit) N(cudaErrorGraphExecUpdateFailure)
 #undef N
     }
     return "cudaErrorUnknown";
@@ -426,6 +442,15 @@ const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit:
+        return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorGraphExecUpdateFailure:
+        return "the graph update was not performed because it included changes which violated "
+               "constraints specific to instantiated graph update";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInitializationError: return "initialization error";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
@@ -528,6 +553,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags) {
 cudaError_t cudaFreeHost(void *ptr) {
     STICKY_RETURN();
     if (!ptr) return cudaSuccess;
+    if (refuse_in_any_capture("cudaFreeHost")) return record(cudaErrorStreamCaptureImplicit);
     flush_all();
     {
         std::lock_guard<std::mutex> g(pinned_lock);
@@ -544,6 +570,7 @@ cudaError_t cudaFreeHost(void *ptr) {
 cudaError_t cudaFree(void *ptr) {
     STICKY_RETURN();
     if (!ptr) return cudaSuccess;
+    if (refuse_in_any_capture("cudaFree")) return record(cudaErrorStreamCaptureImplicit);
     flush_all();
     STICKY_RETURN();
     allocation *a;
@@ -606,6 +633,10 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
         report("cudaMemcpyAsync(%zu bytes): overlapping device ranges", bytes);
         return record(cudaErrorInvalidValue);
     }
+    if (((kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) ||
+         (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes))) &&
+        refuse_in_capture(s, "cudaMemcpyAsync from or to pageable host memory"))
+        return record(cudaErrorStreamCaptureUnsupported);
     if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) { /* CUDA stages pageable */
         auto staged = std::make_shared<std::vector<char>>((const char *)src,  /* host memory */
                                                           (const char *)src + bytes); /* before */
@@ -653,6 +684,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned int flags) {
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (!s) return record(cudaErrorInvalidResourceHandle);
+    if (refuse_in_capture(s, "cudaStreamDestroy")) return record(cudaErrorStreamCaptureUnsupported);
     flush(s); /* its work still completes */
     std::lock_guard<std::mutex> g(stream_lock);
     auto it = std::find(streams.begin(), streams.end(), s);
@@ -665,6 +697,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t st) {
     STICKY_RETURN();
     stream *s = st ? (stream *)st : stream_of(nullptr, this_device);
+    if (refuse_in_capture(s, "cudaStreamSynchronize"))
+        return record(cudaErrorStreamCaptureUnsupported);
     flush(s);
     return sticky() != cudaSuccess ? record(sticky()) : cudaSuccess;
 }

@@ -116,6 +116,85 @@ static void launch_limits() {
     cudaFree(d);
 }
 
+__global__ void add_value(int *out, int n, int v) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) out[i] += v;
+}
+
+/* A capture records without running; a launch runs the nodes in order; a
+ * kernel node's update changes the next launch only; what a capture cannot
+ * take invalidates it. */
+static void graphs() {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    int *d, *pinned;
+    cudaMalloc((void **)&d, 256 * 4);
+    cudaHostAlloc((void **)&pinned, 256 * 4, cudaHostAllocDefault);
+    for (int i = 0; i < 256; i++) pinned[i] = 100;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+    cudaMemcpyAsync(d, pinned, 256 * 4, cudaMemcpyHostToDevice, s);
+    CUEMU_LAUNCH(add_value, 1, 256, 0, s, d, 256, 1);
+    const cudaGraphNode_t *deps = nullptr;
+    size_t n_deps = 0;
+    cudaStreamCaptureStatus st;
+    cudaStreamGetCaptureInfo(s, &st, nullptr, nullptr, &deps, nullptr, &n_deps);
+    const cudaGraphNode_t add_node = n_deps == 1 ? deps[0] : nullptr;
+    CUEMU_LAUNCH(add_value, 1, 256, 0, s, d, 256, 10);
+    cudaGraph_t g = nullptr;
+    check(cudaStreamEndCapture(s, &g) == cudaSuccess && g && st == cudaStreamCaptureStatusActive &&
+              add_node,
+          "a capture makes a graph, and names its last node");
+    cudaGraphExec_t x = nullptr;
+    cudaGraphInstantiateWithFlags(&x, g, 0);
+    std::vector<int> h(256, 0);
+    cudaMemcpyAsync(h.data(), d, 4, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    check(h[0] != 111, "captured work does not run");
+    cudaGraphLaunch(x, s);
+    pinned[0] = 200; /* read when the graph's copy runs */
+    cudaMemcpyAsync(h.data(), d, 256 * 4, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    check(h[0] == 211 && h[255] == 111, "a launch copies from page-locked memory and runs the kernels in order");
+    int v = 5;
+    int n = 256;
+    void *params[] = {&d, &n, &v};
+    cudaKernelNodeParams p = {(void *)add_value, dim3(1), dim3(256), 0, params, nullptr};
+    cudaGraphLaunch(x, s);
+    check(cudaGraphExecKernelNodeSetParams(x, add_node, &p) == cudaSuccess,
+          "a kernel node takes new arguments");
+    cudaMemcpyAsync(h.data(), d, 256 * 4, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    check(h[0] == 211 && h[1] == 111, "an update does not change a launch queued before it");
+    cudaGraphLaunch(x, s);
+    cudaMemcpyAsync(h.data(), d, 256 * 4, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    check(h[0] == 215 && h[1] == 115, "the next launch runs with them");
+    p.func = (void *)write_index;
+    check(cudaGraphExecKernelNodeSetParams(x, add_node, &p) != cudaSuccess,
+          "a kernel node refuses another kernel");
+    (void)cudaGetLastError();
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    std::vector<int> pageable(256, 1);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+    const cudaError_t refused = cudaMemcpyAsync(d, pageable.data(), 256 * 4,
+                                                cudaMemcpyHostToDevice, s);
+    g = nullptr;
+    check(refused != cudaSuccess &&
+              cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated && !g,
+          "a copy from pageable memory invalidates a capture");
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+    const cudaError_t sync = cudaStreamSynchronize(s);
+    const cudaError_t freed = cudaFree(d);
+    check(sync != cudaSuccess && freed != cudaSuccess &&
+              cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated,
+          "a host wait and cudaFree invalidate a capture");
+    (void)cudaGetLastError();
+    cudaFree(d);
+    cudaFreeHost(pinned);
+    cudaStreamDestroy(s);
+}
+
 static void stream_order() {
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -376,6 +455,7 @@ int main(int argc, char **argv) {
     races();
     gemm_checks();
     warps(0xffffffffu);
+    graphs();
     divergence(); /* last: it leaves the device with a sticky error */
     printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

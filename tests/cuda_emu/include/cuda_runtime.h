@@ -46,7 +46,15 @@ typedef enum cudaError {
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureImplicit = 906,
+    cudaErrorGraphExecUpdateFailure = 910,
 } cudaError_t;
+
+/* The toolkit whose graph calls this device takes (CUDA 13's
+ * cudaStreamGetCaptureInfo, with edge data). */
+#define CUDART_VERSION 13000
 
 typedef enum cudaMemcpyKind {
     cudaMemcpyHostToHost = 0,
@@ -72,6 +80,26 @@ typedef enum cudaMemcpyKind {
 
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+typedef struct CUgraphNode_st *cudaGraphNode_t;
+struct cudaKernelNodeParams; /* after the device code's names (gridDim ...) */
+
+/* Stream capture: the work issued on a capturing stream becomes a graph's
+ * nodes instead of running (graph.cpp). */
+typedef enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+} cudaStreamCaptureMode;
+typedef enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2,
+} cudaStreamCaptureStatus;
+typedef struct cudaGraphEdgeData_st {
+    unsigned char from_port, to_port, type, reserved[5];
+} cudaGraphEdgeData;
 
 struct dim3 {
     unsigned int x, y, z;
@@ -122,6 +150,20 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status);
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus *status,
+                                     unsigned long long *id, cudaGraph_t *graph,
+                                     const cudaGraphNode_t **dependencies,
+                                     const cudaGraphEdgeData **edge_data, size_t *n_dependencies);
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                          unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             const cudaKernelNodeParams *params);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 }
 
 /* ---- device code ---- */
@@ -189,6 +231,18 @@ inline unsigned int __float_as_uint(float f) {
 
 /* ---- launches ---- */
 
+/* A kernel node's launch: the kernel, its geometry, and one pointer to
+ * each parameter's value (declared here: gridDim and blockDim are
+ * the device code's names above). */
+struct cudaKernelNodeParams {
+    void *func;
+    dim3 gridDim, blockDim;
+    unsigned int sharedMemBytes;
+    void **kernelParams;
+    void **extra;
+};
+
+
 namespace cuemu {
 
 /* One launch as the runtime sees it: the kernel, its geometry, and how to
@@ -204,6 +258,8 @@ struct kernel_launch {
     void (*free_args)(void *args);
     const void *const *pointers;   /* the pointer arguments, for the launch checks */
     int n_pointers;
+    void *(*make_args)(void *const *params); /* new arguments from a kernel node's */
+    int (*pointers_of)(const void *args, const void **out); /* args' pointer arguments */
 };
 
 /* Check the launch (limits, pointer arguments, code for the device's
@@ -222,6 +278,14 @@ template <typename... P> struct launcher {
         std::apply((void (*)(P...))k, *(const args_t *)a);
     }
     static void free_args(void *a) { delete (args_t *)a; }
+    /* a copy of the arguments from one pointer to each (a kernel node's
+     * kernelParams) */
+    template <size_t... I> static void *from_params(void *const *p, std::index_sequence<I...>) {
+        return new args_t(*(const typename std::tuple_element<I, args_t>::type *)p[I]...);
+    }
+    static void *make_args(void *const *p) {
+        return from_params(p, std::index_sequence_for<P...>{});
+    }
 };
 
 /* The pointer arguments of a tuple, as const void *, into out; their count. */
@@ -239,6 +303,12 @@ int collect_pointers(const Tuple &t, const void **out, std::index_sequence<I...>
     return n;
 }
 
+/* The pointer arguments of a launcher<P...>::args_t, into out; their count. */
+template <typename... P> int pointers_of(const void *args, const void **out) {
+    typedef typename launcher<P...>::args_t args_t;
+    return collect_pointers(*(const args_t *)args, out, std::index_sequence_for<P...>{});
+}
+
 /* A launch of kernel k: the arguments are converted to the parameter types
  * and copied now, as a real launch copies them. */
 template <typename... P, typename... A>
@@ -250,7 +320,8 @@ void launch(const char *name, void (*k)(P...), dim3 grid, dim3 block, size_t sha
     const void *ptrs[sizeof...(P) + 1];
     const int n = collect_pointers(*a, ptrs, std::index_sequence_for<P...>{});
     const kernel_launch l = {name, (void (*)())k, grid, block, shared, launcher<P...>::run,
-                             a, launcher<P...>::free_args, ptrs, n};
+                             a, launcher<P...>::free_args, ptrs, n, launcher<P...>::make_args,
+                             pointers_of<P...>};
     enqueue_kernel(l, stream);
 }
 
