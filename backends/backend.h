@@ -504,7 +504,24 @@ struct bt_backend {
     double (*mark_seconds)(bt_backend *be, int a, int b);
     /* Forget every mark (their resources are kept for reuse). */
     void (*marks_reset)(bt_backend *be);
+
+    /* ---- graphs ---- */
+    /* The work issued from graph_begin(region) to graph_end is a region
+     * (BT_GRAPH_STEP, BT_GRAPH_UPDATE) that the caller issues again and
+     * again, the same ops on the same buffers but for their scalars: a
+     * device that can (CUDA) records it once as a graph and then launches
+     * it whole at graph_end, taking each op's new scalars. The ops compute
+     * what they would without it. Inside a region nothing may read the
+     * device's results (a download, a reduction read at once, sync): that
+     * is allowed, but the region then runs as it comes, this time. The
+     * CPU and OpenCL issue the work as it comes (both are no-ops). */
+    void (*graph_begin)(bt_backend *be, int region);
+    void (*graph_end)(bt_backend *be);
 };
+
+/* The regions of a training step (graph_begin): the forward and backward
+ * passes with the gradients' checks, and the optimizer's update. */
+enum { BT_GRAPH_STEP = 0, BT_GRAPH_UPDATE = 1 };
 
 /* Options given to a backend at its creation. Each backend takes what
  * applies to it and ignores the rest, so the layers above never ask which
@@ -532,5 +549,9 @@ extern const int bt_op_count;
  * false otherwise. An op a backend lacks is an error, except a fused op, which
  * the registry composes from the ops it replaces first (common/composed.h). */
 bool bt_backend_complete(const bt_backend *be);
+
+/* Fill graph_begin and graph_end with no-ops: a backend that issues each
+ * region's work as it comes. */
+void bt_graphs_none(bt_backend *be);
 
 #endif

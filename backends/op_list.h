@@ -25,7 +25,7 @@
     X(softmax_dropout_fwd, FUSED) X(dropout_softmax_bwd, FUSED) X(attention_fwd, OP)     \
     X(attention_bwd, OP) X(cast, OP) X(round16, OP) X(counters, ADMIN) X(mark, ADMIN)    \
     X(mark_seconds, ADMIN)                                                               \
-    X(marks_reset, ADMIN)
+    X(marks_reset, ADMIN) X(graph_begin, ADMIN) X(graph_end, ADMIN)
 
 /* BT_OP_IF_TIMED(kind, ...): the rest of the arguments for an OP or FUSED op,
  * nothing for an ADMIN one (the profiler's lists). */

@@ -347,6 +347,7 @@ bt_backend *bt_cpu_backend_create(int threads, int local_ranks) {
     be->mark = cpu_mark;
     be->mark_seconds = cpu_mark_seconds;
     be->marks_reset = cpu_marks_reset;
+    bt_graphs_none(be);
     cpu_fill_reduce_ops(be);
     cpu_fill_nn_ops(be);
     cpu_fill_optim_ops(be);

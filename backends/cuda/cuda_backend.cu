@@ -77,7 +77,7 @@ void bt_cuda_list_devices(FILE *out) {
 /* ================= memory ================= */
 
 static bt_buffer *cu_alloc(bt_backend *be, size_t bytes) {
-    cu(be);
+    cu_graph_break(cu(be), "alloc");
     if (bytes == 0) bytes = 4;
     bt_buffer *b = (bt_buffer *)malloc(sizeof *b);
     if (!b) return NULL;
@@ -98,6 +98,7 @@ static bt_buffer *cu_alloc(bt_backend *be, size_t bytes) {
 
 static void cu_free(bt_backend *be, bt_buffer *buf) {
     if (!buf) return;
+    cu_graph_break(cu(be), "free");
     bt_count_free(&cu(be)->count, buf->bytes);
     CU_CHECK(cudaFree(buf->ptr)); /* waits for the work that uses it */
     free(buf);
@@ -143,6 +144,8 @@ static void cu_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes)
     if (!bytes) return;
     cu_ctx *c = cu(be);
     char *d = (char *)dst.buf->ptr + dst.off;
+    if (cu_graph_upload(c, d, src, bytes)) return;
+    cu_graph_break(c, "upload"); /* inside a recorded op */
     cu_upload_slot *s = bytes <= CU_UPLOAD_STAGE_MAX ? upload_slot(c, bytes) : NULL;
     if (!s) {
         c->count.host_writes++;
@@ -159,6 +162,7 @@ static void cu_upload(bt_backend *be, bt_ptr dst, const void *src, size_t bytes)
 static void cu_download(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
     if (!bytes) return;
     cu_ctx *c = cu(be);
+    cu_graph_break(c, "download");
     c->count.host_reads++;
     CU_CHECK(cudaMemcpyAsync(dst, (char *)src.buf->ptr + src.off, bytes, cudaMemcpyDeviceToHost,
                              c->stream));
@@ -187,6 +191,7 @@ static void *cu_host_alloc(bt_backend *be, size_t bytes) {
 static void cu_host_free(bt_backend *be, void *p) {
     if (!p) return;
     cu_ctx *c = cu(be);
+    cu_graph_break(c, "host_free");
     CU_CHECK(cudaStreamSynchronize(c->stream));
     if (c->copies) CU_CHECK(cudaStreamSynchronize(c->copies));
     char *h = (char *)p - CU_HOST_HEADER;
@@ -201,6 +206,7 @@ static void cu_host_free(bt_backend *be, void *p) {
  * event, recorded after it, is the ticket's. */
 static long cu_download_async(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
     cu_ctx *c = cu(be);
+    cu_graph_break(c, "download_async");
     if (!c->copies) {
         CU_CHECK(cudaStreamCreateWithFlags(&c->copies, cudaStreamNonBlocking));
         CU_CHECK(cudaEventCreateWithFlags(&c->issued, cudaEventDisableTiming));
@@ -221,6 +227,7 @@ static long cu_download_async(bt_backend *be, void *dst, bt_ptr src, size_t byte
 
 static bool cu_downloads_done(bt_backend *be, long ticket, bool wait) {
     cu_ctx *c = cu(be);
+    cu_graph_break(c, "downloads_done");
     for (void *ev; c->reads.arrived < ticket && (ev = bt_tickets_oldest(&c->reads)) != NULL;) {
         const cudaError_t q = cudaEventQuery((cudaEvent_t)ev);
         if (q == cudaErrorNotReady) {
@@ -246,13 +253,33 @@ static bool cu_downloads_done(bt_backend *be, long ticket, bool wait) {
 static void cu_upload_async(bt_backend *be, bt_ptr dst, const void *src, size_t bytes) {
     if (!bytes) return;
     cu_ctx *c = cu(be);
-    CU_CHECK(cudaMemcpyAsync((char *)dst.buf->ptr + dst.off, src, bytes, cudaMemcpyHostToDevice,
-                             c->stream));
+    char *d = (char *)dst.buf->ptr + dst.off;
+    if (cu_graph_upload(c, d, src, bytes)) return;
+    cu_graph_break(c, "upload_async"); /* inside a recorded op */
+    CU_CHECK(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
 /* Like memmove: overlapping ranges of one buffer go through the scratch
  * buffer (cudaMemcpy* requires disjoint ranges). */
+static void copy_issue(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes);
+
+/* copy's arguments, as a graph region records them */
+typedef struct {
+    bt_ptr dst, src;
+    size_t bytes;
+} copy_call;
+
+static void copy_again(bt_backend *be, const void *p) {
+    const copy_call *k = (const copy_call *)p;
+    copy_issue(be, k->dst, k->src, k->bytes);
+}
+
 static void cu_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
+    const copy_call k = {dst, src, bytes};
+    cu_graph_op(be, copy_again, &k, sizeof k);
+}
+
+static void copy_issue(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
     if (!bytes || (dst.buf == src.buf && dst.off == src.off)) return;
     cu_ctx *c = cu(be);
     char *d = (char *)dst.buf->ptr + dst.off;
@@ -271,6 +298,7 @@ static void cu_copy(bt_backend *be, bt_ptr dst, bt_ptr src, size_t bytes) {
 
 static void cu_sync(bt_backend *be) {
     cu_ctx *c = cu(be);
+    cu_graph_break(c, "sync");
     c->count.host_syncs++;
     CU_CHECK(cudaStreamSynchronize(c->stream));
 }
@@ -282,6 +310,7 @@ static void cu_counters(bt_backend *be, bt_counters *out) { *out = ((cu_ctx *)be
 /* An event recorded on the stream (events are made once and reused). */
 static int cu_mark(bt_backend *be) {
     cu_ctx *c = cu(be);
+    cu_graph_break(c, "a profiler mark");
     if (c->n_marks == c->cap_marks) {
         int cap = c->cap_marks ? 2 * c->cap_marks : 256;
         cudaEvent_t *m = (cudaEvent_t *)realloc(c->marks, (size_t)cap * sizeof *m);
@@ -301,6 +330,7 @@ static double cu_mark_seconds(bt_backend *be, int a, int b) {
     cu_ctx *c = cu(be);
     if (a < 0 || b < 0 || a >= c->n_marks || b >= c->n_marks) return 0.0;
     float ms = 0.0f;
+    cu_graph_break(c, "mark_seconds");
     CU_CHECK(cudaEventSynchronize(c->marks[b]));
     CU_CHECK(cudaEventElapsedTime(&ms, c->marks[a], c->marks[b]));
     return ms * 1e-3;
@@ -324,6 +354,7 @@ static void cu_destroy(bt_backend *be) {
     if (c) {
         if (cu_use_device(c->device) == cudaSuccess) {
             if (c->stream) (void)cudaStreamSynchronize(c->stream);
+            cu_graph_release(c);
             if (c->blas) (void)cublasDestroy(c->blas);
             for (int i = 0; i < 3; i++)
                 if (c->stage[i].buf) {
@@ -380,6 +411,7 @@ static void fill_table(bt_backend *be) {
     be->mark_seconds = cu_mark_seconds;
     be->marks_reset = cu_marks_reset;
     cu_fill_ops(be);
+    cu_fill_graph_ops(be);
 }
 
 bool bt_cuda_op_table_complete(void) {
@@ -439,6 +471,7 @@ bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, c
         return NULL;
     }
     be->ctx = c;
+    c->graphs.be = be;
     fill_table(be);
     c->device = ord;
     cudaDeviceProp prop;
@@ -477,6 +510,12 @@ bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, c
     {
         const char *sync = getenv("BERTRAIN_CUDA_SYNC");
         c->sync_each = sync && !strcmp(sync, "1");
+        /* BERTRAIN_CUDA_GRAPHS=0: every region runs as it comes (and with
+         * BERTRAIN_CUDA_SYNC=1, whose waits a graph cannot hold); =log: each
+         * capture's end and each break on stderr */
+        const char *graphs = getenv("BERTRAIN_CUDA_GRAPHS");
+        c->graphs.enabled = !c->sync_each && !(graphs && !strcmp(graphs, "0"));
+        c->graphs.log = graphs && !strcmp(graphs, "log");
         if (c->sync_each)
             fprintf(stderr, "bertrain: cuda: synchronising after every launch "
                             "(BERTRAIN_CUDA_SYNC=1)\n");

@@ -67,6 +67,7 @@ void *cu_addr(bt_ptr p, size_t esz) {
 
 void *cu_scratch(cu_ctx *c, size_t bytes) {
     if (bytes > c->scratch_bytes) {
+        cu_graph_break(c, "the scratch buffer grows");
         if (c->scratch) CU_CHECK(cudaFree(c->scratch));
         c->scratch = NULL;
         c->scratch_bytes = 0;

@@ -9,9 +9,70 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A GEMM's arguments, as a graph region records them (padding zeroed, so
+ * that equal calls compare equal byte for byte). */
+typedef struct {
+    bt_dtype dt;
+    unsigned stored16;
+    bool trans_a, trans_b;
+    int m, n, k;
+    float alpha, beta;
+    bt_ptr a, b, c;
+    int lda, ldb, ldc;
+    long stride_a, stride_b, stride_c;
+    int batch;
+    bt_gemm_grid grid;
+} gemm_call;
+
+static gemm_call gemm_call_of(bt_dtype dt, unsigned stored16, bool trans_a, bool trans_b, int m,
+                              int n, int k, float alpha, bt_ptr a, int lda, long stride_a,
+                              bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c, int ldc,
+                              long stride_c, int batch) {
+    gemm_call g;
+    memset(&g, 0, sizeof g);
+    g.dt = dt;
+    g.stored16 = stored16;
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = alpha;
+    g.beta = beta;
+    g.a = a;
+    g.b = b;
+    g.c = c;
+    g.lda = lda;
+    g.ldb = ldb;
+    g.ldc = ldc;
+    g.stride_a = stride_a;
+    g.stride_b = stride_b;
+    g.stride_c = stride_c;
+    g.batch = batch;
+    return g;
+}
+
+static void gemm_issue(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k,
+                       float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb,
+                       long stride_b, float beta, bt_ptr c, int ldc, long stride_c, int batch);
+
+static void gemm_again(bt_backend *be, const void *p) {
+    const gemm_call *g = (const gemm_call *)p;
+    gemm_issue(be, g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->stride_a,
+               g->b, g->ldb, g->stride_b, g->beta, g->c, g->ldc, g->stride_c, g->batch);
+}
+
 void cu_gemm(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
              bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb, long stride_b, float beta,
              bt_ptr c, int ldc, long stride_c, int batch) {
+    const gemm_call g = gemm_call_of(BT_F32, 0, trans_a, trans_b, m, n, k, alpha, a, lda,
+                                     stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+    cu_graph_op(be, gemm_again, &g, sizeof g);
+}
+
+static void gemm_issue(bt_backend *be, bool trans_a, bool trans_b, int m, int n, int k,
+                       float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb,
+                       long stride_b, float beta, bt_ptr c, int ldc, long stride_c, int batch) {
     if (m <= 0 || n <= 0 || batch <= 0) return;
     if (k <= 0) { /* C = beta C: what cuBLAS does with k = 0 is not documented */
         bt_gemm_k0(be, m, n, beta, c, ldc, stride_c, batch);
@@ -53,9 +114,30 @@ static const void *operand16(bt_backend *be, int i, bt_ptr src, size_t span, bt_
  * V100 has fp16 but no bf16 ones) gets fp32 copies of the 16-bit values in
  * the fp32 GEMM, as backend.h's contract says; so does k = 0, which has
  * nothing to convert. */
+static void gemm16_issue(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a,
+                         bool trans_b, int m, int n, int k, float alpha, bt_ptr a, int lda,
+                         long stride_a, bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c,
+                         int ldc, long stride_c, int batch);
+
+static void gemm16_again(bt_backend *be, const void *p) {
+    const gemm_call *g = (const gemm_call *)p;
+    gemm16_issue(be, g->dt, g->stored16, g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, g->a,
+                 g->lda, g->stride_a, g->b, g->ldb, g->stride_b, g->beta, g->c, g->ldc,
+                 g->stride_c, g->batch);
+}
+
 void cu_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, bool trans_b, int m,
                int n, int k, float alpha, bt_ptr a, int lda, long stride_a, bt_ptr b, int ldb,
                long stride_b, float beta, bt_ptr c, int ldc, long stride_c, int batch) {
+    const gemm_call g = gemm_call_of(dt, stored16, trans_a, trans_b, m, n, k, alpha, a, lda,
+                                     stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+    cu_graph_op(be, gemm16_again, &g, sizeof g);
+}
+
+static void gemm16_issue(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a,
+                         bool trans_b, int m, int n, int k, float alpha, bt_ptr a, int lda,
+                         long stride_a, bt_ptr b, int ldb, long stride_b, float beta, bt_ptr c,
+                         int ldc, long stride_c, int batch) {
     if (m <= 0 || n <= 0 || batch <= 0) return;
     cu_ctx *x = cu(be);
     const bool tensor = dt == BT_BF16 ? x->info.tensor_bf16 : x->info.tensor_f16;
@@ -102,6 +184,7 @@ static void grid_room(cu_ctx *c, size_t bytes) {
         s->used = 0;
     }
     if (s->used + bytes <= s->bytes) return;
+    cu_graph_break(c, "gemm_grid's address arena grows");
     size_t want = s->bytes ? 2 * s->bytes : (size_t)1 << 20;
     while (want < s->used + bytes) want *= 2;
     void *mem;
@@ -122,6 +205,7 @@ static void **grid_set(cu_ctx *c, void **host, size_t count) {
     for (int i = 0; i < s->n; i++)
         if (s->count[i] == count && !memcmp(s->host[i], host, bytes))
             return (void **)((char *)s->mem + s->at[i]);
+    cu_graph_break(c, "a new address set for gemm_grid"); /* copied from pageable memory */
     grid_room(c, (bytes + 255) / 256 * 256);
     void **keep = (void **)malloc(bytes);
     if (!keep) {
@@ -148,9 +232,28 @@ static const char *grid_operand(bt_backend *be, int i, bt_ptr p, size_t span, bt
     return (const char *)operand16(be, i, p, span, dt, half);
 }
 
+static void gemm_grid_issue(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool tb,
+                            int m, int n, int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb,
+                            float beta, bt_ptr c, int ldc, const bt_gemm_grid *g);
+
+static void gemm_grid_again(bt_backend *be, const void *p) {
+    const gemm_call *g = (const gemm_call *)p;
+    gemm_grid_issue(be, g->dt, g->stored16, g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha,
+                    g->a, g->lda, g->b, g->ldb, g->beta, g->c, g->ldc, &g->grid);
+}
+
 void cu_gemm_grid(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool tb, int m, int n,
                   int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb, float beta, bt_ptr c,
                   int ldc, const bt_gemm_grid *g) {
+    gemm_call call = gemm_call_of(dt, stored16, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta,
+                                  c, ldc, 0, 0);
+    call.grid = *g;
+    cu_graph_op(be, gemm_grid_again, &call, sizeof call);
+}
+
+static void gemm_grid_issue(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool tb,
+                            int m, int n, int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb,
+                            float beta, bt_ptr c, int ldc, const bt_gemm_grid *g) {
     if (m <= 0 || n <= 0 || g->batch <= 0 || g->outer <= 0) return;
     cu_ctx *x = cu(be);
     const bool tensor = dt == BT_F32 || (dt == BT_BF16 ? x->info.tensor_bf16 : x->info.tensor_f16);

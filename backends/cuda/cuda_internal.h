@@ -63,7 +63,81 @@ typedef struct {
     bool pending;      /* done was recorded and may not have been reached */
 } cu_upload_slot;
 
+/* ---- a step's work as a CUDA Graph (cuda_graph.cu) ----
+ * Between graph_begin and graph_end the backend records each call that
+ * issues device work: a kernel launch (its kernel, geometry and arguments),
+ * an op that calls cuBLAS or copies (its arguments: the work it issues is
+ * not recorded apart), an upload (its destination, and page-locked staging
+ * of its own). The first time, the stream is captured as the calls run, and
+ * the graph is instantiated and launched at graph_end. Later, the same
+ * calls are only compared with the record: a kernel whose arguments
+ * changed (a dropout key, a learning rate) gets them in its graph node, an
+ * upload's bytes go into its staging, and graph_end launches the graph
+ * once. A call that differs otherwise (another kernel, shape or op), or
+ * one a graph cannot hold (a host wait, an allocation), breaks the region:
+ * what the record holds so far is issued as it was and the rest of the
+ * region runs as it comes; the next graph_begin captures it again. */
+typedef enum { CU_CALL_KERNEL, CU_CALL_OP, CU_CALL_UPLOAD } cu_call_kind;
+typedef enum { CU_EAGER, CU_CAPTURE, CU_REPLAY } cu_graph_mode;
+
+struct cu_ctx;
+struct cu_call;
+
+/* How a recorded kernel's arguments (a std::tuple of its parameter types)
+ * are compared, copied, pointed to and launched again: one per kernel
+ * signature (cuda_launch.cuh). */
 typedef struct {
+    bool (*same)(const void *a, const void *b); /* each parameter's bytes equal */
+    void *(*clone)(const void *a);
+    void (*release)(void *a);
+    void (*params)(void *a, void **out);        /* out[i] = &parameter i */
+    void (*launch)(struct cu_ctx *c, const struct cu_call *call); /* on the stream, now */
+} cu_kernel_kind;
+
+typedef struct cu_call {
+    cu_call_kind kind;
+    const void *fn;             /* KERNEL: the kernel; OP: the function that issues it */
+    const char *name;           /* KERNEL: "bt_..." */
+    unsigned grid, block;       /* KERNEL */
+    const cu_kernel_kind *kk;   /* KERNEL */
+    void *args;                 /* KERNEL: the tuple; OP: a copy of its arguments */
+    size_t args_bytes;          /* OP */
+    cudaGraphNode_t node;       /* KERNEL: its node in the captured graph */
+    void *host, *dst;           /* UPLOAD: page-locked staging, device destination */
+    size_t bytes;               /* UPLOAD */
+} cu_call;
+
+/* Issue an OP's work again from its recorded arguments. */
+typedef void (*cu_op_fn)(bt_backend *be, const void *args);
+
+#define CU_GRAPH_REGIONS 2 /* backend.h's BT_GRAPH_STEP, BT_GRAPH_UPDATE */
+typedef struct {
+    cu_call *calls;
+    int n, cap;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cudaEvent_t done;       /* recorded after the graph's last launch */
+    bool ready;             /* graph and exec hold calls[0..n) */
+    int failures;           /* breaks since the region last ran as a graph to its end */
+    int wait;               /* regions to run as they come before capturing again: after
+                             * k > 2 breaks in a row 2^(k-2) - 1, at most 63 (a region
+                             * that a profiler's marks break every time is seldom captured;
+                             * the first two may be a warm-up's buffers growing) */
+} cu_region;
+
+typedef struct {
+    bool enabled;           /* BERTRAIN_CUDA_GRAPHS is not 0, nor BERTRAIN_CUDA_SYNC 1 */
+    cu_graph_mode mode;
+    bt_backend *be;         /* for OP reissues */
+    int region, cursor;     /* the region being recorded or replayed; the next call's index */
+    int nested;             /* > 0: inside a recorded OP, whose own calls are not recorded */
+    cu_region regions[CU_GRAPH_REGIONS];
+    long captures, replays, breaks; /* since creation */
+    long launches_before;   /* count.launches when the capture began */
+    bool log;               /* BERTRAIN_CUDA_GRAPHS=log */
+} cu_graphs;
+
+typedef struct cu_ctx {
     int device;              /* CUDA ordinal */
     cudaStream_t stream;     /* the one stream: every op is issued on it, in order */
     cublasHandle_t blas;     /* bound to stream */
@@ -96,6 +170,7 @@ typedef struct {
     bt_tickets reads;        /* download_async's copies not yet seen to arrive (their events) */
     cudaEvent_t spare_events[CU_SPARE_EVENTS]; /* arrived copies' events, for the next ones */
     int n_spare_events;
+    cu_graphs graphs;        /* the step's graphs */
 } cu_ctx;
 
 /* Print "bertrain: cuda: CALL failed: NAME: description at FILE:LINE" and
@@ -198,6 +273,26 @@ void cu_fill_fused_ops(bt_backend *be);
 void cu_fill_attention_ops(bt_backend *be);
 /* Release the multi-tensor optimizers' buffers (at destroy). */
 void cu_optim_release(cu_ctx *c);
+
+/* ---- cuda_graph.cu ---- */
+/* Fill graph_begin and graph_end; read BERTRAIN_CUDA_GRAPHS. */
+void cu_fill_graph_ops(bt_backend *be);
+/* Release the regions' graphs and records (at destroy). */
+void cu_graph_release(cu_ctx *c);
+/* Before work a graph cannot hold (a host wait, an allocation, a copy
+ * from pageable memory): ends the region's recording (see above). */
+void cu_graph_break(cu_ctx *c, const char *why);
+/* The launch of a kernel inside a region: false outside one (or inside a
+ * recorded OP), and the caller launches it; true when it was recorded
+ * (and launched, capturing) or matched (replaying). */
+bool cu_graph_kernel(cu_ctx *c, const char *name, const void *fn, unsigned grid, unsigned block,
+                     const cu_kernel_kind *kk, void *args);
+/* An op that issues cuBLAS calls or copies: fn(be, args) runs it, now or
+ * (replaying, when args are the recorded ones) not at all. */
+void cu_graph_op(bt_backend *be, cu_op_fn fn, const void *args, size_t bytes);
+/* An upload of `bytes` from host src to device dst inside a region, through
+ * staging of its own: true when done so (the caller does nothing more). */
+bool cu_graph_upload(cu_ctx *c, void *dst, const void *src, size_t bytes);
 
 /* ---- cuda_gemm.cu ---- */
 /* The gemm op (cuBLAS). */

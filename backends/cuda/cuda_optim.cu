@@ -59,6 +59,7 @@ static multi_layout upload_spans(cu_ctx *c, const bt_tensor_span *s, int n, cons
                  coef_off = part_off + 2 * chunks, table_bytes = part_off * sizeof(float),
                  bytes = (coef_off + (size_t)n) * sizeof(float);
     if (bytes > c->multi_bytes) {
+        cu_graph_break(c, "the optimizer's table grows");
         if (c->multi_mem) CU_CHECK(cudaFree(c->multi_mem));
         CU_CHECK(cudaMalloc(&c->multi_mem, bytes));
         c->multi_bytes = bytes;
@@ -73,7 +74,11 @@ static multi_layout upload_spans(cu_ctx *c, const bt_tensor_span *s, int n, cons
     }
     tab[3 * n] = chunk;
     memcpy((float *)tab + ftab_off, scalars, 3 * (size_t)n * sizeof(float));
-    CU_CHECK(cudaMemcpyAsync(c->multi_mem, tab, table_bytes, cudaMemcpyHostToDevice, c->stream));
+    if (!cu_graph_upload(c, c->multi_mem, tab, table_bytes)) {
+        cu_graph_break(c, "the optimizer's table"); /* pageable: not in a capture */
+        CU_CHECK(cudaMemcpyAsync(c->multi_mem, tab, table_bytes, cudaMemcpyHostToDevice,
+                                 c->stream));
+    }
     float *dev = (float *)c->multi_mem;
     return multi_layout{chunks, (const unsigned long long *)dev, dev + ftab_off, dev + part_off,
                         dev + coef_off};

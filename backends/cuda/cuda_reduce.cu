@@ -5,12 +5,18 @@
  * partials into one buffer that reduce_fetch reads in one go. */
 #include "cuda_launch.cuh"
 
+/* all_finite's flag cleared (one float), as a graph region records it */
+static void clear_flag(bt_backend *be, const void *p) {
+    cu_ctx *c = cu(be);
+    CU_CHECK(cudaMemsetAsync(*(float *const *)p, 0, sizeof(float), c->stream));
+    CU_SYNC_IF_DEBUG(c);
+}
+
 /* Enqueue the partials (or the flag) of reduction `kind` of x into out:
  * ceil(n / chunk) floats, or one for BT_REDUCE_FINITE. */
 static void enqueue_partials(cu_ctx *c, bt_reduce_kind kind, float *out, bt_ptr x, size_t n) {
     if (kind == BT_REDUCE_FINITE) {
-        CU_CHECK(cudaMemsetAsync(out, 0, sizeof(float), c->stream));
-        CU_SYNC_IF_DEBUG(c);
+        cu_graph_op(c->graphs.be, clear_flag, &out, sizeof out);
         LAUNCH(c, all_finite, n, out, cu_f32(x), n);
         return;
     }
@@ -49,6 +55,7 @@ static double reduce_now(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t n
     cu_ctx *c = cu(be);
     const size_t count = kind == BT_REDUCE_FINITE ? 1 : (n + BT_REDUCE_CHUNK - 1) / BT_REDUCE_CHUNK;
     if (!count) return 0.0;
+    cu_graph_break(c, "a reduction read at once");
     float *host = fetch_room(c, count);
     float *part = (float *)cu_scratch(c, count * sizeof(float));
     enqueue_partials(c, kind, part, x, n);
@@ -76,6 +83,7 @@ static bool cu_all_finite(bt_backend *be, bt_ptr x, size_t n) {
  * it). */
 static void defer_reserve(cu_ctx *c, size_t floats) {
     if (floats <= c->defer_cap) return;
+    cu_graph_break(c, "the deferred reductions' buffer grows");
     size_t cap = c->defer_cap ? 2 * c->defer_cap : 65536;
     while (cap < floats) cap *= 2;
     float *mem = NULL;
@@ -100,6 +108,7 @@ static int cu_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t
 
 static void cu_reduce_fetch(bt_backend *be, double *out) {
     cu_ctx *c = cu(be);
+    cu_graph_break(c, "reduce_fetch");
     float *host = fetch_room(c, c->defer.used ? c->defer.used : 1);
     if (c->defer.used) {
         c->count.host_reads++;

@@ -245,6 +245,8 @@ typedef struct {
                                     * device, the host's own work and any waiting it spins */
     double units_mean;             /* the device's compute units in use after each timed step,
                                     * their mean (the CPU: threads, fewer while contended) */
+    double launches, host_reads, host_syncs, host_writes; /* the device's counters a timed
+                                    * step (a CUDA Graph's launch counts one) */
 } bench_figures;
 
 /* What the timed steps did, summed over them. */
@@ -276,7 +278,7 @@ static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_mod
     return (bench_figures){1e3 * dt / o->steps, bert_activation_bytes(m) / 1e6,
                            (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
                            cfg->model.num_hidden_layers - mean_dropped, masked, top_rows,
-                           0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0};
+                           0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
 }
 
 /* The bench's lines, then the profile when there is one. */
@@ -293,6 +295,8 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
     printf("fused ops: %s\n", !f->unfused ? "all" : f->unfused == BERT_FUSE_ALL ? "none" : "some");
     printf("fp32 GEMMs: %s\n", info.gemm_tf32 ? "TF32 tensor cores" : "fp32");
     printf("ms/step: %.1f\n", f->ms_per_step);
+    printf("a step: %.1f launches (a CUDA Graph's counts one), %.1f blocking reads, %.1f waits, "
+           "%.1f blocking writes\n", f->launches, f->host_reads, f->host_syncs, f->host_writes);
     printf("activations: %.1f MB (%s storage)\n", f->activation_mb, o->precision);
     if (cfg->model.layerdrop > 0.0f)
         printf("layers run per step: %.2f of %d (LayerDrop)\n", f->layers_run,
@@ -341,6 +345,10 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "involuntary_switches_per_step", f->involuntary);
     cJSON_AddNumberToObject(j, "host_thread_cpu_ms_per_step", f->host_cpu_ms);
     cJSON_AddNumberToObject(j, "compute_units_mean", f->units_mean);
+    cJSON_AddNumberToObject(j, "launches_per_step", f->launches);
+    cJSON_AddNumberToObject(j, "host_reads_per_step", f->host_reads);
+    cJSON_AddNumberToObject(j, "host_syncs_per_step", f->host_syncs);
+    cJSON_AddNumberToObject(j, "host_writes_per_step", f->host_writes);
     cJSON_AddNumberToObject(j, "loss", f->loss);
     cJSON_AddNumberToObject(j, "grad_norm", f->grad_norm);
     cJSON *root = cJSON_CreateObject();
@@ -386,6 +394,7 @@ int cli_bench(int argc, char **argv) {
     m->dense_top = o.dense_top;
     double t0 = 0.0;
     struct rusage ru0 = {0}, ru1, th0 = {0}, th1;
+    bt_counters c0 = {0}, c1;
     bench_work work = {0};
     step_result last = {0};
     for (int s = 0; s < o.warmup + o.steps; s++) {
@@ -394,6 +403,7 @@ int cli_bench(int argc, char **argv) {
             t0 = now_s();
             getrusage(RUSAGE_SELF, &ru0);
             getrusage(RUSAGE_THREAD, &th0);
+            be->counters(be, &c0);
         }
         for (int k = 0; k < in.n; k++)
             random_batch(&in.mb[k], &vocab, &cfg, s, (int)in.first[k], o.batch * in.n, max_pred);
@@ -412,8 +422,13 @@ int cli_bench(int argc, char **argv) {
             work.top_rows += (double)r.top_rows;
         }
     }
+    be->counters(be, &c1); /* before the sync, which the steps did not make */
     be->sync(be);
     bench_figures f = measure(&o, &cfg, m, now_s() - t0, &work);
+    f.launches = (double)(c1.launches - c0.launches) / o.steps;
+    f.host_reads = (double)(c1.host_reads - c0.host_reads) / o.steps;
+    f.host_syncs = (double)(c1.host_syncs - c0.host_syncs) / o.steps;
+    f.host_writes = (double)(c1.host_writes - c0.host_writes) / o.steps;
     getrusage(RUSAGE_SELF, &ru1);
     getrusage(RUSAGE_THREAD, &th1);
     f.host_cpu_ms = 1e3 * (cpu_seconds(&th1) - cpu_seconds(&th0)) / o.steps;

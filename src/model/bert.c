@@ -15,9 +15,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The MLM head's rows for M masked ones: M padded up to a multiple of the
+ * top layer's (the same shapes from batch to batch for cuBLAS and a CUDA
+ * Graph; 1: none added), within the model's capacity; 0 without any. */
+static int head_rows(const bert_model *m, int M) {
+    const int k = m->top_rows_multiple;
+    const int padded = M > 0 && k > 1 ? (M + k - 1) / k * k : M;
+    return padded < m->max_masked ? padded : M > m->max_masked ? M : m->max_masked;
+}
+
 /* The batch's int32 inputs to the device, with the top layer's rows when
- * top_layer >= 0; returns how many rows that is (0: no top layer). */
-static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer) {
+ * top_layer >= 0; returns how many rows that is (0: no top layer), and the
+ * head's rows in *n_head. A row added to the head's reads row 0 and has the
+ * label -1, which gives it no loss and no gradient. */
+static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer, int *n_head) {
     const struct bert_act_layout *a = m->act;
     int32_t *host = m->ints_host;
     memset(host, 0, a->ints_batch * sizeof *host);
@@ -25,9 +36,12 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer) {
     memcpy(host + a->ids, bt->input_ids, N * 4);
     memcpy(host + a->types, bt->token_type_ids, N * 4);
     memcpy(host + a->mask, bt->attention_mask, N * 4);
+    const int Mh = head_rows(m, bt->n_masked);
+    *n_head = Mh;
     if (bt->n_masked > 0) {
         memcpy(host + a->mlm_pos, bt->mlm_positions, (size_t)bt->n_masked * 4);
         memcpy(host + a->mlm_labels, bt->mlm_labels, (size_t)bt->n_masked * 4);
+        for (int i = bt->n_masked; i < Mh; i++) host[a->mlm_labels + i] = -1;
     }
     for (int b = 0; b < bt->B; b++) {
         host[a->nsp_labels + b] = bt->nsp_labels ? bt->nsp_labels[b] : -1;
@@ -38,8 +52,8 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer) {
     /* the segments of the tables the scatters read: dwte's rows by id (pad in
      * none), the heads' rows, the top layer's */
     const struct { size_t off; int n, skip; } tables[] = {
-        {a->ids, (int)N, m->cfg.pad_id}, {a->mlm_pos, bt->n_masked, -1}, {a->cls_idx, bt->B, -1},
-        {a->top_rows, S, -1}, {a->top_mlm_pos, S ? bt->n_masked : 0, -1},
+        {a->ids, (int)N, m->cfg.pad_id}, {a->mlm_pos, Mh, -1}, {a->cls_idx, bt->B, -1},
+        {a->top_rows, S, -1}, {a->top_mlm_pos, S ? Mh : 0, -1},
         {a->top_cls, S && nsp ? bt->B : 0, -1}};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
         if (bt_row_links(host + tables[i].off, tables[i].n, tables[i].skip,
@@ -508,14 +522,15 @@ static void mlm_head_fwd(bert_run *r, size_t hidden) {
     const struct bert_act_layout *a = m->act;
     const bert_views *v = &m->v;
     bert_stats *st = r->st;
-    const int H = m->cfg.hidden_size, V = m->cfg.vocab_size, M = r->bt->n_masked;
+    const int H = m->cfg.hidden_size, V = m->cfg.vocab_size, M = r->tape->n_head;
     m->be->gather_rows(m->be, act(m, a->hm), act(m, hidden), ints(m, bert_top_mlm_rows(r)), M, H);
     op_linear(r, a->t1, a->hm, v->head_w, v->head_b, M, H, H);
     op_gelu(r, a->t2, a->t1, (size_t)M * H);
     op_layernorm(r, a->t3, a->t3_mean, a->t3_rstd, a->t2, v->head_ln_w, v->head_ln_b, M);
     op_linear(r, a->logits, a->t3, v->wte, v->dec_b, M, H, V);
-    if (r->pass->mlm_logits_out)
-        m->be->download(m->be, r->pass->mlm_logits_out, act(m, a->logits), (size_t)M * V * 4);
+    if (r->pass->mlm_logits_out) /* the masked rows' */
+        m->be->download(m->be, r->pass->mlm_logits_out, act(m, a->logits),
+                        (size_t)r->bt->n_masked * V * 4);
     op_xent(r, a->logits, a->mlm_loss, a->mlm_correct, a->mlm_log_z, a->mlm_labels, M, V,
             r->pass->mlm_grad_scale, m->cfg.z_loss);
     if (m->cfg.z_loss > 0.0f)
@@ -525,7 +540,7 @@ static void mlm_head_fwd(bert_run *r, size_t hidden) {
         stat_sum(r, BT_REDUCE_SUM, act(m, a->mlm_loss), (size_t)M, &st->ticket.mlm_loss);
     st->mlm_correct =
         stat_sum(r, BT_REDUCE_SUM, act(m, a->mlm_correct), (size_t)M, &st->ticket.mlm_correct);
-    st->n_masked = M;
+    st->n_masked = r->bt->n_masked;
 }
 
 /* Backward of mlm_head_fwd (the logits hold d loss / d logits): d hidden at
@@ -533,7 +548,7 @@ static void mlm_head_fwd(bert_run *r, size_t hidden) {
 static void mlm_head_bwd(bert_run *r) {
     const struct bert_act_layout *a = r->m->act;
     const bert_views *v = &r->m->v;
-    const int H = r->m->cfg.hidden_size, V = r->m->cfg.vocab_size, M = r->bt->n_masked;
+    const int H = r->m->cfg.hidden_size, V = r->m->cfg.vocab_size, M = r->tape->n_head;
     op_linear_bwd(r, a->dhm, v->wte, v->dec_b, a->logits, a->t3, M, H, V);
     op_layernorm_bwd(r, a->dhm, v->head_ln_w, v->head_ln_b, a->dhm, a->t2, a->t3_mean, a->t3_rstd,
                      M);
@@ -592,8 +607,9 @@ static void begin_forward(bert_model *m, const bert_batch *bt, const bert_pass *
     }
     /* the last layer that runs is the top layer (bert_top.c) */
     const int top = bert_top_layer(m, pass, layer_before(pass, L));
-    const int S = upload_batch(m, bt, top); /* with the top layer's rows, or none */
-    *tape = (bert_tape){B, T, M, S > 0 ? top : -1, S, ++m->forwards};
+    int n_head;
+    const int S = upload_batch(m, bt, top, &n_head); /* with the top layer's rows, or none */
+    *tape = (bert_tape){B, T, M, S > 0 ? top : -1, S, n_head, ++m->forwards};
     m->acts_of = tape->forward_id;
 }
 
@@ -660,7 +676,7 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
 
     if (bt->n_masked > 0) mlm_head_bwd(&r);
     if (nsp_on(m, bt)) nsp_head_bwd(&r);
-    op_gathers_bwd(&r, a->dA, (size_t)rows * H, a->t2, bert_top_mlm_rows(&r), bt->n_masked,
+    op_gathers_bwd(&r, a->dA, (size_t)rows * H, a->t2, bert_top_mlm_rows(&r), tape->n_head,
                    a->pool_pre, bert_top_cls_rows(&r), nsp_on(m, bt) ? bt->B : 0, H);
     /* the heads' parameters (after the layers in the flat buffer) are final */
     op_grads_done(&r, v->head_w, m->n_params);

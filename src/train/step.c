@@ -211,7 +211,6 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     const double n_scores = c.scores * (m->cfg.num_hidden_layers - r.layers_dropped);
     if (m->cfg.attention_logit_penalty > 0.0f && n_scores > 0)
         pass.attn_penalty_grad_scale = (float)(scale * m->cfg.attention_logit_penalty / n_scores);
-    bert_zero_grads(m);
     double sums[N_SUMS] = {0};
     bert_stats *st = malloc((size_t)in->n_micro * sizeof *st);
     if (!st) {
@@ -220,10 +219,15 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     }
     /* 1-bit Adam past its warm-up exchanges momentum, not gradients */
     const bool frozen = optim_frozen(opt), exchange = frozen && gs;
+    /* one rank: the step up to its read is one region (under MPI, the
+     * gradient buckets' copies and collectives come in between) */
+    if (!gs) m->be->graph_begin(m->be, BT_GRAPH_STEP);
+    bert_zero_grads(m);
     r.top_rows = forward_backward(m, in, &pass, frozen ? NULL : gs, st);
     grad_sync_start(frozen ? NULL : gs); /* every bucket's collective before the sums' */
     /* one rank: the gradients are final, and their checks come with the sums */
     const grad_tickets early = gs ? (grad_tickets){-1, -1} : queue_gradient_checks(m, scaler, scale);
+    if (!gs) m->be->graph_end(m->be);
     double *values = fetch_sums(m, in, st, sums, gs ? 0 : 2); /* blocking read 1 (one rank: the only) */
     free(st);
     const double t1 = now_s();
@@ -250,6 +254,8 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     bt_host_momentum given;
     if (exchange) r.comm_s += grad_sync_momentum(gs, opt, clip, &r.wire_bytes, &given);
     r.onebit = exchange;
+    m->be->graph_begin(m->be, BT_GRAPH_UPDATE);
     optim_step(opt, m, (float)lr, pass.layer_skip, exchange ? 1.0f : clip, exchange ? &given : NULL);
+    m->be->graph_end(m->be);
     return r;
 }

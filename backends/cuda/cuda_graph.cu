@@ -1,0 +1,324 @@
+/* CUDA backend: a region of a step's work (backend.h's graph_begin and
+ * graph_end) recorded once, captured as a CUDA Graph, and replayed with one
+ * launch while the host only compares each call with its record (see
+ * cuda_internal.h). A region that cannot be replayed as it was recorded
+ * runs as it comes, the same work in the same order: the graph changes how
+ * the work is launched, never what it computes. */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The most parameters a recorded kernel has (cudaKernelNodeParams). */
+#define CU_KERNEL_MAX_PARAMS 64
+
+static void fatal_oom(void) {
+    fprintf(stderr, "bertrain: cuda: out of host memory for a CUDA Graph's record\n");
+    exit(1);
+}
+
+static cu_call *append(cu_region *r) {
+    if (r->n == r->cap) {
+        const int cap = r->cap ? 2 * r->cap : 1024;
+        cu_call *calls = (cu_call *)realloc(r->calls, (size_t)cap * sizeof *calls);
+        if (!calls) fatal_oom();
+        r->calls = calls;
+        r->cap = cap;
+    }
+    cu_call *call = &r->calls[r->n++];
+    memset(call, 0, sizeof *call);
+    return call;
+}
+
+/* Forget the record, the graph and its instance (outside a capture: the
+ * uploads' staging is freed, which waits for the device). */
+static void region_clear(cu_region *r) {
+    for (int i = 0; i < r->n; i++) {
+        cu_call *call = &r->calls[i];
+        if (call->kind == CU_CALL_KERNEL) call->kk->release(call->args);
+        if (call->kind == CU_CALL_OP) free(call->args);
+        if (call->kind == CU_CALL_UPLOAD) CU_CHECK(cudaFreeHost(call->host));
+    }
+    r->n = 0;
+    if (r->exec) CU_CHECK(cudaGraphExecDestroy(r->exec));
+    if (r->graph) CU_CHECK(cudaGraphDestroy(r->graph));
+    r->exec = NULL;
+    r->graph = NULL;
+    r->ready = false;
+}
+
+/* Issue calls[0..n) of r on the stream as they were recorded. */
+static void issue_record(cu_ctx *c, const cu_region *r, int n) {
+    for (int i = 0; i < n; i++) {
+        const cu_call *call = &r->calls[i];
+        switch (call->kind) {
+        case CU_CALL_KERNEL:
+            call->kk->launch(c, call);
+            c->count.launches++;
+            CU_CHECK(cudaGetLastError());
+            break;
+        case CU_CALL_OP:
+            ((cu_op_fn)call->fn)(c->graphs.be, call->args);
+            break;
+        case CU_CALL_UPLOAD:
+            CU_CHECK(cudaMemcpyAsync(call->dst, call->host, call->bytes, cudaMemcpyHostToDevice,
+                                     c->stream));
+            break;
+        }
+    }
+}
+
+/* The region is given up for this time: capturing, what was captured is
+ * launched (it has not run); replaying, the calls matched so far are issued
+ * as recorded. The rest runs as it comes, and the next graph_begin captures
+ * again. */
+void cu_graph_break(cu_ctx *c, const char *why) {
+    cu_graphs *g = &c->graphs;
+    if (g->mode == CU_EAGER) return;
+    cu_region *r = &g->regions[g->region];
+    const cu_graph_mode was = g->mode;
+    g->mode = CU_EAGER;
+    g->nested = 0;
+    g->breaks++;
+    if (g->log)
+        fprintf(stderr, "bertrain: cuda: graph region %d: %s at call %d: %s\n", g->region,
+                was == CU_CAPTURE ? "capture ends" : "replay ends", was == CU_CAPTURE ? r->n : g->cursor,
+                why);
+    if (was == CU_CAPTURE) {
+        c->count.launches = g->launches_before; /* nothing captured was launched */
+        cudaGraph_t graph = NULL;
+        const cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+        if (e != cudaSuccess || !graph) {
+            /* the capture holds nothing that ran: issue the record, whose every call
+             * issued work (nothing else issues any while a region records) */
+            (void)cudaGetLastError();
+            issue_record(c, r, r->n);
+        } else {
+            cudaGraphExec_t exec = NULL;
+            CU_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+            CU_CHECK(cudaGraphLaunch(exec, c->stream));
+            c->count.launches++;
+            CU_CHECK(cudaGraphExecDestroy(exec)); /* the launch still runs */
+            CU_CHECK(cudaGraphDestroy(graph));
+        }
+    } else {
+        issue_record(c, r, g->cursor);
+    }
+    r->ready = false; /* the record is freed at the next graph_begin, outside any capture */
+    r->failures++;
+    r->wait = r->failures <= 2 ? 0 : r->failures >= 8 ? 63 : (1 << (r->failures - 2)) - 1;
+}
+
+/* The capture's last node: the kernel just launched. */
+static cudaGraphNode_t last_captured(cu_ctx *c) {
+    cudaStreamCaptureStatus status;
+    const cudaGraphNode_t *deps = NULL;
+    size_t n = 0;
+#if CUDART_VERSION >= 13000
+    CU_CHECK(cudaStreamGetCaptureInfo(c->stream, &status, NULL, NULL, &deps, NULL, &n));
+#else
+    CU_CHECK(cudaStreamGetCaptureInfo(c->stream, &status, NULL, NULL, &deps, &n));
+#endif
+    return status == cudaStreamCaptureStatusActive && n == 1 ? deps[0] : NULL;
+}
+
+bool cu_graph_kernel(cu_ctx *c, const char *name, const void *fn, unsigned grid, unsigned block,
+                     const cu_kernel_kind *kk, void *args) {
+    cu_graphs *g = &c->graphs;
+    if (g->mode == CU_EAGER || g->nested) return false;
+    cu_region *r = &g->regions[g->region];
+    if (g->mode == CU_CAPTURE) {
+        cu_call *call = append(r);
+        *call = (cu_call){CU_CALL_KERNEL, fn, name, grid, block, kk, kk->clone(args), 0, NULL,
+                          NULL, NULL, 0};
+        kk->launch(c, call); /* captured: not launched, and not counted */
+        CU_CHECK(cudaGetLastError());
+        if (!(call->node = last_captured(c))) {
+            r->n--; /* issued: not in the record, which break does not reissue in a capture */
+            kk->release(call->args);
+            cu_graph_break(c, "the capture names no node for a kernel");
+        }
+        return true;
+    }
+    cu_call *call = g->cursor < r->n ? &r->calls[g->cursor] : NULL;
+    if (!call || call->kind != CU_CALL_KERNEL || call->fn != fn || call->grid != grid ||
+        call->block != block) {
+        if (g->log && call && call->kind == CU_CALL_KERNEL)
+            fprintf(stderr, "bertrain: cuda: graph: %s<<<%u, %u>>> where %s<<<%u, %u>>> was "
+                            "recorded\n", name, grid, block, call->name, call->grid, call->block);
+        cu_graph_break(c, call ? "another kernel or grid than recorded" : "more calls than recorded");
+        return false;
+    }
+    if (!kk->same(call->args, args)) { /* new scalars or pointers: into the node */
+        void *fresh = kk->clone(args);
+        void *params[CU_KERNEL_MAX_PARAMS];
+        kk->params(fresh, params);
+        cudaKernelNodeParams p = {};
+        p.func = (void *)fn;
+        p.gridDim = dim3(grid);
+        p.blockDim = dim3(block);
+        p.kernelParams = params;
+        if (cudaGraphExecKernelNodeSetParams(r->exec, call->node, &p) != cudaSuccess) {
+            (void)cudaGetLastError();
+            kk->release(fresh);
+            cu_graph_break(c, "a kernel node refused its new arguments");
+            return false;
+        }
+        kk->release(call->args);
+        call->args = fresh;
+    }
+    g->cursor++;
+    return true;
+}
+
+void cu_graph_op(bt_backend *be, cu_op_fn fn, const void *args, size_t bytes) {
+    cu_ctx *c = cu(be);
+    cu_graphs *g = &c->graphs;
+    if (g->mode == CU_REPLAY) {
+        cu_region *r = &g->regions[g->region];
+        const cu_call *call = g->cursor < r->n ? &r->calls[g->cursor] : NULL;
+        if (call && call->kind == CU_CALL_OP && call->fn == (const void *)fn &&
+            call->args_bytes == bytes && !memcmp(call->args, args, bytes)) {
+            g->cursor++;
+            return;
+        }
+        cu_graph_break(c, "another op or operands than recorded");
+    }
+    if (g->mode == CU_CAPTURE && !g->nested) {
+        cu_call *call = append(&g->regions[g->region]);
+        call->kind = CU_CALL_OP;
+        call->fn = (const void *)fn;
+        if (!(call->args = malloc(bytes ? bytes : 1))) fatal_oom();
+        memcpy(call->args, args, bytes);
+        call->args_bytes = bytes;
+        g->nested++;
+        fn(be, args);
+        if (g->mode == CU_CAPTURE) g->nested--; /* a break inside has reset it */
+        return;
+    }
+    fn(be, args);
+}
+
+bool cu_graph_upload(cu_ctx *c, void *dst, const void *src, size_t bytes) {
+    cu_graphs *g = &c->graphs;
+    if (g->mode == CU_EAGER || g->nested) return false;
+    cu_region *r = &g->regions[g->region];
+    if (g->mode == CU_REPLAY) {
+        cu_call *call = g->cursor < r->n ? &r->calls[g->cursor] : NULL;
+        if (!call || call->kind != CU_CALL_UPLOAD || call->dst != dst || call->bytes != bytes) {
+            cu_graph_break(c, "another upload than recorded");
+            return false;
+        }
+        memcpy(call->host, src, bytes); /* the graph's last launch has run (graph_begin) */
+        g->cursor++;
+        return true;
+    }
+    void *host = NULL;
+    if (cudaHostAlloc(&host, bytes, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cu_graph_break(c, "no page-locked memory for an upload");
+        return false;
+    }
+    memcpy(host, src, bytes);
+    cu_call *call = append(r);
+    call->kind = CU_CALL_UPLOAD;
+    call->host = host;
+    call->dst = dst;
+    call->bytes = bytes;
+    CU_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, c->stream));
+    return true;
+}
+
+/* Record region `region` from here (its first time, or after a break), or
+ * replay it. */
+static void cu_graph_begin(bt_backend *be, int region) {
+    cu_ctx *c = cu(be);
+    cu_graphs *g = &c->graphs;
+    if (!g->enabled || region < 0 || region >= CU_GRAPH_REGIONS) return;
+    if (g->mode != CU_EAGER) cu_graph_break(c, "graph_begin inside a region");
+    cu_region *r = &g->regions[region];
+    g->be = be;
+    g->region = region;
+    g->cursor = 0;
+    g->nested = 0;
+    if (r->ready) {
+        /* the uploads' staging is written as the calls come: the last launch must have run */
+        if (cudaEventQuery(r->done) == cudaErrorNotReady) {
+            (void)cudaGetLastError();
+            c->count.host_syncs++;
+            CU_CHECK(cudaEventSynchronize(r->done));
+        }
+        g->mode = CU_REPLAY;
+        return;
+    }
+    if (r->wait > 0) { /* broken lately: this time as it comes */
+        r->wait--;
+        return;
+    }
+    region_clear(r);
+    if (!r->done) CU_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    CU_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
+    g->mode = CU_CAPTURE;
+    g->launches_before = c->count.launches;
+}
+
+/* Launch the region's graph: captured now, or replayed with its updates. */
+static void cu_graph_end(bt_backend *be) {
+    cu_ctx *c = cu(be);
+    cu_graphs *g = &c->graphs;
+    if (g->mode == CU_EAGER) return; /* graphs off, or the region broke */
+    cu_region *r = &g->regions[g->region];
+    if (g->mode == CU_REPLAY && g->cursor != r->n) {
+        cu_graph_break(c, "fewer calls than recorded");
+        return;
+    }
+    if (g->mode == CU_CAPTURE) {
+        g->mode = CU_EAGER;
+        c->count.launches = g->launches_before; /* nothing captured was launched */
+        cudaGraph_t graph = NULL;
+        cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+        if (e == cudaSuccess && graph) e = cudaGraphInstantiateWithFlags(&r->exec, graph, 0);
+        if (e != cudaSuccess || !graph) { /* nothing captured ran: issue it, and stop capturing */
+            (void)cudaGetLastError();
+            fprintf(stderr, "bertrain: cuda: a step's CUDA Graph failed (%s): steps run without "
+                            "one from now on\n", cudaGetErrorName(e));
+            if (graph) CU_CHECK(cudaGraphDestroy(graph));
+            issue_record(c, r, r->n);
+            g->enabled = false;
+            return;
+        }
+        r->graph = graph;
+        r->ready = true;
+        g->captures++;
+    } else {
+        g->mode = CU_EAGER;
+        g->replays++;
+    }
+    CU_CHECK(cudaGraphLaunch(r->exec, c->stream));
+    c->count.launches++;
+    r->failures = 0;
+    CU_CHECK(cudaEventRecord(r->done, c->stream));
+    CU_SYNC_IF_DEBUG(c);
+}
+
+void cu_graph_release(cu_ctx *c) {
+    for (int i = 0; i < CU_GRAPH_REGIONS; i++) {
+        cu_region *r = &c->graphs.regions[i];
+        for (int k = 0; k < r->n; k++) {
+            cu_call *call = &r->calls[k];
+            if (call->kind == CU_CALL_KERNEL) call->kk->release(call->args);
+            if (call->kind == CU_CALL_OP) free(call->args);
+            if (call->kind == CU_CALL_UPLOAD) (void)cudaFreeHost(call->host);
+        }
+        free(r->calls);
+        if (r->exec) (void)cudaGraphExecDestroy(r->exec);
+        if (r->graph) (void)cudaGraphDestroy(r->graph);
+        if (r->done) (void)cudaEventDestroy(r->done);
+        memset(r, 0, sizeof *r);
+    }
+}
+
+void cu_fill_graph_ops(bt_backend *be) {
+    be->graph_begin = cu_graph_begin;
+    be->graph_end = cu_graph_end;
+}
