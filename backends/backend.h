@@ -550,8 +550,9 @@ extern const int bt_op_count;
  * the registry composes from the ops it replaces first (common/composed.h). */
 bool bt_backend_complete(const bt_backend *be);
 
-/* Fill graph_begin and graph_end with no-ops: a backend that issues each
- * region's work as it comes. */
-void bt_graphs_none(bt_backend *be);
+/* graph_begin and graph_end of a backend that issues each region's work as
+ * it comes: no-ops. */
+void bt_graph_begin_none(bt_backend *be, int region);
+void bt_graph_end_none(bt_backend *be);
 
 #endif

@@ -39,14 +39,9 @@ bool bt_backend_complete(const bt_backend *be) {
     return true;
 }
 
-static void graph_begin_none(bt_backend *be, int region) {
+void bt_graph_begin_none(bt_backend *be, int region) {
     (void)be;
     (void)region;
 }
 
-static void graph_end_none(bt_backend *be) { (void)be; }
-
-void bt_graphs_none(bt_backend *be) {
-    be->graph_begin = graph_begin_none;
-    be->graph_end = graph_end_none;
-}
+void bt_graph_end_none(bt_backend *be) { (void)be; }

@@ -54,6 +54,12 @@ static double p_mark_seconds(bt_backend *be, int a, int b) {
     return INNER(be)->mark_seconds(INNER(be), a, b);
 }
 static void p_marks_reset(bt_backend *be) { INNER(be)->marks_reset(INNER(be)); }
+/* Passed on: the marks between the ops break a region each time, so the
+ * device runs a profiled step as it comes (and says so in its launches). */
+static void p_graph_begin(bt_backend *be, int region) {
+    INNER(be)->graph_begin(INNER(be), region);
+}
+static void p_graph_end(bt_backend *be) { INNER(be)->graph_end(INNER(be)); }
 
 /* ---- device and memory ---- */
 
@@ -440,4 +446,6 @@ void prof_fill_ops(bt_backend *w) {
     w->mark = p_mark;
     w->mark_seconds = p_mark_seconds;
     w->marks_reset = p_marks_reset;
+    w->graph_begin = p_graph_begin;
+    w->graph_end = p_graph_end;
 }

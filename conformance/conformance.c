@@ -58,6 +58,7 @@ static void run_pass(bt_backend *be) {
     test_round16(be);
     test_nan_propagation(be);
     test_profiling(be);
+    test_graphs(be);
     be->destroy(be);
     if (want_op("destroy")) {
         verdict v = v_new();

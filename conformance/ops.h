@@ -16,6 +16,11 @@ void test_reductions(bt_backend *be);
 /* Check that a NaN input of an elementwise op gives NaN at exactly its positions. */
 void test_nan_propagation(bt_backend *be);
 
+/* ---- ops_graph.c ---- */
+/* Check graph_begin and graph_end: a region's rounds, with new scalars, a
+ * shape change and a download inside, give the bits of the ops alone. */
+void test_graphs(bt_backend *be);
+
 /* ---- conformance_ops_linear.c ---- */
 /* Check gemm (transposes, padded leading dimensions, NaN C with beta = 0,
  * strided batches, attention layouts, BERT sizes) and its backward. */

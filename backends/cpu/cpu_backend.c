@@ -347,7 +347,8 @@ bt_backend *bt_cpu_backend_create(int threads, int local_ranks) {
     be->mark = cpu_mark;
     be->mark_seconds = cpu_mark_seconds;
     be->marks_reset = cpu_marks_reset;
-    bt_graphs_none(be);
+    be->graph_begin = bt_graph_begin_none;
+    be->graph_end = bt_graph_end_none;
     cpu_fill_reduce_ops(be);
     cpu_fill_nn_ops(be);
     cpu_fill_optim_ops(be);

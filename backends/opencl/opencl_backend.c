@@ -675,7 +675,8 @@ bt_backend *bt_opencl_backend_create(int platform, int device, const bt_backend_
     be->mark = ocl_mark;
     be->mark_seconds = ocl_mark_seconds;
     be->marks_reset = ocl_marks_reset;
-    bt_graphs_none(be);
+    be->graph_begin = bt_graph_begin_none;
+    be->graph_end = bt_graph_end_none;
     ocl_fill_ops(be);
     ocl_load_tuning(c);
     return be;
