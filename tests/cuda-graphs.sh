@@ -1,0 +1,114 @@
+#!/bin/sh
+# CUDA Graphs change how a training step is launched, never what it
+# computes. On the emulated A100 (tests/cuda_emu, whose capture refuses what
+# CUDA's refuses):
+#  - bench, 4 timed steps after 2 warm-up ones (whose growing buffers break
+#    the first captures): the last step's loss and gradient norm are the
+#    bits of BERTRAIN_CUDA_GRAPHS=0, and a timed step makes 2 launches (the
+#    forward-backward region's graph and the update's), 1 blocking read, no
+#    wait and no blocking write, where without graphs it makes dozens of
+#    launches; in bf16, fp16 with Pre-LN, fp32, with 2 micro-batches,
+#    recompute "layer", the fused attention and LAMB;
+#  - LayerDrop, whose skipped layers change the region from step to step:
+#    the same bits (the regions break and run as they come);
+#  - train, 6 steps on the demo data (masks of every size: the head's rows
+#    are padded so the shapes stay) with an evaluation and a checkpoint: the
+#    same per-step losses and gradient norms and the same checkpoint bytes.
+# No emulated device built: SKIP.
+. "$(dirname "$0")/lib.sh"
+cd "$top_srcdir" || fail "no source dir"
+every_device_env
+[ -f "$BERTRAIN_CUDA_EMU" ] || skip "no emulated CUDA device built (tests/cuda_emu)"
+export CUDA_EMU_ARCH=80
+
+# bench LABEL GRAPHS ARGS...: the tiny model (2 layers unless ARGS say), seq 32, batch 4
+bench() {
+    run=$1 graphs=$2
+    shift 2
+    case " $* " in *" --layers "*) layers="" ;; *) layers="--layers 2" ;; esac
+    # shellcheck disable=SC2086
+    BERTRAIN_CUDA_GRAPHS=$graphs "$BERTRAIN" bench --preset tiny $layers --seq 32 --batch 4 \
+        --steps 4 --warmup 2 --backend cuda-emu --json "$@" > "$tmpdir/$run.json" \
+        2> "$tmpdir/$run.err" || { tail -5 "$tmpdir/$run.err"; fail "$run: bench failed"; }
+}
+
+# field LABEL KEY: a field of a bench's JSON, with 17 digits
+field() {
+    python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))["bench"][sys.argv[2]]
+print(repr(v))' "$tmpdir/$1.json" "$2"
+}
+
+# count LABEL KEY: a counter of a bench's JSON as a float ("2.0")
+count() {
+    python3 -c 'import json, sys
+print(float(json.load(open(sys.argv[1]))["bench"][sys.argv[2]]))' "$tmpdir/$1.json" "$2"
+}
+
+# same_bits LABEL ARGS...: graphs on and off end with the same bits; prints
+# the launches a step with graphs
+same_bits() {
+    label=$1
+    shift
+    bench "$label-on" 1 "$@"
+    bench "$label-off" 0 "$@"
+    for k in loss grad_norm; do
+        a=$(field "$label-on" $k) b=$(field "$label-off" $k)
+        [ -n "$a" ] && [ "$a" = "$b" ] || fail "$label: $k $a with graphs, $b without"
+    done
+    echo "ok   $label: loss $(field "$label-on" loss), grad_norm $(field "$label-on" grad_norm) with and without graphs"
+}
+
+# one_launch LABEL: 2 launches, 1 read, no wait or write a step with graphs
+# (and more than 20 launches without)
+one_launch() {
+    label=$1
+    [ "$(count "$label-on" launches_per_step)" = 2.0 ] ||
+        fail "$label: $(count "$label-on" launches_per_step) launches a step with graphs, want 2 (one a region)"
+    [ "$(count "$label-on" host_reads_per_step)" = 1.0 ] ||
+        fail "$label: $(count "$label-on" host_reads_per_step) blocking reads a step, want 1"
+    [ "$(count "$label-on" host_syncs_per_step)" = 0.0 ] ||
+        fail "$label: $(count "$label-on" host_syncs_per_step) waits a step, want 0"
+    [ "$(count "$label-on" host_writes_per_step)" = 0.0 ] ||
+        fail "$label: $(count "$label-on" host_writes_per_step) blocking writes a step, want 0"
+    off=$(count "$label-off" launches_per_step)
+    python3 -c "import sys; sys.exit(0 if float('$off') > 20 else 1)" ||
+        fail "$label: only $off launches a step without graphs: the comparison shows nothing"
+    echo "ok   $label: 2 launches a step with graphs, $off without; 1 read, no wait, no write"
+}
+
+for case in "bf16:--precision bf16" "fp16-pre:--precision fp16 --norm pre" "fp32:--precision fp32" \
+    "accum2:--precision bf16 --accum 2" "recompute:--precision bf16 --set model.recompute=\"layer\"" \
+    "fused-attention:--precision bf16 --set model.attention_kernel=\"fused\"" \
+    "lamb:--precision fp16 --set optimizer.type=\"Lamb\""; do
+    label=${case%%:*}
+    eval "same_bits $label ${case#*:}"
+    one_launch "$label"
+done
+
+same_bits layerdrop --precision bf16 --layers 4 --layerdrop 0.5
+
+# train: the demo data, 6 steps, an evaluation and a checkpoint at the end
+train() {
+    graphs=$1
+    BERTRAIN_CUDA_GRAPHS=$graphs "$BERTRAIN" train tests/fixtures/base.json --set data.seq_len=32 \
+        --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8 --set steps_per_print=1 \
+        --set train_steps=6 --set device=\"cuda-emu\" --set output_dir=\"$tmpdir/train-$graphs\" \
+        > "$tmpdir/train-$graphs.log" 2>&1 || { tail -5 "$tmpdir/train-$graphs.log"; fail "train (graphs $graphs) failed"; }
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if "grad_norm" in m: print(m["step"], repr(m["loss"]), repr(m["grad_norm"]))' \
+        "$tmpdir/train-$graphs/metrics.jsonl" > "$tmpdir/train-$graphs.steps"
+}
+train 1
+train 0
+[ "$(wc -l < "$tmpdir/train-1.steps")" -eq 6 ] || fail "train: $(wc -l < "$tmpdir/train-1.steps") steps in metrics.jsonl, want 6"
+cmp -s "$tmpdir/train-1.steps" "$tmpdir/train-0.steps" ||
+    { diff "$tmpdir/train-1.steps" "$tmpdir/train-0.steps"; fail "train: the steps' losses or gradient norms differ with graphs"; }
+for f in model.safetensors optim.bin; do
+    cmp -s "$tmpdir/train-1/ckpt-00000006/$f" "$tmpdir/train-0/ckpt-00000006/$f" ||
+        fail "train: the checkpoint's $f differs with graphs"
+done
+echo "ok   train: 6 steps' losses and gradient norms, the checkpoint's weights and optimizer state: the same bytes"
+echo "PASS: CUDA Graphs give the bits of the steps launched op by op, in 2 launches a step"
