@@ -105,6 +105,7 @@ void cu_graph_break(cu_ctx *c, const char *why) {
         issue_record(c, r, g->cursor);
     }
     r->ready = false; /* the record is freed at the next graph_begin, outside any capture */
+    if (was == CU_CAPTURE && r->n == 0) return; /* before its first call (a profiler's mark) */
     r->failures++;
     r->wait = r->failures <= 2 ? 0 : r->failures >= 8 ? 63 : (1 << (r->failures - 2)) - 1;
 }

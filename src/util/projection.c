@@ -240,18 +240,23 @@ bool proj_read_step(FILE *f, const proj_event *ev, int n_ev, proj_step *s, char 
     return true;
 }
 
-/* Seconds of op o on card c, all steps. */
-static double op_seconds(const proj_op *o, const proj_card *c) {
+/* Seconds of op o on card c, all steps; graphed: each piece launched inside
+ * a CUDA Graph. */
+static double op_seconds(const proj_op *o, const proj_card *c, bool graphed) {
     double t = 0.0;
-    for (int i = 0; i < o->n_work; i++) t += proj_seconds(c, &o->work[i]);
+    for (int i = 0; i < o->n_work; i++) {
+        proj_work w = o->work[i];
+        w.in_graph = w.in_graph || graphed;
+        t += proj_seconds(c, &w);
+    }
     return t;
 }
 
 double proj_step_seconds(const proj_step *s, const proj_card *c, double *mfu) {
     const double st = s->steps > 0 ? s->steps : 1;
-    double t = s->round_trips * ROUND_TRIP_S, flops = 0.0;
+    double t = s->round_trips * ROUND_TRIP_S + s->graph_launches * LAUNCH_S, flops = 0.0;
     for (int i = 0; i < s->n_ops; i++) {
-        t += op_seconds(&s->ops[i], c) / st;
+        t += op_seconds(&s->ops[i], c, s->graph_launches > 0) / st;
         for (int p = 0; p < PROJ_N_PREC; p++) flops += s->ops[i].flops[p] / st;
     }
     if (mfu) *mfu = t > 0 ? flops / (t * peak(c, PROJ_F16)) : 0.0;
@@ -268,6 +273,12 @@ void proj_step_free(proj_step *s) {
 static void print_header(const proj_step *s, const proj_card *cards, int n, FILE *out) {
     fprintf(out, "projection: %d step(s) counted%s; model: docs/PERFORMANCE.md, \"Projection\"\n",
             s->steps, s->counted ? "" : " (global memory NOT counted)");
+    if (s->graph_launches > 0)
+        fprintf(out, "launched as %d CUDA Graph%s a step (as the device ran it unprofiled): every "
+                     "piece of work priced inside a graph\n", s->graph_launches,
+                s->graph_launches == 1 ? "" : "s");
+    else
+        fprintf(out, "launched op by op\n");
     for (int j = 0; j < n; j++)
         fprintf(out, "card %s: %d SMs, HBM %.0f GB/s, shared memory %.1f TB/s, dense TFLOP/s "
                      "fp32 %g, tf32 %g, 16-bit %g\n",
@@ -296,7 +307,7 @@ void proj_print(const proj_step *s, const proj_card *cards, int n, FILE *out) {
     }
     for (int i = 0; i < s->n_ops; i++) {
         order[i] = i;
-        t0[i] = n > 0 ? op_seconds(&s->ops[i], &cards[0]) : 0.0;
+        t0[i] = n > 0 ? op_seconds(&s->ops[i], &cards[0], s->graph_launches > 0) : 0.0;
     }
     for (int i = 1; i < s->n_ops; i++) /* longest first on the first card */
         for (int j = i; j > 0 && t0[order[j]] > t0[order[j - 1]]; j--) {
@@ -315,12 +326,18 @@ void proj_print(const proj_step *s, const proj_card *cards, int n, FILE *out) {
                 o->shared / st / 1e6, o->flops[PROJ_FP32] / st / 1e9,
                 o->flops[PROJ_TF32] / st / 1e9, o->flops[PROJ_F16] / st / 1e9);
         for (int p = 0; p < PROJ_N_PREC; p++) flops[p] += o->flops[p] / st;
-        for (int j = 0; j < n; j++) fprintf(out, " %14.3f", 1e3 * op_seconds(o, &cards[j]) / st);
+        for (int j = 0; j < n; j++)
+            fprintf(out, " %14.3f", 1e3 * op_seconds(o, &cards[j], s->graph_launches > 0) / st);
         fputc('\n', out);
     }
     fprintf(out, "%-22s %6.1f %8s %9s %5s %10s %10s %7s %10s %9s %9s %9s", "(host waits)",
             s->round_trips, "", "", "", "", "", "", "", "", "", "");
     for (int j = 0; j < n; j++) fprintf(out, " %14.3f", 1e3 * s->round_trips * ROUND_TRIP_S);
+    if (s->graph_launches > 0) {
+        fprintf(out, "\n%-22s %6s %8d %9s %5s %10s %10s %7s %10s %9s %9s %9s", "(graph launches)", "",
+                s->graph_launches, "", "", "", "", "", "", "", "", "");
+        for (int j = 0; j < n; j++) fprintf(out, " %14.3f", 1e3 * s->graph_launches * LAUNCH_S);
+    }
     const double all = flops[0] + flops[1] + flops[2];
     fprintf(out, "\nstep: GEMM GFLOP %.3f (fp32 %.3f, tf32 %.3f, 16-bit %.3f)\n", all / 1e9,
             flops[0] / 1e9, flops[1] / 1e9, flops[2] / 1e9);

@@ -77,6 +77,8 @@ typedef struct {
     int n_ops, cap_ops;
     int steps;          /* steps read */
     double round_trips; /* blocking host round trips a step (the caller's) */
+    int graph_launches; /* the caller's: > 0, the step runs as this many CUDA Graphs, and its
+                         * work is priced as launched inside one; 0: launched op by op */
     bool counted;       /* the trace counted global memory ("counted 1") */
 } proj_step;
 
