@@ -17,6 +17,10 @@
 #     fp32, TF32 and fp16, and TF32 and fp16 with model.attention_kernel
 #     fused: samples/s, activation memory, TFLOP/s and MFU, the achieved
 #     model FLOP/s over the card's peak (table below);
+#  3b. CUDA Graphs: bench --preset base, bf16, seq 128, batch 32, 4 steps
+#     after 3 warm-up ones, with graphs (the default) and with
+#     BERTRAIN_CUDA_GRAPHS=0: the same last step's loss and gradient norm,
+#     2 launches a step with graphs, and both speeds;
 #  4. compute-sanitizer memcheck and racecheck on the conformance suite
 #     (--quick), when compute-sanitizer is installed.
 # The conformance suite and the equivalence run in exact fp32 (BERTRAIN_CUDA_TF32
@@ -224,6 +228,26 @@ for preset in base large; do for mode in fp32 tf32 fp16 tf32+fused fp16+fused; d
         record "$what" FAIL "bertrain bench failed (log above)"
     fi
 done; done
+
+# ---- 3b. CUDA Graphs against launches op by op ----
+graphs_bench() { # GRAPHS -> the bench's log in $tmp/bench-graphs-GRAPHS.log; status
+    BERTRAIN_CUDA_GRAPHS=$1 BERTRAIN_CUDA_TF32= "$BERTRAIN" bench --preset base --seq 128 --batch 32 \
+        --precision bf16 --steps 4 --warmup 3 --backend "$DEV" > "$tmp/bench-graphs-$1.log" 2>&1
+}
+what="CUDA Graphs (bench base bf16, seq 128, batch 32)"
+if graphs_bench 1 && graphs_bench 0; then
+    on=$(grep '^last step:' "$tmp/bench-graphs-1.log") off=$(grep '^last step:' "$tmp/bench-graphs-0.log")
+    launches=$(sed -n 's/^a step: \([0-9.]*\) launches.*/\1/p' "$tmp/bench-graphs-1.log")
+    speeds="$(sed -n 's/^samples\/s: //p' "$tmp/bench-graphs-1.log") samples/s with graphs, $(sed -n 's/^samples\/s: //p' "$tmp/bench-graphs-0.log") without"
+    if [ -n "$on" ] && [ "$on" = "$off" ] && [ "$launches" = 2.0 ]; then
+        record "$what" PASS "$speeds; 2 launches a step; the same bits"
+    else
+        record "$what" FAIL "$speeds; $launches launches a step; '$on' with graphs, '$off' without"
+    fi
+else
+    tail -20 "$tmp/bench-graphs-1.log" "$tmp/bench-graphs-0.log"
+    record "$what" FAIL "bertrain bench failed (logs above)"
+fi
 
 # ---- 4. compute-sanitizer (optional) ----
 # Memory accesses and races only: API calls that return an error are bertrain's

@@ -95,6 +95,10 @@ int main(void) {
     double mfu;
     near("proj_step_seconds", proj_step_seconds(&s, &card, &mfu), 4572e-6);
     near("MFU", mfu, 4.2 / (4.572 * 4.0));
+    /* as 2 CUDA Graphs: each of the 8 pieces launched at 1 us, each graph at 4 */
+    s.graph_launches = 2;
+    near("proj_step_seconds in 2 graphs", proj_step_seconds(&s, &card, NULL),
+         4572e-6 - 8 * 3e-6 + 2 * 4e-6);
     proj_print(&s, &card, 1, stdout);
     proj_step_free(&s);
     if (!proj_card_get("h100-sxm", &card, err, sizeof err) || card.sms != 132) failures++;
