@@ -115,10 +115,12 @@ static cudaGraphNode_t last_captured(cu_ctx *c) {
     cudaStreamCaptureStatus status;
     const cudaGraphNode_t *deps = NULL;
     size_t n = 0;
-#if CUDART_VERSION >= 13000
+#if CUDART_VERSION >= 13000 /* edge data added */
     CU_CHECK(cudaStreamGetCaptureInfo(c->stream, &status, NULL, NULL, &deps, NULL, &n));
-#else
+#elif CUDART_VERSION >= 12000
     CU_CHECK(cudaStreamGetCaptureInfo(c->stream, &status, NULL, NULL, &deps, &n));
+#else /* CUDA 11 (the V100 build): the dependencies came with _v2 */
+    CU_CHECK(cudaStreamGetCaptureInfo_v2(c->stream, &status, NULL, NULL, &deps, &n));
 #endif
     return status == cudaStreamCaptureStatusActive && n == 1 ? deps[0] : NULL;
 }
