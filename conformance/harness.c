@@ -333,6 +333,19 @@ double round16_thr(bt_dtype dt) {
     return dt == BT_BF16 ? 0x1p-16 : dt == BT_F16 ? 0x1p-22 : THR_MATH;
 }
 
+uint16_t bits16_of(float v, bt_dtype dt) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+}
+
+float widen16(uint16_t h, bt_dtype dt) {
+    const uint32_t u = dt == BT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
 /* x rounded to dt's nearest value by half.h (BT_F32: x). */
 float round16_host(float x, bt_dtype dt) {
     if (dt == BT_F32) return x;

@@ -150,6 +150,10 @@ void thread_records_free(void);
  * (BT_F32: x), by backends/common/half.h. */
 double round16_thr(bt_dtype dt);
 float round16_host(float x, bt_dtype dt);
+/* The 16 bits of v in dt (BT_BF16 or BT_F16): half.h's conversion, cast's bits. */
+uint16_t bits16_of(float v, bt_dtype dt);
+/* The value of the 16 bits h of dt, as a float (exact). */
+float widen16(uint16_t h, bt_dtype dt);
 
 /* ---------------- shapes ---------------- */
 

@@ -71,13 +71,6 @@ static void fwd_dropout(void *c, double *out) {
 
 /* ---- 16-bit input and output ---- */
 
-/* The bits of v in dt (BT_BF16 or BT_F16), as cast writes them. */
-static uint16_t bits16(float v, bt_dtype dt) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
-}
-
 typedef struct {
     dropout_args d;
     bt_dtype in_dtype, kind16;
@@ -104,14 +97,13 @@ static void check_dropout16(bt_backend *be, const dropout_args *d, const float *
         float *xw = malloc(n * 4);
         if (!x16 || !xw || !want16) exit(99);
         for (size_t i = 0; i < n; i++) {
-            x16[i] = bits16(x[i], dt);
-            const uint32_t u = dt == BT_BF16 ? bf16_to_f32(x16[i]) : f16_to_f32(x16[i]);
-            memcpy(&xw[i], &u, 4);
+            x16[i] = bits16_of(x[i], dt);
+            xw[i] = widen16(x16[i], dt);
         }
         for (int form = 0; form < 3; form++) { /* in fp32 / 16 bits with out / 16 bits alone */
             const dropout16_args q = {*d, form ? dt : BT_F32, dt, form < 2};
             float *want = drop_expect(form ? xw : x, d);
-            for (size_t i = 0; i < n; i++) want16[i] = bits16(want[i], dt);
+            for (size_t i = 0; i < n; i++) want16[i] = bits16_of(want[i], dt);
             tensor t[] = {form ? tensor_16bit("in16", x16, n, false) : tensor_in("x", x, n),
                           tensor_16bit("out16", NULL, n, true), tensor_out("out", NULL, n)};
             verdict v = v_new();

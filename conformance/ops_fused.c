@@ -48,9 +48,7 @@ typedef struct {
 static void v_copy16(verdict *v, const char *what, const uint16_t *got, const uint16_t *want,
                      const float *out, size_t n, bt_dtype dt) {
     for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &out[i], 4);
-        const uint16_t h = dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+        const uint16_t h = bits16_of(out[i], dt);
         if (got[i] != h) {
             v_fail(v, "%s[%zu] = 0x%04x, not 0x%04x: the output %.9g in %s", what, i, got[i], h,
                    (double)out[i], dt == BT_BF16 ? "bf16" : "f16");
@@ -305,11 +303,8 @@ static void bias_gelu_bwd_dout16_cases(bt_backend *be, const fused_args *a,
     for (int k = 0; k < 4; k++) {
         const bt_dtype dt = k & 1 ? BT_F16 : BT_BF16;
         for (size_t i = 0; i < n; i++) {
-            uint32_t u;
-            memcpy(&u, &g->dout[i], 4);
-            d16[i] = dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
-            u = dt == BT_BF16 ? bf16_to_f32(d16[i]) : f16_to_f32(d16[i]);
-            memcpy(&dw[i], &u, 4);
+            d16[i] = bits16_of(g->dout[i], dt);
+            dw[i] = widen16(d16[i], dt);
         }
         gelu_dout16_args q = {dt, dt, a->rows, a->cols, k < 2}, q32 = q;
         q32.dout_dtype = BT_F32;
@@ -361,11 +356,7 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
         g.x16 = k >= 4 ? x16 : NULL;
         a.copies16 = k >= 4;
         a.copy_only = k >= 6;
-        for (size_t i = 0; g.x16 && i < n; i++) {
-            uint32_t u;
-            memcpy(&u, &g.x[i], 4);
-            x16[i] = a.round16 == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
-        }
+        for (size_t i = 0; g.x16 && i < n; i++) x16[i] = bits16_of(g.x[i], a.round16);
         double *rdx = ref_alloc(n * 8), *rdb = ref_dup(g.db, c), *mdb = ref_abs(g.db, c);
         for (size_t i = 0; i < n; i++) { /* dout rounded as the op reads it (exact) */
             const float xi = g.x16 ? round16_host(g.x[i], a.round16) : g.x[i];
@@ -640,11 +631,8 @@ static void dropout_softmax_bwd_cases(bt_backend *be, fused_args *a, const attn_
         attn_inputs qk = *q;
         if (a->copies16) { /* the probabilities as the stash holds them */
             for (size_t i = 0; i < n; i++) {
-                uint32_t u;
-                memcpy(&u, &q->probs[i], 4);
-                p16[i] = rounds[k] == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
-                u = rounds[k] == BT_BF16 ? bf16_to_f32(p16[i]) : f16_to_f32(p16[i]);
-                memcpy(&pk[i], &u, 4);
+                p16[i] = bits16_of(q->probs[i], rounds[k]);
+                pk[i] = widen16(p16[i], rounds[k]);
             }
             qk.probs = pk;
             qk.probs16 = p16;

@@ -174,11 +174,8 @@ static void check_ln_bwd_x16(bt_backend *be, layernorm_args q, const float *x, c
     float *xw = malloc(n * sizeof *xw);
     if (!x16 || !xw) exit(99);
     for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        x16[i] = q.x_dtype == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
-        u = q.x_dtype == BT_BF16 ? bf16_to_f32(x16[i]) : f16_to_f32(x16[i]);
-        memcpy(&xw[i], &u, 4);
+        x16[i] = bits16_of(x[i], q.x_dtype);
+        xw[i] = widen16(x16[i], q.x_dtype);
     }
     tensor t[] = {inpl ? tensor_out("dout", dout, n) : tensor_in("dout", dout, n),
                   tensor_out("dgamma", dg, c), tensor_out("dbeta", db, c),
@@ -270,11 +267,7 @@ static void check_ln_bwd_branch16(bt_backend *be, layernorm_args q, const float 
     const int inpl = q.inplace, o = inpl ? 0 : 8;
     uint16_t *b16 = malloc(n * sizeof *b16);
     if (!b16) exit(99);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &dbr[i], 4);
-        b16[i] = q.round16 == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
-    }
+    for (size_t i = 0; i < n; i++) b16[i] = bits16_of(dbr[i], q.round16);
     tensor t[] = {inpl ? tensor_out("dout", dout, n) : tensor_in("dout", dout, n),
                   tensor_16bit("dbranch16", b16, n, false), tensor_out("dgamma", dg, c),
                   tensor_out("dbeta", db, c), tensor_in("x", x, n), tensor_in("mean", mu, r),
@@ -299,21 +292,11 @@ static void check_ln_bwd_branch16(bt_backend *be, layernorm_args q, const float 
     free(b16);
 }
 
-/* The 16 bits of v in dt (cast's). */
-static uint16_t ln_bits16(float v, bt_dtype dt) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return dt == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
-}
-
 /* The n values h of dt widened to floats (new memory). */
 static float *ln_widened(const uint16_t *h, bt_dtype dt, size_t n) {
     float *w = malloc(n * sizeof *w);
     if (!w) exit(99);
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t u = dt == BT_BF16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
-        memcpy(&w[i], &u, 4);
-    }
+    for (size_t i = 0; i < n; i++) w[i] = widen16(h[i], dt);
     return w;
 }
 
@@ -330,7 +313,7 @@ static void check_ln_bwd_io16(bt_backend *be, layernorm_args q, int form, const 
     const bool in16 = form != 1, out16 = form != 0, inpl = form == 3;
     uint16_t *d16 = malloc(n * sizeof *d16);
     if (!d16) exit(99);
-    for (size_t i = 0; i < n; i++) d16[i] = ln_bits16(dout[i], dt);
+    for (size_t i = 0; i < n; i++) d16[i] = bits16_of(dout[i], dt);
     float *dw = ln_widened(d16, dt, n);
     layernorm_args q16 = q, q32 = q;
     q16.inplace = inpl;
