@@ -361,23 +361,23 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_Delete(root);
 }
 
-/* The launches of a step as the device runs it without the profiler's marks
- * (the second of two more steps): at most one a graph region when it runs
- * them as CUDA Graphs, which the projection then prices so; else 0. */
+/* The launches of one more step, run without the profiler's marks: at most
+ * one a graph region when the device captures the step's regions as CUDA
+ * Graphs (the profiled steps before it have grown every buffer), which the
+ * projection then prices so; else 0 (printed: "launched op by op"). One
+ * step, as it costs the emulator as much as a profiled one. */
 static int graph_launches_unprofiled(bert_model *m, bt_optimizer *opt, const bt_config *cfg,
                                      const bench_opts *o, bench_input *in, const bt_vocab *vocab,
                                      int max_pred) {
     bt_backend *be = m->be;
-    bt_counters before = {0}, after;
-    for (int s = 0; s < 2; s++) {
-        for (int k = 0; k < in->n; k++)
-            random_batch(&in->mb[k], vocab, cfg, o->warmup + o->steps + s, (int)in->first[k],
-                         o->batch * in->n, max_pred);
-        const step_batch step_in = {in->mb, in->first, in->n, 0, (long)o->batch * in->n};
-        be->counters(be, &before);
-        train_step(m, opt, cfg, o->warmup + o->steps + s, &step_in, 1e-4, NULL, NULL, NULL, NULL);
-        be->counters(be, &after);
-    }
+    bt_counters before, after;
+    const int s = o->warmup + o->steps;
+    for (int k = 0; k < in->n; k++)
+        random_batch(&in->mb[k], vocab, cfg, s, (int)in->first[k], o->batch * in->n, max_pred);
+    const step_batch step_in = {in->mb, in->first, in->n, 0, (long)o->batch * in->n};
+    be->counters(be, &before);
+    train_step(m, opt, cfg, s, &step_in, 1e-4, NULL, NULL, NULL, NULL);
+    be->counters(be, &after);
     const long launches = after.launches - before.launches;
     return launches >= 1 && launches <= BT_GRAPH_UPDATE + 1 ? (int)launches : 0;
 }
