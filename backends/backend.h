@@ -85,6 +85,10 @@ typedef struct {
      * kernels per shape, and a new row count cost up to 5 ms a GEMM in bf16 on
      * an H100 (docs/PERFORMANCE.md); 0 or 1: shapes cost nothing extra */
     int gemm_rows_multiple;
+    /* the device can record a step's regions (graph_begin) and replay them
+     * whole while they stay the same: a shape that changes from step to step
+     * (the heads' rows) is best padded to its largest, so that it does not */
+    bool replays_graphs;
     /* attention_fwd / attention_bwd beat the GEMMs, softmax and dropout they
      * replace here, so the model uses them (model.attention_kernel "auto").
      * No backend claims it: on an H100 the fused kernels made BERT-base's

@@ -506,6 +506,8 @@ bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, c
         i->has_fp64 = true;
         i->fused_ops_pay = true;
         i->gemm_rows_multiple = 64;
+        /* also under BERTRAIN_CUDA_GRAPHS=0, which then changes nothing but launches */
+        i->replays_graphs = true;
     }
     {
         const char *sync = getenv("BERTRAIN_CUDA_SYNC");

@@ -16,10 +16,11 @@
 #include <string.h>
 
 /* The MLM head's rows for M masked ones: M padded up to a multiple of the
- * top layer's (the same shapes from batch to batch for cuBLAS and a CUDA
- * Graph; 1: none added), within the model's capacity; 0 without any. */
+ * top layer's (fewer shapes from batch to batch for cuBLAS; 1: none added),
+ * or to the capacity where the device replays graphs (one shape), within
+ * the model's capacity; 0 without any. */
 static int head_rows(const bert_model *m, int M) {
-    const int k = m->top_rows_multiple;
+    const int k = m->rows_to_capacity ? m->max_masked : m->top_rows_multiple;
     const int padded = M > 0 && k > 1 ? (M + k - 1) / k * k : M;
     return padded < m->max_masked ? padded : M > m->max_masked ? M : m->max_masked;
 }
@@ -48,7 +49,8 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer, int 
         host[a->cls_idx + b] = b * bt->T;
     }
     const bool nsp = m->cfg.nsp && bt->nsp_labels;
-    const int S = top_layer >= 0 ? bert_top_plan(a, bt, nsp, m->top_rows_multiple, host) : 0;
+    const int multiple = m->rows_to_capacity ? a->top_capacity : m->top_rows_multiple;
+    const int S = top_layer >= 0 ? bert_top_plan(a, bt, nsp, multiple, host) : 0;
     /* the segments of the tables the scatters read: dwte's rows by id (pad in
      * none), the heads' rows, the top layer's */
     const struct { size_t off; int n, skip; } tables[] = {

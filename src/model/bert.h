@@ -173,7 +173,8 @@ typedef struct {
     int top_layer, n_top;     /* the top layer and its rows; -1 and 0: every row in every
                                * layer (no head reads, Admin profiling, dense_top) */
     int n_head;               /* the MLM head's rows: n_masked padded as the top layer's
-                               * rows are (top_rows_multiple), the added ones labelled -1 */
+                               * rows are (top_rows_multiple, rows_to_capacity), the added
+                               * ones labelled -1 */
     unsigned long forward_id; /* which of the model's forward passes this is */
 } bert_tape;
 
@@ -216,6 +217,8 @@ struct bert_model {
     int top_rows_multiple; /* the top layer's rows padded up to a multiple of this, with
                             * rows no head reads (bt_device_info.gemm_rows_multiple;
                             * 1: none; at most BERT_TOP_ROWS_MULTIPLE_MAX) */
+    bool rows_to_capacity; /* the top layer's and the MLM head's rows padded to their
+                            * capacity, the same every batch (bt_device_info.replays_graphs) */
 };
 
 /* The largest padding of the top layer's rows the activations make room for. */
