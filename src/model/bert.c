@@ -29,7 +29,8 @@ static int head_rows(const bert_model *m, int M) {
  * top_layer >= 0; returns how many rows that is (0: no top layer), and the
  * head's rows in *n_head. A row added to the head's reads row 0 and has the
  * label -1, which gives it no loss and no gradient. */
-static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer, int *n_head) {
+static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer, int *n_head,
+                        int *top_read) {
     const struct bert_act_layout *a = m->act;
     int32_t *host = m->ints_host;
     memset(host, 0, a->ints_batch * sizeof *host);
@@ -50,7 +51,8 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer, int 
     }
     const bool nsp = m->cfg.nsp && bt->nsp_labels;
     const int multiple = m->rows_to_capacity ? a->top_capacity : m->top_rows_multiple;
-    const int S = top_layer >= 0 ? bert_top_plan(a, bt, nsp, multiple, host) : 0;
+    *top_read = 0;
+    const int S = top_layer >= 0 ? bert_top_plan(a, bt, nsp, multiple, host, top_read) : 0;
     /* the segments of the tables the scatters read: dwte's rows by id (pad in
      * none), the heads' rows, the top layer's */
     const struct { size_t off; int n, skip; } tables[] = {
@@ -609,9 +611,9 @@ static void begin_forward(bert_model *m, const bert_batch *bt, const bert_pass *
     }
     /* the last layer that runs is the top layer (bert_top.c) */
     const int top = bert_top_layer(m, pass, layer_before(pass, L));
-    int n_head;
-    const int S = upload_batch(m, bt, top, &n_head); /* with the top layer's rows, or none */
-    *tape = (bert_tape){B, T, M, S > 0 ? top : -1, S, n_head, ++m->forwards};
+    int n_head, top_read;
+    const int S = upload_batch(m, bt, top, &n_head, &top_read); /* with the top layer's rows */
+    *tape = (bert_tape){B, T, M, S > 0 ? top : -1, S, top_read, n_head, ++m->forwards};
     m->acts_of = tape->forward_id;
 }
 

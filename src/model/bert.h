@@ -172,6 +172,7 @@ typedef struct {
     int B, T, n_masked;       /* the batch's shape */
     int top_layer, n_top;     /* the top layer and its rows; -1 and 0: every row in every
                                * layer (no head reads, Admin profiling, dense_top) */
+    int n_top_read;           /* of them, the rows the heads read (the rest: padding) */
     int n_head;               /* the MLM head's rows: n_masked padded as the top layer's
                                * rows are (top_rows_multiple, rows_to_capacity), the added
                                * ones labelled -1 */

@@ -146,9 +146,10 @@ int bert_top_layer(const bert_model *m, const bert_pass *pass, int last_layer);
 /* Into the batch's int32 staging host: the top layer's rows (the token rows
  * the heads read, once each, with the first rows no head reads added up to a
  * multiple of `multiple` so that the GEMMs see few shapes; in order) and
- * each head's row among them. Returns their count S. */
+ * each head's row among them. Returns their count S; *read gets the rows
+ * the heads read (S before the padding: the model's useful work). */
 int bert_top_plan(const struct bert_act_layout *a, const bert_batch *bt, bool nsp, int multiple,
-                  int32_t *host);
+                  int32_t *host, int *read);
 
 /* The top layer's attention output: its input rows and ctx at the heads'
  * rows (top_x, top_ctx, kept for the backward); *ctx and *resid become them. */

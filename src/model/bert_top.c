@@ -46,7 +46,7 @@ static int pad_rows(int32_t *rows, int S, int to) {
 }
 
 int bert_top_plan(const struct bert_act_layout *a, const bert_batch *bt, bool nsp, int multiple,
-                  int32_t *host) {
+                  int32_t *host, int *read) {
     int32_t *rows = host + a->top_rows;
     int n = 0, S = 0;
     for (int i = 0; i < bt->n_masked; i++) rows[n++] = bt->mlm_positions[i];
@@ -54,6 +54,7 @@ int bert_top_plan(const struct bert_act_layout *a, const bert_batch *bt, bool ns
     qsort(rows, (size_t)n, sizeof *rows, compare_i32);
     for (int i = 0; i < n; i++)
         if (S == 0 || rows[i] != rows[S - 1]) rows[S++] = rows[i];
+    *read = S;
     S = pad_rows(rows, S, top_padded(S, multiple, bt->B * bt->T, a->top_capacity));
     for (int i = 0; i < bt->n_masked; i++)
         host[a->top_mlm_pos + i] = top_index(rows, S, bt->mlm_positions[i]);

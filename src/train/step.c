@@ -50,7 +50,7 @@ static int draw_layerdrop(const bert_model *m, const bt_config *cfg, long step,
 /* Forward and backward over every micro-batch, its sums queued on the
  * device in st[k]; the last backward hands finished gradient buckets to gs
  * as they complete. Returns the rows the top layers computed after their
- * attention. */
+ * attention for the heads (their padding not counted: the model's work). */
 static long forward_backward(bert_model *m, const step_batch *in, bert_pass *pass,
                              grad_sync *gs, bert_stats *st) {
     long top_rows = 0;
@@ -68,7 +68,7 @@ static long forward_backward(bert_model *m, const step_batch *in, bert_pass *pas
         bert_tape tape;
         bert_forward(m, &b, pass, &tape, &st[k]);
         bert_backward(m, &b, pass, &tape);
-        top_rows += tape.top_layer >= 0 ? tape.n_top : (long)b.B * b.T;
+        top_rows += tape.top_layer >= 0 ? tape.n_top_read : (long)b.B * b.T;
     }
     return top_rows;
 }

@@ -26,8 +26,9 @@ typedef struct {
     double wire_bytes; /* this rank: the bytes its gradient exchange sent (grad_sync_finish) */
     bool onebit;       /* the exchange was 1-bit Adam's compressed momentum (grad_sync_momentum) */
     int layers_dropped; /* LayerDrop: encoder layers this step skipped */
-    long top_rows;      /* this rank: the rows its top layers computed after attention
-                         * (bert_tape; B*T per micro-batch without one) */
+    long top_rows;      /* this rank: the rows its top layers computed after attention for
+                         * the heads, their padding not counted (bert_tape.n_top_read;
+                         * B*T per micro-batch without one) */
     bool skipped;      /* no update (parameters untouched): the guard refused it, or fp16 overflowed */
     bool overflow;     /* fp16: the gradients overflowed (skipped by the loss scaler) */
     bool at_min_scale; /* fp16: ... at the minimum loss scale: the run must stop */
