@@ -63,16 +63,3 @@ void *cu_addr(bt_ptr p, size_t esz) {
     return (char *)p.buf->ptr + p.off;
 }
 
-/* ================= scratch ================= */
-
-void *cu_scratch(cu_ctx *c, size_t bytes) {
-    if (bytes > c->scratch_bytes) {
-        cu_graph_break(c, "the scratch buffer grows");
-        if (c->scratch) CU_CHECK(cudaFree(c->scratch));
-        c->scratch = NULL;
-        c->scratch_bytes = 0;
-        CU_CHECK(cudaMalloc(&c->scratch, bytes));
-        c->scratch_bytes = bytes;
-    }
-    return c->scratch;
-}

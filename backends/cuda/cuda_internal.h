@@ -1,9 +1,11 @@
 /* Internals shared by the CUDA backend's files: the context, error checks and
  * launch helpers. Host code lives in cuda_context.cu (errors, the current
- * device, addresses, scratch: used by the others, using none of them),
- * cuda_backend.cu (devices, memory, the table), cuda_ops.cu (kernel
- * launches) and cuda_gemm.cu (cuBLAS); the kernels of kernels/ (kernels_cu/ compiles them). All of it is CUDA C++ compiled by nvcc; the entry points in
- * cuda_backend.h have C linkage. */
+ * device, addresses: used by the others, using none of them), cuda_graph.cu
+ * (a step's regions as CUDA Graphs) and cuda_scratch.cu (the scratch
+ * buffer) above it, cuda_backend.cu (devices, memory, the table),
+ * cuda_ops.cu (kernel launches) and cuda_gemm.cu (cuBLAS); the kernels of
+ * kernels/ (kernels_cu/ compiles them). All of it is CUDA C++ compiled by
+ * nvcc; the entry points in cuda_backend.h have C linkage. */
 #ifndef BT_CUDA_INTERNAL_H
 #define BT_CUDA_INTERNAL_H
 
@@ -239,7 +241,7 @@ cu_ctx *cu(bt_backend *be);
 
 /* A device buffer of at least `bytes` (the context's scratch, grown as
  * needed; growing frees the old one, which cudaFree orders after the work
- * that uses it). */
+ * that uses it; cuda_scratch.cu). */
 void *cu_scratch(cu_ctx *c, size_t bytes);
 
 /* Device address of p for elements of esz bytes (exits when the offset is not
