@@ -9,6 +9,8 @@
 #    wait and no blocking write, where without graphs it makes dozens of
 #    launches; in bf16, fp16 with Pre-LN, fp32, with 2 micro-batches,
 #    recompute "layer", the fused attention and LAMB;
+#  - the heads' and the top layer's rows padded to the bound of a
+#    micro-batch's masked total (mask_total_bound), not to the capacity;
 #  - LayerDrop, whose skipped layers change the region from step to step:
 #    the same bits (the regions break and run as they come);
 #  - train, 6 steps on the demo data (masks of every size: the head's rows
@@ -85,6 +87,24 @@ for case in "bf16:--precision bf16" "fp16-pre:--precision fp16 --norm pre" "fp32
     eval "same_bits $label ${case#*:}"
     one_launch "$label"
 done
+
+# The heads' rows keep one shape at the bound of a micro-batch's masked total
+# (mean + 4 sd of 4 x 30 tokens masked at 0.15: 35), not at 4 x the
+# per-sequence cap (4 x 14 = 56), and the top layer's at it plus [CLS] when
+# NSP reads them.
+python3 - "$tmpdir/bf16-on.json" <<'PY' || fail "bf16: the padded rows are not the batch's bound"
+import json, math, sys
+b = json.load(open(sys.argv[1]))["bench"]
+n, p, B = 4 * 30, 0.15, 4
+bound = math.ceil(n * p + 4 * math.sqrt(n * p * (1 - p))) + 1
+cap = B * (math.ceil(30 * p + 4 * math.sqrt(30 * p * (1 - p))) + 1)
+head, top = b["head_rows_run_per_seq"] * B, b["top_rows_run_per_seq"] * B
+nsp = b["top_rows_per_seq"] > b["masked_per_seq"]
+print("%s   bf16: the head ran %g rows, the top layer %g, for %g masked a step; bound %d, "
+      "capacity %d" % ("ok" if head == bound and top == bound + B * nsp else "FAIL", head, top,
+                       b["masked_per_seq"] * B, bound, cap))
+sys.exit(0 if head == bound and top == bound + B * nsp and bound < cap else 1)
+PY
 
 same_bits layerdrop --precision bf16 --layers 4 --layerdrop 0.5
 

@@ -191,6 +191,7 @@ static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_confi
                          int first, int total, int max_pred) {
     const int seq = mb->T, batch = mb->B;
     mb->n_masked = 0;
+    mb->masked_bound = mask_total_bound(batch, seq - 2, 0.15f, max_pred);
     for (int b = 0; b < batch; b++) {
         int32_t *ids = mb->input_ids + (size_t)b * seq;
         for (int t = 0; t < seq; t++) {
@@ -237,6 +238,7 @@ static void bench_input_free(bench_input *in) {
 typedef struct {
     double ms_per_step, activation_mb, tflops, samples_per_s, layers_run;
     double masked_per_seq, top_rows_per_seq; /* the timed steps' means */
+    double top_rows_run_per_seq, head_rows_run_per_seq; /* the same with their padding */
     double loss, grad_norm; /* the last step's: the same bits whatever --unfused says */
     unsigned unfused;       /* the fusions that were off */
     double voluntary, involuntary; /* the process's context switches a timed step: a thread
@@ -253,6 +255,7 @@ typedef struct {
 typedef struct {
     long layers_dropped; /* LayerDrop: layers skipped */
     double masked, top_rows; /* masked tokens; rows the top layer computed (every row: B*T) */
+    double top_rows_run, head_rows_run; /* the rows the top layer and the MLM head ran, padded */
     double units;            /* the device's compute units in use after each step */
 } bench_work;
 
@@ -278,6 +281,7 @@ static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_mod
     return (bench_figures){1e3 * dt / o->steps, bert_activation_bytes(m) / 1e6,
                            (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
                            cfg->model.num_hidden_layers - mean_dropped, masked, top_rows,
+                           w->top_rows_run / seqs, w->head_rows_run / seqs,
                            0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
 }
 
@@ -303,6 +307,8 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
                cfg->model.num_hidden_layers);
     printf("top layer: %.1f of %d rows a sequence after its attention (%s)\n",
            f->top_rows_per_seq, o->seq, o->dense_top ? "--dense-top" : "the heads' rows");
+    printf("padded rows: the top layer ran %.1f a sequence, the MLM head %.1f for %.1f masked\n",
+           f->top_rows_run_per_seq, f->head_rows_run_per_seq, f->masked_per_seq);
     printf("TFLOP/s: %.3f\n", f->tflops);
     printf("samples/s: %.2f\n", f->samples_per_s);
     printf("context switches a step: %.1f voluntary, %.1f involuntary\n", f->voluntary,
@@ -334,6 +340,9 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddStringToObject(j, "norm", o->norm);
     cJSON_AddBoolToObject(j, "dense_top", o->dense_top);
     cJSON_AddNumberToObject(j, "top_rows_per_seq", f->top_rows_per_seq);
+    cJSON_AddNumberToObject(j, "top_rows_run_per_seq", f->top_rows_run_per_seq);
+    cJSON_AddNumberToObject(j, "head_rows_run_per_seq", f->head_rows_run_per_seq);
+    cJSON_AddNumberToObject(j, "masked_per_seq", f->masked_per_seq);
     cJSON_AddStringToObject(j, "backend", be->name);
     cJSON_AddStringToObject(j, "device", info.name);
     cJSON_AddNumberToObject(j, "ms_per_step", f->ms_per_step);
@@ -441,6 +450,8 @@ int cli_bench(int argc, char **argv) {
             work.layers_dropped += r.layers_dropped;
             for (int k = 0; k < in.n; k++) work.masked += in.mb[k].n_masked;
             work.top_rows += (double)r.top_rows;
+            work.top_rows_run += (double)r.top_rows_run;
+            work.head_rows_run += (double)r.head_rows_run;
         }
     }
     be->counters(be, &c1); /* before the sync, which the steps did not make */

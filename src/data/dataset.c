@@ -120,6 +120,13 @@ int mask_cap_default(int n_tokens, float mask_prob) {
     return cap < n_tokens ? cap : n_tokens;
 }
 
+int mask_total_bound(int n_seqs, int n_tokens, float mask_prob, int max_pred) {
+    const double n = (double)n_seqs * n_tokens, p = mask_prob;
+    const double bound = ceil(n * p + 4.0 * sqrt(n * p * (1 - p))) + 1;
+    const double most = (double)n_seqs * (max_pred < n_tokens ? max_pred : n_tokens);
+    return (int)(bound < most ? bound : most);
+}
+
 void dataset_close(bt_dataset *ds) {
     if (!ds) return;
     for (int i = 0; i < ds->n_shards; i++) shard_close(&ds->shards[i]);
@@ -298,6 +305,7 @@ void dataset_fill(bt_dataset *ds, uint64_t g0, int B, bool eval, bt_batch_buf *o
     out->B = B;
     out->T = T;
     out->n_masked = 0;
+    out->masked_bound = mask_total_bound(B, ds->W, ds->mask_prob, ds->max_pred);
     for (int b = 0; b < B; b++) {
         uint64_t g = g0 + (uint64_t)b, epoch, sample;
         if (eval) {

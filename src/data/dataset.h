@@ -17,6 +17,7 @@ typedef struct {
     int32_t *mlm_positions, *mlm_labels;                  /* (cap_masked) */
     int32_t *nsp_labels;                                  /* (B) */
     int n_masked;
+    int masked_bound; /* what n_masked of batches like this exceeds rarely: mask_total_bound */
 } bt_batch_buf;
 
 typedef struct bt_dataset bt_dataset;
@@ -80,6 +81,13 @@ void batch_buf_free(bt_batch_buf *b);
 /* The cap on masked tokens per sequence of n_tokens that binds with
  * probability < 1e-4 (data.max_predictions 0): sizes the MLM head's buffers. */
 int mask_cap_default(int n_tokens, float mask_prob);
+
+/* The masked tokens of n_seqs sequences of up to n_tokens each, masked at
+ * mask_prob with at most max_pred a sequence, that their total exceeds with
+ * probability < 1e-4: the mean plus 4 standard deviations of the total, far
+ * below n_seqs x the per-sequence cap (sqrt(n_seqs) times the spread, not
+ * n_seqs times). A device that replays graphs pads the MLM head's rows to it. */
+int mask_total_bound(int n_seqs, int n_tokens, float mask_prob, int max_pred);
 
 /* Mask one sequence in place: ids (T), special tokens and padding excluded.
  * Appends flat rows (row_base + t) and labels; returns the count appended. */

@@ -15,12 +15,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The MLM head's rows for M masked ones: M padded up to a multiple of the
- * top layer's (fewer shapes from batch to batch for cuBLAS; 1: none added),
- * or to the capacity where the device replays graphs (one shape), within
- * the model's capacity; 0 without any. */
-static int head_rows(const bert_model *m, int M) {
-    const int k = m->rows_to_capacity ? m->max_masked : m->top_rows_multiple;
+/* The MLM head's rows for the batch's M masked ones: M padded up to a
+ * multiple of the top layer's (fewer shapes from batch to batch for cuBLAS;
+ * 1: none added), or where the device replays graphs, to the batch's bound
+ * (one shape) or the capacity above it; within the model's capacity; 0
+ * without any. */
+static int head_rows(const bert_model *m, const bert_batch *bt) {
+    const int M = bt->n_masked;
+    if (M > 0 && m->rows_to_capacity)
+        return bt->masked_bound >= M && bt->masked_bound < m->max_masked ? bt->masked_bound
+               : M > m->max_masked                                       ? M
+                                                                         : m->max_masked;
+    const int k = m->top_rows_multiple;
     const int padded = M > 0 && k > 1 ? (M + k - 1) / k * k : M;
     return padded < m->max_masked ? padded : M > m->max_masked ? M : m->max_masked;
 }
@@ -38,7 +44,7 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer, int 
     memcpy(host + a->ids, bt->input_ids, N * 4);
     memcpy(host + a->types, bt->token_type_ids, N * 4);
     memcpy(host + a->mask, bt->attention_mask, N * 4);
-    const int Mh = head_rows(m, bt->n_masked);
+    const int Mh = head_rows(m, bt);
     *n_head = Mh;
     if (bt->n_masked > 0) {
         memcpy(host + a->mlm_pos, bt->mlm_positions, (size_t)bt->n_masked * 4);
@@ -50,7 +56,12 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer, int 
         host[a->cls_idx + b] = b * bt->T;
     }
     const bool nsp = m->cfg.nsp && bt->nsp_labels;
-    const int multiple = m->rows_to_capacity ? a->top_capacity : m->top_rows_multiple;
+    /* the top layer's rows (at most the masked and [CLS] ones) padded as the head's */
+    const int bound = bt->masked_bound > 0 && bt->masked_bound >= bt->n_masked
+                          ? bt->masked_bound + (nsp ? bt->B : 0) : 0;
+    const int multiple = !m->rows_to_capacity ? m->top_rows_multiple
+                         : bound > 0 && bound < a->top_capacity ? bound
+                                                                : a->top_capacity;
     *top_read = 0;
     const int S = top_layer >= 0 ? bert_top_plan(a, bt, nsp, multiple, host, top_read) : 0;
     /* the segments of the tables the scatters read: dwte's rows by id (pad in

@@ -113,6 +113,10 @@ typedef struct {
     const int32_t *mlm_labels;     /* (n_masked) */
     const int32_t *nsp_labels;     /* (B) or NULL */
     uint32_t first_sample;         /* position of sample 0 in the global batch */
+    int masked_bound; /* n_masked of batches like this one rarely exceeds it (< 1e-4); 0:
+                       * unknown. Where the device replays graphs, the heads' rows are
+                       * padded to it (one shape, few added rows), or to the capacity
+                       * above it. */
 } bert_batch;
 
 /* What one forward pass is for. */
@@ -218,8 +222,9 @@ struct bert_model {
     int top_rows_multiple; /* the top layer's rows padded up to a multiple of this, with
                             * rows no head reads (bt_device_info.gemm_rows_multiple;
                             * 1: none; at most BERT_TOP_ROWS_MULTIPLE_MAX) */
-    bool rows_to_capacity; /* the top layer's and the MLM head's rows padded to their
-                            * capacity, the same every batch (bt_device_info.replays_graphs) */
+    bool rows_to_capacity; /* the top layer's and the MLM head's rows padded to the batch's
+                            * masked_bound, or to their capacity above it or without one:
+                            * the same every batch (bt_device_info.replays_graphs) */
 };
 
 /* The largest padding of the top layer's rows the activations make room for. */

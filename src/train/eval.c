@@ -26,7 +26,8 @@ void eval_run(bert_model *m, bt_dataset *valid, int batch, long max_samples, int
         int B = (int)(n - g < (uint64_t)batch ? n - g : (uint64_t)batch);
         dataset_fill(valid, g, B, true, &mb);
         bert_batch b = {B, mb.T, mb.input_ids, mb.token_type_ids, mb.attention_mask, mb.n_masked,
-                        mb.mlm_positions, mb.mlm_labels, m->cfg.nsp ? mb.nsp_labels : NULL, 0};
+                        mb.mlm_positions, mb.mlm_labels, m->cfg.nsp ? mb.nsp_labels : NULL, 0,
+                        mb.masked_bound};
         bert_tape tape;
         bert_stats st;
         bert_forward(m, &b, &pass, &tape, &st);

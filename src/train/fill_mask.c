@@ -137,7 +137,7 @@ static bool predict_batch(bert_model *m, const bt_vocab *v, const fill_mask_inpu
             labels[row] = v->mask_id; /* the loss is not used */
         }
     }
-    bert_batch batch = {B, T, ids, types, attn, M, pos, labels, NULL, 0};
+    bert_batch batch = {B, T, ids, types, attn, M, pos, labels, NULL, 0, 0};
     bert_pass pass = {.train = false, .mlm_logits_out = logits};
     bert_tape tape;
     bert_stats st;

@@ -23,7 +23,7 @@ static void admin_init(run_state *s, int micro) {
         dataset_fill(s->ds, 0, k, false, b);
         bert_batch bb = {k, b->T, b->input_ids, b->token_type_ids, b->attention_mask,
                          b->n_masked, b->mlm_positions, b->mlm_labels,
-                         c->nsp ? b->nsp_labels : NULL, 0};
+                         c->nsp ? b->nsp_labels : NULL, 0, b->masked_bound};
         bert_admin_profile(s->m, &bb);
     }
     dist_broadcast(c->admin_omega, sizeof c->admin_omega);

@@ -139,7 +139,8 @@ static double measure_speed(run_state *s, const bt_config *cfg, int reps) {
     bt_batch_buf *b = &s->mb[0];
     dataset_fill(s->ds, (uint64_t)dist_rank() * (uint64_t)b->B, b->B, false, b);
     bert_batch bb = {b->B, b->T, b->input_ids, b->token_type_ids, b->attention_mask, b->n_masked,
-                     b->mlm_positions, b->mlm_labels, s->m->cfg.nsp ? b->nsp_labels : NULL, 0};
+                     b->mlm_positions, b->mlm_labels, s->m->cfg.nsp ? b->nsp_labels : NULL, 0,
+                     b->masked_bound};
     bert_stats st;
     double t0 = 0;
     for (int i = 0; i <= reps; i++) {

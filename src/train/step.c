@@ -49,17 +49,17 @@ static int draw_layerdrop(const bert_model *m, const bt_config *cfg, long step,
 
 /* Forward and backward over every micro-batch, its sums queued on the
  * device in st[k]; the last backward hands finished gradient buckets to gs
- * as they complete. Returns the rows the top layers computed after their
- * attention for the heads (their padding not counted: the model's work). */
-static long forward_backward(bert_model *m, const step_batch *in, bert_pass *pass,
-                             grad_sync *gs, bert_stats *st) {
-    long top_rows = 0;
+ * as they complete. Adds the rows the top layers and the MLM heads computed
+ * to r's counts. */
+static void forward_backward(bert_model *m, const step_batch *in, bert_pass *pass,
+                             grad_sync *gs, bert_stats *st, step_result *r) {
     pass->defer_stats = true;
     for (int k = 0; k < in->n_micro; k++) {
         const bt_batch_buf *mb = &in->mb[k];
         bert_batch b = {mb->B, mb->T, mb->input_ids, mb->token_type_ids, mb->attention_mask,
                         mb->n_masked, mb->mlm_positions, mb->mlm_labels,
-                        m->cfg.nsp ? mb->nsp_labels : NULL, in->first_sample[k]};
+                        m->cfg.nsp ? mb->nsp_labels : NULL, in->first_sample[k],
+                        mb->masked_bound};
         if (k == in->n_micro - 1 && gs) { /* the step's gradients become final: reduce early */
             pass->grads_ready = grad_sync_ready;
             pass->between_ops = grad_sync_progress;
@@ -68,9 +68,10 @@ static long forward_backward(bert_model *m, const step_batch *in, bert_pass *pas
         bert_tape tape;
         bert_forward(m, &b, pass, &tape, &st[k]);
         bert_backward(m, &b, pass, &tape);
-        top_rows += tape.top_layer >= 0 ? tape.n_top_read : (long)b.B * b.T;
+        r->top_rows += tape.top_layer >= 0 ? tape.n_top_read : (long)b.B * b.T;
+        r->top_rows_run += tape.top_layer >= 0 ? tape.n_top : (long)b.B * b.T;
+        r->head_rows_run += tape.n_head;
     }
-    return top_rows;
 }
 
 /* The micro-batches' sums in one blocking read, which also waits for the
@@ -223,7 +224,7 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
      * gradient buckets' copies and collectives come in between) */
     if (!gs) m->be->graph_begin(m->be, BT_GRAPH_STEP);
     bert_zero_grads(m);
-    r.top_rows = forward_backward(m, in, &pass, frozen ? NULL : gs, st);
+    forward_backward(m, in, &pass, frozen ? NULL : gs, st, &r);
     grad_sync_start(frozen ? NULL : gs); /* every bucket's collective before the sums' */
     /* one rank: the gradients are final, and their checks come with the sums */
     const grad_tickets early = gs ? (grad_tickets){-1, -1} : queue_gradient_checks(m, scaler, scale);

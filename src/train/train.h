@@ -29,6 +29,8 @@ typedef struct {
     long top_rows;      /* this rank: the rows its top layers computed after attention for
                          * the heads, their padding not counted (bert_tape.n_top_read;
                          * B*T per micro-batch without one) */
+    long top_rows_run, head_rows_run; /* this rank: the rows its top layers and MLM heads
+                                       * computed, padding included (bert_tape.n_top, n_head) */
     bool skipped;      /* no update (parameters untouched): the guard refused it, or fp16 overflowed */
     bool overflow;     /* fp16: the gradients overflowed (skipped by the loss scaler) */
     bool at_min_scale; /* fp16: ... at the minimum loss scale: the run must stop */

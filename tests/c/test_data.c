@@ -212,6 +212,36 @@ static void test_order(const char *shard, const bt_vocab *v, bool pairs) {
     dataset_close(ds);
 }
 
+/* mask_total_bound: the masked total of a micro-batch of full sequences,
+ * masked as training masks, exceeds it in almost no batch (< 1e-4 by its
+ * normal approximation), and it sits far below B x the per-sequence cap. */
+static void test_mask_bound(const bt_vocab *v) {
+    const int B = 16, T = 128, W = T - 2, batches = 3000;
+    const float p = 0.15f;
+    const int cap = mask_cap_default(W, p), bound = mask_total_bound(B, W, p, cap);
+    int32_t ids[128], pos[128], lab[128];
+    int over = 0, most = 0;
+    for (int k = 0; k < batches; k++) {
+        int total = 0;
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < T; t++)
+                ids[t] = t == 0 ? v->cls_id : t == T - 1 ? v->sep_id : 5 + (k + t * 7) % (v->size - 5);
+            total += mask_sequence(ids, T, v, v->size, p, cap, 7, 0, (uint64_t)(k * B + b), 0, pos,
+                                   lab);
+        }
+        over += total > bound;
+        if (total > most) most = total;
+    }
+    check(over <= 2, "%d of %d micro-batches of %d x %d tokens over the bound %d (most %d)", over,
+          batches, B, W, bound, most);
+    check(bound < B * cap * 3 / 4, "the bound %d well below %d x the per-sequence cap %d", bound, B,
+          cap);
+    check(mask_total_bound(1, W, p, W) == mask_cap_default(W, p) &&
+              mask_total_bound(B, W, p, 2) == 2 * B,
+          "one sequence's bound is the per-sequence cap (%d, %d); a binding cap bounds the total "
+          "(%d)", mask_total_bound(1, W, p, W), mask_cap_default(W, p), mask_total_bound(B, W, p, 2));
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_data VOCAB SHARD\n");
@@ -224,6 +254,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     test_masking(&v);
+    test_mask_bound(&v);
     test_order(argv[2], &v, false);
     test_order(argv[2], &v, true);
     vocab_free(&v);
