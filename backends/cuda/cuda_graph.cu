@@ -31,17 +31,25 @@ static cu_call *append(cu_region *r) {
 }
 
 /* Forget the record, the graph and its instance (outside a capture: the
- * uploads' staging is freed, which waits for the device). */
-static void region_clear(cu_region *r) {
+ * uploads' staging is freed, which waits for the device). At teardown
+ * (checked false) a failed free is let pass: the context may hold an error
+ * already reported. */
+static void region_clear(cu_region *r, bool checked) {
+#define CU_FREE_CALL(call)                                                                 \
+    do {                                                                                   \
+        const cudaError_t e_ = (call);                                                     \
+        if (checked && e_ != cudaSuccess) cu_fatal(#call, e_, __FILE__, __LINE__);         \
+    } while (0)
     for (int i = 0; i < r->n; i++) {
         cu_call *call = &r->calls[i];
         if (call->kind == CU_CALL_KERNEL) call->kk->release(call->args);
         if (call->kind == CU_CALL_OP) free(call->args);
-        if (call->kind == CU_CALL_UPLOAD) CU_CHECK(cudaFreeHost(call->host));
+        if (call->kind == CU_CALL_UPLOAD) CU_FREE_CALL(cudaFreeHost(call->host));
     }
     r->n = 0;
-    if (r->exec) CU_CHECK(cudaGraphExecDestroy(r->exec));
-    if (r->graph) CU_CHECK(cudaGraphDestroy(r->graph));
+    if (r->exec) CU_FREE_CALL(cudaGraphExecDestroy(r->exec));
+    if (r->graph) CU_FREE_CALL(cudaGraphDestroy(r->graph));
+#undef CU_FREE_CALL
     r->exec = NULL;
     r->graph = NULL;
     r->ready = false;
@@ -77,6 +85,7 @@ void cu_graph_break(cu_ctx *c, const char *why) {
     if (g->mode == CU_EAGER) return;
     cu_region *r = &g->regions[g->region];
     const cu_graph_mode was = g->mode;
+    const int in_op = g->nested; /* inside a recorded op, which goes on as it comes */
     g->mode = CU_EAGER;
     g->nested = 0;
     g->breaks++;
@@ -90,7 +99,15 @@ void cu_graph_break(cu_ctx *c, const char *why) {
         const cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
         if (e != cudaSuccess || !graph) {
             /* the capture holds nothing that ran: issue the record, whose every call
-             * issued work (nothing else issues any while a region records) */
+             * issued work (nothing else issues any while a region records). Inside an
+             * op, whose rest goes on as it comes, its first part would run twice (or,
+             * left out, not at all): nothing can be issued right, so the run stops. */
+            if (in_op) {
+                fprintf(stderr, "bertrain: cuda: a CUDA Graph's capture failed inside an op "
+                                "(%s, %s): run with BERTRAIN_CUDA_GRAPHS=0\n",
+                        cudaGetErrorName(e), why);
+                exit(1);
+            }
             (void)cudaGetLastError();
             issue_record(c, r, r->n);
         } else {
@@ -258,7 +275,7 @@ static void cu_graph_begin(bt_backend *be, int region) {
         r->wait--;
         return;
     }
-    region_clear(r);
+    region_clear(r, true);
     if (!r->done) CU_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
     CU_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
     g->mode = CU_CAPTURE;
@@ -307,15 +324,8 @@ static void cu_graph_end(bt_backend *be) {
 void cu_graph_release(cu_ctx *c) {
     for (int i = 0; i < CU_GRAPH_REGIONS; i++) {
         cu_region *r = &c->graphs.regions[i];
-        for (int k = 0; k < r->n; k++) {
-            cu_call *call = &r->calls[k];
-            if (call->kind == CU_CALL_KERNEL) call->kk->release(call->args);
-            if (call->kind == CU_CALL_OP) free(call->args);
-            if (call->kind == CU_CALL_UPLOAD) (void)cudaFreeHost(call->host);
-        }
+        region_clear(r, false);
         free(r->calls);
-        if (r->exec) (void)cudaGraphExecDestroy(r->exec);
-        if (r->graph) (void)cudaGraphDestroy(r->graph);
         if (r->done) (void)cudaEventDestroy(r->done);
         memset(r, 0, sizeof *r);
     }

@@ -370,6 +370,16 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_Delete(root);
 }
 
+/* Step s of the bench: its micro-batches drawn (random_batch), then trained. */
+static step_result bench_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg,
+                              const bench_opts *o, bench_input *in, const bt_vocab *vocab,
+                              int max_pred, int s) {
+    for (int k = 0; k < in->n; k++)
+        random_batch(&in->mb[k], vocab, cfg, s, (int)in->first[k], o->batch * in->n, max_pred);
+    const step_batch step_in = {in->mb, in->first, in->n, 0, (long)o->batch * in->n};
+    return train_step(m, opt, cfg, s, &step_in, 1e-4, NULL, NULL, NULL, NULL);
+}
+
 /* The launches of one more step, run without the profiler's marks: at most
  * one a graph region when the device captures the step's regions as CUDA
  * Graphs (the profiled steps before it have grown every buffer), which the
@@ -380,12 +390,8 @@ static int graph_launches_unprofiled(bert_model *m, bt_optimizer *opt, const bt_
                                      int max_pred) {
     bt_backend *be = m->be;
     bt_counters before, after;
-    const int s = o->warmup + o->steps;
-    for (int k = 0; k < in->n; k++)
-        random_batch(&in->mb[k], vocab, cfg, s, (int)in->first[k], o->batch * in->n, max_pred);
-    const step_batch step_in = {in->mb, in->first, in->n, 0, (long)o->batch * in->n};
     be->counters(be, &before);
-    train_step(m, opt, cfg, s, &step_in, 1e-4, NULL, NULL, NULL, NULL);
+    bench_step(m, opt, cfg, o, in, vocab, max_pred, o->warmup + o->steps);
     be->counters(be, &after);
     const long launches = after.launches - before.launches;
     return launches >= 1 && launches <= BT_GRAPH_UPDATE + 1 ? (int)launches : 0;
@@ -435,11 +441,8 @@ int cli_bench(int argc, char **argv) {
             getrusage(RUSAGE_THREAD, &th0);
             be->counters(be, &c0);
         }
-        for (int k = 0; k < in.n; k++)
-            random_batch(&in.mb[k], &vocab, &cfg, s, (int)in.first[k], o.batch * in.n, max_pred);
-        const step_batch step_in = {in.mb, in.first, in.n, 0, (long)o.batch * in.n};
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_begin(bt_profiler_of(be));
-        step_result r = train_step(m, opt, &cfg, s, &step_in, 1e-4, NULL, NULL, NULL, NULL);
+        step_result r = bench_step(m, opt, &cfg, &o, &in, &vocab, max_pred, s);
         last = r;
         if (s >= o.warmup && bt_profiler_of(be)) bt_profile_step_end(bt_profiler_of(be));
         if (s >= o.warmup && o.project) project_after_step(&pr, bt_profiler_of(be));
