@@ -150,6 +150,10 @@ typedef struct {
      * reading each back: the caller fetches them with everything else the
      * step reads, then calls bert_stats_resolve */
     bool defer_stats;
+    /* more micro-batches of the step add to these gradients: with 16-bit storage
+     * the sums stay unrounded fp32 until the last one's backward rounds them
+     * (op_grads_done), so they round once a step, not once a micro-batch */
+    bool grads_accumulate;
 } bert_pass;
 
 /* Sums over one micro-batch (the host divides by global counts). */

@@ -377,6 +377,6 @@ void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log
 }
 
 void op_grads_done(bert_run *r, size_t begin, size_t end) {
-    bert_act_round16(r->m, grd(r->m, begin), end - begin);
+    if (!r->pass->grads_accumulate) bert_act_round16(r->m, grd(r->m, begin), end - begin);
     if (r->pass->grads_ready) r->pass->grads_ready(r->pass->grads_ready_ctx, begin, end);
 }

@@ -170,7 +170,8 @@ void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log
              size_t labels, int rows, int classes, float grad_scale, float z_loss);
 
 /* The gradients of parameters [begin, end) are complete for this
- * micro-batch: stored, and reported for an early allreduce. */
+ * micro-batch: stored (rounded to 16 bits after the step's last
+ * micro-batch), and reported for an early allreduce. */
 void op_grads_done(bert_run *r, size_t begin, size_t end);
 
 #endif

@@ -65,6 +65,7 @@ static void forward_backward(bert_model *m, const step_batch *in, bert_pass *pas
             pass->between_ops = grad_sync_progress;
             pass->grads_ready_ctx = gs;
         }
+        pass->grads_accumulate = k < in->n_micro - 1;
         bert_tape tape;
         bert_forward(m, &b, pass, &tape, &st[k]);
         bert_backward(m, &b, pass, &tape);
