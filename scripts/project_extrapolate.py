@@ -37,7 +37,7 @@ def parse(path):
         sys.exit(f"{path}: no per-op projection table")
     words = lines[head].split()
     cards = words[words.index("16bit") + 1:]  # the last column's title is "GF 16bit"
-    ops, gflop, peaks, steps = {}, None, {}, {}
+    ops, gflop, model, peaks, steps = {}, None, None, {}, {}
     m = next((re.match(r"per step: ([0-9.]+) op calls, ([0-9.]+) kernel launches", s)
               for s in lines if s.startswith("per step: ")), None)
     if m is None:
@@ -47,6 +47,10 @@ def parse(path):
         m = re.match(r"step: GEMM GFLOP ([0-9.]+)", s)
         if m:
             gflop = float(m.group(1))
+            continue
+        m = re.match(r"step: model GFLOP ([0-9.]+)", s)
+        if m:
+            model = float(m.group(1))
             continue
         m = re.match(r"projected on (\S+): ([0-9.]+) ms a step, MFU [0-9.]+% \(of ([0-9.]+) ", s)
         if m:
@@ -65,7 +69,7 @@ def parse(path):
         ops[name] = row
     if gflop is None or set(steps) != set(cards):
         sys.exit(f"{path}: no step line or no projected step for every card")
-    return cards, ops, gflop, peaks, steps, per_step
+    return cards, ops, gflop, peaks, steps, per_step, model
 
 
 def bilinear(q31, q41, q32, q42, layers, accum):
@@ -113,6 +117,11 @@ def main():
     print("per step: %.1f op calls, %.1f kernel launches (the profiler's counts)"
           % (at(lambda r: r[5]["op calls"]), at(lambda r: r[5]["kernel launches"])))
     print("step: GEMM GFLOP %.3f" % gflop)
+    # the model's FLOPs (without padded rows), when every run printed them
+    model = at(lambda r: r[6]) if all(r[6] is not None for r in runs) else None
+    if model is not None:
+        print("step: model GFLOP %.3f (what the model needs, without the rows the device pads)"
+              % model)
     for c in cards:
         ms = at(lambda r: r[4][c])
         total = sum(row[c] for _, row in rows)
@@ -126,7 +135,9 @@ def main():
         peak = runs[0][3][c]
         mfu = 100.0 * gflop * 1e9 / (ms * 1e-3 * peak * 1e12)
         print("extrapolated on %s: %.3f ms a step, MFU %.1f%% (of %g dense 16-bit TFLOP/s)"
-              % (c, ms, mfu, peak))
+              % (c, ms, mfu, peak)
+              + ("" if model is None else ", %.1f%% of the model's FLOPs"
+                 % (100.0 * model * 1e9 / (ms * 1e-3 * peak * 1e12))))
     for (l, k), r in zip(((3, 1), (4, 1), (3, 2), (4, 2)), runs):
         print(f"  run of {l} layers x {k} micro-batches: "
               + ", ".join("%s %.3f ms" % (c, r[4][c]) for c in cards))

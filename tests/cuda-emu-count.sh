@@ -95,7 +95,8 @@ BENCH="--preset tiny --seq 16 --batch 2 --steps 1 --warmup 1 --backend cuda-emu"
 CUDA_EMU_TRACE="$tmpdir/bench.trace" BERTRAIN_CUDA_EMU="$tmpdir/count.so" "$BERTRAIN" bench $BENCH \
     --project h100-sxm,a100-sxm-80gb > "$tmpdir/bench.out" 2>&1 || { cat "$tmpdir/bench.out"; fail "bench --project failed on the counting plugin"; }
 for want in '^gemm .* 30\.0 ' '^gemm_grid  *12\.0  *12\.0 ' '^fill ' '^adamw_multi ' '^projected on h100-sxm: [0-9.]* ms a step, MFU' \
-    '^projected on a100-sxm-80gb: '; do
+    '^projected on a100-sxm-80gb: ' '^step: model GFLOP [0-9.]* ' \
+    "^projected on h100-sxm: .*, [0-9.]*% of the model's FLOPs\$"; do
     grep -q "$want" "$tmpdir/bench.out" || { sed -n '/^projection/,$p' "$tmpdir/bench.out"; fail "bench --project: no line '$want'"; }
 done
 echo "ok   bench --project: $(grep '^projected on h100' "$tmpdir/bench.out")"

@@ -6,7 +6,7 @@
 #  - every op's calls and launches a step are the full run's exactly, and
 #    so is the profiler's count of kernel launches a step;
 #  - each card's step time is within 0.5% of the full run's, and the GEMM
-#    GFLOP within 2% (the bench draws new samples each micro-batch: the
+#    GFLOP and the model's GFLOP (without padding) within 2% (the bench draws new samples each micro-batch: the
 #    number of masked tokens, the top layer's rows, changes with them);
 #  - the extrapolation with its (L-3)(K-1) term left out (a planted fault)
 #    is more than 0.5% off, so the comparison can tell;
@@ -42,12 +42,14 @@ compare() {
 import sys
 sys.path.insert(0, "scripts")
 import project_extrapolate as px
-cards, full_ops, full_gflop, _, full_steps, full_per_step = px.parse(sys.argv[2])
-ops, steps, gflop, launches, bad = {}, {}, None, None, []
+cards, full_ops, full_gflop, _, full_steps, full_per_step, full_model = px.parse(sys.argv[2])
+ops, steps, gflop, model, launches, bad = {}, {}, None, None, None, []
 for s in open(sys.argv[1]).read().splitlines():
     t = s.split()
     if s.startswith("step: GEMM GFLOP"):
         gflop = float(t[3])
+    elif s.startswith("step: model GFLOP"):
+        model = float(t[3])
     elif s.startswith("extrapolated on "):
         steps[t[2].rstrip(":")] = float(t[3])
     elif s.startswith("per step: "):
@@ -68,9 +70,12 @@ if launches != full_per_step["kernel launches"]:
     bad.append(f"{launches} kernel launches a step, the full run {full_per_step['kernel launches']}")
 if abs(gflop - full_gflop) > 0.02 * full_gflop:
     bad.append(f"GEMM GFLOP {gflop:.3f}, the full run {full_gflop:.3f}")
+if full_model is None or model is None or abs(model - full_model) > 0.02 * full_model:
+    bad.append(f"model GFLOP {model}, the full run {full_model}")
 print("\n".join(bad) if bad else
       ", ".join(f"{c} {steps[c]:.3f} ms (full run {full_steps[c]:.3f})" for c in cards)
-      + f", GEMM GFLOP {gflop:.3f} ({full_gflop:.3f}), {launches:.0f} kernel launches")
+      + f", GEMM GFLOP {gflop:.3f} ({full_gflop:.3f}), model GFLOP {model:.3f} ({full_model:.3f})"
+      + f", {launches:.0f} kernel launches")
 sys.exit(1 if bad else 0)
 EOF
 }

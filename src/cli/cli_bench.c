@@ -249,6 +249,7 @@ typedef struct {
                                     * their mean (the CPU: threads, fewer while contended) */
     double launches, host_reads, host_syncs, host_writes; /* the device's counters a timed
                                     * step (a CUDA Graph's launch counts one) */
+    double model_flops;            /* the FLOPs the model needs a step (no padded rows) */
 } bench_figures;
 
 /* What the timed steps did, summed over them. */
@@ -282,7 +283,8 @@ static bench_figures measure(const bench_opts *o, const bt_config *cfg, bert_mod
                            (per_sample - mean_dropped * per_layer) * sps / 1e12, sps,
                            cfg->model.num_hidden_layers - mean_dropped, masked, top_rows,
                            w->top_rows_run / seqs, w->head_rows_run / seqs,
-                           0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+                           0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                           (per_sample - mean_dropped * per_layer) * seqs / o->steps};
 }
 
 /* The bench's lines, then the profile when there is one. */
@@ -349,6 +351,7 @@ static void report_json(const bench_opts *o, const bt_config *cfg, bt_backend *b
     cJSON_AddNumberToObject(j, "activation_mb", f->activation_mb);
     cJSON_AddNumberToObject(j, "layers_run", f->layers_run);
     cJSON_AddNumberToObject(j, "tflops", f->tflops);
+    cJSON_AddNumberToObject(j, "model_gflop_per_step", f->model_flops / 1e9);
     cJSON_AddNumberToObject(j, "samples_per_s", f->samples_per_s);
     cJSON_AddNumberToObject(j, "voluntary_switches_per_step", f->voluntary);
     cJSON_AddNumberToObject(j, "involuntary_switches_per_step", f->involuntary);
@@ -482,7 +485,10 @@ int cli_bench(int argc, char **argv) {
         report_json(&o, &cfg, be, &f);
     else if (rc == 0)
         report_text(&o, &cfg, be, &f);
-    if (o.project) rc = project_report(&pr, bt_profiler_of(be), stdout);
+    if (o.project) {
+        pr.step.model_flops = f.model_flops;
+        rc = project_report(&pr, bt_profiler_of(be), stdout);
+    }
     bench_input_free(&in);
     optim_free(opt, m);
     bert_free(m);

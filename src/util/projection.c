@@ -341,11 +341,18 @@ void proj_print(const proj_step *s, const proj_card *cards, int n, FILE *out) {
     const double all = flops[0] + flops[1] + flops[2];
     fprintf(out, "\nstep: GEMM GFLOP %.3f (fp32 %.3f, tf32 %.3f, 16-bit %.3f)\n", all / 1e9,
             flops[0] / 1e9, flops[1] / 1e9, flops[2] / 1e9);
+    if (s->model_flops > 0)
+        fprintf(out, "step: model GFLOP %.3f (what the model needs, without the rows the "
+                     "device pads)\n", s->model_flops / 1e9);
     for (int j = 0; j < n; j++) {
         double mfu;
         const double t = proj_step_seconds(s, &cards[j], &mfu);
-        fprintf(out, "projected on %s: %.3f ms a step, MFU %.1f%% (of %g dense 16-bit TFLOP/s)\n",
-                cards[j].name, 1e3 * t, 100.0 * mfu, cards[j].f16 > 0 ? cards[j].f16 : cards[j].fp32);
+        const double f16 = peak(&cards[j], PROJ_F16);
+        fprintf(out, "projected on %s: %.3f ms a step, MFU %.1f%% (of %g dense 16-bit TFLOP/s)",
+                cards[j].name, 1e3 * t, 100.0 * mfu, f16 / 1e12);
+        if (s->model_flops > 0 && t > 0)
+            fprintf(out, ", %.1f%% of the model's FLOPs", 100.0 * s->model_flops / (t * f16));
+        fputc('\n', out);
     }
     free(order);
     free(t0);

@@ -80,6 +80,8 @@ typedef struct {
     int graph_launches; /* the caller's: > 0, the step runs as this many CUDA Graphs, and its
                          * work is priced as launched inside one; 0: launched op by op */
     bool counted;       /* the trace counted global memory ("counted 1") */
+    double model_flops; /* the caller's: the FLOPs the model needs a step, without the
+                         * padding the device runs (0: not known, not printed) */
 } proj_step;
 
 /* One op of the step as the profiler recorded it: its name and the numbers
