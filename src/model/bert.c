@@ -178,9 +178,11 @@ static void join_bwd(bert_run *r, int l, int site, layer_dims d, bool ln_next) {
 
 /* dH = the gradient reaching a residual branch through its output dropout:
  * dropout(dA) with the forward's mask (dA read from dA16 where r->dA16 says
- * it is there). Returns dH's 16-bit copy for the
- * branch's last linear layer where the dropout wrote it into the operand16
- * buffer (bert_operand16_room, from element `at`), else buf NULL. */
+ * it is there). Where the operand16 buffer has room (bert_operand16_room,
+ * from element `at`) the dropout writes dH there in 16 bits only, the
+ * stored values that the branch's last linear layer reads (its GEMMs and
+ * its bias gradient: op_linear_bwd_from16), and returns that copy; else
+ * dH in fp32 and buf NULL. */
 static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d, size_t at) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
@@ -189,9 +191,9 @@ static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d, size_t at) 
     const size_t n = (size_t)d.N * d.H;
     if (d.p > 0.0f && !d.top) { /* straight from dA: no copy first */
         const bt_ptr d16 = bert_operand16_room(m, at, n);
-        be->dropout(be, act(m, a->dH), act(m, r->dA16 ? a->dA16 : a->dA), n, d.per_sample,
-                    r->bt->first_sample, d.p, key, r->dA16 ? (bt_dtype)m->cfg.storage : BT_F32,
-                    d16, (bt_dtype)m->cfg.storage);
+        be->dropout(be, d16.buf ? BT_NO_PTR : act(m, a->dH), act(m, r->dA16 ? a->dA16 : a->dA),
+                    n, d.per_sample, r->bt->first_sample, d.p, key,
+                    r->dA16 ? (bt_dtype)m->cfg.storage : BT_F32, d16, (bt_dtype)m->cfg.storage);
         return d16;
     }
     need_fp32_da(r, "a residual branch's backward");
@@ -239,11 +241,14 @@ static bool attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     if (d.top) {
         bert_top_ctx_bwd(r, w, d.N, d.H);
     } else if (dctx16) {
-        op_linear_bwd_to16(r, ctx16, w->ao_w, w->ao_b, a->dH, dh16, a->layer[l].ctx, d.N, d.H,
-                           d.H);
+        op_linear_bwd_from16(r, 0, ctx16, w->ao_w, w->ao_b, dh16, a->layer[l].ctx, d.N, d.H, d.H);
     } else {
-        op_linear_bwd_given16(r, a->dctx, w->ao_w, w->ao_b, a->dH, dh16, a->layer[l].ctx, d.N,
-                              d.H, d.H);
+        if (dh16.buf)
+            op_linear_bwd_from16(r, a->dctx, BT_NO_PTR, w->ao_w, w->ao_b, dh16, a->layer[l].ctx,
+                                 d.N, d.H, d.H);
+        else
+            op_linear_bwd_given16(r, a->dctx, w->ao_w, w->ao_b, a->dH, dh16, a->layer[l].ctx,
+                                  d.N, d.H, d.H);
         /* dctx meets only bert_operand16's cast (attention's GEMMs), which rounds */
         if (r->m->fused_attention || !bert_operand16_room(r->m, 0, n).buf) op_stored(r, a->dctx, n);
     }
@@ -287,7 +292,9 @@ static bool ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
      * input-gradient GEMM writes it in 16 bits, which it reads as they are */
     const bool gelu_fused = fused(r->m, BERT_FUSE_GELU);
     const bt_ptr di_in16 = gelu_fused && grads16(r->m) ? act(r->m, a->dI16) : BT_NO_PTR;
-    if (di_in16.buf)
+    if (dh16.buf)
+        op_linear_bwd_from16(r, a->dI, di_in16, w->fc2_w, w->fc2_b, dh16, la->gelu, d.N, d.I, d.H);
+    else if (di_in16.buf)
         op_linear_bwd_to16(r, di_in16, w->fc2_w, w->fc2_b, a->dH, dh16, la->gelu, d.N, d.I, d.H);
     else
         op_linear_bwd_given16(r, a->dI, w->fc2_w, w->fc2_b, a->dH, dh16, la->gelu, d.N, d.I,

@@ -83,7 +83,8 @@ static void linear_bwd(bert_run *r, size_t din, bt_ptr din16, size_t w, size_t b
 void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
                            size_t in, int rows, int in_f, int out_f) {
     if (rows == 0) return;
-    linear_bwd(r, din, BT_NO_PTR, w, b, dout, d16, in, rows, in_f, out_f, BT_F32);
+    linear_bwd(r, din, BT_NO_PTR, w, b, dout, d16, in, rows, in_f, out_f,
+               (bt_dtype)r->m->cfg.storage);
 }
 
 void op_linear_bwd_from16(bert_run *r, size_t din, bt_ptr din16, size_t w, size_t b, bt_ptr d16,
@@ -95,7 +96,7 @@ void op_linear_bwd_from16(bert_run *r, size_t din, bt_ptr din16, size_t w, size_
 void op_linear_bwd_to16(bert_run *r, bt_ptr din16, size_t w, size_t b, size_t dout, bt_ptr d16,
                         size_t in, int rows, int in_f, int out_f) {
     if (rows == 0) return;
-    linear_bwd(r, 0, din16, w, b, dout, d16, in, rows, in_f, out_f, BT_F32);
+    linear_bwd(r, 0, din16, w, b, dout, d16, in, rows, in_f, out_f, (bt_dtype)r->m->cfg.storage);
 }
 
 void op_linear_bwd_unrounded(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in,

@@ -39,7 +39,10 @@ void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, siz
 /* op_linear_bwd with din left as the GEMM wrote it, not stored (rounded) as
  * the model stores activations (for a din whose readers all round it as they
  * read it), and dout's 16-bit copy for the two GEMMs already made by the op
- * that wrote dout (d16; buf NULL: cast here where the cast fusion is on). */
+ * that wrote dout (d16; buf NULL: cast here where the cast fusion is on).
+ * bias_grad rounds dout to the storage as it reads it: the same bits for a
+ * stored dout, a stored dout's for one not yet stored (a branch's gradient
+ * after its dropout). */
 void op_linear_bwd_given16(bert_run *r, size_t din, size_t w, size_t b, size_t dout, bt_ptr d16,
                            size_t in, int rows, int in_f, int out_f);
 
