@@ -17,6 +17,9 @@
 #include <string.h>
 #include <time.h>
 
+/* The bench masks as training does by default (data.mask_prob). */
+#define BENCH_MASK_PROB 0.15f
+
 #define BENCH_USAGE                                                                          \
     "usage: bertrain bench --preset P --seq S --batch B [--accum K] [--backend NAME]\n"     \
     "       [--steps N]\n"                                                                  \
@@ -191,7 +194,7 @@ static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_confi
                          int first, int total, int max_pred) {
     const int seq = mb->T, batch = mb->B;
     mb->n_masked = 0;
-    mb->masked_bound = mask_total_bound(batch, seq - 2, 0.15f, max_pred);
+    mb->masked_bound = mask_total_bound(batch, seq - 2, BENCH_MASK_PROB, max_pred);
     for (int b = 0; b < batch; b++) {
         int32_t *ids = mb->input_ids + (size_t)b * seq;
         for (int t = 0; t < seq; t++) {
@@ -201,7 +204,7 @@ static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_confi
             mb->token_type_ids[(size_t)b * seq + t] = t >= seq / 2;
             mb->attention_mask[(size_t)b * seq + t] = 1;
         }
-        mb->n_masked += mask_sequence(ids, seq, vocab, vocab->size, 0.15f, max_pred, cfg->seed,
+        mb->n_masked += mask_sequence(ids, seq, vocab, vocab->size, BENCH_MASK_PROB, max_pred, cfg->seed,
                                       (uint64_t)s, (uint64_t)(first + b), b * seq,
                                       mb->mlm_positions + mb->n_masked,
                                       mb->mlm_labels + mb->n_masked);
@@ -414,7 +417,7 @@ int cli_bench(int argc, char **argv) {
     if (!be) return 2; /* a device that cannot be opened: the user's spec, exit 2 */
     const bt_vocab vocab = {.size = cfg.model.vocab_size, .pad_id = 0, .unk_id = 1, .cls_id = 2,
                             .sep_id = 3, .mask_id = 4};
-    const int max_pred = mask_cap_default(o.seq - 2, 0.15f); /* as training's default cap */
+    const int max_pred = mask_cap_default(o.seq - 2, BENCH_MASK_PROB); /* training's default cap */
     char err[256];
     bert_model *m = bert_create(be, &cfg.model, o.batch, o.seq, o.batch * max_pred, err,
                                 sizeof err);

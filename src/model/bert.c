@@ -15,17 +15,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The batch's bound on its masked rows (bert_batch.masked_bound) where it
+ * holds them all, else 0: the head's and the top layer's padding on a
+ * device that replays graphs. */
+static int covering_bound(const bert_batch *bt) {
+    return bt->masked_bound > 0 && bt->masked_bound >= bt->n_masked ? bt->masked_bound : 0;
+}
+
 /* The MLM head's rows for the batch's M masked ones: M padded up to a
  * multiple of the top layer's (fewer shapes from batch to batch for cuBLAS;
  * 1: none added), or where the device replays graphs, to the batch's bound
  * (one shape) or the capacity above it; within the model's capacity; 0
  * without any. */
 static int head_rows(const bert_model *m, const bert_batch *bt) {
-    const int M = bt->n_masked;
+    const int M = bt->n_masked, bound = covering_bound(bt);
     if (M > 0 && m->rows_to_capacity)
-        return bt->masked_bound >= M && bt->masked_bound < m->max_masked ? bt->masked_bound
-               : M > m->max_masked                                       ? M
-                                                                         : m->max_masked;
+        return bound > 0 && bound < m->max_masked ? bound
+               : M > m->max_masked                ? M
+                                                  : m->max_masked;
     const int k = m->top_rows_multiple;
     const int padded = M > 0 && k > 1 ? (M + k - 1) / k * k : M;
     return padded < m->max_masked ? padded : M > m->max_masked ? M : m->max_masked;
@@ -57,8 +64,7 @@ static int upload_batch(bert_model *m, const bert_batch *bt, int top_layer, int 
     }
     const bool nsp = m->cfg.nsp && bt->nsp_labels;
     /* the top layer's rows (at most the masked and [CLS] ones) padded as the head's */
-    const int bound = bt->masked_bound > 0 && bt->masked_bound >= bt->n_masked
-                          ? bt->masked_bound + (nsp ? bt->B : 0) : 0;
+    const int bound = covering_bound(bt) > 0 ? covering_bound(bt) + (nsp ? bt->B : 0) : 0;
     const int multiple = !m->rows_to_capacity ? m->top_rows_multiple
                          : bound > 0 && bound < a->top_capacity ? bound
                                                                 : a->top_capacity;
