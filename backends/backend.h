@@ -119,6 +119,31 @@ typedef struct {
     float weight_decay, bc1, bc2;
 } bt_tensor_span;
 
+/* A step's gate (step_gate): whether the optimizer's update applies and the
+ * scale of its gradients, decided on the device from reductions queued
+ * since the last reduce_fetch (their indices), with the host's arithmetic
+ * in double:
+ *   skip when finite >= 0 and its value is 0 (fp16: the scaled gradients
+ *   overflowed); with guard, also when the loss or the norm is not finite,
+ *   or when loss_limit > 0 and the loss is above it;
+ *   norm = sqrt(value of norm_sumsq);
+ *   loss = (sum over mlm_loss[k] of their values, in order) / masked (0 when
+ *   masked is 0) + the same over nsp_loss[k] with nsp;
+ *   grad_scale = max_norm <= 0 ? 1 : (float)min(1, max_norm / (norm + 1e-6)). */
+typedef struct bt_step_gate_s {
+    int finite;          /* all_finite's index, or -1 */
+    int norm_sumsq;      /* sumsq of the gradients (clipping's norm) */
+    const int *mlm_loss; /* n_mlm indices of MLM loss sums */
+    int n_mlm;
+    double masked;       /* the MLM loss's divisor */
+    const int *nsp_loss; /* n_nsp indices of NSP loss sums */
+    int n_nsp;
+    double nsp;          /* the NSP loss's divisor */
+    bool guard;          /* the divergence guard's checks of the loss and norm */
+    double loss_limit;   /* > 0: skip a loss above it */
+    float max_norm;      /* gradient clipping's norm (<= 0: no clipping) */
+} bt_step_gate;
+
 /* The storage of layernorm_bwd's tensors (BT_F32, or 16 bits: BT_BF16,
  * BT_F16) and its rounding. */
 typedef struct {
@@ -341,6 +366,14 @@ struct bt_backend {
      * last fetch, in one blocking read (none when nothing is queued); the
      * queue empties. */
     void (*reduce_fetch)(bt_backend *be, double *out);
+    /* Decide the step's gate (bt_step_gate) on the device, after everything
+     * issued so far, and queue it as a reduction: returns its index, whose
+     * value reads 1 when the update applies and 0 when it is skipped. A
+     * multi-tensor optimizer step given that index (`gate`) before the next
+     * reduce_fetch reads its gradient scale from the gate and changes
+     * nothing when it is skipped: the update and the decision that allows
+     * it run with no read by the host in between (one CUDA Graph a step). */
+    int (*step_gate)(bt_backend *be, const bt_step_gate *rule);
     /* torch.optim.AdamW on one tensor:  w *= 1 - lr*wd;  m = b1 m + (1-b1) g;
      * v = b2 v + (1-b2) g^2;  w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
      * bc1 = 1 - b1^t and bc2 = 1 - b2^t, or 1 without bias correction. */
@@ -363,23 +396,24 @@ struct bt_backend {
      * the same pass writes w16[i] = the new w[i] cast to w16_dtype (BT_BF16
      * or BT_F16, 2 bytes an element, as cast) for every element of the
      * spans: the 16-bit weights gemm16 reads (BT_GEMM_B16) with no cast of
-     * its own. */
+     * its own. gate >= 0 (step_gate's index): grad_scale is the gate's, and
+     * a skipped gate leaves w, m, v and w16 as they are; -1: no gate. */
     void (*adamw_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                         bt_dtype w16_dtype, const bt_tensor_span *spans, int n_spans, float lr, float beta1,
-                        float beta2, float eps, float grad_scale);
+                        float beta2, float eps, float grad_scale, int gate);
     /* A whole LAMB step on every span, trust ratios on the device: per span,
      * lamb_update, then trust = ||w|| / ||u|| (1 when either is 0; each norm
      * the square root of sumsq's double value) clamped to [min_coeff,
      * max_coeff], then w += (float)(-(double)lr * trust) * u as axpy. The same
      * bits as those ops per span where the device has fp64 (the conformance
      * suite says so where it has not). Launches do not grow with n_spans.
-     * Gradients are read as g * grad_scale and w16 is written, as in
-     * adamw_multi. */
+     * Gradients are read as g * grad_scale, w16 is written and a gate is
+     * obeyed, as in adamw_multi. */
     void (*lamb_multi)(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                        bt_dtype w16_dtype,
                        const bt_tensor_span *spans, int n_spans, float lr, float beta1,
                        float beta2, float eps, float min_coeff, float max_coeff,
-                       float grad_scale);
+                       float grad_scale, int gate);
     /* ---- fused ops: each saves a pass over the activations and gives the
      * bits of the ops it replaces, called in order on the same backend ---- */
     /* y[r, c] += bias[c]; with round16 BT_BF16 or BT_F16 y = round16(y)

@@ -259,6 +259,11 @@ static int p_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_t 
 static void p_reduce_fetch(bt_backend *be, double *out) {
     TIMED(be, reduce_fetch, 0, 0, in->reduce_fetch(in, out));
 }
+static int p_step_gate(bt_backend *be, const bt_step_gate *rule) {
+    int r;
+    TIMED(be, step_gate, 0, 0, r = in->step_gate(in, rule));
+    return r;
+}
 
 /* Elements of all spans. */
 static double span_elems(const bt_tensor_span *s, int n) {
@@ -270,17 +275,17 @@ static double span_elems(const bt_tensor_span *s, int n) {
 /* AdamW: w, g, m, v read and w, m, v written, and the 16-bit copy of w. */
 static void p_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                           bt_dtype d16, const bt_tensor_span *s, int n, float lr, float b1,
-                          float b2, float eps, float gs) {
+                          float b2, float eps, float gs, int gate) {
     TIMED(be, adamw_multi, 0, (F4 * 7.0 + (w16.buf ? 2.0 : 0.0)) * span_elems(s, n),
-          in->adamw_multi(in, w, g, m, v, w16, d16, s, n, lr, b1, b2, eps, gs));
+          in->adamw_multi(in, w, g, m, v, w16, d16, s, n, lr, b1, b2, eps, gs, gate));
 }
 /* LAMB's three passes: w, g, m, v read and m, v written; w, m, v read and w
  * (and its 16-bit copy) written. */
 static void p_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                          bt_dtype d16, const bt_tensor_span *s, int n, float lr, float b1,
-                         float b2, float eps, float lo, float hi, float gs) {
+                         float b2, float eps, float lo, float hi, float gs, int gate) {
     TIMED(be, lamb_multi, 0, (F4 * 10.0 + (w16.buf ? 2.0 : 0.0)) * span_elems(s, n),
-          in->lamb_multi(in, w, g, m, v, w16, d16, s, n, lr, b1, b2, eps, lo, hi, gs));
+          in->lamb_multi(in, w, g, m, v, w16, d16, s, n, lr, b1, b2, eps, lo, hi, gs, gate));
 }
 
 static void p_adamw_step(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, size_t n,
@@ -428,6 +433,7 @@ void prof_fill_ops(bt_backend *w) {
     w->all_finite = p_all_finite;
     w->reduce_defer = p_reduce_defer;
     w->reduce_fetch = p_reduce_fetch;
+    w->step_gate = p_step_gate;
     w->adamw_step = p_adamw_step;
     w->lamb_update = p_lamb_update;
     w->adamw_multi = p_adamw_multi;

@@ -52,6 +52,7 @@ static void run_pass(bt_backend *be) {
     test_deferred_reductions(be);
     test_optimizers(be);
     test_multi_optimizers(be);
+    test_step_gate(be);
     test_fused(be);
     test_attention(be);
     test_cast(be);

@@ -71,6 +71,11 @@ void test_deferred_reductions(bt_backend *be);
  * reference, nothing written between spans, launches independent of spans. */
 void test_multi_optimizers(bt_backend *be);
 
+/* ---- ops_gate.c ---- */
+/* Check step_gate: the host's decision on the fetched values (skips of the
+ * loss scaler and the guard, clipping), and multi-tensor steps that obey it. */
+void test_step_gate(bt_backend *be);
+
 /* ---- ops_fused.c ---- */
 /* Check the fused ops: the bits of the unfused ops they replace on the same
  * backend, and the float64 reference (dropout from philox.h). */

@@ -153,7 +153,7 @@ static void run_adamw_multi(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     multi_args *o = a; /* w, g, m, v (, w16) */
     be->adamw_multi(be, t[0].p, t[1].p, t[2].p, t[3].p, w16_of(t, o), o->w16, o->spans, o->n_spans, o->lr, o->b1, o->b2, o->eps,
-                    o->grad_scale);
+                    o->grad_scale, -1);
 }
 /* Clipping as src/model/optim.c did it before the multi ops took grad_scale:
  * a pass of its own over the gradients. */
@@ -174,7 +174,7 @@ static void run_lamb_multi(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     multi_args *o = a;
     be->lamb_multi(be, t[0].p, t[1].p, t[2].p, t[3].p, w16_of(t, o), o->w16, o->spans, o->n_spans, o->lr, o->b1, o->b2, o->eps,
-                   o->min_coeff, o->max_coeff, o->grad_scale);
+                   o->min_coeff, o->max_coeff, o->grad_scale, -1);
 }
 /* LAMB per span as src/model/optim.c did it before lamb_multi. */
 static void run_lamb_spans(bt_backend *be, tensor *t, void *a, double *s) {
@@ -343,9 +343,9 @@ static void multi_launches(bt_backend *be, bool lamb) {
             be->counters(be, &a);
             if (lamb)
                 be->lamb_multi(be, w, g, m, v, (bt_ptr){NULL, 0}, BT_F32, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.min_coeff, o.max_coeff,
-                               o.grad_scale);
+                               o.grad_scale, -1);
             else
-                be->adamw_multi(be, w, g, m, v, (bt_ptr){NULL, 0}, BT_F32, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.grad_scale);
+                be->adamw_multi(be, w, g, m, v, (bt_ptr){NULL, 0}, BT_F32, o.spans, counts[k], o.lr, o.b1, o.b2, o.eps, o.grad_scale, -1);
             be->counters(be, &b);
             launches[k] = b.launches - a.launches;
             reads[k] = b.host_reads - a.host_reads;

@@ -10,7 +10,9 @@
  *   ftab[3t .. 3t+3)   the span's three scalars (AdamW: decay, step, sqrt_bc2;
  *                      LAMB: wd, bc1, bc2)
  * Work-item l of a chunk takes elements l, l + BT_WG, ..., as sumsq_partial
- * does, so LAMB's norms have sumsq's partials. */
+ * does, so LAMB's norms have sumsq's partials. A gated step (gated != 0)
+ * reads step_gate's two floats: gate[0] != 0 skips it (nothing written),
+ * gate[1] is the gradients' scale in place of grad_scale. */
 
 #ifdef BT_HAS_FP64
 typedef double trust_t; /* LAMB's norms and trust ratio: the host's double */
@@ -106,13 +108,17 @@ BT_FN void chunk_range(__global const ulong *tab, int n_spans, ulong grp, int *t
 BT_KERNEL_WG void bt_adamw_multi(BT_OUT(float, w), BT_IN(float, g), BT_OUT(float, m),
                                  BT_OUT(float, v), BT_OUT(ushort, w16), int kind16,
                                  __global const ulong *tab, BT_IN(float, ftab), int n_spans,
-                                 float beta1, float beta2, float eps, float grad_scale) {
+                                 float beta1, float beta2, float eps, float grad_scale,
+                                 BT_IN(float, gate), int gated) {
     BT_BIND(w);
     BT_BIND(g);
     BT_BIND(m);
     BT_BIND(v);
     BT_BIND(w16);
     BT_BIND(ftab);
+    BT_BIND(gate);
+    if (gated && gate[0] != 0.0f) return; /* the step is skipped */
+    if (gated) grad_scale = gate[1];
     int t;
     size_t i0, i1;
     chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
@@ -132,13 +138,17 @@ BT_KERNEL_WG void bt_adamw_multi(BT_OUT(float, w), BT_IN(float, g), BT_OUT(float
 BT_KERNEL_WG void bt_lamb_multi_moments(BT_IN(float, w), BT_IN(float, g), BT_OUT(float, m),
                                         BT_OUT(float, v), __global const ulong *tab,
                                         BT_IN(float, ftab), BT_OUT(float, partial), int n_spans,
-                                        float beta1, float beta2, float eps, float grad_scale) {
+                                        float beta1, float beta2, float eps, float grad_scale,
+                                        BT_IN(float, gate), int gated) {
     BT_BIND(w);
     BT_BIND(g);
     BT_BIND(m);
     BT_BIND(v);
     BT_BIND(ftab);
     BT_BIND(partial);
+    BT_BIND(gate);
+    if (gated && gate[0] != 0.0f) return; /* the step is skipped: the whole group leaves */
+    if (gated) grad_scale = gate[1];
     __local float red[BT_WG];
     int t;
     size_t i0, i1;
@@ -161,21 +171,22 @@ BT_KERNEL_WG void bt_lamb_multi_moments(BT_IN(float, w), BT_IN(float, g), BT_OUT
     }
 }
 
-/* The sum in double (trust_t) of n partials p[0], p[2], p[4], ... (the
- * chunks' w^2 or u^2 sums, interleaved): as
+/* The sum in double (trust_t) of n partials p[0], p[stride], p[2 stride],
+ * ... (LAMB: the chunks' w^2 or u^2 sums, interleaved, stride 2): as
  * bt_sum_blocked (backends/common/partials.h) adds them on the host, so with
  * fp64 the same bits: at most BT_SUM_BLOCKS blocks of b = ceil(n /
  * BT_SUM_BLOCKS) consecutive partials, each added in order from 0, and the
  * blocks' sums added in order. Work-item l adds blocks l, l + BT_WG, ...
  * into red; work-item 0 adds red in order and returns the total to all. */
-BT_FN trust_t blocked_sum(__global const float *p, ulong n, BT_LOCAL_PTR trust_t *red) {
+BT_FN trust_t blocked_sum(__global const float *p, ulong n, ulong stride,
+                          BT_LOCAL_PTR trust_t *red) {
     const int lid = get_local_id(0);
     const ulong b = (n + BT_SUM_BLOCKS - 1) / BT_SUM_BLOCKS;
     const int blocks = b ? (int)((n + b - 1) / b) : 0;
     for (int k = lid; k < blocks; k += BT_WG) {
         const ulong end = (ulong)(k + 1) * b < n ? (ulong)(k + 1) * b : n;
         trust_t s = 0;
-        for (ulong i = (ulong)k * b; i < end; i++) s += (trust_t)p[2 * i];
+        for (ulong i = (ulong)k * b; i < end; i++) s += (trust_t)p[stride * i];
         red[k] = s;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -196,16 +207,18 @@ BT_FN trust_t blocked_sum(__global const float *p, ulong n, BT_LOCAL_PTR trust_t
  * coef[t] = -lr * trust. global: n_spans * BT_WG. */
 BT_KERNEL_WG void bt_lamb_multi_trust(__global const ulong *tab, BT_IN(float, partial),
                                       BT_OUT(float, coef), int n_spans, float lr,
-                                      float min_coeff, float max_coeff) {
+                                      float min_coeff, float max_coeff, BT_IN(float, gate),
+                                      int gated) {
     BT_BIND(partial);
     BT_BIND(coef);
+    BT_BIND(gate);
     __local trust_t red[BT_SUM_BLOCKS + 1];
     const int t = get_group_id(0);
-    if (t >= n_spans) return;
+    if (t >= n_spans || (gated && gate[0] != 0.0f)) return;
     __global const ulong *chunk_begin = tab + 2 * n_spans;
     const ulong c0 = chunk_begin[t], n = chunk_begin[t + 1] - c0;
-    const trust_t sw = blocked_sum(partial + 2 * c0, n, red),
-                  su = blocked_sum(partial + 2 * c0 + 1, n, red);
+    const trust_t sw = blocked_sum(partial + 2 * c0, n, 2, red),
+                  su = blocked_sum(partial + 2 * c0 + 1, n, 2, red);
     if (get_local_id(0) != 0) return;
     const trust_t wn = sqrt(sw), un = sqrt(su);
     trust_t trust = (wn > 0 && un > 0) ? wn / un : (trust_t)1;
@@ -220,13 +233,16 @@ BT_KERNEL_WG void bt_lamb_multi_trust(__global const ulong *tab, BT_IN(float, pa
 BT_KERNEL_WG void bt_lamb_multi_apply(BT_OUT(float, w), BT_IN(float, m), BT_IN(float, v),
                                       BT_OUT(ushort, w16), int kind16,
                                       __global const ulong *tab, BT_IN(float, ftab),
-                                      BT_IN(float, coef), int n_spans, float eps) {
+                                      BT_IN(float, coef), int n_spans, float eps,
+                                      BT_IN(float, gate), int gated) {
     BT_BIND(w);
     BT_BIND(m);
     BT_BIND(v);
     BT_BIND(w16);
     BT_BIND(ftab);
     BT_BIND(coef);
+    BT_BIND(gate);
+    if (gated && gate[0] != 0.0f) return; /* the step is skipped */
     int t;
     size_t i0, i1;
     chunk_range(tab, n_spans, get_group_id(0), &t, &i0, &i1);
@@ -238,4 +254,43 @@ BT_KERNEL_WG void bt_lamb_multi_apply(BT_OUT(float, w), BT_IN(float, m), BT_IN(f
         w[i] = wn;
         if (kind16 != BT_KIND16_NONE) w16[i] = f32_to_kind16(wn, kind16);
     }
+}
+
+/* step_gate (backend.h's bt_step_gate) in one work-group: each reduction's
+ * value from its partials added as the host adds them (blocked_sum; with
+ * fp64 the host's bits), then the host's decision in double. gate[0] gets 1
+ * when the step is skipped (0: it applies), gate[1] the gradients' scale.
+ *   tab[0]             the finite flag's partial (~0: none)
+ *   tab[1], tab[2]     the norm's sum of squares: first partial, count
+ *   tab[3 + 3k ..]     loss term k: first partial, count, 0 MLM / 1 NSP
+ *   num[0 .. 3)        masked, nsp, loss_limit
+ * global: BT_WG. */
+BT_KERNEL_WG void bt_step_gate_decide(BT_IN(float, partial), __global const ulong *tab,
+                                      int n_terms, BT_IN(trust_t, num), int guard,
+                                      float max_norm, BT_OUT(float, gate)) {
+    BT_BIND(partial);
+    BT_BIND(num);
+    BT_BIND(gate);
+    __local trust_t red[BT_SUM_BLOCKS + 1];
+    const trust_t sumsq = blocked_sum(partial + tab[1], tab[2], 1, red);
+    trust_t loss_sum[2] = {0, 0};
+    for (int k = 0; k < n_terms; k++) { /* in order, as the host adds them */
+        __global const ulong *term = tab + 3 + 3 * k;
+        const trust_t v = blocked_sum(partial + term[0], term[1], 1, red);
+        loss_sum[term[2] != 0] += v;
+    }
+    if (get_local_id(0) != 0) return;
+    const trust_t norm = sqrt(sumsq);
+    const trust_t mlm = num[0] > 0 ? loss_sum[0] / num[0] : 0,
+                  nsp = num[1] > 0 ? loss_sum[1] / num[1] : 0;
+    const trust_t loss = mlm + nsp;
+    int skip = tab[0] != ~(ulong)0 && partial[tab[0]] != 0.0f;
+    if (guard && (!isfinite(loss) || !isfinite(norm) || (num[2] > 0 && loss > num[2]))) skip = 1;
+    float scale = 1.0f;
+    if (max_norm > 0.0f) {
+        const trust_t coef = (trust_t)max_norm / (norm + (trust_t)1e-6);
+        scale = coef < 1 ? (float)coef : 1.0f;
+    }
+    gate[0] = skip ? 1.0f : 0.0f;
+    gate[1] = scale;
 }

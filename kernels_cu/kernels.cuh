@@ -96,18 +96,24 @@ __global__ void bt_lamb_update(float *u, const float *w, const float *g, float *
                                unsigned long long n, float beta1, float beta2, float eps, float wd,
                                float bc1, float bc2);
 __global__ void bt_adamw_multi(float *w, const float *g, float *m, float *v,
-                               unsigned short *w16, int kind16, const unsigned long long *tab, const float *ftab, int n_spans,
-                               float beta1, float beta2, float eps, float grad_scale);
+                               unsigned short *w16, int kind16, const unsigned long long *tab,
+                               const float *ftab, int n_spans, float beta1, float beta2,
+                               float eps, float grad_scale, const float *gate, int gated);
 __global__ void bt_lamb_multi_moments(const float *w, const float *g, float *m, float *v,
                                       const unsigned long long *tab, const float *ftab,
                                       float *partial, int n_spans, float beta1, float beta2,
-                                      float eps, float grad_scale);
+                                      float eps, float grad_scale, const float *gate, int gated);
 __global__ void bt_lamb_multi_trust(const unsigned long long *tab, const float *partial,
                                     float *coef, int n_spans, float lr, float min_coeff,
-                                    float max_coeff);
+                                    float max_coeff, const float *gate, int gated);
 __global__ void bt_lamb_multi_apply(float *w, const float *m, const float *v,
-                                    unsigned short *w16, int kind16, const unsigned long long *tab, const float *ftab,
-                                    const float *coef, int n_spans, float eps);
+                                    unsigned short *w16, int kind16,
+                                    const unsigned long long *tab, const float *ftab,
+                                    const float *coef, int n_spans, float eps, const float *gate,
+                                    int gated);
+__global__ void bt_step_gate_decide(const float *partial, const unsigned long long *tab,
+                                    int n_terms, const double *num, int guard, float max_norm,
+                                    float *gate);
 
 /* ---- kernels/cast.cl ---- */
 __global__ void bt_cast_f32_to_bf16(unsigned short *dst, const unsigned int *src,

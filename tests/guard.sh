@@ -110,4 +110,39 @@ BERTRAIN_TEST_NAN_SAMPLES=$(seq -s, 64 32 2000) train exhausted 20 --set guard.m
 [ "$rc" -eq 3 ] && grep -q "were skipped (guard.max_bad_steps, guard.window) after guard.max_rollbacks rollbacks: stopping; no checkpoint was written; start again with a lower learning rate$" \
     "$tmpdir/exhausted.log" || { cat "$tmpdir/exhausted.log"; fail "exhausted rollbacks did not stop the run (exit $rc)"; }
 echo "ok   rollbacks used up: stopped with status 3"
+# (4) where the device gates the update itself (the emulated A100, which
+# replays a step as one graph: step_gate), the device skips what the host
+# skips, and the skipped step is not counted: NaN gradients at step 2 of 3
+# are skipped with the optimizer at 2 steps after it, NaN at step 3 of 3
+# leaves the parameters of the 2-step run, and a spike is skipped. The host
+# stops the run should the device decide otherwise.
+every_device_env
+if [ -f "$BERTRAIN_CUDA_EMU" ]; then
+    emu() { # NAME STEPS [--set ...]: the emulated A100, 8 x 32 tokens a step
+        name=$1 steps=$2; shift 2
+        CUDA_EMU_ARCH=80 train "$name" "$steps" --set device='"cuda-emu"' --set data.seq_len=32 \
+            --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8 "$@"
+    }
+    emu emu-two 2 || { cat "$tmpdir/emu-two.log"; fail "cuda-emu: the 2-step run failed"; }
+    BERTRAIN_TEST_NAN_STEPS=3 emu emu-nan 3 || { cat "$tmpdir/emu-nan.log"; fail "cuda-emu: the NaN run failed"; }
+    grep -q "step 3 skipped: gradient norm is nan" "$tmpdir/emu-nan.log" ||
+        { cat "$tmpdir/emu-nan.log"; fail "cuda-emu: the NaN step was not skipped"; }
+    "$top_builddir/tests/c/st_compare" "$tmpdir/emu-two/ckpt-00000002/model.safetensors" \
+        "$tmpdir/emu-nan/ckpt-00000003/model.safetensors" 0 ||
+        fail "cuda-emu: a skipped step changed the parameters"
+    BERTRAIN_TEST_NAN_STEPS=2 emu emu-mid 3 || { cat "$tmpdir/emu-mid.log"; fail "cuda-emu: the NaN-at-2 run failed"; }
+    opt_steps=$(python3 -c 'import json, sys
+o = json.load(open(sys.argv[1]))["optimizer"]
+print(o["step"], *o["layer_steps"])' "$tmpdir/emu-mid/ckpt-00000003/state.json") ||
+        fail "cuda-emu: no optimizer step count in the checkpoint"
+    [ "$opt_steps" = "2 2 2" ] ||
+        fail "cuda-emu: NaN at step 2 of 3: the optimizer counts '$opt_steps' steps (itself, per layer), want 2"
+    BERTRAIN_TEST_SPIKE_STEPS=22 emu emu-spike 22 --set guard.loss_spike_factor=5 ||
+        { cat "$tmpdir/emu-spike.log"; fail "cuda-emu: the spike run failed"; }
+    grep -q "step 22 skipped: loss .* > 5 x running median" "$tmpdir/emu-spike.log" ||
+        { cat "$tmpdir/emu-spike.log"; fail "cuda-emu: the spike was not skipped"; }
+    echo "ok   cuda-emu (the update gated on the device): NaN at step 3 leaves step 2's parameters, NaN at step 2 leaves the optimizer at 2 steps, the spike at step 22 is skipped"
+else
+    skip_part "the skips gated on the device (no emulated CUDA device built)"
+fi
 finish "the divergence guard skips, rolls back and stops as configured; bertrain itself ignores the test variables"

@@ -59,7 +59,7 @@ int bt_deferrals_add(bt_deferrals *q, int kind, size_t count, const char *backen
 void bt_deferrals_resolve(bt_deferrals *q, const float *partials, double *out) {
     for (int i = 0; i < q->n; i++) {
         const bt_deferral *d = &q->d[i];
-        if (d->kind == BT_REDUCE_FINITE) {
+        if (d->kind == BT_REDUCE_FINITE || d->kind == BT_DEFER_GATE) {
             out[i] = partials[d->first] == 0.0f ? 1.0 : 0.0;
             continue;
         }
@@ -74,4 +74,47 @@ void bt_deferrals_free(bt_deferrals *q) {
     q->d = NULL;
     q->n = q->cap = 0;
     q->used = 0;
+}
+
+size_t bt_gate_table_len(int n_terms) { return 3 + 3 * (size_t)n_terms; }
+
+/* Deferral i of q when it is of kind `kind`; else one line and exit. */
+static const bt_deferral *deferral_of(const bt_deferrals *q, int i, int kind,
+                                      const char *backend) {
+    if (i < 0 || i >= q->n || q->d[i].kind != kind) {
+        fprintf(stderr,
+                "bertrain: %s: internal error: step_gate given %d, not a queued reduction of "
+                "kind %d\n",
+                backend, i, kind);
+        exit(1);
+    }
+    return &q->d[i];
+}
+
+int bt_gate_table(const bt_deferrals *q, const bt_step_gate *rule, unsigned long long *tab,
+                  double *num, const char *backend) {
+    tab[0] = rule->finite < 0 ? ~0ull
+                              : deferral_of(q, rule->finite, BT_REDUCE_FINITE, backend)->first;
+    const bt_deferral *norm = deferral_of(q, rule->norm_sumsq, BT_REDUCE_SUMSQ, backend);
+    tab[1] = norm->first;
+    tab[2] = norm->count;
+    int k = 0;
+    for (int which = 0; which < 2; which++) {
+        const int *idx = which ? rule->nsp_loss : rule->mlm_loss;
+        const int n = which ? rule->n_nsp : rule->n_mlm;
+        for (int j = 0; j < n; j++, k++) {
+            const bt_deferral *d = deferral_of(q, idx[j], BT_REDUCE_SUM, backend);
+            tab[3 + 3 * k] = d->first;
+            tab[4 + 3 * k] = d->count;
+            tab[5 + 3 * k] = (unsigned long long)which;
+        }
+    }
+    num[0] = rule->masked;
+    num[1] = rule->nsp;
+    num[2] = rule->loss_limit;
+    return k;
+}
+
+size_t bt_gate_first(const bt_deferrals *q, int gate, const char *backend) {
+    return deferral_of(q, gate, BT_DEFER_GATE, backend)->first;
 }

@@ -48,6 +48,11 @@ typedef struct {
     size_t used; /* partials the queued reductions own */
 } bt_deferrals;
 
+/* The kind of step_gate's queued value (bt_deferral.kind): two partials,
+ * the skip flag (resolved as BT_REDUCE_FINITE's: 1 when it is 0) and the
+ * gradients' scale. */
+#define BT_DEFER_GATE 3
+
 /* Queue a reduction of `kind` owning `count` partials; its index. On out of
  * host memory, one line naming `backend` and exit. */
 int bt_deferrals_add(bt_deferrals *q, int kind, size_t count, const char *backend);
@@ -58,6 +63,25 @@ int bt_deferrals_add(bt_deferrals *q, int kind, size_t count, const char *backen
 void bt_deferrals_resolve(bt_deferrals *q, const float *partials, double *out);
 
 void bt_deferrals_free(bt_deferrals *q);
+
+/* The ulongs of step_gate's table for n_terms loss terms (kernels/optim.cl's
+ * bt_step_gate). */
+size_t bt_gate_table_len(int n_terms);
+
+struct bt_step_gate_s;
+
+/* Fill step_gate's table (tab, bt_gate_table_len of the rule's terms) and
+ * numbers (num: masked, nsp, loss_limit) from rule, whose indices name
+ * reductions of q; returns the number of loss terms. An index that is not
+ * a queued reduction of the kind the rule needs: one line naming `backend`
+ * and exit (an internal error). */
+int bt_gate_table(const bt_deferrals *q, const struct bt_step_gate_s *rule,
+                  unsigned long long *tab, double *num, const char *backend);
+
+/* The first partial of gate, a step_gate's index in q (the skip flag; the
+ * scale follows); an index that is not one: one line naming `backend` and
+ * exit. */
+size_t bt_gate_first(const bt_deferrals *q, int gate, const char *backend);
 
 #ifdef __cplusplus
 }

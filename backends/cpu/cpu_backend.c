@@ -306,6 +306,7 @@ bt_backend *bt_cpu_backend_create(int threads, int local_ranks) {
         free(ctx);
         return NULL;
     }
+    ctx->gate = -1;
     if (threads > 0) {
         snprintf(ctx->threads_why, sizeof ctx->threads_why, "cpu_threads");
     } else {

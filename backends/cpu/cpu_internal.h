@@ -39,6 +39,8 @@ typedef struct {
     double *deferred;  /* values of the reductions queued since the last fetch */
     int n_deferred;
     size_t cap_deferred;
+    int gate;          /* the last step_gate's index among the deferred (-1: none) */
+    float gate_scale;  /* its gradients' scale */
     /* grow-only host scratch, so that no op allocates in the step */
     bt_partials lamb_u;   /* lamb_multi: one span's update direction */
     bt_partials col_part; /* cpu_column_sums: the chunks' partial sums */
@@ -230,8 +232,11 @@ void cpu_fill_attention_ops(bt_backend *be);
 /* Fill the nn ops (cpu_nn.c) into a table. */
 void cpu_fill_nn_ops(bt_backend *be);
 
-/* Set the reduction slots (cpu_reduce.c). */
+/* Set the reduction slots and step_gate (cpu_reduce.c). */
 void cpu_fill_reduce_ops(bt_backend *be);
+/* An optimizer step's gradient scale for `gate` (step_gate's index, or -1:
+ * grad_scale as given); *skip: the gate skips the step. */
+float cpu_gate_scale(cpu_ctx *c, int gate, float grad_scale, bool *skip);
 
 /* Fill the optimizer ops (cpu_optim.c) into a table. */
 void cpu_fill_optim_ops(bt_backend *be);

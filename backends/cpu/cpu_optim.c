@@ -69,7 +69,11 @@ static void copy16(bt_backend *be, bt_ptr w16, bt_dtype dt, bt_ptr w, const bt_t
 
 static void cpu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                             bt_dtype w16_dtype, const bt_tensor_span *spans, int n_spans,
-                            float lr, float beta1, float beta2, float eps, float grad_scale) {
+                            float lr, float beta1, float beta2, float eps, float grad_scale,
+                            int gate) {
+    bool skip;
+    grad_scale = cpu_gate_scale(be->ctx, gate, grad_scale, &skip);
+    if (skip) return;
     for (int s = 0; s < n_spans; s++) {
         const bt_tensor_span *t = &spans[s];
         adamw(cpu_f32(w) + t->offset, cpu_f32(g) + t->offset, grad_scale, cpu_f32(m) + t->offset,
@@ -82,8 +86,11 @@ static void cpu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr
 static void cpu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                            bt_dtype w16_dtype, const bt_tensor_span *spans, int n_spans, float lr, float beta1,
                            float beta2, float eps, float min_coeff, float max_coeff,
-                           float grad_scale) {
+                           float grad_scale, int gate) {
     cpu_ctx *ctx = be->ctx;
+    bool skip;
+    grad_scale = cpu_gate_scale(ctx, gate, grad_scale, &skip);
+    if (skip) return;
     for (int s = 0; s < n_spans; s++) {
         const bt_tensor_span *t = &spans[s];
         float *W = cpu_f32(w) + t->offset,

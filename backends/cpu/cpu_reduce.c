@@ -122,8 +122,63 @@ static int cpu_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, size_
     return c->n_deferred++;
 }
 
+/* Deferred value i, checked to be queued (an internal error if not). */
+static double deferred_value(const cpu_ctx *c, int i) {
+    if (i < 0 || i >= c->n_deferred) {
+        fprintf(stderr, "bertrain: cpu backend: internal error: step_gate given %d, not a "
+                        "queued reduction\n", i);
+        exit(1);
+    }
+    return c->deferred[i];
+}
+
+/* The sum of the deferred values idx[0 .. n) in order, from 0. */
+static double deferred_sum(const cpu_ctx *c, const int *idx, int n) {
+    double s = 0.0;
+    for (int k = 0; k < n; k++) s += deferred_value(c, idx[k]);
+    return s;
+}
+
+/* bt_step_gate's decision on the values queued (kernels/optim.cl's
+ * bt_step_gate is its twin on the devices). */
+static int cpu_step_gate(bt_backend *be, const bt_step_gate *rule) {
+    cpu_ctx *c = be->ctx;
+    const double norm = sqrt(deferred_value(c, rule->norm_sumsq));
+    const double mlm = rule->masked > 0 ? deferred_sum(c, rule->mlm_loss, rule->n_mlm) / rule->masked
+                                        : 0.0,
+                 nsp = rule->nsp > 0 ? deferred_sum(c, rule->nsp_loss, rule->n_nsp) / rule->nsp : 0.0;
+    const double loss = mlm + nsp;
+    bool skip = rule->finite >= 0 && deferred_value(c, rule->finite) == 0.0;
+    if (rule->guard &&
+        (!isfinite(loss) || !isfinite(norm) || (rule->loss_limit > 0 && loss > rule->loss_limit)))
+        skip = true;
+    float scale = 1.0f;
+    if (rule->max_norm > 0.0f) {
+        const double coef = rule->max_norm / (norm + 1e-6);
+        scale = coef < 1.0 ? (float)coef : 1.0f;
+    }
+    grow_doubles(&c->deferred, &c->cap_deferred, (size_t)c->n_deferred + 1);
+    c->deferred[c->n_deferred] = skip ? 0.0 : 1.0;
+    c->gate = c->n_deferred;
+    c->gate_scale = scale;
+    return c->n_deferred++;
+}
+
+float cpu_gate_scale(cpu_ctx *c, int gate, float grad_scale, bool *skip) {
+    *skip = false;
+    if (gate < 0) return grad_scale;
+    if (gate != c->gate || gate >= c->n_deferred) {
+        fprintf(stderr, "bertrain: cpu backend: internal error: an optimizer step given gate %d, "
+                        "not the last step_gate's\n", gate);
+        exit(1);
+    }
+    *skip = c->deferred[gate] == 0.0;
+    return c->gate_scale;
+}
+
 static void cpu_reduce_fetch(bt_backend *be, double *out) {
     cpu_ctx *c = be->ctx;
+    c->gate = -1;
     if (c->n_deferred == 0) return; /* nothing queued: out may be NULL */
     c->count.host_reads++;
     memcpy(out, c->deferred, (size_t)c->n_deferred * sizeof *out);
@@ -136,6 +191,7 @@ void cpu_fill_reduce_ops(bt_backend *be) {
     be->all_finite = cpu_all_finite;
     be->reduce_defer = cpu_reduce_defer;
     be->reduce_fetch = cpu_reduce_fetch;
+    be->step_gate = cpu_step_gate;
 }
 
 /* n floats in ctx's grow-only scratch (wide16), made chunk by chunk: x's

@@ -164,6 +164,10 @@ typedef struct cu_ctx {
     size_t multi_bytes;
     void *multi_host;        /* the span table built on the host */
     size_t multi_host_bytes;
+    void *gate_mem;          /* step_gate: its table and numbers, grown on demand */
+    size_t gate_bytes;
+    void *gate_host;         /* the same built on the host */
+    size_t gate_host_bytes;
     bt_device_info info;     /* static part; free_mem is queried by info() */
     cu_upload_slot uploads[CU_UPLOAD_SLOTS]; /* the page-locked staging of uploads */
     int upload_next;         /* the slot the next upload takes */
@@ -260,10 +264,13 @@ void cu_fill_ops(bt_backend *be);
 cudaError_t cu_probe_launch(cu_ctx *c);
 
 /* ---- cuda_reduce.cu ---- */
-/* Fill sum, sumsq, all_finite, reduce_defer and reduce_fetch. */
+/* Fill sum, sumsq, all_finite, reduce_defer, reduce_fetch and step_gate. */
 void cu_fill_reduce_ops(bt_backend *be);
 /* Release the deferred reductions' buffers (at destroy). */
 void cu_reduce_release(cu_ctx *c);
+/* The multi-tensor optimizers' gate argument for `gate` (step_gate's index,
+ * or -1: none): the gate's two floats, or NULL. */
+const float *cu_gate_arg(cu_ctx *c, int gate);
 
 /* ---- cuda_optim.cu ---- */
 /* Fill adamw_step, lamb_update, adamw_multi and lamb_multi. */

@@ -105,7 +105,7 @@ static int kind16_arg(bt_ptr w16, bt_dtype dt) { return !w16.buf ? BT_KIND16_NON
 
 static void cu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                            bt_dtype w16_dtype, const bt_tensor_span *spans, int n, float lr,
-                           float beta1, float beta2, float eps, float grad_scale) {
+                           float beta1, float beta2, float eps, float grad_scale, int gate) {
     cu_ctx *c = cu(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -116,15 +116,16 @@ static void cu_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     }
     const multi_layout L = upload_spans(c, spans, n, f);
     free(f);
+    const float *G = cu_gate_arg(c, gate);
     LAUNCH(c, adamw_multi, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v),
            w16_arg(w, w16), kind16_arg(w16, w16_dtype), L.tab, L.ftab, n, beta1, beta2, eps,
-           grad_scale);
+           grad_scale, G, (int)(G != NULL));
 }
 
 static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                           bt_dtype w16_dtype, const bt_tensor_span *spans, int n, float lr,
                           float beta1, float beta2, float eps, float min_coeff, float max_coeff,
-                          float grad_scale) {
+                          float grad_scale, int gate) {
     cu_ctx *c = cu(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -135,11 +136,14 @@ static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v
     }
     const multi_layout L = upload_spans(c, spans, n, f);
     free(f);
+    const float *G = cu_gate_arg(c, gate);
     LAUNCH(c, lamb_multi_moments, L.chunks * BT_WG, cu_f32(w), cu_f32(g), cu_f32(m), cu_f32(v),
-           L.tab, L.ftab, L.partial, n, beta1, beta2, eps, grad_scale);
-    LAUNCH(c, lamb_multi_trust, (size_t)n * BT_WG, L.tab, L.partial, L.coef, n, lr, min_coeff, max_coeff);
+           L.tab, L.ftab, L.partial, n, beta1, beta2, eps, grad_scale, G, (int)(G != NULL));
+    LAUNCH(c, lamb_multi_trust, (size_t)n * BT_WG, L.tab, L.partial, L.coef, n, lr, min_coeff,
+           max_coeff, G, (int)(G != NULL));
     LAUNCH(c, lamb_multi_apply, L.chunks * BT_WG, cu_f32(w), cu_f32(m), cu_f32(v),
-           w16_arg(w, w16), kind16_arg(w16, w16_dtype), L.tab, L.ftab, L.coef, n, eps);
+           w16_arg(w, w16), kind16_arg(w16, w16_dtype), L.tab, L.ftab, L.coef, n, eps, G,
+           (int)(G != NULL));
 }
 
 void cu_optim_release(cu_ctx *c) {

@@ -119,7 +119,55 @@ static void cu_reduce_fetch(bt_backend *be, double *out) {
     bt_deferrals_resolve(&c->defer, host, out);
 }
 
+/* Room for `bytes` of step_gate's table on the device and on the host. */
+static void gate_reserve(cu_ctx *c, size_t bytes) {
+    if (bytes > c->gate_bytes) {
+        cu_graph_break(c, "the step gate's table grows");
+        if (c->gate_mem) CU_CHECK(cudaFree(c->gate_mem));
+        CU_CHECK(cudaMalloc(&c->gate_mem, bytes));
+        c->gate_bytes = bytes;
+    }
+    if (bytes > c->gate_host_bytes) {
+        free(c->gate_host);
+        if (!(c->gate_host = malloc(bytes))) {
+            fprintf(stderr, "bertrain: cuda: out of host memory for a step's gate\n");
+            exit(1);
+        }
+        c->gate_host_bytes = bytes;
+    }
+}
+
+static int cu_step_gate(bt_backend *be, const bt_step_gate *rule) {
+    cu_ctx *c = cu(be);
+    const size_t tab_len = bt_gate_table_len(rule->n_mlm + rule->n_nsp),
+                 bytes = tab_len * sizeof(unsigned long long) + 3 * sizeof(double);
+    gate_reserve(c, bytes);
+    unsigned long long *tab = (unsigned long long *)c->gate_host;
+    double *num = (double *)(tab + tab_len);
+    const int n_terms = bt_gate_table(&c->defer, rule, tab, num, "cuda");
+    if (!cu_graph_upload(c, c->gate_mem, tab, bytes)) {
+        cu_graph_break(c, "the step gate's table"); /* pageable: not in a capture */
+        CU_CHECK(cudaMemcpyAsync(c->gate_mem, tab, bytes, cudaMemcpyHostToDevice, c->stream));
+    }
+    defer_reserve(c, c->defer.used + 2);
+    const size_t first = c->defer.used;
+    const int index = bt_deferrals_add(&c->defer, BT_DEFER_GATE, 2, "cuda");
+    const unsigned long long *dev_tab = (const unsigned long long *)c->gate_mem;
+    LAUNCH(c, step_gate_decide, BT_WG, (const float *)c->defer_mem, dev_tab, n_terms,
+           (const double *)(dev_tab + tab_len), rule->guard ? 1 : 0, rule->max_norm,
+           c->defer_mem + first);
+    return index;
+}
+
+const float *cu_gate_arg(cu_ctx *c, int gate) {
+    return gate < 0 ? NULL : c->defer_mem + bt_gate_first(&c->defer, gate, "cuda");
+}
+
 void cu_reduce_release(cu_ctx *c) {
+    if (c->gate_mem) (void)cudaFree(c->gate_mem);
+    free(c->gate_host);
+    c->gate_mem = c->gate_host = NULL;
+    c->gate_bytes = c->gate_host_bytes = 0;
     if (c->fetch_host) (void)cudaFreeHost(c->fetch_host);
     c->fetch_host = NULL;
     c->fetch_cap = 0;
@@ -135,4 +183,5 @@ void cu_fill_reduce_ops(bt_backend *be) {
     be->all_finite = cu_all_finite;
     be->reduce_defer = cu_reduce_defer;
     be->reduce_fetch = cu_reduce_fetch;
+    be->step_gate = cu_step_gate;
 }

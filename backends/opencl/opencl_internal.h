@@ -37,7 +37,7 @@ struct bt_buffer {
     X(layernorm_bwd_params_partial) X(layernorm_bwd_params_sum) X(softmax_fwd)          \
     X(softmax_bwd) X(embed_fwd) X(embed_bwd_type) X(embed_bwd_type_partial) \
     X(embed_bwd_pos) X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(adamw_multi)         \
-    X(lamb_multi_moments) X(lamb_multi_trust) X(lamb_multi_apply) X(cast_f32_to_bf16)   \
+    X(lamb_multi_moments) X(lamb_multi_trust) X(lamb_multi_apply) X(step_gate_decide) X(cast_f32_to_bf16)   \
     X(cast_f32_to_f16) X(cast_bf16_to_f32) X(cast_f16_to_f32) X(cast_bf16_to_f16)       \
     X(cast_f16_to_bf16) X(round16_bf16) X(round16_f16) X(bias_gelu_fwd)  \
     X(bias_gelu_bwd) X(bias_dropout_add) X(residual_layernorm_fwd) X(softmax_dropout_fwd)   \
@@ -86,6 +86,11 @@ typedef struct {
     void *multi_host;     /* the span table as uploaded (kept until the write is done) */
     size_t multi_host_bytes;
     cl_event multi_write; /* the last table upload, NULL when none is pending */
+    cl_mem gate_mem;      /* step_gate: its table and numbers, grown on demand */
+    size_t gate_bytes;
+    void *gate_host;      /* the same as uploaded (kept until the write is done) */
+    size_t gate_host_bytes;
+    cl_event gate_write;  /* the last gate upload, NULL when none is pending */
 } ocl_ctx;
 
 /* The context of a backend. */
@@ -129,7 +134,7 @@ extern const size_t bt_cl_source_count;
 void ocl_fill_ops(bt_backend *be);
 
 /* ---- opencl_reduce.c ---- */
-/* Fill sum, sumsq, all_finite, reduce_defer and reduce_fetch. */
+/* Fill sum, sumsq, all_finite, reduce_defer, reduce_fetch and step_gate. */
 void ocl_fill_reduce_ops(bt_backend *be);
 /* Release the deferred reductions' buffers (at destroy). */
 void ocl_reduce_release(ocl_ctx *c);

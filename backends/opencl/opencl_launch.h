@@ -85,4 +85,9 @@ static inline void launch(bt_backend *be, args *a, size_t items) {
     c->count.launches++;
 }
 
+/* The multi-tensor optimizers' gate arguments for `gate` (step_gate's index,
+ * or -1: none): the gate's buffer and offset (any buffer without a gate),
+ * then whether there is one (opencl_reduce.c). */
+void ocl_gate_args(args *a, ocl_ctx *c, int gate);
+
 #endif

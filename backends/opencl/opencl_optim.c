@@ -135,7 +135,7 @@ static float *span_scalars(int n) {
 
 static void ocl_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                             bt_dtype w16_dtype, const bt_tensor_span *spans, int n, float lr,
-                            float beta1, float beta2, float eps, float grad_scale) {
+                            float beta1, float beta2, float eps, float grad_scale, int gate) {
     ocl_ctx *c = ocl(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -155,13 +155,14 @@ static void ocl_adamw_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr
     arg_f(&a, beta2);
     arg_f(&a, eps);
     arg_f(&a, grad_scale);
+    ocl_gate_args(&a, c, gate);
     launch(be, &a, L.chunks * c->wg);
 }
 
 static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v, bt_ptr w16,
                            bt_dtype w16_dtype, const bt_tensor_span *spans, int n, float lr,
                            float beta1, float beta2, float eps, float min_coeff, float max_coeff,
-                           float grad_scale) {
+                           float grad_scale, int gate) {
     ocl_ctx *c = ocl(be);
     if (n <= 0) return;
     float *f = span_scalars(n);
@@ -182,6 +183,7 @@ static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     arg_f(&a, beta2);
     arg_f(&a, eps);
     arg_f(&a, grad_scale);
+    ocl_gate_args(&a, c, gate);
     launch(be, &a, L.chunks * c->wg);
     args t = begin(be, K_lamb_multi_trust);
     arg_mem(&t, c->multi_mem);
@@ -193,6 +195,7 @@ static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     arg_f(&t, lr);
     arg_f(&t, min_coeff);
     arg_f(&t, max_coeff);
+    ocl_gate_args(&t, c, gate);
     launch(be, &t, (size_t)n * c->wg);
     args p = begin(be, K_lamb_multi_apply);
     arg_f32p(&p, w);
@@ -204,6 +207,7 @@ static void ocl_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr 
     arg_ul(&p, L.coef_off);
     arg_i(&p, n);
     arg_f(&p, eps);
+    ocl_gate_args(&p, c, gate);
     launch(be, &p, L.chunks * c->wg);
 }
 

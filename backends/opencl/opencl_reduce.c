@@ -98,7 +98,91 @@ static void ocl_reduce_fetch(bt_backend *be, double *out) {
     bt_deferrals_resolve(&c->defer, host, out);
 }
 
+/* The host's copy of step_gate's table, at least `bytes`, once its last
+ * upload is done; the device's grown to match. */
+static void *gate_room(ocl_ctx *c, size_t bytes) {
+    if (c->gate_write) {
+        CL_CHECK(clWaitForEvents(1, &c->gate_write));
+        CL_CHECK(clReleaseEvent(c->gate_write));
+        c->gate_write = NULL;
+    }
+    if (bytes > c->gate_bytes) {
+        if (c->gate_mem) CL_CHECK(clReleaseMemObject(c->gate_mem));
+        cl_int e;
+        c->gate_mem = clCreateBuffer(c->context, CL_MEM_READ_ONLY, bytes, NULL, &e);
+        CL_CHECK_CODE("clCreateBuffer", e);
+        c->gate_bytes = bytes;
+    }
+    if (bytes > c->gate_host_bytes) {
+        free(c->gate_host);
+        if (!(c->gate_host = malloc(bytes))) {
+            fprintf(stderr, "bertrain: opencl: out of host memory for a step's gate\n");
+            exit(1);
+        }
+        c->gate_host_bytes = bytes;
+    }
+    return c->gate_host;
+}
+
+/* step_gate's kernel reads its numbers in double where the device has fp64
+ * (kernels/optim.cl's trust_t), in float where not. */
+static int ocl_step_gate(bt_backend *be, const bt_step_gate *rule) {
+    ocl_ctx *c = ocl(be);
+    const size_t tab_len = bt_gate_table_len(rule->n_mlm + rule->n_nsp),
+                 num_size = c->info.has_fp64 ? sizeof(double) : sizeof(float),
+                 bytes = tab_len * sizeof(cl_ulong) + 3 * num_size;
+    cl_ulong *tab = gate_room(c, bytes);
+    double num[3];
+    const int n_terms = bt_gate_table(&c->defer, rule, (unsigned long long *)tab, num, "opencl");
+    for (int i = 0; i < 3; i++) {
+        if (c->info.has_fp64)
+            ((double *)(tab + tab_len))[i] = num[i];
+        else
+            ((float *)(tab + tab_len))[i] = (float)num[i];
+    }
+    CL_CHECK(clEnqueueWriteBuffer(c->queue, c->gate_mem, CL_FALSE, 0, bytes, tab, 0, NULL,
+                                  &c->gate_write));
+    defer_reserve(c, c->defer.used + 2);
+    const size_t first = c->defer.used;
+    const int index = bt_deferrals_add(&c->defer, BT_DEFER_GATE, 2, "opencl");
+    args a = begin(be, K_step_gate_decide);
+    arg_mem(&a, c->defer_mem);
+    arg_ul(&a, 0);
+    arg_mem(&a, c->gate_mem);
+    arg_i(&a, n_terms);
+    arg_mem(&a, c->gate_mem);
+    arg_ul(&a, tab_len * sizeof(cl_ulong) / num_size);
+    arg_i(&a, rule->guard ? 1 : 0);
+    arg_f(&a, rule->max_norm);
+    arg_mem(&a, c->defer_mem);
+    arg_ul(&a, first);
+    launch(be, &a, c->wg);
+    return index;
+}
+
+void ocl_gate_args(args *a, ocl_ctx *c, int gate) {
+    if (gate < 0) {
+        arg_mem(a, c->defer_mem ? c->defer_mem : c->multi_mem); /* never read */
+        arg_ul(a, 0);
+        arg_i(a, 0);
+        return;
+    }
+    arg_mem(a, c->defer_mem);
+    arg_ul(a, bt_gate_first(&c->defer, gate, "opencl"));
+    arg_i(a, 1);
+}
+
 void ocl_reduce_release(ocl_ctx *c) {
+    if (c->gate_write) {
+        clWaitForEvents(1, &c->gate_write);
+        clReleaseEvent(c->gate_write);
+    }
+    if (c->gate_mem) clReleaseMemObject(c->gate_mem);
+    free(c->gate_host);
+    c->gate_write = NULL;
+    c->gate_mem = NULL;
+    c->gate_host = NULL;
+    c->gate_bytes = c->gate_host_bytes = 0;
     if (c->defer_mem) clReleaseMemObject(c->defer_mem);
     c->defer_mem = NULL;
     c->defer_cap = 0;
@@ -111,4 +195,5 @@ void ocl_fill_reduce_ops(bt_backend *be) {
     be->all_finite = ocl_all_finite;
     be->reduce_defer = ocl_reduce_defer;
     be->reduce_fetch = ocl_reduce_fetch;
+    be->step_gate = ocl_step_gate;
 }

@@ -229,6 +229,8 @@ struct bert_model {
     bool rows_to_capacity; /* the top layer's and the MLM head's rows padded to the batch's
                             * masked_bound, or to their capacity above it or without one:
                             * the same every batch (bt_device_info.replays_graphs) */
+    bool replays_graphs;   /* bt_device_info.replays_graphs: a training step on one rank
+                            * gates its update on the device (step_gate), one region */
 };
 
 /* The largest padding of the top layer's rows the activations make room for. */

@@ -338,6 +338,7 @@ bert_model *bert_create(bt_backend *be, const bert_config *cfg, int max_batch, i
                            : info.gemm_rows_multiple > BERT_TOP_ROWS_MULTIPLE_MAX ? BERT_TOP_ROWS_MULTIPLE_MAX
                                                                                  : info.gemm_rows_multiple;
     m->rows_to_capacity = info.replays_graphs;
+    m->replays_graphs = info.replays_graphs;
     if (cfg->storage != BT_F32 && cfg->gemm16 >= 0) {
         m->gemm16 = cfg->gemm16 > 0 || (cfg->storage == BT_F16 ? info.tensor_f16
                                                                 : info.tensor_bf16);

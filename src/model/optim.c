@@ -92,7 +92,7 @@ float optim_clip_scale(double norm, float max_norm) {
 }
 
 static void multi_update(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
-                         float grad_scale, bool momentum_given);
+                         float grad_scale, bool momentum_given, int gate);
 
 void optim_bias_corrections(const bt_optim_config *c, long t, float *bc1, float *bc2) {
     *bc1 = *bc2 = 1.0f;
@@ -113,14 +113,31 @@ void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *l
         return;
     }
     if (o->lamb1) onebit_lamb_keep_weights(o->lamb1, m);
-    multi_update(o, m, lr, layer_skip, grad_scale, given != NULL);
+    multi_update(o, m, lr, layer_skip, grad_scale, given != NULL, -1);
     if (o->lamb1) onebit_lamb_after_warmup(o, m);
+}
+
+bool optim_gateable(const bt_optimizer *o) { return !o->lamb1; }
+
+void optim_step_gated(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
+                      int gate) {
+    if (!optim_gateable(o)) {
+        fprintf(stderr, "bertrain: internal error: 1-bit LAMB's step cannot be gated\n");
+        exit(1);
+    }
+    multi_update(o, m, lr, layer_skip, 1.0f, false, gate);
+}
+
+void optim_unstep(bt_optimizer *o, const unsigned char *layer_skip) {
+    o->step--;
+    for (int l = 0; l < o->n_layers; l++)
+        if (!layer_skip || !layer_skip[l]) o->layer_steps[l]--;
 }
 
 /* optim_step's update on the device: AdamW's kernel (AdamW, 1-bit Adam) or
  * LAMB's (LAMB, 1-bit LAMB's warm-up) on every span. */
 static void multi_update(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
-                         float grad_scale, bool momentum_given) {
+                         float grad_scale, bool momentum_given, int gate) {
     bt_backend *be = m->be;
     const bt_optim_config *c = &o->cfg;
     /* frozen: v = 1 v + 0 g^2 is v, and with the momentum given m = 0 m + 1 g is g, exactly */
@@ -149,8 +166,8 @@ static void multi_update(bt_optimizer *o, bert_model *m, float lr, const unsigne
     const bt_dtype dt16 = (bt_dtype)m->cfg.storage;
     if (c->type == OPT_ADAMW || c->type == OPT_ONEBIT_ADAM)
         be->adamw_multi(be, w, g, mm, vv, w16, dt16, o->spans, n, lr, beta1, beta2, c->eps,
-                        grad_scale);
+                        grad_scale, gate);
     else
         be->lamb_multi(be, w, g, mm, vv, w16, dt16, o->spans, n, lr, c->beta1, c->beta2, c->eps,
-                       c->min_coeff, c->max_coeff, grad_scale);
+                       c->min_coeff, c->max_coeff, grad_scale, gate);
 }

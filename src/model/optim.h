@@ -100,6 +100,21 @@ typedef struct {
 void optim_step(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
                 float grad_scale, const bt_host_momentum *given);
 
+/* Whether optim_step_gated can run this optimizer (not 1-bit LAMB, whose
+ * step reads the host's copies). */
+bool optim_gateable(const bt_optimizer *o);
+
+/* optim_step (no momentum given) whose update obeys `gate`, a step_gate's
+ * index on the model's backend: the gradients' scale is the gate's, and a
+ * skipped gate leaves the weights and moments as they were. The step is
+ * counted; once the gate is read as skipped, optim_unstep takes it back. */
+void optim_step_gated(bt_optimizer *o, bert_model *m, float lr, const unsigned char *layer_skip,
+                      int gate);
+
+/* Take back the count of a gated step that its gate skipped (the same
+ * layer_skip). */
+void optim_unstep(bt_optimizer *o, const unsigned char *layer_skip);
+
 /* Adam's bias corrections after t updates (1 without bias correction). */
 void optim_bias_corrections(const bt_optim_config *c, long t, float *bc1, float *bc2);
 

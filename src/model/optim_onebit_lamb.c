@@ -209,7 +209,7 @@ void onebit_lamb_frozen_step(bt_optimizer *o, bert_model *m, float lr, float gra
     /* beta1 0: m becomes the given momentum; beta2 1: v stays */
     be->adamw_multi(be, (bt_ptr){m->params, 0}, (bt_ptr){m->grads, 0}, (bt_ptr){o->m, 0},
                     (bt_ptr){o->v, 0}, (bt_ptr){m->params16, 0}, (bt_dtype)m->cfg.storage,
-                    o->spans, m->n_tensors, lr, 0.0f, 1.0f, c->eps, 1.0f);
+                    o->spans, m->n_tensors, lr, 0.0f, 1.0f, c->eps, 1.0f, -1);
 }
 
 const float *optim_momentum_scaling(bt_optimizer *o, const bert_model *m, const float *mom) {

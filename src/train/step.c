@@ -188,6 +188,45 @@ static bool loss_scale_step(loss_scaler *scaler, bool finite, double scale, step
     return false;
 }
 
+/* One rank whose device replays graphs: queue the step's gate (step_gate:
+ * the loss scaler's and the guard's skip and the clipping, decided on the
+ * device as the host decides them below) and the update it governs, so
+ * that the whole step is one region with one read. Returns the gate's
+ * index among the queued values. */
+static int queue_gated_update(bert_model *m, bt_optimizer *opt, const bt_config *cfg,
+                              const step_batch *in, const bert_stats *st, grad_tickets checks,
+                              const step_counts *c, const bt_guard *guard, double lr,
+                              const unsigned char *layer_skip) {
+    int mlm[in->n_micro > 0 ? in->n_micro : 1], nsp[in->n_micro > 0 ? in->n_micro : 1];
+    bt_step_gate rule = {.finite = checks.finite, .norm_sumsq = checks.norm,
+                         .mlm_loss = mlm, .masked = c->masked, .nsp_loss = nsp, .nsp = c->nsp,
+                         .guard = guard != NULL, .loss_limit = guard ? guard_loss_limit(guard) : 0,
+                         .max_norm = cfg->gradient_clipping};
+    for (int k = 0; k < in->n_micro; k++) { /* as fetch_sums adds them */
+        if (st[k].ticket.mlm_loss >= 0) mlm[rule.n_mlm++] = st[k].ticket.mlm_loss;
+        if (st[k].ticket.nsp_loss >= 0) nsp[rule.n_nsp++] = st[k].ticket.nsp_loss;
+    }
+    const int gate = m->be->step_gate(m->be, &rule);
+    optim_step_gated(opt, m, (float)lr, layer_skip, gate);
+    return gate;
+}
+
+/* A gated step's end: the host's decision (r->skipped) must be the
+ * device's (applied), which the update has obeyed already; a skipped step
+ * is taken back from the optimizer's count. */
+static step_result gate_verdict(step_result r, bool applied, bt_optimizer *opt,
+                                const unsigned char *layer_skip) {
+    if (r.skipped == applied) {
+        fprintf(stderr,
+                "bertrain: internal error: the device %s the update and the host %s it (step "
+                "gate)\n",
+                applied ? "applied" : "skipped", r.skipped ? "skips" : "applies");
+        exit(1);
+    }
+    if (r.skipped) optim_unstep(opt, layer_skip);
+    return r;
+}
+
 step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, long step,
                        const step_batch *in, double lr, grad_sync *gs, const bt_guard *guard,
                        loss_scaler *scaler, const train_observer *obs) {
@@ -222,15 +261,21 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     /* 1-bit Adam past its warm-up exchanges momentum, not gradients */
     const bool frozen = optim_frozen(opt), exchange = frozen && gs;
     /* one rank: the step up to its read is one region (under MPI, the
-     * gradient buckets' copies and collectives come in between) */
+     * gradient buckets' copies and collectives come in between); where the
+     * device replays graphs, the update joins it behind the step's gate */
+    const bool gated = !gs && m->replays_graphs && optim_gateable(opt);
     if (!gs) m->be->graph_begin(m->be, BT_GRAPH_STEP);
     bert_zero_grads(m);
     forward_backward(m, in, &pass, frozen ? NULL : gs, st, &r);
     grad_sync_start(frozen ? NULL : gs); /* every bucket's collective before the sums' */
     /* one rank: the gradients are final, and their checks come with the sums */
     const grad_tickets early = gs ? (grad_tickets){-1, -1} : queue_gradient_checks(m, scaler, scale);
+    const int gate = gated ? queue_gated_update(m, opt, cfg, in, st, early, &c, guard, lr,
+                                                pass.layer_skip)
+                           : -1;
     if (!gs) m->be->graph_end(m->be);
-    double *values = fetch_sums(m, in, st, sums, gs ? 0 : 2); /* blocking read 1 (one rank: the only) */
+    /* blocking read 1 (one rank: the only) */
+    double *values = fetch_sums(m, in, st, sums, gs ? 0 : gated ? 3 : 2);
     free(st);
     const double t1 = now_s();
     dist_allreduce_sum_f64(sums, N_SUMS); /* returns when the slowest rank has computed */
@@ -243,15 +288,17 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     bool finite;
     double grad_sumsq = gs ? gradient_checks(m, scaler, scale, &finite) /* read 2 */
                            : gradient_checks_of(early, values, &finite);
+    const bool applied = gate >= 0 && values[gate] != 0.0;
     free(values);
     if (exchange) grad_sumsq = agree_local_norm(grad_sumsq, &finite);
-    if (scaler && !loss_scale_step(scaler, finite, scale, &r)) return r;
+    if (scaler && !loss_scale_step(scaler, finite, scale, &r))
+        return gate >= 0 ? gate_verdict(r, applied, opt, pass.layer_skip) : r;
     r.next_loss_scale = scaler ? scaler->scale : 1.0;
     r.grad_norm = sqrt(grad_sumsq);
-    if (guard && guard_check(guard, r.loss, r.grad_norm, r.skip_why, sizeof r.skip_why)) {
+    if (guard && guard_check(guard, r.loss, r.grad_norm, r.skip_why, sizeof r.skip_why))
         r.skipped = true; /* no update: parameters and optimizer moments untouched */
-        return r;
-    }
+    if (gate >= 0) return gate_verdict(r, applied, opt, pass.layer_skip);
+    if (r.skipped) return r;
     const float clip = optim_clip_scale(r.grad_norm, cfg->gradient_clipping);
     bt_host_momentum given;
     if (exchange) r.comm_s += grad_sync_momentum(gs, opt, clip, &r.wire_bytes, &given);

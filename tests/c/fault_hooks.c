@@ -39,6 +39,7 @@ static struct {
     bt_backend *inner;        /* the real backend */
     const bert_model *m;      /* the model of the step in flight */
     bool nan_due, inf_due;    /* faults of the step in flight, not yet written */
+    bool spike_due;           /* SPIKE_STEPS names the step in flight */
 } wrap;
 
 /* Variable `name` as a list of numbers (none when unset). */
@@ -89,6 +90,15 @@ static int fault_reduce_defer(bt_backend *be, bt_reduce_kind kind, bt_ptr x, siz
     return wrap.inner->reduce_defer(wrap.inner, kind, x, n);
 }
 
+/* step_gate, forwarded; with a spike due, the gate sees the MLM loss 1000x
+ * as the host does (loss_summed): its divisor a 1000th. */
+static int fault_step_gate(bt_backend *be, const bt_step_gate *rule) {
+    (void)be;
+    bt_step_gate r = *rule;
+    if (wrap.spike_due) r.masked /= 1000.0;
+    return wrap.inner->step_gate(wrap.inner, &r);
+}
+
 /* The wrapper's destroy: itself, then the real backend. */
 static void fault_destroy(bt_backend *be) {
     free(be);
@@ -104,6 +114,7 @@ static bt_backend *wrap_backend(void *ctx, bt_backend *be) {
     if (!w) return NULL;
     *w = *be;
     w->reduce_defer = fault_reduce_defer;
+    w->step_gate = fault_step_gate;
     w->destroy = fault_destroy;
     wrap.inner = be;
     return w;
@@ -111,8 +122,8 @@ static bt_backend *wrap_backend(void *ctx, bt_backend *be) {
 
 /* ---- the observer ---- */
 
-/* A step begins: arm the wrapper with the faults NAN_STEPS, NAN_SAMPLES and
- * OVERFLOW_STEPS name for it. */
+/* A step begins: arm the wrapper with the faults NAN_STEPS, NAN_SAMPLES,
+ * OVERFLOW_STEPS and SPIKE_STEPS name for it. */
 static void step_begin(void *ctx, bert_model *m, long step, uint64_t from, uint64_t to) {
     (void)ctx;
     wrap.m = m;
@@ -120,6 +131,7 @@ static void step_begin(void *ctx, bert_model *m, long step, uint64_t from, uint6
     for (int i = 0; i < hooks.nan_samples.n; i++)
         if (hooks.nan_samples.v[i] >= from && hooks.nan_samples.v[i] < to) wrap.nan_due = true;
     wrap.inf_due = listed(&hooks.overflow_steps, step);
+    wrap.spike_due = listed(&hooks.spike_steps, step);
 }
 
 /* SPIKE_STEPS: a 1000x loss, on every rank alike (after the sum over ranks). */
@@ -202,7 +214,7 @@ void fault_hooks_observer(train_observer *obs) {
     const char *ckpt = getenv("BERTRAIN_TEST_CKPT");
     hooks.ckpt_set = ckpt && sscanf(ckpt, "%31[^,],%ld,%1023[^\n]", hooks.ckpt_point,
                                     &hooks.ckpt_step, hooks.ckpt_action) == 3;
-    if (hooks.nan_steps.n || hooks.overflow_steps.n || hooks.nan_samples.n) {
+    if (hooks.nan_steps.n || hooks.overflow_steps.n || hooks.nan_samples.n || hooks.spike_steps.n) {
         obs->wrap_backend = wrap_backend;
         obs->step_begin = step_begin;
     }

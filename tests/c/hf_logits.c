@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
     }
     float *logits = malloc((size_t)n * mc.vocab_size * sizeof *logits), nsp_logits[B * 2];
     if (!logits) return 1;
-    bert_batch batch = {B, T, ids, types, mask, n, pos, labels, mc.nsp ? nsp : NULL, 0};
+    bert_batch batch = {B, T, ids, types, mask, n, pos, labels, mc.nsp ? nsp : NULL, 0, 0};
     bert_pass pass = {.train = false, .mlm_logits_out = logits,
                       .nsp_logits_out = mc.nsp ? nsp_logits : NULL};
     unsigned char *skip = calloc((size_t)mc.num_hidden_layers, 1);

@@ -135,7 +135,7 @@ static void run_norm(bt_backend *be, int norm) {
         pos[k] = k < 4 ? 1 + 2 * k : T + 1 + k;
         labels[k] = 5 + (int)(uniform01() * (c.vocab_size - 5));
     }
-    bert_batch batch = {B, T, ids, types, mask, M, pos, labels, nsp, 0};
+    bert_batch batch = {B, T, ids, types, mask, M, pos, labels, nsp, 0, 0};
     unsigned char skip[L] = {0, 1, 0, 1};
     float lf[M * 300], lp[M * 300], nf[B * 2], np_[B * 2];
     bert_pass pass = {.train = true, .seed = 7, .mlm_grad_scale = 1.0f / M,

@@ -79,7 +79,7 @@ static void make_batch(test_batch *tb, int B, int T, int M) {
         tb->labels[k] = 5 + (int)(uniform01() * (V - 5));
     }
     for (int b = 0; b < B; b++) tb->nsp[b] = uniform01() < 0.5;
-    tb->b = (bert_batch){B, T, tb->ids, tb->types, tb->mask, M, tb->pos, tb->labels, tb->nsp, 0};
+    tb->b = (bert_batch){B, T, tb->ids, tb->types, tb->mask, M, tb->pos, tb->labels, tb->nsp, 0, 0};
 }
 
 /* Two micro-batches' forward and backward into one gradient; the first

@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
                                                          ((double)c.num_hidden_layers * B *
                                                           c.num_attention_heads * T * T))};
     bert_batch b = {B, T, mb.input_ids, mb.token_type_ids, mb.attention_mask, M,
-                    mb.mlm_positions, mb.mlm_labels, c.nsp ? mb.nsp_labels : NULL, 0};
+                    mb.mlm_positions, mb.mlm_labels, c.nsp ? mb.nsp_labels : NULL, 0, 0};
     bert_tape tape;
     bert_stats st;
     bert_zero_grads(m);
