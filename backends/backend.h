@@ -558,7 +558,9 @@ struct bt_backend {
 };
 
 /* The regions of a training step (graph_begin): the forward and backward
- * passes with the gradients' checks, and the optimizer's update. */
+ * passes with the gradients' checks (on one rank also the step's gate and
+ * the update it governs: step_gate), and the optimizer's update when the
+ * host decides it between the two (under MPI, 1-bit LAMB). */
 enum { BT_GRAPH_STEP = 0, BT_GRAPH_UPDATE = 1 };
 
 /* Options given to a backend at its creation. Each backend takes what
