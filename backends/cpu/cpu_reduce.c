@@ -140,7 +140,7 @@ static double deferred_sum(const cpu_ctx *c, const int *idx, int n) {
 }
 
 /* bt_step_gate's decision on the values queued (kernels/optim.cl's
- * bt_step_gate is its twin on the devices). */
+ * bt_step_gate_decide is its twin on the devices). */
 static int cpu_step_gate(bt_backend *be, const bt_step_gate *rule) {
     cpu_ctx *c = be->ctx;
     const double norm = sqrt(deferred_value(c, rule->norm_sumsq));
