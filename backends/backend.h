@@ -367,8 +367,10 @@ struct bt_backend {
      * queue empties. */
     void (*reduce_fetch)(bt_backend *be, double *out);
     /* Decide the step's gate (bt_step_gate) on the device, after everything
-     * issued so far, and queue it as a reduction: returns its index, whose
-     * value reads 1 when the update applies and 0 when it is skipped. A
+     * issued so far, and queue it as two values: returns the index of the
+     * first, which reads 1 when the update applies and 0 when it is
+     * skipped; the next holds the gradients' scale (as a float), so that
+     * the host can check both. A
      * multi-tensor optimizer step given that index (`gate`) before the next
      * reduce_fetch reads its gradient scale from the gate and changes
      * nothing when it is skipped: the update and the decision that allows

@@ -1,6 +1,7 @@
 /* Conformance of step_gate: the update's gate decided on the device is the
  * host's decision (src/train/step.c: the loss scaler's, the divergence
- * guard's, clipping's) on the values the fetch brings, and a multi-tensor
+ * guard's, clipping's) on the values the fetch brings, the scale it reads
+ * back is the host's clipping factor, and a multi-tensor
  * step given the gate is the ungated step at the gate's scale, or changes
  * nothing when the gate skips. Every case runs inside a graph region, so a
  * device that replays graphs replays the gate with new numbers. */
@@ -34,6 +35,7 @@ static const gate_case CASES[] = {
     {"clip-not-reached", false, false, false, false, false, 0, 2.0, false},
     {"guard-passes", false, true, false, false, true, 2.0, 0.5, false},
     {"guard-spike", false, true, false, false, true, 0.5, 0.5, false},
+    {"guard-at-limit", false, true, false, false, true, 1.0, 0.5, false},
     {"fp16-overflow", false, true, true, false, true, 2.0, 0.5, false},
     {"fp16-overflow-no-guard", false, true, true, false, false, 0, 0.5, false},
     {"guard-nan-loss", false, false, false, true, true, 0, 0.5, false},
@@ -177,6 +179,9 @@ static void gate_case_run(bt_backend *be, const gate_bufs *b, const gate_case *k
     if (applied == h.skip)
         v_fail(&v, "the device %s the step, the host %s it (loss %.17g, norm %.17g)",
                applied ? "applies" : "skips", h.skip ? "skips" : "applies", h.loss, h.norm);
+    const double want_scale = h.scale; /* the scale's value: the float, exactly */
+    if ((has_fp64 || k->clip_factor == 0) && memcmp(&val[gate + 1], &want_scale, sizeof want_scale))
+        v_fail(&v, "the device's scale %.9g, the host's %.9g", val[gate + 1], want_scale);
     put_inputs(be, b, k, wgmv, w16, loss);
     if (!h.skip) run_multi(be, b, k->lamb, h.scale, -1);
     get_state(be, b, want_);

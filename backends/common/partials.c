@@ -118,3 +118,10 @@ int bt_gate_table(const bt_deferrals *q, const bt_step_gate *rule, unsigned long
 size_t bt_gate_first(const bt_deferrals *q, int gate, const char *backend) {
     return deferral_of(q, gate, BT_DEFER_GATE, backend)->first;
 }
+
+size_t bt_gate_queue(bt_deferrals *q, int *index, const char *backend) {
+    const size_t first = q->used;
+    *index = bt_deferrals_add(q, BT_DEFER_GATE, 1, backend);
+    bt_deferrals_add(q, BT_REDUCE_SUM, 1, backend); /* the scale: a sum of itself */
+    return first;
+}

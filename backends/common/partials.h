@@ -48,9 +48,9 @@ typedef struct {
     size_t used; /* partials the queued reductions own */
 } bt_deferrals;
 
-/* The kind of step_gate's queued value (bt_deferral.kind): two partials,
- * the skip flag (resolved as BT_REDUCE_FINITE's: 1 when it is 0) and the
- * gradients' scale. */
+/* The kind of step_gate's first queued value (bt_deferral.kind): one
+ * partial, the skip flag (resolved as BT_REDUCE_FINITE's: 1 when it is 0);
+ * the gradients' scale follows it as a BT_REDUCE_SUM of one partial. */
 #define BT_DEFER_GATE 3
 
 /* Queue a reduction of `kind` owning `count` partials; its index. On out of
@@ -82,6 +82,10 @@ int bt_gate_table(const bt_deferrals *q, const struct bt_step_gate_s *rule,
  * scale follows); an index that is not one: one line naming `backend` and
  * exit. */
 size_t bt_gate_first(const bt_deferrals *q, int gate, const char *backend);
+
+/* Queue step_gate's two values (the flag, the scale) in q: two adjacent
+ * partials from the first, which is returned with *index the flag's. */
+size_t bt_gate_queue(bt_deferrals *q, int *index, const char *backend);
 
 #ifdef __cplusplus
 }

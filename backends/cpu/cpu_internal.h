@@ -39,8 +39,8 @@ typedef struct {
     double *deferred;  /* values of the reductions queued since the last fetch */
     int n_deferred;
     size_t cap_deferred;
-    int gate;          /* the last step_gate's index among the deferred (-1: none) */
-    float gate_scale;  /* its gradients' scale */
+    int gate;          /* the last step_gate's index among the deferred (-1: none);
+                        * its gradients' scale is the next value */
     /* grow-only host scratch, so that no op allocates in the step */
     bt_partials lamb_u;   /* lamb_multi: one span's update direction */
     bt_partials col_part; /* cpu_column_sums: the chunks' partial sums */

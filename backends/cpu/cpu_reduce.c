@@ -157,23 +157,24 @@ static int cpu_step_gate(bt_backend *be, const bt_step_gate *rule) {
         const double coef = rule->max_norm / (norm + 1e-6);
         scale = coef < 1.0 ? (float)coef : 1.0f;
     }
-    grow_doubles(&c->deferred, &c->cap_deferred, (size_t)c->n_deferred + 1);
+    grow_doubles(&c->deferred, &c->cap_deferred, (size_t)c->n_deferred + 2);
     c->deferred[c->n_deferred] = skip ? 0.0 : 1.0;
+    c->deferred[c->n_deferred + 1] = scale;
     c->gate = c->n_deferred;
-    c->gate_scale = scale;
-    return c->n_deferred++;
+    c->n_deferred += 2;
+    return c->gate;
 }
 
 float cpu_gate_scale(cpu_ctx *c, int gate, float grad_scale, bool *skip) {
     *skip = false;
     if (gate < 0) return grad_scale;
-    if (gate != c->gate || gate >= c->n_deferred) {
+    if (gate != c->gate || gate + 1 >= c->n_deferred) {
         fprintf(stderr, "bertrain: cpu backend: internal error: an optimizer step given gate %d, "
                         "not the last step_gate's\n", gate);
         exit(1);
     }
     *skip = c->deferred[gate] == 0.0;
-    return c->gate_scale;
+    return (float)c->deferred[gate + 1];
 }
 
 static void cpu_reduce_fetch(bt_backend *be, double *out) {

@@ -150,8 +150,8 @@ static int cu_step_gate(bt_backend *be, const bt_step_gate *rule) {
         CU_CHECK(cudaMemcpyAsync(c->gate_mem, tab, bytes, cudaMemcpyHostToDevice, c->stream));
     }
     defer_reserve(c, c->defer.used + 2);
-    const size_t first = c->defer.used;
-    const int index = bt_deferrals_add(&c->defer, BT_DEFER_GATE, 2, "cuda");
+    int index;
+    const size_t first = bt_gate_queue(&c->defer, &index, "cuda");
     const unsigned long long *dev_tab = (const unsigned long long *)c->gate_mem;
     LAUNCH(c, step_gate_decide, BT_WG, (const float *)c->defer_mem, dev_tab, n_terms,
            (const double *)(dev_tab + tab_len), rule->guard ? 1 : 0, rule->max_norm,

@@ -143,8 +143,8 @@ static int ocl_step_gate(bt_backend *be, const bt_step_gate *rule) {
     CL_CHECK(clEnqueueWriteBuffer(c->queue, c->gate_mem, CL_FALSE, 0, bytes, tab, 0, NULL,
                                   &c->gate_write));
     defer_reserve(c, c->defer.used + 2);
-    const size_t first = c->defer.used;
-    const int index = bt_deferrals_add(&c->defer, BT_DEFER_GATE, 2, "opencl");
+    int index;
+    const size_t first = bt_gate_queue(&c->defer, &index, "opencl");
     args a = begin(be, K_step_gate_decide);
     arg_mem(&a, c->defer_mem);
     arg_ul(&a, 0);

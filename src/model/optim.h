@@ -72,7 +72,9 @@ int optim_defer_grad_sumsq(bert_model *m);
 
 /* The factor that brings gradients of global norm `norm` to at most
  * max_norm (torch's clip_grad_norm_: max_norm / (norm + 1e-6) when below 1,
- * else 1; 1 when max_norm <= 0), for optim_step's grad_scale. */
+ * else 1; 1 when max_norm <= 0), for optim_step's grad_scale. A gated step
+ * computes it on the device too (kernels/optim.cl's bt_step_gate_decide,
+ * the CPU's cpu_step_gate), and the trainer checks the two agree. */
 float optim_clip_scale(double norm, float max_norm);
 
 /* Whether the next update is past 1-bit Adam's warm-up: the second moment

@@ -32,7 +32,9 @@ void guard_free(bt_guard *g);
 double guard_loss_limit(const bt_guard *g);
 
 /* Why step's (loss, grad_norm) must be skipped, written into why (size n), or
- * false when it may be applied. */
+ * false when it may be applied. The device decides the same before a gated
+ * update (kernels/optim.cl's bt_step_gate_decide, the CPU's cpu_step_gate):
+ * a change here changes them too, or a gated run stops at its check. */
 bool guard_check(const bt_guard *g, double loss, double grad_norm, char *why, size_t n);
 
 /* Record an applied step's loss. */

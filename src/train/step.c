@@ -211,16 +211,30 @@ static int queue_gated_update(bert_model *m, bt_optimizer *opt, const bt_config 
     return gate;
 }
 
-/* A gated step's end: the host's decision (r->skipped) must be the
- * device's (applied), which the update has obeyed already; a skipped step
- * is taken back from the optimizer's count. */
-static step_result gate_verdict(step_result r, bool applied, bt_optimizer *opt,
+/* What the device decided at a step's gate (step_gate's two values). */
+typedef struct {
+    bool applied;
+    float scale; /* the gradients' scale (clipping) */
+} device_gate;
+
+/* A gated step's end: the host's decision (r.skipped) and, for an applied
+ * step, its clipping factor `clip` must be the device's, which the update
+ * has obeyed already; a skipped step is taken back from the optimizer's
+ * count. */
+static step_result gate_verdict(step_result r, device_gate dev, float clip, bt_optimizer *opt,
                                 const unsigned char *layer_skip) {
-    if (r.skipped == applied) {
+    if (r.skipped == dev.applied) {
         fprintf(stderr,
                 "bertrain: internal error: the device %s the update and the host %s it (step "
                 "gate)\n",
-                applied ? "applied" : "skipped", r.skipped ? "skips" : "applies");
+                dev.applied ? "applied" : "skipped", r.skipped ? "skips" : "applies");
+        exit(1);
+    }
+    if (!r.skipped && memcmp(&clip, &dev.scale, sizeof clip) != 0) {
+        fprintf(stderr,
+                "bertrain: internal error: the device clipped the gradients by %.9g and the "
+                "host by %.9g (step gate)\n",
+                (double)dev.scale, (double)clip);
         exit(1);
     }
     if (r.skipped) optim_unstep(opt, layer_skip);
@@ -275,7 +289,7 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
                            : -1;
     if (!gs) m->be->graph_end(m->be);
     /* blocking read 1 (one rank: the only) */
-    double *values = fetch_sums(m, in, st, sums, gs ? 0 : gated ? 3 : 2);
+    double *values = fetch_sums(m, in, st, sums, gs ? 0 : gated ? 4 : 2);
     free(st);
     const double t1 = now_s();
     dist_allreduce_sum_f64(sums, N_SUMS); /* returns when the slowest rank has computed */
@@ -288,18 +302,19 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     bool finite;
     double grad_sumsq = gs ? gradient_checks(m, scaler, scale, &finite) /* read 2 */
                            : gradient_checks_of(early, values, &finite);
-    const bool applied = gate >= 0 && values[gate] != 0.0;
+    const device_gate dev = {gate >= 0 && values[gate] != 0.0,
+                             gate >= 0 ? (float)values[gate + 1] : 1.0f};
     free(values);
     if (exchange) grad_sumsq = agree_local_norm(grad_sumsq, &finite);
     if (scaler && !loss_scale_step(scaler, finite, scale, &r))
-        return gate >= 0 ? gate_verdict(r, applied, opt, pass.layer_skip) : r;
+        return gate >= 0 ? gate_verdict(r, dev, 1.0f, opt, pass.layer_skip) : r;
     r.next_loss_scale = scaler ? scaler->scale : 1.0;
     r.grad_norm = sqrt(grad_sumsq);
     if (guard && guard_check(guard, r.loss, r.grad_norm, r.skip_why, sizeof r.skip_why))
         r.skipped = true; /* no update: parameters and optimizer moments untouched */
-    if (gate >= 0) return gate_verdict(r, applied, opt, pass.layer_skip);
-    if (r.skipped) return r;
     const float clip = optim_clip_scale(r.grad_norm, cfg->gradient_clipping);
+    if (gate >= 0) return gate_verdict(r, dev, clip, opt, pass.layer_skip);
+    if (r.skipped) return r;
     bt_host_momentum given;
     if (exchange) r.comm_s += grad_sync_momentum(gs, opt, clip, &r.wire_bytes, &given);
     r.onebit = exchange;
