@@ -20,6 +20,24 @@ float *bt_partials_reserve(bt_partials *p, size_t n, const char *backend) {
     return p->v;
 }
 
+void *bt_host_reserve(bt_host_buf *b, size_t bytes, const char *backend, const char *what) {
+    if (bytes > b->bytes) {
+        free(b->p);
+        if (!(b->p = malloc(bytes))) {
+            fprintf(stderr, "bertrain: %s: out of host memory for %s\n", backend, what);
+            exit(1);
+        }
+        b->bytes = bytes;
+    }
+    return b->p;
+}
+
+void bt_host_buf_free(bt_host_buf *b) {
+    free(b->p);
+    b->p = NULL;
+    b->bytes = 0;
+}
+
 double bt_sum_blocked(const float *p, size_t n, size_t stride) {
     const size_t b = (n + BT_SUM_BLOCKS - 1) / BT_SUM_BLOCKS;
     double total = 0.0;

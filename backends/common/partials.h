@@ -21,6 +21,21 @@ typedef struct {
  * naming `backend` and exit. */
 float *bt_partials_reserve(bt_partials *p, size_t n, const char *backend);
 
+/* Host memory a backend builds a table in before its upload (the
+ * optimizers' span tables, step_gate's), grown as needed. */
+typedef struct {
+    void *p;
+    size_t bytes;
+} bt_host_buf;
+
+/* At least `bytes` of b, its old contents not kept where it grows; on out
+ * of host memory, one line naming `backend` and `what` the memory is for,
+ * and exit. */
+void *bt_host_reserve(bt_host_buf *b, size_t bytes, const char *backend, const char *what);
+
+/* Free b's memory; b is then empty. */
+void bt_host_buf_free(bt_host_buf *b);
+
 /* The sum in double of p[0], p[stride], ..., p[(n-1) stride] in blocks:
  * b = ceil(n / BT_SUM_BLOCKS) consecutive partials a block (at most
  * BT_SUM_BLOCKS blocks), each block added in order from 0, then the blocks'

@@ -162,12 +162,10 @@ typedef struct cu_ctx {
     bt_deferrals defer;      /* the reductions queued since the last fetch */
     void *multi_mem;         /* multi-tensor optimizers: span table, partials, trust ratios */
     size_t multi_bytes;
-    void *multi_host;        /* the span table built on the host */
-    size_t multi_host_bytes;
+    bt_host_buf multi_host;  /* the span table built on the host */
     void *gate_mem;          /* step_gate: its table and numbers, grown on demand */
     size_t gate_bytes;
-    void *gate_host;         /* the same built on the host */
-    size_t gate_host_bytes;
+    bt_host_buf gate_host;   /* the same built on the host */
     bt_device_info info;     /* static part; free_mem is queried by info() */
     cu_upload_slot uploads[CU_UPLOAD_SLOTS]; /* the page-locked staging of uploads */
     int upload_next;         /* the slot the next upload takes */

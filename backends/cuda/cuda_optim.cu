@@ -38,15 +38,7 @@ typedef struct {
 
 /* Host memory of at least `bytes` for the table. */
 static void *host_table(cu_ctx *c, size_t bytes) {
-    if (bytes > c->multi_host_bytes) {
-        free(c->multi_host);
-        if (!(c->multi_host = malloc(bytes))) {
-            fprintf(stderr, "bertrain: cuda: out of host memory for an optimizer step\n");
-            exit(1);
-        }
-        c->multi_host_bytes = bytes;
-    }
-    return c->multi_host;
+    return bt_host_reserve(&c->multi_host, bytes, "cuda", "an optimizer step");
 }
 
 /* Build and copy (without waiting) the table of n spans with `scalars` (3
@@ -148,10 +140,9 @@ static void cu_lamb_multi(bt_backend *be, bt_ptr w, bt_ptr g, bt_ptr m, bt_ptr v
 
 void cu_optim_release(cu_ctx *c) {
     if (c->multi_mem) (void)cudaFree(c->multi_mem);
-    free(c->multi_host);
+    bt_host_buf_free(&c->multi_host);
     c->multi_mem = NULL;
-    c->multi_host = NULL;
-    c->multi_bytes = c->multi_host_bytes = 0;
+    c->multi_bytes = 0;
 }
 
 void cu_fill_optim_ops(bt_backend *be) {

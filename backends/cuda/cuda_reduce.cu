@@ -127,14 +127,7 @@ static void gate_reserve(cu_ctx *c, size_t bytes) {
         CU_CHECK(cudaMalloc(&c->gate_mem, bytes));
         c->gate_bytes = bytes;
     }
-    if (bytes > c->gate_host_bytes) {
-        free(c->gate_host);
-        if (!(c->gate_host = malloc(bytes))) {
-            fprintf(stderr, "bertrain: cuda: out of host memory for a step's gate\n");
-            exit(1);
-        }
-        c->gate_host_bytes = bytes;
-    }
+    bt_host_reserve(&c->gate_host, bytes, "cuda", "a step's gate");
 }
 
 static int cu_step_gate(bt_backend *be, const bt_step_gate *rule) {
@@ -142,7 +135,7 @@ static int cu_step_gate(bt_backend *be, const bt_step_gate *rule) {
     const size_t tab_len = bt_gate_table_len(rule->n_mlm + rule->n_nsp),
                  bytes = tab_len * sizeof(unsigned long long) + 3 * sizeof(double);
     gate_reserve(c, bytes);
-    unsigned long long *tab = (unsigned long long *)c->gate_host;
+    unsigned long long *tab = (unsigned long long *)c->gate_host.p;
     double *num = (double *)(tab + tab_len);
     const int n_terms = bt_gate_table(&c->defer, rule, tab, num, "cuda");
     if (!cu_graph_upload(c, c->gate_mem, tab, bytes)) {
@@ -165,9 +158,9 @@ const float *cu_gate_arg(cu_ctx *c, int gate) {
 
 void cu_reduce_release(cu_ctx *c) {
     if (c->gate_mem) (void)cudaFree(c->gate_mem);
-    free(c->gate_host);
-    c->gate_mem = c->gate_host = NULL;
-    c->gate_bytes = c->gate_host_bytes = 0;
+    bt_host_buf_free(&c->gate_host);
+    c->gate_mem = NULL;
+    c->gate_bytes = 0;
     if (c->fetch_host) (void)cudaFreeHost(c->fetch_host);
     c->fetch_host = NULL;
     c->fetch_cap = 0;

@@ -83,13 +83,11 @@ typedef struct {
     bt_tickets reads;     /* download_async's copies not yet seen to arrive (cl_event) */
     cl_mem multi_mem;     /* multi-tensor optimizers: span table, partials, trust ratios */
     size_t multi_bytes;
-    void *multi_host;     /* the span table as uploaded (kept until the write is done) */
-    size_t multi_host_bytes;
+    bt_host_buf multi_host; /* the span table as uploaded (kept until the write is done) */
     cl_event multi_write; /* the last table upload, NULL when none is pending */
     cl_mem gate_mem;      /* step_gate: its table and numbers, grown on demand */
     size_t gate_bytes;
-    void *gate_host;      /* the same as uploaded (kept until the write is done) */
-    size_t gate_host_bytes;
+    bt_host_buf gate_host; /* the same as uploaded (kept until the write is done) */
     cl_event gate_write;  /* the last gate upload, NULL when none is pending */
 } ocl_ctx;
 

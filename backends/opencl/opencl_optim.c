@@ -63,15 +63,7 @@ static void *host_table(ocl_ctx *c, size_t bytes) {
         CL_CHECK(clReleaseEvent(c->multi_write));
         c->multi_write = NULL;
     }
-    if (bytes > c->multi_host_bytes) {
-        free(c->multi_host);
-        if (!(c->multi_host = malloc(bytes))) {
-            fprintf(stderr, "bertrain: opencl: out of host memory for an optimizer step\n");
-            exit(1);
-        }
-        c->multi_host_bytes = bytes;
-    }
-    return c->multi_host;
+    return bt_host_reserve(&c->multi_host, bytes, "opencl", "an optimizer step");
 }
 
 /* Build and upload (without waiting) the table of n spans with per-span
@@ -217,11 +209,10 @@ void ocl_optim_release(ocl_ctx *c) {
         clReleaseEvent(c->multi_write);
     }
     if (c->multi_mem) clReleaseMemObject(c->multi_mem);
-    free(c->multi_host);
+    bt_host_buf_free(&c->multi_host);
     c->multi_write = NULL;
     c->multi_mem = NULL;
-    c->multi_host = NULL;
-    c->multi_bytes = c->multi_host_bytes = 0;
+    c->multi_bytes = 0;
 }
 
 void ocl_fill_optim_ops(bt_backend *be) {

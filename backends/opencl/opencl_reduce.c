@@ -113,15 +113,7 @@ static void *gate_room(ocl_ctx *c, size_t bytes) {
         CL_CHECK_CODE("clCreateBuffer", e);
         c->gate_bytes = bytes;
     }
-    if (bytes > c->gate_host_bytes) {
-        free(c->gate_host);
-        if (!(c->gate_host = malloc(bytes))) {
-            fprintf(stderr, "bertrain: opencl: out of host memory for a step's gate\n");
-            exit(1);
-        }
-        c->gate_host_bytes = bytes;
-    }
-    return c->gate_host;
+    return bt_host_reserve(&c->gate_host, bytes, "opencl", "a step's gate");
 }
 
 /* step_gate's kernel reads its numbers in double where the device has fp64
@@ -178,11 +170,10 @@ void ocl_reduce_release(ocl_ctx *c) {
         clReleaseEvent(c->gate_write);
     }
     if (c->gate_mem) clReleaseMemObject(c->gate_mem);
-    free(c->gate_host);
+    bt_host_buf_free(&c->gate_host);
     c->gate_write = NULL;
     c->gate_mem = NULL;
-    c->gate_host = NULL;
-    c->gate_bytes = c->gate_host_bytes = 0;
+    c->gate_bytes = 0;
     if (c->defer_mem) clReleaseMemObject(c->defer_mem);
     c->defer_mem = NULL;
     c->defer_cap = 0;
