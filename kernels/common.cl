@@ -272,7 +272,6 @@ BT_FN float layernorm_row(__global float *out, __global ushort *out16, __global 
  * layernorm_row, which reads it again for each pass. BT_LN_CACHED is of the
  * kernel's column count, the same for every work-item, so that the row trees'
  * barriers are met by all. */
-#define BT_LN_LANE_COLS 32
 #ifdef BT_ROW_CACHE
 #define BT_LN_CACHED(cols) ((cols) <= BT_ROW_LANES * BT_LN_LANE_COLS)
 #else

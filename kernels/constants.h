@@ -31,6 +31,12 @@
 /* The work-items of such a kernel over rows x cols. */
 #define BT_BIAS_ITEMS(rows, cols) \
     (((size_t)(rows) + BT_BIAS_ROWS - 1) / BT_BIAS_ROWS * (size_t)(cols))
+/* The columns a row lane of the LayerNorm row kernels keeps in registers
+ * (common.cl, BT_LN_CACHED): rows up to BT_ROW_LANES * BT_LN_LANE_COLS
+ * columns (1,024 with 32 lanes, BERT-large's width) are read once. */
+#define BT_LN_LANE_COLS 32
+/* The rows of one work-group of a row kernel with work-groups of wg. */
+#define BT_ROW_GROUP_ROWS(wg) ((wg) / ((wg) < 32 ? (wg) : 32))
 /* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
  * dgamma and dbeta, bias_gelu_bwd's dbias, embed_bwd's dwtt). */
 #define BT_COL_ROWS 64

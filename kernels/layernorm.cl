@@ -85,6 +85,38 @@ BT_FN void ln_put_dx(__global float *dx, __global ushort *dx16, int dx_kind, int
         dx[c] = v;
 }
 
+/* layernorm_bwd_dx's row where it fits in registers (BT_LN_CACHED), for
+ * the work-item's lane of a row of n columns (0 past the rows) whose first
+ * element dx, dx16, dy, br, x and x16 point at: d[k] = dout as ln_dy reads
+ * it and xh[k] = xhat (0 past n) of the lane's columns ln_lane_col(k), kept
+ * for the caller, and the row's dx written (layernorm_bwd_dx's arithmetic);
+ * gamma staged in lgamma. Must be reached by all work-items. */
+BT_FN void ln_bwd_row_cached(float *d, float *xh, __global float *dx, __global ushort *dx16,
+                             int dx_kind, ln_grad dy, ln_grad br, int branch, int kind16,
+                             __global const float *x, __global const ushort *x16, int x_kind,
+                             float mu, float rs, BT_LOCAL_PTR const float *lgamma, int n,
+                             int cols, BT_LOCAL_PTR float *red) {
+    float sd = 0.0f, sdx = 0.0f;
+    for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+        const int c = ln_lane_col(k);
+        d[k] = xh[k] = 0.0f;
+        if (c >= n) continue;
+        d[k] = ln_dy(dy, br, c, branch, kind16);
+        xh[k] = (ln_x(x, x16, c, x_kind) - mu) * rs;
+        const float dn = d[k] * lgamma[c];
+        sd += dn;
+        sdx += dn * xh[k];
+    }
+    const float mean_d = row_sum(sd, red) / cols;
+    const float mean_dx = row_sum(sdx, red) / cols;
+    for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+        const int c = ln_lane_col(k);
+        if (c < n)
+            ln_put_dx(dx, dx16, dx_kind, c,
+                      round_kind16(rs * (d[k] * lgamma[c] - mean_d - xh[k] * mean_dx), kind16));
+    }
+}
+
 /* dx = rstd * (dout*gamma - mean(dout*gamma) - xhat * mean(dout*gamma*xhat))
  * per row, xhat = (x - mean) * rstd, dout as ln_dy reads it (from dout16 in
  * kind dout_kind where that is not BT_KIND16_NONE; with the branch's
@@ -126,24 +158,11 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_OUT(ushort, dx16),
     x16 += row;
     const float mu = mean[n ? r : 0], rs = rstd[n ? r : 0];
     float sd = 0.0f, sdx = 0.0f;
-    if (BT_LN_CACHED(cols)) { /* dout * gamma and xhat kept in registers, gamma staged */
+    if (BT_LN_CACHED(cols)) { /* dout and xhat kept in registers, gamma staged */
         stage_vector(lgamma, gamma, cols);
-        float dn[BT_LN_LANE_COLS], xh[BT_LN_LANE_COLS];
-        for (int k = 0; k < BT_LN_LANE_COLS; k++) {
-            const int c = ln_lane_col(k);
-            dn[k] = xh[k] = 0.0f;
-            if (c >= n) continue;
-            dn[k] = ln_dy(dy, br, c, branch, kind16) * lgamma[c];
-            xh[k] = (ln_x(x, x16, c, x_kind) - mu) * rs;
-            sd += dn[k];
-            sdx += dn[k] * xh[k];
-        }
-        const float mean_d = row_sum(sd, red) / cols;
-        const float mean_dx = row_sum(sdx, red) / cols;
-        for (int k = 0; k < BT_LN_LANE_COLS; k++)
-            if (ln_lane_col(k) < n)
-                ln_put_dx(dx, dx16, dx_kind, ln_lane_col(k),
-                          round_kind16(rs * (dn[k] - mean_d - xh[k] * mean_dx), kind16));
+        float d[BT_LN_LANE_COLS], xh[BT_LN_LANE_COLS];
+        ln_bwd_row_cached(d, xh, dx, dx16, dx_kind, dy, br, branch, kind16, x, x16, x_kind, mu,
+                          rs, lgamma, n, cols, red);
         return;
     }
     for (int c = lane; c < n; c += BT_ROW_LANES) {
@@ -158,6 +177,65 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_OUT(ushort, dx16),
         const float dn = ln_dy(dy, br, c, branch, kind16) * gamma[c];
         ln_put_dx(dx, dx16, dx_kind, c, round_kind16(rs * (dn - mean_d - xhat * mean_dx), kind16));
     }
+}
+
+/* layernorm_bwd_dx (the same arguments, the same dx) with dgamma's and
+ * dbeta's terms of its rows, for rows that fit in registers
+ * (BT_LN_CACHED(cols); the host launches it only there): the terms of
+ * layernorm_bwd_params (dout as ln_dy reads it times xhat, and dout) come
+ * from the values dx is made of, so that dout, dbranch and x are read once
+ * for both. The work-group's rows add their terms column by column in row
+ * order in local memory; the group writes them as row g (its index) of
+ * partial (groups x 2 cols: dgamma's terms, then dbeta's), which
+ * bias_grad_partial (more than BT_COL_ROWS groups) and
+ * layernorm_bwd_params_sum add. Geometry: a row kernel, as
+ * layernorm_bwd_dx. */
+BT_KERNEL_WG void bt_layernorm_bwd_dx_params(BT_OUT(float, dx), BT_OUT(ushort, dx16),
+                                             BT_OUT(float, partial), BT_IN(float, dout),
+                                             BT_IN(ushort, dout16), BT_IN(float, dbranch),
+                                             BT_IN(ushort, dbranch16), BT_IN(float, x),
+                                             BT_IN(ushort, x16), BT_IN(float, mean),
+                                             BT_IN(float, rstd), BT_IN(float, gamma), int rows,
+                                             int cols, int kind16, int x_kind, int branch,
+                                             int branch_kind, int dout_kind, int dx_kind) {
+    BT_BIND(dx);
+    BT_BIND(dx16);
+    BT_BIND(partial);
+    BT_BIND(dout);
+    BT_BIND(dout16);
+    BT_BIND(dbranch);
+    BT_BIND(dbranch16);
+    BT_BIND(x);
+    BT_BIND(x16);
+    BT_BIND(mean);
+    BT_BIND(rstd);
+    BT_BIND(gamma);
+    __local float red[BT_WG];
+    __local float lgamma[BT_LN_ROW_MAX];
+    __local float terms[2 * BT_LN_ROW_MAX];
+    if (!BT_LN_CACHED(cols)) return; /* not launched: the row does not fit */
+    const int r = row_of(), n = r < rows ? cols : 0, w = get_local_id(0) / BT_ROW_LANES;
+    const size_t row = (size_t)(n ? r : 0) * cols;
+    stage_vector(lgamma, gamma, cols);
+    float d[BT_LN_LANE_COLS], xh[BT_LN_LANE_COLS];
+    ln_bwd_row_cached(d, xh, dx + row, dx16 + row, dx_kind,
+                      ln_grad_at(dout, dout16, dout_kind, row),
+                      ln_grad_at(dbranch, dbranch16, branch_kind, row), branch, kind16, x + row,
+                      x16 + row, x_kind, mean[n ? r : 0], rstd[n ? r : 0], lgamma, n, cols, red);
+    /* row w of the group adds its terms after row w - 1 (row 0 always exists) */
+    for (int j = 0; j < BT_WG / BT_ROW_LANES; j++) {
+        if (w == j && n)
+            for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+                const int c = ln_lane_col(k);
+                if (c >= n) continue;
+                const float g = d[k] * xh[k];
+                terms[c] = j ? terms[c] + g : g;
+                terms[cols + c] = j ? terms[cols + c] + d[k] : d[k];
+            }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    partial += (size_t)get_group_id(0) * 2 * cols;
+    for (int i = get_local_id(0); i < 2 * cols; i += BT_WG) partial[i] = terms[i];
 }
 
 /* A row lane's share of a column tile of dgamma and dbeta: adds dout[r,c] *

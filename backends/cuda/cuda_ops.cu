@@ -145,6 +145,31 @@ static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, cu_ln_x 
            cu_f32(dbeta), part, chunks, cols);
 }
 
+/* dx with dgamma's and dbeta's terms in one pass where the row fits in
+ * registers (cols up to BT_ROW_LANES * BT_LN_LANE_COLS): a row of partials
+ * per work-group (groups x 2 cols), beyond BT_COL_ROWS groups added in
+ * chunks by bias_grad_partial, then by column in chunk order. */
+static void cu_layernorm_bwd_fused(cu_ctx *c, float *dx32, unsigned short *dx16, bt_ptr dgamma,
+                                   bt_ptr dbeta, cu_ln_x dy, int branch, cu_ln_x db, cu_ln_x x,
+                                   bt_ptr mean, bt_ptr rstd, bt_ptr gamma, int rows, int cols,
+                                   bt_ln_bwd_types t) {
+    int groups = (rows + BT_ROW_GROUP_ROWS(BT_WG) - 1) / BT_ROW_GROUP_ROWS(BT_WG);
+    const int chunks = (groups + BT_COL_ROWS - 1) / BT_COL_ROWS, n = 2 * cols;
+    float *part = (float *)cu_scratch(c, ((size_t)groups + chunks) * n * sizeof(float));
+    LAUNCH(c, layernorm_bwd_dx_params, BT_ROW_GLOBAL(rows, BT_WG), dx32, dx16, part, dy.f32,
+           dy.h16, db.f32, db.h16, x.f32, x.h16, cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows,
+           cols, BT_KIND16_OF(t.round16), x.kind, branch, db.kind, dy.kind, BT_KIND16_OF(t.dx));
+    if (groups > BT_COL_ROWS) { /* (groups x n) -> (chunks x n) */
+        float *sums = part + (size_t)groups * n;
+        LAUNCH(c, bias_grad_partial, BT_COL_GLOBAL(chunks, n, BT_WG), sums, part,
+               (const uint16_t *)part, groups, n, BT_KIND16_NONE, 0); /* the last: not read */
+        part = sums;
+        groups = chunks;
+    }
+    LAUNCH(c, layernorm_bwd_params_sum, BT_COL_GLOBAL(1, n, BT_WG), cu_f32(dgamma),
+           cu_f32(dbeta), part, groups, cols);
+}
+
 static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                              bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
                              bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
@@ -154,6 +179,11 @@ static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr db
     const cu_ln_x db = branch ? cu_ln_x_of(dbranch, t.dbranch) : dy;
     unsigned short *dx16 = (unsigned short *)cu_addr(dx, 2);
     float *dx32 = t.dx != BT_F32 ? (float *)dx16 : cu_f32(dx); /* the one not written */
+    if (cols <= BT_ROW_LANES * BT_LN_LANE_COLS) { /* the row in registers (BT_LN_CACHED) */
+        cu_layernorm_bwd_fused(c, dx32, dx16, dgamma, dbeta, dy, branch, db, xs, mean, rstd, gamma,
+                               rows, cols, t);
+        return;
+    }
     /* parameter gradients first: dx may alias dout */
     cu_layernorm_params(c, dgamma, dbeta, dy, branch, db, xs, mean, rstd, rows, cols,
                         BT_KIND16_OF(t.round16));

@@ -269,11 +269,12 @@ static void build_options(ocl_ctx *c, char *opt, size_t len) {
     cl_device_type type = 0;
     clGetDeviceInfo(c->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
     clGetDeviceInfo(c->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    c->row_cache = (type & CL_DEVICE_TYPE_GPU) != 0;
     snprintf(opt, len, "-cl-std=CL1.2 -DBT_WG=%zu -DBT_REDUCE_CHUNK=%d%s%s%s", c->wg,
              OCL_REDUCE_CHUNK,
              fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt"
                                                       : "",
-             type & CL_DEVICE_TYPE_GPU ? " -DBT_ROW_CACHE=1" : "",
+             c->row_cache ? " -DBT_ROW_CACHE=1" : "",
              c->max_alloc > c->device_max_alloc ? OCL_UNRESTRICTED_BUILD : "");
 }
 

@@ -33,7 +33,7 @@ struct bt_buffer {
 #define OCL_KERNELS(X)                                                                  \
     X(fill) X(add) X(scale) X(axpy) X(bias_add) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)     \
     X(tanh_bwd) X(dropout) X(bias_grad) X(bias_grad_partial) X(sum_partial) X(sumsq_partial) X(all_finite)   \
-    X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_params)                        \
+    X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_dx_params) X(layernorm_bwd_params)   \
     X(layernorm_bwd_params_partial) X(layernorm_bwd_params_sum) X(softmax_fwd)          \
     X(softmax_bwd) X(embed_fwd) X(embed_bwd_type) X(embed_bwd_type_partial) \
     X(embed_bwd_pos) X(gather_rows) X(scatter_rows) X(xent_fwd_bwd) X(adamw_step) X(lamb_update) X(adamw_multi)         \
@@ -63,6 +63,7 @@ typedef struct {
     cl_program program;
     cl_kernel kernels[K_COUNT];
     size_t wg;         /* BT_WG: the fixed work-group size of every kernel (power of 2) */
+    bool row_cache;    /* built with BT_ROW_CACHE (a GPU): LayerNorm rows in registers */
     size_t max_alloc;  /* the largest buffer it makes (buffer_limit in opencl_backend.c) */
     size_t device_max_alloc; /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     bool unrestricted; /* Intel's relaxed allocation limits: buffers past device_max_alloc */

@@ -221,29 +221,87 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
     launch(be, &f, BT_COL_GLOBAL(1, 2 * cols, ocl(be)->wg));
 }
 
+/* The arguments layernorm_bwd_dx and layernorm_bwd_dx_params share after
+ * their outputs. */
+static void ln_bwd_dx_args(args *a, bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean,
+                           bt_ptr rstd, bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
+    arg_typed(a, dout, t.dout != BT_F32);
+    arg_typed(a, dbranch.buf ? dbranch : dout, t.dbranch != BT_F32);
+    arg_typed(a, x, t.x != BT_F32);
+    arg_f32p(a, mean);
+    arg_f32p(a, rstd);
+    arg_f32p(a, gamma);
+    arg_i(a, rows);
+    arg_i(a, cols);
+    arg_i(a, BT_KIND16_OF(t.round16));
+    arg_i(a, BT_KIND16_OF(t.x));
+    arg_i(a, dbranch.buf != NULL);
+    arg_i(a, BT_KIND16_OF(t.dbranch));
+    arg_i(a, BT_KIND16_OF(t.dout));
+    arg_i(a, BT_KIND16_OF(t.dx));
+}
+
+/* As cu_layernorm_bwd_fused: dx with a row of dgamma's and dbeta's terms a
+ * work-group (groups x 2 cols), beyond OCL_COL_ROWS groups added in chunks
+ * by bias_grad_partial, then by column in chunk order. Only where the device
+ * keeps rows in registers (row_cache) and the row fits. */
+static void ocl_layernorm_bwd_fused(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
+                                    bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean,
+                                    bt_ptr rstd, bt_ptr gamma, int rows, int cols,
+                                    bt_ln_bwd_types t) {
+    const size_t wg = ocl(be)->wg, n = 2 * (size_t)cols;
+    int groups = (int)((rows + BT_ROW_GROUP_ROWS(wg) - 1) / BT_ROW_GROUP_ROWS(wg));
+    const int chunks = (groups + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
+    cl_mem part = ocl_scratch(ocl(be), ((size_t)groups + chunks) * n * sizeof(float));
+    args a = begin(be, K_layernorm_bwd_dx_params);
+    arg_typed(&a, dx, t.dx != BT_F32);
+    arg_mem(&a, part);
+    arg_ul(&a, 0);
+    ln_bwd_dx_args(&a, dout, dbranch, x, mean, rstd, gamma, rows, cols, t);
+    launch(be, &a, BT_ROW_GLOBAL(rows, wg));
+    size_t at = 0; /* the partials' first float */
+    if (groups > OCL_COL_ROWS) { /* (groups x n) -> (chunks x n) */
+        args p = begin(be, K_bias_grad_partial);
+        arg_mem(&p, part);
+        arg_ul(&p, (size_t)groups * n);
+        arg_mem(&p, part);
+        arg_ul(&p, 0);
+        arg_mem(&p, part); /* dy16: not read */
+        arg_ul(&p, 0);
+        arg_i(&p, groups);
+        arg_i(&p, (int)n);
+        arg_i(&p, BT_KIND16_NONE);
+        arg_i(&p, 0);
+        launch(be, &p, BT_COL_GLOBAL(chunks, n, wg));
+        at = (size_t)groups * n;
+        groups = chunks;
+    }
+    args f = begin(be, K_layernorm_bwd_params_sum);
+    arg_f32p(&f, dgamma);
+    arg_f32p(&f, dbeta);
+    arg_mem(&f, part);
+    arg_ul(&f, at);
+    arg_i(&f, groups);
+    arg_i(&f, cols);
+    launch(be, &f, BT_COL_GLOBAL(1, n, wg));
+}
+
 static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                               bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
                               bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
     if (!dbranch.buf) t.dbranch = t.dout; /* dout's buffer in its place, not read */
+    const size_t wg = ocl(be)->wg;
+    if (ocl(be)->row_cache && (size_t)cols <= (wg < 32 ? wg : 32) * BT_LN_LANE_COLS) {
+        ocl_layernorm_bwd_fused(be, dx, dgamma, dbeta, dout, dbranch, x, mean, rstd, gamma, rows,
+                                cols, t);
+        return;
+    }
     /* parameter gradients first: dx may alias dout */
     ocl_layernorm_params(be, dgamma, dbeta, dout, dbranch, x, mean, rstd, rows, cols, t);
     args a = begin(be, K_layernorm_bwd_dx);
     arg_typed(&a, dx, t.dx != BT_F32);
-    arg_typed(&a, dout, t.dout != BT_F32);
-    arg_typed(&a, dbranch.buf ? dbranch : dout, t.dbranch != BT_F32);
-    arg_typed(&a, x, t.x != BT_F32);
-    arg_f32p(&a, mean);
-    arg_f32p(&a, rstd);
-    arg_f32p(&a, gamma);
-    arg_i(&a, rows);
-    arg_i(&a, cols);
-    arg_i(&a, BT_KIND16_OF(t.round16));
-    arg_i(&a, BT_KIND16_OF(t.x));
-    arg_i(&a, dbranch.buf != NULL);
-    arg_i(&a, BT_KIND16_OF(t.dbranch));
-    arg_i(&a, BT_KIND16_OF(t.dout));
-    arg_i(&a, BT_KIND16_OF(t.dx));
-    launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
+    ln_bwd_dx_args(&a, dout, dbranch, x, mean, rstd, gamma, rows, cols, t);
+    launch(be, &a, BT_ROW_GLOBAL(rows, wg));
 }
 
 static void ocl_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,
