@@ -178,6 +178,20 @@ static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 
+/* dgamma and dbeta += the column sums of the partials (chunks x 2 cols:
+ * dgamma's terms, then dbeta's) from float `at` of part, in chunk order. */
+static void ln_params_sum(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, cl_mem part, size_t at,
+                          int chunks, int cols) {
+    args f = begin(be, K_layernorm_bwd_params_sum);
+    arg_f32p(&f, dgamma);
+    arg_f32p(&f, dbeta);
+    arg_mem(&f, part);
+    arg_ul(&f, at);
+    arg_i(&f, chunks);
+    arg_i(&f, cols);
+    launch(be, &f, BT_COL_GLOBAL(1, 2 * cols, ocl(be)->wg));
+}
+
 /* layernorm_bwd's dgamma and dbeta: one pass up to OCL_COL_ROWS rows;
  * beyond, chunk partials (chunks x 2 cols: dgamma's terms, then dbeta's),
  * then each column of them added in chunk order, as ocl_bias_grad; dout
@@ -211,14 +225,7 @@ static void ocl_layernorm_params(bt_backend *be, bt_ptr dgamma, bt_ptr dbeta, bt
     arg_i(&a, BT_KIND16_OF(t.dout));
     launch(be, &a, BT_COL_GLOBAL(one_pass ? 1 : chunks, cols, ocl(be)->wg));
     if (one_pass) return;
-    args f = begin(be, K_layernorm_bwd_params_sum);
-    arg_f32p(&f, dgamma);
-    arg_f32p(&f, dbeta);
-    arg_mem(&f, part);
-    arg_ul(&f, 0);
-    arg_i(&f, chunks);
-    arg_i(&f, cols);
-    launch(be, &f, BT_COL_GLOBAL(1, 2 * cols, ocl(be)->wg));
+    ln_params_sum(be, dgamma, dbeta, part, 0, chunks, cols);
 }
 
 /* The arguments layernorm_bwd_dx and layernorm_bwd_dx_params share after
@@ -276,14 +283,7 @@ static void ocl_layernorm_bwd_fused(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt
         at = (size_t)groups * n;
         groups = chunks;
     }
-    args f = begin(be, K_layernorm_bwd_params_sum);
-    arg_f32p(&f, dgamma);
-    arg_f32p(&f, dbeta);
-    arg_mem(&f, part);
-    arg_ul(&f, at);
-    arg_i(&f, groups);
-    arg_i(&f, cols);
-    launch(be, &f, BT_COL_GLOBAL(1, n, wg));
+    ln_params_sum(be, dgamma, dbeta, part, at, groups, cols);
 }
 
 static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
