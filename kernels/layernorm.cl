@@ -126,8 +126,8 @@ BT_FN void ln_bwd_row_cached(float *d, float *xh, __global float *dx, __global u
  * kind x_kind where that is not BT_KIND16_NONE (ln_x). dx may alias dout (dx16
  * dout16): each work-item reads its columns before the trees and writes the
  * same columns after them. Geometry: a row kernel, as layernorm_fwd; where the row fits
- * (BT_LN_CACHED), dout * gamma and xhat stay in registers between the trees
- * and the writes. */
+ * (BT_LN_CACHED), dout and xhat stay in registers between the trees and the
+ * writes (ln_bwd_row_cached). */
 BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_OUT(ushort, dx16),
                                       BT_IN(float, dout), BT_IN(ushort, dout16),
                                       BT_IN(float, dbranch), BT_IN(ushort, dbranch16),
