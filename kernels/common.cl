@@ -273,7 +273,7 @@ BT_FN float layernorm_row(__global float *out, __global ushort *out16, __global 
  * kernel's column count, the same for every work-item, so that the row trees'
  * barriers are met by all. */
 #ifdef BT_ROW_CACHE
-#define BT_LN_CACHED(cols) ((cols) <= BT_ROW_LANES * BT_LN_LANE_COLS)
+#define BT_LN_CACHED(cols) ((cols) <= BT_LN_ROW_MAX_OF(BT_WG))
 #else
 #define BT_LN_CACHED(cols) 0 /* dialect_opencl.cl: CPU devices re-read */
 #endif
@@ -289,7 +289,7 @@ BT_FN void ln_lane_load(float *xv, __global const float *x, int cols) {
 
 /* The floats of a LayerNorm parameter vector that a work-group keeps in
  * local memory where its rows fit in registers (BT_LN_CACHED). */
-#define BT_LN_ROW_MAX (BT_ROW_LANES * BT_LN_LANE_COLS)
+#define BT_LN_ROW_MAX BT_LN_ROW_MAX_OF(BT_WG)
 
 /* dst[0 .. n) = src[0 .. n) by the work-group's work-items, then a barrier:
  * a per-column vector read once by a work-group for all its rows instead of

@@ -10,7 +10,9 @@
 #endif
 /* Work-items per row of the row kernels (softmax): a warp on CUDA, so a
  * work-group holds BT_WG / BT_ROW_LANES rows. */
-#define BT_ROW_LANES (BT_WG < 32 ? BT_WG : 32)
+#define BT_ROW_LANES BT_ROW_LANES_OF(BT_WG)
+/* The same for work-groups of wg (the host's view of an OpenCL build). */
+#define BT_ROW_LANES_OF(wg) ((wg) < 32 ? (wg) : 32)
 /* The global size of a row kernel over `rows` rows with work-groups of wg. */
 #define BT_ROW_GLOBAL(rows, wg) \
     (((size_t)(rows) + (wg) / ((wg) < 32 ? (wg) : 32) - 1) / ((wg) / ((wg) < 32 ? (wg) : 32)) * (wg))
@@ -35,8 +37,10 @@
  * (common.cl, BT_LN_CACHED): rows up to BT_ROW_LANES * BT_LN_LANE_COLS
  * columns (1,024 with 32 lanes, BERT-large's width) are read once. */
 #define BT_LN_LANE_COLS 32
+/* The widest row so kept with work-groups of wg. */
+#define BT_LN_ROW_MAX_OF(wg) (BT_ROW_LANES_OF(wg) * BT_LN_LANE_COLS)
 /* The rows of one work-group of a row kernel with work-groups of wg. */
-#define BT_ROW_GROUP_ROWS(wg) ((wg) / ((wg) < 32 ? (wg) : 32))
+#define BT_ROW_GROUP_ROWS(wg) ((wg) / BT_ROW_LANES_OF(wg))
 /* Rows per chunk of the two-pass column reductions (bias_grad, layernorm_bwd's
  * dgamma and dbeta, bias_gelu_bwd's dbias, embed_bwd's dwtt). */
 #define BT_COL_ROWS 64

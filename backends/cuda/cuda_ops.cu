@@ -146,7 +146,7 @@ static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, cu_ln_x 
 }
 
 /* dx with dgamma's and dbeta's terms in one pass where the row fits in
- * registers (cols up to BT_ROW_LANES * BT_LN_LANE_COLS): a row of partials
+ * registers (cols up to BT_LN_ROW_MAX_OF(BT_WG)): a row of partials
  * per work-group (groups x 2 cols), beyond BT_COL_ROWS groups added in
  * chunks by bias_grad_partial, then by column in chunk order. */
 static void cu_layernorm_bwd_fused(cu_ctx *c, float *dx32, unsigned short *dx16, bt_ptr dgamma,
@@ -179,7 +179,7 @@ static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr db
     const cu_ln_x db = branch ? cu_ln_x_of(dbranch, t.dbranch) : dy;
     unsigned short *dx16 = (unsigned short *)cu_addr(dx, 2);
     float *dx32 = t.dx != BT_F32 ? (float *)dx16 : cu_f32(dx); /* the one not written */
-    if (cols <= BT_ROW_LANES * BT_LN_LANE_COLS) { /* the row in registers (BT_LN_CACHED) */
+    if (cols <= BT_LN_ROW_MAX_OF(BT_WG)) { /* the row in registers (BT_LN_CACHED) */
         cu_layernorm_bwd_fused(c, dx32, dx16, dgamma, dbeta, dy, branch, db, xs, mean, rstd, gamma,
                                rows, cols, t);
         return;

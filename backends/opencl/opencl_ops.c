@@ -291,7 +291,7 @@ static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
                               bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
     if (!dbranch.buf) t.dbranch = t.dout; /* dout's buffer in its place, not read */
     const size_t wg = ocl(be)->wg;
-    if (ocl(be)->row_cache && (size_t)cols <= (wg < 32 ? wg : 32) * BT_LN_LANE_COLS) {
+    if (ocl(be)->row_cache && (size_t)cols <= BT_LN_ROW_MAX_OF(wg)) { /* BT_LN_CACHED */
         ocl_layernorm_bwd_fused(be, dx, dgamma, dbeta, dout, dbranch, x, mean, rstd, gamma, rows,
                                 cols, t);
         return;
