@@ -39,7 +39,7 @@
 #define FD_TOL 1e-6
 #define FD_H 0x1p-10 /* exact in double next to any float; see ref_fd */
 
-#define MAXT 12      /* tensors per op call */
+#define MAXT 16      /* tensors per op call */
 #define GUARD 64     /* guard bytes on each side of every tensor (64-byte aligned) */
 #define SENTINEL 0xA5
 

@@ -28,6 +28,8 @@ typedef struct {
     bool copies16;    /* the op also writes its outputs' 16-bit copies (round16's dtype) */
     bool copy_only;   /* with copies16: the fp32 outputs the op may leave out are (buf
                        * NULL, or not kept), their copies alone checked */
+    bool resid16;     /* residual_layernorm_fwd: the residual in round16's dtype, and
+                       * the LayerNorm's fp32 output not kept */
 } fused_args;
 
 /* One output to compare: tensor index, float64 reference, magnitudes, and
@@ -389,13 +391,15 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
 typedef struct {
     const float *y, *bias, *resid, *gamma, *beta;
     size_t n, c, r;
+    const uint16_t *resid16; /* the residual in 16 bits (resid: its values), or NULL */
 } join_inputs;
 
 static void make_join(tensor *t, void *in) {
     const join_inputs *j = in; /* resid (sum/out when in place), y, bias, out (sum), scratch
-                                  (the unfused branch), ln out, mean, rstd, gamma, beta, and
-                                  the 16-bit copies of the sum and ln out */
-    t[0] = tensor_out("resid", j->resid, j->n);
+                                  (the unfused branch), ln out, mean, rstd, gamma, beta, the
+                                  16-bit copies of the sum and ln out, and the residual in 16
+                                  bits (then the fp32 one NaN: the op must not read it) */
+    t[0] = tensor_out("resid", j->resid16 ? NULL : j->resid, j->n);
     t[1] = tensor_in("y", j->y, j->n);
     t[2] = tensor_in("bias", j->bias, j->c);
     t[3] = tensor_out("out", NULL, j->n);
@@ -407,6 +411,7 @@ static void make_join(tensor *t, void *in) {
     t[9] = tensor_in("beta", j->beta, j->c);
     t[10] = tensor_16bit("sum16", NULL, j->n, true);
     t[11] = tensor_16bit("ln16", NULL, j->n, true);
+    t[12] = tensor_16bit("resid16", j->resid16, j->n, false);
 }
 static void run_bias_dropout_add(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -438,15 +443,18 @@ static void run_residual_ln(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
     be->residual_layernorm_fwd(be, f->inplace ? t[0].p : t[3].p, t[5].p, t[6].p, t[7].p, t[1].p,
-                               t[2].p, t[0].p, t[8].p, t[9].p, f->rows, f->cols, f->eps, f->round16,
-                               f->per_sample, f->first_sample, f->p, f->key,
-                               f->copies16 ? t[10].p : BT_NO_PTR,
-                               f->copies16 ? t[11].p : BT_NO_PTR, !f->copy_only);
+                               t[2].p, f->resid16 ? t[12].p : t[0].p, t[8].p, t[9].p, f->rows,
+                               f->cols, f->eps, f->round16, f->per_sample, f->first_sample, f->p,
+                               f->key, f->copies16 ? t[10].p : BT_NO_PTR,
+                               f->copies16 ? t[11].p : BT_NO_PTR, !f->copy_only,
+                               f->resid16 ? f->round16 : BT_F32, !f->resid16);
 }
 static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
     bt_ptr sum = f->inplace ? t[0].p : t[3].p;
+    if (f->resid16) /* the residual widened, as the model kept it in fp32 before */
+        be->cast(be, t[0].p, BT_F32, t[12].p, f->round16, (size_t)f->rows * f->cols);
     branch_unfused(be, t, f);
     be->add(be, sum, t[4].p, t[0].p, (size_t)f->rows * f->cols);
     if (f->round16 != BT_F32) be->round16(be, sum, f->round16, (size_t)f->rows * f->cols);
@@ -489,9 +497,10 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
     join_reference(&j, &a, sum, mag, ln, mean, rstd);
     for (size_t i = 0; i < n; i++) mln[i] = fabs(ln[i] - j.beta[i % c]) + fabs(j.beta[i % c]);
     char shape[96];
-    /* with 16-bit storage the last passes also ask residual_layernorm_fwd for
-     * the 16-bit copies of the sum and the LayerNorm output, the last with
-     * the sum not kept (its copy alone checked) */
+    /* with 16-bit storage the later passes also ask residual_layernorm_fwd for
+     * the 16-bit copies of the sum and the LayerNorm output, the fourth with
+     * the sum not kept (its copy alone checked), and the fifth with the
+     * residual in 16 bits and the output not kept either (join_resid16) */
     for (int pass = 0; pass < (a.round16 != BT_F32 ? 4 : 2); pass++) {
         const int inpl = pass == 1;
         a.inplace = inpl;
@@ -515,15 +524,50 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
     free(sum), free(mag), free(ln), free(mean), free(rstd), free(mln);
 }
 
+/* residual_layernorm_fwd with the residual in 16 bits (a.round16's dtype,
+ * the values of pj's residual rounded to it; the fp32 residual is NaN) and
+ * only the 16-bit copies of the sum and the LayerNorm output kept, as the
+ * model joins Post-LN's residual stream: checked against float64 on the
+ * rounded residual and, bit for bit, against the unfused ops on it widened. */
+static void join_resid16(bt_backend *be, fused_args a, const join_inputs *pj) {
+    join_inputs j = *pj;
+    float *resid = ref_alloc(j.n * 4);
+    uint16_t *resid16 = ref_alloc(j.n * 2);
+    for (size_t i = 0; i < j.n; i++) {
+        resid16[i] = bits16_of(pj->resid[i], a.round16);
+        resid[i] = round16_host(pj->resid[i], a.round16);
+    }
+    j.resid = resid;
+    j.resid16 = resid16;
+    const size_t n = j.n, r = j.r;
+    double *sum = ref_alloc(n * 8), *mag = ref_alloc(n * 8), *ln = ref_alloc(n * 8),
+           *mean = ref_alloc(r * 8), *rstd = ref_alloc(r * 8);
+    join_reference(&j, &a, sum, mag, ln, mean, rstd);
+    a.copies16 = a.copy_only = a.resid16 = true;
+    char shape[96];
+    snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s, residual in 16 bits, copies alone",
+             a.rows, a.cols, a.p, a.per_sample, storage_suffix(a.round16));
+    fused_out outs[] = {{3, sum, mag, THR_ROUND, 10, true},
+                        {5, ln, NULL, round16_thr(a.round16), 11, true},
+                        {6, mean, NULL, THR_MATH, 0, false},
+                        {7, rstd, NULL, THR_MATH, 0, false}};
+    if (want_op("residual_layernorm_fwd"))
+        fused_case(be, "residual_layernorm_fwd", make_join, &j, 13, run_residual_ln,
+                   run_residual_ln_unfused, &a, outs, 4, shape);
+    free(resid), free(resid16);
+    free(sum), free(mag), free(ln), free(mean), free(rstd);
+}
+
 static void join_cases(bt_backend *be, int si, fused_args a) {
     reseed("fused_join", (size_t)si);
     const size_t n = (size_t)a.rows * a.cols, c = (size_t)a.cols, r = (size_t)a.rows;
     join_inputs j = {rand_floats(n, 1, 0), rand_floats(c, 0.5, 0), rand_floats(n, 1, 0.2),
-                     rand_floats(c, 0.1, 1.0), rand_floats(c, 0.1, 0), n, c, r};
+                     rand_floats(c, 0.1, 1.0), rand_floats(c, 0.1, 0), n, c, r, NULL};
     static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16};
     for (int k = 0; k < 3; k++) {
         a.round16 = rounds[k];
         join_cases_rounded(be, a, &j);
+        if (a.round16 != BT_F32) join_resid16(be, a, &j);
     }
     free((void *)j.y), free((void *)j.bias), free((void *)j.resid), free((void *)j.gamma);
     free((void *)j.beta);

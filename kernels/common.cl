@@ -244,7 +244,8 @@ BT_FN float col_rows_sum(__global const float *dy, size_t r0, size_t r1, size_t 
  * gamma + beta, rounded to the storage kind kind16 (BT_KIND16_NONE: not
  * rounded), lane l owning columns l, l + BT_ROW_LANES, ... (a warp reads
  * adjacent columns); mean and variance by row_sum's fixed trees; returns
- * rstd and sets *mean; out16 (0: none) takes out's values in kind16 too.
+ * rstd and sets *mean; out16 (0: none) takes out's values in kind16 too, and
+ * out 0 is not written (out16 then holds the row).
  * Shared by layernorm_fwd and residual_layernorm_fwd. */
 BT_FN float layernorm_row(__global float *out, __global ushort *out16, __global const float *x,
                           __global const float *gamma, __global const float *beta, int cols,
@@ -258,7 +259,7 @@ BT_FN float layernorm_row(__global float *out, __global ushort *out16, __global 
     const float rs = 1.0f / sqrt(row_sum(v, red) / cols + eps);
     for (int c = lane; c < cols; c += BT_ROW_LANES) {
         const float o = round_kind16((x[c] - m) * rs * gamma[c] + beta[c], kind16);
-        out[c] = o;
+        if (out) out[c] = o;
         if (out16) out16[c] = f32_to_kind16(o, kind16);
     }
     *mean = m;
@@ -302,7 +303,7 @@ BT_FN void stage_vector(BT_LOCAL_PTR float *dst, __global const float *src, int 
 /* layernorm_row on the row's values already in registers (xv: this lane's,
  * as ln_lane_load puts them) and gamma and beta staged in local memory
  * (stage_vector): the same arithmetic in the same order, so the same bits,
- * without reading x again. */
+ * without reading x again; out 0 as layernorm_row's. */
 BT_FN float layernorm_row_cached(__global float *out, __global ushort *out16, const float *xv,
                                  BT_LOCAL_PTR const float *gamma, BT_LOCAL_PTR const float *beta,
                                  int cols, float eps, int kind16, BT_LOCAL_PTR float *red,
@@ -319,7 +320,7 @@ BT_FN float layernorm_row_cached(__global float *out, __global ushort *out16, co
         const int c = ln_lane_col(k);
         if (c < cols) {
             const float o = round_kind16((xv[k] - m) * rs * gamma[c] + beta[c], kind16);
-            out[c] = o;
+            if (out) out[c] = o;
             if (out16) out16[c] = f32_to_kind16(o, kind16);
         }
     }

@@ -156,9 +156,10 @@ __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bia
                                     unsigned int stream_hi);
 __global__ void bt_residual_layernorm_fwd(float *sum, float *out, float *mean, float *rstd,
                                           const float *y, const float *bias, const float *resid,
-                                          const float *gamma, const float *beta,
-                                          unsigned short *sum16, unsigned short *out16, int rows,
-                                          int cols, float eps, int kind16, int copies16,
+                                          const unsigned short *resid16, const float *gamma,
+                                          const float *beta, unsigned short *sum16,
+                                          unsigned short *out16, int rows, int cols, float eps,
+                                          int kind16, int copies16, int resid_is16,
                                           unsigned long long per_sample,
                                           unsigned int first_sample, unsigned int thr,
                                           float keep_scale, unsigned int seed_lo,

@@ -103,9 +103,15 @@ static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr o
                                             bt_ptr gamma, bt_ptr beta, int rows, int cols,
                                             float eps, bt_dtype round16, size_t per_sample,
                                             uint32_t first_sample, float p, bt_rng_key key,
-                                            bt_ptr sum16, bt_ptr out16, bool sum_kept) {
-    (void)sum_kept; /* sum is layernorm_fwd's input: written either way */
+                                            bt_ptr sum16, bt_ptr out16, bool sum_kept,
+                                            bt_dtype resid_dtype, bool out_kept) {
+    /* sum is layernorm_fwd's input and out its output: written either way */
+    (void)sum_kept, (void)out_kept;
     const size_t n = (size_t)rows * cols;
+    if (resid_dtype != BT_F32) { /* the residual widened into sum, the join in place */
+        be->cast(be, sum, BT_F32, resid, resid_dtype, n);
+        resid = sum;
+    }
     be->bias_dropout_add(be, sum, y, bias, resid, rows, cols, round16, per_sample, first_sample, p,
                          key);
     if (sum16.buf) be->cast(be, sum16, round16, sum, BT_F32, n);

@@ -87,7 +87,9 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
                                        bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                        bt_dtype round16, size_t per_sample,
                                        uint32_t first_sample, float p, bt_rng_key key,
-                                       bt_ptr sum16, bt_ptr out16, bool sum_kept) {
+                                       bt_ptr sum16, bt_ptr out16, bool sum_kept,
+                                       bt_dtype resid_dtype, bool out_kept) {
+    const bool r16 = resid_dtype != BT_F32;
     args a = begin(be, K_residual_layernorm_fwd);
     arg_f32p(&a, sum);
     arg_f32p(&a, out);
@@ -95,7 +97,7 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     arg_f32p(&a, rstd);
     arg_f32p(&a, y);
     arg_f32p(&a, bias);
-    arg_f32p(&a, resid);
+    arg_typed(&a, resid, r16);
     arg_f32p(&a, gamma);
     arg_f32p(&a, beta);
     arg_ptr(&a, sum16.buf ? sum16 : out, 2);
@@ -105,7 +107,9 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
     arg_f(&a, eps);
     arg_i(&a, BT_KIND16_OF(round16));
     arg_i(&a, (sum16.buf ? BT_COPY16_IN : 0) | (out16.buf ? BT_COPY16_OUT : 0) |
-                  (sum_kept ? 0 : BT_COPY16_IN_ONLY));
+                  (sum_kept ? 0 : BT_COPY16_IN_ONLY) |
+                  (out16.buf && !out_kept ? BT_COPY16_OUT_ONLY : 0));
+    arg_i(&a, r16);
     arg_ul(&a, per_sample);
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));

@@ -123,19 +123,67 @@ static void admin_measure(bert_run *r, int l, int site, layer_dims d) {
     r->admin_variance_sum += var;
 }
 
+/* Whether the join at `site` of layer l runs as one fused op: omega = 1, no
+ * Admin profiling, not the top layer, whose rows are not the fused op's. */
+static bool join_fuses(const bert_run *r, int l, int site) {
+    return fused(r->m, BERT_FUSE_JOIN) && omega_at(r->m, l, site) == 1.0f &&
+           !r->pass->admin_profile && l != r->tape->top_layer;
+}
+
+static int layer_before(const bert_pass *pass, int l);
+static size_t layer_output(const bert_model *m, int l);
+static bool layer_skipped(const bert_pass *pass, int l);
+
+/* The residual of Post-LN's join at `site` of layer l in the storage's 16
+ * bits, where the join is fused: the stash copy of the LayerNorm output that
+ * it adds (LN1's for the FFN join, the layer before's output for the
+ * attention join), whose fp32 values are the same 16-bit values; else buf
+ * NULL (the residual read in fp32). */
+static bt_ptr join_resid16(const bert_run *r, int l, int site) {
+    const bert_model *m = r->m;
+    if (m->cfg.norm == BERT_NORM_PRE || !join_fuses(r, l, site)) return BT_NO_PTR;
+    if (site == SITE_FFN_OUT) return bert_act_slot16(m, r->tape, l, m->act->layer[l].ln1, true);
+    const int before = layer_before(r->pass, l);
+    return before < 0 ? BT_NO_PTR : bert_act_slot16(m, r->tape, before, layer_output(m, before), true);
+}
+
+/* The first layer after l that runs in this pass, or -1 (the heads). */
+static int layer_after(const bert_run *r, int l) {
+    for (int k = l + 1; k < r->m->cfg.num_hidden_layers; k++)
+        if (!layer_skipped(r->pass, k)) return k;
+    return -1;
+}
+
+/* Whether the fp32 values of the LayerNorm output that Post-LN's join at
+ * `site` of layer l writes must be kept: not where every reader takes its
+ * stash copy, with gemm16 (the GEMMs read 16-bit copies): LN1's output meets
+ * fc1's GEMMs and the FFN join (join_resid16); the layer's output (LN2's)
+ * meets the next layer's QKV projection (from half_input, with the cast
+ * fusion) and its attention join, and in the backward only the QKV
+ * projection's weight-gradient GEMM (from the stash, bert_act.c). Kept
+ * before the top layer, whose rows bert_top_enter gathers in fp32, and
+ * after the last, whose output the heads read. */
+static bool ln_out_kept(const bert_run *r, int l, int site) {
+    const bert_model *m = r->m;
+    if (!m->gemm16 || m->cfg.norm == BERT_NORM_PRE) return true;
+    if (site == SITE_ATTN_OUT) return !join_resid16(r, l, SITE_FFN_OUT).buf;
+    const int next = layer_after(r, l);
+    return next < 0 || !fused(m, BERT_FUSE_CAST) || !join_resid16(r, next, SITE_ATTN_OUT).buf;
+}
+
 /* out = omega * resid + dropout(dH), then (norm not NULL) norm's out =
  * LayerNorm(out): a residual branch's output (in dH, before its bias b)
- * joins the stream. One fused op where it can (omega = 1, no Admin
- * profiling, not the top layer, whose rows are not the fused op's), else the
- * ops one by one. */
+ * joins the stream. One fused op where it can (join_fuses), reading the
+ * residual's 16-bit copy where Post-LN has it, else the ops one by one. */
 static void join_fwd(bert_run *r, int l, int site, size_t out, size_t resid, size_t b,
                      const join_norm *norm, layer_dims d) {
     const bert_model *m = r->m;
     const size_t dH = m->act->dH, n = (size_t)d.N * d.H;
     const bt_rng_key key = dropout_key(r->pass, l, site);
     const float omega = omega_at(m, l, site);
-    if (fused(m, BERT_FUSE_JOIN) && omega == 1.0f && !r->pass->admin_profile && !d.top) {
-        op_join_fused(r, out, norm, dH, b, resid, d.N, d.per_sample, d.p, key);
+    if (join_fuses(r, l, site)) {
+        op_join_fused(r, out, norm, dH, b, resid, d.N, d.per_sample, d.p, key,
+                      join_resid16(r, l, site), ln_out_kept(r, l, site));
         return;
     }
     op_bias_add(r, dH, b, d.N, d.H);
@@ -339,8 +387,6 @@ static void layer_fwd(bert_run *r, int l, size_t x_in) {
         ffn_block_fwd(r, l, la->ln1, la->ln1, &norm2); /* res2, ln2 = LN2(res2) */
     }
 }
-
-static int layer_before(const bert_pass *pass, int l);
 
 /* A residual join's backward and the LayerNorm's before it (w, b; x, mean,
  * rstd of the forward), one op: dA (or dA16 where r->dA16) plus the
@@ -662,7 +708,8 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
             r.layer = r.half_layer = -1;
             r.half_input = (bt_ptr){NULL, 0};
             keep_layer_output(&r, l);
-            bert_act_stash_layer(m, tape, layer_output(m, l)); /* the next layer's input */
+            if (ln_out_kept(&r, l, SITE_FFN_OUT)) /* else read from the stash copy alone */
+                bert_act_stash_layer(m, tape, layer_output(m, l)); /* the next layer's input */
         }
     size_t hidden = layer_input(m, L, pass);
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm of Pre-LN */

@@ -258,7 +258,8 @@ void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t 
 }
 
 void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch, size_t b,
-                   size_t resid, int rows, size_t per_sample, float p, bt_rng_key key) {
+                   size_t resid, int rows, size_t per_sample, float p, bt_rng_key key,
+                   bt_ptr resid16, bool out_kept) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const int H = m->cfg.hidden_size;
@@ -279,9 +280,11 @@ void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch
                  norm16 = bert_act_slot16(m, r->tape, r->layer, norm->out, true);
     const bool sum_kept = !out16.buf || m->cfg.norm == BERT_NORM_PRE;
     be->residual_layernorm_fwd(be, act(m, out), act(m, norm->out), act(m, norm->mean),
-                               act(m, norm->rstd), act(m, branch), par(m, b), act(m, resid),
-                               par(m, norm->w), par(m, norm->b), rows, H, m->cfg.layer_norm_eps,
-                               r16, per_sample, first, p, key, out16, norm16, sum_kept);
+                               act(m, norm->rstd), act(m, branch), par(m, b),
+                               resid16.buf ? resid16 : act(m, resid), par(m, norm->w),
+                               par(m, norm->b), rows, H, m->cfg.layer_norm_eps, r16, per_sample,
+                               first, p, key, out16, norm16, sum_kept,
+                               resid16.buf ? r16 : BT_F32, out_kept || !norm16.buf);
     if (!out16.buf) store_rounded(r, out, n);
     if (!norm16.buf) store_rounded(r, norm->out, n);
 }

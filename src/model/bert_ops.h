@@ -127,12 +127,16 @@ void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t 
                      bool stored);
 
 /* out = resid + dropout(branch + b) (rows, H), then with norm: norm's out
- * = LayerNorm(out): one fused op (BERT_FUSE_JOIN). */
+ * = LayerNorm(out): one fused op (BERT_FUSE_JOIN). With norm, resid16 (buf
+ * NULL: none) holds resid's values in the storage's 16 bits, read instead
+ * of resid; out_kept false: norm's out is wanted in its stash copy alone,
+ * its fp32 values left unwritten where the op has that copy. */
 typedef struct {
     size_t out, mean, rstd, w, b;
 } join_norm;
 void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch, size_t b,
-                   size_t resid, int rows, size_t per_sample, float p, bt_rng_key key);
+                   size_t resid, int rows, size_t per_sample, float p, bt_rng_key key,
+                   bt_ptr resid16, bool out_kept);
 
 /* dst = src, n values. */
 void op_copy(bert_run *r, size_t dst, size_t src, size_t n);

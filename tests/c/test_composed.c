@@ -14,7 +14,7 @@
 
 /* rows a whole number of dropout samples (5 rows and 7 rows), as backend.h's
  * dropout asks */
-enum { ROWS = 35, COLS = 19, B = 2, H = 3, T = 11, NT = 6 };
+enum { ROWS = 35, COLS = 19, B = 2, H = 3, T = 11, NT = 10 };
 static int failures;
 
 /* The tensors of one case: host values in, device buffers, host values out. */
@@ -110,7 +110,7 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         be->residual_layernorm_fwd(be, inplace ? resid : P(0), P(1), P(2), P(3), P(4), P(5), resid,
                                    gamma, beta, ROWS, COLS, 1e-5f, inplace ? BT_BF16 : BT_F32,
                                    7 * COLS, 0, 0.1f, key, inplace ? sum16 : BT_NO_PTR,
-                                   inplace ? out16 : BT_NO_PTR, true);
+                                   inplace ? out16 : BT_NO_PTR, true, BT_F32, true);
         be->download(be, h, (bt_ptr){more, 0}, more_n * 4);
         be->free(be, more);
         size_t b;
@@ -121,6 +121,18 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
         free(h);
         *bytes = b + more_n * 4;
         return all;
+    }
+    case 6: { /* residual_layernorm_fwd with the residual in f16 (its values' copy, read
+                 out of place) and the copies of sum and out: sum, out, mean, rstd, y,
+                 bias, resid, gamma, beta, then the three 16-bit tensors */
+        const size_t n[] = {rc, rc, ROWS, ROWS, rc, COLS, rc, COLS, COLS, (3 * rc + 1) / 2};
+        setup(be, &t, n, 10, -1);
+        const bt_ptr resid16 = P(9), sum16 = {t.buf[9], rc * 2}, out16 = {t.buf[9], rc * 4};
+        be->cast(be, resid16, BT_F16, P(6), BT_F32, rc);
+        be->residual_layernorm_fwd(be, P(0), P(1), P(2), P(3), P(4), P(5), resid16, P(7), P(8),
+                                   ROWS, COLS, 1e-5f, BT_F16, 7 * COLS, 0, 0.1f, key, sum16,
+                                   out16, true, BT_F16, true);
+        return finish(be, &t, 10, bytes);
     }
     case 4: { /* softmax_dropout_fwd: dropped, probs, scores, key_mask, and (bf16) the
                  16-bit copies of dropped and probs */
@@ -148,13 +160,18 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
 }
 
 static void check_backend(bt_backend *be, const char *spec) {
-    static const char *const names[] = {"bias_gelu_fwd",          "bias_gelu_bwd",
-                                        "bias_dropout_add",       "residual_layernorm_fwd",
-                                        "softmax_dropout_fwd",    "dropout_softmax_bwd"};
+    static const char *const names[] = {"bias_gelu_fwd",
+                                        "bias_gelu_bwd",
+                                        "bias_dropout_add",
+                                        "residual_layernorm_fwd",
+                                        "softmax_dropout_fwd",
+                                        "dropout_softmax_bwd",
+                                        "residual_layernorm_fwd, residual in f16,"};
     const bt_backend own = *be; /* its fused ops */
-    for (int op = 0; op < 6; op++)
+    for (int op = 0; op < 7; op++)
         for (int inplace = 0; inplace < 2; inplace++) {
-            if (op == 0 && inplace) continue; /* bias_gelu_fwd's out may not alias y */
+            /* bias_gelu_fwd's out may not alias y, nor a 16-bit residual the sum */
+            if ((op == 0 || op == 6) && inplace) continue;
             size_t nf, nc;
             *be = own;
             unsigned char *fused = run(be, op, inplace, &nf);
