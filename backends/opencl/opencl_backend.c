@@ -67,9 +67,12 @@ static bool dev_has_ext(cl_device_id d, const char *ext) {
     return found;
 }
 
-static bool dev_has_fp64(cl_device_id d) {
-    return dev_has_ext(d, "cl_khr_fp64") || dev_ulong(d, CL_DEVICE_DOUBLE_FP_CONFIG) != 0;
-}
+/* Whether the kernels compute in double on device d: exactly where its OpenCL
+ * C compiler defines cl_khr_fp64 (kernels/dialect_opencl.cl's BT_HAS_FP64),
+ * which it does for a device that lists the extension. The host's tables for
+ * those kernels (step_gate's numbers) take the same type, so a device that
+ * reports a double config without the extension gets floats on both sides. */
+static bool dev_has_fp64(cl_device_id d) { return dev_has_ext(d, "cl_khr_fp64"); }
 
 /* The platforms (caller frees); 0 when there are none. */
 static cl_uint get_platforms(cl_platform_id **out) {
