@@ -28,8 +28,8 @@ typedef struct {
     bool copies16;    /* the op also writes its outputs' 16-bit copies (round16's dtype) */
     bool copy_only;   /* with copies16: the fp32 outputs the op may leave out are (buf
                        * NULL, or not kept), their copies alone checked */
-    bool resid16;     /* residual_layernorm_fwd: the residual in round16's dtype, and
-                       * the LayerNorm's fp32 output not kept */
+    bool resid16;     /* residual_layernorm_fwd: the residual in round16's dtype (with
+                       * copy_only the LayerNorm's fp32 output not kept either) */
 } fused_args;
 
 /* One output to compare: tensor index, float64 reference, magnitudes, and
@@ -398,7 +398,8 @@ static void make_join(tensor *t, void *in) {
     const join_inputs *j = in; /* resid (sum/out when in place), y, bias, out (sum), scratch
                                   (the unfused branch), ln out, mean, rstd, gamma, beta, the
                                   16-bit copies of the sum and ln out, and the residual in 16
-                                  bits (then the fp32 one NaN: the op must not read it) */
+                                  bits (the op then given it alone; the fp32 one, NaN, is the
+                                  unfused run's widened copy) */
     t[0] = tensor_out("resid", j->resid16 ? NULL : j->resid, j->n);
     t[1] = tensor_in("y", j->y, j->n);
     t[2] = tensor_in("bias", j->bias, j->c);
@@ -447,7 +448,8 @@ static void run_residual_ln(bt_backend *be, tensor *t, void *a, double *s) {
                                f->cols, f->eps, f->round16, f->per_sample, f->first_sample, f->p,
                                f->key, f->copies16 ? t[10].p : BT_NO_PTR,
                                f->copies16 ? t[11].p : BT_NO_PTR, !f->copy_only,
-                               f->resid16 ? f->round16 : BT_F32, !f->resid16);
+                               f->resid16 ? f->round16 : BT_F32,
+                               !(f->resid16 && f->copy_only));
 }
 static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -498,9 +500,9 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
     for (size_t i = 0; i < n; i++) mln[i] = fabs(ln[i] - j.beta[i % c]) + fabs(j.beta[i % c]);
     char shape[96];
     /* with 16-bit storage the later passes also ask residual_layernorm_fwd for
-     * the 16-bit copies of the sum and the LayerNorm output, the fourth with
-     * the sum not kept (its copy alone checked), and the fifth with the
-     * residual in 16 bits and the output not kept either (join_resid16) */
+     * the 16-bit copies of the sum and the LayerNorm output, the last with
+     * the sum not kept (its copy alone checked); join_resid16 then gives it
+     * the residual in 16 bits */
     for (int pass = 0; pass < (a.round16 != BT_F32 ? 4 : 2); pass++) {
         const int inpl = pass == 1;
         a.inplace = inpl;
@@ -525,10 +527,13 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
 }
 
 /* residual_layernorm_fwd with the residual in 16 bits (a.round16's dtype,
- * the values of pj's residual rounded to it; the fp32 residual is NaN) and
- * only the 16-bit copies of the sum and the LayerNorm output kept, as the
- * model joins Post-LN's residual stream: checked against float64 on the
- * rounded residual and, bit for bit, against the unfused ops on it widened. */
+ * the values of pj's residual rounded to it), as the model joins Post-LN's
+ * residual stream: with every output kept, checked against float64 on the
+ * rounded residual, and bit for bit against the unfused ops on it widened
+ * with their copies; then with only the 16-bit copies of the sum and the
+ * LayerNorm output kept, those copies against the unfused ops' (mean and
+ * rstd against float64 too). The op is given the 16-bit tensor alone: a
+ * kernel reading it as floats reads past it (into the guard band's NaNs). */
 static void join_resid16(bt_backend *be, fused_args a, const join_inputs *pj) {
     join_inputs j = *pj;
     float *resid = ref_alloc(j.n * 4);
@@ -541,21 +546,27 @@ static void join_resid16(bt_backend *be, fused_args a, const join_inputs *pj) {
     j.resid16 = resid16;
     const size_t n = j.n, r = j.r;
     double *sum = ref_alloc(n * 8), *mag = ref_alloc(n * 8), *ln = ref_alloc(n * 8),
-           *mean = ref_alloc(r * 8), *rstd = ref_alloc(r * 8);
+           *mean = ref_alloc(r * 8), *rstd = ref_alloc(r * 8), *mln = ref_alloc(n * 8);
     join_reference(&j, &a, sum, mag, ln, mean, rstd);
-    a.copies16 = a.copy_only = a.resid16 = true;
-    char shape[96];
-    snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s, residual in 16 bits, copies alone",
-             a.rows, a.cols, a.p, a.per_sample, storage_suffix(a.round16));
-    fused_out outs[] = {{3, sum, mag, THR_ROUND, 10, true},
-                        {5, ln, NULL, round16_thr(a.round16), 11, true},
-                        {6, mean, NULL, THR_MATH, 0, false},
-                        {7, rstd, NULL, THR_MATH, 0, false}};
-    if (want_op("residual_layernorm_fwd"))
-        fused_case(be, "residual_layernorm_fwd", make_join, &j, 13, run_residual_ln,
-                   run_residual_ln_unfused, &a, outs, 4, shape);
+    for (size_t i = 0; i < n; i++)
+        mln[i] = fabs(ln[i] - j.beta[i % j.c]) + fabs(j.beta[i % j.c]);
+    a.copies16 = a.resid16 = true;
+    for (int only = 0; only < 2; only++) {
+        a.copy_only = only;
+        char shape[96];
+        snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s, residual in 16 bits%s", a.rows,
+                 a.cols, a.p, a.per_sample, storage_suffix(a.round16),
+                 only ? ", copies alone" : ", 16-bit copies");
+        fused_out outs[] = {{3, sum, mag, THR_ROUND, 10, a.copy_only},
+                            {5, ln, mln, round16_thr(a.round16), 11, a.copy_only},
+                            {6, mean, NULL, THR_MATH, 0, false},
+                            {7, rstd, NULL, THR_MATH, 0, false}};
+        if (want_op("residual_layernorm_fwd"))
+            fused_case(be, "residual_layernorm_fwd", make_join, &j, 13, run_residual_ln,
+                       run_residual_ln_unfused, &a, outs, 4, shape);
+    }
     free(resid), free(resid16);
-    free(sum), free(mag), free(ln), free(mean), free(rstd);
+    free(sum), free(mag), free(ln), free(mean), free(rstd), free(mln);
 }
 
 static void join_cases(bt_backend *be, int si, fused_args a) {

@@ -4,7 +4,8 @@
  * bt_compose_missing, gives the bits of the backend's own fused op on the
  * same inputs: every output, including the inputs a fused op updates (y of
  * bias_gelu_fwd, dbias, its 16-bit copies and 16-bit inputs), with dropout
- * on and the in-place forms. */
+ * on and the in-place forms (and residual_layernorm_fwd again with its
+ * residual in 16 bits). */
 #include "backends/common/composed.h"
 #include "backends/registry.h"
 
@@ -62,7 +63,8 @@ static unsigned char *finish(bt_backend *be, tensors *t, int nt, size_t *bytes) 
 
 #define P(i) ((bt_ptr){t.buf[i], 0})
 
-/* One run of fused op `op` (0..5) on be as its table is now. */
+/* One run of fused op `op` (0..5; 6: residual_layernorm_fwd with a 16-bit
+ * residual) on be as its table is now. */
 static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
     const size_t rc = (size_t)ROWS * COLS, att = (size_t)B * H * T * T;
     const bt_rng_key key = {1234, 5};
