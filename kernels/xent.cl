@@ -13,8 +13,10 @@
  * Geometry: one work-group of BT_WG per row (a row is a vocabulary, 30,522
  * logits for BERT: a warp a row would launch an eighth of the work-items,
  * each with 8 times the serial loads); work-item l handles logits l,
- * l + BT_WG, ...; (max, first index) and the exp sum by fixed trees, ties to
- * the lower index. global: rows * BT_WG. */
+ * l + BT_WG, ...: one pass over them for the (max, first index) and the sum
+ * of exp(x - max), kept online (the sum rescaled when the max grows), which
+ * fixed trees then combine, ties to the lower index; a second pass reads
+ * each logit again and writes its gradient. global: rows * BT_WG. */
 BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
                                   BT_OUT(float, correct), BT_OUT(float, log_z),
                                   BT_IN(float, logits), BT_IN(int, labels), int V, float grad_scale,
@@ -25,7 +27,7 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
     BT_BIND(log_z);
     BT_BIND(logits);
     BT_BIND(labels);
-    __local float red[BT_WG];
+    __local float red[BT_WG], sum_red[BT_WG];
     __local int arg_red[BT_WG];
     __local float x_y; /* logit y, from its owner */
     const int r = get_group_id(0), lid = get_local_id(0);
@@ -38,26 +40,34 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
         if (lid == 0) loss[r] = correct[r] = log_z[r] = 0.0f;
         return;
     }
-    /* first maximum: own logits in increasing order, then the tree */
-    float mx = -INFINITY;
+    /* own logits in increasing order: the first maximum, and the sum of
+     * exp(x - mx) rescaled by exp(old mx - new mx) when mx grows */
+    float mx = -INFINITY, sum = 0.0f;
     int arg = INT_MAX;
-    if (lid < V) {
-        mx = x[lid];
-        arg = lid;
-    }
-    for (int j = lid + BT_WG; j < V; j += BT_WG)
-        if (x[j] > mx) {
-            mx = x[j];
+    for (int j = lid; j < V; j += BT_WG) {
+        const float xj = x[j];
+        if (j == y) x_y = xj;
+        if (xj > mx) {
+            sum = sum * exp(mx - xj) + 1.0f;
+            mx = xj;
             arg = j;
+        } else if (xj != -INFINITY) { /* a -INFINITY adds 0, even before any finite mx */
+            sum += exp(xj - mx);
         }
+    }
     red[lid] = mx;
     arg_red[lid] = arg;
+    sum_red[lid] = sum;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = BT_WG / 2; s > 0; s >>= 1) {
         if (lid < s) {
-            const float mb = red[lid + s];
+            const float ma = red[lid], mb = red[lid + s];
             const int ib = arg_red[lid + s];
-            if (mb > red[lid] || (mb == red[lid] && ib < arg_red[lid])) {
+            const float m = mb > ma ? mb : ma; /* a part with no logit: -INFINITY, sum 0 */
+            const float sa = sum_red[lid], sb = sum_red[lid + s];
+            sum_red[lid] = (sa > 0.0f ? sa * exp(ma - m) : 0.0f) +
+                           (sb > 0.0f ? sb * exp(mb - m) : 0.0f);
+            if (mb > ma || (mb == ma && ib < arg_red[lid])) {
                 red[lid] = mb;
                 arg_red[lid] = ib;
             }
@@ -66,20 +76,11 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
     }
     mx = red[0];
     arg = arg_red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    float sum = 0.0f;
-    for (int j = lid; j < V; j += BT_WG) {
-        const float xj = x[j];
-        if (j == y) x_y = xj;
-        const float e = exp(xj - mx);
-        d[j] = e;
-        sum += e;
-    }
-    sum = wg_sum(sum, red);
+    sum = sum_red[0];
     const float lz = log(sum) + mx;
     const float g = grad_scale * (1.0f + 2.0f * z_loss * lz) * (1.0f / sum);
     for (int j = lid; j < V; j += BT_WG) {
-        float v = d[j] * g;
+        float v = exp(x[j] - mx) * g;
         if (j == y) v -= grad_scale;
         d[j] = v;
     }
