@@ -34,7 +34,7 @@ my %faults = (
     ],
     'kernels/xent.cl' => [
         [ 'XENT_RACE',
-          qr{(    /\* first maximum: own logits in increasing order, then the tree \*/\n)},
+          qr{(    /\* own logits in increasing order: the first maximum, and the sum of\n)},
           "#ifdef BT_FAULT_XENT_RACE\n    const float x_y_any = x[y];\n#endif\n\$1" ],
         [ 'XENT_RACE',
           qr/(        loss\[r\] = lz - x_y;\n)/,
