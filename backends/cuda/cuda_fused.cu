@@ -32,8 +32,7 @@ static void cu_bias_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dbias, bt_ptr dou
     /* x and dout in their own types, both pointers at each (the other type's not read);
      * an absent dx16 at dout, not written */
     const unsigned short *xh = u16c(x), *douth = u16c(dout);
-    const float *xf = x_is16 ? (const float *)xh : cu_f32(x),
-                *doutf = dout_is16 ? (const float *)douth : cu_f32(dout);
+    const float *xf = f32c_typed(x, x_is16), *doutf = f32c_typed(dout, dout_is16);
     unsigned short *dh = u16(dx16.buf ? dx16 : dout);
     if (rows <= BT_COL_ROWS) {
         LAUNCH(c, bias_gelu_bwd, BT_COL_GLOBAL(1, cols, BT_WG), cu_f32(dbias), cu_f32(dx), doutf,
@@ -68,11 +67,10 @@ static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt
     const int copies = (sum16.buf ? BT_COPY16_IN : 0) | (out16.buf ? BT_COPY16_OUT : 0) |
                        (sum_kept ? 0 : BT_COPY16_IN_ONLY) |
                        (out16.buf && !out_kept ? BT_COPY16_OUT_ONLY : 0);
-    /* resid in its own type, both pointers at it (the other type's not read) */
-    const bool r16 = resid_dtype != BT_F32;
+    const bool r16 = resid_dtype != BT_F32; /* resid in its own type, both pointers at it */
     LAUNCH(c, residual_layernorm_fwd, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(sum), cu_f32(out),
            cu_f32(mean), cu_f32(rstd), cu_f32(y), cu_f32(bias),
-           r16 ? (const float *)u16c(resid) : cu_f32(resid), u16c(resid), cu_f32(gamma),
+           f32c_typed(resid, r16), u16c(resid), cu_f32(gamma),
            cu_f32(beta), (unsigned short *)cu_addr(sum16.buf ? sum16 : out, 2),
            (unsigned short *)cu_addr(out16.buf ? out16 : out, 2), rows, cols, eps,
            BT_KIND16_OF(round16), copies, (int)r16, per_sample, DROP_ARGS(d));

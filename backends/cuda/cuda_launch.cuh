@@ -127,5 +127,11 @@ static inline bool cu_graph_launch(cu_ctx *c, const char *name, void (*k)(P...),
 static inline const uint16_t *u16c(bt_ptr p) { return (const uint16_t *)cu_addr(p, 2); }
 static inline uint16_t *u16(bt_ptr p) { return (uint16_t *)cu_addr(p, 2); }
 static inline uint32_t *u32(bt_ptr p) { return (uint32_t *)cu_addr(p, 4); }
+/* A tensor stored in fp32 or in 16 bits (is16), as the fp32 pointer of a
+ * kernel that takes both and reads the one of its type: the tensor's address
+ * either way (opencl_launch.h's arg_typed is the twin). */
+static inline const float *f32c_typed(bt_ptr p, bool is16) {
+    return is16 ? (const float *)u16c(p) : cu_f32(p);
+}
 
 #endif

@@ -121,7 +121,7 @@ typedef struct {
 
 static cu_ln_x cu_ln_x_of(bt_ptr p, bt_dtype dt) {
     const unsigned short *h16 = (const unsigned short *)cu_addr(p, 2);
-    return (cu_ln_x){dt != BT_F32 ? (const float *)h16 : cu_f32(p), h16, BT_KIND16_OF(dt)};
+    return (cu_ln_x){f32c_typed(p, dt != BT_F32), h16, BT_KIND16_OF(dt)};
 }
 
 /* As ocl_layernorm_params: dgamma and dbeta in one pass up to BT_COL_ROWS
