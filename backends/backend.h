@@ -347,10 +347,15 @@ struct bt_backend {
      * first argmax == y else 0; log_z[r] = logsumexp(logits[r]);
      * dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax - onehot(y)),
      * the gradient of loss + z_loss * log_z^2 (z-loss, PaLM; 0: plain cross-entropy).
-     * A label < 0 gives loss, correct, log_z and dlogits 0. dlogits may alias logits. */
+     * A label < 0 gives loss, correct, log_z and dlogits 0. dlogits may alias logits.
+     * round16 (BT_BF16/BT_F16; BT_F32: none): dlogits rounded to that 16-bit
+     * storage as written (the model's store of it, without a rounding pass);
+     * dlogits16 given (round16 16-bit): the gradient written there only, in
+     * round16, for the GEMMs that read it in 16 bits; dlogits is then not
+     * written and may be BT_NO_PTR. */
     void (*xent_fwd_bwd)(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
                          bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
-                         float grad_scale, float z_loss);
+                         float grad_scale, float z_loss, bt_dtype round16, bt_ptr dlogits16);
     /* sum of x[i]^2 (a deterministic reduction; the host gets the value) */
     double (*sumsq)(bt_backend *be, bt_ptr x, size_t n);
     /* sum of x[i] (deterministic; the host gets the value) */

@@ -1,6 +1,7 @@
 /* Conformance checks of the row-indexed ops gather_rows / scatter_rows and of
  * the fused cross-entropy xent_fwd_bwd. */
 #include "ops.h"
+#include "fused_case.h"
 
 #include "backends/row_links.h"
 
@@ -201,13 +202,64 @@ void test_gather_scatter(bt_backend *be) {
 
 typedef struct {
     int rows, V, inplace;
-    float gs, z; /* grad_scale, z_loss */
+    float gs, z;      /* grad_scale, z_loss */
+    bt_dtype round16; /* the gradient's rounding */
+    int only16;       /* the gradient in 16 bits only: t[5] is dlogits16 */
 } xent_args;
 static void run_xent(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
-    xent_args *q = a; /* logits, labels, loss, correct, log_z, [dlogits] */
-    be->xent_fwd_bwd(be, q->inplace ? t[0].p : t[5].p, t[2].p, t[3].p, t[4].p, t[0].p, t[1].p,
-                     q->rows, q->V, q->gs, q->z);
+    xent_args *q = a; /* logits, labels, loss, correct, log_z, [dlogits or dlogits16] */
+    const bt_ptr d = q->inplace || q->only16 ? t[0].p : t[5].p;
+    be->xent_fwd_bwd(be, d, t[2].p, t[3].p, t[4].p, t[0].p, t[1].p, q->rows, q->V, q->gs, q->z,
+                     q->round16, q->only16 ? t[5].p : BT_NO_PTR);
+}
+
+/* xent_fwd_bwd with its gradient rounded to bf16 and to f16 storage, then
+ * in 16 bits only (dlogits16; dlogits aliases the logits, as the model
+ * calls it, and the logits must come back unchanged): loss, correct and
+ * log_z have the bits of the fp32 run, the gradient half.h's rounding (or
+ * conversion) of the fp32 run's. */
+static void xent16_cases(bt_backend *be, xent_args q, const float *x, const int32_t *lab) {
+    const size_t n = (size_t)q.rows * q.V, R = (size_t)q.rows;
+    q.inplace = q.only16 = 0;
+    q.round16 = BT_F32;
+    tensor f[] = {tensor_in("logits", x, n), tensor_in("labels", lab, R),
+                  tensor_out("loss", NULL, R), tensor_out("correct", NULL, R),
+                  tensor_out("log_z", NULL, R), tensor_out("dlogits", NULL, n)};
+    verdict v32 = v_new();
+    const bool have32 = exec_op(&v32, be, f, 6, run_xent, &q, NULL);
+    float *want = malloc(n * 4);
+    if (!want) exit(99);
+    for (int k = 0; k < 4; k++) {
+        q.round16 = k & 1 ? BT_F16 : BT_BF16;
+        q.only16 = k >= 2;
+        tensor t[] = {tensor_in("logits", x, n), tensor_in("labels", lab, R),
+                      tensor_out("loss", NULL, R), tensor_out("correct", NULL, R),
+                      tensor_out("log_z", NULL, R),
+                      q.only16 ? tensor_16bit("dlogits16", NULL, n, true)
+                               : tensor_out("dlogits", NULL, n)};
+        verdict v = v_new();
+        if (!have32) v_fail(&v, "the fp32 run failed: %s", v32.note);
+        if (have32 && exec_op(&v, be, t, 6, run_xent, &q, NULL)) {
+            v_bits(&v, "loss", RES(t[2]), RES(f[2]), R);
+            v_bits(&v, "correct", RES(t[3]), RES(f[3]), R);
+            v_bits(&v, "log_z", RES(t[4]), RES(f[4]), R);
+            const uint16_t *got16 = t[5].res;
+            for (size_t i = 0; i < n; i++) want[i] = round16_host(RES(f[5])[i], q.round16);
+            for (size_t i = 0; q.only16 && i < n; i++)
+                if (got16[i] != bits16_of(RES(f[5])[i], q.round16)) {
+                    v_fail(&v, "dlogits16[%zu] = 0x%04x, not 0x%04x: the fp32 run's %.9g", i,
+                           got16[i], bits16_of(RES(f[5])[i], q.round16), (double)RES(f[5])[i]);
+                    break;
+                }
+            if (!q.only16) v_bits(&v, "dlogits", RES(t[5]), want, n);
+        }
+        v_report(&v, "xent_fwd_bwd", "%dx%d z=%.3g%s%s", q.rows, q.V, q.z,
+                 storage_suffix(q.round16), q.only16 ? ", dlogits16 only" : "");
+        tensors_free(t, 6);
+    }
+    free(want);
+    tensors_free(f, 6);
 }
 
 typedef struct {
@@ -233,7 +285,8 @@ void test_xent(bt_backend *be) {
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         if (skip_shape(shapes[si][2] == 1)) continue;
         reseed("xent", si);
-        xent_args q = {shapes[si][0], shapes[si][1], 0, 0, si % 2 ? 0.03f : 0.0f}; /* z-loss on odd */
+        xent_args q = {.rows = shapes[si][0], .V = shapes[si][1],
+                       .z = si % 2 ? 0.03f : 0.0f}; /* z-loss on odd */
         size_t n = (size_t)q.rows * q.V, R = (size_t)q.rows;
         float *x = rand_floats(n, 2.0, 0.0);
         int32_t *lab = rand_ints(R, 0, q.V);
@@ -286,6 +339,7 @@ void test_xent(bt_backend *be) {
                      inpl ? " in-place" : "");
             tensors_free(t, 6);
         }
+        xent16_cases(be, q, x, lab);
         if (g_check_references) { /* dlogits = d(grad_scale * loss) / dlogits */
             verdict f = v_new();
             for (int s = 0; s < 6; s++) { /* the label, the argmax and a random logit */

@@ -6,8 +6,10 @@
  *   log_z[r] = logsumexp(logits[r]);
  *   dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax(logits[r]) - onehot(y))
  *   (the gradient of loss + z_loss * log_z^2);
- * a label < 0 gives loss, correct, log_z and dlogits 0. dlogits may alias
- * logits: every logit is read and written by one work-item only, each read
+ * a label < 0 gives loss, correct, log_z and dlogits 0. The gradient is
+ * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded); with
+ * grad16_only it goes to dlogits16 in kind16 alone (dlogits not written).
+ * dlogits may alias logits: every logit is read and written by one work-item only, each read
  * before the write of the same element; x_y too, by the work-item that owns
  * logit y, which hands it on in local memory (ordered by the barriers).
  * Geometry: one work-group of BT_WG per row (a row is a vocabulary, 30,522
@@ -20,8 +22,10 @@
 BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
                                   BT_OUT(float, correct), BT_OUT(float, log_z),
                                   BT_IN(float, logits), BT_IN(int, labels), int V, float grad_scale,
-                                  float z_loss) {
+                                  float z_loss, int kind16, BT_OUT(ushort, dlogits16),
+                                  int grad16_only) {
     BT_BIND(dlogits);
+    BT_BIND(dlogits16);
     BT_BIND(loss);
     BT_BIND(correct);
     BT_BIND(log_z);
@@ -34,9 +38,15 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
     const size_t row = (size_t)r * V;
     __global const float *x = logits + row;
     __global float *d = dlogits + row;
+    __global ushort *d16 = dlogits16 + row;
     const int y = labels[r];
     if (y < 0) {
-        for (int j = lid; j < V; j += BT_WG) d[j] = 0.0f;
+        for (int j = lid; j < V; j += BT_WG) {
+            if (grad16_only)
+                d16[j] = 0;
+            else
+                d[j] = 0.0f;
+        }
         if (lid == 0) loss[r] = correct[r] = log_z[r] = 0.0f;
         return;
     }
@@ -82,7 +92,10 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
     for (int j = lid; j < V; j += BT_WG) {
         float v = exp(x[j] - mx) * g;
         if (j == y) v -= grad_scale;
-        d[j] = v;
+        if (grad16_only)
+            d16[j] = f32_to_kind16(v, kind16);
+        else
+            d[j] = round_kind16(v, kind16);
     }
     if (lid == 0) {
         loss[r] = lz - x_y;

@@ -32,6 +32,7 @@ static void cpu_destroy(bt_backend *be) {
     bt_partials_free(&ctx->attn_part);
     bt_partials_free(&ctx->wide16);
     bt_partials_free(&ctx->ln_dx);
+    bt_partials_free(&ctx->xent_d);
     free(be->ctx);
     free(be);
 }

@@ -48,6 +48,7 @@ typedef struct {
     bt_partials attn_part; /* attention_fwd/bwd: each thread's rows of one head */
     bt_partials wide16;    /* cpu_widen16: a 16-bit input widened to fp32 */
     bt_partials ln_dx;     /* layernorm_bwd: an fp32 dx before a 16-bit dx */
+    bt_partials xent_d;    /* xent_fwd_bwd: the fp32 gradient before its 16-bit copy */
     double *chunk_part;    /* cpu_reduce_chunks: the chunks' double partials */
     size_t cap_chunk_part;
 } cpu_ctx;

@@ -262,9 +262,13 @@ static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx,
 
 static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
                              bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
-                             float grad_scale, float z_loss) {
-    (void)be;
-    float *DL = cpu_f32(dlogits), *L = cpu_f32(loss), *CR = cpu_f32(correct), *LZ = cpu_f32(log_z);
+                             float grad_scale, float z_loss, bt_dtype round16,
+                             bt_ptr dlogits16) {
+    cpu_ctx *ctx = be->ctx;
+    /* a gradient in 16 bits only: computed in fp32 scratch, then converted */
+    float *DL = dlogits16.buf ? bt_partials_reserve(&ctx->xent_d, (size_t)rows * V, "cpu")
+                              : cpu_f32(dlogits);
+    float *L = cpu_f32(loss), *CR = cpu_f32(correct), *LZ = cpu_f32(log_z);
     const float *X = cpu_f32(logits);
     const int32_t *Y = cpu_i32(labels);
 #pragma omp parallel for schedule(static)
@@ -290,6 +294,15 @@ static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
         cpu_scale_span(d, grad_scale * (1.0f + 2.0f * z_loss * LZ[r]) * (float)(1.0 / sum),
                        (size_t)V);
         d[y] -= grad_scale;
+    }
+    if (round16 == BT_F32) return;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        uint32_t *d = (uint32_t *)(DL + (size_t)r * V);
+        if (dlogits16.buf)
+            cpu_to16_span(cpu_u16(dlogits16) + (size_t)r * V, d, round16, (size_t)V);
+        else
+            cpu_round16_span(d, round16, (size_t)V);
     }
 }
 

@@ -331,9 +331,10 @@ static void ocl_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_pt
 
 static void ocl_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
                              bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
-                             float grad_scale, float z_loss) {
+                             float grad_scale, float z_loss, bt_dtype round16,
+                             bt_ptr dlogits16) {
     args a = begin(be, K_xent_fwd_bwd);
-    arg_f32p(&a, dlogits);
+    arg_f32p(&a, dlogits16.buf ? logits : dlogits); /* with the copy: not written */
     arg_f32p(&a, loss);
     arg_f32p(&a, correct);
     arg_f32p(&a, log_z);
@@ -342,6 +343,9 @@ static void ocl_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
     arg_i(&a, V);
     arg_f(&a, grad_scale);
     arg_f(&a, z_loss);
+    arg_i(&a, BT_KIND16_OF(round16));
+    arg_ptr(&a, dlogits16.buf ? dlogits16 : logits, 2); /* absent: logits, not touched */
+    arg_i(&a, dlogits16.buf != NULL);
     launch(be, &a, (size_t)rows * ocl(be)->wg);
 }
 

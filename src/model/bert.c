@@ -589,81 +589,6 @@ static void embeddings_bwd(bert_run *r) {
                      m->cfg.type_vocab_size, m->cfg.pad_id);
 }
 
-/* MLM head at the M masked rows of hidden: dense -> GELU -> LayerNorm -> tied
- * decoder + bias, the loss and its gradient (into the logits). */
-static void mlm_head_fwd(bert_run *r, size_t hidden) {
-    const bert_model *m = r->m;
-    const struct bert_act_layout *a = m->act;
-    const bert_views *v = &m->v;
-    bert_stats *st = r->st;
-    const int H = m->cfg.hidden_size, V = m->cfg.vocab_size, M = r->tape->n_head;
-    m->be->gather_rows(m->be, act(m, a->hm), act(m, hidden), ints(m, bert_top_mlm_rows(r)), M, H);
-    op_linear(r, a->t1, a->hm, v->head_w, v->head_b, M, H, H);
-    op_gelu(r, a->t2, a->t1, (size_t)M * H);
-    op_layernorm(r, a->t3, a->t3_mean, a->t3_rstd, a->t2, v->head_ln_w, v->head_ln_b, M);
-    op_linear(r, a->logits, a->t3, v->wte, v->dec_b, M, H, V);
-    if (r->pass->mlm_logits_out) /* the masked rows' */
-        m->be->download(m->be, r->pass->mlm_logits_out, act(m, a->logits),
-                        (size_t)r->bt->n_masked * V * 4);
-    op_xent(r, a->logits, a->mlm_loss, a->mlm_correct, a->mlm_log_z, a->mlm_labels, M, V,
-            r->pass->mlm_grad_scale, m->cfg.z_loss);
-    if (m->cfg.z_loss > 0.0f)
-        st->mlm_log_z_sq = stat_sum(r, BT_REDUCE_SUMSQ, act(m, a->mlm_log_z), (size_t)M,
-                                    &st->ticket.log_z_sq);
-    st->mlm_loss_sum =
-        stat_sum(r, BT_REDUCE_SUM, act(m, a->mlm_loss), (size_t)M, &st->ticket.mlm_loss);
-    st->mlm_correct =
-        stat_sum(r, BT_REDUCE_SUM, act(m, a->mlm_correct), (size_t)M, &st->ticket.mlm_correct);
-    st->n_masked = r->bt->n_masked;
-}
-
-/* Backward of mlm_head_fwd (the logits hold d loss / d logits): d hidden at
- * the masked rows into t2 (free again). */
-static void mlm_head_bwd(bert_run *r) {
-    const struct bert_act_layout *a = r->m->act;
-    const bert_views *v = &r->m->v;
-    const int H = r->m->cfg.hidden_size, V = r->m->cfg.vocab_size, M = r->tape->n_head;
-    op_linear_bwd(r, a->dhm, v->wte, v->dec_b, a->logits, a->t3, M, H, V);
-    op_layernorm_bwd(r, a->dhm, v->head_ln_w, v->head_ln_b, a->dhm, a->t2, a->t3_mean, a->t3_rstd,
-                     M);
-    op_gelu_bwd(r, a->dhm, a->dhm, a->t1, (size_t)M * H);
-    op_linear_bwd(r, a->t2, v->head_w, v->head_b, a->dhm, a->hm, M, H, H);
-}
-
-/* NSP head on the [CLS] rows of hidden: pooler dense -> tanh -> 2-way
- * classifier, the loss and its gradient (into the logits). */
-static void nsp_head_fwd(bert_run *r, size_t hidden) {
-    const bert_model *m = r->m;
-    const struct bert_act_layout *a = m->act;
-    const bert_views *v = &m->v;
-    bert_stats *st = r->st;
-    const int B = r->bt->B, H = m->cfg.hidden_size;
-    m->be->gather_rows(m->be, act(m, a->cls), act(m, hidden), ints(m, bert_top_cls_rows(r)), B, H);
-    op_linear(r, a->pool_pre, a->cls, v->pool_w, v->pool_b, B, H, H);
-    op_tanh(r, a->pooled, a->pool_pre, (size_t)B * H);
-    op_linear(r, a->nsp_logits, a->pooled, v->nsp_w, v->nsp_b, B, H, 2);
-    if (r->pass->nsp_logits_out)
-        m->be->download(m->be, r->pass->nsp_logits_out, act(m, a->nsp_logits), (size_t)B * 2 * 4);
-    op_xent(r, a->nsp_logits, a->nsp_loss, a->nsp_correct, a->nsp_log_z, a->nsp_labels, B, 2,
-            r->pass->nsp_grad_scale, 0.0f);
-    st->nsp_loss_sum =
-        stat_sum(r, BT_REDUCE_SUM, act(m, a->nsp_loss), (size_t)B, &st->ticket.nsp_loss);
-    st->nsp_correct =
-        stat_sum(r, BT_REDUCE_SUM, act(m, a->nsp_correct), (size_t)B, &st->ticket.nsp_correct);
-    st->n_nsp = B;
-}
-
-/* Backward of nsp_head_fwd: d hidden at the [CLS] rows into pool_pre (free
- * again). */
-static void nsp_head_bwd(bert_run *r) {
-    const struct bert_act_layout *a = r->m->act;
-    const bert_views *v = &r->m->v;
-    const int B = r->bt->B, H = r->m->cfg.hidden_size;
-    op_linear_bwd(r, a->dcls, v->nsp_w, v->nsp_b, a->nsp_logits, a->pooled, B, H, 2);
-    op_tanh_bwd(r, a->dcls, a->dcls, a->pooled, (size_t)B * H);
-    op_linear_bwd(r, a->pool_pre, v->pool_w, v->pool_b, a->dcls, a->cls, B, H, H);
-}
-
 static bool nsp_on(const bert_model *m, const bert_batch *bt) {
     return m->cfg.nsp && bt->nsp_labels;
 }
@@ -717,8 +642,8 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
                      m->v.final_ln_b, bert_top_hidden_rows(&r));
         hidden = a->final_out;
     }
-    if (bt->n_masked > 0) mlm_head_fwd(&r, hidden);
-    if (nsp_on(m, bt)) nsp_head_fwd(&r, hidden);
+    if (bt->n_masked > 0) bert_mlm_head_fwd(&r, hidden);
+    if (nsp_on(m, bt)) bert_nsp_head_fwd(&r, hidden);
 }
 
 void bert_stats_resolve(const bert_model *m, bert_stats *st, const double *values) {
@@ -749,8 +674,8 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
     bert_run r = {.m = m, .bt = bt, .pass = pass, .tape = tape, .layer = -1, .half_layer = -1};
     const int rows = bert_top_hidden_rows(&r); /* of the encoder's output */
 
-    if (bt->n_masked > 0) mlm_head_bwd(&r);
-    if (nsp_on(m, bt)) nsp_head_bwd(&r);
+    if (bt->n_masked > 0) bert_mlm_head_bwd(&r);
+    if (nsp_on(m, bt)) bert_nsp_head_bwd(&r);
     op_gathers_bwd(&r, a->dA, (size_t)rows * H, a->t2, bert_top_mlm_rows(&r), tape->n_head,
                    a->pool_pre, bert_top_cls_rows(&r), nsp_on(m, bt) ? bt->B : 0, H);
     /* the heads' parameters (after the layers in the flat buffer) are final */

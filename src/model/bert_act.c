@@ -127,10 +127,12 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     /* 16-bit storage: the largest operand that two GEMMs read in a layer's
      * backward (bert_operand16), or attention's at once: dctx and the
      * dropped probabilities after it, and dqkv's copy, which its GEMMs
-     * write, at the end (bert_attention_bwd) */
+     * write, at the end (bert_attention_bwd); or the MLM logits' gradient,
+     * which the cross-entropy writes there (bert_heads.c) */
     if (c->storage != BT_F32) {
         a->operand16 = N * (3 * H > I ? 3 * H : I);
         if (P && N * 4 * H + P > a->operand16) a->operand16 = N * 4 * H + P;
+        if (M * V > a->operand16) a->operand16 = M * V;
     }
     a->n_buffers = (int)((off + cap - 1) / cap);
     off = 0;

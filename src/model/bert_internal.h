@@ -174,4 +174,16 @@ size_t bert_top_mlm_rows(const bert_run *r);
 size_t bert_top_cls_rows(const bert_run *r);
 int bert_top_hidden_rows(const bert_run *r);
 
+/* The MLM head at the masked rows of the encoder's output `hidden` (an
+ * activation offset): dense, GELU, LayerNorm, the tied decoder and its bias,
+ * the loss, its statistics (r->st) and its gradient; and its backward, d
+ * hidden at those rows into t2 (bert_heads.c). */
+void bert_mlm_head_fwd(bert_run *r, size_t hidden);
+void bert_mlm_head_bwd(bert_run *r);
+/* The NSP head at the [CLS] rows of hidden: pooler, tanh, the 2-way
+ * classifier, its loss, statistics and gradient; and its backward, d hidden
+ * at those rows into pool_pre. */
+void bert_nsp_head_fwd(bert_run *r, size_t hidden);
+void bert_nsp_head_bwd(bert_run *r);
+
 #endif

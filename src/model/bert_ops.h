@@ -172,9 +172,12 @@ bt_ptr op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float sc
 
 /* Cross-entropy of logits (rows, classes) against labels: per-row loss,
  * correct and log-sum-exp; the logits become d loss / d logits (times
- * grad_scale, with z_loss's term). */
+ * grad_scale, with z_loss's term), stored as the model stores activations
+ * (rounded by the op itself). dlogits16 given (16-bit storage): the
+ * gradient goes there in 16 bits only, and the logits stay as they are. */
 void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log_z,
-             size_t labels, int rows, int classes, float grad_scale, float z_loss);
+             size_t labels, int rows, int classes, float grad_scale, float z_loss,
+             bt_ptr dlogits16);
 
 /* The gradients of parameters [begin, end) are complete for this
  * micro-batch: stored (rounded to 16 bits after the step's last

@@ -1,0 +1,95 @@
+/* The pre-training heads (llm.c style, as bert.c's layers): the MLM head
+ * at the masked rows and the NSP head at the [CLS] rows of the encoder's
+ * output, each with its loss and its gradient, and their backwards. */
+#include "bert_internal.h"
+#include "bert_ops.h"
+
+/* The MLM logits' gradient in 16 bits only, where the operand16 buffer
+ * holds it (16-bit GEMM hardware): xent writes it there, and the decoder's
+ * backward reads it there, its GEMMs with no conversion and its bias
+ * gradient in half the bytes. Nothing between the head's forward and its
+ * backward uses operand16. BT_NO_PTR: the gradient in the logits, fp32. */
+static bt_ptr mlm_dlogits16(const bert_run *r) {
+    return bert_operand16_room(r->m, 0, (size_t)r->tape->n_head * r->m->cfg.vocab_size);
+}
+
+/* MLM head at the M masked rows of hidden: dense -> GELU -> LayerNorm -> tied
+ * decoder + bias, the loss and its gradient (into the logits). */
+void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
+    const bert_model *m = r->m;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    bert_stats *st = r->st;
+    const int H = m->cfg.hidden_size, V = m->cfg.vocab_size, M = r->tape->n_head;
+    m->be->gather_rows(m->be, act(m, a->hm), act(m, hidden), ints(m, bert_top_mlm_rows(r)), M, H);
+    op_linear(r, a->t1, a->hm, v->head_w, v->head_b, M, H, H);
+    op_gelu(r, a->t2, a->t1, (size_t)M * H);
+    op_layernorm(r, a->t3, a->t3_mean, a->t3_rstd, a->t2, v->head_ln_w, v->head_ln_b, M);
+    op_linear(r, a->logits, a->t3, v->wte, v->dec_b, M, H, V);
+    if (r->pass->mlm_logits_out) /* the masked rows' */
+        m->be->download(m->be, r->pass->mlm_logits_out, act(m, a->logits),
+                        (size_t)r->bt->n_masked * V * 4);
+    op_xent(r, a->logits, a->mlm_loss, a->mlm_correct, a->mlm_log_z, a->mlm_labels, M, V,
+            r->pass->mlm_grad_scale, m->cfg.z_loss, mlm_dlogits16(r));
+    if (m->cfg.z_loss > 0.0f)
+        st->mlm_log_z_sq = stat_sum(r, BT_REDUCE_SUMSQ, act(m, a->mlm_log_z), (size_t)M,
+                                    &st->ticket.log_z_sq);
+    st->mlm_loss_sum =
+        stat_sum(r, BT_REDUCE_SUM, act(m, a->mlm_loss), (size_t)M, &st->ticket.mlm_loss);
+    st->mlm_correct =
+        stat_sum(r, BT_REDUCE_SUM, act(m, a->mlm_correct), (size_t)M, &st->ticket.mlm_correct);
+    st->n_masked = r->bt->n_masked;
+}
+
+/* Backward of bert_mlm_head_fwd (the logits, or mlm_dlogits16, hold d loss /
+ * d logits): d hidden at the masked rows into t2 (free again). */
+void bert_mlm_head_bwd(bert_run *r) {
+    const struct bert_act_layout *a = r->m->act;
+    const bert_views *v = &r->m->v;
+    const int H = r->m->cfg.hidden_size, V = r->m->cfg.vocab_size, M = r->tape->n_head;
+    const bt_ptr d16 = mlm_dlogits16(r);
+    if (d16.buf) {
+        op_linear_bwd_from16(r, a->dhm, BT_NO_PTR, v->wte, v->dec_b, d16, a->t3, M, H, V);
+        op_stored(r, a->dhm, (size_t)M * H);
+    } else {
+        op_linear_bwd(r, a->dhm, v->wte, v->dec_b, a->logits, a->t3, M, H, V);
+    }
+    op_layernorm_bwd(r, a->dhm, v->head_ln_w, v->head_ln_b, a->dhm, a->t2, a->t3_mean, a->t3_rstd,
+                     M);
+    op_gelu_bwd(r, a->dhm, a->dhm, a->t1, (size_t)M * H);
+    op_linear_bwd(r, a->t2, v->head_w, v->head_b, a->dhm, a->hm, M, H, H);
+}
+
+/* NSP head on the [CLS] rows of hidden: pooler dense -> tanh -> 2-way
+ * classifier, the loss and its gradient (into the logits). */
+void bert_nsp_head_fwd(bert_run *r, size_t hidden) {
+    const bert_model *m = r->m;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    bert_stats *st = r->st;
+    const int B = r->bt->B, H = m->cfg.hidden_size;
+    m->be->gather_rows(m->be, act(m, a->cls), act(m, hidden), ints(m, bert_top_cls_rows(r)), B, H);
+    op_linear(r, a->pool_pre, a->cls, v->pool_w, v->pool_b, B, H, H);
+    op_tanh(r, a->pooled, a->pool_pre, (size_t)B * H);
+    op_linear(r, a->nsp_logits, a->pooled, v->nsp_w, v->nsp_b, B, H, 2);
+    if (r->pass->nsp_logits_out)
+        m->be->download(m->be, r->pass->nsp_logits_out, act(m, a->nsp_logits), (size_t)B * 2 * 4);
+    op_xent(r, a->nsp_logits, a->nsp_loss, a->nsp_correct, a->nsp_log_z, a->nsp_labels, B, 2,
+            r->pass->nsp_grad_scale, 0.0f, BT_NO_PTR);
+    st->nsp_loss_sum =
+        stat_sum(r, BT_REDUCE_SUM, act(m, a->nsp_loss), (size_t)B, &st->ticket.nsp_loss);
+    st->nsp_correct =
+        stat_sum(r, BT_REDUCE_SUM, act(m, a->nsp_correct), (size_t)B, &st->ticket.nsp_correct);
+    st->n_nsp = B;
+}
+
+/* Backward of bert_nsp_head_fwd: d hidden at the [CLS] rows into pool_pre (free
+ * again). */
+void bert_nsp_head_bwd(bert_run *r) {
+    const struct bert_act_layout *a = r->m->act;
+    const bert_views *v = &r->m->v;
+    const int B = r->bt->B, H = r->m->cfg.hidden_size;
+    op_linear_bwd(r, a->dcls, v->nsp_w, v->nsp_b, a->nsp_logits, a->pooled, B, H, 2);
+    op_tanh_bwd(r, a->dcls, a->dcls, a->pooled, (size_t)B * H);
+    op_linear_bwd(r, a->pool_pre, v->pool_w, v->pool_b, a->dcls, a->cls, B, H, H);
+}
