@@ -328,6 +328,13 @@ struct bt_backend {
     void (*dropout)(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
                     uint32_t first_sample, float p, bt_rng_key key, bt_dtype in_dtype,
                     bt_ptr out16, bt_dtype kind16);
+    /* x[s, :] (n_idx rows of cols values) = dropout of x[s, :] as `dropout`
+     * over a tensor of such rows would drop row idx[s] (int32): element
+     * idx[s] * cols + c of samples of per_sample values (a multiple of cols)
+     * from first_sample. In place: a dropout at some rows of a batch (the top
+     * layer's, bert_top.c) with the masks they have among all rows. */
+    void (*dropout_rows)(bt_backend *be, bt_ptr x, bt_ptr idx, int n_idx, int cols,
+                         size_t per_sample, uint32_t first_sample, float p, bt_rng_key key);
     /* out = a + b */
     void (*add)(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, size_t n);
     /* x *= alpha */

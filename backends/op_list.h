@@ -17,7 +17,8 @@
     X(gemm_grid, OP) X(bias_add, OP) X(bias_grad, OP) X(embed_fwd, OP) X(embed_bwd, OP)  \
     X(layernorm_fwd, OP) X(layernorm_bwd, OP) X(gelu_fwd, OP) X(gelu_bwd, OP)            \
     X(tanh_fwd, OP) X(tanh_bwd, OP) X(softmax_fwd, OP) X(softmax_bwd, OP) X(dropout, OP) \
-    X(add, OP) X(scale, OP) X(axpy, OP) X(gather_rows, OP) X(scatter_rows, OP)           \
+    X(dropout_rows, OP) X(add, OP) X(scale, OP) X(axpy, OP) X(gather_rows, OP)           \
+    X(scatter_rows, OP)                                                                  \
     X(xent_fwd_bwd, OP) X(sumsq, OP) X(sum, OP) X(all_finite, OP) X(reduce_defer, OP)    \
     X(reduce_fetch, OP) X(step_gate, OP) X(adamw_step, OP) X(lamb_update, OP)            \
     X(adamw_multi, OP) X(lamb_multi, OP) X(bias_gelu_fwd, FUSED) X(bias_gelu_bwd, FUSED) \

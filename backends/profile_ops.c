@@ -206,6 +206,11 @@ static void p_softmax_bwd(bt_backend *be, bt_ptr ds, bt_ptr dp, bt_ptr p, int ro
                           float scale) {
     TIMED(be, softmax_bwd, 0, F4 * 3.0 * rows * T, in->softmax_bwd(in, ds, dp, p, rows, T, scale));
 }
+static void p_dropout_rows(bt_backend *be, bt_ptr x, bt_ptr idx, int n_idx, int cols, size_t per,
+                           uint32_t first, float p, bt_rng_key key) {
+    TIMED(be, dropout_rows, 0, F4 * (2.0 * n_idx * cols + n_idx),
+          in->dropout_rows(in, x, idx, n_idx, cols, per, first, p, key));
+}
 static void p_dropout(bt_backend *be, bt_ptr out, bt_ptr x, size_t n, size_t per, uint32_t first,
                       float p, bt_rng_key key, bt_dtype x_dtype, bt_ptr out16, bt_dtype kind16) {
     const double bytes = (x_dtype == BT_F32 ? 4.0 : 2.0) + (out.buf ? 4.0 : 0.0) +
@@ -430,6 +435,7 @@ void prof_fill_ops(bt_backend *w) {
     w->softmax_fwd = p_softmax_fwd;
     w->softmax_bwd = p_softmax_bwd;
     w->dropout = p_dropout;
+    w->dropout_rows = p_dropout_rows;
     w->add = p_add;
     w->scale = p_scale;
     w->axpy = p_axpy;

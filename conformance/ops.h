@@ -44,6 +44,8 @@ void test_activations(bt_backend *be);
 void test_softmax(bt_backend *be);
 /* Check dropout: Philox mask bit-exact, split calls, statistics, backward. */
 void test_dropout(bt_backend *be);
+/* Check dropout_rows: each row with the mask dropout over all rows draws. */
+void test_dropout_rows(bt_backend *be);
 
 /* ---- conformance_ops_rows_xent.c ---- */
 /* Check gather_rows and scatter_rows (distinct and duplicate indices). */

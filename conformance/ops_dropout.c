@@ -240,3 +240,72 @@ void test_dropout(bt_backend *be) {
         free(x), free(g), free(xg), free(ex), free(eg), free(ones), free(keep), free(ox), free(oi);
     }
 }
+
+/* ================= dropout_rows ================= */
+
+typedef struct {
+    int n_idx, cols;
+    size_t per;
+    uint32_t s0;
+    float p;
+    bt_rng_key key;
+} dropout_rows_args;
+static void run_dropout_rows(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const dropout_rows_args *d = a; /* x (in place), idx */
+    be->dropout_rows(be, t[0].p, t[1].p, d->n_idx, d->cols, d->per, d->s0, d->p, d->key);
+}
+
+/* dropout_rows at rows chosen among `rows` (in any order, some twice): each
+ * row's values with the mask that dropout over all rows draws for it
+ * (philox.h, bit for bit), and the same as dropout over all rows then a
+ * gather of those rows on the backend. */
+void test_dropout_rows(bt_backend *be) {
+    if (!want_op("dropout_rows")) return;
+    static const struct {
+        int rows, n_idx, cols, per_rows; /* per_sample = per_rows * cols */
+        uint32_t s0;
+        float p;
+        int quick;
+    } cases[] = {{1, 1, 1, 1, 0, 0.1f, 1},     {8, 5, 3, 2, 3, 0.25f, 1},
+                 {12, 12, 5, 4, 0, 0.5f, 0},   {64, 20, 6, 8, 9, 0.1f, 1},
+                 {40, 17, 64, 40, 1, 0.0f, 0}, {512, 83, 768, 128, 2, 0.1f, 0}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        if (skip_shape(cases[ci].quick == 1)) continue;
+        reseed("dropout_rows", ci);
+        const int rows = cases[ci].rows, S = cases[ci].n_idx, cols = cases[ci].cols;
+        dropout_rows_args d = {S, cols, (size_t)cases[ci].per_rows * cols, cases[ci].s0,
+                               cases[ci].p, {ref_next(&g_input_rng), ref_next(&g_input_rng)}};
+        const size_t all = (size_t)rows * cols, n = (size_t)S * cols;
+        float *x_all = rand_floats(all, 1, 0), *x = malloc(n * 4), *want = malloc(n * 4);
+        int32_t *idx = rand_ints((size_t)S, 0, rows);
+        if (!x || !want) exit(99);
+        if (S > 2) idx[S - 1] = idx[0]; /* a row twice */
+        const uint32_t thr = philox_drop_threshold(d.p);
+        const float scale = 1.0f / (1.0f - d.p);
+        for (int s = 0; s < S; s++)
+            for (int c = 0; c < cols; c++) {
+                const size_t e = (size_t)idx[s] * cols + c, i = (size_t)s * cols + c;
+                x[i] = x_all[e];
+                const uint32_t sample = d.s0 + (uint32_t)(e / d.per), elem = (uint32_t)(e % d.per);
+                want[i] = philox_draw(d.key.seed, d.key.stream, sample, elem) >= thr ? x[i] * scale
+                                                                                    : 0.0f;
+            }
+        tensor t[] = {tensor_out("x", x, n), tensor_in("idx", idx, (size_t)S)};
+        verdict v = v_new();
+        if (exec_op(&v, be, t, 2, run_dropout_rows, &d, NULL)) v_bits(&v, "x", RES(t[0]), want, n);
+        /* against the backend's dropout over every row, gathered */
+        dropout_args da = {all, d.per, 0, d.s0, d.p, d.key, 1};
+        float *dropped = drop_run(&v, be, x_all, da);
+        for (int s = 0; dropped && s < S; s++)
+            if (memcmp(dropped + (size_t)idx[s] * cols, want + (size_t)s * cols,
+                       (size_t)cols * 4)) {
+                v_fail(&v, "row %d (row %d of all): not dropout's over every row", s, idx[s]);
+                break;
+            }
+        v_report(&v, "dropout_rows", "%d of %d rows x %d, per=%zu s0=%u p=%g", S, rows, cols,
+                 d.per, d.s0, d.p);
+        tensors_free(t, 2);
+        free(x_all), free(x), free(want), free(idx), free(dropped);
+    }
+}

@@ -176,6 +176,11 @@ static void call_dropout(bt_backend *be, perf_case *c) {
     be->dropout(be, c->t[1], c->t[0], c->n, c->n / 2, 0, 0.1f, (bt_rng_key){42, 7}, BT_F32,
                 BT_NO_PTR, BT_F32);
 }
+/* t: x (80 rows of 768), idx (into 512 rows) */
+static void call_dropout_rows(bt_backend *be, perf_case *c) {
+    be->dropout_rows(be, c->t[0], c->t[1], c->i[0], c->i[1], 128u * c->i[1], 0, 0.1f,
+                     (bt_rng_key){42, 7});
+}
 static void call_gather(bt_backend *be, perf_case *c) {
     be->gather_rows(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1]);
 }
@@ -433,6 +438,8 @@ void run_perf(bt_backend *be) {
     }
     CASE("dropout", call_dropout, 8.0 * N, "n=196608 per=98304 p=0.1", .n = N);
     run_case(be, c, (size_t[]){N, N}, NULL, 2);
+    CASE("dropout_rows", call_dropout_rows, 8.0 * 80 * C, "80 of 512x768 p=0.1", .i = {80, C});
+    run_case(be, c, (size_t[]){80u * C, 80}, (int[]){0, 512}, 2);
     CASE("gather_rows", call_gather, 8.0 * 80 * C, "80 of 512x768", .i = {80, C});
     run_case(be, c, (size_t[]){512u * C, 80u * C, 80}, (int[]){0, 0, 512}, 3);
     CASE("scatter_rows", call_scatter, 12.0 * 80 * C, "80 into 512x768", .i = {80, C, [7] = -1});

@@ -58,6 +58,30 @@ BT_KERNEL void bt_bias_add(BT_OUT(float, y), BT_IN(float, bias), BT_OUT(ushort, 
     }
 }
 
+/* x[s, c] = dropout of x[s, c] as element idx[s] * cols + c of a dropout
+ * over every row (bt_dropout's draws: drop_keep_at): some rows of a batch
+ * with the masks they have among all. In place.      x: (n_idx, cols)
+ * Geometry: four consecutive columns of a row per work-item (one Philox
+ * block where they share one); global: n_idx * ceil(cols / 4). */
+BT_KERNEL void bt_dropout_rows(BT_OUT(float, x), BT_IN(int, idx), int n_idx, int cols,
+                               ulong per_sample, uint first_sample, uint thr, float keep_scale,
+                               uint seed_lo, uint seed_hi, uint stream_lo, uint stream_hi) {
+    BT_BIND(x);
+    BT_BIND(idx);
+    const size_t quads = (size_t)(cols + 3) / 4, item = get_global_id(0);
+    if (item >= (size_t)n_idx * quads) return;
+    const size_t s = item / quads, c0 = item % quads * 4;
+    const size_t row = (size_t)idx[s] * (size_t)cols; /* its first element among all rows */
+    ulong drawn = ~(ulong)0;
+    uint r[4];
+    for (size_t c = c0; c < c0 + 4 && c < (size_t)cols; c++) {
+        const size_t e = row + c, i = s * (size_t)cols + c;
+        const bool keep = drop_keep_at((uint)(e / per_sample), e % per_sample, first_sample, thr,
+                                       seed_lo, seed_hi, stream_lo, stream_hi, &drawn, r);
+        x[i] = keep ? x[i] * keep_scale : 0.0f;
+    }
+}
+
 /* out = x * Phi(x), the exact erf GELU                   (n) */
 BT_KERNEL void bt_gelu_fwd(BT_OUT(float, out), BT_IN(float, x), ulong n) {
     BT_BIND(out);

@@ -28,6 +28,11 @@ __global__ void bt_dropout(float *out, const float *in, unsigned short *out16,
                            int in_kind, int out16_kind, int f32_out, unsigned int first_sample,
                            unsigned int thr, float keep_scale, unsigned int seed_lo,
                            unsigned int seed_hi, unsigned int stream_lo, unsigned int stream_hi);
+__global__ void bt_dropout_rows(float *x, const int *idx, int n_idx, int cols,
+                                unsigned long long per_sample, unsigned int first_sample,
+                                unsigned int thr, float keep_scale, unsigned int seed_lo,
+                                unsigned int seed_hi, unsigned int stream_lo,
+                                unsigned int stream_hi);
 
 /* ---- kernels/reduce.cl ---- */
 __global__ void bt_bias_grad(float *dbias, const float *dy, int rows, int cols, int kind16);

@@ -232,6 +232,19 @@ static void cpu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
     }
 }
 
+static void cpu_dropout_rows(bt_backend *be, bt_ptr x, bt_ptr idx, int n_idx, int cols,
+                             size_t per_sample, uint32_t first_sample, float p, bt_rng_key key) {
+    (void)be;
+    float *X = cpu_f32(x);
+    const int32_t *I = cpu_i32(idx);
+    const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < n_idx; s++) {
+        float *row = X + (size_t)s * cols;
+        cpu_dropout_run(row, row, (size_t)cols, &d, (size_t)I[s] * cols);
+    }
+}
+
 static void cpu_gather_rows(bt_backend *be, bt_ptr out, bt_ptr src, bt_ptr idx, int n_idx,
                             int cols) {
     (void)be;
@@ -318,6 +331,7 @@ void cpu_fill_nn_ops(bt_backend *be) {
     be->softmax_fwd = cpu_softmax_fwd;
     be->softmax_bwd = cpu_softmax_bwd;
     be->dropout = cpu_dropout;
+    be->dropout_rows = cpu_dropout_rows;
     be->gather_rows = cpu_gather_rows;
     be->scatter_rows = cpu_scatter_rows;
     be->xent_fwd_bwd = cpu_xent_fwd_bwd;

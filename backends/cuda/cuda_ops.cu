@@ -80,6 +80,15 @@ static void cu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t p
            out.buf != NULL, DROP_ARGS(d));
 }
 
+static void cu_dropout_rows(bt_backend *be, bt_ptr x, bt_ptr idx, int n_idx, int cols,
+                            size_t per_sample, uint32_t first_sample, float p, bt_rng_key key) {
+    if (n_idx <= 0 || cols <= 0) return;
+    cu_ctx *c = cu(be);
+    const drop_args d = drop_args_of(first_sample, p, key);
+    LAUNCH(c, dropout_rows, (size_t)n_idx * ((cols + 3) / 4), cu_f32(x), cu_i32(idx), n_idx, cols,
+           per_sample, DROP_ARGS(d));
+}
+
 /* ================= column and row reductions ================= */
 
 /* As ocl_bias_grad: one pass up to BT_COL_ROWS rows, else chunk partials
@@ -326,6 +335,7 @@ void cu_fill_ops(bt_backend *be) {
     be->softmax_fwd = cu_softmax_fwd;
     be->softmax_bwd = cu_softmax_bwd;
     be->dropout = cu_dropout;
+    be->dropout_rows = cu_dropout_rows;
     be->add = cu_add;
     be->scale = cu_scale;
     be->axpy = cu_axpy;

@@ -115,6 +115,19 @@ static void ocl_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
     launch(be, &a, blocks);
 }
 
+static void ocl_dropout_rows(bt_backend *be, bt_ptr x, bt_ptr idx, int n_idx, int cols,
+                             size_t per_sample, uint32_t first_sample, float p, bt_rng_key key) {
+    if (n_idx <= 0 || cols <= 0) return;
+    args a = begin(be, K_dropout_rows);
+    arg_f32p(&a, x);
+    arg_ptr(&a, idx, 4);
+    arg_i(&a, n_idx);
+    arg_i(&a, cols);
+    arg_ul(&a, per_sample);
+    arg_dropout(&a, first_sample, p, key);
+    launch(be, &a, (size_t)n_idx * ((cols + 3) / 4));
+}
+
 /* ================= column and row reductions ================= */
 
 /* Column sums in one pass up to OCL_COL_ROWS rows; beyond, fixed chunks of
@@ -489,6 +502,7 @@ void ocl_fill_ops(bt_backend *be) {
     be->softmax_fwd = ocl_softmax_fwd;
     be->softmax_bwd = ocl_softmax_bwd;
     be->dropout = ocl_dropout;
+    be->dropout_rows = ocl_dropout_rows;
     be->add = ocl_add;
     be->scale = ocl_scale;
     be->axpy = ocl_axpy;

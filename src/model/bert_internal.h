@@ -156,8 +156,7 @@ int bert_top_plan(const struct bert_act_layout *a, const bert_batch *bt, bool ns
 void bert_top_enter(bert_run *r, size_t *ctx, size_t *resid);
 
 /* dropout(x) of the top layer's S rows of H with the masks they would have
- * among all B*T rows (d ctx's scratch is free whenever a branch's dropout
- * runs). */
+ * among all B*T rows, in place (no scratch). */
 void bert_top_dropout(bert_run *r, size_t x, int S, int H, float p, bt_rng_key key);
 
 /* The top layer's backward through its attention output projection: d ctx

@@ -72,18 +72,12 @@ void bert_top_enter(bert_run *r, size_t *ctx, size_t *resid) {
     *resid = a->top_x;
 }
 
-/* Through dI: the rows at their places among all B*T rows, the dropout over
- * all of them, and the rows back. */
+/* In place at the S rows, each with the mask it has among all B*T rows
+ * (dropout_rows, the token rows in top_rows). */
 void bert_top_dropout(bert_run *r, size_t x, int S, int H, float p, bt_rng_key key) {
     const bert_model *m = r->m;
-    bt_backend *be = m->be;
-    const struct bert_act_layout *a = m->act;
-    const size_t per_sample = (size_t)r->bt->T * H, all = (size_t)r->bt->B * per_sample;
-    be->fill(be, act(m, a->dI), 0.0f, all);
-    be->scatter_rows(be, act(m, a->dI), act(m, x), ints(m, a->top_rows),
-                     bert_links(m, a->top_rows), S, H);
-    be->dropout(be, act(m, a->dI), act(m, a->dI), all, per_sample, r->bt->first_sample, p, key, BT_F32, BT_NO_PTR, BT_F32);
-    be->gather_rows(be, act(m, x), act(m, a->dI), ints(m, a->top_rows), S, H);
+    m->be->dropout_rows(m->be, act(m, x), ints(m, m->act->top_rows), S, H,
+                        (size_t)r->bt->T * H, r->bt->first_sample, p, key);
 }
 
 /* d ctx at the heads' rows into top_x (free in the backward), then at every
