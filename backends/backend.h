@@ -359,7 +359,7 @@ struct bt_backend {
      * storage as written (the model's store of it, without a rounding pass);
      * dlogits16 given (round16 16-bit): the gradient written there only, in
      * round16, for the GEMMs that read it in 16 bits; dlogits is then not
-     * written and may be BT_NO_PTR. */
+     * written and may be BT_NO_PTR, and dlogits16 must not overlap logits. */
     void (*xent_fwd_bwd)(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
                          bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
                          float grad_scale, float z_loss, bt_dtype round16, bt_ptr dlogits16);

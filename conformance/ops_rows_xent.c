@@ -214,8 +214,8 @@ static void run_xent(bt_backend *be, tensor *t, void *a, double *s) {
                      q->round16, q->only16 ? t[5].p : BT_NO_PTR);
 }
 
-/* xent_fwd_bwd with its gradient rounded to bf16 and to f16 storage, then
- * in 16 bits only (dlogits16; dlogits aliases the logits, as the model
+/* xent_fwd_bwd with its gradient rounded to bf16 and to f16 storage, out
+ * of place and in place (as the NSP head calls it), then in 16 bits only (dlogits16; dlogits aliases the logits, as the model
  * calls it, and the logits must come back unchanged): loss, correct and
  * log_z have the bits of the fp32 run, the gradient half.h's rounding (or
  * conversion) of the fp32 run's. */
@@ -230,10 +230,12 @@ static void xent16_cases(bt_backend *be, xent_args q, const float *x, const int3
     const bool have32 = exec_op(&v32, be, f, 6, run_xent, &q, NULL);
     float *want = malloc(n * 4);
     if (!want) exit(99);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) { /* rounded, rounded in place, 16 bits only */
         q.round16 = k & 1 ? BT_F16 : BT_BF16;
-        q.only16 = k >= 2;
-        tensor t[] = {tensor_in("logits", x, n), tensor_in("labels", lab, R),
+        q.inplace = k == 2 || k == 3;
+        q.only16 = k >= 4;
+        tensor t[] = {q.inplace ? tensor_out("logits", x, n) : tensor_in("logits", x, n),
+                      tensor_in("labels", lab, R),
                       tensor_out("loss", NULL, R), tensor_out("correct", NULL, R),
                       tensor_out("log_z", NULL, R),
                       q.only16 ? tensor_16bit("dlogits16", NULL, n, true)
@@ -252,10 +254,11 @@ static void xent16_cases(bt_backend *be, xent_args q, const float *x, const int3
                            got16[i], bits16_of(RES(f[5])[i], q.round16), (double)RES(f[5])[i]);
                     break;
                 }
-            if (!q.only16) v_bits(&v, "dlogits", RES(t[5]), want, n);
+            if (!q.only16) v_bits(&v, "dlogits", RES(t[q.inplace ? 0 : 5]), want, n);
         }
         v_report(&v, "xent_fwd_bwd", "%dx%d z=%.3g%s%s", q.rows, q.V, q.z,
-                 storage_suffix(q.round16), q.only16 ? ", dlogits16 only" : "");
+                 storage_suffix(q.round16),
+                 q.only16 ? ", dlogits16 only" : q.inplace ? " in-place" : "");
         tensors_free(t, 6);
     }
     free(want);

@@ -366,11 +366,10 @@ static void fused_perf(bt_backend *be) {
 }
 
 
-void run_perf(bt_backend *be) {
-    reseed("perf", 0);
-    printf("%-14s %-42s %-12s %13s %9s\n", "op", "shape", "backend", "time/call", "rate");
-    /* BERT-mini training step, B=16 T=128 (N=2048 tokens), H=256, I=1024, 4
-     * heads of 64, ~15% masked (M=320) over a 30522 vocabulary */
+/* The GEMM cases: a BERT-mini training step's shapes, B=16 T=128 (N=2048
+ * tokens), H=256, I=1024, 4 heads of 64, ~15% masked (M=320) over a 30522
+ * vocabulary, and BERT-base's largest at batch 8. */
+static void gemm_perfs(bt_backend *be) {
     gemm_perf(be, "qkv fwd", false, true, 2048, 768, 256, 1);
     gemm_perf(be, "ffn up fwd", false, true, 2048, 1024, 256, 1);
     gemm_perf(be, "ffn down fwd", false, true, 2048, 256, 1024, 1);
@@ -383,6 +382,12 @@ void run_perf(bt_backend *be) {
     /* BERT-base's largest GEMM at batch 8 x seq 128: the SGEMM ceiling that
      * scripts/bench-vs-torch.sh compares a training step with */
     gemm_perf(be, "base ffn up", false, true, 1024, 3072, 768, 1);
+}
+
+void run_perf(bt_backend *be) {
+    reseed("perf", 0);
+    printf("%-14s %-42s %-12s %13s %9s\n", "op", "shape", "backend", "time/call", "rate");
+    gemm_perfs(be);
 
     const size_t N = 196608; /* the suite's largest vector */
     const int R = 256, C = 768;

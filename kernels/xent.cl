@@ -8,7 +8,8 @@
  *   (the gradient of loss + z_loss * log_z^2);
  * a label < 0 gives loss, correct, log_z and dlogits 0. The gradient is
  * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded); with
- * grad16_only it goes to dlogits16 in kind16 alone (dlogits not written).
+ * grad16_only it goes to dlogits16 in kind16 alone (dlogits not written;
+ * dlogits16 does not overlap logits: a row's 16 bits lie over others' logits).
  * dlogits may alias logits: every logit is read and written by one work-item only, each read
  * before the write of the same element; x_y too, by the work-item that owns
  * logit y, which hands it on in local memory (ordered by the barriers).

@@ -235,6 +235,7 @@ static void cpu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
 static void cpu_dropout_rows(bt_backend *be, bt_ptr x, bt_ptr idx, int n_idx, int cols,
                              size_t per_sample, uint32_t first_sample, float p, bt_rng_key key) {
     (void)be;
+    if (n_idx <= 0 || cols <= 0 || !per_sample) return;
     float *X = cpu_f32(x);
     const int32_t *I = cpu_i32(idx);
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);

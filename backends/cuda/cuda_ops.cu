@@ -82,7 +82,7 @@ static void cu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t p
 
 static void cu_dropout_rows(bt_backend *be, bt_ptr x, bt_ptr idx, int n_idx, int cols,
                             size_t per_sample, uint32_t first_sample, float p, bt_rng_key key) {
-    if (n_idx <= 0 || cols <= 0) return;
+    if (n_idx <= 0 || cols <= 0 || !per_sample) return;
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
     LAUNCH(c, dropout_rows, (size_t)n_idx * ((cols + 3) / 4), cu_f32(x), cu_i32(idx), n_idx, cols,

@@ -117,7 +117,7 @@ static void ocl_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t 
 
 static void ocl_dropout_rows(bt_backend *be, bt_ptr x, bt_ptr idx, int n_idx, int cols,
                              size_t per_sample, uint32_t first_sample, float p, bt_rng_key key) {
-    if (n_idx <= 0 || cols <= 0) return;
+    if (n_idx <= 0 || cols <= 0 || !per_sample) return;
     args a = begin(be, K_dropout_rows);
     arg_f32p(&a, x);
     arg_ptr(&a, idx, 4);

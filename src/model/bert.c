@@ -4,7 +4,7 @@
  * exactly as Hugging Face BertForPreTraining, or (model.norm "pre") Pre-LN:
  * x + f(LN(x)) per block and one LayerNorm after the last layer. The top
  * layer's rows (bert_tape) are bert_top.c's; here a layer only asks whether
- * it is the top one. */
+ * it is the top one. The MLM and NSP heads are bert_heads.c's. */
 #include "bert_internal.h"
 #include "bert_ops.h"
 #include "backends/row_links.h"

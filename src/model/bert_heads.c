@@ -14,7 +14,8 @@ static bt_ptr mlm_dlogits16(const bert_run *r) {
 }
 
 /* MLM head at the M masked rows of hidden: dense -> GELU -> LayerNorm -> tied
- * decoder + bias, the loss and its gradient (into the logits). */
+ * decoder + bias, the loss and its gradient (into the logits, or in 16 bits
+ * alone into operand16: mlm_dlogits16). */
 void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;

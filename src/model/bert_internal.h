@@ -1,7 +1,8 @@
 /* What the model's files share (internal to src/model): the pass in flight,
  * views into the model's buffers, the model's GEMM, the dropout sites and
  * their keys, whether a fusion is on, a statistic's sum, and the functions
- * of bert_attention.c and bert_top.c. The op wrappers are in bert_ops.h. */
+ * of bert_attention.c, bert_top.c and bert_heads.c. The op wrappers are in
+ * bert_ops.h. */
 #ifndef BT_BERT_INTERNAL_H
 #define BT_BERT_INTERNAL_H
 

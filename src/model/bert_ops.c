@@ -376,6 +376,10 @@ void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log
              size_t labels, int rows, int classes, float grad_scale, float z_loss,
              bt_ptr dlogits16) {
     const bert_model *m = r->m;
+    if (dlogits16.buf && m->cfg.storage == BT_F32) { /* the model's bookkeeping gone wrong */
+        fprintf(stderr, "bertrain: internal error: a 16-bit logits gradient in fp32 storage\n");
+        exit(1);
+    }
     m->be->xent_fwd_bwd(m->be, act(m, logits), act(m, loss), act(m, correct), act(m, log_z),
                         act(m, logits), ints(m, labels), rows, classes, grad_scale, z_loss,
                         (bt_dtype)m->cfg.storage, dlogits16);
