@@ -215,10 +215,11 @@ static void run_xent(bt_backend *be, tensor *t, void *a, double *s) {
 }
 
 /* xent_fwd_bwd with its gradient rounded to bf16 and to f16 storage, out
- * of place and in place (as the NSP head calls it), then in 16 bits only (dlogits16; dlogits aliases the logits, as the model
- * calls it, and the logits must come back unchanged): loss, correct and
- * log_z have the bits of the fp32 run, the gradient half.h's rounding (or
- * conversion) of the fp32 run's. */
+ * of place and in place (as the NSP head calls it), then in 16 bits only
+ * (dlogits16; dlogits aliases the logits, as the model calls it, and the
+ * logits must come back unchanged): loss, correct and log_z have the bits
+ * of the fp32 run, the gradient half.h's rounding (or conversion) of the
+ * fp32 run's. */
 static void xent16_cases(bt_backend *be, xent_args q, const float *x, const int32_t *lab) {
     const size_t n = (size_t)q.rows * q.V, R = (size_t)q.rows;
     q.inplace = q.only16 = 0;
