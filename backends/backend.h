@@ -196,7 +196,10 @@ struct bt_backend {
     long (*download_async)(bt_backend *be, void *dst, bt_ptr src, size_t bytes);
     /* Whether every download_async up to `ticket` has arrived in host memory;
      * with wait, blocks until they have (a host wait, counted in host_syncs
-     * only when it had to wait) and returns true. Never runs anything else. */
+     * only when it had to wait) and returns true. Never runs anything else.
+     * On a device that records regions (graph_begin: CUDA) the copies
+     * issued in a region run when graph_end launches it: until then it says
+     * false for them without wait, and a wait ends the region. */
     bool (*downloads_done)(bt_backend *be, long ticket, bool wait);
     /* As upload, in order with the ops, but src (best from host_alloc) is
      * read when the copy runs: it must stay unchanged until a download_async
@@ -566,18 +569,21 @@ struct bt_backend {
      * again, the same ops on the same buffers but for their scalars: a
      * device that can (CUDA) records it once as a graph and then launches
      * it whole at graph_end, taking each op's new scalars. The ops compute
-     * what they would without it. Inside a region nothing may read the
-     * device's results (a download, a reduction read at once, sync): that
-     * is allowed, but the region then runs as it comes, this time. The
+     * what they would without it. A download_async is part of the region
+     * (its copy runs when the graph reaches it). Inside a region nothing
+     * may wait for the device's results (a download, a reduction read at
+     * once, sync, downloads_done with wait): that is allowed, but the
+     * region then runs as it comes, this time. The
      * CPU and OpenCL issue the work as it comes (both are no-ops). */
     void (*graph_begin)(bt_backend *be, int region);
     void (*graph_end)(bt_backend *be);
 };
 
 /* The regions of a training step (graph_begin): the forward and backward
- * passes with the gradients' checks (on one rank also the step's gate and
- * the update it governs: step_gate), and the optimizer's update when the
- * host decides it between the two (under MPI, 1-bit LAMB). */
+ * passes (under MPI with the gradient buckets' copies to the host; on one
+ * rank with the gradients' checks, the step's gate and the update it
+ * governs: step_gate), and the optimizer's update when the host decides it
+ * between the two (under MPI, 1-bit LAMB). */
 enum { BT_GRAPH_STEP = 0, BT_GRAPH_UPDATE = 1 };
 
 /* Options given to a backend at its creation. Each backend takes what

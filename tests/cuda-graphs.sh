@@ -15,8 +15,12 @@
 #    the same bits (the regions break and run as they come);
 #  - train, 6 steps on the demo data (masks of every size: the head's rows
 #    are padded so the shapes stay) with an evaluation and a checkpoint: the
-#    same per-step losses and gradient norms and the same checkpoint bytes.
-# No emulated device built: SKIP.
+#    same per-step losses and gradient norms and the same checkpoint bytes;
+#  - 2 MPI ranks, 0.1 MB buckets: on each rank the forward and backward with
+#    the buckets' copies to the host are one graph, captured once and
+#    replayed every later step (BERTRAIN_CUDA_GRAPHS=log says so), with the
+#    bits and checkpoint bytes of the steps launched op by op.
+# No emulated device built: SKIP. No MPI build or mpiexec: that part SKIPs.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 every_device_env
@@ -131,4 +135,43 @@ for f in model.safetensors optim.bin; do
         fail "train: the checkpoint's $f differs with graphs"
 done
 echo "ok   train: 6 steps' losses and gradient norms, the checkpoint's weights and optimizer state: the same bytes"
-echo "PASS: CUDA Graphs give the bits of the steps launched op by op, in 1 launch a step"
+
+# train_mpi GRAPHS: train on 2 ranks, 0.1 MB buckets (several a step)
+train_mpi() {
+    graphs=$1 out="$tmpdir/mpi-$1"
+    mpiexec --oversubscribe --bind-to none -n 2 -x BERTRAIN_CUDA_EMU -x CUDA_EMU_ARCH \
+        -x CUDA_EMU_WORKERS -x BERTRAIN_CUDA_GRAPHS="$graphs" \
+        "$BERTRAIN" train tests/fixtures/base.json --set data.seq_len=32 --set train_batch_size=16 \
+        --set train_micro_batch_size_per_gpu=8 --set data.valid=\"\" --set steps_per_print=1 \
+        --set train_steps=6 --set device=\"cuda-emu:0\" --set distributed.bucket_mb=0.1 \
+        --set output_dir="\"$out\"" > "$out.log" 2>&1 || { tail -5 "$out.log"; fail "2 ranks (graphs $graphs): training failed"; }
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if "grad_norm" in m: print(m["step"], repr(m["loss"]), repr(m["grad_norm"]))' \
+        "$out/metrics.jsonl" > "$out.steps"
+}
+if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
+    train_mpi log
+    train_mpi 0
+    [ "$(wc -l < "$tmpdir/mpi-log.steps")" -eq 6 ] || fail "2 ranks: $(wc -l < "$tmpdir/mpi-log.steps") steps in metrics.jsonl, want 6"
+    cmp -s "$tmpdir/mpi-log.steps" "$tmpdir/mpi-0.steps" ||
+        { diff "$tmpdir/mpi-log.steps" "$tmpdir/mpi-0.steps"; fail "2 ranks: the steps' losses or gradient norms differ with graphs"; }
+    for f in model.safetensors optim.bin; do
+        cmp -s "$tmpdir/mpi-log/ckpt-00000006/$f" "$tmpdir/mpi-0/ckpt-00000006/$f" ||
+            fail "2 ranks: the checkpoint's $f differs with graphs"
+    done
+    # each rank: region 0 (forward, backward, the buckets' copies) replayed in
+    # steps 3 to 6 with its copies, and never given up after its capture
+    replays=$(grep -c "graph region 0: replayed, [0-9]* calls, [2-9][0-9]* downloads" "$tmpdir/mpi-log.log")
+    ends=$(grep -c "graph region 0: replay ends" "$tmpdir/mpi-log.log")
+    copies=$(grep -o "graph region 0: replayed, [0-9]* calls, [0-9]* downloads" "$tmpdir/mpi-log.log" | head -1)
+    [ "$replays" -eq 8 ] && [ "$ends" -eq 0 ] ||
+        { grep "graph region" "$tmpdir/mpi-log.log" | sort | uniq -c; fail "2 ranks: $replays replays of the step's graph with the buckets' copies (want 4 a rank), $ends given up"; }
+    echo "ok   2 ranks: the forward and backward are one graph on each rank, replayed 4 times ($copies); the same losses, gradient norms and checkpoint bytes as op by op"
+else
+    skip_part "2 ranks: no MPI build or mpiexec"
+fi
+finish "CUDA Graphs give the bits of the steps launched op by op, in 1 launch a step on one rank, and under MPI the forward and backward in one graph"
+

@@ -201,32 +201,48 @@ static void cu_host_free(bt_backend *be, void *p) {
         free(h);
 }
 
-/* The copy runs on the second stream once the stream has reached this
- * point (an event), so the ops issued after it do not wait for it; its own
- * event, recorded after it, is the ticket's. */
-static long cu_download_async(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
-    cu_ctx *c = cu(be);
-    cu_graph_break(c, "download_async");
+cudaError_t cu_copy_to_host_after(cu_ctx *c, void *dst, const void *src, size_t bytes,
+                                  cudaEvent_t done, bool external) {
+    cudaError_t e = cudaSuccess;
     if (!c->copies) {
         CU_CHECK(cudaStreamCreateWithFlags(&c->copies, cudaStreamNonBlocking));
         CU_CHECK(cudaEventCreateWithFlags(&c->issued, cudaEventDisableTiming));
+        CU_CHECK(cudaEventCreateWithFlags(&c->joined, cudaEventDisableTiming));
     }
+    if ((e = cudaEventRecord(c->issued, c->stream)) != cudaSuccess) return e;
+    if ((e = cudaStreamWaitEvent(c->copies, c->issued, 0)) != cudaSuccess) return e;
+    if (bytes && (e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->copies)) !=
+                     cudaSuccess)
+        return e;
+    return cudaEventRecordWithFlags(done, c->copies,
+                                    external ? cudaEventRecordExternal : cudaEventRecordDefault);
+}
+
+/* The copy runs on the second stream once the stream has reached this
+ * point (an event), so the ops issued after it do not wait for it; its own
+ * event, recorded after it, is the ticket's. Inside a region the copy is
+ * part of the graph (cuda_graph.cu). */
+static long cu_download_async(bt_backend *be, void *dst, bt_ptr src, size_t bytes) {
+    cu_ctx *c = cu(be);
+    const char *from = (const char *)src.buf->ptr + src.off;
+    const long recorded = cu_graph_download(c, dst, from, bytes);
+    if (recorded) return recorded;
+    cu_graph_break(c, "download_async"); /* inside a recorded op */
     cudaEvent_t done;
     if (c->n_spare_events)
         done = c->spare_events[--c->n_spare_events];
     else
         CU_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    CU_CHECK(cudaEventRecord(c->issued, c->stream));
-    CU_CHECK(cudaStreamWaitEvent(c->copies, c->issued, 0));
-    if (bytes)
-        CU_CHECK(cudaMemcpyAsync(dst, (char *)src.buf->ptr + src.off, bytes,
-                                 cudaMemcpyDeviceToHost, c->copies));
-    CU_CHECK(cudaEventRecord(done, c->copies));
+    CU_CHECK(cu_copy_to_host_after(c, dst, from, bytes, done, false));
     return bt_tickets_issue(&c->reads, (void *)done, "cuda");
 }
 
+/* Inside a region the copies issued in it have not been launched (their
+ * events would still answer for the last launch): without wait they count
+ * as not arrived, and nothing is queried; a wait ends the region first. */
 static bool cu_downloads_done(bt_backend *be, long ticket, bool wait) {
     cu_ctx *c = cu(be);
+    if (c->graphs.mode != CU_EAGER && !wait) return c->reads.arrived >= ticket;
     cu_graph_break(c, "downloads_done");
     for (void *ev; c->reads.arrived < ticket && (ev = bt_tickets_oldest(&c->reads)) != NULL;) {
         const cudaError_t q = cudaEventQuery((cudaEvent_t)ev);
@@ -239,6 +255,8 @@ static bool cu_downloads_done(bt_backend *be, long ticket, bool wait) {
             CU_CHECK(q);
         }
         const cudaEvent_t arrived = (cudaEvent_t)bt_tickets_pop(&c->reads);
+        if (cu_graph_owns_event(c, arrived))
+            continue; /* the region's record keeps it */
         if (c->n_spare_events < CU_SPARE_EVENTS)
             c->spare_events[c->n_spare_events++] = arrived; /* for a later copy */
         else
@@ -354,6 +372,9 @@ static void cu_destroy(bt_backend *be) {
     if (c) {
         if (cu_use_device(c->device) == cudaSuccess) {
             if (c->stream) (void)cudaStreamSynchronize(c->stream);
+            if (c->copies) (void)cudaStreamSynchronize(c->copies);
+            for (void *ev; (ev = bt_tickets_pop(&c->reads)) != NULL;) /* a region's: its own */
+                if (!cu_graph_owns_event(c, (cudaEvent_t)ev)) (void)cudaEventDestroy((cudaEvent_t)ev);
             cu_graph_release(c);
             if (c->blas) (void)cublasDestroy(c->blas);
             for (int i = 0; i < 3; i++)
@@ -369,11 +390,9 @@ static void cu_destroy(bt_backend *be) {
                 if (c->uploads[i].host) (void)cudaFreeHost(c->uploads[i].host);
                 if (c->uploads[i].done) (void)cudaEventDestroy(c->uploads[i].done);
             }
-            if (c->copies) (void)cudaStreamSynchronize(c->copies);
-            for (void *ev; (ev = bt_tickets_pop(&c->reads)) != NULL;)
-                (void)cudaEventDestroy((cudaEvent_t)ev);
             for (int i = 0; i < c->n_spare_events; i++) (void)cudaEventDestroy(c->spare_events[i]);
             if (c->issued) (void)cudaEventDestroy(c->issued);
+            if (c->joined) (void)cudaEventDestroy(c->joined);
             if (c->copies) (void)cudaStreamDestroy(c->copies);
             if (c->stream) (void)cudaStreamDestroy(c->stream);
         }

@@ -45,8 +45,10 @@ static void region_clear(cu_region *r, bool checked) {
         if (call->kind == CU_CALL_KERNEL) call->kk->release(call->args);
         if (call->kind == CU_CALL_OP) free(call->args);
         if (call->kind == CU_CALL_UPLOAD) CU_FREE_CALL(cudaFreeHost(call->host));
+        if (call->kind == CU_CALL_DOWNLOAD) CU_FREE_CALL(cudaEventDestroy(call->event));
     }
     r->n = 0;
+    r->downloads = 0;
     if (r->exec) CU_FREE_CALL(cudaGraphExecDestroy(r->exec));
     if (r->graph) CU_FREE_CALL(cudaGraphDestroy(r->graph));
 #undef CU_FREE_CALL
@@ -72,8 +74,22 @@ static void issue_record(cu_ctx *c, const cu_region *r, int n) {
             CU_CHECK(cudaMemcpyAsync(call->dst, call->host, call->bytes, cudaMemcpyHostToDevice,
                                      c->stream));
             break;
+        case CU_CALL_DOWNLOAD:
+            CU_CHECK(cu_copy_to_host_after(c, call->host, call->dst, call->bytes, call->event,
+                                           false));
+            break;
         }
     }
+}
+
+/* Capturing, the copies stream forked into the capture joins it back, as
+ * ending a capture requires; a failure is left to cudaStreamEndCapture. */
+static void join_copies(cu_ctx *c) {
+    if (!c->graphs.forked) return;
+    c->graphs.forked = false;
+    if (cudaEventRecord(c->joined, c->copies) != cudaSuccess ||
+        cudaStreamWaitEvent(c->stream, c->joined, 0) != cudaSuccess)
+        (void)cudaGetLastError();
 }
 
 /* The region is given up for this time: capturing, what was captured is
@@ -95,6 +111,7 @@ void cu_graph_break(cu_ctx *c, const char *why) {
                 why);
     if (was == CU_CAPTURE) {
         c->count.launches = g->launches_before; /* nothing captured was launched */
+        join_copies(c);
         cudaGraph_t graph = NULL;
         const cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
         if (e != cudaSuccess || !graph) {
@@ -150,7 +167,7 @@ bool cu_graph_kernel(cu_ctx *c, const char *name, const void *fn, unsigned grid,
     if (g->mode == CU_CAPTURE) {
         cu_call *call = append(r);
         *call = (cu_call){CU_CALL_KERNEL, fn, name, grid, block, kk, kk->clone(args), 0, NULL,
-                          NULL, NULL, 0};
+                          NULL, NULL, 0, NULL};
         kk->launch(c, call); /* captured: not launched, and not counted */
         CU_CHECK(cudaGetLastError());
         if (!(call->node = last_captured(c))) {
@@ -249,6 +266,48 @@ bool cu_graph_upload(cu_ctx *c, void *dst, const void *src, size_t bytes) {
     return true;
 }
 
+long cu_graph_download(cu_ctx *c, void *dst, const void *src, size_t bytes) {
+    cu_graphs *g = &c->graphs;
+    if (g->mode == CU_EAGER || g->nested) return 0;
+    cu_region *r = &g->regions[g->region];
+    if (g->mode == CU_REPLAY) {
+        cu_call *call = g->cursor < r->n ? &r->calls[g->cursor] : NULL;
+        if (!call || call->kind != CU_CALL_DOWNLOAD || call->host != dst || call->dst != src ||
+            call->bytes != bytes) {
+            cu_graph_break(c, "another download than recorded");
+            return 0;
+        }
+        g->cursor++;
+        return bt_tickets_issue(&c->reads, (void *)call->event, "cuda");
+    }
+    cudaEvent_t ev = NULL;
+    CU_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    g->forked = true; /* from the copy's fork on, the copies stream is in the capture */
+    if (cu_copy_to_host_after(c, dst, src, bytes, ev, true) != cudaSuccess) {
+        (void)cudaGetLastError();
+        CU_CHECK(cudaEventDestroy(ev));
+        cu_graph_break(c, "a download the capture refused (pageable memory?)");
+        return 0;
+    }
+    cu_call *call = append(r);
+    call->kind = CU_CALL_DOWNLOAD;
+    call->host = dst;
+    call->dst = (void *)src;
+    call->bytes = bytes;
+    call->event = ev;
+    r->downloads++;
+    return bt_tickets_issue(&c->reads, (void *)ev, "cuda");
+}
+
+bool cu_graph_owns_event(const cu_ctx *c, cudaEvent_t ev) {
+    for (int i = 0; i < CU_GRAPH_REGIONS; i++) {
+        const cu_region *r = &c->graphs.regions[i];
+        for (int k = 0; r->downloads && k < r->n; k++)
+            if (r->calls[k].kind == CU_CALL_DOWNLOAD && r->calls[k].event == ev) return true;
+    }
+    return false;
+}
+
 /* Record region `region` from here (its first time, or after a break), or
  * replay it. */
 static void cu_graph_begin(bt_backend *be, int region) {
@@ -275,6 +334,8 @@ static void cu_graph_begin(bt_backend *be, int region) {
         r->wait--;
         return;
     }
+    if (r->downloads && c->reads.arrived < c->reads.issued)
+        be->downloads_done(be, c->reads.issued, true); /* no ticket keeps a record's event */
     region_clear(r, true);
     if (!r->done) CU_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
     CU_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
@@ -292,9 +353,11 @@ static void cu_graph_end(bt_backend *be) {
         cu_graph_break(c, "fewer calls than recorded");
         return;
     }
-    if (g->mode == CU_CAPTURE) {
+    const bool captured = g->mode == CU_CAPTURE;
+    if (captured) {
         g->mode = CU_EAGER;
         c->count.launches = g->launches_before; /* nothing captured was launched */
+        join_copies(c);
         cudaGraph_t graph = NULL;
         cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
         if (e == cudaSuccess && graph) e = cudaGraphInstantiateWithFlags(&r->exec, graph, 0);
@@ -314,6 +377,9 @@ static void cu_graph_end(bt_backend *be) {
         g->mode = CU_EAGER;
         g->replays++;
     }
+    if (g->log)
+        fprintf(stderr, "bertrain: cuda: graph region %d: %s, %d calls, %d downloads\n",
+                g->region, captured ? "captured" : "replayed", r->n, r->downloads);
     CU_CHECK(cudaGraphLaunch(r->exec, c->stream));
     c->count.launches++;
     r->failures = 0;

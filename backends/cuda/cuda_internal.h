@@ -70,7 +70,10 @@ typedef struct {
  * issues device work: a kernel launch (its kernel, geometry and arguments),
  * an op that calls cuBLAS or copies (its arguments: the work it issues is
  * not recorded apart), an upload (its destination, and page-locked staging
- * of its own). The first time, the stream is captured as the calls run, and
+ * of its own), a download_async (its copy on the second stream, forked from
+ * the stream and joined back at the region's end, and an external record of
+ * its ticket's event, which the region owns: each launch records it). The
+ * first time, the stream is captured as the calls run, and
  * the graph is instantiated and launched at graph_end. Later, the same
  * calls are only compared with the record: a kernel whose arguments
  * changed (a dropout key, a learning rate) gets them in its graph node, an
@@ -79,7 +82,7 @@ typedef struct {
  * one a graph cannot hold (a host wait, an allocation), breaks the region:
  * what the record holds so far is issued as it was and the rest of the
  * region runs as it comes; the next graph_begin captures it again. */
-typedef enum { CU_CALL_KERNEL, CU_CALL_OP, CU_CALL_UPLOAD } cu_call_kind;
+typedef enum { CU_CALL_KERNEL, CU_CALL_OP, CU_CALL_UPLOAD, CU_CALL_DOWNLOAD } cu_call_kind;
 typedef enum { CU_EAGER, CU_CAPTURE, CU_REPLAY } cu_graph_mode;
 
 struct cu_ctx;
@@ -105,8 +108,10 @@ typedef struct cu_call {
     void *args;                 /* KERNEL: the tuple; OP: a copy of its arguments */
     size_t args_bytes;          /* OP */
     cudaGraphNode_t node;       /* KERNEL: its node in the captured graph */
-    void *host, *dst;           /* UPLOAD: page-locked staging, device destination */
-    size_t bytes;               /* UPLOAD */
+    void *host, *dst;           /* UPLOAD: page-locked staging, device destination;
+                                 * DOWNLOAD: host destination, device source */
+    size_t bytes;               /* UPLOAD, DOWNLOAD */
+    cudaEvent_t event;          /* DOWNLOAD: its ticket's event, the region's own */
 } cu_call;
 
 /* Issue an OP's work again from its recorded arguments. */
@@ -120,6 +125,7 @@ typedef struct {
     cudaGraphExec_t exec;
     cudaEvent_t done;       /* recorded after the graph's last launch */
     bool ready;             /* graph and exec hold calls[0..n) */
+    int downloads;          /* DOWNLOAD calls among calls[0..n) */
     int failures;           /* breaks since the region last ran as a graph to its end */
     int wait;               /* regions to run as they come before capturing again: after
                              * k > 2 breaks in a row 2^(k-2) - 1, at most 63 (a region
@@ -133,6 +139,7 @@ typedef struct {
     bt_backend *be;         /* for OP reissues */
     int region, cursor;     /* the region being recorded or replayed; the next call's index */
     int nested;             /* > 0: inside a recorded OP, whose own calls are not recorded */
+    bool forked;            /* capturing: the copies stream has joined the capture */
     cu_region regions[CU_GRAPH_REGIONS];
     long captures, replays, breaks; /* since creation */
     long launches_before;   /* count.launches when the capture began */
@@ -171,6 +178,7 @@ typedef struct cu_ctx {
     int upload_next;         /* the slot the next upload takes */
     cudaStream_t copies;     /* download_async's copies, ordered after the stream by events */
     cudaEvent_t issued;      /* recorded on stream at each download_async, waited by copies */
+    cudaEvent_t joined;      /* recorded on copies at a capture's end, waited by stream */
     bt_tickets reads;        /* download_async's copies not yet seen to arrive (their events) */
     cudaEvent_t spare_events[CU_SPARE_EVENTS]; /* arrived copies' events, for the next ones */
     int n_spare_events;
@@ -300,6 +308,19 @@ void cu_graph_op(bt_backend *be, cu_op_fn fn, const void *args, size_t bytes);
 /* An upload of `bytes` from host src to device dst inside a region, through
  * staging of its own: true when done so (the caller does nothing more). */
 bool cu_graph_upload(cu_ctx *c, void *dst, const void *src, size_t bytes);
+/* A download_async inside a region: its ticket when recorded (capturing)
+ * or matched (replaying), and the caller does nothing more; 0 otherwise. */
+long cu_graph_download(cu_ctx *c, void *dst, const void *src, size_t bytes);
+/* Whether a download's event belongs to a region's record (not to the
+ * spare events of download_async). */
+bool cu_graph_owns_event(const cu_ctx *c, cudaEvent_t ev);
+
+/* ---- cuda_backend.cu ---- */
+/* Copy `bytes` from device src to host dst on the copies stream once the
+ * stream has reached this point, then record `done` there (external: as a
+ * graph's event record node, when capturing). Returns the first failure. */
+cudaError_t cu_copy_to_host_after(cu_ctx *c, void *dst, const void *src, size_t bytes,
+                                  cudaEvent_t done, bool external);
 
 /* ---- cuda_gemm.cu ---- */
 /* The gemm op (cuBLAS). */

@@ -274,20 +274,22 @@ step_result train_step(bert_model *m, bt_optimizer *opt, const bt_config *cfg, l
     }
     /* 1-bit Adam past its warm-up exchanges momentum, not gradients */
     const bool frozen = optim_frozen(opt), exchange = frozen && gs;
-    /* one rank: the step up to its read is one region (under MPI, the
-     * gradient buckets' copies and collectives come in between); where the
-     * device replays graphs, the update joins it behind the step's gate */
+    /* the forward and backward passes are one region, with the gradient
+     * buckets' copies to the host under MPI (their collectives start once
+     * the region is launched); on one rank the gradients' checks join it,
+     * and where the device replays graphs the update too, behind the step's
+     * gate, up to the step's read */
     const bool gated = !gs && m->replays_graphs && optim_gateable(opt);
-    if (!gs) m->be->graph_begin(m->be, BT_GRAPH_STEP);
+    m->be->graph_begin(m->be, BT_GRAPH_STEP);
     bert_zero_grads(m);
     forward_backward(m, in, &pass, frozen ? NULL : gs, st, &r);
-    grad_sync_start(frozen ? NULL : gs); /* every bucket's collective before the sums' */
     /* one rank: the gradients are final, and their checks come with the sums */
     const grad_tickets early = gs ? (grad_tickets){-1, -1} : queue_gradient_checks(m, scaler, scale);
     const int gate = gated ? queue_gated_update(m, opt, cfg, in, st, early, &c, guard, lr,
                                                 pass.layer_skip)
                            : -1;
-    if (!gs) m->be->graph_end(m->be);
+    m->be->graph_end(m->be);
+    grad_sync_start(frozen ? NULL : gs); /* every bucket's collective before the sums' */
     /* blocking read 1 (one rank: the only) */
     double *values = fetch_sums(m, in, st, sums, gs ? 0 : gated ? 4 : 2);
     free(st);

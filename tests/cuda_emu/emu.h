@@ -99,11 +99,23 @@ struct stream {
     CUgraph_st *capture = nullptr; /* the graph being captured, or none */
     bool capture_invalid = false;  /* a call the capture cannot take was made */
     unsigned long long capture_id = 0;
+    /* a stream that joined another's capture by waiting on an event recorded
+     * there (a fork): the stream that began it. Its work must be joined back
+     * (the origin waits on an event recorded after it) before the capture
+     * ends: capture_pushes nodes it added, capture_joined of them joined. */
+    stream *capture_origin = nullptr;
+    unsigned long capture_pushes = 0, capture_joined = 0;
     void push(std::function<void()> op, node_patch patch = nullptr);
 };
 
 /* graph.cpp: append op (a kernel: with its patch) to graph g as its last node. */
 void graph_append(CUgraph_st *g, std::function<void()> op, node_patch patch);
+/* graph.cpp: append an event record node (an external record) to graph g:
+ * each launch of the graph records the event. */
+void graph_append_event(CUgraph_st *g, cudaEvent_t event);
+/* events.cpp: record `event` on s now (what cudaEventRecord does outside a
+ * capture), returning the work that reaches the record, to be queued on s. */
+std::function<void()> event_record_work(cudaEvent_t event, stream *s);
 /* A call that a capturing stream cannot take (a host wait, pageable host
  * memory, an event): reported, and the capture is invalidated, as CUDA
  * invalidates it. Returns true when s was capturing. */

@@ -2,9 +2,12 @@
  * and the update of a kernel node's arguments.
  *
  * While a stream captures, what is pushed on it (kernels, cuBLAS calls,
- * copies from page-locked memory, memsets) becomes the graph's nodes in
- * issue order (one stream: a chain). A call a capture cannot take (a host
- * wait, pageable host memory, an event) is reported and invalidates it, as
+ * copies from page-locked memory, memsets, external event records), and on
+ * the streams forked into the capture (events.cpp), becomes the graph's
+ * nodes in issue order (a chain). A call a capture cannot take (a host
+ * wait, pageable host memory, a wait on an outside event) is reported and
+ * invalidates it, and work of a forked stream not joined back makes
+ * cudaStreamEndCapture fail, as
  * CUDA invalidates it; cudaStreamEndCapture then fails. An instantiated graph
  * shares its nodes with the graph it came from (the backend instantiates a
  * graph once), so cudaGraphExecKernelNodeSetParams changes both; a launch
@@ -19,6 +22,7 @@
 struct CUgraphNode_st {
     std::function<void()> op;
     cuemu::node_patch patch; /* kernels: how to set their launch; others: none */
+    cudaEvent_t event = nullptr; /* an event record node: the event each launch records */
 };
 
 struct CUgraph_st {
@@ -40,6 +44,13 @@ void graph_append(CUgraph_st *g, std::function<void()> op, node_patch patch) {
     auto n = std::make_shared<CUgraphNode_st>();
     n->op = std::move(op);
     n->patch = std::move(patch);
+    g->last = n.get();
+    g->nodes.push_back(std::move(n));
+}
+
+void graph_append_event(CUgraph_st *g, cudaEvent_t event) {
+    auto n = std::make_shared<CUgraphNode_st>();
+    n->event = event;
     g->last = n.get();
     g->nodes.push_back(std::move(n));
 }
@@ -88,14 +99,34 @@ cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *graph) {
     STICKY_RETURN();
     stream *s = st ? stream_of(st, current_device()) : nullptr;
     if (!s || !s->capture || !graph) return record(cudaErrorInvalidValue);
+    if (s->capture_origin) {
+        report("cudaStreamEndCapture on a stream that joined another's capture");
+        return record(cudaErrorInvalidValue);
+    }
     CUgraph_st *g = s->capture;
-    const bool invalid = s->capture_invalid;
+    bool invalid = s->capture_invalid;
+    cudaError_t why = cudaErrorStreamCaptureInvalidated;
+    for (stream *f : all_streams()) { /* the streams forked into it leave it */
+        if (f == s || f->capture != g) continue;
+        if (f->capture_pushes > f->capture_joined) {
+            report("cudaStreamEndCapture: a stream forked into the capture has work not "
+                   "joined back to the origin stream");
+            invalid = true;
+            why = cudaErrorStreamCaptureUnjoined;
+        }
+        invalid = invalid || f->capture_invalid;
+        f->capture = nullptr;
+        f->capture_invalid = false;
+        f->capture_origin = nullptr;
+        f->capture_pushes = f->capture_joined = 0;
+    }
     s->capture = nullptr;
     s->capture_invalid = false;
+    s->capture_pushes = s->capture_joined = 0;
     if (invalid) {
         delete g;
         *graph = nullptr;
-        return record(cudaErrorStreamCaptureInvalidated);
+        return record(why);
     }
     *graph = g;
     return cudaSuccess;
@@ -151,7 +182,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st) {
         report("cudaGraphLaunch on a capturing stream is not emulated");
         return record(cudaErrorStreamCaptureUnsupported);
     }
-    for (const auto &n : exec->nodes) s->push(n->op); /* a copy: a later update changes none */
+    for (const auto &n : exec->nodes) /* a copy: a later update changes none */
+        s->push(n->event ? event_record_work(n->event, s) : n->op);
     return cudaSuccess;
 }
 

@@ -305,6 +305,7 @@ static CUstream_st default_streams[16];
 void stream::push(std::function<void()> op, node_patch patch) {
     if (capture) {
         graph_append(capture, std::move(op), std::move(patch));
+        capture_pushes++;
         return;
     }
     ((CUstream_st *)this)->queue.push_back(op);
@@ -432,7 +433,8 @@ const char *cudaGetErrorName(cudaError_t e) {
         N(cudaErrorIllegalAddress)
         N(cudaErrorLaunchFailure) N(cudaErrorSetOnActiveProcess)
         N(cudaErrorStreamCaptureUnsupported) N(cudaErrorStreamCaptureInvalidated)
-        N(cudaErrorStreamCaptureImplicit) N(cudaErrorGraphExecUpdateFailure)
+        N(cudaErrorStreamCaptureUnjoined) N(cudaErrorStreamCaptureImplicit)
+        N(cudaErrorGraphExecUpdateFailure)
 #undef N
     }
     return "cudaErrorUnknown";
@@ -446,6 +448,8 @@ const char *cudaGetErrorString(cudaError_t e) {
         return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated:
         return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureUnjoined:
+        return "capture was not joined back to the origin stream";
     case cudaErrorStreamCaptureImplicit:
         return "operation would make the legacy stream depend on a capturing blocking stream";
     case cudaErrorGraphExecUpdateFailure:

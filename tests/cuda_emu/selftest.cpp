@@ -195,6 +195,73 @@ static void graphs() {
     cudaStreamDestroy(s);
 }
 
+/* A stream forked into a capture by an event adds its work to the graph; an
+ * external record there becomes a node that each launch records; a fork not
+ * joined back fails the capture. */
+static void graph_forks() {
+    cudaStream_t s, side;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    cudaEvent_t fork, join, arrived;
+    cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&arrived, cudaEventDisableTiming);
+    int *d, *pinned;
+    cudaMalloc((void **)&d, 256 * 4);
+    cudaHostAlloc((void **)&pinned, 256 * 4, cudaHostAllocDefault);
+    CUEMU_LAUNCH(write_index, 1, 256, 0, s, d, 256);
+    cudaStreamSynchronize(s);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+    CUEMU_LAUNCH(add_value, 1, 256, 0, s, d, 256, 1);
+    cudaEventRecord(fork, s);
+    const cudaError_t forked = cudaStreamWaitEvent(side, fork, 0);
+    cudaMemcpyAsync(pinned, d, 256 * 4, cudaMemcpyDeviceToHost, side);
+    const cudaError_t external = cudaEventRecordWithFlags(arrived, side, cudaEventRecordExternal);
+    CUEMU_LAUNCH(add_value, 1, 256, 0, s, d, 256, 1000);
+    cudaEventRecord(join, side);
+    cudaStreamWaitEvent(s, join, 0);
+    cudaGraph_t g = nullptr;
+    check(forked == cudaSuccess && external == cudaSuccess &&
+              cudaStreamEndCapture(s, &g) == cudaSuccess && g,
+          "a stream forked into a capture, with an external event record, joined back");
+    cudaGraphExec_t x = nullptr;
+    cudaGraphInstantiateWithFlags(&x, g, 0);
+    cudaGraphLaunch(x, s);
+    check(cudaEventQuery(arrived) == cudaErrorNotReady, "a launch records the event node's event");
+    (void)cudaGetLastError();
+    cudaEventSynchronize(arrived);
+    check(pinned[0] == 1 && pinned[255] == 256,
+          "the forked copy ran after the work before the fork, before the work after it");
+    cudaStreamSynchronize(s);
+    cudaGraphLaunch(x, s);
+    check(cudaEventQuery(arrived) == cudaErrorNotReady, "each launch records it again");
+    (void)cudaGetLastError();
+    cudaStreamSynchronize(s);
+    check(cudaEventQuery(arrived) == cudaSuccess && pinned[0] == 1002,
+          "and reaches it with the launch's copy");
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+    cudaEventRecord(fork, s);
+    cudaStreamWaitEvent(side, fork, 0);
+    cudaMemcpyAsync(pinned, d, 256 * 4, cudaMemcpyDeviceToHost, side);
+    g = nullptr;
+    check(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureUnjoined && !g,
+          "a capture whose forked stream is not joined back fails");
+    (void)cudaGetLastError();
+    (void)cudaGetLastError(); /* a null status: refused */
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusActive;
+    cudaStreamIsCapturing(side, &st);
+    check(st == cudaStreamCaptureStatusNone, "and the forked stream leaves it");
+    cudaEventDestroy(fork);
+    cudaEventDestroy(join);
+    cudaEventDestroy(arrived);
+    cudaFree(d);
+    cudaFreeHost(pinned);
+    cudaStreamDestroy(side);
+    cudaStreamDestroy(s);
+}
+
 static void stream_order() {
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -456,6 +523,7 @@ int main(int argc, char **argv) {
     gemm_checks();
     warps(0xffffffffu);
     graphs();
+    graph_forks();
     divergence(); /* last: it leaves the device with a sticky error */
     printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

@@ -48,6 +48,7 @@ typedef enum cudaError {
     cudaErrorLaunchFailure = 719,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureUnjoined = 904,
     cudaErrorStreamCaptureImplicit = 906,
     cudaErrorGraphExecUpdateFailure = 910,
 } cudaError_t;
@@ -147,6 +148,11 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags);
 cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+/* cudaEventRecordWithFlags: a capture makes an event record node of an
+ * external record; a plain one only orders streams (fork and join) */
+#define cudaEventRecordDefault 0x00
+#define cudaEventRecordExternal 0x01
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
