@@ -112,6 +112,27 @@ PY
 
 same_bits layerdrop --precision bf16 --layers 4 --layerdrop 0.5
 
+# steps_of RUN_DIR: each step's loss and gradient norm of a run's metrics.jsonl
+# into RUN_DIR.steps, with 17 digits
+steps_of() {
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if "grad_norm" in m: print(m["step"], repr(m["loss"]), repr(m["grad_norm"]))' \
+        "$1/metrics.jsonl" > "$1.steps"
+}
+
+# same_runs LABEL DIR_WITH DIR_WITHOUT: 6 steps each, the same losses and
+# gradient norms, the same checkpoint bytes
+same_runs() {
+    [ "$(wc -l < "$2.steps")" -eq 6 ] || fail "$1: $(wc -l < "$2.steps") steps in metrics.jsonl, want 6"
+    cmp -s "$2.steps" "$3.steps" ||
+        { diff "$2.steps" "$3.steps"; fail "$1: the steps' losses or gradient norms differ with graphs"; }
+    for f in model.safetensors optim.bin; do
+        cmp -s "$2/ckpt-00000006/$f" "$3/ckpt-00000006/$f" || fail "$1: the checkpoint's $f differs with graphs"
+    done
+}
+
 # train: the demo data, 6 steps, an evaluation and a checkpoint at the end
 train() {
     graphs=$1
@@ -119,21 +140,11 @@ train() {
         --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8 --set steps_per_print=1 \
         --set train_steps=6 --set device=\"cuda-emu\" --set output_dir=\"$tmpdir/train-$graphs\" \
         > "$tmpdir/train-$graphs.log" 2>&1 || { tail -5 "$tmpdir/train-$graphs.log"; fail "train (graphs $graphs) failed"; }
-    python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    m = json.loads(line)
-    if "grad_norm" in m: print(m["step"], repr(m["loss"]), repr(m["grad_norm"]))' \
-        "$tmpdir/train-$graphs/metrics.jsonl" > "$tmpdir/train-$graphs.steps"
+    steps_of "$tmpdir/train-$graphs"
 }
 train 1
 train 0
-[ "$(wc -l < "$tmpdir/train-1.steps")" -eq 6 ] || fail "train: $(wc -l < "$tmpdir/train-1.steps") steps in metrics.jsonl, want 6"
-cmp -s "$tmpdir/train-1.steps" "$tmpdir/train-0.steps" ||
-    { diff "$tmpdir/train-1.steps" "$tmpdir/train-0.steps"; fail "train: the steps' losses or gradient norms differ with graphs"; }
-for f in model.safetensors optim.bin; do
-    cmp -s "$tmpdir/train-1/ckpt-00000006/$f" "$tmpdir/train-0/ckpt-00000006/$f" ||
-        fail "train: the checkpoint's $f differs with graphs"
-done
+same_runs train "$tmpdir/train-1" "$tmpdir/train-0"
 echo "ok   train: 6 steps' losses and gradient norms, the checkpoint's weights and optimizer state: the same bytes"
 
 # train_mpi GRAPHS: train on 2 ranks, 0.1 MB buckets (several a step)
@@ -145,23 +156,13 @@ train_mpi() {
         --set train_micro_batch_size_per_gpu=8 --set data.valid=\"\" --set steps_per_print=1 \
         --set train_steps=6 --set device=\"cuda-emu:0\" --set distributed.bucket_mb=0.1 \
         --set output_dir="\"$out\"" > "$out.log" 2>&1 || { tail -5 "$out.log"; fail "2 ranks (graphs $graphs): training failed"; }
-    python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    m = json.loads(line)
-    if "grad_norm" in m: print(m["step"], repr(m["loss"]), repr(m["grad_norm"]))' \
-        "$out/metrics.jsonl" > "$out.steps"
+    steps_of "$out"
 }
 if "$BERTRAIN" version | grep -q "; mpi)" && command -v mpiexec > /dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
     train_mpi log
     train_mpi 0
-    [ "$(wc -l < "$tmpdir/mpi-log.steps")" -eq 6 ] || fail "2 ranks: $(wc -l < "$tmpdir/mpi-log.steps") steps in metrics.jsonl, want 6"
-    cmp -s "$tmpdir/mpi-log.steps" "$tmpdir/mpi-0.steps" ||
-        { diff "$tmpdir/mpi-log.steps" "$tmpdir/mpi-0.steps"; fail "2 ranks: the steps' losses or gradient norms differ with graphs"; }
-    for f in model.safetensors optim.bin; do
-        cmp -s "$tmpdir/mpi-log/ckpt-00000006/$f" "$tmpdir/mpi-0/ckpt-00000006/$f" ||
-            fail "2 ranks: the checkpoint's $f differs with graphs"
-    done
+    same_runs "2 ranks" "$tmpdir/mpi-log" "$tmpdir/mpi-0"
     # each rank: region 0 (forward, backward, the buckets' copies) replayed in
     # steps 3 to 6 with its copies, and never given up after its capture
     replays=$(grep -c "graph region 0: replayed, [0-9]* calls, [2-9][0-9]* downloads" "$tmpdir/mpi-log.log")
