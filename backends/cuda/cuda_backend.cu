@@ -201,23 +201,6 @@ static void cu_host_free(bt_backend *be, void *p) {
         free(h);
 }
 
-cudaError_t cu_copy_to_host_after(cu_ctx *c, void *dst, const void *src, size_t bytes,
-                                  cudaEvent_t done, bool external) {
-    cudaError_t e = cudaSuccess;
-    if (!c->copies) {
-        CU_CHECK(cudaStreamCreateWithFlags(&c->copies, cudaStreamNonBlocking));
-        CU_CHECK(cudaEventCreateWithFlags(&c->issued, cudaEventDisableTiming));
-        CU_CHECK(cudaEventCreateWithFlags(&c->joined, cudaEventDisableTiming));
-    }
-    if ((e = cudaEventRecord(c->issued, c->stream)) != cudaSuccess) return e;
-    if ((e = cudaStreamWaitEvent(c->copies, c->issued, 0)) != cudaSuccess) return e;
-    if (bytes && (e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->copies)) !=
-                     cudaSuccess)
-        return e;
-    return cudaEventRecordWithFlags(done, c->copies,
-                                    external ? cudaEventRecordExternal : cudaEventRecordDefault);
-}
-
 /* The copy runs on the second stream once the stream has reached this
  * point (an event), so the ops issued after it do not wait for it; its own
  * event, recorded after it, is the ticket's. Inside a region the copy is

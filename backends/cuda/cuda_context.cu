@@ -1,6 +1,7 @@
 /* CUDA backend: what every other file of the backend uses and nothing of it
  * is called from here: error reports, making the backend's device current,
- * device addresses and the context's scratch buffer. The bottom of the
+ * device addresses, the context's scratch buffer and the copies to the host
+ * on the second stream. The bottom of the
  * backend's files. */
 #include "cuda_internal.h"
 
@@ -63,3 +64,21 @@ void *cu_addr(bt_ptr p, size_t esz) {
     return (char *)p.buf->ptr + p.off;
 }
 
+/* ================= copies to the host ================= */
+
+cudaError_t cu_copy_to_host_after(cu_ctx *c, void *dst, const void *src, size_t bytes,
+                                  cudaEvent_t done, bool external) {
+    cudaError_t e = cudaSuccess;
+    if (!c->copies) {
+        CU_CHECK(cudaStreamCreateWithFlags(&c->copies, cudaStreamNonBlocking));
+        CU_CHECK(cudaEventCreateWithFlags(&c->issued, cudaEventDisableTiming));
+        CU_CHECK(cudaEventCreateWithFlags(&c->joined, cudaEventDisableTiming));
+    }
+    if ((e = cudaEventRecord(c->issued, c->stream)) != cudaSuccess) return e;
+    if ((e = cudaStreamWaitEvent(c->copies, c->issued, 0)) != cudaSuccess) return e;
+    if (bytes && (e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->copies)) !=
+                     cudaSuccess)
+        return e;
+    return cudaEventRecordWithFlags(done, c->copies,
+                                    external ? cudaEventRecordExternal : cudaEventRecordDefault);
+}

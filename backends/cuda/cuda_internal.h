@@ -254,6 +254,12 @@ cu_ctx *cu(bt_backend *be);
  * that uses it; cuda_scratch.cu). */
 void *cu_scratch(cu_ctx *c, size_t bytes);
 
+/* Copy `bytes` from device src to host dst on the copies stream once the
+ * stream has reached this point, then record `done` there (external: as a
+ * graph's event record node, when capturing). Returns the first failure. */
+cudaError_t cu_copy_to_host_after(cu_ctx *c, void *dst, const void *src, size_t bytes,
+                                  cudaEvent_t done, bool external);
+
 /* Device address of p for elements of esz bytes (exits when the offset is not
  * a multiple of esz). */
 void *cu_addr(bt_ptr p, size_t esz);
@@ -315,12 +321,6 @@ long cu_graph_download(cu_ctx *c, void *dst, const void *src, size_t bytes);
  * spare events of download_async). */
 bool cu_graph_owns_event(const cu_ctx *c, cudaEvent_t ev);
 
-/* ---- cuda_backend.cu ---- */
-/* Copy `bytes` from device src to host dst on the copies stream once the
- * stream has reached this point, then record `done` there (external: as a
- * graph's event record node, when capturing). Returns the first failure. */
-cudaError_t cu_copy_to_host_after(cu_ctx *c, void *dst, const void *src, size_t bytes,
-                                  cudaEvent_t done, bool external);
 
 /* ---- cuda_gemm.cu ---- */
 /* The gemm op (cuBLAS). */
