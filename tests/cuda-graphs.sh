@@ -16,6 +16,9 @@
 #  - train, 6 steps on the demo data (masks of every size: the head's rows
 #    are padded so the shapes stay) with an evaluation and a checkpoint: the
 #    same per-step losses and gradient norms and the same checkpoint bytes;
+#  - a capture CUDA invalidates (the emulator's CUDA_EMU_INVALIDATE_CAPTURE),
+#    in step 2 while step 1's checkpoint is written: one line and exit 1,
+#    the checkpoint whole, and the run resumed op by op gives the same bits;
 #  - 2 MPI ranks, 0.1 MB buckets: on each rank the forward and backward with
 #    the buckets' copies to the host are one graph, captured once and
 #    replayed every later step (BERTRAIN_CUDA_GRAPHS=log says so), with the
@@ -146,6 +149,35 @@ train 1
 train 0
 same_runs train "$tmpdir/train-1" "$tmpdir/train-0"
 echo "ok   train: 6 steps' losses and gradient norms, the checkpoint's weights and optimizer state: the same bytes"
+
+# A capture CUDA invalidates (CUDA_EMU_INVALIDATE_CAPTURE: the emulated device
+# fails the work captured after, as CUDA does) in step 2, while step 1's
+# checkpoint is written in the background: one line names the capture's
+# error and the switch that does without graphs, the exit is 1, step 1's
+# checkpoint is whole, and the run resumed from it op by op ends with the
+# bits of the run without graphs.
+out="$tmpdir/capture-fails"
+rc=0
+CUDA_EMU_INVALIDATE_CAPTURE=2 BERTRAIN_CUDA_GRAPHS=1 "$BERTRAIN" train tests/fixtures/base.json \
+    --set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8 \
+    --set steps_per_print=1 --set train_steps=6 --set checkpoint.interval=1 \
+    --set device=\"cuda-emu\" --set output_dir=\"$out\" > "$out.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] || { tail -5 "$out.log"; fail "capture fails: exit $rc, want 1"; }
+grep -q "^bertrain: cuda: .*cudaErrorStreamCaptureInvalidated.*BERTRAIN_CUDA_GRAPHS=0" "$out.log" ||
+    { tail -5 "$out.log"; fail "capture fails: no line names the capture's error and BERTRAIN_CUDA_GRAPHS=0"; }
+[ "$(grep -c "^bertrain: cuda:" "$out.log")" -eq 1 ] || { tail -5 "$out.log"; fail "capture fails: more than one line of the device's error"; }
+[ -f "$out/ckpt-00000001/model.safetensors" ] && [ -z "$(find "$out" -name '*.tmp-*')" ] ||
+    { ls -la "$out"; fail "capture fails: step 1's checkpoint is not whole"; }
+BERTRAIN_CUDA_GRAPHS=0 "$BERTRAIN" train tests/fixtures/base.json --resume auto \
+    --set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8 \
+    --set steps_per_print=1 --set train_steps=6 --set checkpoint.interval=1 \
+    --set device=\"cuda-emu\" --set output_dir=\"$out\" > "$out-resumed.log" 2>&1 ||
+    { tail -5 "$out-resumed.log"; fail "capture fails: the resume op by op failed"; }
+grep -q "^resume: from .*/ckpt-00000001 (step 1," "$out-resumed.log" ||
+    { head -5 "$out-resumed.log"; fail "capture fails: the resume did not start from step 1's checkpoint"; }
+steps_of "$out"
+same_runs "capture fails" "$out" "$tmpdir/train-0"
+echo "ok   capture fails in step 2: $(grep -o 'cudaErrorStreamCaptureInvalidated' "$out.log" | head -1) named with BERTRAIN_CUDA_GRAPHS=0, exit 1, step 1's checkpoint whole; resumed op by op, the bits of the run without graphs"
 
 # train_mpi GRAPHS: train on 2 ranks, 0.1 MB buckets (several a step)
 train_mpi() {

@@ -13,9 +13,19 @@
 /* "cudaFoo(a, b)" -> "cudaFoo" */
 int cu_call_name_len(const char *call) { return (int)strcspn(call, "( "); }
 
+/* What a user can do about err: for the errors of a stream capture (CUDA's
+ * 900-908, cudaErrorStreamCaptureUnsupported to ...WrongThread), which only
+ * a CUDA Graph's capture makes, the switch that does without one. */
+static const char *cu_remedy(cudaError_t err) {
+    return (int)err >= 900 && (int)err <= 908
+               ? " (inside a CUDA Graph's capture: BERTRAIN_CUDA_GRAPHS=0 launches the steps "
+                 "op by op)"
+               : "";
+}
+
 void cu_fatal(const char *call, cudaError_t err, const char *file, int line) {
-    fprintf(stderr, "bertrain: cuda: %.*s failed: %s: %s at %s:%d\n", cu_call_name_len(call), call,
-            cudaGetErrorName(err), cudaGetErrorString(err), file, line);
+    fprintf(stderr, "bertrain: cuda: %.*s failed: %s: %s at %s:%d%s\n", cu_call_name_len(call),
+            call, cudaGetErrorName(err), cudaGetErrorString(err), file, line, cu_remedy(err));
     exit(1);
 }
 
@@ -33,8 +43,12 @@ const char *cublas_status_name(cublasStatus_t st) {
 }
 
 void cublas_fatal(const char *call, cublasStatus_t st, const char *file, int line) {
-    fprintf(stderr, "bertrain: cuda: %.*s failed: %s (%d) at %s:%d\n", cu_call_name_len(call), call,
-            cublas_status_name(st), (int)st, file, line);
+    /* the runtime's error behind a failed launch, where cuBLAS left it */
+    const cudaError_t why = cudaGetLastError();
+    fprintf(stderr, "bertrain: cuda: %.*s failed: %s (%d)%s%s at %s:%d%s\n",
+            cu_call_name_len(call), call, cublas_status_name(st), (int)st,
+            why != cudaSuccess ? ", " : "", why != cudaSuccess ? cudaGetErrorName(why) : "", file,
+            line, cu_remedy(why));
     exit(1);
 }
 

@@ -485,7 +485,28 @@ struct ckpt_writer {
     cJSON *base_model; /* ckpt_writer_carry: an import's provenance, or NULL */
     char run_id[RUN_ID_LEN + 1]; /* the lineage: keep-last-K deletes only its checkpoints */
     ckpt_points points;          /* told the points each write reaches (none: zeros) */
+    ckpt_writer *next_live;      /* the process's writers (finish_writes_at_exit) */
 };
+
+/* The process's writers. An exit with a write in flight (a device error's exit(1)
+ * in the next step) finishes the write first: its host copy is whole. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static ckpt_writer *live;
+
+static void finish_writes_at_exit(void) {
+    pthread_mutex_lock(&live_lock);
+    for (ckpt_writer *w = live; w; w = w->next_live) {
+        if (!w->running || pthread_equal(pthread_self(), w->thread)) continue;
+        if (!atomic_load(&w->done))
+            fprintf(stderr, "bertrain: exiting: the checkpoint of step %ld is written first\n",
+                    w->step);
+        pthread_join(w->thread, NULL);
+        w->running = false;
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void register_at_exit(void) { atexit(finish_writes_at_exit); }
 
 static int cmp_name(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -619,6 +640,12 @@ ckpt_writer *ckpt_writer_new(const bt_config *cfg, const bert_model *m, const ch
         return NULL;
     }
     if (points) w->points = *points;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_at_exit);
+    pthread_mutex_lock(&live_lock);
+    w->next_live = live;
+    live = w;
+    pthread_mutex_unlock(&live_lock);
     w->cfg = cfg;
     w->m = m;
     snprintf(w->run_id, sizeof w->run_id, "%s", run_id);
@@ -683,8 +710,10 @@ bool ckpt_writer_carry(ckpt_writer *w, const char *src_dir, char *err, size_t er
 
 int ckpt_writer_collect(ckpt_writer *w, bool wait, long *step, char *err, size_t errlen) {
     if (!w || !w->running || (!wait && !atomic_load(&w->done))) return 0;
-    pthread_join(w->thread, NULL);
+    pthread_mutex_lock(&live_lock); /* not joined twice by an exit on another thread */
+    if (w->running) pthread_join(w->thread, NULL);
     w->running = false;
+    pthread_mutex_unlock(&live_lock);
     cJSON_Delete(w->state);
     w->state = NULL;
     *step = w->step;
@@ -752,6 +781,13 @@ void ckpt_writer_free(ckpt_writer *w) {
     char err[512];
     if (!ckpt_writer_wait(w, err, sizeof err))
         fprintf(stderr, "bertrain: checkpoint at step %ld: %s\n", w->step, err);
+    pthread_mutex_lock(&live_lock);
+    for (ckpt_writer **p = &live; *p; p = &(*p)->next_live)
+        if (*p == w) {
+            *p = w->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
     free(w->host);
     free(w->vocab);
     free(w->carried);

@@ -249,6 +249,10 @@ cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
     }
     stream *s = stream_of(h->stream, h->device);
     if (!s) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (capture_refuses(s)) { /* its kernel's launch fails */
+        record(cudaErrorStreamCaptureInvalidated);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
     bool fault = false;
     if (g.Aarr && g.m && g.n && g.batch) { /* the address arrays; the matrices when it runs */
         const void *arr[3] = {g.Aarr, g.Barr, g.Carr};

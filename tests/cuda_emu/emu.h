@@ -48,6 +48,11 @@ struct config {
     size_t held_bytes; /* CUDA_EMU_HELD_MB: what other processes hold of each device */
     uint64_t seed;
     int workers;
+    /* CUDA_EMU_INVALIDATE_CAPTURE=N: the process's Nth stream capture (from
+     * 1; 0, the default: none) is invalidated as it begins, as CUDA
+     * invalidates a capture that took a call it cannot, so that what is
+     * captured after fails (capture_refuses) and so does its end */
+    unsigned long long invalidate_capture;
 };
 const config &cfg();
 
@@ -123,6 +128,10 @@ bool refuse_in_capture(stream *s, const char *call);
 /* As refuse_in_capture, for a call that waits for the whole device (cudaFree):
  * true when any stream was capturing. */
 bool refuse_in_any_capture(const char *call);
+/* Work pushed on s now fails, as CUDA fails it, because s captures into a
+ * capture that is invalidated: cudaErrorStreamCaptureInvalidated (the
+ * caller returns it; nothing is captured). */
+bool capture_refuses(const stream *s);
 /* Every stream, the default ones included (runtime.cpp). */
 std::vector<stream *> all_streams();
 /* Run everything queued on s, in order (device memory is reachable only

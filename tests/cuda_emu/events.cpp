@@ -103,6 +103,7 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t st, unsigne
     }
     stream *s = stream_of(st, current_device());
     if (!s) return cudaErrorInvalidResourceHandle;
+    if (capture_refuses(s)) return record(cudaErrorStreamCaptureInvalidated);
     if (s->capture && (flags & cudaEventRecordExternal)) {
         graph_append_event(s->capture, event);
         s->capture_pushes++;
@@ -157,6 +158,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t event, unsigned int
     }
     stream *s = stream_of(st, current_device());
     if (!s) return cudaErrorInvalidResourceHandle;
+    if (capture_refuses(s)) return record(cudaErrorStreamCaptureInvalidated);
     if (event->capture_id) return wait_in_capture(s, event);
     /* stricter than CUDA, which makes an event wait node */
     if (refuse_in_capture(s, "cudaStreamWaitEvent on an event recorded outside the capture"))

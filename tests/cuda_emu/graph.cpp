@@ -6,7 +6,9 @@
  * the streams forked into the capture (events.cpp), becomes the graph's
  * nodes in issue order (a chain). A call a capture cannot take (a host
  * wait, pageable host memory, a wait on an outside event) is reported and
- * invalidates it, and work of a forked stream not joined back makes
+ * invalidates it (so does CUDA_EMU_INVALIDATE_CAPTURE, a test's fault):
+ * work pushed into it after that fails, as CUDA fails it
+ * (cudaErrorStreamCaptureInvalidated). Work of a forked stream not joined back makes
  * cudaStreamEndCapture fail, as
  * CUDA invalidates it; cudaStreamEndCapture then fails. An instantiated graph
  * shares its nodes with the graph it came from (the backend instantiates a
@@ -68,6 +70,11 @@ bool refuse_in_capture(stream *s, const char *call) {
     return true;
 }
 
+bool capture_refuses(const stream *s) {
+    return s && s->capture &&
+           (s->capture_invalid || (s->capture_origin && s->capture_origin->capture_invalid));
+}
+
 bool refuse_in_any_capture(const char *call) {
     bool any = false;
     for (stream *s : all_streams()) any = refuse_in_capture(s, call) || any;
@@ -90,8 +97,8 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode mode) 
     if (s->capture || (int)mode < 0 || (int)mode > 2) return record(cudaErrorInvalidValue);
     s->capture = new CUgraph_st();
     s->capture->device = s->device;
-    s->capture_invalid = false;
     s->capture_id = ++capture_ids;
+    s->capture_invalid = s->capture_id == cfg().invalidate_capture; /* the test's fault */
     return cudaSuccess;
 }
 

@@ -179,6 +179,11 @@ void enqueue_kernel(const kernel_launch &l, cudaStream_t st) {
         l.free_args(l.args);
         return;
     }
+    if (capture_refuses(s)) {
+        l.free_args(l.args);
+        record(cudaErrorStreamCaptureInvalidated);
+        return;
+    }
     if (!cfg().has_code) { /* the binary has no code for this architecture */
         l.free_args(l.args);
         record(cudaErrorNoKernelImageForDevice);

@@ -98,6 +98,8 @@ const config &cfg() {
         if (c.held_bytes > c.mem_bytes) c.held_bytes = c.mem_bytes;
         c.seed = (uint64_t)env_long("CUDA_EMU_SEED", 1, 0, 1L << 62);
         c.workers = (int)env_long("CUDA_EMU_WORKERS", 2, 1, 64);
+        c.invalidate_capture =
+            (unsigned long long)env_long("CUDA_EMU_INVALIDATE_CAPTURE", 0, 0, 1L << 40);
     });
     return c;
 }
@@ -613,6 +615,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     const int d = this_device;
     stream *s = stream_of(st, d);
     if (!s) return cudaErrorInvalidResourceHandle;
+    if (capture_refuses(s)) return record(cudaErrorStreamCaptureInvalidated);
     if (!bytes) return cudaSuccess;
     char why[256];
     const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
@@ -662,6 +665,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t st)
     const int d = this_device;
     stream *s = stream_of(st, d);
     if (!s) return cudaErrorInvalidResourceHandle;
+    if (capture_refuses(s)) return record(cudaErrorStreamCaptureInvalidated);
     if (!bytes) return cudaSuccess;
     char why[256];
     if (bad_range(ptr, bytes, d, why, sizeof why)) {

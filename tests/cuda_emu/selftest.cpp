@@ -123,7 +123,7 @@ __global__ void add_value(int *out, int n, int v) {
 
 /* A capture records without running; a launch runs the nodes in order; a
  * kernel node's update changes the next launch only; what a capture cannot
- * take invalidates it. */
+ * take invalidates it, and the work captured after fails. */
 static void graphs() {
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -180,9 +180,15 @@ static void graphs() {
     const cudaError_t refused = cudaMemcpyAsync(d, pageable.data(), 256 * 4,
                                                 cudaMemcpyHostToDevice, s);
     g = nullptr;
-    check(refused != cudaSuccess &&
+    /* work pushed into the invalidated capture fails, as CUDA fails it */
+    const cudaError_t copy_after = cudaMemcpyAsync(d, pinned, 4, cudaMemcpyHostToDevice, s);
+    (void)cudaGetLastError();
+    CUEMU_LAUNCH(add_value, 1, 256, 0, s, d, 256, 1);
+    const cudaError_t launch_after = cudaGetLastError();
+    check(refused != cudaSuccess && copy_after == cudaErrorStreamCaptureInvalidated &&
+              launch_after == cudaErrorStreamCaptureInvalidated &&
               cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated && !g,
-          "a copy from pageable memory invalidates a capture");
+          "a copy from pageable memory invalidates a capture, and the work after it fails");
     cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
     const cudaError_t sync = cudaStreamSynchronize(s);
     const cudaError_t freed = cudaFree(d);
