@@ -1,5 +1,25 @@
 /* Fused cross-entropy forward and backward over rows of V logits. */
 
+/* Logit j of a row: x[j], or with biased x[j] + bias[j] rounded to kind16. */
+BT_FN float xent_logit(__global const float *x, __global const float *bias, int j, int biased,
+                       int kind16) {
+    float v = x[j];
+    if (biased) v = round_kind16(v + bias[j], kind16);
+    return v;
+}
+
+/* Logit xj (index j) into a work-item's first maximum mx (at arg) and its
+ * sum of exp(x - mx), rescaled by exp(old mx - new mx) when mx grows. */
+BT_FN void xent_online(float xj, int j, float *mx, float *sum, int *arg) {
+    if (xj > *mx) {
+        *sum = *sum * exp(*mx - xj) + 1.0f;
+        *mx = xj;
+        *arg = j;
+    } else if (xj != -INFINITY) { /* a -INFINITY adds 0, even before any finite mx */
+        *sum += exp(xj - *mx);
+    }
+}
+
 /* Per row r with label y = labels[r]:
  *   loss[r] = logsumexp(logits[r]) - logits[r, y];
  *   correct[r] = 1 if the first argmax == y else 0;
@@ -22,26 +42,6 @@
  * of exp(x - max), kept online (the sum rescaled when the max grows), which
  * fixed trees then combine, ties to the lower index; a second pass reads
  * each logit again and writes its gradient. global: rows * BT_WG. */
-/* Logit j of a row: x[j], or with biased x[j] + bias[j] rounded to kind16. */
-BT_FN float xent_logit(__global const float *x, __global const float *bias, int j, int biased,
-                       int kind16) {
-    float v = x[j];
-    if (biased) v = round_kind16(v + bias[j], kind16);
-    return v;
-}
-
-/* Logit xj (index j) into a work-item's first maximum mx (at arg) and its
- * sum of exp(x - mx), rescaled by exp(old mx - new mx) when mx grows. */
-BT_FN void xent_online(float xj, int j, float *mx, float *sum, int *arg) {
-    if (xj > *mx) {
-        *sum = *sum * exp(*mx - xj) + 1.0f;
-        *mx = xj;
-        *arg = j;
-    } else if (xj != -INFINITY) { /* a -INFINITY adds 0, even before any finite mx */
-        *sum += exp(xj - *mx);
-    }
-}
-
 BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
                                   BT_OUT(float, correct), BT_OUT(float, log_z),
                                   BT_IN(float, logits), BT_IN(int, labels), BT_IN(float, bias),
