@@ -362,15 +362,10 @@ struct bt_backend {
      * storage as written (the model's store of it, without a rounding pass);
      * dlogits16 given (round16 16-bit): the gradient written there only, in
      * round16, for the GEMMs that read it in 16 bits; dlogits is then not
-     * written and may be BT_NO_PTR, and dlogits16 must not overlap logits.
-     * bias given (V; BT_NO_PTR: none): each logit is logits[r, j] + bias[j]
-     * rounded to round16, the bits bias_add would leave in logits, so the
-     * decoder's bias needs no pass of its own; logits is then only read
-     * (unless dlogits aliases it).                 bias: (V) */
+     * written and may be BT_NO_PTR, and dlogits16 must not overlap logits. */
     void (*xent_fwd_bwd)(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
-                         bt_ptr log_z, bt_ptr logits, bt_ptr labels, bt_ptr bias, int rows,
-                         int V, float grad_scale, float z_loss, bt_dtype round16,
-                         bt_ptr dlogits16);
+                         bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
+                         float grad_scale, float z_loss, bt_dtype round16, bt_ptr dlogits16);
     /* sum of x[i]^2 (a deterministic reduction; the host gets the value) */
     double (*sumsq)(bt_backend *be, bt_ptr x, size_t n);
     /* sum of x[i] (deterministic; the host gets the value) */

@@ -210,71 +210,8 @@ static void run_xent(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     xent_args *q = a; /* logits, labels, loss, correct, log_z, [dlogits or dlogits16] */
     const bt_ptr d = q->inplace || q->only16 ? t[0].p : t[5].p;
-    be->xent_fwd_bwd(be, d, t[2].p, t[3].p, t[4].p, t[0].p, t[1].p, BT_NO_PTR, q->rows, q->V,
-                     q->gs, q->z, q->round16, q->only16 ? t[5].p : BT_NO_PTR);
-}
-
-typedef struct {
-    xent_args q;
-    int fused; /* the bias given to xent_fwd_bwd, or bias_add first */
-} xent_bias_args;
-static void run_xent_bias(bt_backend *be, tensor *t, void *a, double *s) {
-    (void)s;
-    xent_bias_args *p = a; /* logits, labels, loss, correct, log_z, bias, [dlogits(16)] */
-    const xent_args *q = &p->q;
-    if (!p->fused) be->bias_add(be, t[0].p, t[5].p, q->rows, q->V, q->round16, BT_NO_PTR, true);
-    const bt_ptr d = q->inplace || q->only16 ? t[0].p : t[6].p;
-    be->xent_fwd_bwd(be, d, t[2].p, t[3].p, t[4].p, t[0].p, t[1].p, p->fused ? t[5].p : BT_NO_PTR,
-                     q->rows, q->V, q->gs, q->z, q->round16, q->only16 ? t[6].p : BT_NO_PTR);
-}
-
-/* xent_fwd_bwd given the decoder's bias against bias_add (rounding as the
- * model's store does) and then xent_fwd_bwd without it: the same bits of
- * loss, correct, log_z and the gradient (or its 16-bit copy), in fp32 and
- * in bf16 and f16 storage, out of place, in place and in 16 bits only; the
- * logits unchanged where the gradient does not take their place (tensor_in). */
-static void xent_bias_cases(bt_backend *be, xent_args q, const float *x, const int32_t *lab) {
-    const size_t n = (size_t)q.rows * q.V, R = (size_t)q.rows;
-    float *bias = rand_floats((size_t)q.V, 1.0, 0.0);
-    static const bt_dtype storage[] = {BT_F32, BT_BF16, BT_F16};
-    for (int k = 0; k < 9; k++) {
-        q.round16 = storage[k / 3];
-        q.inplace = k % 3 == 1;
-        q.only16 = k % 3 == 2;
-        if (q.only16 && q.round16 == BT_F32) continue;
-        tensor t[2][7];
-        for (int fused = 0; fused < 2; fused++) {
-            const bool logits_written = !fused || q.inplace;
-            tensor *u = t[fused];
-            u[0] = logits_written ? tensor_out("logits", x, n) : tensor_in("logits", x, n);
-            u[1] = tensor_in("labels", lab, R);
-            u[2] = tensor_out("loss", NULL, R);
-            u[3] = tensor_out("correct", NULL, R);
-            u[4] = tensor_out("log_z", NULL, R);
-            u[5] = tensor_in("bias", bias, (size_t)q.V);
-            u[6] = q.only16 ? tensor_16bit("dlogits16", NULL, n, true)
-                            : tensor_out("dlogits", NULL, n);
-        }
-        verdict v = v_new();
-        xent_bias_args unfused = {q, 0}, fused = {q, 1};
-        const int count = q.inplace ? 6 : 7;
-        if (exec_op(&v, be, t[0], count, run_xent_bias, &unfused, NULL) &&
-            exec_op(&v, be, t[1], count, run_xent_bias, &fused, NULL)) {
-            v_bits(&v, "loss", RES(t[1][2]), RES(t[0][2]), R);
-            v_bits(&v, "correct", RES(t[1][3]), RES(t[0][3]), R);
-            v_bits(&v, "log_z", RES(t[1][4]), RES(t[0][4]), R);
-            const int g = q.inplace ? 0 : 6;
-            if (q.only16 && memcmp(t[1][6].res, t[0][6].res, n * 2) != 0)
-                v_fail(&v, "dlogits16 differs from bias_add's and then xent's");
-            if (!q.only16) v_bits(&v, "dlogits", RES(t[1][g]), RES(t[0][g]), n);
-        }
-        v_report(&v, "xent_fwd_bwd", "%dx%d z=%.3g%s, bias: bias_add's bits%s", q.rows, q.V, q.z,
-                 storage_suffix(q.round16),
-                 q.only16 ? ", dlogits16 only" : q.inplace ? " in-place" : "");
-        tensors_free(t[0], 7);
-        tensors_free(t[1], 7);
-    }
-    free(bias);
+    be->xent_fwd_bwd(be, d, t[2].p, t[3].p, t[4].p, t[0].p, t[1].p, q->rows, q->V, q->gs, q->z,
+                     q->round16, q->only16 ? t[5].p : BT_NO_PTR);
 }
 
 /* xent_fwd_bwd with its gradient rounded to bf16 and to f16 storage, out
@@ -407,7 +344,6 @@ void test_xent(bt_backend *be) {
             tensors_free(t, 6);
         }
         xent16_cases(be, q, x, lab);
-        xent_bias_cases(be, q, x, lab);
         if (g_check_references) { /* dlogits = d(grad_scale * loss) / dlogits */
             verdict f = v_new();
             for (int s = 0; s < 6; s++) { /* the label, the argmax and a random logit */

@@ -1,34 +1,12 @@
 /* Fused cross-entropy forward and backward over rows of V logits. */
 
-/* Logit j of a row: x[j], or with biased x[j] + bias[j] rounded to kind16. */
-BT_FN float xent_logit(__global const float *x, __global const float *bias, int j, int biased,
-                       int kind16) {
-    float v = x[j];
-    if (biased) v = round_kind16(v + bias[j], kind16);
-    return v;
-}
-
-/* Logit xj (index j) into a work-item's first maximum mx (at arg) and its
- * sum of exp(x - mx), rescaled by exp(old mx - new mx) when mx grows. */
-BT_FN void xent_online(float xj, int j, float *mx, float *sum, int *arg) {
-    if (xj > *mx) {
-        *sum = *sum * exp(*mx - xj) + 1.0f;
-        *mx = xj;
-        *arg = j;
-    } else if (xj != -INFINITY) { /* a -INFINITY adds 0, even before any finite mx */
-        *sum += exp(xj - *mx);
-    }
-}
-
 /* Per row r with label y = labels[r]:
  *   loss[r] = logsumexp(logits[r]) - logits[r, y];
  *   correct[r] = 1 if the first argmax == y else 0;
  *   log_z[r] = logsumexp(logits[r]);
  *   dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax(logits[r]) - onehot(y))
  *   (the gradient of loss + z_loss * log_z^2);
- * a label < 0 gives loss, correct, log_z and dlogits 0. With biased, a
- * logit is logits[r, j] + bias[j] rounded to kind16, bias_add's bits (the
- * decoder's bias joins here instead of a pass of its own). The gradient is
+ * a label < 0 gives loss, correct, log_z and dlogits 0. The gradient is
  * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded); with
  * grad16_only it goes to dlogits16 in kind16 alone (dlogits not written;
  * dlogits16 does not overlap logits: a row's 16 bits lie over others' logits).
@@ -44,9 +22,9 @@ BT_FN void xent_online(float xj, int j, float *mx, float *sum, int *arg) {
  * each logit again and writes its gradient. global: rows * BT_WG. */
 BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
                                   BT_OUT(float, correct), BT_OUT(float, log_z),
-                                  BT_IN(float, logits), BT_IN(int, labels), BT_IN(float, bias),
-                                  int biased, int V, float grad_scale, float z_loss, int kind16,
-                                  BT_OUT(ushort, dlogits16), int grad16_only) {
+                                  BT_IN(float, logits), BT_IN(int, labels), int V, float grad_scale,
+                                  float z_loss, int kind16, BT_OUT(ushort, dlogits16),
+                                  int grad16_only) {
     BT_BIND(dlogits);
     BT_BIND(dlogits16);
     BT_BIND(loss);
@@ -54,7 +32,6 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
     BT_BIND(log_z);
     BT_BIND(logits);
     BT_BIND(labels);
-    BT_BIND(bias);
     __local float red[BT_WG], sum_red[BT_WG];
     __local int arg_red[BT_WG];
     __local float x_y; /* logit y, from its owner */
@@ -78,17 +55,15 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
      * exp(x - mx) rescaled by exp(old mx - new mx) when mx grows */
     float mx = -INFINITY, sum = 0.0f;
     int arg = INT_MAX;
-    if (biased) { /* two loops: PoCL 3.1 miscompiled one that branched on biased (xent_logit) */
-        for (int j = lid; j < V; j += BT_WG) {
-            const float xj = round_kind16(x[j] + bias[j], kind16);
-            if (j == y) x_y = xj;
-            xent_online(xj, j, &mx, &sum, &arg);
-        }
-    } else {
-        for (int j = lid; j < V; j += BT_WG) {
-            const float xj = x[j];
-            if (j == y) x_y = xj;
-            xent_online(xj, j, &mx, &sum, &arg);
+    for (int j = lid; j < V; j += BT_WG) {
+        const float xj = x[j];
+        if (j == y) x_y = xj;
+        if (xj > mx) {
+            sum = sum * exp(mx - xj) + 1.0f;
+            mx = xj;
+            arg = j;
+        } else if (xj != -INFINITY) { /* a -INFINITY adds 0, even before any finite mx */
+            sum += exp(xj - mx);
         }
     }
     red[lid] = mx;
@@ -116,7 +91,7 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
     const float lz = log(sum) + mx;
     const float g = grad_scale * (1.0f + 2.0f * z_loss * lz) * (1.0f / sum);
     for (int j = lid; j < V; j += BT_WG) {
-        float v = exp(xent_logit(x, bias, j, biased, kind16) - mx) * g;
+        float v = exp(x[j] - mx) * g;
         if (j == y) v -= grad_scale;
         if (grad16_only)
             d16[j] = f32_to_kind16(v, kind16);

@@ -6,7 +6,7 @@
 #   sh scripts/bench-fusions.sh BACKEND PRESET SEQ BATCH STEPS ROUNDS [THREADS [VARIANTS]]
 # VARIANTS (default "fused all gelu join attention"), a space-separated list:
 #   fused      every fusion on (--unfused none), the top layer at the heads' rows
-#   all|gelu|join|attention|cast|xent   that fusion off (--unfused NAME)
+#   all|gelu|join|attention|cast   that fusion off (--unfused NAME)
 #   dense-top  every fusion on, the top layer at every row (--dense-top)
 #   build=DIR  as fused, but DIR/bertrain: another build, e.g. a git worktree
 #              of the commit before a change
@@ -27,7 +27,7 @@ variants=${8:-fused all gelu join attention}
 bin_of() { case $1 in build=*) echo "${1#build=}/bertrain" ;; *) echo ./bertrain ;; esac; }
 for variant in $variants; do # every variant known and built before any runs
     case $variant in
-        fused | build=* | dense-top | all | gelu | join | attention | cast | xent) ;;
+        fused | build=* | dense-top | all | gelu | join | attention | cast) ;;
         *) echo "bench-fusions: unknown variant $variant" >&2; exit 2 ;;
     esac
     bin=$(bin_of "$variant")
@@ -43,7 +43,7 @@ while [ "$r" -le "$rounds" ]; do
         case $variant in
             fused | build=*) set -- "$@" --unfused none ;;
             dense-top) set -- "$@" --unfused none --dense-top ;;
-            *) set -- "$@" --unfused "$variant" ;; # all, gelu, join, attention, cast, xent
+            *) set -- "$@" --unfused "$variant" ;; # all, gelu, join, attention, cast
         esac
         res=$("$(bin_of "$variant")" bench "$@" 2>&1) || { echo "$res" >&2; exit 1; }
         ms=$(echo "$res" | sed -n 's/^ms\/step: //p')

@@ -28,10 +28,6 @@ bench() {
 
 # has LABEL OP: the profile of run LABEL lists op OP
 has() { grep -q "^$2 " "$tmpdir/$1"; }
-# per_step LABEL FIELD: the profile's per-step figure before FIELD ("kernel launches")
-per_step() { sed -n "s/^per step: .* \([0-9.]*\) $2,.*/\1/p" "$tmpdir/$1"; }
-# calls LABEL OP: the profile's calls a step of OP
-calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 
 check_device() {
     dev=$1 tag=${1%%:*}
@@ -53,16 +49,6 @@ check_device() {
         done
         echo "ok   $dev, $norm-LN $prec: fused and unfused agree ($a)"
     done
-    # the MLM decoder's bias added by the cross-entropy (bf16): bias_add's
-    # bits, and one bias_add a step fewer (the decoder's)
-    bench "$dev" "$tag-xent-unfused" --precision bf16 --unfused xent
-    a=$(grep "^last step:" "$tmpdir/$tag-post-bf16-fused")
-    b=$(grep "^last step:" "$tmpdir/$tag-xent-unfused")
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$dev: the decoder's bias in xent_fwd_bwd '$a', by bias_add '$b'"
-    on=$(calls "$tag-post-bf16-fused" bias_add) off=$(calls "$tag-xent-unfused" bias_add)
-    awk -v on="$on" -v off="$off" 'BEGIN { exit !(on != "" && off - on == 1) }' ||
-        fail "$dev: bias_add $on calls a step with the decoder's bias in xent_fwd_bwd, $off without (want 1 fewer)"
-    echo "ok   $dev: the decoder's bias in the cross-entropy: bias_add's bits, $on bias_add calls a step against $off"
     bench "$dev" "$tag-default"
     grep "^fused ops: $2\$" "$tmpdir/$tag-default" > /dev/null ||
         fail "$dev: want 'fused ops: $2' by default, got '$(grep '^fused ops' "$tmpdir/$tag-default")'"
@@ -78,6 +64,10 @@ elif "$BERTRAIN" bench --preset tiny --seq 16 --batch 1 --steps 1 --warmup 0 --b
 else
     skip_part "OpenCL: no device opencl:0:0: $(tail -1 "$tmpdir/probe")"
 fi
+# per_step LABEL FIELD: the profile's per-step figure before FIELD ("kernel launches")
+per_step() { sed -n "s/^per step: .* \([0-9.]*\) $2,.*/\1/p" "$tmpdir/$1"; }
+# calls LABEL OP: the profile's calls a step of OP
+calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 
 # The cast fusion (16-bit GEMMs on tensor cores: the emulated A100). Same
 # bits with it and without (--unfused cast), more casts with it, and

@@ -5,7 +5,6 @@
 #include "cpu_internal.h"
 
 #include <math.h>
-#include <string.h>
 
 static void cpu_embed_fwd(bt_backend *be, bt_ptr out, bt_ptr ids, bt_ptr type_ids, bt_ptr wte,
                           bt_ptr wpe, bt_ptr wtt, int B, int T, int C) {
@@ -276,8 +275,8 @@ static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx,
 }
 
 static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
-                             bt_ptr log_z, bt_ptr logits, bt_ptr labels, bt_ptr bias, int rows,
-                             int V, float grad_scale, float z_loss, bt_dtype round16,
+                             bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
+                             float grad_scale, float z_loss, bt_dtype round16,
                              bt_ptr dlogits16) {
     cpu_ctx *ctx = be->ctx;
     /* a gradient in 16 bits only: computed in fp32 scratch, then converted */
@@ -286,16 +285,10 @@ static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
     float *L = cpu_f32(loss), *CR = cpu_f32(correct), *LZ = cpu_f32(log_z);
     const float *X = cpu_f32(logits);
     const int32_t *Y = cpu_i32(labels);
-    const float *bb = bias.buf ? cpu_f32(bias) : NULL;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const float *x = X + (size_t)r * V;
         float *d = DL + (size_t)r * V;
-        if (bb) { /* the row's logits with their bias, as bias_add leaves them, in d */
-            if (d != x) memcpy(d, x, (size_t)V * sizeof *d);
-            cpu_bias_row(d, bb, V, round16, NULL);
-            x = d;
-        }
         int y = Y[r];
         if (y < 0) {
             L[r] = 0.0f;

@@ -343,8 +343,8 @@ static void ocl_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_pt
 }
 
 static void ocl_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
-                             bt_ptr log_z, bt_ptr logits, bt_ptr labels, bt_ptr bias, int rows,
-                             int V, float grad_scale, float z_loss, bt_dtype round16,
+                             bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
+                             float grad_scale, float z_loss, bt_dtype round16,
                              bt_ptr dlogits16) {
     args a = begin(be, K_xent_fwd_bwd);
     arg_f32p(&a, dlogits16.buf ? logits : dlogits); /* with the copy: not written */
@@ -353,8 +353,6 @@ static void ocl_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr
     arg_f32p(&a, log_z);
     arg_f32p(&a, logits);
     arg_ptr(&a, labels, 4);
-    arg_f32p(&a, bias.buf ? bias : logits); /* absent: logits, not read */
-    arg_i(&a, bias.buf != NULL);
     arg_i(&a, V);
     arg_f(&a, grad_scale);
     arg_f(&a, z_loss);

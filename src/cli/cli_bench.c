@@ -25,7 +25,7 @@
     "       [--steps N]\n"                                                                  \
     "       [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"                        \
     "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"                                 \
-    "       [--unfused gelu,join,attention,cast,xent|all|none] [--dense-top]\n"               \
+    "       [--unfused gelu,join,attention,cast|all|none] [--dense-top]\n"                    \
     "       [--profile] [--ceiling] [--json] [--project CARD[,CARD...] [--counts FILE]]\n"  \
     "       [--set key.path=value]...\n"                                                     \
     "  --preset, --seq, --batch, --precision, --layers, --layerdrop, --norm: the config\n"   \
@@ -67,13 +67,12 @@ typedef struct {
     const char *norm;         /* post (the preset's) or pre */
 } bench_opts;
 
-/* The BERT_FUSE_* bits of a comma list of gelu, join, attention, cast, xent, all;
+/* The BERT_FUSE_* bits of a comma list of gelu, join, attention, cast, all;
  * false on an unknown name. */
 static bool parse_unfused(const char *list, unsigned *out) {
     static const struct { const char *name; unsigned bit; } names[] = {
         {"gelu", BERT_FUSE_GELU}, {"join", BERT_FUSE_JOIN},
-        {"attention", BERT_FUSE_ATTENTION}, {"cast", BERT_FUSE_CAST}, {"xent", BERT_FUSE_XENT},
-        {"all", BERT_FUSE_ALL},
+        {"attention", BERT_FUSE_ATTENTION}, {"cast", BERT_FUSE_CAST}, {"all", BERT_FUSE_ALL},
         {"none", 0}};
     *out = 0;
     for (const char *p = list; *p;) {
@@ -84,7 +83,7 @@ static bool parse_unfused(const char *list, unsigned *out) {
             i++;
         if (i == sizeof names / sizeof *names) {
             fprintf(stderr, "bertrain bench: --unfused %s: expected a comma list of "
-                            "gelu, join, attention, cast, xent, all, none\n", list);
+                            "gelu, join, attention, cast, all, none\n", list);
             return false;
         }
         *out |= names[i].bit;

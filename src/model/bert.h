@@ -246,9 +246,7 @@ enum {
     BERT_FUSE_ATTENTION = 4, /* softmax_dropout_fwd, dropout_softmax_bwd */
     BERT_FUSE_CAST = 8,      /* one 16-bit copy of a backward operand for its two GEMMs
                               * (bert_operand16), not a conversion in each */
-    BERT_FUSE_XENT = 16,     /* the MLM decoder's bias added by xent_fwd_bwd as it reads
-                              * the logits (16-bit storage), not by bias_add */
-    BERT_FUSE_ALL = 31
+    BERT_FUSE_ALL = 15
 };
 
 /* Fill cfg with a named preset (tiny, mini, small, medium, base, large);

@@ -26,20 +26,12 @@ void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
     op_linear(r, a->t1, a->hm, v->head_w, v->head_b, M, H, H);
     op_gelu(r, a->t2, a->t1, (size_t)M * H);
     op_layernorm(r, a->t3, a->t3_mean, a->t3_rstd, a->t2, v->head_ln_w, v->head_ln_b, M);
-    /* with 16-bit storage the decoder's bias joins the cross-entropy, which
-     * adds and rounds it as it reads the logits, where nothing else reads them */
-    const bool bias_in_xent = m->cfg.storage != BT_F32 && !r->pass->mlm_logits_out &&
-                              fused(m, BERT_FUSE_XENT);
-    if (bias_in_xent)
-        op_linear_nobias(r, a->logits, a->t3, v->wte, M, H, V);
-    else
-        op_linear(r, a->logits, a->t3, v->wte, v->dec_b, M, H, V);
+    op_linear(r, a->logits, a->t3, v->wte, v->dec_b, M, H, V);
     if (r->pass->mlm_logits_out) /* the masked rows' */
         m->be->download(m->be, r->pass->mlm_logits_out, act(m, a->logits),
                         (size_t)r->bt->n_masked * V * 4);
-    op_xent(r, a->logits, a->mlm_loss, a->mlm_correct, a->mlm_log_z, a->mlm_labels,
-            bias_in_xent ? v->dec_b : NO_BIAS, M, V, r->pass->mlm_grad_scale, m->cfg.z_loss,
-            mlm_dlogits16(r));
+    op_xent(r, a->logits, a->mlm_loss, a->mlm_correct, a->mlm_log_z, a->mlm_labels, M, V,
+            r->pass->mlm_grad_scale, m->cfg.z_loss, mlm_dlogits16(r));
     if (m->cfg.z_loss > 0.0f)
         st->mlm_log_z_sq = stat_sum(r, BT_REDUCE_SUMSQ, act(m, a->mlm_log_z), (size_t)M,
                                     &st->ticket.log_z_sq);
@@ -83,8 +75,7 @@ void bert_nsp_head_fwd(bert_run *r, size_t hidden) {
     op_linear(r, a->nsp_logits, a->pooled, v->nsp_w, v->nsp_b, B, H, 2);
     if (r->pass->nsp_logits_out)
         m->be->download(m->be, r->pass->nsp_logits_out, act(m, a->nsp_logits), (size_t)B * 2 * 4);
-    op_xent(r, a->nsp_logits, a->nsp_loss, a->nsp_correct, a->nsp_log_z, a->nsp_labels, NO_BIAS,
-            B, 2,
+    op_xent(r, a->nsp_logits, a->nsp_loss, a->nsp_correct, a->nsp_log_z, a->nsp_labels, B, 2,
             r->pass->nsp_grad_scale, 0.0f, BT_NO_PTR);
     st->nsp_loss_sum =
         stat_sum(r, BT_REDUCE_SUM, act(m, a->nsp_loss), (size_t)B, &st->ticket.nsp_loss);

@@ -373,7 +373,7 @@ bt_ptr op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float sc
 }
 
 void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log_z,
-             size_t labels, size_t bias, int rows, int classes, float grad_scale, float z_loss,
+             size_t labels, int rows, int classes, float grad_scale, float z_loss,
              bt_ptr dlogits16) {
     const bert_model *m = r->m;
     if (dlogits16.buf && m->cfg.storage == BT_F32) { /* the model's bookkeeping gone wrong */
@@ -381,8 +381,8 @@ void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log
         exit(1);
     }
     m->be->xent_fwd_bwd(m->be, act(m, logits), act(m, loss), act(m, correct), act(m, log_z),
-                        act(m, logits), ints(m, labels), bias == NO_BIAS ? BT_NO_PTR : par(m, bias),
-                        rows, classes, grad_scale, z_loss, (bt_dtype)m->cfg.storage, dlogits16);
+                        act(m, logits), ints(m, labels), rows, classes, grad_scale, z_loss,
+                        (bt_dtype)m->cfg.storage, dlogits16);
     if (!dlogits16.buf) store_rounded(r, logits, (size_t)rows * classes); /* d loss / d logits */
 }
 

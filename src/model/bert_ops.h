@@ -174,11 +174,9 @@ bt_ptr op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float sc
  * correct and log-sum-exp; the logits become d loss / d logits (times
  * grad_scale, with z_loss's term), stored as the model stores activations
  * (rounded by the op itself). dlogits16 given (16-bit storage): the
- * gradient goes there in 16 bits only, and the logits stay as they are.
- * bias (NO_BIAS: none): the logits are the GEMM's alone, and the op adds
- * the bias as it reads them, rounded as op_linear's store would. */
+ * gradient goes there in 16 bits only, and the logits stay as they are. */
 void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log_z,
-             size_t labels, size_t bias, int rows, int classes, float grad_scale, float z_loss,
+             size_t labels, int rows, int classes, float grad_scale, float z_loss,
              bt_ptr dlogits16);
 
 /* The gradients of parameters [begin, end) are complete for this
