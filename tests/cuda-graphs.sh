@@ -157,21 +157,26 @@ echo "ok   train: 6 steps' losses and gradient norms, the checkpoint's weights a
 # checkpoint is whole, and the run resumed from it op by op ends with the
 # bits of the run without graphs.
 out="$tmpdir/capture-fails"
+# train_ckpt LOG GRAPHS INVALIDATE ARGS...: train's 6 steps into $out, a checkpoint
+# every step, with BERTRAIN_CUDA_GRAPHS=GRAPHS and CUDA_EMU_INVALIDATE_CAPTURE=INVALIDATE
+train_ckpt() {
+    log=$1 graphs=$2 invalidate=$3
+    shift 3
+    BERTRAIN_CUDA_GRAPHS=$graphs CUDA_EMU_INVALIDATE_CAPTURE=$invalidate "$BERTRAIN" train \
+        tests/fixtures/base.json --set data.seq_len=32 --set train_batch_size=8 \
+        --set train_micro_batch_size_per_gpu=8 --set steps_per_print=1 --set train_steps=6 \
+        --set checkpoint.interval=1 --set device=\"cuda-emu\" --set output_dir=\"$out\" "$@" \
+        > "$log" 2>&1
+}
 rc=0
-CUDA_EMU_INVALIDATE_CAPTURE=2 BERTRAIN_CUDA_GRAPHS=1 "$BERTRAIN" train tests/fixtures/base.json \
-    --set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8 \
-    --set steps_per_print=1 --set train_steps=6 --set checkpoint.interval=1 \
-    --set device=\"cuda-emu\" --set output_dir=\"$out\" > "$out.log" 2>&1 || rc=$?
+train_ckpt "$out.log" 1 2 || rc=$?
 [ $rc -eq 1 ] || { tail -5 "$out.log"; fail "capture fails: exit $rc, want 1"; }
 grep -q "^bertrain: cuda: .*cudaErrorStreamCaptureInvalidated.*BERTRAIN_CUDA_GRAPHS=0" "$out.log" ||
     { tail -5 "$out.log"; fail "capture fails: no line names the capture's error and BERTRAIN_CUDA_GRAPHS=0"; }
 [ "$(grep -c "^bertrain: cuda:" "$out.log")" -eq 1 ] || { tail -5 "$out.log"; fail "capture fails: more than one line of the device's error"; }
 [ -f "$out/ckpt-00000001/model.safetensors" ] && [ -z "$(find "$out" -name '*.tmp-*')" ] ||
     { ls -la "$out"; fail "capture fails: step 1's checkpoint is not whole"; }
-BERTRAIN_CUDA_GRAPHS=0 "$BERTRAIN" train tests/fixtures/base.json --resume auto \
-    --set data.seq_len=32 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=8 \
-    --set steps_per_print=1 --set train_steps=6 --set checkpoint.interval=1 \
-    --set device=\"cuda-emu\" --set output_dir=\"$out\" > "$out-resumed.log" 2>&1 ||
+train_ckpt "$out-resumed.log" 0 0 --resume auto ||
     { tail -5 "$out-resumed.log"; fail "capture fails: the resume op by op failed"; }
 grep -q "^resume: from .*/ckpt-00000001 (step 1," "$out-resumed.log" ||
     { head -5 "$out-resumed.log"; fail "capture fails: the resume did not start from step 1's checkpoint"; }

@@ -7,7 +7,6 @@
 #include "util/le.h"
 #include "run_dir.h"
 #include "safetensors.h"
-#include "util/clock.h"
 #include "util/file.h"
 #include "config/sched.h"
 
@@ -15,15 +14,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
