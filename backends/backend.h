@@ -154,6 +154,18 @@ typedef struct {
     bt_dtype dx;      /* 16 bits: cast's bits of the fp32 dx the op computes */
 } bt_ln_bwd_types;
 
+/* The dropout layernorm_bwd may apply to the dx it writes: a Post-LN join's
+ * branch gradient (dropout's backward of dx), made as dx is written instead
+ * of read back by `dropout`. */
+typedef struct {
+    bt_ptr out16;          /* dropout(dx), as `dropout` gives it on dx's values, cast's bits */
+    bt_dtype kind16;       /* out16's dtype: BT_BF16 or BT_F16 */
+    size_t per_sample;     /* dropout's per_sample, first_sample, p and key */
+    uint32_t first_sample;
+    float p;
+    bt_rng_key key;
+} bt_ln_bwd_drop;
+
 /* What a backend has done since its creation, for the profiler and the
  * tests of the host-sync budget. */
 typedef struct {
@@ -297,10 +309,14 @@ struct bt_backend {
      * input is read as it is, the op giving the bits it gives on its values
      * widened to fp32 (a 16-bit dbranch in round16's dtype: also those of
      * the fp32 dbranch it was cast from, which the op rounds); a 16-bit dx
-     * gets cast's bits of the fp32 dx (dx may alias dout where both are). */
+     * gets cast's bits of the fp32 dx (dx may alias dout where both are).
+     * With drop (NULL: none) drop->out16 also takes `dropout` of dx (in
+     * types.dx) into drop->kind16, the bits that call would write
+     * (bt_ln_bwd_drop; out16 aliases nothing the op reads or writes). */
     void (*layernorm_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                           bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
-                          bt_ptr gamma, int rows, int cols, bt_ln_bwd_types types);
+                          bt_ptr gamma, int rows, int cols, bt_ln_bwd_types types,
+                          const bt_ln_bwd_drop *drop);
     /* In-place: unless an op says otherwise, an output may alias an input of
      * the same shape that is read at the same index only (dx = dout in the
      * backward ops, out = a in add). */

@@ -176,14 +176,15 @@ static void p_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd
 }
 static void p_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
                             bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,
-                            int rows, int cols, bt_ln_bwd_types t) {
+                            int rows, int cols, bt_ln_bwd_types t, const bt_ln_bwd_drop *drop) {
     const double rc = (double)rows * cols;
     TIMED(be, layernorm_bwd, 0,
           F4 * (5.0 * cols + 2.0 * rows) +
               rc * (double)(bt_dtype_size(t.dout) + bt_dtype_size(t.dx) + bt_dtype_size(t.x) +
-                            (dbranch.buf ? bt_dtype_size(t.dbranch) : 0)),
+                            (dbranch.buf ? bt_dtype_size(t.dbranch) : 0) +
+                            (drop ? bt_dtype_size(drop->kind16) : 0)),
           in->layernorm_bwd(in, dx, dgamma, dbeta, dout, dbranch, x, mean, rstd, gamma, rows,
-                            cols, t));
+                            cols, t, drop));
 }
 static void p_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
     TIMED(be, gelu_fwd, 0, F4 * 2.0 * n, in->gelu_fwd(in, out, x, n));

@@ -46,6 +46,7 @@ static void run_pass(bt_backend *be) {
     test_activations(be);
     test_softmax(be);
     test_dropout(be);
+    test_layernorm_bwd_dropout(be);
     test_dropout_rows(be);
     test_gather_scatter(be);
     test_xent(be);

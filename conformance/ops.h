@@ -44,6 +44,8 @@ void test_activations(bt_backend *be);
 void test_softmax(bt_backend *be);
 /* Check dropout: Philox mask bit-exact, split calls, statistics, backward. */
 void test_dropout(bt_backend *be);
+/* layernorm_bwd with the branch's dropout against layernorm_bwd, then dropout */
+void test_layernorm_bwd_dropout(bt_backend *be);
 /* Check dropout_rows: each row with the mask dropout over all rows draws. */
 void test_dropout_rows(bt_backend *be);
 

@@ -309,3 +309,115 @@ void test_dropout_rows(bt_backend *be) {
         free(x_all), free(x), free(want), free(idx), free(dropped);
     }
 }
+
+/* ================= layernorm_bwd's dropout ================= */
+
+typedef struct {
+    int rows, cols, inplace; /* inplace: dout and dx in 16 bits, dx in place of dout */
+    bt_ln_bwd_types t;
+    bt_ln_bwd_drop drop;
+} ln_drop_args;
+
+/* tensors: dout, dbranch, dgamma, dbeta, x, mean, rstd, gamma, out16, [dx] */
+static bt_ptr ln_drop_dx(const ln_drop_args *q, tensor *t) { return q->inplace ? t[0].p : t[9].p; }
+
+static void run_ln_bwd_drop(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    ln_drop_args *q = a;
+    q->drop.out16 = t[8].p;
+    be->layernorm_bwd(be, ln_drop_dx(q, t), t[2].p, t[3].p, t[0].p, t[1].p, t[4].p, t[5].p,
+                      t[6].p, t[7].p, q->rows, q->cols, q->t, &q->drop);
+}
+/* The same as its ops: layernorm_bwd, then dropout of dx into out16. */
+static void run_ln_bwd_then_dropout(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    ln_drop_args *q = a;
+    const bt_ptr dx = ln_drop_dx(q, t);
+    be->layernorm_bwd(be, dx, t[2].p, t[3].p, t[0].p, t[1].p, t[4].p, t[5].p, t[6].p, t[7].p,
+                      q->rows, q->cols, q->t, NULL);
+    be->dropout(be, BT_NO_PTR, dx, (size_t)q->rows * q->cols, q->drop.per_sample,
+                q->drop.first_sample, q->drop.p, q->drop.key, q->t.dx, t[8].p, q->drop.kind16);
+}
+
+/* One case: the op with its dropout against the op and `dropout` after it,
+ * bit for bit: dx, dgamma, dbeta and the dropped copy. */
+static void check_ln_bwd_drop(bt_backend *be, ln_drop_args q, const float *x, const float *g,
+                              const float *dout, const float *dbr, const float *dg,
+                              const float *db, const float *mu, const float *rs) {
+    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
+    const bt_dtype dt = q.drop.kind16;
+    uint16_t *d16 = malloc(n * 2);
+    if (!d16) exit(99);
+    for (size_t i = 0; i < n; i++) d16[i] = bits16_of(dout[i], dt);
+    tensor t[] = {q.inplace ? tensor_16bit("dout16", d16, n, true) : tensor_in("dout", dout, n),
+                  tensor_in("dbranch", dbr, n), tensor_out("dgamma", dg, c),
+                  tensor_out("dbeta", db, c), tensor_in("x", x, n), tensor_in("mean", mu, r),
+                  tensor_in("rstd", rs, r), tensor_in("gamma", g, c),
+                  tensor_16bit("dropped16", NULL, n, true), tensor_out("dx", NULL, n)};
+    tensor u[10];
+    memcpy(u, t, sizeof u);
+    const int nt = q.inplace ? 9 : 10;
+    verdict v = v_new();
+    if (exec_op(&v, be, t, nt, run_ln_bwd_drop, &q, NULL) &&
+        exec_op(&v, be, u, nt, run_ln_bwd_then_dropout, &q, NULL)) {
+        if (q.inplace) {
+            if (memcmp(t[0].res, u[0].res, n * 2)) v_fail(&v, "dx16: not the bits of the ops");
+        } else {
+            v_bits(&v, "dx vs the ops", RES(t[9]), RES(u[9]), n);
+        }
+        v_bits(&v, "dgamma vs the ops", RES(t[2]), RES(u[2]), c);
+        v_bits(&v, "dbeta vs the ops", RES(t[3]), RES(u[3]), c);
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) kept += ((const uint16_t *)u[8].res)[i] != 0;
+        if (memcmp(t[8].res, u[8].res, n * 2))
+            v_fail(&v, "dropped16: not the bits of dropout after the op");
+        else if (q.drop.p > 0.0f && (kept == 0 || kept == n))
+            v_fail(&v, "dropped16: %zu of %zu values kept: no mask to compare", kept, n);
+    }
+    v_report(&v, "layernorm_bwd", "%dx%d, branch's dropout p=%g per=%zu into %s, dx %s", q.rows,
+             q.cols, (double)q.drop.p, q.drop.per_sample, dt == BT_BF16 ? "bf16" : "f16",
+             q.inplace ? "16-bit in place of dout" : "fp32");
+    tensors_free(t, 10);
+    tensors_free(u, 10);
+    free(d16);
+}
+
+void test_layernorm_bwd_dropout(bt_backend *be) {
+    if (!want_op("layernorm_bwd")) return;
+    static const struct {
+        int rows, cols, per_rows; /* per_sample = per_rows * cols */
+        float p;
+        int quick;
+    } cases[] = {/* a row past one work-group; many groups; BERT's row; past the rows
+                  * kept in registers (1,024 columns) */
+                 {65, 3, 13, 0.1f, 1}, {601, 5, 1, 0.25f, 1}, {256, 768, 128, 0.1f, 0},
+                 {16, 1500, 4, 0.5f, 0}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        if (skip_shape(cases[ci].quick)) continue;
+        reseed("layernorm_bwd_dropout", ci);
+        const int rows = cases[ci].rows, cols = cases[ci].cols;
+        const size_t n = (size_t)rows * cols, c = (size_t)cols, r = (size_t)rows;
+        float *x = rand_floats(n, 2.0, 0.5), *g = rand_floats(c, 0.1, 1.0),
+              *dout = rand_floats(n, 1, 0), *dbr = rand_floats(n, 1, 0),
+              *dg = rand_floats(c, 1, 0), *db = rand_floats(c, 1, 0);
+        double *rx = ref_dup(x, n), *rg = ref_dup(g, c), *ro = ref_alloc(n * 8),
+               *rmu = ref_alloc(r * 8), *rrs = ref_alloc(r * 8);
+        ref_layernorm_fwd(ro, rmu, rrs, rx, rg, rg, rows, cols, 1e-5f); /* mean, rstd */
+        float *mu = ref_alloc(r * 4), *rs = ref_alloc(r * 4);
+        for (size_t i = 0; i < r; i++) mu[i] = (float)rmu[i], rs[i] = (float)rrs[i];
+        for (int k = 0; k < 4; k++) { /* bf16, f16; dx in fp32, in 16 bits in place */
+            const bt_dtype dt = k & 1 ? BT_F16 : BT_BF16;
+            const int inplace = k >= 2;
+            ln_drop_args q = {rows, cols, inplace,
+                              (bt_ln_bwd_types){dt, BT_F32, BT_F32, inplace ? dt : BT_F32,
+                                                inplace ? dt : BT_F32},
+                              (bt_ln_bwd_drop){BT_NO_PTR, dt, (size_t)cases[ci].per_rows * cols,
+                                               (uint32_t)ci * 5 + 1, cases[ci].p, {0, 0}}};
+            q.drop.key.seed = ref_next(&g_input_rng);
+            q.drop.key.stream = ref_next(&g_input_rng);
+            check_ln_bwd_drop(be, q, x, g, dout, dbr, dg, db, mu, rs);
+        }
+        free(x), free(g), free(dout), free(dbr), free(rx), free(rg), free(ro), free(rmu);
+        free(rrs), free(mu), free(rs), free(dg), free(db);
+    }
+}

@@ -159,7 +159,7 @@ static void run_ln_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a; /* dout, dgamma, dbeta, x, mean, rstd, gamma, [dx] */
     be->layernorm_bwd(be, q->inplace ? t[0].p : t[7].p, t[1].p, t[2].p, t[0].p, BT_NO_PTR, t[3].p,
-                      t[4].p, t[5].p, t[6].p, q->rows, q->cols, ln_types(q));
+                      t[4].p, t[5].p, t[6].p, q->rows, q->cols, ln_types(q), NULL);
 }
 
 /* layernorm_bwd with x given in q.x_dtype (16 bits: the stash's copy) gives
@@ -208,7 +208,7 @@ static void run_ln_bwd_branch(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a;
     be->layernorm_bwd(be, q->inplace ? t[0].p : t[8].p, t[2].p, t[3].p, t[0].p, t[1].p, t[4].p,
-                      t[5].p, t[6].p, t[7].p, q->rows, q->cols, ln_types(q));
+                      t[5].p, t[6].p, t[7].p, q->rows, q->cols, ln_types(q), NULL);
 }
 /* The same as its ops: dbranch rounded as stored (a copy), added to dout
  * (into dx, or dout in place), layernorm_bwd of the sum. */
@@ -222,7 +222,7 @@ static void run_ln_bwd_branch_unfused(bt_backend *be, tensor *t, void *a, double
     be->add(be, sum, t[0].p, t[9].p, n);
     be->layernorm_bwd(be, sum, t[2].p, t[3].p, sum, BT_NO_PTR, t[4].p, t[5].p, t[6].p, t[7].p,
                       q->rows, q->cols,
-                      (bt_ln_bwd_types){q->round16, q->x_dtype, BT_F32, BT_F32, BT_F32});
+                      (bt_ln_bwd_types){q->round16, q->x_dtype, BT_F32, BT_F32, BT_F32}, NULL);
 }
 
 /* layernorm_bwd given a residual branch's gradient dbranch beside dout gives

@@ -156,7 +156,7 @@ static void call_ln_bwd(bt_backend *be, perf_case *c) {
     /* t: x, dout, mean, rstd, gamma, dgamma, dbeta, dx */
     be->layernorm_bwd(be, c->t[7], c->t[5], c->t[6], c->t[1], BT_NO_PTR, c->t[0], c->t[2], c->t[3],
                       c->t[4], c->i[0], c->i[1],
-                      (bt_ln_bwd_types){BT_F32, BT_F32, BT_F32, BT_F32, BT_F32});
+                      (bt_ln_bwd_types){BT_F32, BT_F32, BT_F32, BT_F32, BT_F32}, NULL);
 }
 static void call_gelu_fwd(bt_backend *be, perf_case *c) { be->gelu_fwd(be, c->t[1], c->t[0], c->n); }
 static void call_gelu_bwd(bt_backend *be, perf_case *c) {

@@ -76,13 +76,45 @@ BT_FN float ln_dy(ln_grad dout, ln_grad br, size_t i, int branch, int kind16) {
     return round_kind16(d, kind16);
 }
 
+/* The dropout LayerNorm's backward may apply to the dx it writes (a Post-LN
+ * join's branch gradient: dropout's backward, without dx read back): out16
+ * (at the row's first element) takes dropout(dx) as bt_dropout draws it for
+ * element row + c, in the 16-bit kind `kind` (BT_KIND16_NONE: no dropout). */
+typedef struct {
+    __global ushort *out16;
+    int kind;
+    size_t row;
+    ulong per_sample;
+    uint first_sample, thr;
+    float keep_scale;
+    uint seed_lo, seed_hi, stream_lo, stream_hi;
+} ln_drop;
+
 /* dx[c] of a row = v: fp32 into dx, or its bits in 16-bit kind dx_kind into
- * dx16 where that is not BT_KIND16_NONE. */
-BT_FN void ln_put_dx(__global float *dx, __global ushort *dx16, int dx_kind, int c, float v) {
+ * dx16 where that is not BT_KIND16_NONE; and dropout(v) into dr's out16
+ * where dr has a kind (bt_dropout's arithmetic on the value dx holds). */
+BT_FN void ln_put_dx(__global float *dx, __global ushort *dx16, int dx_kind, int c, float v,
+                     ln_drop dr) {
     if (dx_kind != BT_KIND16_NONE)
         dx16[c] = f32_to_kind16(v, dx_kind);
     else
         dx[c] = v;
+    if (dr.kind == BT_KIND16_NONE) return;
+    const float held = dx_kind != BT_KIND16_NONE ? kind16_value(f32_to_kind16(v, dx_kind), dx_kind)
+                                                 : v;
+    const bool keep = drop_keep(dr.row + c, dr.per_sample, dr.first_sample, dr.thr, dr.seed_lo,
+                                dr.seed_hi, dr.stream_lo, dr.stream_hi);
+    dr.out16[c] = f32_to_kind16(keep ? held * dr.keep_scale : 0.0f, dr.kind);
+}
+
+/* ln_drop from a kernel's arguments for the row at element `row` (out16
+ * offset to it). */
+BT_FN ln_drop ln_drop_at(__global ushort *out16, int kind, size_t row, ulong per_sample,
+                         uint first_sample, uint thr, float keep_scale, uint seed_lo,
+                         uint seed_hi, uint stream_lo, uint stream_hi) {
+    ln_drop dr = {out16 + row, kind,      row,     per_sample, first_sample, thr,
+                  keep_scale,  seed_lo,   seed_hi, stream_lo,  stream_hi};
+    return dr;
 }
 
 /* layernorm_bwd_dx's row where it fits in registers (BT_LN_CACHED), for
@@ -90,12 +122,13 @@ BT_FN void ln_put_dx(__global float *dx, __global ushort *dx16, int dx_kind, int
  * element dx, dx16, dy, br, x and x16 point at: d[k] = dout as ln_dy reads
  * it and xh[k] = xhat (0 past n) of the lane's columns ln_lane_col(k), kept
  * for the caller, and the row's dx written (layernorm_bwd_dx's arithmetic);
- * gamma staged in lgamma. Must be reached by all work-items. */
+ * gamma staged in lgamma; dx's dropout into dr (ln_put_dx). Must be reached by
+ * all work-items. */
 BT_FN void ln_bwd_row_cached(float *d, float *xh, __global float *dx, __global ushort *dx16,
                              int dx_kind, ln_grad dy, ln_grad br, int branch, int kind16,
                              __global const float *x, __global const ushort *x16, int x_kind,
                              float mu, float rs, BT_LOCAL_PTR const float *lgamma, int n,
-                             int cols, BT_LOCAL_PTR float *red) {
+                             int cols, BT_LOCAL_PTR float *red, ln_drop dr) {
     float sd = 0.0f, sdx = 0.0f;
     for (int k = 0; k < BT_LN_LANE_COLS; k++) {
         const int c = ln_lane_col(k);
@@ -113,7 +146,8 @@ BT_FN void ln_bwd_row_cached(float *d, float *xh, __global float *dx, __global u
         const int c = ln_lane_col(k);
         if (c < n)
             ln_put_dx(dx, dx16, dx_kind, c,
-                      round_kind16(rs * (d[k] * lgamma[c] - mean_d - xh[k] * mean_dx), kind16));
+                      round_kind16(rs * (d[k] * lgamma[c] - mean_d - xh[k] * mean_dx), kind16),
+                      dr);
     }
 }
 
@@ -134,7 +168,10 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_OUT(ushort, dx16),
                                       BT_IN(float, x), BT_IN(ushort, x16), BT_IN(float, mean),
                                       BT_IN(float, rstd), BT_IN(float, gamma), int rows, int cols,
                                       int kind16, int x_kind, int branch, int branch_kind,
-                                      int dout_kind, int dx_kind) {
+                                      int dout_kind, int dx_kind, BT_OUT(ushort, drop16),
+                                      int drop_kind, ulong per_sample, uint first_sample,
+                                      uint thr, float keep_scale, uint seed_lo, uint seed_hi,
+                                      uint stream_lo, uint stream_hi) {
     BT_BIND(dx);
     BT_BIND(dx16);
     BT_BIND(dout);
@@ -146,10 +183,13 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_OUT(ushort, dx16),
     BT_BIND(mean);
     BT_BIND(rstd);
     BT_BIND(gamma);
+    BT_BIND(drop16);
     __local float red[BT_WG];
     __local float lgamma[BT_LN_ROW_MAX];
     const int r = row_of(), n = r < rows ? cols : 0, lane = get_local_id(0) % BT_ROW_LANES;
     const size_t row = (size_t)(n ? r : 0) * cols;
+    const ln_drop dr = ln_drop_at(drop16, drop_kind, row, per_sample, first_sample, thr,
+                                  keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
     dx += row;
     dx16 += row;
     const ln_grad dy = ln_grad_at(dout, dout16, dout_kind, row),
@@ -162,7 +202,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_OUT(ushort, dx16),
         stage_vector(lgamma, gamma, cols);
         float d[BT_LN_LANE_COLS], xh[BT_LN_LANE_COLS];
         ln_bwd_row_cached(d, xh, dx, dx16, dx_kind, dy, br, branch, kind16, x, x16, x_kind, mu,
-                          rs, lgamma, n, cols, red);
+                          rs, lgamma, n, cols, red, dr);
         return;
     }
     for (int c = lane; c < n; c += BT_ROW_LANES) {
@@ -175,7 +215,8 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx(BT_OUT(float, dx), BT_OUT(ushort, dx16),
     for (int c = lane; c < n; c += BT_ROW_LANES) {
         const float xhat = (ln_x(x, x16, c, x_kind) - mu) * rs;
         const float dn = ln_dy(dy, br, c, branch, kind16) * gamma[c];
-        ln_put_dx(dx, dx16, dx_kind, c, round_kind16(rs * (dn - mean_d - xhat * mean_dx), kind16));
+        ln_put_dx(dx, dx16, dx_kind, c, round_kind16(rs * (dn - mean_d - xhat * mean_dx), kind16),
+                  dr);
     }
 }
 
@@ -197,7 +238,11 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx_params(BT_OUT(float, dx), BT_OUT(ushort, d
                                              BT_IN(ushort, x16), BT_IN(float, mean),
                                              BT_IN(float, rstd), BT_IN(float, gamma), int rows,
                                              int cols, int kind16, int x_kind, int branch,
-                                             int branch_kind, int dout_kind, int dx_kind) {
+                                             int branch_kind, int dout_kind, int dx_kind,
+                                             BT_OUT(ushort, drop16), int drop_kind,
+                                             ulong per_sample, uint first_sample, uint thr,
+                                             float keep_scale, uint seed_lo, uint seed_hi,
+                                             uint stream_lo, uint stream_hi) {
     BT_BIND(dx);
     BT_BIND(dx16);
     BT_BIND(partial);
@@ -210,6 +255,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx_params(BT_OUT(float, dx), BT_OUT(ushort, d
     BT_BIND(mean);
     BT_BIND(rstd);
     BT_BIND(gamma);
+    BT_BIND(drop16);
     __local float red[BT_WG];
     __local float lgamma[BT_LN_ROW_MAX];
     __local float terms[2 * BT_LN_ROW_MAX];
@@ -221,7 +267,9 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx_params(BT_OUT(float, dx), BT_OUT(ushort, d
     ln_bwd_row_cached(d, xh, dx + row, dx16 + row, dx_kind,
                       ln_grad_at(dout, dout16, dout_kind, row),
                       ln_grad_at(dbranch, dbranch16, branch_kind, row), branch, kind16, x + row,
-                      x16 + row, x_kind, mean[n ? r : 0], rstd[n ? r : 0], lgamma, n, cols, red);
+                      x16 + row, x_kind, mean[n ? r : 0], rstd[n ? r : 0], lgamma, n, cols, red,
+                      ln_drop_at(drop16, drop_kind, row, per_sample, first_sample, thr,
+                                 keep_scale, seed_lo, seed_hi, stream_lo, stream_hi));
     /* row w of the group adds its terms after row w - 1 (row 0 always exists) */
     for (int j = 0; j < BT_WG / BT_ROW_LANES; j++) {
         if (w == j && n)

@@ -52,7 +52,11 @@ __global__ void bt_layernorm_bwd_dx(float *dx, unsigned short *dx16, const float
                                     const unsigned short *x16, const float *mean,
                                     const float *rstd, const float *gamma, int rows, int cols,
                                     int kind16, int x_kind, int branch, int branch_kind,
-                                    int dout_kind, int dx_kind);
+                                    int dout_kind, int dx_kind,
+                                    unsigned short *drop16, int drop_kind,
+                                    unsigned long long per_sample, unsigned first_sample,
+                                    unsigned thr, float keep_scale, unsigned seed_lo,
+                                    unsigned seed_hi, unsigned stream_lo, unsigned stream_hi);
 __global__ void bt_layernorm_bwd_dx_params(float *dx, unsigned short *dx16, float *partial,
                                            const float *dout, const unsigned short *dout16,
                                            const float *dbranch, const unsigned short *dbranch16,
@@ -60,7 +64,11 @@ __global__ void bt_layernorm_bwd_dx_params(float *dx, unsigned short *dx16, floa
                                            const float *mean, const float *rstd,
                                            const float *gamma, int rows, int cols, int kind16,
                                            int x_kind, int branch, int branch_kind, int dout_kind,
-                                           int dx_kind);
+                                           int dx_kind, unsigned short *drop16, int drop_kind,
+                                           unsigned long long per_sample, unsigned first_sample,
+                                           unsigned thr, float keep_scale, unsigned seed_lo,
+                                           unsigned seed_hi, unsigned stream_lo,
+                                           unsigned stream_hi);
 __global__ void bt_layernorm_bwd_params(float *dgamma, float *dbeta, const float *dout,
                                         const unsigned short *dout16, const float *dbranch,
                                         const unsigned short *dbranch16, const float *x,

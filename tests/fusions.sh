@@ -99,6 +99,10 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #    and the backward, is read from the layer before's stash copy (2), and
 #    the backward's unstash of it is left out (1 - (-1) = 2): 4 for each
 #    layer after the first;
+#  - Post-LN: each LayerNorm backward before a branch (LN2's, LN1's) drops
+#    out the branch's gradient into its 16-bit copy as it writes dA, where
+#    the backward's dropout wrote it from dA (the copy needs the operand16
+#    buffer, which the cast fusion brings): 2 for each layer below the top;
 #  - the MLM logits' gradient, which the cross-entropy writes in 16 bits
 #    alone, is converted by neither of the decoder's GEMMs (2), and its
 #    bias_grad over a 16-bit input takes a second pass, which over these few
@@ -114,7 +118,7 @@ check_cast() {
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
         inputs=$((layers + 3 * (layers - 1) + 3 * layers + 4 * (layers - 1) + 2 * layers + 3 * layers + 1))
-        [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1)))
+        [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1) + 2 * (layers - 1)))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")
         c_on=$(calls "cast-$run-on" cast) c_off=$(calls "cast-$run-off" cast)

@@ -92,9 +92,15 @@ static void cpu_ln_dy_row(float *d, const void *dout, const void *dbranch, bt_ln
     if (round16 != BT_F32) cpu_round16_span((uint32_t *)d, round16, (size_t)cols);
 }
 
+static void cpu_dropout(bt_backend *be, bt_ptr out, bt_ptr in, size_t n, size_t per_sample,
+                        uint32_t first_sample, float p, bt_rng_key key, bt_dtype in_dtype,
+                        bt_ptr out16, bt_dtype kind16);
+
+/* layernorm_bwd's dx; then, with drop, `dropout` of it (the op's definition) */
 static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                               bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
-                              bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
+                              bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t,
+                              const bt_ln_bwd_drop *drop) {
     cpu_ctx *ctx = be->ctx;
     const bt_dtype round16 = t.round16;
     const size_t n = (size_t)rows * cols;
@@ -137,6 +143,9 @@ static void cpu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
         if (t.dx != BT_F32) cpu_to16_span(cpu_u16(dx) + (size_t)r * cols, (uint32_t *)o, t.dx,
                                           (size_t)cols);
     }
+    if (drop)
+        cpu_dropout(be, BT_NO_PTR, dx, n, drop->per_sample, drop->first_sample, drop->p,
+                    drop->key, t.dx, drop->out16, drop->kind16);
 }
 
 static void cpu_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {

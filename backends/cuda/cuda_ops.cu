@@ -154,6 +154,22 @@ static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, cu_ln_x 
            cu_f32(dbeta), part, chunks, cols);
 }
 
+/* layernorm_bwd's dropout (bt_ln_bwd_drop) as its row kernels take it: kind
+ * BT_KIND16_NONE and an out16 not written where there is none. */
+typedef struct {
+    unsigned short *out16;
+    int kind;
+    unsigned long long per_sample;
+    drop_args d;
+} cu_ln_drop;
+
+static cu_ln_drop cu_ln_drop_of(const bt_ln_bwd_drop *drop, unsigned short *unused) {
+    if (!drop) return (cu_ln_drop){unused, BT_KIND16_NONE, 1, drop_args_of(0, 0.0f, bt_rng_key{})};
+    return (cu_ln_drop){u16(drop->out16), BT_KIND16_OF(drop->kind16), drop->per_sample,
+                        drop_args_of(drop->first_sample, drop->p, drop->key)};
+}
+#define LN_DROP_ARGS(dr) (dr).out16, (dr).kind, (dr).per_sample, DROP_ARGS((dr).d)
+
 /* dx with dgamma's and dbeta's terms in one pass where the row fits in
  * registers (cols up to BT_LN_ROW_MAX_OF(BT_WG)): a row of partials
  * per work-group (groups x 2 cols), beyond BT_COL_ROWS groups added in
@@ -161,13 +177,14 @@ static void cu_layernorm_params(cu_ctx *c, bt_ptr dgamma, bt_ptr dbeta, cu_ln_x 
 static void cu_layernorm_bwd_fused(cu_ctx *c, float *dx32, unsigned short *dx16, bt_ptr dgamma,
                                    bt_ptr dbeta, cu_ln_x dy, int branch, cu_ln_x db, cu_ln_x x,
                                    bt_ptr mean, bt_ptr rstd, bt_ptr gamma, int rows, int cols,
-                                   bt_ln_bwd_types t) {
+                                   bt_ln_bwd_types t, cu_ln_drop dr) {
     int groups = (rows + BT_ROW_GROUP_ROWS(BT_WG) - 1) / BT_ROW_GROUP_ROWS(BT_WG);
     const int chunks = (groups + BT_COL_ROWS - 1) / BT_COL_ROWS, n = 2 * cols;
     float *part = (float *)cu_scratch(c, ((size_t)groups + chunks) * n * sizeof(float));
     LAUNCH(c, layernorm_bwd_dx_params, BT_ROW_GLOBAL(rows, BT_WG), dx32, dx16, part, dy.f32,
            dy.h16, db.f32, db.h16, x.f32, x.h16, cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows,
-           cols, BT_KIND16_OF(t.round16), x.kind, branch, db.kind, dy.kind, BT_KIND16_OF(t.dx));
+           cols, BT_KIND16_OF(t.round16), x.kind, branch, db.kind, dy.kind, BT_KIND16_OF(t.dx),
+           LN_DROP_ARGS(dr));
     if (groups > BT_COL_ROWS) { /* (groups x n) -> (chunks x n) */
         float *sums = part + (size_t)groups * n;
         LAUNCH(c, bias_grad_partial, BT_COL_GLOBAL(chunks, n, BT_WG), sums, part,
@@ -181,16 +198,18 @@ static void cu_layernorm_bwd_fused(cu_ctx *c, float *dx32, unsigned short *dx16,
 
 static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                              bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
-                             bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
+                             bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t,
+                             const bt_ln_bwd_drop *drop) {
     cu_ctx *c = cu(be);
     const cu_ln_x xs = cu_ln_x_of(x, t.x), dy = cu_ln_x_of(dout, t.dout);
     const int branch = dbranch.buf != NULL; /* absent: dout's, not read */
     const cu_ln_x db = branch ? cu_ln_x_of(dbranch, t.dbranch) : dy;
     unsigned short *dx16 = (unsigned short *)cu_addr(dx, 2);
     float *dx32 = t.dx != BT_F32 ? (float *)dx16 : cu_f32(dx); /* the one not written */
+    const cu_ln_drop dr = cu_ln_drop_of(drop, dx16);
     if (cols <= BT_LN_ROW_MAX_OF(BT_WG)) { /* the row in registers (BT_LN_CACHED) */
         cu_layernorm_bwd_fused(c, dx32, dx16, dgamma, dbeta, dy, branch, db, xs, mean, rstd, gamma,
-                               rows, cols, t);
+                               rows, cols, t, dr);
         return;
     }
     /* parameter gradients first: dx may alias dout */
@@ -198,7 +217,8 @@ static void cu_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr db
                         BT_KIND16_OF(t.round16));
     LAUNCH(c, layernorm_bwd_dx, BT_ROW_GLOBAL(rows, BT_WG), dx32, dx16, dy.f32, dy.h16, db.f32,
            db.h16, xs.f32, xs.h16, cu_f32(mean), cu_f32(rstd), cu_f32(gamma), rows, cols,
-           BT_KIND16_OF(t.round16), xs.kind, branch, db.kind, dy.kind, BT_KIND16_OF(t.dx));
+           BT_KIND16_OF(t.round16), xs.kind, branch, db.kind, dy.kind, BT_KIND16_OF(t.dx),
+           LN_DROP_ARGS(dr));
 }
 
 static void cu_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr key_mask, int B,

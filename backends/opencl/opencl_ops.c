@@ -261,6 +261,17 @@ static void ln_bwd_dx_args(args *a, bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_pt
     arg_i(a, BT_KIND16_OF(t.dx));
 }
 
+/* layernorm_bwd's dropout (bt_ln_bwd_drop) after ln_bwd_dx_args: out16 (dx
+ * in its place where there is none: not written), its kind, per_sample and
+ * dropout's arguments. */
+static void ln_bwd_drop_args(args *a, bt_ptr dx, const bt_ln_bwd_drop *drop) {
+    arg_ptr(a, drop ? drop->out16 : dx, 2);
+    arg_i(a, drop ? BT_KIND16_OF(drop->kind16) : BT_KIND16_NONE);
+    arg_ul(a, drop ? drop->per_sample : 1);
+    arg_dropout(a, drop ? drop->first_sample : 0, drop ? drop->p : 0.0f,
+                drop ? drop->key : (bt_rng_key){0, 0});
+}
+
 /* As cu_layernorm_bwd_fused: dx with a row of dgamma's and dbeta's terms a
  * work-group (groups x 2 cols), beyond OCL_COL_ROWS groups added in chunks
  * by bias_grad_partial, then by column in chunk order. Only where the device
@@ -268,7 +279,7 @@ static void ln_bwd_dx_args(args *a, bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_pt
 static void ocl_layernorm_bwd_fused(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                                     bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean,
                                     bt_ptr rstd, bt_ptr gamma, int rows, int cols,
-                                    bt_ln_bwd_types t) {
+                                    bt_ln_bwd_types t, const bt_ln_bwd_drop *drop) {
     const size_t wg = ocl(be)->wg, n = 2 * (size_t)cols;
     int groups = (int)((rows + BT_ROW_GROUP_ROWS(wg) - 1) / BT_ROW_GROUP_ROWS(wg));
     const int chunks = (groups + OCL_COL_ROWS - 1) / OCL_COL_ROWS;
@@ -278,6 +289,7 @@ static void ocl_layernorm_bwd_fused(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt
     arg_mem(&a, part);
     arg_ul(&a, 0);
     ln_bwd_dx_args(&a, dout, dbranch, x, mean, rstd, gamma, rows, cols, t);
+    ln_bwd_drop_args(&a, dx, drop);
     launch(be, &a, BT_ROW_GLOBAL(rows, wg));
     size_t at = 0; /* the partials' first float */
     if (groups > OCL_COL_ROWS) { /* (groups x n) -> (chunks x n) */
@@ -301,12 +313,13 @@ static void ocl_layernorm_bwd_fused(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt
 
 static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta,
                               bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd,
-                              bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t) {
+                              bt_ptr gamma, int rows, int cols, bt_ln_bwd_types t,
+                              const bt_ln_bwd_drop *drop) {
     if (!dbranch.buf) t.dbranch = t.dout; /* dout's buffer in its place, not read */
     const size_t wg = ocl(be)->wg;
     if (ocl(be)->row_cache && (size_t)cols <= BT_LN_ROW_MAX_OF(wg)) { /* BT_LN_CACHED */
         ocl_layernorm_bwd_fused(be, dx, dgamma, dbeta, dout, dbranch, x, mean, rstd, gamma, rows,
-                                cols, t);
+                                cols, t, drop);
         return;
     }
     /* parameter gradients first: dx may alias dout */
@@ -314,6 +327,7 @@ static void ocl_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr d
     args a = begin(be, K_layernorm_bwd_dx);
     arg_typed(&a, dx, t.dx != BT_F32);
     ln_bwd_dx_args(&a, dout, dbranch, x, mean, rstd, gamma, rows, cols, t);
+    ln_bwd_drop_args(&a, dx, drop);
     launch(be, &a, BT_ROW_GLOBAL(rows, wg));
 }
 

@@ -243,6 +243,11 @@ static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d, size_t at) 
     const struct bert_act_layout *a = m->act;
     const bt_rng_key key = dropout_key(r->pass, l, site);
     const size_t n = (size_t)d.N * d.H;
+    if (r->branch_dropped.buf) { /* the LayerNorm backward before dropped it out */
+        const bt_ptr d16 = r->branch_dropped;
+        r->branch_dropped = BT_NO_PTR;
+        return d16;
+    }
     if (d.p > 0.0f && !d.top) { /* straight from dA: no copy first */
         const bt_ptr d16 = bert_operand16_room(m, at, n);
         be->dropout(be, d16.buf ? BT_NO_PTR : act(m, a->dH), act(m, r->dA16 ? a->dA16 : a->dA),
@@ -254,6 +259,35 @@ static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d, size_t at) 
     be->copy(be, act(m, a->dH), act(m, a->dA), n * 4);
     if (d.p > 0.0f) bert_top_dropout(r, a->dH, d.N, d.H, d.p, key);
     return BT_NO_PTR;
+}
+
+/* With the unfused attention on 16-bit GEMM hardware dctx's GEMM writes its
+ * 16-bit copy alone at the start of operand16, which attention's GEMMs read:
+ * that copy (else buf NULL). The attention branch's dH in 16 bits, which
+ * that GEMM reads, goes after it (probabilities recomputed in the backward
+ * make no 16-bit copy: op_softmax outside a forward layer). */
+static bt_ptr attn_ctx16(const bert_run *r, layer_dims d) {
+    const size_t n = (size_t)d.N * d.H;
+    const bool room = bert_operand16_room(r->m, 0, 2 * n).buf != NULL;
+    return !d.top && !r->m->fused_attention && room ? bert_operand16_room(r->m, 0, n)
+                                                    : BT_NO_PTR;
+}
+
+/* The dropout of a Post-LN branch's gradient (site's) that the LayerNorm
+ * backward before branch_bwd makes as it writes dA (layernorm_bwd's drop),
+ * where branch_bwd would write dH in 16 bits alone from dA (at element `at`
+ * of operand16) and the join's fusion is on; else NULL. r->branch_dropped
+ * then tells branch_bwd that it is made. */
+static const bt_ln_bwd_drop *branch_drop(bert_run *r, int l, int site, layer_dims d, size_t at,
+                                         bt_ln_bwd_drop *drop) {
+    const bert_model *m = r->m;
+    const bt_ptr d16 = bert_operand16_room(m, at, (size_t)d.N * d.H);
+    r->branch_dropped = BT_NO_PTR;
+    if (d.p <= 0.0f || d.top || !fused(m, BERT_FUSE_JOIN) || !d16.buf) return NULL;
+    *drop = (bt_ln_bwd_drop){d16, (bt_dtype)m->cfg.storage, d.per_sample, r->bt->first_sample,
+                             d.p, dropout_key(r->pass, l, site)};
+    r->branch_dropped = d16;
+    return drop;
 }
 
 /* Attention block: res1 = resid + dropout(attention(in) Wo + bo), then
@@ -282,14 +316,7 @@ static bool attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
     const size_t n = (size_t)d.N * d.H;
-    /* with the unfused attention on 16-bit GEMM hardware dctx's GEMM writes its 16-bit
-     * copy alone at the start of operand16, which attention's GEMMs read: dH's copy,
-     * which that GEMM reads, goes after it (probabilities recomputed in the backward
-     * make no 16-bit copy: op_softmax outside a forward layer) */
-    const bool room = bert_operand16_room(r->m, 0, 2 * n).buf != NULL;
-    const bt_ptr ctx16 = !d.top && !r->m->fused_attention && room
-                             ? bert_operand16_room(r->m, 0, n)
-                             : BT_NO_PTR;
+    const bt_ptr ctx16 = attn_ctx16(r, d);
     const bt_ptr dh16 = branch_bwd(r, l, SITE_ATTN_OUT, d, ctx16.buf ? n : 0);
     const bool dctx16 = ctx16.buf && dh16.buf;
     if (d.top) {
@@ -393,12 +420,12 @@ static void layer_fwd(bert_run *r, int l, size_t x_in) {
  * branch's dH (in 16 bits where dh16) into dA, or into dA16 where out16
  * (r->dA16 then says which). */
 static void join_layernorm_bwd(bert_run *r, size_t w, size_t b, bool dh16, bool out16, size_t x,
-                               size_t mean, size_t rstd, int rows) {
+                               size_t mean, size_t rstd, int rows, const bt_ln_bwd_drop *drop) {
     const struct bert_act_layout *a = r->m->act;
     const unsigned halves =
         (dh16 ? LN_DBRANCH16 : 0) | (r->dA16 ? LN_DY16 : 0) | (out16 ? LN_DX16 : 0);
     op_join_layernorm_bwd(r, out16 ? a->dA16 : a->dA, w, b, r->dA16 ? a->dA16 : a->dA, a->dH,
-                          halves, x, mean, rstd, rows);
+                          halves, x, mean, rstd, rows, drop);
     r->dA16 = out16;
 }
 
@@ -411,10 +438,11 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
     const int N = r->bt->B * r->bt->T;
     if (r->m->cfg.norm == BERT_NORM_PRE) {
         ffn_block_bwd(r, l, la->ln2, true);
-        op_layernorm_bwd(r, a->dH, w->ln2_w, w->ln2_b, a->dH, la->res1, la->mean2, la->rstd2, d.N);
+        op_layernorm_bwd(r, a->dH, w->ln2_w, w->ln2_b, a->dH, la->res1, la->mean2, la->rstd2, d.N,
+                         NULL);
         join_bwd(r, l, SITE_FFN_OUT, d, false); /* d res1 */
         attn_block_bwd(r, l, la->ln1, true);
-        op_layernorm_bwd(r, a->dH, w->ln1_w, w->ln1_b, a->dH, x_in, la->mean1, la->rstd1, N);
+        op_layernorm_bwd(r, a->dH, w->ln1_w, w->ln1_b, a->dH, x_in, la->mean1, la->rstd1, N, NULL);
         join_bwd(r, l, SITE_ATTN_OUT, d, false); /* d x_in */
     } else {
         /* d ln1 = dA + dH and LN1's backward: one op where the join is fused */
@@ -429,25 +457,31 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         /* d ln2 and d ln1 kept in 16 bits where both their readers take them so: the
          * branch's dropout and a join's LayerNorm backward */
         const bool keep16 = grads16(r->m) && d.p > 0.0f && !d.top;
+        /* each LayerNorm backward drops out the gradient of the branch after it as it
+         * writes dA, where it can (branch_drop) */
+        bt_ln_bwd_drop drop;
+        const bt_ln_bwd_drop *ffn_drop = branch_drop(r, l, SITE_FFN_OUT, d, 0, &drop);
         /* d ln2: dA, plus the layer above's attention branch in dH where its join was left
          * to this op (LN2's backward reads the two as a join's, rounding dH as stored) */
         if (r->pending_join) {
             join_layernorm_bwd(r, w->ln2_w, w->ln2_b, r->pending_join16, keep16 && join,
-                               la->res2, la->mean2, la->rstd2, d.N);
+                               la->res2, la->mean2, la->rstd2, d.N, ffn_drop);
         } else {
             need_fp32_da(r, "LN2's backward");
             op_layernorm_bwd(r, a->dA, w->ln2_w, w->ln2_b, a->dA, la->res2, la->mean2,
-                             la->rstd2, d.N);
+                             la->rstd2, d.N, ffn_drop);
         }
         r->pending_join = false;
         const bool ffn_dh16 = ffn_block_bwd(r, l, la->ln1, !join);
+        const bt_ln_bwd_drop *attn_drop = branch_drop(
+            r, l, SITE_ATTN_OUT, d, attn_ctx16(r, d).buf ? (size_t)d.N * d.H : 0, &drop);
         if (join) {
             join_layernorm_bwd(r, w->ln1_w, w->ln1_b, ffn_dh16, keep16 && defer, la->res1,
-                               la->mean1, la->rstd1, d.N);
+                               la->mean1, la->rstd1, d.N, attn_drop);
         } else {
             join_bwd(r, l, SITE_FFN_OUT, d, true); /* read by LN1's backward, which rounds it */
             op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1,
-                             d.N);
+                             d.N, attn_drop);
         }
         const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer);
         if (defer) {
@@ -582,7 +616,7 @@ static void embeddings_bwd(bert_run *r) {
     const float p = r->pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
     op_dropout(r, a->dA, (size_t)B * T * H, (size_t)T * H, p, dropout_key(r->pass, -1, SITE_EMB));
     op_layernorm_bwd(r, a->dA, v->emb_ln_w, v->emb_ln_b, a->dA, a->emb_sum, a->emb_mean,
-                     a->emb_rstd, B * T);
+                     a->emb_rstd, B * T, NULL);
     m->be->embed_bwd(m->be, grd(m, v->wte), grd(m, v->wpe), grd(m, v->wtt), act(m, a->dA),
                      ints(m, a->ids), bert_links(m, a->ids), ints(m, a->types), B, T, H,
                      m->cfg.vocab_size,
@@ -683,7 +717,7 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
     size_t layers_end = v->head_w; /* where the last layer's parameters end */
     if (m->cfg.norm == BERT_NORM_PRE) { /* the final LayerNorm lies between layers and heads */
         op_layernorm_bwd(&r, a->dA, v->final_ln_w, v->final_ln_b, a->dA,
-                         layer_input(m, L, pass), a->final_mean, a->final_rstd, rows);
+                         layer_input(m, L, pass), a->final_mean, a->final_rstd, rows, NULL);
         op_grads_done(&r, v->final_ln_w, v->head_w);
         layers_end = v->final_ln_w;
     }

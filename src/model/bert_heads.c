@@ -56,7 +56,7 @@ void bert_mlm_head_bwd(bert_run *r) {
         op_linear_bwd(r, a->dhm, v->wte, v->dec_b, a->logits, a->t3, M, H, V);
     }
     op_layernorm_bwd(r, a->dhm, v->head_ln_w, v->head_ln_b, a->dhm, a->t2, a->t3_mean, a->t3_rstd,
-                     M);
+                     M, NULL);
     op_gelu_bwd(r, a->dhm, a->dhm, a->t1, (size_t)M * H);
     op_linear_bwd(r, a->t2, v->head_w, v->head_b, a->dhm, a->hm, M, H, H);
 }

@@ -120,10 +120,11 @@ void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, 
 }
 
 /* layernorm_bwd with dy + dbranch for dy where dbranch is given, the
- * gradients in halves in 16 bits (op_join_layernorm_bwd) */
+ * gradients in halves in 16 bits (op_join_layernorm_bwd), dx's dropout into
+ * drop->out16 where drop is given */
 static void layernorm_bwd_of(bert_run *r, size_t dx, size_t w, size_t b, size_t dy,
                              bt_ptr dbranch, unsigned halves, size_t x, size_t mean, size_t rstd,
-                             int rows) {
+                             int rows, const bt_ln_bwd_drop *drop) {
     const bert_model *m = r->m;
     const int H = m->cfg.hidden_size;
     /* dx rounded by the op as store would (a gradient: never stashed); x read
@@ -136,18 +137,20 @@ static void layernorm_bwd_of(bert_run *r, size_t dx, size_t w, size_t b, size_t 
                                            .x = x16.buf ? s : BT_F32,
                                            .dbranch = halves & LN_DBRANCH16 ? s : BT_F32,
                                            .dout = halves & LN_DY16 ? s : BT_F32,
-                                           .dx = halves & LN_DX16 ? s : BT_F32});
+                                           .dx = halves & LN_DX16 ? s : BT_F32},
+                         drop);
     if (!(halves & LN_DX16)) store_rounded(r, dx, (size_t)rows * H);
 }
 
 void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
-                      size_t mean, size_t rstd, int rows) {
-    layernorm_bwd_of(r, dx, w, b, dy, BT_NO_PTR, 0, x, mean, rstd, rows);
+                      size_t mean, size_t rstd, int rows, const bt_ln_bwd_drop *drop) {
+    layernorm_bwd_of(r, dx, w, b, dy, BT_NO_PTR, 0, x, mean, rstd, rows, drop);
 }
 
 void op_join_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t dbranch,
-                           unsigned halves, size_t x, size_t mean, size_t rstd, int rows) {
-    layernorm_bwd_of(r, dx, w, b, dy, act(r->m, dbranch), halves, x, mean, rstd, rows);
+                           unsigned halves, size_t x, size_t mean, size_t rstd, int rows,
+                           const bt_ln_bwd_drop *drop) {
+    layernorm_bwd_of(r, dx, w, b, dy, act(r->m, dbranch), halves, x, mean, rstd, rows, drop);
 }
 
 void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int cols) {

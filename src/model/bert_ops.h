@@ -70,9 +70,11 @@ void op_linear_bwd_from16(bert_run *r, size_t din, bt_ptr din16, size_t w, size_
 void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, size_t w,
                   size_t b, int rows);
 
-/* Backward of op_layernorm: dx from dy (dx may be dy), dw and db += . */
+/* Backward of op_layernorm: dx from dy (dx may be dy), dw and db += . With
+ * drop (NULL: none) also dropout(dx) into drop->out16 as dx is written
+ * (layernorm_bwd's bt_ln_bwd_drop: a Post-LN branch's gradient). */
 void op_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t x,
-                      size_t mean, size_t rstd, int rows);
+                      size_t mean, size_t rstd, int rows, const bt_ln_bwd_drop *drop);
 
 /* Which gradients of op_join_layernorm_bwd its buffers hold in the
  * storage's 16 bits instead of fp32 (a bit mask): dbranch (a GEMM's 16-bit
@@ -86,7 +88,8 @@ enum { LN_DBRANCH16 = 1u, LN_DY16 = 2u, LN_DX16 = 4u };
  * 16 bits (LN_DBRANCH16 ...), read as they are; dx in 16 bits is the
  * rounded dx's bits (dx may be dy in both types). */
 void op_join_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy, size_t dbranch,
-                           unsigned halves, size_t x, size_t mean, size_t rstd, int rows);
+                           unsigned halves, size_t x, size_t mean, size_t rstd, int rows,
+                           const bt_ln_bwd_drop *drop);
 
 /* fc1 += b (rows, cols), then gelu = GELU(fc1): one fused op where it is
  * on (BERT_FUSE_GELU), else the two it replaces. */
