@@ -242,7 +242,9 @@ struct bert_model {
 enum {
     BERT_FUSE_GELU = 1,      /* bias_gelu_fwd, bias_gelu_bwd */
     BERT_FUSE_JOIN = 2,      /* bias_dropout_add, residual_layernorm_fwd; Post-LN's backward
-                              * join with LN1's backward (layernorm_bwd's dbranch) */
+                              * join with LN1's backward (layernorm_bwd's dbranch), and a
+                              * branch's dropout with the LayerNorm backward before it
+                              * (layernorm_bwd's drop) */
     BERT_FUSE_ATTENTION = 4, /* softmax_dropout_fwd, dropout_softmax_bwd */
     BERT_FUSE_CAST = 8,      /* one 16-bit copy of a backward operand for its two GEMMs
                               * (bert_operand16), not a conversion in each */
