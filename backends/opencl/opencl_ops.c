@@ -265,11 +265,13 @@ static void ln_bwd_dx_args(args *a, bt_ptr dout, bt_ptr dbranch, bt_ptr x, bt_pt
  * in its place where there is none: not written), its kind, per_sample and
  * dropout's arguments. */
 static void ln_bwd_drop_args(args *a, bt_ptr dx, const bt_ln_bwd_drop *drop) {
-    arg_ptr(a, drop ? drop->out16 : dx, 2);
-    arg_i(a, drop ? BT_KIND16_OF(drop->kind16) : BT_KIND16_NONE);
-    arg_ul(a, drop ? drop->per_sample : 1);
-    arg_dropout(a, drop ? drop->first_sample : 0, drop ? drop->p : 0.0f,
-                drop ? drop->key : (bt_rng_key){0, 0});
+    /* no dropout: a 16-bit output the kernel never writes (kind NONE) */
+    const bt_ln_bwd_drop none = {.out16 = dx, .per_sample = 1};
+    const bt_ln_bwd_drop *d = drop ? drop : &none;
+    arg_ptr(a, d->out16, 2);
+    arg_i(a, drop ? BT_KIND16_OF(d->kind16) : BT_KIND16_NONE);
+    arg_ul(a, d->per_sample);
+    arg_dropout(a, d->first_sample, d->p, d->key);
 }
 
 /* As cu_layernorm_bwd_fused: dx with a row of dgamma's and dbeta's terms a

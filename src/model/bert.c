@@ -236,18 +236,16 @@ static void join_bwd(bert_run *r, int l, int site, layer_dims d, bool ln_next) {
  * from element `at`) the dropout writes dH there in 16 bits only, the
  * stored values that the branch's last linear layer reads (its GEMMs and
  * its bias gradient: op_linear_bwd_from16), and returns that copy; else
- * dH in fp32 and buf NULL. */
-static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d, size_t at) {
+ * dH in fp32 and buf NULL. Where the LayerNorm backward before has made
+ * that copy already (dropped: branch_drop's, else NULL) it returns it. */
+static bt_ptr branch_bwd(bert_run *r, int l, int site, layer_dims d, size_t at,
+                         const bt_ln_bwd_drop *dropped) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     const bt_rng_key key = dropout_key(r->pass, l, site);
     const size_t n = (size_t)d.N * d.H;
-    if (r->branch_dropped.buf) { /* the LayerNorm backward before dropped it out */
-        const bt_ptr d16 = r->branch_dropped;
-        r->branch_dropped = BT_NO_PTR;
-        return d16;
-    }
+    if (dropped) return dropped->out16; /* the LayerNorm backward before dropped it out */
     if (d.p > 0.0f && !d.top) { /* straight from dA: no copy first */
         const bt_ptr d16 = bert_operand16_room(m, at, n);
         be->dropout(be, d16.buf ? BT_NO_PTR : act(m, a->dH), act(m, r->dA16 ? a->dA16 : a->dA),
@@ -273,20 +271,24 @@ static bt_ptr attn_ctx16(const bert_run *r, layer_dims d) {
                                                     : BT_NO_PTR;
 }
 
+/* Where in operand16 the attention branch's dH goes in 16 bits: after
+ * attn_ctx16's copy where there is one, else at its start. */
+static size_t attn_dh16_at(const bert_run *r, layer_dims d) {
+    return attn_ctx16(r, d).buf ? (size_t)d.N * d.H : 0;
+}
+
 /* The dropout of a Post-LN branch's gradient (site's) that the LayerNorm
  * backward before branch_bwd makes as it writes dA (layernorm_bwd's drop),
  * where branch_bwd would write dH in 16 bits alone from dA (at element `at`
- * of operand16) and the join's fusion is on; else NULL. r->branch_dropped
- * then tells branch_bwd that it is made. */
+ * of operand16) and the join's fusion is on; else NULL. Given to branch_bwd,
+ * it tells it that the copy is made. */
 static const bt_ln_bwd_drop *branch_drop(bert_run *r, int l, int site, layer_dims d, size_t at,
                                          bt_ln_bwd_drop *drop) {
     const bert_model *m = r->m;
     const bt_ptr d16 = bert_operand16_room(m, at, (size_t)d.N * d.H);
-    r->branch_dropped = BT_NO_PTR;
     if (d.p <= 0.0f || d.top || !fused(m, BERT_FUSE_JOIN) || !d16.buf) return NULL;
     *drop = (bt_ln_bwd_drop){d16, (bt_dtype)m->cfg.storage, d.per_sample, r->bt->first_sample,
                              d.p, dropout_key(r->pass, l, site)};
-    r->branch_dropped = d16;
     return drop;
 }
 
@@ -310,14 +312,16 @@ static void attn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const jo
  * rows); dH gets d in (every row), stored unless stored_dh is false (its
  * reader, a join's LayerNorm backward, rounds it as it reads it). Returns
  * whether dH was written in the storage's 16 bits instead, by its GEMM
- * (with stored_dh false, where that GEMM runs in 16 bits). */
-static bool attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
+ * (with stored_dh false, where that GEMM runs in 16 bits). dropped: the
+ * branch's gradient as the LayerNorm backward before made it (branch_bwd). */
+static bool attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh,
+                           const bt_ln_bwd_drop *dropped) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
     const size_t n = (size_t)d.N * d.H;
     const bt_ptr ctx16 = attn_ctx16(r, d);
-    const bt_ptr dh16 = branch_bwd(r, l, SITE_ATTN_OUT, d, ctx16.buf ? n : 0);
+    const bt_ptr dh16 = branch_bwd(r, l, SITE_ATTN_OUT, d, attn_dh16_at(r, d), dropped);
     const bool dctx16 = ctx16.buf && dh16.buf;
     if (d.top) {
         bert_top_ctx_bwd(r, w, d.N, d.H);
@@ -362,13 +366,15 @@ static void ffn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const joi
  * residual's share is join_bwd's), stored unless stored_dh is false (its
  * reader, a join's LayerNorm backward, rounds it as it reads it). Returns
  * whether dH was written in the storage's 16 bits instead, by its GEMM
- * (with stored_dh false, where that GEMM runs in 16 bits). */
-static bool ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh) {
+ * (with stored_dh false, where that GEMM runs in 16 bits). dropped: as
+ * attn_block_bwd's. */
+static bool ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh,
+                          const bt_ln_bwd_drop *dropped) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
-    const bt_ptr dh16 = branch_bwd(r, l, SITE_FFN_OUT, d, 0);
+    const bt_ptr dh16 = branch_bwd(r, l, SITE_FFN_OUT, d, 0, dropped);
     /* bias_gelu_bwd, dI's one reader where fused, rounds it: on 16-bit GEMM hardware fc2's
      * input-gradient GEMM writes it in 16 bits, which it reads as they are */
     const bool gelu_fused = fused(r->m, BERT_FUSE_GELU);
@@ -437,11 +443,11 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
     const layer_dims d = dims_of(r, l); /* d.N: the rows after attention */
     const int N = r->bt->B * r->bt->T;
     if (r->m->cfg.norm == BERT_NORM_PRE) {
-        ffn_block_bwd(r, l, la->ln2, true);
+        ffn_block_bwd(r, l, la->ln2, true, NULL);
         op_layernorm_bwd(r, a->dH, w->ln2_w, w->ln2_b, a->dH, la->res1, la->mean2, la->rstd2, d.N,
                          NULL);
         join_bwd(r, l, SITE_FFN_OUT, d, false); /* d res1 */
-        attn_block_bwd(r, l, la->ln1, true);
+        attn_block_bwd(r, l, la->ln1, true, NULL);
         op_layernorm_bwd(r, a->dH, w->ln1_w, w->ln1_b, a->dH, x_in, la->mean1, la->rstd1, N, NULL);
         join_bwd(r, l, SITE_ATTN_OUT, d, false); /* d x_in */
     } else {
@@ -459,8 +465,8 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         const bool keep16 = grads16(r->m) && d.p > 0.0f && !d.top;
         /* each LayerNorm backward drops out the gradient of the branch after it as it
          * writes dA, where it can (branch_drop) */
-        bt_ln_bwd_drop drop;
-        const bt_ln_bwd_drop *ffn_drop = branch_drop(r, l, SITE_FFN_OUT, d, 0, &drop);
+        bt_ln_bwd_drop ffn_room, attn_room;
+        const bt_ln_bwd_drop *ffn_drop = branch_drop(r, l, SITE_FFN_OUT, d, 0, &ffn_room);
         /* d ln2: dA, plus the layer above's attention branch in dH where its join was left
          * to this op (LN2's backward reads the two as a join's, rounding dH as stored) */
         if (r->pending_join) {
@@ -472,9 +478,9 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
                              la->rstd2, d.N, ffn_drop);
         }
         r->pending_join = false;
-        const bool ffn_dh16 = ffn_block_bwd(r, l, la->ln1, !join);
-        const bt_ln_bwd_drop *attn_drop = branch_drop(
-            r, l, SITE_ATTN_OUT, d, attn_ctx16(r, d).buf ? (size_t)d.N * d.H : 0, &drop);
+        const bool ffn_dh16 = ffn_block_bwd(r, l, la->ln1, !join, ffn_drop);
+        const bt_ln_bwd_drop *attn_drop =
+            branch_drop(r, l, SITE_ATTN_OUT, d, attn_dh16_at(r, d), &attn_room);
         if (join) {
             join_layernorm_bwd(r, w->ln1_w, w->ln1_b, ffn_dh16, keep16 && defer, la->res1,
                                la->mean1, la->rstd1, d.N, attn_drop);
@@ -483,7 +489,7 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
             op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1,
                              d.N, attn_drop);
         }
-        const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer);
+        const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer, attn_drop);
         if (defer) {
             r->pending_join = true;
             r->pending_join16 = attn_dh16;

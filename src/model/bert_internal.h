@@ -37,9 +37,6 @@ typedef struct {
     bool dA16;                 /* backward: the residual stream's gradient is in dA16 (the
                                 * storage's 16 bits), not dA, as a LayerNorm backward wrote
                                 * it for readers that take it so (Post-LN: bert.c) */
-    bt_ptr branch_dropped;     /* backward: the next branch's dH in 16 bits, dropped out by
-                                * the LayerNorm backward that wrote dA (Post-LN: bert.c),
-                                * or buf NULL */
 } bert_run;
 
 /* Views into the model's buffers: the element at offset off (a bert_views
