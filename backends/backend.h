@@ -378,10 +378,15 @@ struct bt_backend {
      * storage as written (the model's store of it, without a rounding pass);
      * dlogits16 given (round16 16-bit): the gradient written there only, in
      * round16, for the GEMMs that read it in 16 bits; dlogits is then not
-     * written and may be BT_NO_PTR, and dlogits16 must not overlap logits. */
+     * written and may be BT_NO_PTR, and dlogits16 must not overlap logits.
+     * logits_dtype BT_BF16/BT_F16 (round16's, with dlogits16): logits holds
+     * values of that dtype, 2 bytes an element (offset in bytes), read as
+     * they are, with the bits of their fp32 values read with BT_F32; then
+     * dlogits16 may be logits itself (in place), and only there overlap it. */
     void (*xent_fwd_bwd)(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
                          bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
-                         float grad_scale, float z_loss, bt_dtype round16, bt_ptr dlogits16);
+                         float grad_scale, float z_loss, bt_dtype round16, bt_ptr dlogits16,
+                         bt_dtype logits_dtype);
     /* sum of x[i]^2 (a deterministic reduction; the host gets the value) */
     double (*sumsq)(bt_backend *be, bt_ptr x, size_t n);
     /* sum of x[i] (deterministic; the host gets the value) */

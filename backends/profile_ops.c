@@ -239,11 +239,12 @@ static void p_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx, b
 }
 static void p_xent(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct, bt_ptr log_z,
                    bt_ptr logits, bt_ptr labels, int rows, int V, float gs, float z,
-                   bt_dtype round16, bt_ptr dlogits16) {
+                   bt_dtype round16, bt_ptr dlogits16, bt_dtype logits_dtype) {
     const double grad_bytes = dlogits16.buf ? 2.0 : 4.0; /* the gradient's, a logit */
-    TIMED(be, xent_fwd_bwd, 0, (4.0 + grad_bytes) * rows * V + F4 * 4.0 * rows,
+    const double logit_bytes = logits_dtype != BT_F32 ? 2.0 : 4.0;
+    TIMED(be, xent_fwd_bwd, 0, (logit_bytes + grad_bytes) * rows * V + F4 * 4.0 * rows,
           in->xent_fwd_bwd(in, dlogits, loss, correct, log_z, logits, labels, rows, V, gs, z,
-                           round16, dlogits16));
+                           round16, dlogits16, logits_dtype));
 }
 static double p_sumsq(bt_backend *be, bt_ptr x, size_t n) {
     double r;

@@ -205,13 +205,20 @@ typedef struct {
     float gs, z;      /* grad_scale, z_loss */
     bt_dtype round16; /* the gradient's rounding */
     int only16;       /* the gradient in 16 bits only: t[5] is dlogits16 */
+    int logits16;     /* the logits in round16's 16 bits, t[0], which is dlogits16 too
+                       * (in place, as the model calls it) */
 } xent_args;
 static void run_xent(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     xent_args *q = a; /* logits, labels, loss, correct, log_z, [dlogits or dlogits16] */
     const bt_ptr d = q->inplace || q->only16 ? t[0].p : t[5].p;
+    if (q->logits16) {
+        be->xent_fwd_bwd(be, BT_NO_PTR, t[2].p, t[3].p, t[4].p, t[0].p, t[1].p, q->rows, q->V,
+                         q->gs, q->z, q->round16, t[0].p, q->round16);
+        return;
+    }
     be->xent_fwd_bwd(be, d, t[2].p, t[3].p, t[4].p, t[0].p, t[1].p, q->rows, q->V, q->gs, q->z,
-                     q->round16, q->only16 ? t[5].p : BT_NO_PTR);
+                     q->round16, q->only16 ? t[5].p : BT_NO_PTR, BT_F32);
 }
 
 /* xent_fwd_bwd with its gradient rounded to bf16 and to f16 storage, out
@@ -264,6 +271,53 @@ static void xent16_cases(bt_backend *be, xent_args q, const float *x, const int3
     }
     free(want);
     tensors_free(f, 6);
+}
+
+/* xent_fwd_bwd reading its logits in 16 bits (bf16, f16) and writing its
+ * gradient over them (dlogits16 = logits, in place, as the MLM head calls
+ * it): loss, correct, log_z and the gradient's 16 bits are those of the
+ * call on the same values in fp32 with the gradient in 16 bits only. */
+static void xent_logits16_cases(bt_backend *be, xent_args q, const float *x, const int32_t *lab) {
+    const size_t n = (size_t)q.rows * q.V, R = (size_t)q.rows;
+    float *xr = malloc(n * 4);
+    uint16_t *x16 = malloc(n * 2);
+    if (!xr || !x16) exit(99);
+    for (int k = 0; k < 2; k++) {
+        q.round16 = k ? BT_F16 : BT_BF16;
+        for (size_t i = 0; i < n; i++) {
+            xr[i] = round16_host(x[i], q.round16);
+            x16[i] = bits16_of(x[i], q.round16);
+        }
+        q.inplace = q.logits16 = 0;
+        q.only16 = 1;
+        tensor f[] = {tensor_in("logits", xr, n), tensor_in("labels", lab, R),
+                      tensor_out("loss", NULL, R), tensor_out("correct", NULL, R),
+                      tensor_out("log_z", NULL, R), tensor_16bit("dlogits16", NULL, n, true)};
+        verdict v = v_new();
+        const bool have32 = exec_op(&v, be, f, 6, run_xent, &q, NULL);
+        q.logits16 = 1;
+        tensor t[] = {tensor_16bit("logits16", x16, n, true), tensor_in("labels", lab, R),
+                      tensor_out("loss", NULL, R), tensor_out("correct", NULL, R),
+                      tensor_out("log_z", NULL, R)};
+        if (have32 && exec_op(&v, be, t, 5, run_xent, &q, NULL)) {
+            v_bits(&v, "loss", RES(t[2]), RES(f[2]), R);
+            v_bits(&v, "correct", RES(t[3]), RES(f[3]), R);
+            v_bits(&v, "log_z", RES(t[4]), RES(f[4]), R);
+            const uint16_t *got = t[0].res, *want = f[5].res;
+            for (size_t i = 0; i < n; i++)
+                if (got[i] != want[i]) {
+                    v_fail(&v, "dlogits16[%zu] = 0x%04x, not 0x%04x (the call on fp32 logits)",
+                           i, got[i], want[i]);
+                    break;
+                }
+        }
+        v_report(&v, "xent_fwd_bwd", "%dx%d z=%.3g%s, logits16 in place", q.rows, q.V, q.z,
+                 storage_suffix(q.round16));
+        tensors_free(t, 5);
+        tensors_free(f, 6);
+    }
+    free(xr);
+    free(x16);
 }
 
 typedef struct {
@@ -344,6 +398,7 @@ void test_xent(bt_backend *be) {
             tensors_free(t, 6);
         }
         xent16_cases(be, q, x, lab);
+        xent_logits16_cases(be, q, x, lab);
         if (g_check_references) { /* dlogits = d(grad_scale * loss) / dlogits */
             verdict f = v_new();
             for (int s = 0; s < 6; s++) { /* the label, the argmax and a random logit */

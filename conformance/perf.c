@@ -191,7 +191,7 @@ static void call_scatter(bt_backend *be, perf_case *c) {
 static void call_xent(bt_backend *be, perf_case *c) {
     /* t: logits, labels, loss, correct, log_z, dlogits */
     be->xent_fwd_bwd(be, c->t[5], c->t[2], c->t[3], c->t[4], c->t[0], c->t[1], c->i[0], c->i[1],
-                     0.01f, 1e-4f, BT_F32, BT_NO_PTR);
+                     0.01f, 1e-4f, BT_F32, BT_NO_PTR, BT_F32);
 }
 static void call_sum(bt_backend *be, perf_case *c) { (void)be->sum(be, c->t[0], c->n); }
 static void call_sumsq(bt_backend *be, perf_case *c) { (void)be->sumsq(be, c->t[0], c->n); }

@@ -10,6 +10,9 @@
  * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded); with
  * grad16_only it goes to dlogits16 in kind16 alone (dlogits not written;
  * dlogits16 does not overlap logits: a row's 16 bits lie over others' logits).
+ * With logits_kind a 16-bit kind the logits are read from logits16, values
+ * of that kind (logits is not read), which dlogits16 may be (in place: each
+ * work-item reads a logit before it writes its gradient there).
  * dlogits may alias logits: every logit is read and written by one work-item only, each read
  * before the write of the same element; x_y too, by the work-item that owns
  * logit y, which hands it on in local memory (ordered by the barriers).
@@ -20,11 +23,36 @@
  * of exp(x - max), kept online (the sum rescaled when the max grows), which
  * fixed trees then combine, ties to the lower index; a second pass reads
  * each logit again and writes its gradient. global: rows * BT_WG. */
+/* One logit into the online (max, first index, sum) of xent's first pass,
+ * and logit y into x_y. */
+BT_FN void xent_take(float xj, int j, int y, float *mx, float *sum, int *arg,
+                     BT_LOCAL_PTR float *x_y) {
+    if (j == y) *x_y = xj;
+    if (xj > *mx) {
+        *sum = *sum * exp(*mx - xj) + 1.0f;
+        *mx = xj;
+        *arg = j;
+    } else if (xj != -INFINITY) { /* a -INFINITY adds 0, even before any finite mx */
+        *sum += exp(xj - *mx);
+    }
+}
+
+/* Logit j's gradient, as xent_fwd_bwd writes it. */
+BT_FN void xent_put(float xj, int j, int y, float mx, float g, float grad_scale, int kind16,
+                    __global float *d, __global ushort *d16, int grad16_only) {
+    float v = exp(xj - mx) * g;
+    if (j == y) v -= grad_scale;
+    if (grad16_only)
+        d16[j] = f32_to_kind16(v, kind16);
+    else
+        d[j] = round_kind16(v, kind16);
+}
+
 BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
                                   BT_OUT(float, correct), BT_OUT(float, log_z),
                                   BT_IN(float, logits), BT_IN(int, labels), int V, float grad_scale,
                                   float z_loss, int kind16, BT_OUT(ushort, dlogits16),
-                                  int grad16_only) {
+                                  int grad16_only, BT_IN(ushort, logits16), int logits_kind) {
     BT_BIND(dlogits);
     BT_BIND(dlogits16);
     BT_BIND(loss);
@@ -32,12 +60,14 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
     BT_BIND(log_z);
     BT_BIND(logits);
     BT_BIND(labels);
+    BT_BIND(logits16);
     __local float red[BT_WG], sum_red[BT_WG];
     __local int arg_red[BT_WG];
     __local float x_y; /* logit y, from its owner */
     const int r = get_group_id(0), lid = get_local_id(0);
     const size_t row = (size_t)r * V;
     __global const float *x = logits + row;
+    __global const ushort *x16 = logits16 + row;
     __global float *d = dlogits + row;
     __global ushort *d16 = dlogits16 + row;
     const int y = labels[r];
@@ -52,20 +82,16 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
         return;
     }
     /* own logits in increasing order: the first maximum, and the sum of
-     * exp(x - mx) rescaled by exp(old mx - new mx) when mx grows */
+     * exp(x - mx) rescaled by exp(old mx - new mx) when mx grows. A loop for
+     * each logits type: no branch on it inside a loop (PoCL 3.1 miscompiled
+     * one such branch in this kernel) */
     float mx = -INFINITY, sum = 0.0f;
     int arg = INT_MAX;
-    for (int j = lid; j < V; j += BT_WG) {
-        const float xj = x[j];
-        if (j == y) x_y = xj;
-        if (xj > mx) {
-            sum = sum * exp(mx - xj) + 1.0f;
-            mx = xj;
-            arg = j;
-        } else if (xj != -INFINITY) { /* a -INFINITY adds 0, even before any finite mx */
-            sum += exp(xj - mx);
-        }
-    }
+    if (logits_kind != BT_KIND16_NONE)
+        for (int j = lid; j < V; j += BT_WG)
+            xent_take(kind16_value(x16[j], logits_kind), j, y, &mx, &sum, &arg, &x_y);
+    else
+        for (int j = lid; j < V; j += BT_WG) xent_take(x[j], j, y, &mx, &sum, &arg, &x_y);
     red[lid] = mx;
     arg_red[lid] = arg;
     sum_red[lid] = sum;
@@ -90,14 +116,13 @@ BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
     sum = sum_red[0];
     const float lz = log(sum) + mx;
     const float g = grad_scale * (1.0f + 2.0f * z_loss * lz) * (1.0f / sum);
-    for (int j = lid; j < V; j += BT_WG) {
-        float v = exp(x[j] - mx) * g;
-        if (j == y) v -= grad_scale;
-        if (grad16_only)
-            d16[j] = f32_to_kind16(v, kind16);
-        else
-            d[j] = round_kind16(v, kind16);
-    }
+    if (logits_kind != BT_KIND16_NONE)
+        for (int j = lid; j < V; j += BT_WG)
+            xent_put(kind16_value(x16[j], logits_kind), j, y, mx, g, grad_scale, kind16, d, d16,
+                     grad16_only);
+    else
+        for (int j = lid; j < V; j += BT_WG)
+            xent_put(x[j], j, y, mx, g, grad_scale, kind16, d, d16, grad16_only);
     if (lid == 0) {
         loss[r] = lz - x_y;
         correct[r] = arg == y ? 1.0f : 0.0f;

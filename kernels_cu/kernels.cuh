@@ -108,7 +108,7 @@ __global__ void bt_scatter_rows(float *dst, const float *src, const int *idx, co
 __global__ void bt_xent_fwd_bwd(float *dlogits, float *loss, float *correct, float *log_z,
                                 const float *logits, const int *labels, int V, float grad_scale,
                                 float z_loss, int kind16, unsigned short *dlogits16,
-                                int grad16_only);
+                                int grad16_only, const unsigned short *logits16, int logits_kind);
 
 /* ---- kernels/optim.cl ---- */
 __global__ void bt_adamw_step(float *w, const float *g, float *m, float *v, unsigned long long n,

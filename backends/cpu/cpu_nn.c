@@ -286,13 +286,16 @@ static void cpu_scatter_rows(bt_backend *be, bt_ptr dst, bt_ptr src, bt_ptr idx,
 static void cpu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
                              bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
                              float grad_scale, float z_loss, bt_dtype round16,
-                             bt_ptr dlogits16) {
+                             bt_ptr dlogits16, bt_dtype logits_dtype) {
     cpu_ctx *ctx = be->ctx;
     /* a gradient in 16 bits only: computed in fp32 scratch, then converted */
     float *DL = dlogits16.buf ? bt_partials_reserve(&ctx->xent_d, (size_t)rows * V, "cpu")
                               : cpu_f32(dlogits);
     float *L = cpu_f32(loss), *CR = cpu_f32(correct), *LZ = cpu_f32(log_z);
-    const float *X = cpu_f32(logits);
+    /* 16-bit logits widened first: dlogits16 may lie over them */
+    const float *X = logits_dtype != BT_F32
+                         ? cpu_widen16(ctx, logits, logits_dtype, (size_t)rows * V)
+                         : cpu_f32(logits);
     const int32_t *Y = cpu_i32(labels);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {

@@ -237,12 +237,15 @@ static void cu_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_ptr
 
 static void cu_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
                             bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
-                            float grad_scale, float z_loss, bt_dtype round16, bt_ptr dlogits16) {
+                            float grad_scale, float z_loss, bt_dtype round16, bt_ptr dlogits16,
+                            bt_dtype logits_dtype) {
     cu_ctx *c = cu(be);
-    const bool only16 = dlogits16.buf != NULL; /* dlogits not written: logits' address */
-    LAUNCH(c, xent_fwd_bwd, (size_t)rows * BT_WG, cu_f32(only16 ? logits : dlogits),
-           cu_f32(loss), cu_f32(correct), cu_f32(log_z), cu_f32(logits), cu_i32(labels), V,
-           grad_scale, z_loss, BT_KIND16_OF(round16), u16(only16 ? dlogits16 : logits), only16);
+    const bool only16 = dlogits16.buf != NULL, in16 = logits_dtype != BT_F32;
+    /* a pointer the kernel does not touch gets loss's address */
+    LAUNCH(c, xent_fwd_bwd, (size_t)rows * BT_WG, cu_f32(only16 ? loss : dlogits), cu_f32(loss),
+           cu_f32(correct), cu_f32(log_z), cu_f32(in16 ? loss : logits), cu_i32(labels), V,
+           grad_scale, z_loss, BT_KIND16_OF(round16), u16(only16 ? dlogits16 : loss), only16,
+           u16(in16 ? logits : loss), BT_KIND16_OF(logits_dtype));
 }
 
 /* ================= embeddings, gather / scatter ================= */

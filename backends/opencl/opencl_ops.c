@@ -361,20 +361,24 @@ static void ocl_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr dprobs, bt_pt
 static void ocl_xent_fwd_bwd(bt_backend *be, bt_ptr dlogits, bt_ptr loss, bt_ptr correct,
                              bt_ptr log_z, bt_ptr logits, bt_ptr labels, int rows, int V,
                              float grad_scale, float z_loss, bt_dtype round16,
-                             bt_ptr dlogits16) {
+                             bt_ptr dlogits16, bt_dtype logits_dtype) {
+    const bool only16 = dlogits16.buf != NULL, in16 = logits_dtype != BT_F32;
+    /* a pointer the kernel does not touch gets loss's address */
     args a = begin(be, K_xent_fwd_bwd);
-    arg_f32p(&a, dlogits16.buf ? logits : dlogits); /* with the copy: not written */
+    arg_f32p(&a, only16 ? loss : dlogits);
     arg_f32p(&a, loss);
     arg_f32p(&a, correct);
     arg_f32p(&a, log_z);
-    arg_f32p(&a, logits);
+    arg_f32p(&a, in16 ? loss : logits);
     arg_ptr(&a, labels, 4);
     arg_i(&a, V);
     arg_f(&a, grad_scale);
     arg_f(&a, z_loss);
     arg_i(&a, BT_KIND16_OF(round16));
-    arg_ptr(&a, dlogits16.buf ? dlogits16 : logits, 2); /* absent: logits, not touched */
-    arg_i(&a, dlogits16.buf != NULL);
+    arg_ptr(&a, only16 ? dlogits16 : loss, 2);
+    arg_i(&a, only16);
+    arg_ptr(&a, in16 ? logits : loss, 2);
+    arg_i(&a, BT_KIND16_OF(logits_dtype));
     launch(be, &a, (size_t)rows * ocl(be)->wg);
 }
 

@@ -5,7 +5,8 @@
 #include "bert_ops.h"
 
 /* The MLM logits' gradient in 16 bits only, where the operand16 buffer
- * holds it (16-bit GEMM hardware): xent writes it there, and the decoder's
+ * holds it (16-bit GEMM hardware): xent writes it there (over the logits,
+ * which the decoder's bias_add writes there in 16 bits), and the decoder's
  * backward reads it there, its GEMMs with no conversion and its bias
  * gradient in half the bytes. Nothing between the head's forward and its
  * backward uses operand16. BT_NO_PTR: the gradient in the logits, fp32. */
@@ -15,7 +16,7 @@ static bt_ptr mlm_dlogits16(const bert_run *r) {
 
 /* MLM head at the M masked rows of hidden: dense -> GELU -> LayerNorm -> tied
  * decoder + bias, the loss and its gradient (into the logits, or in 16 bits
- * alone into operand16: mlm_dlogits16). */
+ * alone into operand16 over the 16-bit logits: mlm_dlogits16). */
 void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
@@ -26,12 +27,21 @@ void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
     op_linear(r, a->t1, a->hm, v->head_w, v->head_b, M, H, H);
     op_gelu(r, a->t2, a->t1, (size_t)M * H);
     op_layernorm(r, a->t3, a->t3_mean, a->t3_rstd, a->t2, v->head_ln_w, v->head_ln_b, M);
-    op_linear(r, a->logits, a->t3, v->wte, v->dec_b, M, H, V);
-    if (r->pass->mlm_logits_out) /* the masked rows' */
-        m->be->download(m->be, r->pass->mlm_logits_out, act(m, a->logits),
-                        (size_t)r->bt->n_masked * V * 4);
-    op_xent(r, a->logits, a->mlm_loss, a->mlm_correct, a->mlm_log_z, a->mlm_labels, M, V,
-            r->pass->mlm_grad_scale, m->cfg.z_loss, mlm_dlogits16(r));
+    /* where the gradient goes to operand16 in 16 bits and nothing else reads the
+     * logits, they go there in 16 bits too, and the gradient over them */
+    const bt_ptr d16 = mlm_dlogits16(r);
+    if (d16.buf && !r->pass->mlm_logits_out) {
+        op_linear_to16(r, d16, a->logits, a->t3, v->wte, v->dec_b, M, H, V);
+        op_xent_from16(r, d16, a->mlm_loss, a->mlm_correct, a->mlm_log_z, a->mlm_labels, M, V,
+                       r->pass->mlm_grad_scale, m->cfg.z_loss);
+    } else {
+        op_linear(r, a->logits, a->t3, v->wte, v->dec_b, M, H, V);
+        if (r->pass->mlm_logits_out) /* the masked rows' */
+            m->be->download(m->be, r->pass->mlm_logits_out, act(m, a->logits),
+                            (size_t)r->bt->n_masked * V * 4);
+        op_xent(r, a->logits, a->mlm_loss, a->mlm_correct, a->mlm_log_z, a->mlm_labels, M, V,
+                r->pass->mlm_grad_scale, m->cfg.z_loss, d16);
+    }
     if (m->cfg.z_loss > 0.0f)
         st->mlm_log_z_sq = stat_sum(r, BT_REDUCE_SUMSQ, act(m, a->mlm_log_z), (size_t)M,
                                     &st->ticket.log_z_sq);

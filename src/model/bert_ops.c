@@ -46,6 +46,21 @@ void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows,
     be->bias_add(be, act(m, out), par(m, b), rows, out_f, (bt_dtype)m->cfg.storage, slot, kept);
 }
 
+void op_linear_to16(bert_run *r, bt_ptr out16, size_t out, size_t in, size_t w, size_t b,
+                    int rows, int in_f, int out_f) {
+    const bert_model *m = r->m;
+    if (m->cfg.storage == BT_F32) {
+        fprintf(stderr, "bertrain: internal error: a 16-bit linear output in fp32 storage\n");
+        exit(1);
+    }
+    if (rows == 0) return;
+    unsigned s16 = 0;
+    const bt_ptr x = act_operand(r, in, BT_GEMM_A16, &s16);
+    mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 0.0f, act(m, out));
+    m->be->bias_add(m->be, act(m, out), par(m, b), rows, out_f, (bt_dtype)m->cfg.storage, out16,
+                    false);
+}
+
 void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in, int rows,
                    int in_f, int out_f) {
     if (rows == 0) return;
@@ -385,8 +400,16 @@ void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log
     }
     m->be->xent_fwd_bwd(m->be, act(m, logits), act(m, loss), act(m, correct), act(m, log_z),
                         act(m, logits), ints(m, labels), rows, classes, grad_scale, z_loss,
-                        (bt_dtype)m->cfg.storage, dlogits16);
+                        (bt_dtype)m->cfg.storage, dlogits16, BT_F32);
     if (!dlogits16.buf) store_rounded(r, logits, (size_t)rows * classes); /* d loss / d logits */
+}
+
+void op_xent_from16(bert_run *r, bt_ptr logits16, size_t loss, size_t correct, size_t log_z,
+                    size_t labels, int rows, int classes, float grad_scale, float z_loss) {
+    const bert_model *m = r->m;
+    const bt_dtype s = (bt_dtype)m->cfg.storage;
+    m->be->xent_fwd_bwd(m->be, BT_NO_PTR, act(m, loss), act(m, correct), act(m, log_z), logits16,
+                        ints(m, labels), rows, classes, grad_scale, z_loss, s, logits16, s);
 }
 
 void op_grads_done(bert_run *r, size_t begin, size_t end) {

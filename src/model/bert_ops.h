@@ -31,6 +31,12 @@ void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, in
 void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows, int in_f,
                int out_f);
 
+/* op_linear with 16-bit storage whose result goes to out16 in the storage's
+ * 16 bits only (the bits op_linear would store): the GEMM writes out, which
+ * is then scratch, and bias_add writes out16. */
+void op_linear_to16(bert_run *r, bt_ptr out16, size_t out, size_t in, size_t w, size_t b,
+                    int rows, int in_f, int out_f);
+
 /* Backward of op_linear: dW += dout^T in; db += the column sums of dout
  * (unless b is NO_BIAS); din = dout W. */
 void op_linear_bwd(bert_run *r, size_t din, size_t w, size_t b, size_t dout, size_t in, int rows,
@@ -181,6 +187,11 @@ bt_ptr op_softmax_bwd(bert_run *r, size_t dprobs, size_t probs, int NH, float sc
 void op_xent(bert_run *r, size_t logits, size_t loss, size_t correct, size_t log_z,
              size_t labels, int rows, int classes, float grad_scale, float z_loss,
              bt_ptr dlogits16);
+
+/* op_xent on logits in the storage's 16 bits at logits16 (op_linear_to16's),
+ * whose gradient goes there too in 16 bits, over them. */
+void op_xent_from16(bert_run *r, bt_ptr logits16, size_t loss, size_t correct, size_t log_z,
+                    size_t labels, int rows, int classes, float grad_scale, float z_loss);
 
 /* The gradients of parameters [begin, end) are complete for this
  * micro-batch: stored (rounded to 16 bits after the step's last
