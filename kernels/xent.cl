@@ -1,28 +1,5 @@
 /* Fused cross-entropy forward and backward over rows of V logits. */
 
-/* Per row r with label y = labels[r]:
- *   loss[r] = logsumexp(logits[r]) - logits[r, y];
- *   correct[r] = 1 if the first argmax == y else 0;
- *   log_z[r] = logsumexp(logits[r]);
- *   dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax(logits[r]) - onehot(y))
- *   (the gradient of loss + z_loss * log_z^2);
- * a label < 0 gives loss, correct, log_z and dlogits 0. The gradient is
- * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded); with
- * grad16_only it goes to dlogits16 in kind16 alone (dlogits not written;
- * dlogits16 does not overlap logits: a row's 16 bits lie over others' logits).
- * With logits_kind a 16-bit kind the logits are read from logits16, values
- * of that kind (logits is not read), which dlogits16 may be (in place: each
- * work-item reads a logit before it writes its gradient there).
- * dlogits may alias logits: every logit is read and written by one work-item only, each read
- * before the write of the same element; x_y too, by the work-item that owns
- * logit y, which hands it on in local memory (ordered by the barriers).
- * Geometry: one work-group of BT_WG per row (a row is a vocabulary, 30,522
- * logits for BERT: a warp a row would launch an eighth of the work-items,
- * each with 8 times the serial loads); work-item l handles logits l,
- * l + BT_WG, ...: one pass over them for the (max, first index) and the sum
- * of exp(x - max), kept online (the sum rescaled when the max grows), which
- * fixed trees then combine, ties to the lower index; a second pass reads
- * each logit again and writes its gradient. global: rows * BT_WG. */
 /* One logit into the online (max, first index, sum) of xent's first pass,
  * and logit y into x_y. */
 BT_FN void xent_take(float xj, int j, int y, float *mx, float *sum, int *arg,
@@ -48,6 +25,29 @@ BT_FN void xent_put(float xj, int j, int y, float mx, float g, float grad_scale,
         d[j] = round_kind16(v, kind16);
 }
 
+/* Per row r with label y = labels[r]:
+ *   loss[r] = logsumexp(logits[r]) - logits[r, y];
+ *   correct[r] = 1 if the first argmax == y else 0;
+ *   log_z[r] = logsumexp(logits[r]);
+ *   dlogits[r] = grad_scale * ((1 + 2 z_loss log_z[r]) softmax(logits[r]) - onehot(y))
+ *   (the gradient of loss + z_loss * log_z^2);
+ * a label < 0 gives loss, correct, log_z and dlogits 0. The gradient is
+ * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded); with
+ * grad16_only it goes to dlogits16 in kind16 alone (dlogits not written;
+ * dlogits16 does not overlap logits: a row's 16 bits lie over others' logits).
+ * With logits_kind a 16-bit kind the logits are read from logits16, values
+ * of that kind (logits is not read), which dlogits16 may be (in place: each
+ * work-item reads a logit before it writes its gradient there).
+ * dlogits may alias logits: every logit is read and written by one work-item only, each read
+ * before the write of the same element; x_y too, by the work-item that owns
+ * logit y, which hands it on in local memory (ordered by the barriers).
+ * Geometry: one work-group of BT_WG per row (a row is a vocabulary, 30,522
+ * logits for BERT: a warp a row would launch an eighth of the work-items,
+ * each with 8 times the serial loads); work-item l handles logits l,
+ * l + BT_WG, ...: one pass over them for the (max, first index) and the sum
+ * of exp(x - max), kept online (the sum rescaled when the max grows), which
+ * fixed trees then combine, ties to the lower index; a second pass reads
+ * each logit again and writes its gradient. global: rows * BT_WG. */
 BT_KERNEL_WG void bt_xent_fwd_bwd(BT_OUT(float, dlogits), BT_OUT(float, loss),
                                   BT_OUT(float, correct), BT_OUT(float, log_z),
                                   BT_IN(float, logits), BT_IN(int, labels), int V, float grad_scale,
