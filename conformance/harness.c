@@ -82,6 +82,15 @@ void v_bits(verdict *v, const char *what, const float *out, const float *want_, 
         }
 }
 
+bool v_bits16(verdict *v, const char *what, const uint16_t *got, const uint16_t *want, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i]) {
+            v_fail(v, "%s[%zu] = 0x%04x, not 0x%04x (bits)", what, i, got[i], want[i]);
+            return false;
+        }
+    return true;
+}
+
 void v_report(verdict *v, const char *op, const char *fmt, ...) {
     char shape[96], metric[32];
     va_list ap;

@@ -80,6 +80,9 @@ void v_nmse(verdict *v, const char *what, const float *out, const double *ref,
             const double *mag, size_t n, double thr);
 /* Require out to equal want_ bit for bit (NMSE shown for information). */
 void v_bits(verdict *v, const char *what, const float *out, const float *want_, size_t n);
+/* v_bits for n 16-bit values (bf16 or f16 bits): fails at the first that
+ * differs; returns whether all are equal. */
+bool v_bits16(verdict *v, const char *what, const uint16_t *got, const uint16_t *want, size_t n);
 /* Print v as a table row for op and the formatted shape, and count it; under
  * --threads-check also the t1-vs-t2 row. */
 void v_report(verdict *v, const char *op, const char *fmt, ...);

@@ -361,7 +361,7 @@ static void check_ln_bwd_drop(bt_backend *be, ln_drop_args q, const float *x, co
     if (exec_op(&v, be, t, nt, run_ln_bwd_drop, &q, NULL) &&
         exec_op(&v, be, u, nt, run_ln_bwd_then_dropout, &q, NULL)) {
         if (q.inplace) {
-            if (memcmp(t[0].res, u[0].res, n * 2)) v_fail(&v, "dx16: not the bits of the ops");
+            v_bits16(&v, "dx16 vs the ops", t[0].res, u[0].res, n);
         } else {
             v_bits(&v, "dx vs the ops", RES(t[9]), RES(u[9]), n);
         }
@@ -369,9 +369,8 @@ static void check_ln_bwd_drop(bt_backend *be, ln_drop_args q, const float *x, co
         v_bits(&v, "dbeta vs the ops", RES(t[3]), RES(u[3]), c);
         size_t kept = 0;
         for (size_t i = 0; i < n; i++) kept += ((const uint16_t *)u[8].res)[i] != 0;
-        if (memcmp(t[8].res, u[8].res, n * 2))
-            v_fail(&v, "dropped16: not the bits of dropout after the op");
-        else if (q.drop.p > 0.0f && (kept == 0 || kept == n))
+        if (v_bits16(&v, "dropped16 vs dropout after the op", t[8].res, u[8].res, n) &&
+            q.drop.p > 0.0f && (kept == 0 || kept == n))
             v_fail(&v, "dropped16: %zu of %zu values kept: no mask to compare", kept, n);
     }
     v_report(&v, "layernorm_bwd", "%dx%d, branch's dropout p=%g per=%zu into %s, dx %s", q.rows,

@@ -54,9 +54,7 @@ void op_linear_to16(bert_run *r, bt_ptr out16, size_t out, size_t in, size_t w, 
         exit(1);
     }
     if (rows == 0) return;
-    unsigned s16 = 0;
-    const bt_ptr x = act_operand(r, in, BT_GEMM_A16, &s16);
-    mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 0.0f, act(m, out));
+    op_linear_nobias(r, out, in, w, rows, in_f, out_f);
     m->be->bias_add(m->be, act(m, out), par(m, b), rows, out_f, (bt_dtype)m->cfg.storage, out16,
                     false);
 }
