@@ -13,15 +13,7 @@
  * (want). */
 void v_copy16(verdict *v, const char *what, const uint16_t *got, const uint16_t *want,
                      const float *out, size_t n, bt_dtype dt) {
-    for (size_t i = 0; i < n; i++) {
-        const uint16_t h = bits16_of(out[i], dt);
-        if (got[i] != h) {
-            v_fail(v, "%s[%zu] = 0x%04x, not 0x%04x: the output %.9g in %s", what, i, got[i], h,
-                   (double)out[i], dt == BT_BF16 ? "bf16" : "f16");
-            return;
-        }
-    }
-    if (memcmp(got, want, n * 2))
+    if (v_bits16_of(v, what, got, out, n, dt) && memcmp(got, want, n * 2))
         v_fail(v, "%s: not the bits of the unfused ops' cast", what);
 }
 

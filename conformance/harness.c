@@ -91,6 +91,19 @@ bool v_bits16(verdict *v, const char *what, const uint16_t *got, const uint16_t 
     return true;
 }
 
+bool v_bits16_of(verdict *v, const char *what, const uint16_t *got, const float *vals, size_t n,
+                 bt_dtype dt) {
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t want = bits16_of(vals[i], dt);
+        if (got[i] != want) {
+            v_fail(v, "%s[%zu] = 0x%04x, not 0x%04x: %.9g in %s", what, i, got[i], want,
+                   (double)vals[i], dt == BT_BF16 ? "bf16" : "f16");
+            return false;
+        }
+    }
+    return true;
+}
+
 void v_report(verdict *v, const char *op, const char *fmt, ...) {
     char shape[96], metric[32];
     va_list ap;

@@ -83,6 +83,10 @@ void v_bits(verdict *v, const char *what, const float *out, const float *want_, 
 /* v_bits for n 16-bit values (bf16 or f16 bits): fails at the first that
  * differs; returns whether all are equal. */
 bool v_bits16(verdict *v, const char *what, const uint16_t *got, const uint16_t *want, size_t n);
+/* As v_bits16, against the n floats vals in dt (half.h's conversion: cast's
+ * bits); the failure names the float. */
+bool v_bits16_of(verdict *v, const char *what, const uint16_t *got, const float *vals, size_t n,
+                 bt_dtype dt);
 /* Print v as a table row for op and the formatted shape, and count it; under
  * --threads-check also the t1-vs-t2 row. */
 void v_report(verdict *v, const char *op, const char *fmt, ...);
