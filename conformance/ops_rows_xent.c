@@ -254,11 +254,12 @@ static void xent16_cases(bt_backend *be, xent_args q, const float *x, const int3
             v_bits(&v, "loss", RES(t[2]), RES(f[2]), R);
             v_bits(&v, "correct", RES(t[3]), RES(f[3]), R);
             v_bits(&v, "log_z", RES(t[4]), RES(f[4]), R);
-            for (size_t i = 0; i < n; i++) want[i] = round16_host(RES(f[5])[i], q.round16);
-            if (q.only16)
+            if (q.only16) {
                 v_bits16_of(&v, "dlogits16", t[5].res, RES(f[5]), n, q.round16);
-            else
+            } else {
+                for (size_t i = 0; i < n; i++) want[i] = round16_host(RES(f[5])[i], q.round16);
                 v_bits(&v, "dlogits", RES(t[q.inplace ? 0 : 5]), want, n);
+            }
         }
         v_report(&v, "xent_fwd_bwd", "%dx%d z=%.3g%s%s", q.rows, q.V, q.z,
                  storage_suffix(q.round16),
