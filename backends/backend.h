@@ -266,7 +266,12 @@ struct bt_backend {
      * bits: the 16-bit copy the model keeps, without a cast reading y back.
      * y_kept false (y16 given): y's contents after the call are unspecified
      * (a device may leave it as it was), the copy being all that reads it.
-     * With BT_F32 y16 must be NULL.             y, y16: (rows, cols) */
+     * With BT_F32 y16 must be NULL. y with buf NULL (y16 given, y_kept
+     * false): y is zero and is not read, so y16 gets round16(0 + bias[c])
+     * in every row: the bias broadcast in 16 bits, the C that a 16-bit GEMM
+     * (gemm16 with BT_GEMM_C16, beta 1) then adds its product to: a linear
+     * layer's output with its bias in one rounding, no fp32 pass between.
+     *                                           y, y16: (rows, cols) */
     void (*bias_add)(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols,
                      bt_dtype round16, bt_ptr y16, bool y_kept);
     /* dbias[c] += sum_r dy[r, c], with round16 BT_BF16 or BT_F16 each dy

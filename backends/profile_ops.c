@@ -146,7 +146,7 @@ static void p_gemm_grid(bt_backend *be, bt_dtype dt, unsigned s16, bool ta, bool
 }
 static void p_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols, bt_dtype r16,
                        bt_ptr y16, bool y_kept) {
-    const double passes = 1.0 + (y_kept || !y16.buf);
+    const double passes = !y.buf ? 0.0 : 1.0 + (y_kept || !y16.buf); /* zero y: not read */
     TIMED(be, bias_add, 0, F4 * (passes * rows * cols + cols) + (y16.buf ? 2.0 * rows * cols : 0),
           in->bias_add(in, y, bias, rows, cols, r16, y16, y_kept));
 }

@@ -144,6 +144,33 @@ static void run_bias_add16_unfused(bt_backend *be, tensor *t, void *a, double *s
     if (f->copies16) be->cast(be, t[2].p, f->round16, t[0].p, BT_F32, n);
 }
 
+static void run_bias_broadcast16(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    be->bias_add(be, BT_NO_PTR, t[0].p, f->rows, f->cols, f->round16, t[1].p, false);
+}
+
+/* bias_add of a zero y (y's buf NULL) into bf16 and f16 copies: every row of
+ * y16 must be cast's bits of 0 + bias (the C a biased 16-bit GEMM adds its
+ * product to); the bias comes back unchanged (exec_op). */
+static void bias_broadcast16_cases(bt_backend *be, fused_args *a, const gelu_inputs *g) {
+    float *want = malloc(g->n * sizeof *want);
+    if (!want) exit(99);
+    for (size_t i = 0; i < g->n; i++) want[i] = 0.0f + g->bias[i % g->c];
+    for (int k = 0; k < 2; k++) {
+        a->round16 = k ? BT_F16 : BT_BF16;
+        tensor t[] = {tensor_in("bias", g->bias, g->c), tensor_16bit("y16", NULL, g->n, true)};
+        verdict v = v_new();
+        if (exec_op(&v, be, t, 2, run_bias_broadcast16, a, NULL))
+            v_bits16_of(&v, "y16", t[1].res, want, g->n, a->round16);
+        v_report(&v, "bias_add", "%dx%d%s, y zero: the bias broadcast in 16 bits",
+                 a->rows, a->cols, storage_suffix(a->round16));
+        tensors_free(t, 2);
+    }
+    a->round16 = BT_F32;
+    free(want);
+}
+
 /* bias_add rounded to bf16 and f16 storage, then also with y's 16-bit
  * copy, then with the copy alone (y not kept): the rounded sum's reference
  * is the fp32 sum (exact in float64) rounded by half.h, exactly; a copy
@@ -231,6 +258,7 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
     char shape[96];
     if (want_op("bias_gelu_fwd")) bias_gelu_fwd_cases(be, &a, &g);
     if (want_op("bias_add")) bias_add16_cases(be, &a, &g);
+    if (want_op("bias_add")) bias_broadcast16_cases(be, &a, &g);
     /* in place in fp32, out of place rounded to bf16 and to f16 (against the
      * unrounded reference within the rounding, and the unfused ops' bits),
      * the last two with x in 16 bits (the stash's copy; the reference takes

@@ -71,8 +71,9 @@ static void same_bits_from_f32(verdict *v, bt_backend *be, gemm_args g, const fl
     tensors_free(t, 3);
 }
 
-/* The 16-bit C of gemm16 / gemm_grid (BT_GEMM_C16, beta 0): run again with
- * C in dt, it must hold the bits of the fp32 run's C (out) converted to dt
+/* The 16-bit C of gemm16 / gemm_grid (BT_GEMM_C16): run again with C in dt
+ * (C's values are dt's, so beta reads the same values either way), it must
+ * hold the bits of the fp32 run's C (out) converted to dt
  * (half.h's conversion: cast's bits) in the matrices (logical), and its
  * own bits between them. Returns whether the check ran. */
 static bool same_bits_c16(verdict *v, bt_backend *be, tensor *t, run_fn run, void *arg,
@@ -120,9 +121,12 @@ static void gemm_case(bt_backend *be, gemm_args g, bool nan_c, const char *label
     for (int b = 0; b < g.batch; b++)
         for (int i = 0; i < g.m; i++)
             for (int j = 0; j < g.n; j++) logical[(size_t)b * g.sc + (size_t)i * g.ldc + j] = 1;
-    if (nan_c)
+    if (nan_c) {
         for (size_t i = 0; i < nc; i++)
             if (logical[i]) C[i] = NAN;
+    } else if (g.dt != BT_F32) { /* values a 16-bit C holds too (same_bits_c16 with beta) */
+        for (size_t i = 0; i < nc; i++) C[i] = round16_host(C[i], g.dt);
+    }
     double *rA = ref_dup(A, na), *rB = ref_dup(B, nb), *rC = ref_dup(C, nc);
     round_operand(rA, na, g.dt);
     round_operand(rB, nb, g.dt);
@@ -144,7 +148,7 @@ static void gemm_case(bt_backend *be, gemm_args g, bool nan_c, const char *label
     if (exec_op(&v, be, t, 3, run_gemm, &g, NULL)) {
         check_c(&v, RES(t[2]), rC, mC, C, logical, nc);
         if (g.stored16) same_bits_from_f32(&v, be, g, A, na, B, nb, C, nc, RES(t[2]));
-        if (g.dt != BT_F32 && g.beta == 0.0f && !nan_c) { /* the same C in 16 bits */
+        if (g.dt != BT_F32 && !nan_c) { /* the same C in 16 bits, read by beta too */
             gemm_args g16 = g;
             g16.stored16 |= BT_GEMM_C16;
             c16 = same_bits_c16(&v, be, t, run_gemm, &g16, C, RES(t[2]), logical, nc, g.dt);

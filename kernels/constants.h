@@ -73,6 +73,9 @@
 #define BT_COPY16_IN 2
 #define BT_COPY16_OUT_ONLY 4
 #define BT_COPY16_IN_ONLY 8
+/* bias_add's y is zero and is not read (with BT_COPY16_OUT_ONLY: the bias
+ * broadcast to every row of the 16-bit copy) */
+#define BT_COPY16_ZERO_Y 16
 #define BT_KIND16_OF(dt) \
     ((dt) == BT_F32 ? BT_KIND16_NONE : (dt) == BT_BF16 ? BT_KIND16_BF16 : BT_KIND16_F16)
 

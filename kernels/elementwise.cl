@@ -37,7 +37,9 @@ BT_KERNEL void bt_axpy(BT_OUT(float, y), float alpha, BT_IN(float, x), ulong n) 
 /* y[r, c] += bias[c], rounded to the storage kind kind16 (BT_KIND16_NONE:
  * not rounded); with BT_COPY16_OUT in copies16 y16 takes the sum in kind16
  * too, and with BT_COPY16_OUT_ONLY y is not written (the copy is all that
- * reads it).                                      y, y16: (rows, cols)
+ * reads it); with BT_COPY16_ZERO_Y as well y is not read either, but taken
+ * as zero: y16 gets the bias broadcast (0 + bias[c]) to every row.
+ *                                                 y, y16: (rows, cols)
  * Geometry: BT_BIAS_ROWS rows of a column per work-item (constants.h);
  * global: BT_BIAS_ITEMS(rows, cols). */
 BT_KERNEL void bt_bias_add(BT_OUT(float, y), BT_IN(float, bias), BT_OUT(ushort, y16), int rows,
@@ -52,7 +54,7 @@ BT_KERNEL void bt_bias_add(BT_OUT(float, y), BT_IN(float, bias), BT_OUT(ushort, 
                  r1 = bt_min_size(r0 + BT_BIAS_ROWS, (size_t)rows);
     const float b = bias[c];
     for (size_t i = r0 * cols + c; i < r1 * cols; i += cols) {
-        const float v = round_kind16(y[i] + b, kind16);
+        const float v = round_kind16((copies16 & BT_COPY16_ZERO_Y ? 0.0f : y[i]) + b, kind16);
         if (!(copies16 & BT_COPY16_OUT_ONLY)) y[i] = v;
         if (copies16 & BT_COPY16_OUT) y16[i] = f32_to_kind16(v, kind16);
     }

@@ -192,9 +192,27 @@ static void cpu_fill(bt_backend *be, bt_ptr dst, float value, size_t n) {
     for (size_t i = 0; i < n; i++) d[i] = value;
 }
 
+/* y16's rows = round16(0 + bias): bias_add of a zero y (backend.h), the
+ * first row converted, the others copies of it */
+static void cpu_bias_broadcast16(uint16_t *y16, const float *bias, int rows, int cols,
+                                 bt_dtype round16) {
+    for (int c = 0; c < cols; c++) {
+        const float v = 0.0f + bias[c];
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        y16[c] = round16 == BT_BF16 ? f32_to_bf16(u) : f32_to_f16(u);
+    }
+#pragma omp parallel for schedule(static)
+    for (int r = 1; r < rows; r++) memcpy(y16 + (size_t)r * cols, y16, (size_t)cols * 2);
+}
+
 static void cpu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols,
                          bt_dtype round16, bt_ptr y16, bool y_kept) {
     (void)be, (void)y_kept; /* y is the row's workspace: written either way */
+    if (!y.buf) {
+        if (rows > 0) cpu_bias_broadcast16(cpu_u16(y16), cpu_f32(bias), rows, cols, round16);
+        return;
+    }
     float *Y = cpu_f32(y);
     uint16_t *Y16 = y16.buf ? cpu_u16(y16) : NULL;
     const float *bb = cpu_f32(bias);

@@ -34,9 +34,10 @@ static void cu_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) {
 static void cu_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols,
                         bt_dtype round16, bt_ptr y16, bool y_kept) {
     cu_ctx *c = cu(be);
-    const int copies =
-        (y16.buf ? BT_COPY16_OUT : 0) | (y16.buf && !y_kept ? BT_COPY16_OUT_ONLY : 0);
-    LAUNCH(c, bias_add, BT_BIAS_ITEMS(rows, cols), cu_f32(y), cu_f32(bias),
+    const int copies = (y16.buf ? BT_COPY16_OUT : 0) |
+                       (y16.buf && !y_kept ? BT_COPY16_OUT_ONLY : 0) |
+                       (!y.buf ? BT_COPY16_ZERO_Y : 0);
+    LAUNCH(c, bias_add, BT_BIAS_ITEMS(rows, cols), cu_f32(y.buf ? y : bias), cu_f32(bias),
            (unsigned short *)cu_addr(y16.buf ? y16 : y, 2), rows, cols, BT_KIND16_OF(round16),
            copies); /* an absent copy: y's address, not touched */
 }

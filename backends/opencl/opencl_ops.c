@@ -49,13 +49,14 @@ static void ocl_axpy(bt_backend *be, bt_ptr y, float alpha, bt_ptr x, size_t n) 
 static void ocl_bias_add(bt_backend *be, bt_ptr y, bt_ptr bias, int rows, int cols,
                          bt_dtype round16, bt_ptr y16, bool y_kept) {
     args a = begin(be, K_bias_add);
-    arg_f32p(&a, y);
+    arg_f32p(&a, y.buf ? y : bias); /* zero y: bias's address, not touched as y */
     arg_f32p(&a, bias);
     arg_ptr(&a, y16.buf ? y16 : y, 2); /* an absent copy: y's address, not touched */
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(round16));
-    arg_i(&a, (y16.buf ? BT_COPY16_OUT : 0) | (y16.buf && !y_kept ? BT_COPY16_OUT_ONLY : 0));
+    arg_i(&a, (y16.buf ? BT_COPY16_OUT : 0) | (y16.buf && !y_kept ? BT_COPY16_OUT_ONLY : 0) |
+                  (!y.buf ? BT_COPY16_ZERO_Y : 0));
     launch(be, &a, BT_BIAS_ITEMS(rows, cols));
 }
 

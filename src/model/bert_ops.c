@@ -25,6 +25,19 @@ void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, in
     mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 0.0f, act(m, out));
 }
 
+/* out16 (rows, out_f) = x W^T + bias in 16 bits with one rounding of each
+ * sum: the bias broadcast in 16 bits (bias_add of a zero y), then gemm16
+ * adding its product onto it (16-bit C, beta 1): no fp32 output and no
+ * pass reading one back, the arithmetic of a GEMM whose epilogue adds a
+ * 16-bit bias (cuBLASLt's for a bf16 output). gemm16 only. */
+static void linear16_biased(bert_run *r, bt_ptr out16, bt_ptr x, unsigned s16, size_t w,
+                            size_t b, int rows, int in_f, int out_f) {
+    const bert_model *m = r->m;
+    m->be->bias_add(m->be, BT_NO_PTR, par(m, b), rows, out_f, (bt_dtype)m->cfg.storage, out16,
+                    false);
+    mm_weight(m, rows, out_f, in_f, x, s16 | BT_GEMM_C16, w, true, in_f, 1.0f, out16);
+}
+
 void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows, int in_f,
                int out_f) {
     const bert_model *m = r->m;
@@ -39,10 +52,15 @@ void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows,
     }
     /* 16-bit storage: the bias joins the store's pass (its rounding, and the
      * stash copy where the layer keeps one); fp32 values that only GEMMs
-     * read, from the copy, are not written */
-    mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 0.0f, act(m, out));
+     * read, from the copy, are not written: on 16-bit GEMMs not computed
+     * at all, the GEMM writing the copy (linear16_biased) */
     const bt_ptr slot = bert_act_slot16(m, r->tape, r->layer, out, true);
     const bool kept = !slot.buf || !bert_act_slot16(m, r->tape, r->layer, out, false).buf;
+    if (m->gemm16 && !kept) {
+        linear16_biased(r, slot, x, s16, w, b, rows, in_f, out_f);
+        return;
+    }
+    mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 0.0f, act(m, out));
     be->bias_add(be, act(m, out), par(m, b), rows, out_f, (bt_dtype)m->cfg.storage, slot, kept);
 }
 
@@ -54,6 +72,12 @@ void op_linear_to16(bert_run *r, bt_ptr out16, size_t out, size_t in, size_t w, 
         exit(1);
     }
     if (rows == 0) return;
+    if (m->gemm16) {
+        unsigned s16 = 0;
+        const bt_ptr x = act_operand(r, in, BT_GEMM_A16, &s16);
+        linear16_biased(r, out16, x, s16, w, b, rows, in_f, out_f);
+        return;
+    }
     op_linear_nobias(r, out, in, w, rows, in_f, out_f);
     m->be->bias_add(m->be, act(m, out), par(m, b), rows, out_f, (bt_dtype)m->cfg.storage, out16,
                     false);

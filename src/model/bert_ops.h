@@ -27,13 +27,17 @@ void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, in
  * b is written into every row and the GEMM adds onto it (beta 1), so no
  * pass of its own adds the bias: the products accumulate onto b, not the
  * bits of a bias_add after. With 16-bit storage the GEMM writes the product
- * and bias_add adds b in the pass that stores it (rounding, stash copy). */
+ * and bias_add adds b in the pass that stores it (rounding, stash copy);
+ * where only the 16-bit copy is read after and GEMMs run in 16 bits
+ * (gemm16), b is broadcast into that copy in 16 bits and the GEMM adds onto
+ * it, one rounding of each sum (a biased GEMM's bits, not bias_add's). */
 void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows, int in_f,
                int out_f);
 
 /* op_linear with 16-bit storage whose result goes to out16 in the storage's
  * 16 bits only (the bits op_linear would store): the GEMM writes out, which
- * is then scratch, and bias_add writes out16. */
+ * is then scratch, and bias_add writes out16; with gemm16 the GEMM writes
+ * out16 onto the broadcast bias, as op_linear's, and out is not touched. */
 void op_linear_to16(bert_run *r, bt_ptr out16, size_t out, size_t in, size_t w, size_t b,
                     int rows, int in_f, int out_f);
 
