@@ -468,7 +468,10 @@ struct bt_backend {
      * out with buf NULL is not written (out16 given): the copy is all that
      * reads it. y_kept false (y16 given): y's contents after the call are
      * unspecified (a device may leave it as it was), the copy being all that
-     * reads the pre-activation. With BT_F32 both copies must be NULL.
+     * reads the pre-activation. With BT_F32 both copies must be NULL. y
+     * with buf NULL (y16 given, y_kept false): the pre-activation is y16's
+     * 16-bit values, read as they are (a biased 16-bit GEMM's output,
+     * bias_add's zero y), the bias not added: out = gelu of them.
      *                                   y, out, y16, out16: (rows, cols) */
     void (*bias_gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                           int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16, bool y_kept);

@@ -321,7 +321,7 @@ static void p_round16(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n) {
 static void p_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                             int cols, bt_dtype r16, bt_ptr out16, bt_ptr y16, bool y_kept) {
     const double copies = (out16.buf != NULL) + (y16.buf != NULL),
-                 passes = 1.0 + y_kept + (out.buf != NULL);
+                 passes = (y.buf ? 1.0 + y_kept : 0.0) + (out.buf != NULL); /* y16 given */
     TIMED(be, bias_gelu_fwd, 0, F4 * (passes * rows * cols + cols) + 2.0 * copies * rows * cols,
           in->bias_gelu_fwd(in, out, y, bias, rows, cols, r16, out16, y16, y_kept));
 }

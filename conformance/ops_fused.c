@@ -121,6 +121,64 @@ static void bias_gelu_fwd_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
     free(ry), free(my), free(ro);
 }
 
+/* bias_gelu_fwd of a pre-activation given in 16 bits (y absent: a biased
+ * 16-bit GEMM's output), and gelu_fwd on its values widened: t[0] the
+ * 16-bit pre-activation (widened: fp32), t[1] bias, t[2] out, t[3] out16. */
+typedef struct {
+    bt_dtype dt;
+    int rows, cols;
+    bool kept; /* out given besides out16 */
+} gelu_given16_args;
+static void run_gelu_given16(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const gelu_given16_args *q = a;
+    be->bias_gelu_fwd(be, q->kept ? t[2].p : BT_NO_PTR, BT_NO_PTR, t[1].p, q->rows, q->cols,
+                      q->dt, t[3].p, t[0].p, false);
+}
+static void run_gelu_widened(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const gelu_given16_args *q = a;
+    be->gelu_fwd(be, t[2].p, t[0].p, (size_t)q->rows * q->cols);
+}
+
+/* bias_gelu_fwd with y absent and the pre-activation in y16 (bf16, f16;
+ * out kept and not): out must be gelu_fwd's bits on y16's values widened,
+ * and within GELU's bound of float64 at them; out16 cast's bits of those;
+ * y16 and the bias come back unchanged (exec_op). */
+static void bias_gelu_given16_cases(bt_backend *be, const fused_args *a, const gelu_inputs *g) {
+    const size_t n = g->n;
+    uint16_t *y16 = malloc(n * 2);
+    float *wide = malloc(n * sizeof *wide);
+    double *ref = ref_alloc(n * 8);
+    if (!y16 || !wide) exit(99);
+    for (int k = 0; k < 4; k++) {
+        gelu_given16_args q = {k & 1 ? BT_F16 : BT_BF16, a->rows, a->cols, k < 2};
+        for (size_t i = 0; i < n; i++) {
+            y16[i] = bits16_of(g->y[i] + g->bias[i % g->c], q.dt);
+            wide[i] = widen16(y16[i], q.dt);
+            ref[i] = ref_gelu((double)wide[i]);
+        }
+        tensor t[] = {tensor_16bit("y16", y16, n, false), tensor_in("bias", g->bias, g->c),
+                      tensor_out("out", NULL, n), tensor_16bit("out16", NULL, n, true)};
+        tensor u[] = {tensor_in("y widened", wide, n), tensor_in("bias", g->bias, g->c),
+                      tensor_out("out", NULL, n), tensor_16bit("out16", NULL, 0, true)};
+        verdict v = v_new();
+        if (exec_op(&v, be, t, 4, run_gelu_given16, &q, NULL) &&
+            exec_op(&v, be, u, 4, run_gelu_widened, &q, NULL)) {
+            if (q.kept) {
+                v_nmse(&v, "out", RES(t[2]), ref, NULL, n, THR_MATH);
+                v_bits(&v, "out vs gelu_fwd", RES(t[2]), RES(u[2]), n);
+            }
+            v_bits16_of(&v, "out16 vs gelu_fwd", t[3].res, RES(u[2]), n, q.dt);
+        }
+        v_report(&v, "bias_gelu_fwd", "%dx%d, y given in %s%s", a->rows, a->cols,
+                 q.dt == BT_BF16 ? "bf16" : "f16", q.kept ? "" : ", out16 alone");
+        tensors_free(t, 4);
+        tensors_free(u, 4);
+    }
+    free(y16), free(wide), free(ref);
+}
+
 /* bias_add with its rounding and 16-bit copy (the model's linear layers
  * with 16-bit storage): y then y16, against bias_add, round16 and cast. */
 static void make_bias_add16(tensor *t, void *in) {
@@ -257,6 +315,7 @@ static void bias_gelu_cases(bt_backend *be, int si, fused_args a) {
                      rand_floats(n, 1.5, 0), rand_floats(c, 1, 0), n, c, NULL};
     char shape[96];
     if (want_op("bias_gelu_fwd")) bias_gelu_fwd_cases(be, &a, &g);
+    if (want_op("bias_gelu_fwd")) bias_gelu_given16_cases(be, &a, &g);
     if (want_op("bias_add")) bias_add16_cases(be, &a, &g);
     if (want_op("bias_add")) bias_broadcast16_cases(be, &a, &g);
     /* in place in fp32, out of place rounded to bf16 and to f16 (against the

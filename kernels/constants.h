@@ -76,6 +76,9 @@
 /* bias_add's y is zero and is not read (with BT_COPY16_OUT_ONLY: the bias
  * broadcast to every row of the 16-bit copy) */
 #define BT_COPY16_ZERO_Y 16
+/* bias_gelu_fwd's pre-activation is y16's, read as it is (bias included),
+ * with BT_COPY16_IN_ONLY (y not touched) and without BT_COPY16_IN */
+#define BT_COPY16_IN_GIVEN 32
 #define BT_KIND16_OF(dt) \
     ((dt) == BT_F32 ? BT_KIND16_NONE : (dt) == BT_BF16 ? BT_KIND16_BF16 : BT_KIND16_F16)
 

@@ -28,7 +28,8 @@ static bt_buffer *widened(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n, const
 
 /* y += bias, rounded with 16-bit storage; out = gelu(y): bias_add, round16,
  * gelu_fwd; the 16-bit copies asked for with cast (an absent out made in a
- * scratch buffer for its copy).   (rows, cols) */
+ * scratch buffer for its copy); an absent y: y16 widened by cast, then
+ * gelu_fwd.   (rows, cols) */
 static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                                    int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16,
                                    bool y_kept) {
@@ -36,11 +37,18 @@ static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr 
     const size_t n = (size_t)rows * cols;
     bt_buffer *tmp = out.buf ? NULL : scratch_f32(be, n, "bias_gelu_fwd");
     if (tmp) out = (bt_ptr){tmp, 0};
-    be->bias_add(be, y, bias, rows, cols, BT_F32, BT_NO_PTR, true);
-    if (round16 != BT_F32) be->round16(be, y, round16, n);
-    be->gelu_fwd(be, out, y, n);
+    if (!y.buf) { /* the pre-activation given in y16: widened, not written back */
+        const bt_ptr pre = {scratch_f32(be, n, "bias_gelu_fwd"), 0};
+        be->cast(be, pre, BT_F32, y16, round16, n);
+        be->gelu_fwd(be, out, pre, n);
+        be->free(be, pre.buf);
+    } else {
+        be->bias_add(be, y, bias, rows, cols, BT_F32, BT_NO_PTR, true);
+        if (round16 != BT_F32) be->round16(be, y, round16, n);
+        be->gelu_fwd(be, out, y, n);
+    }
     if (out16.buf) be->cast(be, out16, round16, out, BT_F32, n);
-    if (y16.buf) be->cast(be, y16, round16, y, BT_F32, n);
+    if (y16.buf && y.buf) be->cast(be, y16, round16, y, BT_F32, n);
     if (tmp) be->free(be, tmp);
 }
 

@@ -8,9 +8,32 @@
  * that output in pieces of this many values on the stack. */
 #define CPU_FUSED_PIECE 256
 
+/* bias_gelu_fwd of a pre-activation given in 16 bits (y16, dt): out and
+ * its copy out16 = gelu of y16's values, in pieces on the stack. */
+static void cpu_gelu_of16(float *O, uint16_t *O16, const uint16_t *Y16, int rows, int cols,
+                          bt_dtype dt) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float x[CPU_FUSED_PIECE], piece[CPU_FUSED_PIECE];
+        for (size_t c = 0; c < (size_t)cols; c += CPU_FUSED_PIECE) {
+            const size_t at = (size_t)r * cols + c,
+                         len = cols - c < CPU_FUSED_PIECE ? cols - c : CPU_FUSED_PIECE;
+            float *o = O ? O + at : piece;
+            cpu_from16_span((uint32_t *)x, Y16 + at, dt, len);
+            cpu_gelu_span(o, x, len);
+            if (O16) cpu_to16_span(O16 + at, (const uint32_t *)o, dt, len);
+        }
+    }
+}
+
 static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                               int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16, bool y_kept) {
     (void)be, (void)y_kept; /* y is the row's workspace: written either way */
+    if (!y.buf) { /* the pre-activation given in y16 */
+        cpu_gelu_of16(out.buf ? cpu_f32(out) : NULL, out16.buf ? cpu_u16(out16) : NULL,
+                      cpu_u16(y16), rows, cols, round16);
+        return;
+    }
     float *O = out.buf ? cpu_f32(out) : NULL, *Y = cpu_f32(y);
     uint16_t *O16 = out16.buf ? cpu_u16(out16) : NULL, *Y16 = y16.buf ? cpu_u16(y16) : NULL;
     const float *bb = cpu_f32(bias);

@@ -9,9 +9,12 @@
 static void cu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                              int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16, bool y_kept) {
     cu_ctx *c = cu(be);
+    const bool given = !y.buf; /* the pre-activation in y16 */
+    if (given) y = bias;       /* y's place: bias's address, not touched */
     const bt_ptr o = out.buf ? out : y; /* an absent out: y's address, not touched */
-    const int copies = (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0) |
-                       (out.buf ? 0 : BT_COPY16_OUT_ONLY) | (y_kept ? 0 : BT_COPY16_IN_ONLY);
+    const int copies = (out16.buf ? BT_COPY16_OUT : 0) | (out.buf ? 0 : BT_COPY16_OUT_ONLY) |
+                       (given ? BT_COPY16_IN_GIVEN | BT_COPY16_IN_ONLY
+                              : (y16.buf ? BT_COPY16_IN : 0) | (y_kept ? 0 : BT_COPY16_IN_ONLY));
     LAUNCH(c, bias_gelu_fwd, BT_BIAS_ITEMS(rows, cols), cu_f32(o), cu_f32(y), cu_f32(bias),
            (unsigned short *)cu_addr(out16.buf ? out16 : o, 2),
            (unsigned short *)cu_addr(y16.buf ? y16 : o, 2), rows, cols, BT_KIND16_OF(round16),

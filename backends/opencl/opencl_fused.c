@@ -7,6 +7,8 @@
  * touch (BT_COPY16_* say which are written). */
 static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                               int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16, bool y_kept) {
+    const bool given = !y.buf; /* the pre-activation in y16 */
+    if (given) y = bias;       /* y's place: bias's address, not touched */
     const bt_ptr o = out.buf ? out : y; /* an absent out: y's address, not touched */
     args a = begin(be, K_bias_gelu_fwd);
     arg_f32p(&a, o);
@@ -17,8 +19,9 @@ static void ocl_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_i(&a, BT_KIND16_OF(round16));
-    arg_i(&a, (out16.buf ? BT_COPY16_OUT : 0) | (y16.buf ? BT_COPY16_IN : 0) |
-                  (out.buf ? 0 : BT_COPY16_OUT_ONLY) | (y_kept ? 0 : BT_COPY16_IN_ONLY));
+    arg_i(&a, (out16.buf ? BT_COPY16_OUT : 0) | (out.buf ? 0 : BT_COPY16_OUT_ONLY) |
+                  (given ? BT_COPY16_IN_GIVEN | BT_COPY16_IN_ONLY
+                         : (y16.buf ? BT_COPY16_IN : 0) | (y_kept ? 0 : BT_COPY16_IN_ONLY)));
     launch(be, &a, BT_BIAS_ITEMS(rows, cols));
 }
 

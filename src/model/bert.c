@@ -356,8 +356,7 @@ static void ffn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const joi
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
-    op_linear_nobias(r, la->fc1, in, w->fc1_w, d.N, d.H, d.I);
-    op_bias_gelu(r, la->gelu, la->fc1, w->fc1_b, d.N, d.I);
+    op_linear_gelu(r, la->gelu, la->fc1, in, w->fc1_w, w->fc1_b, d.N, d.H, d.I);
     op_linear_nobias(r, a->dH, la->gelu, w->fc2_w, d.N, d.I, d.H);
     join_fwd(r, l, SITE_FFN_OUT, la->res2, resid, w->fc2_b, norm, d);
 }

@@ -216,6 +216,34 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
     store(r, gelu, n);
 }
 
+void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, size_t b,
+                    int rows, int in_f, int out_f) {
+    const bert_model *m = r->m;
+    bt_backend *be = m->be;
+    const bt_ptr fc1_16 = m->gemm16 ? bert_act_slot16(m, r->tape, r->layer, fc1, true) : BT_NO_PTR;
+    if (!fc1_16.buf || rows == 0) { /* fc1 in fp32 first */
+        op_linear_nobias(r, fc1, in, w, rows, in_f, out_f);
+        op_bias_gelu(r, gelu, fc1, b, rows, out_f);
+        return;
+    }
+    /* fc1, with its bias, in 16 bits only: its stash copy, from the GEMM */
+    unsigned s16 = 0;
+    const bt_ptr x = act_operand(r, in, BT_GEMM_A16, &s16);
+    linear16_biased(r, fc1_16, x, s16, w, b, rows, in_f, out_f);
+    const size_t n = (size_t)rows * out_f;
+    if (fused(m, BERT_FUSE_GELU)) { /* GELU of the copy's values (bias_gelu_fwd's absent y) */
+        const bt_ptr gelu16 = bert_act_slot16(m, r->tape, r->layer, gelu, false);
+        be->bias_gelu_fwd(be, gelu16.buf ? BT_NO_PTR : act(m, gelu), BT_NO_PTR, par(m, b), rows,
+                          out_f, (bt_dtype)m->cfg.storage, gelu16, fc1_16, false);
+        if (!gelu16.buf) store(r, gelu, n);
+        return;
+    }
+    /* the ops that replaces, for its bits: the copy widened, gelu_fwd */
+    be->cast(be, act(m, fc1), BT_F32, fc1_16, (bt_dtype)m->cfg.storage, n);
+    be->gelu_fwd(be, act(m, gelu), act(m, fc1), n);
+    store(r, gelu, n);
+}
+
 bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, size_t b, int rows,
                       int cols, bt_ptr *d16) {
     const bert_model *m = r->m;

@@ -105,6 +105,13 @@ void op_join_layernorm_bwd(bert_run *r, size_t dx, size_t w, size_t b, size_t dy
  * on (BERT_FUSE_GELU), else the two it replaces. */
 void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int cols);
 
+/* fc1 (rows, out_f) = in (rows, in_f) @ W^T + b, gelu = GELU(fc1), both
+ * stored: op_linear_nobias then op_bias_gelu; or, where GEMMs run in 16
+ * bits (gemm16) and fc1 has a 16-bit stash slot, fc1 in that slot only, as
+ * op_linear's biased 16-bit GEMM writes it, and GELU of its values. */
+void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, size_t b,
+                    int rows, int in_f, int out_f);
+
 /* Backward of op_bias_gelu's GELU in place: d *= GELU'(fc1); returns true
  * when the fused op has also added b's gradient (op_linear_bwd then gets
  * NO_BIAS). With dout16 (buf not NULL; the fused op only) d's incoming
