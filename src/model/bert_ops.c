@@ -60,6 +60,14 @@ void op_linear(bert_run *r, size_t out, size_t in, size_t w, size_t b, int rows,
         linear16_biased(r, slot, x, s16, w, b, rows, in_f, out_f);
         return;
     }
+    if (m->gemm16) { /* in fp32 too: linear16_biased's values, so its bits */
+        const size_t n = (size_t)rows * out_f;
+        be->gather_rows(be, act(m, out), par(m, b), ints(m, m->act->zero_rows), rows, out_f);
+        be->round16(be, act(m, out), (bt_dtype)m->cfg.storage, n);
+        mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 1.0f, act(m, out));
+        store(r, out, n);
+        return;
+    }
     mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 0.0f, act(m, out));
     be->bias_add(be, act(m, out), par(m, b), rows, out_f, (bt_dtype)m->cfg.storage, slot, kept);
 }
