@@ -106,7 +106,11 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #  - the MLM logits' gradient, which the cross-entropy writes in 16 bits
 #    alone, is converted by neither of the decoder's GEMMs (2), and its
 #    bias_grad over a 16-bit input takes a second pass, which over these few
-#    rows (at most BT_COL_ROWS) an fp32 input does not (-1): 1.
+#    rows (at most BT_COL_ROWS) an fp32 input does not (-1); and the logits,
+#    which the decoder's GEMM writes in 16 bits onto the bias broadcast by
+#    bias_add, are fp32 without the fusion, onto bias rows that gather_rows
+#    writes and round16 rounds (2 launches more; the store's rounding takes
+#    bias_add's place): 3.
 check_cast() {
     for run in post-bf16 post-fp16 pre-bf16; do
         norm=${run%-*} prec=${run#*-}
@@ -117,7 +121,7 @@ check_cast() {
         [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
-        inputs=$((layers + 3 * (layers - 1) + 3 * layers + 4 * (layers - 1) + 2 * layers + 3 * layers + 1))
+        inputs=$((layers + 3 * (layers - 1) + 3 * layers + 4 * (layers - 1) + 2 * layers + 3 * layers + 3))
         [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1) + 2 * (layers - 1)))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")
