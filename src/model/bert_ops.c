@@ -246,7 +246,7 @@ void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, s
         if (!gelu16.buf) store(r, gelu, n);
         return;
     }
-    /* the ops that replaces, for its bits: the copy widened, gelu_fwd */
+    /* the ops bias_gelu_fwd replaces, for its bits: the copy widened, gelu_fwd */
     be->cast(be, act(m, fc1), BT_F32, fc1_16, (bt_dtype)m->cfg.storage, n);
     be->gelu_fwd(be, act(m, gelu), act(m, fc1), n);
     store(r, gelu, n);
