@@ -229,6 +229,11 @@ void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, s
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const bt_ptr fc1_16 = m->gemm16 ? bert_act_slot16(m, r->tape, r->layer, fc1, true) : BT_NO_PTR;
+    if (m->gemm16 && !fc1_16.buf && rows > 0) { /* fc1 in fp32 with the copy's values */
+        op_linear(r, fc1, in, w, b, rows, in_f, out_f);
+        op_gelu(r, gelu, fc1, (size_t)rows * out_f);
+        return;
+    }
     if (!fc1_16.buf || rows == 0) { /* fc1 in fp32 first */
         op_linear_nobias(r, fc1, in, w, rows, in_f, out_f);
         op_bias_gelu(r, gelu, fc1, b, rows, out_f);

@@ -108,7 +108,9 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
 /* fc1 (rows, out_f) = in (rows, in_f) @ W^T + b, gelu = GELU(fc1), both
  * stored: op_linear_nobias then op_bias_gelu; or, where GEMMs run in 16
  * bits (gemm16) and fc1 has a 16-bit stash slot, fc1 in that slot only, as
- * op_linear's biased 16-bit GEMM writes it, and GELU of its values. */
+ * op_linear's biased 16-bit GEMM writes it, and GELU of its values; with
+ * gemm16 and no slot (a recomputed layer's), fc1 in fp32 with those values
+ * (op_linear), then op_gelu. */
 void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, size_t b,
                     int rows, int in_f, int out_f);
 
