@@ -513,16 +513,13 @@ struct bt_backend {
      * it), the copy being all that reads the sum; out_kept false (out16
      * given) the same for out. resid is in resid_dtype: BT_F32, or with
      * 16-bit storage round16's dtype (a 16-bit copy, read as it is: the op's
-     * bits on its values widened; it must then not alias an output). y is in
-     * y_dtype the same way: with round16's dtype a GEMM's 16-bit output
-     * (gemm16 with BT_GEMM_C16), so that no fp32 copy of it is written. */
+     * bits on its values widened; it must then not alias an output). */
     void (*residual_layernorm_fwd)(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                    bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                    bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                    bt_dtype round16, size_t per_sample, uint32_t first_sample,
                                    float p, bt_rng_key key, bt_ptr sum16, bt_ptr out16,
-                                   bool sum_kept, bt_dtype resid_dtype, bool out_kept,
-                                   bt_dtype y_dtype);
+                                   bool sum_kept, bt_dtype resid_dtype, bool out_kept);
     /* probs = softmax_fwd(scores) (in place allowed), then with round16 BT_BF16
      * or BT_F16 probs = round16(probs) (16-bit storage), then dropped =
      * dropout(probs) with per_sample = H*T*T: attention's scale, mask, softmax,

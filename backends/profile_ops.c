@@ -346,18 +346,17 @@ static void p_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_
                                      bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                      bt_dtype r16, size_t per, uint32_t first, float p,
                                      bt_rng_key key, bt_ptr sum16, bt_ptr out16, bool sum_kept,
-                                     bt_dtype resid_dtype, bool out_kept, bt_dtype y_dtype) {
-    /* sum and out where kept in fp32; resid and y each in its own type */
+                                     bt_dtype resid_dtype, bool out_kept) {
+    /* y, and sum and out where kept, in fp32; resid in its own type */
     const double copies = (sum16.buf != NULL) + (out16.buf != NULL),
-                 passes = sum_kept + (out_kept || !out16.buf),
-                 resid_bytes = resid_dtype == BT_F32 ? F4 : 2.0,
-                 y_bytes = y_dtype == BT_F32 ? F4 : 2.0;
+                 passes = 1.0 + sum_kept + (out_kept || !out16.buf),
+                 resid_bytes = resid_dtype == BT_F32 ? F4 : 2.0;
     TIMED(be, residual_layernorm_fwd, 0,
           F4 * (passes * rows * cols + 3.0 * cols + 2.0 * rows) +
-              (2.0 * copies + resid_bytes + y_bytes) * rows * cols,
+              (2.0 * copies + resid_bytes) * rows * cols,
           in->residual_layernorm_fwd(in, sum, out, mean, rstd, y, bias, resid, gamma, beta,
                                      rows, cols, eps, r16, per, first, p, key, sum16, out16,
-                                     sum_kept, resid_dtype, out_kept, y_dtype));
+                                     sum_kept, resid_dtype, out_kept));
 }
 static void p_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,
                                   bt_ptr mask, int B, int H, int T, float scale, bt_dtype r16,

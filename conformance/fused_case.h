@@ -25,7 +25,6 @@ typedef struct {
                        * NULL, or not kept), their copies alone checked */
     bool resid16;     /* residual_layernorm_fwd: the residual in round16's dtype (with
                        * copy_only the LayerNorm's fp32 output not kept either) */
-    bool y16;         /* residual_layernorm_fwd: the branch y in round16's dtype too */
 } fused_args;
 
 /* One output to compare: tensor index, float64 reference, magnitudes, and

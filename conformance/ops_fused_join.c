@@ -1,5 +1,5 @@
 /* Conformance checks of the fused residual joins, bias_dropout_add and
- * residual_layernorm_fwd (with the residual and the branch in 16 bits too): the bits of the
+ * residual_layernorm_fwd (with the residual in 16 bits too): the bits of the
  * unfused ops they replace on the same backend, and the float64 reference. */
 #include "fused_case.h"
 
@@ -13,7 +13,6 @@ typedef struct {
     const float *y, *bias, *resid, *gamma, *beta;
     size_t n, c, r;
     const uint16_t *resid16; /* the residual in 16 bits (resid: its values), or NULL */
-    const uint16_t *y16;     /* the branch in 16 bits (y: its values), or NULL */
 } join_inputs;
 
 static void make_join(tensor *t, void *in) {
@@ -21,9 +20,9 @@ static void make_join(tensor *t, void *in) {
                                   (the unfused branch), ln out, mean, rstd, gamma, beta, the
                                   16-bit copies of the sum and ln out, and the residual in 16
                                   bits (the op then given it alone; the fp32 one, NaN, is the
-                                  unfused run's widened copy), and the branch the same way */
+                                  unfused run's widened copy) */
     t[0] = tensor_out("resid", j->resid16 ? NULL : j->resid, j->n);
-    t[1] = j->y16 ? tensor_out("y", NULL, j->n) : tensor_in("y", j->y, j->n);
+    t[1] = tensor_in("y", j->y, j->n);
     t[2] = tensor_in("bias", j->bias, j->c);
     t[3] = tensor_out("out", NULL, j->n);
     t[4] = tensor_out("scratch", NULL, j->n);
@@ -35,7 +34,6 @@ static void make_join(tensor *t, void *in) {
     t[10] = tensor_16bit("sum16", NULL, j->n, true);
     t[11] = tensor_16bit("ln16", NULL, j->n, true);
     t[12] = tensor_16bit("resid16", j->resid16, j->n, false);
-    t[13] = tensor_16bit("y16", j->y16, j->n, false);
 }
 static void run_bias_dropout_add(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -66,13 +64,13 @@ static void run_bias_dropout_add_unfused(bt_backend *be, tensor *t, void *a, dou
 static void run_residual_ln(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const fused_args *f = a;
-    be->residual_layernorm_fwd(be, f->inplace ? t[0].p : t[3].p, t[5].p, t[6].p, t[7].p,
-                               f->y16 ? t[13].p : t[1].p, t[2].p, f->resid16 ? t[12].p : t[0].p, t[8].p, t[9].p, f->rows,
+    be->residual_layernorm_fwd(be, f->inplace ? t[0].p : t[3].p, t[5].p, t[6].p, t[7].p, t[1].p,
+                               t[2].p, f->resid16 ? t[12].p : t[0].p, t[8].p, t[9].p, f->rows,
                                f->cols, f->eps, f->round16, f->per_sample, f->first_sample, f->p,
                                f->key, f->copies16 ? t[10].p : BT_NO_PTR,
                                f->copies16 ? t[11].p : BT_NO_PTR, !f->copy_only,
                                f->resid16 ? f->round16 : BT_F32,
-                               !(f->resid16 && f->copy_only), f->y16 ? f->round16 : BT_F32);
+                               !(f->resid16 && f->copy_only));
 }
 static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -80,8 +78,6 @@ static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *
     bt_ptr sum = f->inplace ? t[0].p : t[3].p;
     if (f->resid16) /* the residual widened, as the model kept it in fp32 before */
         be->cast(be, t[0].p, BT_F32, t[12].p, f->round16, (size_t)f->rows * f->cols);
-    if (f->y16) /* the branch widened, as the model's unfused join rounds the GEMM's output */
-        be->cast(be, t[1].p, BT_F32, t[13].p, f->round16, (size_t)f->rows * f->cols);
     branch_unfused(be, t, f);
     be->add(be, sum, t[4].p, t[0].p, (size_t)f->rows * f->cols);
     if (f->round16 != BT_F32) be->round16(be, sum, f->round16, (size_t)f->rows * f->cols);
@@ -144,7 +140,7 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
             fused_case(be, "bias_dropout_add", make_join, pj, 5, run_bias_dropout_add,
                        run_bias_dropout_add_unfused, &a, outs, 1, shape);
         if (want_op("residual_layernorm_fwd"))
-            fused_case(be, "residual_layernorm_fwd", make_join, pj, 14, run_residual_ln,
+            fused_case(be, "residual_layernorm_fwd", make_join, pj, 12, run_residual_ln,
                        run_residual_ln_unfused, &a, outs, 4, shape);
     }
     a.copies16 = a.copy_only = false;
@@ -153,27 +149,22 @@ static void join_cases_rounded(bt_backend *be, fused_args a, join_inputs *pj) {
 
 /* residual_layernorm_fwd with the residual in 16 bits (a.round16's dtype,
  * the values of pj's residual rounded to it), as the model joins Post-LN's
- * residual stream, and with y16 the branch too (a GEMM's 16-bit output):
- * with every output kept, checked against float64 on the rounded inputs,
- * and bit for bit against the unfused ops on them widened with their
- * copies; then with only the 16-bit copies of the sum and the LayerNorm
- * output kept, those copies against the unfused ops' (mean and rstd against
- * float64 too). The op is given the 16-bit tensors alone: a kernel reading
- * one as floats reads past it (into the guard band's NaNs). */
-static void join_resid16(bt_backend *be, fused_args a, const join_inputs *pj, bool y16) {
+ * residual stream: with every output kept, checked against float64 on the
+ * rounded residual, and bit for bit against the unfused ops on it widened
+ * with their copies; then with only the 16-bit copies of the sum and the
+ * LayerNorm output kept, those copies against the unfused ops' (mean and
+ * rstd against float64 too). The op is given the 16-bit tensor alone: a
+ * kernel reading it as floats reads past it (into the guard band's NaNs). */
+static void join_resid16(bt_backend *be, fused_args a, const join_inputs *pj) {
     join_inputs j = *pj;
-    float *resid = ref_alloc(j.n * 4), *y = ref_alloc(j.n * 4);
-    uint16_t *resid16 = ref_alloc(j.n * 2), *ys16 = ref_alloc(j.n * 2);
+    float *resid = ref_alloc(j.n * 4);
+    uint16_t *resid16 = ref_alloc(j.n * 2);
     for (size_t i = 0; i < j.n; i++) {
         resid16[i] = bits16_of(pj->resid[i], a.round16);
         resid[i] = round16_host(pj->resid[i], a.round16);
-        ys16[i] = bits16_of(pj->y[i], a.round16);
-        y[i] = y16 ? round16_host(pj->y[i], a.round16) : pj->y[i];
     }
     j.resid = resid;
     j.resid16 = resid16;
-    j.y = y;
-    j.y16 = y16 ? ys16 : NULL;
     const size_t n = j.n, r = j.r;
     double *sum = ref_alloc(n * 8), *mag = ref_alloc(n * 8), *ln = ref_alloc(n * 8),
            *mean = ref_alloc(r * 8), *rstd = ref_alloc(r * 8), *mln = ref_alloc(n * 8);
@@ -181,22 +172,21 @@ static void join_resid16(bt_backend *be, fused_args a, const join_inputs *pj, bo
     for (size_t i = 0; i < n; i++)
         mln[i] = fabs(ln[i] - j.beta[i % j.c]) + fabs(j.beta[i % j.c]);
     a.copies16 = a.resid16 = true;
-    a.y16 = y16;
     for (int only = 0; only < 2; only++) {
         a.copy_only = only;
         char shape[96];
-        snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s, residual%s in 16 bits%s", a.rows,
-                 a.cols, a.p, a.per_sample, storage_suffix(a.round16), y16 ? " and y" : "",
+        snprintf(shape, sizeof shape, "%dx%d p=%.2g per=%zu%s, residual in 16 bits%s", a.rows,
+                 a.cols, a.p, a.per_sample, storage_suffix(a.round16),
                  only ? ", copies alone" : ", 16-bit copies");
         fused_out outs[] = {{3, sum, mag, THR_ROUND, 10, a.copy_only},
                             {5, ln, mln, round16_thr(a.round16), 11, a.copy_only},
                             {6, mean, NULL, THR_MATH, 0, false},
                             {7, rstd, NULL, THR_MATH, 0, false}};
         if (want_op("residual_layernorm_fwd"))
-            fused_case(be, "residual_layernorm_fwd", make_join, &j, 14, run_residual_ln,
+            fused_case(be, "residual_layernorm_fwd", make_join, &j, 13, run_residual_ln,
                        run_residual_ln_unfused, &a, outs, 4, shape);
     }
-    free(resid), free(resid16), free(y), free(ys16);
+    free(resid), free(resid16);
     free(sum), free(mag), free(ln), free(mean), free(rstd), free(mln);
 }
 
@@ -204,13 +194,12 @@ void fused_join_cases(bt_backend *be, int si, fused_args a) {
     reseed("fused_join", (size_t)si);
     const size_t n = (size_t)a.rows * a.cols, c = (size_t)a.cols, r = (size_t)a.rows;
     join_inputs j = {rand_floats(n, 1, 0), rand_floats(c, 0.5, 0), rand_floats(n, 1, 0.2),
-                     rand_floats(c, 0.1, 1.0), rand_floats(c, 0.1, 0), n, c, r, NULL, NULL};
+                     rand_floats(c, 0.1, 1.0), rand_floats(c, 0.1, 0), n, c, r, NULL};
     static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16};
     for (int k = 0; k < 3; k++) {
         a.round16 = rounds[k];
         join_cases_rounded(be, a, &j);
-        if (a.round16 != BT_F32) join_resid16(be, a, &j, false);
-        if (a.round16 != BT_F32) join_resid16(be, a, &j, true);
+        if (a.round16 != BT_F32) join_resid16(be, a, &j);
     }
     free((void *)j.y), free((void *)j.bias), free((void *)j.resid), free((void *)j.gamma);
     free((void *)j.beta);

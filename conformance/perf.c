@@ -236,7 +236,7 @@ static void call_join(bt_backend *be, perf_case *c) {
         be->residual_layernorm_fwd(be, c->t[3], c->t[5], c->t[6], c->t[7], c->t[0], c->t[1],
                                    c->t[2], c->t[1], c->t[1], c->i[0], c->i[1], 1e-12f, BT_F32,
                                    per, 0, 0.1f, perf_key, BT_NO_PTR, BT_NO_PTR, true, BT_F32,
-                                   true, BT_F32);
+                                   true);
     else
         be->bias_dropout_add(be, c->t[3], c->t[0], c->t[1], c->t[2], c->i[0], c->i[1], BT_F32,
                              per, 0, 0.1f, perf_key);

@@ -93,14 +93,12 @@ BT_KERNEL_WG void bt_bias_gelu_bwd(BT_OUT(float, partial), BT_OUT(float, dx), BT
 /* The join of a residual branch: resid + dropout(y + b) at element i (b:
  * the bias of its column), y + b and the sum rounded to the storage kind
  * kind16 (BT_KIND16_NONE: not rounded). resid16 (0: none) holds the
- * residual in kind16 instead of resid, y16 (0: none) the branch in kind16
- * instead of y, each read as it is. */
-BT_FN float join_value(__global const float *y, __global const ushort *y16, float b,
-                       __global const float *resid, __global const ushort *resid16, size_t i,
-                       int kind16, ulong per_sample, uint first_sample, uint thr,
-                       float keep_scale, uint seed_lo, uint seed_hi, uint stream_lo,
-                       uint stream_hi) {
-    float v = round_kind16((y16 ? kind16_value(y16[i], kind16) : y[i]) + b, kind16);
+ * residual in kind16 instead of resid, read as it is. */
+BT_FN float join_value(__global const float *y, float b, __global const float *resid,
+                       __global const ushort *resid16, size_t i, int kind16, ulong per_sample,
+                       uint first_sample, uint thr, float keep_scale, uint seed_lo,
+                       uint seed_hi, uint stream_lo, uint stream_hi) {
+    float v = round_kind16(y[i] + b, kind16);
     if (thr)
         v = drop_keep(i, per_sample, first_sample, thr, seed_lo, seed_hi, stream_lo, stream_hi)
                 ? v * keep_scale : 0.0f;
@@ -126,8 +124,8 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
                  r1 = bt_min_size(r0 + BT_BIAS_ROWS, (size_t)rows);
     const float b = bias[c];
     for (size_t i = r0 * cols + c; i < r1 * cols; i += cols)
-        out[i] = join_value(y, 0, b, resid, 0, i, kind16, per_sample, first_sample, thr,
-                            keep_scale, seed_lo, seed_hi, stream_lo, stream_hi);
+        out[i] = join_value(y, b, resid, 0, i, kind16, per_sample, first_sample, thr, keep_scale,
+                            seed_lo, seed_hi, stream_lo, stream_hi);
 }
 
 /* sum = resid + dropout(y + bias) (rounded as join_value), then out =
@@ -137,20 +135,18 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
  * take sum and out in kind16 too (else they are not touched); with
  * BT_COPY16_IN_ONLY sum is not written where the row fits in registers, with
  * BT_COPY16_OUT_ONLY out is not written. resid_is16: the residual is resid16,
- * in kind16 (resid not read); y_is16: the branch is y16, in kind16 (a
- * GEMM's 16-bit output; y not read).
+ * in kind16 (resid not read).
  * Geometry: as layernorm_fwd: BT_ROW_LANES work-items a row, lane l owning
  * columns l, l + BT_ROW_LANES, ..., the sums kept in registers where the row
  * fits (BT_LN_CACHED); global: BT_ROW_GLOBAL(rows, BT_WG). */
 BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, out),
                                             BT_OUT(float, mean), BT_OUT(float, rstd),
-                                            BT_IN(float, y), BT_IN(ushort, y16),
-                                            BT_IN(float, bias),
+                                            BT_IN(float, y), BT_IN(float, bias),
                                             BT_IN(float, resid), BT_IN(ushort, resid16),
                                             BT_IN(float, gamma), BT_IN(float, beta),
                                             BT_OUT(ushort, sum16), BT_OUT(ushort, out16),
                                             int rows, int cols, float eps, int kind16,
-                                            int copies16, int resid_is16, int y_is16,
+                                            int copies16, int resid_is16,
                                             ulong per_sample, uint first_sample, uint thr,
                                             float keep_scale, uint seed_lo, uint seed_hi,
                                             uint stream_lo, uint stream_hi) {
@@ -159,7 +155,6 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     BT_BIND(mean);
     BT_BIND(rstd);
     BT_BIND(y);
-    BT_BIND(y16);
     BT_BIND(bias);
     BT_BIND(resid);
     BT_BIND(resid16);
@@ -176,7 +171,6 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
     __global ushort *x16 = copies16 & BT_COPY16_IN ? sum16 + row : 0;
     __global ushort *o16 = copies16 & BT_COPY16_OUT ? out16 + row : 0;
     __global const ushort *r16 = resid_is16 ? resid16 : 0;
-    __global const ushort *b16 = y_is16 ? y16 : 0;
     float m, rs;
     if (BT_LN_CACHED(cols)) { /* the sums kept in registers as they are written; the
                                * parameter vectors read once a work-group */
@@ -188,7 +182,7 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
             const int c = ln_lane_col(k);
             xv[k] = 0.0f;
             if (c < n) {
-                xv[k] = join_value(y, b16, lbias[c], resid, r16, row + c, kind16, per_sample,
+                xv[k] = join_value(y, lbias[c], resid, r16, row + c, kind16, per_sample,
                                    first_sample, thr, keep_scale, seed_lo, seed_hi, stream_lo,
                                    stream_hi);
                 if (!(copies16 & BT_COPY16_IN_ONLY)) x[c] = xv[k];
@@ -198,7 +192,7 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
         rs = layernorm_row_cached(o, o16, xv, lgamma, lbeta, n, eps, kind16, red, &m);
     } else {
         for (int c = get_local_id(0) % BT_ROW_LANES; c < n; c += BT_ROW_LANES) {
-            const float v = join_value(y, b16, bias[c], resid, r16, row + c, kind16, per_sample,
+            const float v = join_value(y, bias[c], resid, r16, row + c, kind16, per_sample,
                                        first_sample, thr, keep_scale, seed_lo, seed_hi,
                                        stream_lo, stream_hi);
             x[c] = v;

@@ -112,15 +112,10 @@ static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr o
                                             float eps, bt_dtype round16, size_t per_sample,
                                             uint32_t first_sample, float p, bt_rng_key key,
                                             bt_ptr sum16, bt_ptr out16, bool sum_kept,
-                                            bt_dtype resid_dtype, bool out_kept,
-                                            bt_dtype y_dtype) {
+                                            bt_dtype resid_dtype, bool out_kept) {
     /* sum is layernorm_fwd's input and out its output: written either way */
     (void)sum_kept, (void)out_kept;
     const size_t n = (size_t)rows * cols;
-    if (y_dtype != BT_F32) { /* the branch widened into out, which layernorm_fwd writes after */
-        be->cast(be, out, BT_F32, y, y_dtype, n);
-        y = out;
-    }
     if (resid_dtype != BT_F32) { /* the residual widened into sum, the join in place */
         be->cast(be, sum, BT_F32, resid, resid_dtype, n);
         resid = sum;

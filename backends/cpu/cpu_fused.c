@@ -151,25 +151,22 @@ static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
                                        bt_dtype round16, size_t per_sample,
                                        uint32_t first_sample, float p, bt_rng_key key,
                                        bt_ptr sum16, bt_ptr out16, bool sum_kept,
-                                       bt_dtype resid_dtype, bool out_kept, bt_dtype y_dtype) {
+                                       bt_dtype resid_dtype, bool out_kept) {
     /* sum is the row's workspace, and out computed in place: written either way */
     (void)be, (void)sum_kept, (void)out_kept;
     float *S = cpu_f32(sum), *O = cpu_f32(out), *MU = cpu_f32(mean), *RS = cpu_f32(rstd);
     uint16_t *S16 = sum16.buf ? cpu_u16(sum16) : NULL, *O16 = out16.buf ? cpu_u16(out16) : NULL;
-    const bool y16 = y_dtype != BT_F32;
-    const float *Y = y16 ? NULL : cpu_f32(y), *bb = cpu_f32(bias), *G = cpu_f32(gamma), *Bb = cpu_f32(beta);
+    const float *Y = cpu_f32(y), *bb = cpu_f32(bias), *G = cpu_f32(gamma), *Bb = cpu_f32(beta);
     const bool r16 = resid_dtype != BT_F32;
     const float *R = r16 ? NULL : cpu_f32(resid);
-    const uint16_t *R16 = r16 ? cpu_u16(resid) : NULL, *Y16 = y16 ? cpu_u16(y) : NULL;
+    const uint16_t *R16 = r16 ? cpu_u16(resid) : NULL;
     const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const size_t row = (size_t)r * cols;
         if (r16) /* the residual widened into the row's sum, the join in place */
             cpu_from16_span((uint32_t *)(S + row), R16 + row, resid_dtype, (size_t)cols);
-        if (y16) /* the branch widened into the row's out, which layernorm writes after */
-            cpu_from16_span((uint32_t *)(O + row), Y16 + row, y_dtype, (size_t)cols);
-        join_row(S + row, y16 ? O + row : Y + row, bb, r16 ? S + row : R + row, cols, &d, row, round16);
+        join_row(S + row, Y + row, bb, r16 ? S + row : R + row, cols, &d, row, round16);
         if (S16) cpu_to16_span(S16 + row, (const uint32_t *)(S + row), round16, (size_t)cols);
         cpu_layernorm_row(O + row, S + row, G, Bb, cols, eps, MU + r, RS + r);
         if (round16 != BT_F32) cpu_round16_span((uint32_t *)(O + row), round16, (size_t)cols);

@@ -64,21 +64,19 @@ static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt
                                       bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
                                       bt_dtype round16, size_t per_sample, uint32_t first_sample,
                                       float p, bt_rng_key key, bt_ptr sum16, bt_ptr out16,
-                                      bool sum_kept, bt_dtype resid_dtype, bool out_kept,
-                                      bt_dtype y_dtype) {
+                                      bool sum_kept, bt_dtype resid_dtype, bool out_kept) {
     cu_ctx *c = cu(be);
     const drop_args d = drop_args_of(first_sample, p, key);
     const int copies = (sum16.buf ? BT_COPY16_IN : 0) | (out16.buf ? BT_COPY16_OUT : 0) |
                        (sum_kept ? 0 : BT_COPY16_IN_ONLY) |
                        (out16.buf && !out_kept ? BT_COPY16_OUT_ONLY : 0);
-    /* resid and y each in its own type, both pointers at it */
-    const bool r16 = resid_dtype != BT_F32, y16 = y_dtype != BT_F32;
+    const bool r16 = resid_dtype != BT_F32; /* resid in its own type, both pointers at it */
     LAUNCH(c, residual_layernorm_fwd, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(sum), cu_f32(out),
-           cu_f32(mean), cu_f32(rstd), f32c_typed(y, y16), u16c(y), cu_f32(bias),
+           cu_f32(mean), cu_f32(rstd), cu_f32(y), cu_f32(bias),
            f32c_typed(resid, r16), u16c(resid), cu_f32(gamma),
            cu_f32(beta), (unsigned short *)cu_addr(sum16.buf ? sum16 : out, 2),
            (unsigned short *)cu_addr(out16.buf ? out16 : out, 2), rows, cols, eps,
-           BT_KIND16_OF(round16), copies, (int)r16, (int)y16, per_sample, DROP_ARGS(d));
+           BT_KIND16_OF(round16), copies, (int)r16, per_sample, DROP_ARGS(d));
 }
 
 static void cu_softmax_dropout_fwd(bt_backend *be, bt_ptr dropped, bt_ptr probs, bt_ptr scores,

@@ -91,14 +91,14 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
                                        bt_dtype round16, size_t per_sample,
                                        uint32_t first_sample, float p, bt_rng_key key,
                                        bt_ptr sum16, bt_ptr out16, bool sum_kept,
-                                       bt_dtype resid_dtype, bool out_kept, bt_dtype y_dtype) {
-    const bool r16 = resid_dtype != BT_F32, y16 = y_dtype != BT_F32;
+                                       bt_dtype resid_dtype, bool out_kept) {
+    const bool r16 = resid_dtype != BT_F32;
     args a = begin(be, K_residual_layernorm_fwd);
     arg_f32p(&a, sum);
     arg_f32p(&a, out);
     arg_f32p(&a, mean);
     arg_f32p(&a, rstd);
-    arg_typed(&a, y, y16);
+    arg_f32p(&a, y);
     arg_f32p(&a, bias);
     arg_typed(&a, resid, r16);
     arg_f32p(&a, gamma);
@@ -113,7 +113,6 @@ static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, b
                   (sum_kept ? 0 : BT_COPY16_IN_ONLY) |
                   (out16.buf && !out_kept ? BT_COPY16_OUT_ONLY : 0));
     arg_i(&a, r16);
-    arg_i(&a, y16);
     arg_ul(&a, per_sample);
     arg_dropout(&a, first_sample, p, key);
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));

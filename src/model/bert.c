@@ -134,21 +134,6 @@ static int layer_before(const bert_pass *pass, int l);
 static size_t layer_output(const bert_model *m, int l);
 static bool layer_skipped(const bert_pass *pass, int l);
 
-/* Whether Post-LN's residual branches end in the storage's 16 bits: with
- * 16-bit storage the attention output's and fc2's GEMM output is rounded
- * to 16 bits before its bias is added (DESIGN-NOTES.md, note 44), by the
- * GEMM as it writes it where GEMMs run in 16 bits and the join fuses
- * (branch_in16), else by a round16 pass: the same bits either way. */
-static bool branch_rounded(const bert_model *m) {
-    return m->cfg.storage != BT_F32 && m->cfg.norm == BERT_NORM_POST;
-}
-
-/* Whether the branch at `site` of layer l is written by its GEMM in 16 bits
- * (op_linear_nobias16), which the fused join reads: no fp32 copy of it. */
-static bool branch_in16(const bert_run *r, int l, int site) {
-    return r->m->gemm16 && branch_rounded(r->m) && join_fuses(r, l, site);
-}
-
 /* The residual of Post-LN's join at `site` of layer l in the storage's 16
  * bits, where the join is fused: the stash copy of the LayerNorm output that
  * it adds (LN1's for the FFN join, the layer before's output for the
@@ -196,11 +181,9 @@ static void join_fwd(bert_run *r, int l, int site, size_t out, size_t resid, siz
     const size_t dH = m->act->dH, n = (size_t)d.N * d.H;
     const bt_rng_key key = dropout_key(r->pass, l, site);
     const float omega = omega_at(m, l, site);
-    const bool in16 = branch_in16(r, l, site);
-    if (branch_rounded(m) && !in16) m->be->round16(m->be, act(m, dH), (bt_dtype)m->cfg.storage, n);
     if (join_fuses(r, l, site)) {
         op_join_fused(r, out, norm, dH, b, resid, d.N, d.per_sample, d.p, key,
-                      join_resid16(r, l, site), in16, ln_out_kept(r, l, site));
+                      join_resid16(r, l, site), ln_out_kept(r, l, site));
         return;
     }
     op_bias_add(r, dH, b, d.N, d.H);
@@ -321,10 +304,7 @@ static void attn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const jo
     bert_attention_fwd(r, l);
     size_t ctx = a->layer[l].ctx;
     if (d.top) bert_top_enter(r, &ctx, &resid); /* from here on, the heads' rows */
-    if (branch_in16(r, l, SITE_ATTN_OUT))
-        op_linear_nobias16(r, a->dH, ctx, w->ao_w, d.N, d.H, d.H);
-    else
-        op_linear_nobias(r, a->dH, ctx, w->ao_w, d.N, d.H, d.H);
+    op_linear_nobias(r, a->dH, ctx, w->ao_w, d.N, d.H, d.H);
     join_fwd(r, l, SITE_ATTN_OUT, a->layer[l].res1, resid, w->ao_b, norm, d);
 }
 
@@ -377,10 +357,7 @@ static void ffn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const joi
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
     op_linear_gelu(r, la->gelu, la->fc1, in, w->fc1_w, w->fc1_b, d.N, d.H, d.I);
-    if (branch_in16(r, l, SITE_FFN_OUT))
-        op_linear_nobias16(r, a->dH, la->gelu, w->fc2_w, d.N, d.I, d.H);
-    else
-        op_linear_nobias(r, a->dH, la->gelu, w->fc2_w, d.N, d.I, d.H);
+    op_linear_nobias(r, a->dH, la->gelu, w->fc2_w, d.N, d.I, d.H);
     join_fwd(r, l, SITE_FFN_OUT, la->res2, resid, w->fc2_b, norm, d);
 }
 

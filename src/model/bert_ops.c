@@ -25,14 +25,6 @@ void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, in
     mm_weight(m, rows, out_f, in_f, x, s16, w, true, in_f, 0.0f, act(m, out));
 }
 
-void op_linear_nobias16(bert_run *r, size_t out, size_t in, size_t w, int rows, int in_f,
-                        int out_f) {
-    const bert_model *m = r->m;
-    unsigned s16 = 0;
-    const bt_ptr x = act_operand(r, in, BT_GEMM_A16, &s16);
-    mm_weight(m, rows, out_f, in_f, x, s16 | BT_GEMM_C16, w, true, in_f, 0.0f, act(m, out));
-}
-
 /* out16 (rows, out_f) = x W^T + bias in 16 bits with one rounding of each
  * sum: the bias broadcast in 16 bits (bias_add of a zero y), then gemm16
  * adding its product onto it (16-bit C, beta 1): no fp32 output and no
@@ -348,7 +340,7 @@ void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t 
 
 void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch, size_t b,
                    size_t resid, int rows, size_t per_sample, float p, bt_rng_key key,
-                   bt_ptr resid16, bool branch16, bool out_kept) {
+                   bt_ptr resid16, bool out_kept) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const int H = m->cfg.hidden_size;
@@ -373,8 +365,7 @@ void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch
                                resid16.buf ? resid16 : act(m, resid), par(m, norm->w),
                                par(m, norm->b), rows, H, m->cfg.layer_norm_eps, r16, per_sample,
                                first, p, key, out16, norm16, sum_kept,
-                               resid16.buf ? r16 : BT_F32, out_kept || !norm16.buf,
-                               branch16 ? r16 : BT_F32);
+                               resid16.buf ? r16 : BT_F32, out_kept || !norm16.buf);
     if (!out16.buf) store_rounded(r, out, n);
     if (!norm16.buf) store_rounded(r, norm->out, n);
 }

@@ -23,12 +23,6 @@
  * alone, which the bias op after it finishes and stores. */
 void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, int in_f, int out_f);
 
-/* The same in the storage's 16 bits (gemm16 only): out's memory gets the
- * product as gemm16 writes a 16-bit C (2 bytes an element from out's
- * start), for a branch whose one reader takes it so (op_join_fused). */
-void op_linear_nobias16(bert_run *r, size_t out, size_t in, size_t w, int rows, int in_f,
-                        int out_f);
-
 /* out (rows, out_f) = in (rows, in_f) @ W^T + b, stored. With fp32 storage
  * b is written into every row and the GEMM adds onto it (beta 1), so no
  * pass of its own adds the bias: the products accumulate onto b, not the
@@ -157,16 +151,14 @@ void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t 
 /* out = resid + dropout(branch + b) (rows, H), then with norm: norm's out
  * = LayerNorm(out): one fused op (BERT_FUSE_JOIN). With norm, resid16 (buf
  * NULL: none) holds resid's values in the storage's 16 bits, read instead
- * of resid, and branch16 says that branch's memory holds its values in the
- * storage's 16 bits (op_linear_nobias16); out_kept false: norm's out is
- * wanted in its stash copy alone, its fp32 values left unwritten where the
- * op has that copy. */
+ * of resid; out_kept false: norm's out is wanted in its stash copy alone,
+ * its fp32 values left unwritten where the op has that copy. */
 typedef struct {
     size_t out, mean, rstd, w, b;
 } join_norm;
 void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch, size_t b,
                    size_t resid, int rows, size_t per_sample, float p, bt_rng_key key,
-                   bt_ptr resid16, bool branch16, bool out_kept);
+                   bt_ptr resid16, bool out_kept);
 
 /* dst = src, n values. */
 void op_copy(bert_run *r, size_t dst, size_t src, size_t n);
