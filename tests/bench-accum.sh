@@ -6,7 +6,9 @@
 #    so the bits may differ), where --batch 4 alone (what a bench that
 #    ignored --accum would run) differs by more than 1e-4: the comparison
 #    tells them apart;
-#  - the same in bf16 to 3e-6: the gradients round to 16 bits once a step;
+#  - in bf16 the first step's gradient norm to 2e-5 (3.6e-6 measured):
+#    the gradients round to 16 bits once a step (rounded after each
+#    micro-batch they differ by 1.5e-4);
 #  - the first line says "batch 4 x 2 micro-batches", and --json has
 #    "accum": 2 and counts the samples of every micro-batch (samples/s x
 #    ms/step = K x B x 1000).
@@ -49,19 +51,30 @@ for run in b4x2 b2x4; do
     echo "ok   $run: loss, grad_norm $got (--batch 8: $ref)"
 done
 # bf16: the parameter gradients sum in fp32 over the micro-batches and round
-# to 16 bits once, when the last makes them final, so K x B trains K x B's
-# batch as closely as fp32 does (rounded after each micro-batch instead, the
-# loss and norm drift by about 1e-5)
-bench b8-bf16 --batch 8 --precision bf16
-bench b4x2-bf16 --batch 4 --accum 2 --precision bf16
-bench b2x4-bf16 --batch 2 --accum 4 --precision bf16
+# to 16 bits once, when the last makes them final, so the first step's
+# gradient is K x B's to the order of its fp32 sums (3.6e-6 here); rounded
+# after each micro-batch, it differs by 1.5e-4 (measured at 304cde0^). Only
+# the first step compares: its update moves the weights, and from then on
+# the 16-bit rounding of every activation turns the last bits in which a
+# micro-batch's GEMMs differ from the full batch's (the CPU GEMM's tiles
+# follow the shapes, and OpenBLAS's kernels for a tile's edges sum in
+# another order on some CPUs) into 1e-4 apart, noise as large as the fault.
+bench16() {
+    label=$1
+    shift
+    "$BERTRAIN" bench --preset tiny --seq 32 --steps 1 --warmup 0 --threads 1 --precision bf16 "$@" \
+        > "$tmpdir/$label" 2>&1 || { cat "$tmpdir/$label"; fail "$label: bench failed"; }
+}
+bench16 b8-bf16 --batch 8
+bench16 b4x2-bf16 --batch 4 --accum 2
+bench16 b2x4-bf16 --batch 2 --accum 4
 ref16=$(last b8-bf16)
 [ -n "$ref16" ] || { cat "$tmpdir/b8-bf16"; fail "--batch 8 bf16: no 'last step:' line"; }
 for run in b4x2-bf16 b2x4-bf16; do
     got=$(last $run)
-    close "$got" "$ref16" 3e-6 ||
-        fail "$run: loss, grad_norm $got; --batch 8 bf16: $ref16 (not within 3e-6: gradients rounded before they are final?)"
-    echo "ok   $run: loss, grad_norm $got (--batch 8 bf16: $ref16)"
+    close "$got" "$ref16" 2e-5 ||
+        fail "$run: first step's loss, grad_norm $got; --batch 8 bf16: $ref16 (not within 2e-5: gradients rounded before they are final?)"
+    echo "ok   $run: first step's loss, grad_norm $got (--batch 8 bf16: $ref16)"
 done
 close "$(last b4)" "$ref" 1e-4 && fail "--batch 4 alone ($(last b4)) is within 1e-4 of --batch 8: the comparison cannot tell"
 echo "ok   --batch 4 alone differs: $(last b4)"

@@ -7,7 +7,8 @@
 #    (so the limit, not the machine, sets the rate);
 #  - 2 ranks train BERT-tiny over it with the fp32 and the bf16 wire, and
 #    the bf16 run reports half the bytes sent.
-# Skips, saying why, where network namespaces or tc are not available.
+# Skips, saying why, where network namespaces or tc are not available, or
+# where the machine's own loopback is not 4x faster than 1 Gbit/s.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 mpi_setup
@@ -19,12 +20,16 @@ unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root tbf rate 1gbit b
 POOL="sh scripts/pool.sh"
 rate_of() { sed -n 's/^rate \([0-9.]*\) MB\/s.*/\1/p' "$1"; }
 
-$MPI -n 2 "$top_builddir/tests/c/test_dist" rate 100 > "$tmpdir/free.log" 2>&1 ||
-    { cat "$tmpdir/free.log"; fail "the transfer outside the pool failed"; }
-free=$(rate_of "$tmpdir/free.log")
+# the machine's own rate: the best of 3 transfers (a busy machine slows some)
+free=0
+for try in 1 2 3; do
+    $MPI -n 2 "$top_builddir/tests/c/test_dist" rate 100 > "$tmpdir/free.log" 2>&1 ||
+        { cat "$tmpdir/free.log"; fail "the transfer outside the pool failed"; }
+    free=$(awk -v a="$free" -v b="$(rate_of "$tmpdir/free.log")" 'BEGIN { print (b > a ? b : a) }')
+done
 awk -v r="$free" 'BEGIN { exit !(r > 4 * 125) }' ||
-    fail "outside the pool the transfer ran at $free MB/s, not above 4 x 125: the check would prove nothing"
-echo "ok   outside the pool: $free MB/s"
+    skip "outside the pool the transfer ran at $free MB/s at best, not above 4 x 125: this machine, not the limit, could set the pool's rate"
+echo "ok   outside the pool: $free MB/s (the best of 3)"
 for case in 200mbit:25:40 1gbit:125:100; do
     rate=${case%%:*} rest=${case#*:}
     want=${rest%%:*} mb=${rest#*:}
