@@ -18,11 +18,13 @@
 cd "$top_srcdir" || fail "no source dir"
 find_python json || skip "no python3 to read the bench's JSON"
 
-# bench LABEL ARGS...: tiny at seq 32, 2 steps after 1 warm-up, one thread
+# bench LABEL ARGS...: tiny at seq 32, one thread, $steps (2 steps after 1 warm-up)
+steps="--steps 2 --warmup 1"
 bench() {
     label=$1
     shift
-    "$BERTRAIN" bench --preset tiny --seq 32 --steps 2 --warmup 1 --threads 1 "$@" \
+    # shellcheck disable=SC2086
+    "$BERTRAIN" bench --preset tiny --seq 32 $steps --threads 1 "$@" \
         > "$tmpdir/$label" 2>&1 || { cat "$tmpdir/$label"; fail "$label: bench failed"; }
 }
 
@@ -59,15 +61,10 @@ done
 # micro-batch's GEMMs differ from the full batch's (the CPU GEMM's tiles
 # follow the shapes, and OpenBLAS's kernels for a tile's edges sum in
 # another order on some CPUs) into 1e-4 apart, noise as large as the fault.
-bench16() {
-    label=$1
-    shift
-    "$BERTRAIN" bench --preset tiny --seq 32 --steps 1 --warmup 0 --threads 1 --precision bf16 "$@" \
-        > "$tmpdir/$label" 2>&1 || { cat "$tmpdir/$label"; fail "$label: bench failed"; }
-}
-bench16 b8-bf16 --batch 8
-bench16 b4x2-bf16 --batch 4 --accum 2
-bench16 b2x4-bf16 --batch 2 --accum 4
+steps="--steps 1 --warmup 0"
+bench b8-bf16 --batch 8 --precision bf16
+bench b4x2-bf16 --batch 4 --accum 2 --precision bf16
+bench b2x4-bf16 --batch 2 --accum 4 --precision bf16
 ref16=$(last b8-bf16)
 [ -n "$ref16" ] || { cat "$tmpdir/b8-bf16"; fail "--batch 8 bf16: no 'last step:' line"; }
 for run in b4x2-bf16 b2x4-bf16; do
