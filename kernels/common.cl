@@ -285,7 +285,7 @@ BT_FN int ln_lane_col(int k) { return get_local_id(0) % BT_ROW_LANES + k * BT_RO
 
 /* xv[k] = x[ln_lane_col(k)] for the columns below cols, 0 past them. */
 BT_FN void ln_lane_load(float *xv, __global const float *x, int cols) {
-    for (int k = 0; k < BT_LN_LANE_COLS; k++) xv[k] = ln_lane_col(k) < cols ? x[ln_lane_col(k)] : 0.0f;
+    BT_UNROLL for (int k = 0; k < BT_LN_LANE_COLS; k++) xv[k] = ln_lane_col(k) < cols ? x[ln_lane_col(k)] : 0.0f;
 }
 
 /* The floats of a LayerNorm parameter vector that a work-group keeps in
@@ -309,14 +309,14 @@ BT_FN float layernorm_row_cached(__global float *out, __global ushort *out16, co
                                  int cols, float eps, int kind16, BT_LOCAL_PTR float *red,
                                  float *mean) {
     float s = 0.0f;
-    for (int k = 0; k < BT_LN_LANE_COLS; k++)
+    BT_UNROLL for (int k = 0; k < BT_LN_LANE_COLS; k++)
         if (ln_lane_col(k) < cols) s += xv[k];
     const float m = row_sum(s, red) / cols;
     float v = 0.0f;
-    for (int k = 0; k < BT_LN_LANE_COLS; k++)
+    BT_UNROLL for (int k = 0; k < BT_LN_LANE_COLS; k++)
         if (ln_lane_col(k) < cols) v += (xv[k] - m) * (xv[k] - m);
     const float rs = 1.0f / sqrt(row_sum(v, red) / cols + eps);
-    for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+    BT_UNROLL for (int k = 0; k < BT_LN_LANE_COLS; k++) {
         const int c = ln_lane_col(k);
         if (c < cols) {
             const float o = round_kind16((xv[k] - m) * rs * gamma[c] + beta[c], kind16);
@@ -353,7 +353,7 @@ BT_FN void softmax_row_cached(__global float *p, __global const float *s,
                               BT_LOCAL_PTR float *red, float *v) {
     uint keep = 0; /* bit k: key sm_lane_key(k) is not masked */
     float mx = -INFINITY;
-    for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+    BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
         const int j = sm_lane_key(k);
         v[k] = 0.0f;
         if (j >= T) continue;
@@ -365,14 +365,14 @@ BT_FN void softmax_row_cached(__global float *p, __global const float *s,
     }
     mx = row_max(mx, red);
     float sum = 0.0f;
-    for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+    BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
         if (sm_lane_key(k) >= T) continue;
         v[k] = keep >> k & 1u ? exp(v[k] - mx) : 0.0f;
         sum += v[k];
     }
     sum = row_sum(sum, red);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+    BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
         const int j = sm_lane_key(k);
         if (j >= T) continue;
         v[k] = round_kind16(v[k] * inv, kind16);

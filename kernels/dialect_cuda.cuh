@@ -24,6 +24,11 @@
 #define BT_OUT(T, x) T *x
 #define BT_BIND(x) (void)0
 #define BT_LOCAL_PTR
+#ifdef __CUDACC__
+#define BT_UNROLL _Pragma("unroll")
+#else
+#define BT_UNROLL /* g++ (the emulated device): its arrays are host memory anyway */
+#endif
 #define BT_HAS_FP64 1
 #define BT_ROW_CACHE 1
 

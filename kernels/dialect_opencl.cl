@@ -20,6 +20,11 @@
  *   BT_WARP         defined (32) where lanes of a warp exchange values by
  *                   bt_shfl_down(x, delta): CUDA; OpenCL keeps local-memory
  *                   trees (sub-groups are optional there)
+ *   BT_UNROLL       before a loop of constant trip count over a private
+ *                   array (a row's values a lane keeps): unrolled, so that
+ *                   every index is a constant and the array stays in
+ *                   registers; rolled, the compiler puts it in local
+ *                   (per-thread, off-chip) memory
  *   BT_ROW_CACHE    defined where the row kernels keep a row's values in
  *                   registers between their trees (common.cl, BT_LN_CACHED):
  *                   CUDA, and OpenCL GPUs (the host passes -DBT_ROW_CACHE=1);
@@ -53,3 +58,4 @@
 #define BT_OUT(T, x) __global T *x, ulong x##_off
 #define BT_BIND(x) x += x##_off
 #define BT_LOCAL_PTR __local
+#define BT_UNROLL _Pragma("unroll")

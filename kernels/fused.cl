@@ -178,7 +178,7 @@ BT_KERNEL_WG void bt_residual_layernorm_fwd(BT_OUT(float, sum), BT_OUT(float, ou
         stage_vector(lgamma, gamma, cols);
         stage_vector(lbeta, beta, cols);
         float xv[BT_LN_LANE_COLS];
-        for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+        BT_UNROLL for (int k = 0; k < BT_LN_LANE_COLS; k++) {
             const int c = ln_lane_col(k);
             xv[k] = 0.0f;
             if (c < n) {
@@ -245,7 +245,7 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
         float v[BT_SM_LANE_KEYS];
         softmax_row_cached(copies16 & BT_COPY16_IN_ONLY ? 0 : p, scores + row, km, n, scale,
                            kind16, red, v);
-        for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+        BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
             const int j = sm_lane_key(k);
             if (j >= n) continue;
             const float d = drop_keep_at((uint)(rr / HT), e_row + j, first_sample, thr, seed_lo,
@@ -307,7 +307,7 @@ BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dp
     float dot = 0.0f;
     if (BT_SM_CACHED(T)) { /* the dropped dp and p kept in registers */
         float gv[BT_SM_LANE_KEYS], pv[BT_SM_LANE_KEYS];
-        for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+        BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
             const int j = sm_lane_key(k);
             gv[k] = pv[k] = 0.0f;
             if (j >= n) continue;
@@ -319,7 +319,7 @@ BT_KERNEL_WG void bt_dropout_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dp
             dot += gv[k] * pv[k];
         }
         dot = row_sum(dot, red);
-        for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+        BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
             const int j = sm_lane_key(k);
             if (j >= n) continue;
             const float v = round_kind16(scale * pv[k] * (gv[k] - dot), kind16);

@@ -130,7 +130,7 @@ BT_FN void ln_bwd_row_cached(float *d, float *xh, __global float *dx, __global u
                              float mu, float rs, BT_LOCAL_PTR const float *lgamma, int n,
                              int cols, BT_LOCAL_PTR float *red, ln_drop dr) {
     float sd = 0.0f, sdx = 0.0f;
-    for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+    BT_UNROLL for (int k = 0; k < BT_LN_LANE_COLS; k++) {
         const int c = ln_lane_col(k);
         d[k] = xh[k] = 0.0f;
         if (c >= n) continue;
@@ -142,7 +142,7 @@ BT_FN void ln_bwd_row_cached(float *d, float *xh, __global float *dx, __global u
     }
     const float mean_d = row_sum(sd, red) / cols;
     const float mean_dx = row_sum(sdx, red) / cols;
-    for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+    BT_UNROLL for (int k = 0; k < BT_LN_LANE_COLS; k++) {
         const int c = ln_lane_col(k);
         if (c < n)
             ln_put_dx(dx, dx16, dx_kind, c,
@@ -273,7 +273,7 @@ BT_KERNEL_WG void bt_layernorm_bwd_dx_params(BT_OUT(float, dx), BT_OUT(ushort, d
     /* row w of the group adds its terms after row w - 1 (row 0 always exists) */
     for (int j = 0; j < BT_WG / BT_ROW_LANES; j++) {
         if (w == j && n)
-            for (int k = 0; k < BT_LN_LANE_COLS; k++) {
+            BT_UNROLL for (int k = 0; k < BT_LN_LANE_COLS; k++) {
                 const int c = ln_lane_col(k);
                 if (c >= n) continue;
                 const float g = d[k] * xh[k];

@@ -273,16 +273,19 @@ BT_KERNEL_WG void bt_step_gate_decide(BT_IN(float, partial), __global const ulon
     BT_BIND(gate);
     __local trust_t red[BT_SUM_BLOCKS + 1];
     const trust_t sumsq = blocked_sum(partial + tab[1], tab[2], 1, red);
-    trust_t loss_sum[2] = {0, 0};
+    trust_t mlm_sum = 0, nsp_sum = 0; /* scalars, not an indexed array: registers */
     for (int k = 0; k < n_terms; k++) { /* in order, as the host adds them */
         __global const ulong *term = tab + 3 + 3 * k;
         const trust_t v = blocked_sum(partial + term[0], term[1], 1, red);
-        loss_sum[term[2] != 0] += v;
+        if (term[2] != 0)
+            nsp_sum += v;
+        else
+            mlm_sum += v;
     }
     if (get_local_id(0) != 0) return;
     const trust_t norm = sqrt(sumsq);
-    const trust_t mlm = num[0] > 0 ? loss_sum[0] / num[0] : 0,
-                  nsp = num[1] > 0 ? loss_sum[1] / num[1] : 0;
+    const trust_t mlm = num[0] > 0 ? mlm_sum / num[0] : 0,
+                  nsp = num[1] > 0 ? nsp_sum / num[1] : 0;
     const trust_t loss = mlm + nsp;
     int skip = tab[0] != ~(ulong)0 && partial[tab[0]] != 0.0f;
     if (guard && (!isfinite(loss) || !isfinite(norm) || (num[2] > 0 && loss > num[2]))) skip = 1;

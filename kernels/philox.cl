@@ -16,6 +16,16 @@ BT_FN void philox4x32(uint ctr[4], uint k0, uint k1) {
     }
 }
 
+/* Word q (0-3) of a Philox block, selected rather than indexed: an index
+ * known only at run time puts the block in local memory (CUDA). Two levels
+ * of selects on q's bits, not a chain on q's value: Oclgrind 21.10 gets the
+ * chain wrong where it is unrolled into a row kernel's loop (PoCL and the
+ * emulated CUDA device do not). */
+BT_FN uint philox_word(const uint r[4], uint q) {
+    const uint lo = q & 1u ? r[1] : r[0], hi = q & 1u ? r[3] : r[2];
+    return q & 2u ? hi : lo;
+}
+
 /* Whether dropout keeps element i (counted over all samples of per_sample
  * elements from sample first_sample): the draw dropout makes for it. */
 BT_FN bool drop_keep(size_t i, ulong per_sample, uint first_sample, uint thr, uint seed_lo,
@@ -23,7 +33,7 @@ BT_FN bool drop_keep(size_t i, ulong per_sample, uint first_sample, uint thr, ui
     const size_t s = i / per_sample, e = i % per_sample;
     uint r[4] = {(uint)(e >> 2), first_sample + (uint)s, stream_lo, stream_hi};
     philox4x32(r, seed_lo, seed_hi);
-    return r[e & 3] >= thr;
+    return philox_word(r, (uint)(e & 3)) >= thr;
 }
 
 /* Whether dropout keeps element e of sample `sample` (counted from
@@ -40,5 +50,5 @@ BT_FN bool drop_keep_at(uint sample, ulong e, uint first_sample, uint thr, uint 
         philox4x32(r, seed_lo, seed_hi);
         *drawn = e >> 2;
     }
-    return r[e & 3] >= thr;
+    return philox_word(r, (uint)(e & 3)) >= thr;
 }

@@ -41,7 +41,7 @@ BT_KERNEL_WG void bt_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dprobs), B
     float dot = 0.0f;
     if (BT_SM_CACHED(T)) { /* dp and p kept in registers */
         float dpv[BT_SM_LANE_KEYS], pv[BT_SM_LANE_KEYS];
-        for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
+        BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
             const int j = sm_lane_key(k);
             dpv[k] = pv[k] = 0.0f;
             if (j >= n) continue;
@@ -50,7 +50,7 @@ BT_KERNEL_WG void bt_softmax_bwd(BT_OUT(float, dscores), BT_IN(float, dprobs), B
             dot += dpv[k] * pv[k];
         }
         dot = row_sum(dot, red);
-        for (int k = 0; k < BT_SM_LANE_KEYS; k++)
+        BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++)
             if (sm_lane_key(k) < n) ds[sm_lane_key(k)] = scale * pv[k] * (dpv[k] - dot);
         return;
     }
