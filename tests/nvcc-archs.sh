@@ -5,8 +5,8 @@
 #  1. this build's plugin (configure --with-cuda): its fatbinary holds machine
 #     code for every sm_XX of the build's CUDA_ARCH and PTX for every
 #     compute_XX named as code, and each of them holds every kernel that
-#     kernels_cu/kernels.cuh declares, no more and no fewer; and no kernel's
-#     PTX keeps an array in local memory (check_registers);
+#     kernels_cu/kernels.cuh declares, no more and no fewer; and no kernel of
+#     its PTX keeps an array in local memory (check_registers);
 #  2. V100: where this build's toolkit cannot build sm_70 (CUDA 13 dropped it),
 #     a copy of the sources is configured and built again with the CUDA 11.8
 #     of scripts/cuda-sm70.sh for sm_70, sm_80 and sm_90 (scripts/deps.sh test
@@ -78,13 +78,17 @@ check_fatbin() {
     echo "ok   $what: $(echo $sms) machine code${ptxs:+ and $(echo "$ptxs" | sed 's/sm_/compute_/' | tr '\n' ' ')PTX}, each with all $(wc -l < "$tmpdir/kernels") kernels"
 }
 
-# check_registers SO CUOBJDUMP WHAT: no kernel of the plugin's PTX declares
-# local memory (a __local_depot): every per-thread array (a row's values a
-# lane keeps, a Philox block) is indexed by constants only, so that it stays in
-# registers; a loop left rolled or an index computed at run time puts the
-# array in per-thread off-chip memory, behind every access to it.
+# check_registers SO CUOBJDUMP CUDA_ARCH WHAT: no kernel of the PTX the plugin
+# embeds (its compute_XX code) declares local memory (a __local_depot): every
+# per-thread array (a row's values a lane keeps, a Philox block) is indexed by
+# constants only, so that it stays in registers; a loop left rolled or an
+# index computed at run time puts the array in per-thread off-chip memory,
+# behind every access to it. The unrolling is decided before PTX, for every
+# target alike; a build that embeds no PTX skips this part.
 check_registers() {
-    so=$1 objdump=$2 what=$3
+    so=$1 objdump=$2 archs=$3 what=$4
+    echo "$archs" | grep -q 'code=compute_' ||
+        { skip_part "$what: arrays in local memory: CUDA_ARCH embeds no PTX (no code=compute_XX)"; return; }
     "$objdump" -ptx "$so" > "$tmpdir/ptx.txt" 2>&1 || { tail -5 "$tmpdir/ptx.txt"; fail "$what: $objdump -ptx failed"; }
     entries=$(grep -c '^\.visible \.entry' "$tmpdir/ptx.txt" || true)
     [ "$entries" -gt 0 ] || fail "$what: no kernel in the plugin's PTX"
@@ -106,7 +110,7 @@ if [ -f "$top_builddir/bertrain-cuda.so" ] && [ -n "$build_nvcc" ]; then
     else
         version=$("$build_nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
         check_fatbin "$top_builddir/bertrain-cuda.so" "$objdump" "$build_arch" "this build (CUDA $version)"
-        check_registers "$top_builddir/bertrain-cuda.so" "$objdump" "this build (CUDA $version)"
+        check_registers "$top_builddir/bertrain-cuda.so" "$objdump" "$build_arch" "this build (CUDA $version)"
         checked="CUDA $version"
     fi
 else
@@ -138,7 +142,7 @@ else
     make -C "$src" -j2 bertrain-cuda.so > "$tmpdir/make.log" 2>&1 ||
         { grep -E 'error|warning' "$tmpdir/make.log" | head -30; fail "the CUDA 11.8 build of bertrain-cuda.so failed (warnings are errors)"; }
     check_fatbin "$src/bertrain-cuda.so" "$sm70/bin/cuobjdump" "$arch" "CUDA 11.8 (V100, A100, H100)"
-    check_registers "$src/bertrain-cuda.so" "$sm70/bin/cuobjdump" "CUDA 11.8 (V100, A100, H100)"
+    check_registers "$src/bertrain-cuda.so" "$sm70/bin/cuobjdump" "$arch" "CUDA 11.8 (V100, A100, H100)"
     checked="${checked:+$checked and }CUDA 11.8"
 fi
 finish "the CUDA plugin built warning-free by the real nvcc ($checked), every kernel in every architecture asked for"
