@@ -9,8 +9,8 @@
 # Pre-LN): there the fused ops round what the unfused ops' stores round. The
 # device's own choice (fused on the CPU, not on an
 # OpenCL CPU device) is checked too, and on the emulated A100 the cast
-# fusion's bits and launches (check_cast). A part that cannot run here is a
-# SKIP with its reason.
+# fusion's bits and launches (check_cast) and the round16 passes of a step
+# (check_round16). A part that cannot run here is a SKIP with its reason.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 every_device_env
@@ -79,8 +79,10 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #    16-bit copy softmax_dropout_fwd writes: 1 a layer;
 #  - the context's gradient, which its GEMM writes in 16 bits alone for
 #    attention's two GEMMs, gets neither a rounding pass nor a cast, and
-#    neither GEMM converts it: 3 for each layer below the top one (the top
-#    layer's comes from its rows, scattered, stored, and is cast once: 0);
+#    neither GEMM converts it: 3 for each layer below the top one; the top
+#    layer's comes from its rows, scattered, and is cast once, which rounds
+#    it, with no rounding pass before (without the fusion the GEMMs read it
+#    in fp32, rounded by a pass): 1;
 #  - in the backward, the dropout recomputed for dV writes the probabilities'
 #    16-bit copy alone, which gemm_grid then does not convert (1), and
 #    dropout_softmax_bwd writes dS's copy, which neither of its two GEMMs
@@ -99,6 +101,11 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #    and the backward, is read from the layer before's stash copy (2), and
 #    the backward's unstash of it is left out (1 - (-1) = 2): 4 for each
 #    layer after the first;
+#  - Post-LN: the first layer's input, the embeddings' output, is written by
+#    the embeddings' dropout in 16 bits alone (emb16), in place of a
+#    rounding pass (1), and the first layer's QKV projection reads it so in
+#    the forward and the backward (2): 3, where the first layer is not the
+#    top one;
 #  - Post-LN: each LayerNorm backward before a branch (LN2's, LN1's) drops
 #    out the branch's gradient into its 16-bit copy as it writes dA, where
 #    the backward's dropout wrote it from dA (the copy needs the operand16
@@ -110,7 +117,9 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #    which the decoder's GEMM writes in 16 bits onto the bias broadcast by
 #    bias_add, are fp32 without the fusion, onto bias rows that gather_rows
 #    writes and round16 rounds (2 launches more; the store's rounding takes
-#    bias_add's place): 3.
+#    bias_add's place): 3; and the MLM head's GELU gradient reaches its
+#    dense layer's backward through one cast, which rounds it, where
+#    without the fusion a rounding pass comes first: 1.
 check_cast() {
     for run in post-bf16 post-fp16 pre-bf16; do
         norm=${run%-*} prec=${run#*-}
@@ -121,8 +130,9 @@ check_cast() {
         [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
-        inputs=$((layers + 3 * (layers - 1) + 3 * layers + 4 * (layers - 1) + 2 * layers + 3 * layers + 3))
+        inputs=$((layers + 3 * (layers - 1) + 1 + 3 * layers + 4 * (layers - 1) + 2 * layers + 3 * layers + 4))
         [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1) + 2 * (layers - 1)))
+        [ "$norm" = post ] && [ "$layers" -gt 1 ] && inputs=$((inputs + 3))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")
         c_on=$(calls "cast-$run-on" cast) c_off=$(calls "cast-$run-off" cast)
@@ -131,13 +141,38 @@ check_cast() {
         awk -v lon="$l_on" -v loff="$l_off" -v con="$c_on" -v coff="$c_off" -v i="$inputs" \
             'BEGIN { exit !(con > coff && loff - lon == con - coff + i) }' ||
             fail "cuda-emu, $run: casting once: $c_on casts and $l_on launches a step, in each GEMM: $c_off and $l_off (want more casts, and launches fewer by as many plus $inputs)"
-        echo "ok   cuda-emu, $run: backward operands cast once or written in 16 bits by their ops, layer inputs from the stash, dropped probabilities from the softmax: the same bits ($a), $c_on casts and $l_on launches a step against $c_off and $l_off"
+        echo "ok   cuda-emu, $run: backward operands cast once or written in 16 bits by their ops, layer inputs from the stash or emb16, dropped probabilities from the softmax: the same bits ($a), $c_on casts and $l_on launches a step against $c_off and $l_off"
+    done
+}
+
+# 16-bit storage rounds a layer's activations where they are written
+# (DESIGN-NOTES.md, notes 27, 35, 44): on the emulated A100, Post-LN bf16
+# with every fusion, a step of L layers (1 micro-batch, no NSP) makes
+# these round16 passes and no others:
+#  - the gradients, rounded once a step in each range that op_grads_done
+#    reports: the heads', each layer's and the embeddings': L + 2;
+#  - forward: the embeddings' LayerNorm output, which their dropout reads in
+#    fp32 (1); the MLM head's dense layer, its bias rows and its output on
+#    op_linear's fp32 path (2), its GELU and LayerNorm outputs (2): 5;
+#  - backward: the top layer's dH, whose rows join dA's (1); the first
+#    layer's dH and its join's sum, which the embeddings' dropout reads
+#    (2); the MLM head's d hidden, scattered beside NSP's rows (1): 4.
+# So L + 11, at 2 and at 3 layers: a middle layer adds one, its gradient's.
+check_round16() {
+    for layers in 2 3; do
+        bench cuda-emu:0 "r16-$layers" --layers "$layers" --precision bf16 --unfused none
+        n=$(calls "r16-$layers" round16)
+        [ -n "$n" ] || fail "cuda-emu, $layers layers: no round16 count in the profile"
+        awk -v n="$n" -v want=$((layers + 11)) 'BEGIN { exit !(n == want) }' ||
+            fail "cuda-emu, Post-LN bf16, $layers layers: $n round16 passes a step, want $((layers + 11)) (L + 2 gradient ranges, 9 at the model's edges)"
+        echo "ok   cuda-emu, Post-LN bf16, $layers layers: $n round16 passes a step: the $((layers + 2)) gradient ranges and 9 at the model's edges"
     done
 }
 
 if [ -f "$BERTRAIN_CUDA_EMU" ]; then
     check_device cuda-emu:0 all
     check_cast
+    check_round16
 else
     skip_part "the emulated CUDA device is not built (configure found no C++17 compiler)"
 fi

@@ -4,7 +4,8 @@
  * exactly as Hugging Face BertForPreTraining, or (model.norm "pre") Pre-LN:
  * x + f(LN(x)) per block and one LayerNorm after the last layer. The top
  * layer's rows (bert_tape) are bert_top.c's; here a layer only asks whether
- * it is the top one. The MLM and NSP heads are bert_heads.c's. */
+ * it is the top one. The embeddings are bert_embeddings.c's, the MLM and NSP
+ * heads bert_heads.c's. */
 #include "bert_internal.h"
 #include "bert_ops.h"
 #include "backends/row_links.h"
@@ -134,24 +135,42 @@ static int layer_before(const bert_pass *pass, int l);
 static size_t layer_output(const bert_model *m, int l);
 static bool layer_skipped(const bert_pass *pass, int l);
 
-/* The residual of Post-LN's join at `site` of layer l in the storage's 16
- * bits, where the join is fused: the stash copy of the LayerNorm output that
- * it adds (LN1's for the FFN join, the layer before's output for the
- * attention join), whose fp32 values are the same 16-bit values; else buf
- * NULL (the residual read in fp32). */
-static bt_ptr join_resid16(const bert_run *r, int l, int site) {
-    const bert_model *m = r->m;
-    if (m->cfg.norm == BERT_NORM_PRE || !join_fuses(r, l, site)) return BT_NO_PTR;
-    if (site == SITE_FFN_OUT) return bert_act_slot16(m, r->tape, l, m->act->layer[l].ln1, true);
-    const int before = layer_before(r->pass, l);
-    return before < 0 ? BT_NO_PTR : bert_act_slot16(m, r->tape, before, layer_output(m, before), true);
-}
-
 /* The first layer after l that runs in this pass, or -1 (the heads). */
 static int layer_after(const bert_run *r, int l) {
     for (int k = l + 1; k < r->m->cfg.num_hidden_layers; k++)
         if (!layer_skipped(r->pass, k)) return k;
     return -1;
+}
+
+/* Whether the embeddings' output goes to its 16-bit copy (emb16) alone,
+ * which is all its readers take: with gemm16 under the cast fusion and the
+ * 16-bit stash, Post-LN, where the first layer that runs reads its input in
+ * its QKV projection's GEMMs (half_input: forward and backward) and in its
+ * fused attention join (join_resid16) only. Not where that layer is the top
+ * layer (bert_top_enter gathers fp32 rows) or its join is not fused, nor
+ * where no layer runs (the heads read fp32). */
+static bool emb_in16_only(const bert_run *r) {
+    const bert_model *m = r->m;
+    if (!m->gemm16 || !m->act->stash_per_layer || m->cfg.norm == BERT_NORM_PRE ||
+        !fused(m, BERT_FUSE_CAST))
+        return false;
+    const int first = layer_after(r, -1);
+    return first >= 0 && join_fuses(r, first, SITE_ATTN_OUT);
+}
+
+/* The residual of Post-LN's join at `site` of layer l in the storage's 16
+ * bits, where the join is fused: the stash copy of the LayerNorm output that
+ * it adds (LN1's for the FFN join, the layer before's output for the
+ * attention join, or the first layer's emb16: emb_in16_only), whose fp32
+ * values are the same 16-bit values; else buf NULL (the residual read in
+ * fp32). */
+static bt_ptr join_resid16(const bert_run *r, int l, int site) {
+    const bert_model *m = r->m;
+    if (m->cfg.norm == BERT_NORM_PRE || !join_fuses(r, l, site)) return BT_NO_PTR;
+    if (site == SITE_FFN_OUT) return bert_act_slot16(m, r->tape, l, m->act->layer[l].ln1, true);
+    const int before = layer_before(r->pass, l);
+    if (before < 0) return emb_in16_only(r) ? act(m, m->act->emb16) : BT_NO_PTR;
+    return bert_act_slot16(m, r->tape, before, layer_output(m, before), true);
 }
 
 /* Whether the fp32 values of the LayerNorm output that Post-LN's join at
@@ -225,7 +244,7 @@ static void join_bwd(bert_run *r, int l, int site, layer_dims d, bool ln_next) {
     need_fp32_da(r, "a residual join's backward");
     const float omega = omega_at(r->m, l, site);
     if (d.top && site == SITE_ATTN_OUT) /* dA: S rows, dH: every row */
-        bert_top_join_grad(r, omega, d.N, d.H);
+        bert_top_join_grad(r, omega, d.N, d.H, !ln_next);
     else
         op_residual_bwd(r, a->dA, omega, a->dH, (size_t)d.N * d.H, !ln_next);
 }
@@ -554,13 +573,21 @@ static void recompute_layer(bert_run *r, int l) {
     r->layer = -1;
 }
 
-/* The 16-bit copy of layer l's input (xin) that GEMMs may read: the output
- * of the layer before it, in that layer's stash slot (bert_act_half), where
- * the cast fusion is on; else NULL. */
-static bt_ptr half_input(const bert_model *m, const bert_pass *pass, int l) {
-    const int before = layer_before(pass, l);
-    if (before < 0 || !fused(m, BERT_FUSE_CAST)) return (bt_ptr){NULL, 0};
-    return bert_act_half(m, before, layer_output(m, before));
+/* Layer l's input as the GEMMs of its pass read it (r->half_input): the
+ * 16-bit copy of xin, the output of the layer before it in that layer's
+ * stash slot (bert_act_half), where the cast fusion is on; for the first
+ * layer, emb16 where emb_in16_only; else none (the fp32 activations). */
+static void set_half_input(bert_run *r, int l) {
+    const bert_model *m = r->m;
+    const int before = layer_before(r->pass, l);
+    r->half_input = BT_NO_PTR;
+    if (before < 0 && emb_in16_only(r)) {
+        r->half_input = act(m, m->act->emb16);
+        r->half_input_of = m->act->emb_out;
+    } else if (before >= 0 && fused(m, BERT_FUSE_CAST)) {
+        r->half_input = bert_act_half(m, before, layer_output(m, before));
+        r->half_input_of = m->act->xin;
+    }
 }
 
 /* Before layer l's backward: its saved activations and its input back from
@@ -595,37 +622,6 @@ void bert_admin_profile(bert_model *m, const bert_batch *bt) {
     bert_tape tape;
     bert_stats st;
     bert_forward(m, bt, &pass, &tape, &st);
-}
-
-/* Embeddings: LayerNorm(word + position + type) -> dropout.  (N, H) */
-static void embeddings_fwd(bert_run *r) {
-    const bert_model *m = r->m;
-    const struct bert_act_layout *a = m->act;
-    const bert_views *v = &m->v;
-    const int B = r->bt->B, T = r->bt->T, H = m->cfg.hidden_size;
-    const float p = r->pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
-    m->be->embed_fwd(m->be, act(m, a->emb_sum), ints(m, a->ids), ints(m, a->types),
-                     par(m, v->wte), par(m, v->wpe), par(m, v->wtt), B, T, H);
-    op_layernorm(r, a->emb_out, a->emb_mean, a->emb_rstd, a->emb_sum, v->emb_ln_w, v->emb_ln_b,
-                 B * T);
-    op_dropout(r, a->emb_out, (size_t)B * T * H, (size_t)T * H, p,
-               dropout_key(r->pass, -1, SITE_EMB));
-}
-
-/* Backward of embeddings_fwd: dA holds d emb_out. */
-static void embeddings_bwd(bert_run *r) {
-    const bert_model *m = r->m;
-    const struct bert_act_layout *a = m->act;
-    const bert_views *v = &m->v;
-    const int B = r->bt->B, T = r->bt->T, H = m->cfg.hidden_size;
-    const float p = r->pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
-    op_dropout(r, a->dA, (size_t)B * T * H, (size_t)T * H, p, dropout_key(r->pass, -1, SITE_EMB));
-    op_layernorm_bwd(r, a->dA, v->emb_ln_w, v->emb_ln_b, a->dA, a->emb_sum, a->emb_mean,
-                     a->emb_rstd, B * T, NULL);
-    m->be->embed_bwd(m->be, grd(m, v->wte), grd(m, v->wpe), grd(m, v->wtt), act(m, a->dA),
-                     ints(m, a->ids), bert_links(m, a->ids), ints(m, a->types), B, T, H,
-                     m->cfg.vocab_size,
-                     m->cfg.type_vocab_size, m->cfg.pad_id);
 }
 
 static bool nsp_on(const bert_model *m, const bert_batch *bt) {
@@ -663,11 +659,11 @@ void bert_forward(bert_model *m, const bert_batch *bt, const bert_pass *pass, be
     bert_run r = {.m = m, .bt = bt, .pass = pass, .tape = tape, .st = st, .layer = -1,
                   .half_layer = -1};
 
-    embeddings_fwd(&r);
+    bert_embeddings_fwd(&r, emb_in16_only(&r));
     for (int l = 0; l < L; l++)
         if (!layer_skipped(pass, l)) {
             r.layer = r.half_layer = l;
-            r.half_input = half_input(m, pass, l);
+            set_half_input(&r, l);
             layer_fwd(&r, l, layer_input(m, l, pass));
             r.layer = r.half_layer = -1;
             r.half_input = (bt_ptr){NULL, 0};
@@ -715,8 +711,12 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
 
     if (bt->n_masked > 0) bert_mlm_head_bwd(&r);
     if (nsp_on(m, bt)) bert_nsp_head_bwd(&r);
+    /* read next by a LayerNorm backward, which rounds it as it reads it: Pre-LN's final
+     * one, or Post-LN's LN2 of the last layer that runs (the embeddings' dropout where
+     * none runs) */
+    const bool ln_next = m->cfg.norm == BERT_NORM_PRE || layer_before(pass, L) >= 0;
     op_gathers_bwd(&r, a->dA, (size_t)rows * H, a->t2, bert_top_mlm_rows(&r), tape->n_head,
-                   a->pool_pre, bert_top_cls_rows(&r), nsp_on(m, bt) ? bt->B : 0, H);
+                   a->pool_pre, bert_top_cls_rows(&r), nsp_on(m, bt) ? bt->B : 0, H, !ln_next);
     /* the heads' parameters (after the layers in the flat buffer) are final */
     op_grads_done(&r, v->head_w, m->n_params);
     size_t layers_end = v->head_w; /* where the last layer's parameters end */
@@ -731,7 +731,7 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
         unstash_layer(&r, l);
         r.half_layer = l; /* its stash slots hold what the forward stored */
         recompute_layer(&r, l);
-        r.half_input = half_input(m, pass, l);
+        set_half_input(&r, l);
         layer_bwd(&r, l, layer_input(m, l, pass));
         r.half_layer = -1;
         r.half_input = (bt_ptr){NULL, 0};
@@ -739,6 +739,6 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
         /* a skipped layer's range is never reported: not reduced */
         op_grads_done(&r, v->layer[l].qkv_w, l + 1 < L ? v->layer[l + 1].qkv_w : layers_end);
     }
-    embeddings_bwd(&r);
+    bert_embeddings_bwd(&r);
     op_grads_done(&r, 0, v->layer[0].qkv_w);
 }

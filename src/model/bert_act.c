@@ -74,6 +74,8 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
         if (recompute_layer && !a->out16) TAKE(layer[l].out, N * H);
     }
     if (stash || a->out16) TAKE(xin, N * H);
+    /* 2 bytes an element; Pre-LN's first LayerNorm reads its input in fp32 */
+    TAKE(emb16, stash && c->norm != BERT_NORM_PRE ? (N * H + 1) / 2 : 0);
     for (int l = 0; l < L; l++) { /* row statistics: fp32, per layer */
         TAKE(layer[l].mean1, N);
         TAKE(layer[l].rstd1, N);

@@ -26,6 +26,9 @@ typedef struct {
 
 struct bert_act_layout {
     size_t emb_sum, emb_mean, emb_rstd, emb_out; /* (N, H), (N), (N), (N, H) */
+    size_t emb16; /* with the 16-bit stash, but for Pre-LN: the embeddings' output in 16
+                     bits, (N, H) of 2 bytes, where the first layer reads it so alone
+                     (bert.c's emb_in16_only) */
     size_t hm, t1, t2, t3, t3_mean, t3_rstd;     /* MLM head: (M, H) ... */
     size_t logits, mlm_loss, mlm_correct, mlm_log_z; /* (M, V), (M), (M), (M) */
     size_t cls, pool_pre, pooled, nsp_logits, nsp_loss, nsp_correct, nsp_log_z; /* NSP: (B, H) ... */

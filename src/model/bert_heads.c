@@ -53,22 +53,25 @@ void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
 }
 
 /* Backward of bert_mlm_head_fwd (the logits, or mlm_dlogits16, hold d loss /
- * d logits): d hidden at the masked rows into t2 (free again). */
+ * d logits): d hidden at the masked rows into t2 (free again). The decoder's
+ * and GELU's input gradients are not stored (rounded) by a pass: their
+ * readers round them as they read them (the LayerNorm backward;
+ * op_linear_bwd_unrounded). */
 void bert_mlm_head_bwd(bert_run *r) {
-    const struct bert_act_layout *a = r->m->act;
-    const bert_views *v = &r->m->v;
-    const int H = r->m->cfg.hidden_size, V = r->m->cfg.vocab_size, M = r->tape->n_head;
+    const bert_model *m = r->m;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    const int H = m->cfg.hidden_size, V = m->cfg.vocab_size, M = r->tape->n_head;
     const bt_ptr d16 = mlm_dlogits16(r);
-    if (d16.buf) {
+    if (d16.buf)
         op_linear_bwd_from16(r, a->dhm, BT_NO_PTR, v->wte, v->dec_b, d16, a->t3, M, H, V);
-        op_stored(r, a->dhm, (size_t)M * H);
-    } else {
-        op_linear_bwd(r, a->dhm, v->wte, v->dec_b, a->logits, a->t3, M, H, V);
-    }
+    else
+        op_linear_bwd_given16(r, a->dhm, v->wte, v->dec_b, a->logits, BT_NO_PTR, a->t3, M, H, V);
     op_layernorm_bwd(r, a->dhm, v->head_ln_w, v->head_ln_b, a->dhm, a->t2, a->t3_mean, a->t3_rstd,
                      M, NULL);
-    op_gelu_bwd(r, a->dhm, a->dhm, a->t1, (size_t)M * H);
-    op_linear_bwd(r, a->t2, v->head_w, v->head_b, a->dhm, a->hm, M, H, H);
+    m->be->gelu_bwd(m->be, act(m, a->dhm), act(m, a->dhm), act(m, a->t1), (size_t)M * H);
+    op_linear_bwd_unrounded(r, a->t2, v->head_w, v->head_b, a->dhm, a->hm, M, H, H);
+    op_stored(r, a->t2, (size_t)M * H);
 }
 
 /* NSP head on the [CLS] rows of hidden: pooler dense -> tanh -> 2-way

@@ -25,8 +25,11 @@ typedef struct {
     int layer;                 /* forward: the layer that runs (16-bit stash), or -1 */
     int half_layer;            /* the layer whose stash slots hold 16-bit copies of the
                                 * working set that GEMMs may read (bert_act_half), or -1 */
-    bt_ptr half_input;         /* xin's 16-bit copy for GEMMs (the output of the layer
-                                * before, in its stash slot), or NULL */
+    bt_ptr half_input;         /* the layer input's 16-bit copy for GEMMs (the output of
+                                * the layer before, in its stash slot, or the embeddings'
+                                * in emb16), or NULL */
+    size_t half_input_of;      /* the activation offset of the input half_input copies
+                                * (xin, or emb_out for the first layer) */
     double admin_variance_sum; /* Admin profiling: 1 + the branch variances so far */
     bool recompute_probs;      /* backward: the layer's attention probabilities are another
                                 * layer's (model.recompute "attention"): compute them again */
@@ -55,12 +58,12 @@ static inline bt_ptr bert_links(const bert_model *m, size_t off) {
 }
 
 /* A GEMM operand at activation offset off: the 16-bit copy of it that the
- * pass in flight may read (bert_act_half, or r->half_input for xin; `flag`,
- * BT_GEMM_A16 or _B16, is then added to *stored16), else the fp32
- * activations. */
+ * pass in flight may read (bert_act_half, or r->half_input for the layer's
+ * input; `flag`, BT_GEMM_A16 or _B16, is then added to *stored16), else the
+ * fp32 activations. */
 static inline bt_ptr act_operand(const bert_run *r, size_t off, unsigned flag,
                                  unsigned *stored16) {
-    const bt_ptr half = r->half_input.buf && off == r->m->act->xin
+    const bt_ptr half = r->half_input.buf && off == r->half_input_of
                             ? r->half_input
                             : bert_act_half(r->m, r->half_layer, off);
     if (!half.buf) return act(r->m, off);
@@ -165,14 +168,22 @@ void bert_top_dropout(bert_run *r, size_t x, int S, int H, float p, bt_rng_key k
 void bert_top_ctx_bwd(bert_run *r, const bert_layer_views *w, int S, int H);
 
 /* d x_in of the top layer's attention join, at every row: omega dA (S rows,
- * the residual's share) joins dH (every row, the branch's). */
-void bert_top_join_grad(bert_run *r, float omega, int S, int H);
+ * the residual's share) joins dH (every row, the branch's). With stored
+ * false the result is not stored (rounded): its reader rounds it as it
+ * reads it (layernorm_bwd). */
+void bert_top_join_grad(bert_run *r, float omega, int S, int H, bool stored);
 
 /* The rows of the encoder's output that the MLM head and the NSP head read
  * (int32 offsets of their row tables), and how many rows that output has. */
 size_t bert_top_mlm_rows(const bert_run *r);
 size_t bert_top_cls_rows(const bert_run *r);
 int bert_top_hidden_rows(const bert_run *r);
+
+/* The embeddings' output (N, H): into emb_out, or with in16_only into emb16
+ * alone, where every reader takes it in 16 bits (bert.c's emb_in16_only);
+ * and its backward from dA into the tables' gradients (bert_embeddings.c). */
+void bert_embeddings_fwd(bert_run *r, bool in16_only);
+void bert_embeddings_bwd(bert_run *r);
 
 /* The MLM head at the masked rows of the encoder's output `hidden` (an
  * activation offset): dense, GELU, LayerNorm, the tied decoder and its bias,

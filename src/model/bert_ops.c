@@ -306,8 +306,10 @@ void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n) {
 }
 
 void op_bias_add(bert_run *r, size_t x, size_t b, int rows, int cols) {
-    r->m->be->bias_add(r->m->be, act(r->m, x), par(r->m, b), rows, cols, BT_F32, BT_NO_PTR, true);
-    store(r, x, (size_t)rows * cols);
+    /* the sums rounded by the op as store would: no rounding pass */
+    r->m->be->bias_add(r->m->be, act(r->m, x), par(r->m, b), rows, cols,
+                       (bt_dtype)r->m->cfg.storage, BT_NO_PTR, true);
+    store_rounded(r, x, (size_t)rows * cols);
 }
 
 void op_dropout(bert_run *r, size_t x, size_t n, size_t per_sample, float p, bt_rng_key key) {
@@ -376,7 +378,7 @@ void op_copy(bert_run *r, size_t dst, size_t src, size_t n) {
 }
 
 void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, int rows_a,
-                    size_t b, size_t table_b, int rows_b, int cols) {
+                    size_t b, size_t table_b, int rows_b, int cols, bool stored) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     be->fill(be, act(m, d), 0.0f, n);
@@ -386,7 +388,7 @@ void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, i
     if (rows_b > 0)
         be->scatter_rows(be, act(m, d), act(m, b), ints(m, table_b), bert_links(m, table_b),
                          rows_b, cols);
-    store(r, d, n);
+    if (stored) store(r, d, n);
 }
 
 void op_stored(bert_run *r, size_t off, size_t n) { store(r, off, n); }

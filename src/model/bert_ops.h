@@ -132,7 +132,8 @@ void op_gelu_bwd(bert_run *r, size_t dx, size_t dy, size_t x, size_t n);
 void op_tanh(bert_run *r, size_t out, size_t in, size_t n);
 void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n);
 
-/* x (rows, cols) += b in every row. */
+/* x (rows, cols) += b in every row, the sums rounded by the op (16-bit
+ * storage). */
 void op_bias_add(bert_run *r, size_t x, size_t b, int rows, int cols);
 
 /* x = dropout(x) in place (p 0: x as it is), n values in samples of
@@ -165,9 +166,11 @@ void op_copy(bert_run *r, size_t dst, size_t src, size_t n);
 
 /* d (n values) = the rows of a (rows_a of cols) added at the rows that
  * table_a (int32 offset) lists, plus those of b at table_b's, into zeros:
- * the gradient of a tensor that two row gathers read (rows 0: none). */
+ * the gradient of a tensor that two row gathers read (rows 0: none). With
+ * stored false the sums are left as the scatters wrote them, for a reader
+ * that rounds them as it reads them (layernorm_bwd). */
 void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, int rows_a,
-                    size_t b, size_t table_b, int rows_b, int cols);
+                    size_t b, size_t table_b, int rows_b, int cols, bool stored);
 
 /* n values from activation offset off, written by ops called outside this
  * file (the attention's batched GEMMs), are complete: stored as every op

@@ -81,26 +81,37 @@ void bert_top_dropout(bert_run *r, size_t x, int S, int H, float p, bt_rng_key k
 }
 
 /* d ctx at the heads' rows into top_x (free in the backward), then at every
- * row into dctx. */
+ * row into dctx. Not stored (rounded) where the attention's GEMMs read it
+ * through bert_operand16's cast, which rounds (the scatter into zeros
+ * changes no value): as the layers below leave their d ctx. */
 void bert_top_ctx_bwd(bert_run *r, const bert_layer_views *w, int S, int H) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
-    op_linear_bwd(r, a->top_x, w->ao_w, w->ao_b, a->dH, a->top_ctx, S, H, H);
-    m->be->fill(m->be, act(m, a->dctx), 0.0f, (size_t)r->bt->B * r->bt->T * H);
+    const size_t n = (size_t)r->bt->B * r->bt->T * H;
+    if (!m->fused_attention && bert_operand16_room(m, 0, n).buf)
+        op_linear_bwd_given16(r, a->top_x, w->ao_w, w->ao_b, a->dH, BT_NO_PTR, a->top_ctx, S, H,
+                              H);
+    else
+        op_linear_bwd(r, a->top_x, w->ao_w, w->ao_b, a->dH, a->top_ctx, S, H, H);
+    m->be->fill(m->be, act(m, a->dctx), 0.0f, n);
     m->be->scatter_rows(m->be, act(m, a->dctx), act(m, a->top_x), ints(m, a->top_rows),
                         bert_links(m, a->top_rows), S, H);
 }
 
 /* dA = omega dA at the S rows added into dH (every row), then copied back to
  * dA, which has every row from here on. */
-void bert_top_join_grad(bert_run *r, float omega, int S, int H) {
+void bert_top_join_grad(bert_run *r, float omega, int S, int H, bool stored) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const struct bert_act_layout *a = m->act;
     if (omega != 1.0f) be->scale(be, act(m, a->dA), omega, (size_t)S * H);
     be->scatter_rows(be, act(m, a->dH), act(m, a->dA), ints(m, a->top_rows),
                      bert_links(m, a->top_rows), S, H);
-    op_copy(r, a->dA, a->dH, (size_t)r->bt->B * r->bt->T * H);
+    const size_t n = (size_t)r->bt->B * r->bt->T * H;
+    if (stored)
+        op_copy(r, a->dA, a->dH, n);
+    else
+        be->copy(be, act(m, a->dA), act(m, a->dH), n * 4);
 }
 
 size_t bert_top_mlm_rows(const bert_run *r) {
