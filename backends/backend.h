@@ -296,9 +296,13 @@ struct bt_backend {
     void (*embed_bwd)(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, bt_ptr dout,
                       bt_ptr ids, bt_ptr ids_links, bt_ptr type_ids, int B, int T, int C,
                       int V, int TV, int pad_id);
-    /* out = (x - mean) * rstd * gamma + beta per row; saves mean, rstd (rows) */
+    /* out = (x - mean) * rstd * gamma + beta per row; saves mean, rstd (rows).
+     * With round16 BT_BF16 or BT_F16 (16-bit storage) out is rounded to it as
+     * it is written, round16's bits (BT_F32: not rounded); mean and rstd
+     * never are. */
     void (*layernorm_fwd)(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
-                          bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps);
+                          bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                          bt_dtype round16);
     /* dx = d out / d x (may alias dout), dgamma += sum_r dout * xhat,
      * dbeta += sum_r dout   (x, mean, rstd from the forward); with round16
      * BT_BF16 or BT_F16 (16-bit storage) dout is rounded to it as it is read

@@ -170,9 +170,10 @@ static void p_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt, b
           in->embed_bwd(in, dwte, dwpe, dwtt, dout, ids, links, tt, B, T, C, V, TV, pad));
 }
 static void p_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
-                            bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
+                            bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                            bt_dtype round16) {
     TIMED(be, layernorm_fwd, 0, F4 * (2.0 * rows * cols + 2.0 * cols + 2.0 * rows),
-          in->layernorm_fwd(in, out, mean, rstd, x, gamma, beta, rows, cols, eps));
+          in->layernorm_fwd(in, out, mean, rstd, x, gamma, beta, rows, cols, eps, round16));
 }
 static void p_layernorm_bwd(bt_backend *be, bt_ptr dx, bt_ptr dgamma, bt_ptr dbeta, bt_ptr dout,
                             bt_ptr dbranch, bt_ptr x, bt_ptr mean, bt_ptr rstd, bt_ptr gamma,

@@ -81,7 +81,8 @@ static void run_residual_ln_unfused(bt_backend *be, tensor *t, void *a, double *
     branch_unfused(be, t, f);
     be->add(be, sum, t[4].p, t[0].p, (size_t)f->rows * f->cols);
     if (f->round16 != BT_F32) be->round16(be, sum, f->round16, (size_t)f->rows * f->cols);
-    be->layernorm_fwd(be, t[5].p, t[6].p, t[7].p, sum, t[8].p, t[9].p, f->rows, f->cols, f->eps);
+    be->layernorm_fwd(be, t[5].p, t[6].p, t[7].p, sum, t[8].p, t[9].p, f->rows, f->cols, f->eps,
+                      BT_F32);
     if (f->round16 != BT_F32) be->round16(be, t[5].p, f->round16, (size_t)f->rows * f->cols);
     if (f->copies16) {
         be->cast(be, t[10].p, f->round16, sum, BT_F32, (size_t)f->rows * f->cols);

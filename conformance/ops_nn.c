@@ -139,7 +139,7 @@ void test_embed(bt_backend *be) {
 typedef struct {
     int rows, cols, inplace;
     float eps;
-    bt_dtype round16; /* layernorm_bwd's rounding of dx (BT_F32: none) */
+    bt_dtype round16; /* layernorm_bwd's rounding of dx, layernorm_fwd's of out (BT_F32: none) */
     bt_dtype x_dtype; /* layernorm_bwd's x: BT_F32, or 16 bits */
     bt_dtype dbranch_dtype; /* layernorm_bwd's dbranch: BT_F32, or 16 bits */
     bt_dtype dout_dtype, dx_dtype; /* layernorm_bwd's dout and dx: BT_F32, or 16 bits */
@@ -154,7 +154,39 @@ static bt_ln_bwd_types ln_types(const layernorm_args *q) {
 static void run_ln_fwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     layernorm_args *q = a; /* out, mean, rstd, x, gamma, beta */
-    be->layernorm_fwd(be, t[0].p, t[1].p, t[2].p, t[3].p, t[4].p, t[5].p, q->rows, q->cols, q->eps);
+    be->layernorm_fwd(be, t[0].p, t[1].p, t[2].p, t[3].p, t[4].p, t[5].p, q->rows, q->cols, q->eps,
+                      q->round16);
+}
+
+/* layernorm_fwd with out rounded to q.round16 (16-bit storage) gives the
+ * bits of the op in fp32 with out rounded after it (nearest even, as
+ * round16): out, mean and rstd. */
+static void check_ln_fwd16(bt_backend *be, layernorm_args q, const float *x, const float *g,
+                           const float *b) {
+    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
+    tensor t[] = {tensor_out("out", NULL, n), tensor_out("mean", NULL, r),
+                  tensor_out("rstd", NULL, r), tensor_in("x", x, n),
+                  tensor_in("gamma", g, c), tensor_in("beta", b, c)};
+    tensor u[] = {tensor_out("out", NULL, n), tensor_out("mean", NULL, r),
+                  tensor_out("rstd", NULL, r), tensor_in("x", x, n),
+                  tensor_in("gamma", g, c), tensor_in("beta", b, c)};
+    layernorm_args q32 = q;
+    q32.round16 = BT_F32;
+    verdict v = v_new();
+    if (exec_op(&v, be, t, 6, run_ln_fwd, &q, NULL) &&
+        exec_op(&v, be, u, 6, run_ln_fwd, &q32, NULL)) {
+        float *want = malloc(n * sizeof *want);
+        if (!want) exit(99);
+        for (size_t i = 0; i < n; i++) want[i] = widen16(bits16_of(RES(u[0])[i], q.round16), q.round16);
+        v_bits(&v, "out vs fp32 out rounded", RES(t[0]), want, n);
+        v_bits(&v, "mean vs fp32 run", RES(t[1]), RES(u[1]), r);
+        v_bits(&v, "rstd vs fp32 run", RES(t[2]), RES(u[2]), r);
+        free(want);
+    }
+    v_report(&v, "layernorm_fwd", "%dx%d eps=%g out rounded to %s", q.rows, q.cols, q.eps,
+             q.round16 == BT_BF16 ? "bf16" : "f16");
+    tensors_free(t, 6);
+    tensors_free(u, 6);
 }
 static void run_ln_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
@@ -512,6 +544,11 @@ void test_layernorm(bt_backend *be) {
             free(mo), free(mm);
             v_report(&v, "layernorm_fwd", "%dx%d eps=%g", q.rows, q.cols, q.eps);
             tensors_free(t, 6);
+            for (int k = 0; k < 2; k++) {
+                q.round16 = k ? BT_F16 : BT_BF16;
+                check_ln_fwd16(be, q, x, g, b);
+            }
+            q.round16 = BT_F32;
         }
         for (int k = 0; k < 4 && want_op("layernorm_bwd"); k++) {
             q.inplace = k & 1;

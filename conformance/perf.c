@@ -150,7 +150,7 @@ static void call_embed_bwd(bt_backend *be, perf_case *c) {
 }
 static void call_ln_fwd(bt_backend *be, perf_case *c) {
     be->layernorm_fwd(be, c->t[1], c->t[2], c->t[3], c->t[0], c->t[4], c->t[5], c->i[0], c->i[1],
-                      1e-12f);
+                      1e-12f, BT_F32);
 }
 static void call_ln_bwd(bt_backend *be, perf_case *c) {
     /* t: x, dout, mean, rstd, gamma, dgamma, dbeta, dx */
@@ -249,7 +249,7 @@ static void call_join_unfused(bt_backend *be, perf_case *c) {
     be->add(be, c->t[3], c->t[4], c->t[2], n);
     if (c->i[2])
         be->layernorm_fwd(be, c->t[5], c->t[6], c->t[7], c->t[3], c->t[1], c->t[1], c->i[0],
-                          c->i[1], 1e-12f);
+                          c->i[1], 1e-12f, BT_F32);
 }
 /* t: scores, probs, dropped, mask (i: B, H, T) */
 static void call_softmax_dropout(bt_backend *be, perf_case *c) {

@@ -1,6 +1,7 @@
 /* LayerNorm forward and backward over rows of `cols` features. */
 
-/* out = (x - mean) * rstd * gamma + beta per row; saves mean and rstd.
+/* out = (x - mean) * rstd * gamma + beta per row; saves mean and rstd; out
+ * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded).
  * x, out: (rows, cols); mean, rstd: (rows).
  * Geometry: a row kernel (softmax_fwd's): BT_ROW_LANES work-items a row,
  * lane l handling columns l, l + BT_ROW_LANES, ...; mean and variance (two
@@ -8,7 +9,7 @@
  * it fits (BT_LN_CACHED). global: BT_ROW_GLOBAL(rows, BT_WG). */
 BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_OUT(float, rstd),
                                    BT_IN(float, x), BT_IN(float, gamma), BT_IN(float, beta),
-                                   int rows, int cols, float eps) {
+                                   int rows, int cols, float eps, int kind16) {
     BT_BIND(out);
     BT_BIND(mean);
     BT_BIND(rstd);
@@ -25,10 +26,9 @@ BT_KERNEL_WG void bt_layernorm_fwd(BT_OUT(float, out), BT_OUT(float, mean), BT_O
         stage_vector(lbeta, beta, cols);
         float xv[BT_LN_LANE_COLS];
         ln_lane_load(xv, x + row, n);
-        rs = layernorm_row_cached(out + row, 0, xv, lgamma, lbeta, n, eps, BT_KIND16_NONE, red,
-                                  &m);
+        rs = layernorm_row_cached(out + row, 0, xv, lgamma, lbeta, n, eps, kind16, red, &m);
     } else {
-        rs = layernorm_row(out + row, 0, x + row, gamma, beta, n, eps, BT_KIND16_NONE, red, &m);
+        rs = layernorm_row(out + row, 0, x + row, gamma, beta, n, eps, kind16, red, &m);
     }
     if (n && get_local_id(0) % BT_ROW_LANES == 0) {
         mean[r] = m;

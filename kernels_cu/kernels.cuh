@@ -45,7 +45,7 @@ __global__ void bt_all_finite(float *flag, const float *x, unsigned long long n)
 /* ---- kernels/layernorm.cl ---- */
 __global__ void bt_layernorm_fwd(float *out, float *mean, float *rstd, const float *x,
                                  const float *gamma, const float *beta, int rows, int cols,
-                                 float eps);
+                                 float eps, int kind16);
 __global__ void bt_layernorm_bwd_dx(float *dx, unsigned short *dx16, const float *dout,
                                     const unsigned short *dout16, const float *dbranch,
                                     const unsigned short *dbranch16, const float *x,

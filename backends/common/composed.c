@@ -123,8 +123,7 @@ static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr o
     be->bias_dropout_add(be, sum, y, bias, resid, rows, cols, round16, per_sample, first_sample, p,
                          key);
     if (sum16.buf) be->cast(be, sum16, round16, sum, BT_F32, n);
-    be->layernorm_fwd(be, out, mean, rstd, sum, gamma, beta, rows, cols, eps);
-    if (round16 != BT_F32) be->round16(be, out, round16, n);
+    be->layernorm_fwd(be, out, mean, rstd, sum, gamma, beta, rows, cols, eps, round16);
     if (out16.buf) be->cast(be, out16, round16, out, BT_F32, n);
 }
 

@@ -53,14 +53,16 @@ static void cpu_embed_bwd(bt_backend *be, bt_ptr dwte, bt_ptr dwpe, bt_ptr dwtt,
 }
 
 static void cpu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
-                              bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
+                              bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                              bt_dtype round16) {
     (void)be;
     float *O = cpu_f32(out), *MU = cpu_f32(mean), *RS = cpu_f32(rstd);
     const float *X = cpu_f32(x), *G = cpu_f32(gamma), *Bb = cpu_f32(beta);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        cpu_layernorm_row(O + (size_t)r * cols, X + (size_t)r * cols, G, Bb, cols, eps, MU + r,
-                          RS + r);
+        float *o = O + (size_t)r * cols;
+        cpu_layernorm_row(o, X + (size_t)r * cols, G, Bb, cols, eps, MU + r, RS + r);
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)o, round16, (size_t)cols);
     }
 }
 

@@ -114,10 +114,11 @@ static void cu_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int 
 }
 
 static void cu_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
-                             bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
+                             bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                             bt_dtype round16) {
     cu_ctx *c = cu(be);
     LAUNCH(c, layernorm_fwd, BT_ROW_GLOBAL(rows, BT_WG), cu_f32(out), cu_f32(mean), cu_f32(rstd),
-           cu_f32(x), cu_f32(gamma), cu_f32(beta), rows, cols, eps);
+           cu_f32(x), cu_f32(gamma), cu_f32(beta), rows, cols, eps, BT_KIND16_OF(round16));
 }
 
 /* An input of LayerNorm's backward (x, dout, dbranch) in its own type

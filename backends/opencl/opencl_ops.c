@@ -178,7 +178,8 @@ static void ocl_bias_grad(bt_backend *be, bt_ptr dbias, bt_ptr dy, int rows, int
 }
 
 static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rstd, bt_ptr x,
-                              bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps) {
+                              bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
+                              bt_dtype round16) {
     args a = begin(be, K_layernorm_fwd);
     arg_f32p(&a, out);
     arg_f32p(&a, mean);
@@ -189,6 +190,7 @@ static void ocl_layernorm_fwd(bt_backend *be, bt_ptr out, bt_ptr mean, bt_ptr rs
     arg_i(&a, rows);
     arg_i(&a, cols);
     arg_f(&a, eps);
+    arg_i(&a, BT_KIND16_OF(round16));
     launch(be, &a, BT_ROW_GLOBAL(rows, ocl(be)->wg));
 }
 

@@ -159,9 +159,10 @@ void op_layernorm(bert_run *r, size_t out, size_t mean, size_t rstd, size_t in, 
                   size_t b, int rows) {
     const bert_model *m = r->m;
     const int H = m->cfg.hidden_size;
+    /* out rounded by the op as store would: no rounding pass */
     m->be->layernorm_fwd(m->be, act(m, out), act(m, mean), act(m, rstd), act(m, in), par(m, w),
-                         par(m, b), rows, H, m->cfg.layer_norm_eps);
-    store(r, out, (size_t)rows * H);
+                         par(m, b), rows, H, m->cfg.layer_norm_eps, (bt_dtype)m->cfg.storage);
+    store_rounded(r, out, (size_t)rows * H);
 }
 
 /* layernorm_bwd with dy + dbranch for dy where dbranch is given, the
