@@ -158,18 +158,27 @@ static void run_ln_fwd(bt_backend *be, tensor *t, void *a, double *s) {
                       q->round16);
 }
 
+/* run_ln_fwd's tensors for q's shape: out, mean, rstd, x, gamma, beta. */
+static void ln_fwd_tensors(tensor t[6], const layernorm_args *q, const float *x, const float *g,
+                           const float *b) {
+    const size_t n = (size_t)q->rows * q->cols, c = (size_t)q->cols, r = (size_t)q->rows;
+    t[0] = tensor_out("out", NULL, n);
+    t[1] = tensor_out("mean", NULL, r);
+    t[2] = tensor_out("rstd", NULL, r);
+    t[3] = tensor_in("x", x, n);
+    t[4] = tensor_in("gamma", g, c);
+    t[5] = tensor_in("beta", b, c);
+}
+
 /* layernorm_fwd with out rounded to q.round16 (16-bit storage) gives the
  * bits of the op in fp32 with out rounded after it (nearest even, as
  * round16): out, mean and rstd. */
 static void check_ln_fwd16(bt_backend *be, layernorm_args q, const float *x, const float *g,
                            const float *b) {
-    const size_t n = (size_t)q.rows * q.cols, c = (size_t)q.cols, r = (size_t)q.rows;
-    tensor t[] = {tensor_out("out", NULL, n), tensor_out("mean", NULL, r),
-                  tensor_out("rstd", NULL, r), tensor_in("x", x, n),
-                  tensor_in("gamma", g, c), tensor_in("beta", b, c)};
-    tensor u[] = {tensor_out("out", NULL, n), tensor_out("mean", NULL, r),
-                  tensor_out("rstd", NULL, r), tensor_in("x", x, n),
-                  tensor_in("gamma", g, c), tensor_in("beta", b, c)};
+    const size_t n = (size_t)q.rows * q.cols, r = (size_t)q.rows;
+    tensor t[6], u[6];
+    ln_fwd_tensors(t, &q, x, g, b);
+    ln_fwd_tensors(u, &q, x, g, b);
     layernorm_args q32 = q;
     q32.round16 = BT_F32;
     verdict v = v_new();
@@ -527,9 +536,8 @@ void test_layernorm(bt_backend *be) {
         float *mu = ref_alloc(r * 4), *rs = ref_alloc(r * 4);
         for (size_t i = 0; i < r; i++) mu[i] = (float)rmu[i], rs[i] = (float)rrs[i];
         if (want_op("layernorm_fwd")) {
-            tensor t[] = {tensor_out("out", NULL, n), tensor_out("mean", NULL, r),
-                          tensor_out("rstd", NULL, r), tensor_in("x", x, n),
-                          tensor_in("gamma", g, c), tensor_in("beta", b, c)};
+            tensor t[6];
+            ln_fwd_tensors(t, &q, x, g, b);
             double *mo = ref_alloc(n * 8), *mm = ref_zalloc(r * 8); /* |terms| */
             for (size_t i = 0; i < n; i++) {
                 mo[i] = fabs(ro[i] - rb[i % c]) + fabs(rb[i % c]);

@@ -21,7 +21,7 @@ void bert_embeddings_fwd(bert_run *r, bool in16_only) {
     op_layernorm(r, a->emb_out, a->emb_mean, a->emb_rstd, a->emb_sum, v->emb_ln_w, v->emb_ln_b,
                  B * T);
     if (!in16_only) {
-        op_dropout(r, a->emb_out, n, (size_t)T * H, p, key);
+        op_dropout(r, a->emb_out, n, (size_t)T * H, p, key, true);
         return;
     }
     const bt_dtype s = (bt_dtype)m->cfg.storage;
@@ -40,12 +40,9 @@ void bert_embeddings_bwd(bert_run *r) {
     const struct bert_act_layout *a = m->act;
     const bert_views *v = &m->v;
     const int B = r->bt->B, T = r->bt->T, H = m->cfg.hidden_size;
-    const size_t n = (size_t)B * T * H;
     const float p = r->pass->train ? m->cfg.hidden_dropout_prob : 0.0f;
-    if (p > 0.0f)
-        m->be->dropout(m->be, act(m, a->dA), act(m, a->dA), n, (size_t)T * H,
-                       r->bt->first_sample, p, dropout_key(r->pass, -1, SITE_EMB), BT_F32,
-                       BT_NO_PTR, BT_F32);
+    op_dropout(r, a->dA, (size_t)B * T * H, (size_t)T * H, p, dropout_key(r->pass, -1, SITE_EMB),
+               false);
     op_layernorm_bwd(r, a->dA, v->emb_ln_w, v->emb_ln_b, a->dA, a->emb_sum, a->emb_mean,
                      a->emb_rstd, B * T, NULL);
     m->be->embed_bwd(m->be, grd(m, v->wte), grd(m, v->wpe), grd(m, v->wtt), act(m, a->dA),

@@ -69,7 +69,7 @@ void bert_mlm_head_bwd(bert_run *r) {
         op_linear_bwd_given16(r, a->dhm, v->wte, v->dec_b, a->logits, BT_NO_PTR, a->t3, M, H, V);
     op_layernorm_bwd(r, a->dhm, v->head_ln_w, v->head_ln_b, a->dhm, a->t2, a->t3_mean, a->t3_rstd,
                      M, NULL);
-    m->be->gelu_bwd(m->be, act(m, a->dhm), act(m, a->dhm), act(m, a->t1), (size_t)M * H);
+    op_gelu_bwd(r, a->dhm, a->dhm, a->t1, (size_t)M * H, false);
     op_linear_bwd_unrounded(r, a->t2, v->head_w, v->head_b, a->dhm, a->hm, M, H, H);
     op_stored(r, a->t2, (size_t)M * H);
 }

@@ -291,9 +291,9 @@ void op_gelu(bert_run *r, size_t out, size_t in, size_t n) {
     store(r, out, n);
 }
 
-void op_gelu_bwd(bert_run *r, size_t dx, size_t dy, size_t x, size_t n) {
+void op_gelu_bwd(bert_run *r, size_t dx, size_t dy, size_t x, size_t n, bool stored) {
     r->m->be->gelu_bwd(r->m->be, act(r->m, dx), act(r->m, dy), act(r->m, x), n);
-    store(r, dx, n);
+    if (stored) store(r, dx, n);
 }
 
 void op_tanh(bert_run *r, size_t out, size_t in, size_t n) {
@@ -313,11 +313,13 @@ void op_bias_add(bert_run *r, size_t x, size_t b, int rows, int cols) {
     store_rounded(r, x, (size_t)rows * cols);
 }
 
-void op_dropout(bert_run *r, size_t x, size_t n, size_t per_sample, float p, bt_rng_key key) {
+void op_dropout(bert_run *r, size_t x, size_t n, size_t per_sample, float p, bt_rng_key key,
+                bool stored) {
     bt_backend *be = r->m->be;
     if (p > 0.0f)
-        be->dropout(be, act(r->m, x), act(r->m, x), n, per_sample, r->bt->first_sample, p, key, BT_F32, BT_NO_PTR, BT_F32);
-    store(r, x, n);
+        be->dropout(be, act(r->m, x), act(r->m, x), n, per_sample, r->bt->first_sample, p, key,
+                    BT_F32, BT_NO_PTR, BT_F32);
+    if (stored) store(r, x, n);
 }
 
 void op_residual(bert_run *r, size_t out, float omega, size_t resid, size_t branch, size_t n) {
@@ -373,9 +375,9 @@ void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch
     if (!norm16.buf) store_rounded(r, norm->out, n);
 }
 
-void op_copy(bert_run *r, size_t dst, size_t src, size_t n) {
+void op_copy(bert_run *r, size_t dst, size_t src, size_t n, bool stored) {
     r->m->be->copy(r->m->be, act(r->m, dst), act(r->m, src), n * 4);
-    store(r, dst, n);
+    if (stored) store(r, dst, n);
 }
 
 void op_gathers_bwd(bert_run *r, size_t d, size_t n, size_t a, size_t table_a, int rows_a,

@@ -124,9 +124,11 @@ void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, s
 bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, size_t b, int rows,
                       int cols, bt_ptr *d16);
 
-/* out = GELU(in) and its backward dx = dy * GELU'(x), n values. */
+/* out = GELU(in) and its backward dx = dy * GELU'(x), n values. With stored
+ * false dx is left as the op wrote it, not stored (rounded): for a dx whose
+ * readers round it as they read it (op_linear_bwd_unrounded). */
 void op_gelu(bert_run *r, size_t out, size_t in, size_t n);
-void op_gelu_bwd(bert_run *r, size_t dx, size_t dy, size_t x, size_t n);
+void op_gelu_bwd(bert_run *r, size_t dx, size_t dy, size_t x, size_t n, bool stored);
 
 /* out = tanh(in) and its backward dx = dy * (1 - y^2), n values. */
 void op_tanh(bert_run *r, size_t out, size_t in, size_t n);
@@ -137,8 +139,11 @@ void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n);
 void op_bias_add(bert_run *r, size_t x, size_t b, int rows, int cols);
 
 /* x = dropout(x) in place (p 0: x as it is), n values in samples of
- * per_sample from the batch's first sample. */
-void op_dropout(bert_run *r, size_t x, size_t n, size_t per_sample, float p, bt_rng_key key);
+ * per_sample from the batch's first sample. With stored false x is left as
+ * the op wrote it: for a gradient whose one reader rounds it as it reads it
+ * (layernorm_bwd). */
+void op_dropout(bert_run *r, size_t x, size_t n, size_t per_sample, float p, bt_rng_key key,
+                bool stored);
 
 /* out = omega * resid + branch (n values): a residual join. */
 void op_residual(bert_run *r, size_t out, float omega, size_t resid, size_t branch, size_t n);
@@ -161,8 +166,8 @@ void op_join_fused(bert_run *r, size_t out, const join_norm *norm, size_t branch
                    size_t resid, int rows, size_t per_sample, float p, bt_rng_key key,
                    bt_ptr resid16, bool out_kept);
 
-/* dst = src, n values. */
-void op_copy(bert_run *r, size_t dst, size_t src, size_t n);
+/* dst = src, n values; stored false: as op_dropout's. */
+void op_copy(bert_run *r, size_t dst, size_t src, size_t n, bool stored);
 
 /* d (n values) = the rows of a (rows_a of cols) added at the rows that
  * table_a (int32 offset) lists, plus those of b at table_b's, into zeros:

@@ -107,11 +107,7 @@ void bert_top_join_grad(bert_run *r, float omega, int S, int H, bool stored) {
     if (omega != 1.0f) be->scale(be, act(m, a->dA), omega, (size_t)S * H);
     be->scatter_rows(be, act(m, a->dH), act(m, a->dA), ints(m, a->top_rows),
                      bert_links(m, a->top_rows), S, H);
-    const size_t n = (size_t)r->bt->B * r->bt->T * H;
-    if (stored)
-        op_copy(r, a->dA, a->dH, n);
-    else
-        be->copy(be, act(m, a->dA), act(m, a->dH), n * 4);
+    op_copy(r, a->dA, a->dH, (size_t)r->bt->B * r->bt->T * H, stored);
 }
 
 size_t bert_top_mlm_rows(const bert_run *r) {
