@@ -464,8 +464,9 @@ struct bt_backend {
     /* ---- fused ops: each saves a pass over the activations and gives the
      * bits of the ops it replaces, called in order on the same backend ---- */
     /* y[r, c] += bias[c]; with round16 BT_BF16 or BT_F16 y = round16(y)
-     * (16-bit storage; BT_F32: no rounding); out[r, c] = gelu(y[r, c]):
-     * bias_add, round16, gelu_fwd. y keeps the pre-activation the backward
+     * (16-bit storage; BT_F32: no rounding); out[r, c] = gelu(y[r, c]),
+     * rounded to round16 as well: bias_add, round16, gelu_fwd, round16 (the
+     * output stored as the storage stores it, no pass after). y keeps the pre-activation the backward
      * needs; out may not alias y. With 16-bit storage out16 and y16 (buf
      * NULL: not written) take out and y in round16 as well, cast's bits:
      * the 16-bit copies the model keeps, without a cast reading them back.

@@ -44,6 +44,7 @@ static void run_bias_gelu_fwd_unfused(bt_backend *be, tensor *t, void *a, double
     be->bias_add(be, t[1].p, t[2].p, f->rows, f->cols, BT_F32, BT_NO_PTR, true);
     if (f->round16 != BT_F32) be->round16(be, t[1].p, f->round16, n);
     be->gelu_fwd(be, t[0].p, t[1].p, n);
+    if (f->round16 != BT_F32) be->round16(be, t[0].p, f->round16, n);
     if (f->copies16) {
         be->cast(be, t[3].p, f->round16, t[0].p, BT_F32, n);
         be->cast(be, t[4].p, f->round16, t[1].p, BT_F32, n);
@@ -90,8 +91,9 @@ static void run_bias_gelu_bwd_unfused(bt_backend *be, tensor *t, void *a, double
  * 16). The rounded
  * pre-activation's reference is the fp32 sum (the op's one rounding, exact
  * in float64) rounded by half.h, exactly; GELU's reference is taken at it in
- * float64; a copy must be half.h's conversion of its output. Against the
- * unfused ops too (bits; the copies by cast). */
+ * float64 (within the storage's rounding: out is rounded too); a copy must
+ * be half.h's conversion of its output. Against the unfused ops too (bits,
+ * out rounded by round16; the copies by cast). */
 static void bias_gelu_fwd_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
     static const bt_dtype rounds[] = {BT_F32, BT_BF16, BT_F16, BT_BF16, BT_F16, BT_BF16, BT_F16};
     const size_t n = g->n, c = g->c;
@@ -108,7 +110,7 @@ static void bias_gelu_fwd_cases(bt_backend *be, fused_args *a, gelu_inputs *g) {
         a->copies16 = k >= 3;
         a->copy_only = k >= 5;
         fused_out outs[] = {{1, ry, my, THR_ROUND, a->copies16 ? 4 : 0, a->copy_only},
-                            {0, ro, NULL, THR_MATH, a->copies16 ? 3 : 0, a->copy_only}};
+                            {0, ro, NULL, round16_thr(dt), a->copies16 ? 3 : 0, a->copy_only}};
         char shape[80];
         snprintf(shape, sizeof shape, "%dx%d%s%s", a->rows, a->cols, storage_suffix(dt),
                  a->copy_only ? ", 16-bit copies, no fp32 out or y"
@@ -139,11 +141,13 @@ static void run_gelu_widened(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     const gelu_given16_args *q = a;
     be->gelu_fwd(be, t[2].p, t[0].p, (size_t)q->rows * q->cols);
+    be->round16(be, t[2].p, q->dt, (size_t)q->rows * q->cols);
 }
 
 /* bias_gelu_fwd with y absent and the pre-activation in y16 (bf16, f16;
- * out kept and not): out must be gelu_fwd's bits on y16's values widened,
- * and within GELU's bound of float64 at them; out16 cast's bits of those;
+ * out kept and not): out must be gelu_fwd's bits on y16's values widened
+ * then rounded by round16, and within the rounding's bound of float64 GELU
+ * at them; out16 cast's bits of those;
  * y16 and the bias come back unchanged (exec_op). */
 static void bias_gelu_given16_cases(bt_backend *be, const fused_args *a, const gelu_inputs *g) {
     const size_t n = g->n;
@@ -166,8 +170,8 @@ static void bias_gelu_given16_cases(bt_backend *be, const fused_args *a, const g
         if (exec_op(&v, be, t, 4, run_gelu_given16, &q, NULL) &&
             exec_op(&v, be, u, 4, run_gelu_widened, &q, NULL)) {
             if (q.kept) {
-                v_nmse(&v, "out", RES(t[2]), ref, NULL, n, THR_MATH);
-                v_bits(&v, "out vs gelu_fwd", RES(t[2]), RES(u[2]), n);
+                v_nmse(&v, "out", RES(t[2]), ref, NULL, n, round16_thr(q.dt));
+                v_bits(&v, "out vs gelu_fwd, round16", RES(t[2]), RES(u[2]), n);
             }
             v_bits16_of(&v, "out16 vs gelu_fwd", t[3].res, RES(u[2]), n, q.dt);
         }

@@ -6,7 +6,7 @@
  * dropout shares one between four. */
 
 /* y[r, c] += bias[c], rounded to the storage kind kind16 (BT_KIND16_NONE:
- * not rounded); out[r, c] = gelu(y[r, c]); with copies16's BT_COPY16_OUT
+ * not rounded); out[r, c] = gelu(y[r, c]), rounded to kind16 too; with copies16's BT_COPY16_OUT
  * and _IN bits out16 and y16 take out and y in kind16 too (else they are
  * not touched), with BT_COPY16_OUT_ONLY out16 only (out is not touched),
  * with BT_COPY16_IN_ONLY y16 only (y keeps its input); with
@@ -31,7 +31,7 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
     for (size_t i = r0 * cols + c; i < r1 * cols; i += cols) {
         const float v = copies16 & BT_COPY16_IN_GIVEN ? kind16_value(y16[i], kind16)
                                                       : round_kind16(y[i] + b, kind16);
-        const float g = gelu_value(v);
+        const float g = round_kind16(gelu_value(v), kind16);
         if (!(copies16 & BT_COPY16_IN_ONLY)) y[i] = v;
         if (!(copies16 & BT_COPY16_OUT_ONLY)) out[i] = g;
         if (copies16 & BT_COPY16_OUT) out16[i] = f32_to_kind16(g, kind16);

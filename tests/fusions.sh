@@ -117,9 +117,15 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 #    which the decoder's GEMM writes in 16 bits onto the bias broadcast by
 #    bias_add, are fp32 without the fusion, onto bias rows that gather_rows
 #    writes and round16 rounds (2 launches more; the store's rounding takes
-#    bias_add's place): 3; and the MLM head's GELU gradient reaches its
-#    dense layer's backward through one cast, which rounds it, where
-#    without the fusion a rounding pass comes first: 1.
+#    bias_add's place): 3; and the MLM head's GELU gradient, which
+#    bias_gelu_bwd writes with its 16-bit copy (rounding both), reaches its
+#    dense layer's backward without a cast, where without the fusion both
+#    GEMMs convert it: 2;
+#  - Post-LN: the top layer's dH, which its GEMM writes in 16 bits alone
+#    where the fusion gives dqkv's copy, widens into dA by a cast as the
+#    heads' rows join it, where without the fusion a rounding pass comes
+#    first (the same launches, one cast more): -1, where the first layer is
+#    not the top one.
 check_cast() {
     for run in post-bf16 post-fp16 pre-bf16; do
         norm=${run%-*} prec=${run#*-}
@@ -130,9 +136,9 @@ check_cast() {
         [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
         layers=$(sed -n 's/^bench: preset [a-z]* (\([0-9]*\) layers.*/\1/p' "$tmpdir/cast-$run-on")
         [ -n "$layers" ] || fail "cuda-emu, $run: no layer count in the bench's first line"
-        inputs=$((layers + 3 * (layers - 1) + 1 + 3 * layers + 4 * (layers - 1) + 2 * layers + 3 * layers + 4))
+        inputs=$((layers + 3 * (layers - 1) + 1 + 3 * layers + 4 * (layers - 1) + 2 * layers + 3 * layers + 5))
         [ "$norm" = post ] && inputs=$((inputs + 4 * (layers - 1) + 2 * (layers - 1)))
-        [ "$norm" = post ] && [ "$layers" -gt 1 ] && inputs=$((inputs + 3))
+        [ "$norm" = post ] && [ "$layers" -gt 1 ] && inputs=$((inputs + 3 - 1))
         l_on=$(per_step "cast-$run-on" "kernel launches")
         l_off=$(per_step "cast-$run-off" "kernel launches")
         c_on=$(calls "cast-$run-on" cast) c_off=$(calls "cast-$run-off" cast)
@@ -151,21 +157,21 @@ check_cast() {
 # these round16 passes and no others:
 #  - the gradients, rounded once a step in each range that op_grads_done
 #    reports: the heads', each layer's and the embeddings': L + 2;
-#  - forward: the MLM head's dense layer, its bias rows and its output on
-#    op_linear's fp32 path (2), and its GELU output (1): 3 (every LayerNorm
-#    rounds its output itself);
-#  - backward: the top layer's dH, whose rows join dA's (1); the first
-#    layer's dH and its join's sum, which the embeddings' dropout reads
-#    (2); the MLM head's d hidden, scattered beside NSP's rows (1): 4.
-# So L + 9, at 2 and at 3 layers: a middle layer adds one, its gradient's.
+#  - forward: none (every LayerNorm and the fused GELU round their outputs
+#    themselves; the MLM head's dense layer writes its output in 16 bits);
+#  - backward: the first layer's dH and its join's sum, which the
+#    embeddings' dropout reads (2); the MLM head's d hidden, scattered
+#    beside NSP's rows (1): 3 (the top layer's dH comes in 16 bits from its
+#    GEMM and widens into dA as its join adds the heads' rows).
+# So L + 5, at 2 and at 3 layers: a middle layer adds one, its gradient's.
 check_round16() {
     for layers in 2 3; do
         bench cuda-emu:0 "r16-$layers" --layers "$layers" --precision bf16 --unfused none
         n=$(calls "r16-$layers" round16)
         [ -n "$n" ] || fail "cuda-emu, $layers layers: no round16 count in the profile"
-        awk -v n="$n" -v want=$((layers + 9)) 'BEGIN { exit !(n == want) }' ||
-            fail "cuda-emu, Post-LN bf16, $layers layers: $n round16 passes a step, want $((layers + 9)) (L + 2 gradient ranges, 7 at the model's edges)"
-        echo "ok   cuda-emu, Post-LN bf16, $layers layers: $n round16 passes a step: the $((layers + 2)) gradient ranges and 7 at the model's edges"
+        awk -v n="$n" -v want=$((layers + 5)) 'BEGIN { exit !(n == want) }' ||
+            fail "cuda-emu, Post-LN bf16, $layers layers: $n round16 passes a step, want $((layers + 5)) (L + 2 gradient ranges, 3 at the model's edges)"
+        echo "ok   cuda-emu, Post-LN bf16, $layers layers: $n round16 passes a step: the $((layers + 2)) gradient ranges and 3 at the model's edges"
     done
 }
 

@@ -26,10 +26,10 @@ static bt_buffer *widened(bt_backend *be, bt_ptr x, bt_dtype dt, size_t n, const
     return wide;
 }
 
-/* y += bias, rounded with 16-bit storage; out = gelu(y): bias_add, round16,
- * gelu_fwd; the 16-bit copies asked for with cast (an absent out made in a
+/* y += bias, rounded with 16-bit storage; out = gelu(y), rounded alike:
+ * bias_add, round16, gelu_fwd, round16; the 16-bit copies asked for with cast (an absent out made in a
  * scratch buffer for its copy); an absent y: y16 widened by cast, then
- * gelu_fwd.   (rows, cols) */
+ * gelu_fwd and round16.   (rows, cols) */
 static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, int rows,
                                    int cols, bt_dtype round16, bt_ptr out16, bt_ptr y16,
                                    bool y_kept) {
@@ -47,6 +47,7 @@ static void composed_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr 
         if (round16 != BT_F32) be->round16(be, y, round16, n);
         be->gelu_fwd(be, out, y, n);
     }
+    if (round16 != BT_F32) be->round16(be, out, round16, n);
     if (out16.buf) be->cast(be, out16, round16, out, BT_F32, n);
     if (y16.buf && y.buf) be->cast(be, y16, round16, y, BT_F32, n);
     if (tmp) be->free(be, tmp);

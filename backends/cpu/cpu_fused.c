@@ -9,7 +9,8 @@
 #define CPU_FUSED_PIECE 256
 
 /* bias_gelu_fwd of a pre-activation given in 16 bits (y16, dt): out and
- * its copy out16 = gelu of y16's values, in pieces on the stack. */
+ * its copy out16 = gelu of y16's values rounded to dt, in pieces on the
+ * stack. */
 static void cpu_gelu_of16(float *O, uint16_t *O16, const uint16_t *Y16, int rows, int cols,
                           bt_dtype dt) {
 #pragma omp parallel for schedule(static)
@@ -21,6 +22,7 @@ static void cpu_gelu_of16(float *O, uint16_t *O16, const uint16_t *Y16, int rows
             float *o = O ? O + at : piece;
             cpu_from16_span((uint32_t *)x, Y16 + at, dt, len);
             cpu_gelu_span(o, x, len);
+            cpu_round16_span((uint32_t *)o, dt, len);
             if (O16) cpu_to16_span(O16 + at, (const uint32_t *)o, dt, len);
         }
     }
@@ -49,6 +51,7 @@ static void cpu_bias_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias,
             const size_t len = cols - c < step ? cols - c : step;
             float *o = O ? O + at + c : piece;
             cpu_gelu_span(o, yr + c, len);
+            if (round16 != BT_F32) cpu_round16_span((uint32_t *)o, round16, len);
             if (O16) cpu_to16_span(O16 + at + c, (const uint32_t *)o, round16, len);
         }
     }

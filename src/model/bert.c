@@ -244,7 +244,7 @@ static void join_bwd(bert_run *r, int l, int site, layer_dims d, bool ln_next) {
     need_fp32_da(r, "a residual join's backward");
     const float omega = omega_at(r->m, l, site);
     if (d.top && site == SITE_ATTN_OUT) /* dA: S rows, dH: every row */
-        bert_top_join_grad(r, omega, d.N, d.H, !ln_next);
+        bert_top_join_grad(r, omega, d.N, d.H, false, !ln_next);
     else
         op_residual_bwd(r, a->dA, omega, a->dH, (size_t)d.N * d.H, !ln_next);
 }
@@ -375,7 +375,7 @@ static void ffn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const joi
     const bert_layer_acts *la = &a->layer[l];
     const bert_layer_views *w = &r->m->v.layer[l];
     const layer_dims d = dims_of(r, l);
-    op_linear_gelu(r, la->gelu, la->fc1, in, w->fc1_w, w->fc1_b, d.N, d.H, d.I);
+    op_linear_gelu(r, la->gelu, la->fc1, BT_NO_PTR, in, w->fc1_w, w->fc1_b, d.N, d.H, d.I);
     op_linear_nobias(r, a->dH, la->gelu, w->fc2_w, d.N, d.I, d.H);
     join_fwd(r, l, SITE_FFN_OUT, la->res2, resid, w->fc2_b, norm, d);
 }
@@ -407,7 +407,7 @@ static bool ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh,
     if (!gelu_fused) op_stored(r, a->dI, (size_t)d.N * d.I);
     bt_ptr di16;
     const bool bias_done =
-        op_bias_gelu_bwd(r, a->dI, di_in16, la->fc1, w->fc1_b, d.N, d.I, &di16);
+        op_bias_gelu_bwd(r, a->dI, di_in16, la->fc1, BT_NO_PTR, w->fc1_b, d.N, d.I, &di16);
     const size_t b1 = bias_done ? NO_BIAS : w->fc1_b;
     const bool dh_16bit = !stored_dh && di16.buf;
     if (dh_16bit)
@@ -507,10 +507,17 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
             op_layernorm_bwd(r, a->dA, w->ln1_w, w->ln1_b, a->dA, la->res1, la->mean1, la->rstd1,
                              d.N, attn_drop);
         }
-        const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer, attn_drop);
+        /* the top layer's d x_in, read next by the LN2 backward below (which rounds it):
+         * its dH may come in 16 bits from its GEMM (bert_top_join_grad) */
+        const bool top16 = d.top && below >= 0;
+        const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer && !top16, attn_drop);
         if (defer) {
             r->pending_join = true;
             r->pending_join16 = attn_dh16;
+        } else if (top16) {
+            need_fp32_da(r, "the top layer's join backward");
+            if (!attn_dh16) op_stored(r, a->dH, (size_t)N * d.H); /* the rounding it skipped */
+            bert_top_join_grad(r, omega_at(r->m, l, SITE_ATTN_OUT), d.N, d.H, attn_dh16, false);
         } else
             join_bwd(r, l, SITE_ATTN_OUT, d, below >= 0);
     }

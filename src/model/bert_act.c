@@ -85,6 +85,7 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     }
     TAKE(hm, M * H);
     TAKE(t1, M * H);
+    TAKE(t1_16, c->storage != BT_F32 ? (M * H + 1) / 2 : 0);
     TAKE(t2, M * H);
     TAKE(t3, M * H);
     TAKE(t3_mean, M);

@@ -30,6 +30,8 @@ struct bert_act_layout {
                      bits, (N, H) of 2 bytes, where the first layer reads it so alone
                      (bert.c's emb_in16_only) */
     size_t hm, t1, t2, t3, t3_mean, t3_rstd;     /* MLM head: (M, H) ... */
+    size_t t1_16; /* with 16-bit storage: t1 in 16 bits, 2 bytes an element (the MLM
+                   * head's dense output where its 16-bit GEMM writes it alone) */
     size_t logits, mlm_loss, mlm_correct, mlm_log_z; /* (M, V), (M), (M), (M) */
     size_t cls, pool_pre, pooled, nsp_logits, nsp_loss, nsp_correct, nsp_log_z; /* NSP: (B, H) ... */
     size_t final_out, final_mean, final_rstd; /* Pre-LN final LayerNorm: (N, H), (N), (N) */

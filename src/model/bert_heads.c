@@ -14,6 +14,15 @@ static bt_ptr mlm_dlogits16(const bert_run *r) {
     return bert_operand16_room(r->m, 0, (size_t)r->tape->n_head * r->m->cfg.vocab_size);
 }
 
+/* The dense layer's output in 16 bits alone (t1_16), where the GEMMs run in
+ * 16 bits: its biased GEMM writes it there and GELU reads it there, in the
+ * forward and, fused, in the backward (op_linear_gelu, op_bias_gelu_bwd);
+ * else buf NULL (t1 in fp32). */
+static bt_ptr mlm_t1_16(const bert_run *r) {
+    const bert_model *m = r->m;
+    return m->gemm16 && m->cfg.storage != BT_F32 ? act(m, m->act->t1_16) : BT_NO_PTR;
+}
+
 /* MLM head at the M masked rows of hidden: dense -> GELU -> LayerNorm -> tied
  * decoder + bias, the loss and its gradient (into the logits, or in 16 bits
  * alone into operand16 over the 16-bit logits: mlm_dlogits16). */
@@ -24,8 +33,12 @@ void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
     bert_stats *st = r->st;
     const int H = m->cfg.hidden_size, V = m->cfg.vocab_size, M = r->tape->n_head;
     m->be->gather_rows(m->be, act(m, a->hm), act(m, hidden), ints(m, bert_top_mlm_rows(r)), M, H);
-    op_linear(r, a->t1, a->hm, v->head_w, v->head_b, M, H, H);
-    op_gelu(r, a->t2, a->t1, (size_t)M * H);
+    if (m->cfg.storage == BT_F32) { /* the bias under the GEMM (op_linear's fp32 bits) */
+        op_linear(r, a->t1, a->hm, v->head_w, v->head_b, M, H, H);
+        op_gelu(r, a->t2, a->t1, (size_t)M * H);
+    } else { /* op_linear's and op_gelu's bits, rounded by the ops that write them */
+        op_linear_gelu(r, a->t2, a->t1, mlm_t1_16(r), a->hm, v->head_w, v->head_b, M, H, H);
+    }
     op_layernorm(r, a->t3, a->t3_mean, a->t3_rstd, a->t2, v->head_ln_w, v->head_ln_b, M);
     /* where the gradient goes to operand16 in 16 bits and nothing else reads the
      * logits, they go there in 16 bits too, and the gradient over them */
@@ -54,9 +67,11 @@ void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
 
 /* Backward of bert_mlm_head_fwd (the logits, or mlm_dlogits16, hold d loss /
  * d logits): d hidden at the masked rows into t2 (free again). The decoder's
- * and GELU's input gradients are not stored (rounded) by a pass: their
- * readers round them as they read them (the LayerNorm backward;
- * op_linear_bwd_unrounded). */
+ * input gradient is not stored (rounded) by a pass: the LayerNorm backward
+ * rounds it as it reads it. GELU's backward: with the GELU fusion one op
+ * with the dense layer's bias gradient, rounding as it writes (and its
+ * 16-bit copy for the GEMMs where operand16 has room); else gelu_bwd,
+ * unrounded, its reader rounding (op_linear_bwd_unrounded). */
 void bert_mlm_head_bwd(bert_run *r) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
@@ -69,8 +84,14 @@ void bert_mlm_head_bwd(bert_run *r) {
         op_linear_bwd_given16(r, a->dhm, v->wte, v->dec_b, a->logits, BT_NO_PTR, a->t3, M, H, V);
     op_layernorm_bwd(r, a->dhm, v->head_ln_w, v->head_ln_b, a->dhm, a->t2, a->t3_mean, a->t3_rstd,
                      M, NULL);
-    op_gelu_bwd(r, a->dhm, a->dhm, a->t1, (size_t)M * H, false);
-    op_linear_bwd_unrounded(r, a->t2, v->head_w, v->head_b, a->dhm, a->hm, M, H, H);
+    if (fused(m, BERT_FUSE_GELU)) {
+        bt_ptr d_16;
+        op_bias_gelu_bwd(r, a->dhm, BT_NO_PTR, a->t1, mlm_t1_16(r), v->head_b, M, H, &d_16);
+        op_linear_bwd_given16(r, a->t2, v->head_w, NO_BIAS, a->dhm, d_16, a->hm, M, H, H);
+    } else {
+        op_gelu_bwd(r, a->dhm, a->dhm, a->t1, (size_t)M * H, false);
+        op_linear_bwd_unrounded(r, a->t2, v->head_w, v->head_b, a->dhm, a->hm, M, H, H);
+    }
     op_stored(r, a->t2, (size_t)M * H);
 }
 

@@ -168,10 +168,11 @@ void bert_top_dropout(bert_run *r, size_t x, int S, int H, float p, bt_rng_key k
 void bert_top_ctx_bwd(bert_run *r, const bert_layer_views *w, int S, int H);
 
 /* d x_in of the top layer's attention join, at every row: omega dA (S rows,
- * the residual's share) joins dH (every row, the branch's). With stored
- * false the result is not stored (rounded): its reader rounds it as it
- * reads it (layernorm_bwd). */
-void bert_top_join_grad(bert_run *r, float omega, int S, int H, bool stored);
+ * the residual's share) joins dH (every row, the branch's, stored: rounded
+ * in fp32, or with dh16 its 16-bit values from dH's start, which its GEMM
+ * wrote). With stored false the result is not stored (rounded): its reader
+ * rounds it as it reads it (layernorm_bwd); dh16 needs stored false. */
+void bert_top_join_grad(bert_run *r, float omega, int S, int H, bool dh16, bool stored);
 
 /* The rows of the encoder's output that the MLM head and the NSP head read
  * (int32 offsets of their row tables), and how many rows that output has. */

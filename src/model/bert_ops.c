@@ -215,7 +215,7 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
         be->bias_gelu_fwd(be, gelu16.buf ? BT_NO_PTR : act(m, gelu), act(m, fc1), par(m, b), rows,
                           cols, (bt_dtype)m->cfg.storage, gelu16, fc1_16, !fc1_16.buf);
         if (!fc1_16.buf) store_rounded(r, fc1, n);
-        if (!gelu16.buf) store(r, gelu, n);
+        if (!gelu16.buf) store_rounded(r, gelu, n); /* rounded by the op */
         return;
     }
     /* the ops bias_gelu_fwd replaces, for its bits */
@@ -225,11 +225,12 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
     store(r, gelu, n);
 }
 
-void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, size_t b,
-                    int rows, int in_f, int out_f) {
+void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, bt_ptr fc1_home16, size_t in,
+                    size_t w, size_t b, int rows, int in_f, int out_f) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
-    const bt_ptr fc1_16 = m->gemm16 ? bert_act_slot16(m, r->tape, r->layer, fc1, true) : BT_NO_PTR;
+    const bt_ptr slot = bert_act_slot16(m, r->tape, r->layer, fc1, true);
+    const bt_ptr fc1_16 = !m->gemm16 ? BT_NO_PTR : slot.buf ? slot : fc1_home16;
     if (m->gemm16 && !fc1_16.buf && rows > 0) { /* fc1 in fp32 with the copy's values */
         op_linear(r, fc1, in, w, b, rows, in_f, out_f);
         op_gelu(r, gelu, fc1, (size_t)rows * out_f);
@@ -249,7 +250,7 @@ void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, s
         const bt_ptr gelu16 = bert_act_slot16(m, r->tape, r->layer, gelu, false);
         be->bias_gelu_fwd(be, gelu16.buf ? BT_NO_PTR : act(m, gelu), BT_NO_PTR, par(m, b), rows,
                           out_f, (bt_dtype)m->cfg.storage, gelu16, fc1_16, false);
-        if (!gelu16.buf) store(r, gelu, n);
+        if (!gelu16.buf) store_rounded(r, gelu, n); /* rounded by the op */
         return;
     }
     /* the ops bias_gelu_fwd replaces, for its bits: the copy widened, gelu_fwd */
@@ -258,8 +259,8 @@ void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, s
     store(r, gelu, n);
 }
 
-bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, size_t b, int rows,
-                      int cols, bt_ptr *d16) {
+bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, bt_ptr fc1_home16,
+                      size_t b, int rows, int cols, bt_ptr *d16) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
     const bool fuse = fused(m, BERT_FUSE_GELU);
@@ -267,7 +268,8 @@ bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, size_t b
     *d16 = BT_NO_PTR;
     if (fuse) { /* d *= gelu'(fc1), rounded as store does, and the bias gradient in one pass;
                  * fc1 read from the stash where it is there (the unstash leaves it) */
-        const bt_ptr fc1_16 = bert_act_stashed(m, r->half_layer, fc1);
+        const bt_ptr stashed = bert_act_stashed(m, r->half_layer, fc1),
+                     fc1_16 = stashed.buf ? stashed : fc1_home16;
         *d16 = bert_operand16_room(m, 0, (size_t)rows * cols);
         /* d's fp32 values not kept where its 16-bit copy is made: the GEMMs after it read
          * only the copy, and the bias gradient is done here */

@@ -107,22 +107,26 @@ void op_bias_gelu(bert_run *r, size_t gelu, size_t fc1, size_t b, int rows, int 
 
 /* fc1 (rows, out_f) = in (rows, in_f) @ W^T + b, gelu = GELU(fc1), both
  * stored: op_linear_nobias then op_bias_gelu; or, where GEMMs run in 16
- * bits (gemm16) and fc1 has a 16-bit stash slot, fc1 in that slot only, as
- * op_linear's biased 16-bit GEMM writes it, and GELU of its values; with
- * gemm16 and no slot (a recomputed layer's), fc1 in fp32 with those values
+ * bits (gemm16) and fc1 has a 16-bit stash slot, or else a 16-bit home
+ * (fc1_home16: buf NULL, none; the MLM head's), fc1 there only, as
+ * op_linear's biased 16-bit GEMM writes it, and GELU of its values (fp32
+ * fc1 then written only where the GELU fusion is off, for gelu_bwd); with
+ * gemm16 and neither (a recomputed layer's), fc1 in fp32 with those values
  * (op_linear), then op_gelu. */
-void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, size_t in, size_t w, size_t b,
-                    int rows, int in_f, int out_f);
+void op_linear_gelu(bert_run *r, size_t gelu, size_t fc1, bt_ptr fc1_home16, size_t in,
+                    size_t w, size_t b, int rows, int in_f, int out_f);
 
-/* Backward of op_bias_gelu's GELU in place: d *= GELU'(fc1); returns true
+/* Backward of op_bias_gelu's GELU in place: d *= GELU'(fc1), fc1 read from
+ * its stash slot, else from fc1_home16 where given (op_linear_gelu's
+ * home: the fused op only), else in fp32; returns true
  * when the fused op has also added b's gradient (op_linear_bwd then gets
  * NO_BIAS). With dout16 (buf not NULL; the fused op only) d's incoming
  * values are there in the storage's 16 bits instead (a GEMM's 16-bit
  * result), read as they are. *d16 gets d's 16-bit copy for the GEMMs after
  * it where the fused op wrote it into the operand16 buffer
  * (bert_operand16_room), else buf NULL. */
-bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, size_t b, int rows,
-                      int cols, bt_ptr *d16);
+bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, bt_ptr fc1_home16,
+                      size_t b, int rows, int cols, bt_ptr *d16);
 
 /* out = GELU(in) and its backward dx = dy * GELU'(x), n values. With stored
  * false dx is left as the op wrote it, not stored (rounded): for a dx whose
