@@ -507,6 +507,19 @@ struct bt_backend {
     void (*bias_dropout_add)(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias, bt_ptr resid,
                              int rows, int cols, bt_dtype round16, size_t per_sample,
                              uint32_t first_sample, float p, bt_rng_key key);
+    /* out = dropout(a + b), dropout's element i (per_sample, first_sample, p,
+     * key as dropout's, its draws): two gradients' sum and a dropout's
+     * backward in one pass (the first layer's residual join and the
+     * embeddings' dropout). With round16 BT_BF16 or BT_F16 (16-bit storage)
+     * b is rounded to it before the add and so is the sum before the
+     * dropout: round16 of b, add, round16, dropout; out is not rounded (its
+     * reader, layernorm_bwd, rounds). b is in b_dtype: BT_F32, or with
+     * 16-bit storage round16's dtype (a GEMM's 16-bit result, read as it is:
+     * the op's bits on its values widened). out may alias a, not b; n is a
+     * multiple of per_sample.                               a, b, out: (n) */
+    void (*add_dropout)(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, bt_dtype b_dtype,
+                        size_t n, size_t per_sample, uint32_t first_sample, float p,
+                        bt_rng_key key, bt_dtype round16);
     /* sum = resid + dropout(y + bias) as bias_dropout_add (rounded alike),
      * then out, mean, rstd = layernorm_fwd(sum), and with round16 BT_BF16 or
      * BT_F16 out = round16(out): a residual join, the LayerNorm after it and

@@ -22,7 +22,7 @@
     X(xent_fwd_bwd, OP) X(sumsq, OP) X(sum, OP) X(all_finite, OP) X(reduce_defer, OP)    \
     X(reduce_fetch, OP) X(step_gate, OP) X(adamw_step, OP) X(lamb_update, OP)            \
     X(adamw_multi, OP) X(lamb_multi, OP) X(bias_gelu_fwd, FUSED) X(bias_gelu_bwd, FUSED) \
-    X(bias_dropout_add, FUSED) X(residual_layernorm_fwd, FUSED)                          \
+    X(bias_dropout_add, FUSED) X(add_dropout, FUSED) X(residual_layernorm_fwd, FUSED)     \
     X(softmax_dropout_fwd, FUSED) X(dropout_softmax_bwd, FUSED) X(attention_fwd, OP)     \
     X(attention_bwd, OP) X(cast, OP) X(round16, OP) X(counters, ADMIN) X(mark, ADMIN)    \
     X(mark_seconds, ADMIN)                                                               \

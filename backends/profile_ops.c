@@ -342,6 +342,11 @@ static void p_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bias
     TIMED(be, bias_dropout_add, 0, F4 * (3.0 * rows * cols + cols),
           in->bias_dropout_add(in, out, y, bias, resid, rows, cols, r16, per, first, p, key));
 }
+static void p_add_dropout(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, bt_dtype bt, size_t n,
+                          size_t per, uint32_t first, float p, bt_rng_key key, bt_dtype r16) {
+    TIMED(be, add_dropout, 0, (8.0 + (double)bt_dtype_size(bt)) * n,
+          in->add_dropout(in, out, a, b, bt, n, per, first, p, key, r16));
+}
 static void p_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                      bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                      bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
@@ -458,6 +463,7 @@ void prof_fill_ops(bt_backend *w) {
     w->bias_gelu_fwd = p_bias_gelu_fwd;
     w->bias_gelu_bwd = p_bias_gelu_bwd;
     w->bias_dropout_add = p_bias_dropout_add;
+    w->add_dropout = p_add_dropout;
     w->residual_layernorm_fwd = p_residual_layernorm_fwd;
     w->softmax_dropout_fwd = p_softmax_dropout_fwd;
     w->dropout_softmax_bwd = p_dropout_softmax_bwd;

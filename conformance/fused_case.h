@@ -24,7 +24,8 @@ typedef struct {
     bool copy_only;   /* with copies16: the fp32 outputs the op may leave out are (buf
                        * NULL, or not kept), their copies alone checked */
     bool resid16;     /* residual_layernorm_fwd: the residual in round16's dtype (with
-                       * copy_only the LayerNorm's fp32 output not kept either) */
+                       * copy_only the LayerNorm's fp32 output not kept either);
+                       * add_dropout: b in round16's dtype */
 } fused_args;
 
 /* One output to compare: tensor index, float64 reference, magnitudes, and
@@ -58,8 +59,8 @@ const char *storage_suffix(bt_dtype dt);
 void v_stored16(verdict *v, const char *what, const float *out, size_t n, bt_dtype dt);
 
 /* ---- ops_fused_join.c ---- */
-/* bias_dropout_add and residual_layernorm_fwd on the rows and columns of a
- * (seed si), in every storage. */
+/* bias_dropout_add, residual_layernorm_fwd and add_dropout on the rows and
+ * columns of a (seed si), in every storage. */
 void fused_join_cases(bt_backend *be, int si, fused_args a);
 
 #endif

@@ -564,6 +564,7 @@ void test_fused(bt_backend *be) {
     static const char *const ops[] = {"bias_add",              "bias_gelu_fwd",
                                       "bias_gelu_bwd",
                                       "bias_dropout_add",      "residual_layernorm_fwd",
+                                      "add_dropout",
                                       "softmax_dropout_fwd",   "dropout_softmax_bwd"};
     bool any = false;
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) any |= want_op(ops[i]);

@@ -1,6 +1,7 @@
 /* Conformance checks of the fused residual joins, bias_dropout_add and
- * residual_layernorm_fwd (with the residual in 16 bits too): the bits of the
- * unfused ops they replace on the same backend, and the float64 reference. */
+ * residual_layernorm_fwd (with the residual in 16 bits too), and of the
+ * backward's add_dropout (with b in 16 bits too): the bits of the unfused
+ * ops they replace on the same backend, and the float64 reference. */
 #include "fused_case.h"
 
 #include <math.h>
@@ -191,6 +192,79 @@ static void join_resid16(bt_backend *be, fused_args a, const join_inputs *pj) {
     free(sum), free(mag), free(ln), free(mean), free(rstd), free(mln);
 }
 
+/* ================= add + dropout (the backward's) ================= */
+
+/* a (out when in place), b, out, the unfused run's scratch (b rounded or
+ * widened), and b in 16 bits (the op then given it alone) */
+static void make_add_dropout(tensor *t, void *in) {
+    const join_inputs *j = in;
+    t[0] = tensor_out("a", j->resid, j->n);
+    t[1] = tensor_in("b", j->resid16 ? NULL : j->y, j->resid16 ? 0 : j->n);
+    t[2] = tensor_out("out", NULL, j->n);
+    t[3] = tensor_out("scratch", NULL, j->n);
+    t[4] = tensor_16bit("b16", j->resid16, j->resid16 ? j->n : 0, false);
+}
+static void run_add_dropout(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    be->add_dropout(be, f->inplace ? t[0].p : t[2].p, t[0].p, f->resid16 ? t[4].p : t[1].p,
+                    f->resid16 ? f->round16 : BT_F32, (size_t)f->rows * f->cols, f->per_sample,
+                    f->first_sample, f->p, f->key, f->round16);
+}
+/* b rounded (or widened) into scratch, add, round16, dropout: the model's
+ * ops before the fusion */
+static void run_add_dropout_unfused(bt_backend *be, tensor *t, void *a, double *s) {
+    (void)s;
+    const fused_args *f = a;
+    const size_t n = (size_t)f->rows * f->cols;
+    const bt_ptr out = f->inplace ? t[0].p : t[2].p;
+    if (f->resid16) {
+        be->cast(be, t[3].p, BT_F32, t[4].p, f->round16, n);
+    } else {
+        be->copy(be, t[3].p, t[1].p, n * 4);
+        if (f->round16 != BT_F32) be->round16(be, t[3].p, f->round16, n);
+    }
+    be->add(be, out, t[0].p, t[3].p, n);
+    if (f->round16 != BT_F32) be->round16(be, out, f->round16, n);
+    if (f->p > 0.0f)
+        be->dropout(be, out, out, n, f->per_sample, f->first_sample, f->p, f->key, BT_F32,
+                    BT_NO_PTR, BT_F32);
+}
+
+/* add_dropout in storage a.round16, out apart and in place, and with 16-bit
+ * storage b also given in 16 bits (its values rounded: the same reference):
+ * against float64 (with rounding: exactly the op's fp32 steps, each
+ * rounded as the op defines) and the unfused ops' bits. */
+static void add_dropout_cases(bt_backend *be, fused_args a, const join_inputs *pj) {
+    join_inputs j = *pj;
+    const size_t n = j.n;
+    double *ref = ref_alloc(n * 8), *mag = ref_alloc(n * 8);
+    uint16_t *b16 = ref_alloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        const double k = a.p > 0.0f ? keep_factor(&a, i) : 1.0;
+        ref[i] = ((double)j.resid[i] + j.y[i]) * k;
+        mag[i] = (fabs((double)j.resid[i]) + fabs((double)j.y[i])) * k;
+        if (a.round16 != BT_F32) {
+            const float v = round16_host(j.resid[i] + round16_host(j.y[i], a.round16), a.round16);
+            ref[i] = k != 0.0 ? v * (float)k : 0.0f;
+            b16[i] = bits16_of(j.y[i], a.round16);
+        }
+    }
+    for (int pass = 0; pass < (a.round16 != BT_F32 ? 4 : 2); pass++) {
+        a.inplace = pass & 1;
+        a.resid16 = pass >= 2;
+        j.resid16 = a.resid16 ? b16 : NULL;
+        char shape[96];
+        snprintf(shape, sizeof shape, "%zu p=%.2g per=%zu%s%s%s", n, a.p, a.per_sample,
+                 a.inplace ? " out=a" : "", storage_suffix(a.round16),
+                 a.resid16 ? ", b in 16 bits" : "");
+        const fused_out outs[] = {{a.inplace ? 0 : 2, ref, mag, THR_ROUND, 0, false}};
+        fused_case(be, "add_dropout", make_add_dropout, &j, 5, run_add_dropout,
+                   run_add_dropout_unfused, &a, outs, 1, shape);
+    }
+    free(ref), free(mag), free(b16);
+}
+
 void fused_join_cases(bt_backend *be, int si, fused_args a) {
     reseed("fused_join", (size_t)si);
     const size_t n = (size_t)a.rows * a.cols, c = (size_t)a.cols, r = (size_t)a.rows;
@@ -201,6 +275,7 @@ void fused_join_cases(bt_backend *be, int si, fused_args a) {
         a.round16 = rounds[k];
         join_cases_rounded(be, a, &j);
         if (a.round16 != BT_F32) join_resid16(be, a, &j);
+        if (want_op("add_dropout")) add_dropout_cases(be, a, &j);
     }
     free((void *)j.y), free((void *)j.bias), free((void *)j.resid), free((void *)j.gamma);
     free((void *)j.beta);

@@ -251,6 +251,16 @@ static void call_join_unfused(bt_backend *be, perf_case *c) {
         be->layernorm_fwd(be, c->t[5], c->t[6], c->t[7], c->t[3], c->t[1], c->t[1], c->i[0],
                           c->i[1], 1e-12f, BT_F32);
 }
+/* t: a (out, in place), b, scratch (the unfused add's), as the embeddings' backward */
+static void call_add_dropout(bt_backend *be, perf_case *c) {
+    const size_t n = (size_t)c->i[0] * c->i[1], per = (size_t)c->i[1] * 128;
+    be->add_dropout(be, c->t[0], c->t[0], c->t[1], BT_F32, n, per, 0, 0.1f, perf_key, BT_F32);
+}
+static void call_add_dropout_unfused(bt_backend *be, perf_case *c) {
+    const size_t n = (size_t)c->i[0] * c->i[1], per = (size_t)c->i[1] * 128;
+    be->add(be, c->t[0], c->t[0], c->t[1], n);
+    be->dropout(be, c->t[0], c->t[0], n, per, 0, 0.1f, perf_key, BT_F32, BT_NO_PTR, BT_F32);
+}
 /* t: scores, probs, dropped, mask (i: B, H, T) */
 static void call_softmax_dropout(bt_backend *be, perf_case *c) {
     be->softmax_dropout_fwd(be, c->t[2], c->t[1], c->t[0], c->t[3], c->i[0], c->i[1], c->i[2],
@@ -354,6 +364,10 @@ static void fused_perf(bt_backend *be) {
             run_case(be, c, (size_t[]){NH, (size_t)H, NH, NH, NH, NH, (size_t)N, (size_t)N}, NULL,
                      8);
         }
+        c = (perf_case){.op = "add_dropout", .work = 12.0 * NH, .i = {N, H},
+                        .call = unf ? call_add_dropout_unfused : call_add_dropout};
+        snprintf(c.shape, sizeof c.shape, "2048x256 p=0.1 out=a%s", tag);
+        run_case(be, c, (size_t[]){NH, NH}, NULL, 2);
         c = (perf_case){.op = "softmax_dropout_fwd", .work = 12.0 * S, .i = {16, 4, 128},
                         .call = unf ? call_softmax_dropout_unfused : call_softmax_dropout};
         snprintf(c.shape, sizeof c.shape, "B16 H4 T128 p=0.1%s", tag);

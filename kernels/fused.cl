@@ -128,6 +128,36 @@ BT_KERNEL void bt_bias_dropout_add(BT_OUT(float, out), BT_IN(float, y), BT_IN(fl
                             seed_lo, seed_hi, stream_lo, stream_hi);
 }
 
+/* out = dropout(a + b): b rounded to the storage kind kind16 as it is read
+ * (b_is16: read from b16 in kind16 as it is), the sum rounded to kind16
+ * (BT_KIND16_NONE: neither rounded), then dropout's arithmetic with its
+ * draws; out not rounded. out may alias a.             a, b, out: (n)
+ * Geometry: as dropout: four consecutive elements of a sample per
+ * work-item, one Philox block; global: blocks (n / per_sample samples of
+ * blocks_per_sample = ceil(per_sample / 4)). */
+BT_KERNEL void bt_add_dropout(BT_OUT(float, out), BT_IN(float, a), BT_IN(float, b),
+                              BT_IN(ushort, b16), ulong per_sample, ulong blocks_per_sample,
+                              ulong blocks, int b_is16, int kind16, uint first_sample, uint thr,
+                              float keep_scale, uint seed_lo, uint seed_hi, uint stream_lo,
+                              uint stream_hi) {
+    BT_BIND(out);
+    BT_BIND(a);
+    BT_BIND(b);
+    BT_BIND(b16);
+    const size_t blk = get_global_id(0);
+    if (blk >= blocks) return;
+    const size_t s = blk / blocks_per_sample, e0 = (blk % blocks_per_sample) * 4;
+    uint r[4] = {(uint)(e0 >> 2), first_sample + (uint)s, stream_lo, stream_hi};
+    philox4x32(r, seed_lo, seed_hi);
+    const size_t base = s * per_sample;
+    for (size_t e = e0; e < e0 + 4 && e < per_sample; e++) {
+        const size_t i = base + e;
+        const float bv = b_is16 ? kind16_value(b16[i], kind16) : round_kind16(b[i], kind16);
+        const float x = round_kind16(a[i] + bv, kind16);
+        out[i] = r[e & 3] >= thr ? x * keep_scale : 0.0f;
+    }
+}
+
 /* sum = resid + dropout(y + bias) (rounded as join_value), then out =
  * LayerNorm(sum) with mean and rstd saved, layernorm_fwd's arithmetic, out
  * rounded to the storage kind kind16 (BT_KIND16_NONE: not rounded). sum may

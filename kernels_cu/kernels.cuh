@@ -168,6 +168,13 @@ __global__ void bt_bias_dropout_add(float *out, const float *y, const float *bia
                                     unsigned int thr, float keep_scale, unsigned int seed_lo,
                                     unsigned int seed_hi, unsigned int stream_lo,
                                     unsigned int stream_hi);
+__global__ void bt_add_dropout(float *out, const float *a, const float *b,
+                               const unsigned short *b16, unsigned long long per_sample,
+                               unsigned long long blocks_per_sample, unsigned long long blocks,
+                               int b_is16, int kind16, unsigned int first_sample,
+                               unsigned int thr, float keep_scale, unsigned int seed_lo,
+                               unsigned int seed_hi, unsigned int stream_lo,
+                               unsigned int stream_hi);
 __global__ void bt_residual_layernorm_fwd(float *sum, float *out, float *mean, float *rstd,
                                           const float *y, const float *bias, const float *resid,
                                           const unsigned short *resid16, const float *gamma,

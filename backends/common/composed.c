@@ -105,6 +105,26 @@ static void composed_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_p
     be->free(be, scratch); /* the backends free it once the queued ops are done */
 }
 
+/* out = dropout(a + b): b widened or copied and rounded in a scratch
+ * buffer, add, round16, dropout. */
+static void composed_add_dropout(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b,
+                                 bt_dtype b_dtype, size_t n, size_t per_sample,
+                                 uint32_t first_sample, float p, bt_rng_key key,
+                                 bt_dtype round16) {
+    bt_buffer *tmp = b_dtype != BT_F32 ? widened(be, b, b_dtype, n, "add_dropout")
+                                       : scratch_f32(be, n, "add_dropout");
+    const bt_ptr wide = {tmp, 0};
+    if (b_dtype == BT_F32) {
+        be->copy(be, wide, b, n * sizeof(float));
+        if (round16 != BT_F32) be->round16(be, wide, round16, n);
+    }
+    be->add(be, out, a, wide, n);
+    if (round16 != BT_F32) be->round16(be, out, round16, n);
+    if (p > 0.0f)
+        be->dropout(be, out, out, n, per_sample, first_sample, p, key, BT_F32, BT_NO_PTR, BT_F32);
+    be->free(be, tmp); /* the backends free it once the queued ops are done */
+}
+
 /* sum = resid + dropout(y + bias); out, mean, rstd = layernorm_fwd(sum);
  * the 16-bit copies asked for with cast. */
 static void composed_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,

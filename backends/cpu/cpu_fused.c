@@ -146,6 +146,31 @@ static void cpu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
     }
 }
 
+/* out = dropout(a + b) with add_dropout's roundings: the sums in runs on
+ * the stack, then dropout's arithmetic and draws on them. */
+static void cpu_add_dropout(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, bt_dtype b_dtype,
+                            size_t n, size_t per_sample, uint32_t first_sample, float p,
+                            bt_rng_key key, bt_dtype round16) {
+    (void)be;
+    if (!n || !per_sample) return;
+    float *O = cpu_f32(out);
+    const float *A = cpu_f32(a), *B = b_dtype == BT_F32 ? cpu_f32(b) : NULL;
+    const uint16_t *B16 = b_dtype != BT_F32 ? cpu_u16(b) : NULL;
+    const cpu_drop d = cpu_drop_of(key, first_sample, per_sample, p);
+    const size_t runs = (n + CPU_KEEP_RUN - 1) / CPU_KEEP_RUN;
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < runs; k++) {
+        const size_t i = k * CPU_KEEP_RUN, len = n - i < CPU_KEEP_RUN ? n - i : CPU_KEEP_RUN;
+        float x[CPU_KEEP_RUN];
+        if (B16) cpu_from16_span((uint32_t *)x, B16 + i, b_dtype, len);
+        else memcpy(x, B + i, len * sizeof *x);
+        if (round16 != BT_F32 && !B16) cpu_round16_span((uint32_t *)x, round16, len);
+        for (size_t j = 0; j < len; j++) x[j] += A[i + j];
+        if (round16 != BT_F32) cpu_round16_span((uint32_t *)x, round16, len);
+        cpu_dropout_run(O + i, x, len, &d, i);
+    }
+}
+
 /* The join of bias_dropout_add, then layernorm_fwd's arithmetic on the row,
  * rounded as round16 with 16-bit storage. */
 static void cpu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
@@ -245,6 +270,7 @@ void cpu_fill_fused_ops(bt_backend *be) {
     be->bias_gelu_fwd = cpu_bias_gelu_fwd;
     be->bias_gelu_bwd = cpu_bias_gelu_bwd;
     be->bias_dropout_add = cpu_bias_dropout_add;
+    be->add_dropout = cpu_add_dropout;
     be->residual_layernorm_fwd = cpu_residual_layernorm_fwd;
     be->softmax_dropout_fwd = cpu_softmax_dropout_fwd;
     be->dropout_softmax_bwd = cpu_dropout_softmax_bwd;

@@ -59,6 +59,19 @@ static void cu_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bia
            cu_f32(resid), rows, cols, BT_KIND16_OF(round16), per_sample, DROP_ARGS(d));
 }
 
+static void cu_add_dropout(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, bt_dtype b_dtype,
+                           size_t n, size_t per_sample, uint32_t first_sample, float p,
+                           bt_rng_key key, bt_dtype round16) {
+    if (!n || !per_sample) return;
+    cu_ctx *c = cu(be);
+    const size_t bps = (per_sample + 3) / 4, blocks = n / per_sample * bps;
+    const drop_args d = drop_args_of(first_sample, p, key);
+    const bool b16 = b_dtype != BT_F32; /* the other type's pointer, not read: out's */
+    LAUNCH(c, add_dropout, blocks, cu_f32(out), cu_f32(a), cu_f32(b16 ? out : b),
+           u16c(b16 ? b : out), per_sample, bps, blocks, (int)b16, BT_KIND16_OF(round16),
+           DROP_ARGS(d));
+}
+
 static void cu_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                       bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                       bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
@@ -118,6 +131,7 @@ void cu_fill_fused_ops(bt_backend *be) {
     be->bias_gelu_fwd = cu_bias_gelu_fwd;
     be->bias_gelu_bwd = cu_bias_gelu_bwd;
     be->bias_dropout_add = cu_bias_dropout_add;
+    be->add_dropout = cu_add_dropout;
     be->residual_layernorm_fwd = cu_residual_layernorm_fwd;
     be->softmax_dropout_fwd = cu_softmax_dropout_fwd;
     be->dropout_softmax_bwd = cu_dropout_softmax_bwd;

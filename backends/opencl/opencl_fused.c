@@ -85,6 +85,26 @@ static void ocl_bias_dropout_add(bt_backend *be, bt_ptr out, bt_ptr y, bt_ptr bi
     launch(be, &a, BT_BIAS_ITEMS(rows, cols));
 }
 
+static void ocl_add_dropout(bt_backend *be, bt_ptr out, bt_ptr a, bt_ptr b, bt_dtype b_dtype,
+                            size_t n, size_t per_sample, uint32_t first_sample, float p,
+                            bt_rng_key key, bt_dtype round16) {
+    if (!n || !per_sample) return;
+    const size_t bps = (per_sample + 3) / 4, blocks = n / per_sample * bps;
+    const bool b16 = b_dtype != BT_F32; /* the other type's argument, not read: out */
+    args k = begin(be, K_add_dropout);
+    arg_f32p(&k, out);
+    arg_f32p(&k, a);
+    arg_f32p(&k, b16 ? out : b);
+    arg_ptr(&k, b16 ? b : out, 2);
+    arg_ul(&k, per_sample);
+    arg_ul(&k, bps);
+    arg_ul(&k, blocks);
+    arg_i(&k, b16);
+    arg_i(&k, BT_KIND16_OF(round16));
+    arg_dropout(&k, first_sample, p, key);
+    launch(be, &k, blocks);
+}
+
 static void ocl_residual_layernorm_fwd(bt_backend *be, bt_ptr sum, bt_ptr out, bt_ptr mean,
                                        bt_ptr rstd, bt_ptr y, bt_ptr bias, bt_ptr resid,
                                        bt_ptr gamma, bt_ptr beta, int rows, int cols, float eps,
@@ -170,6 +190,7 @@ void ocl_fill_fused_ops(bt_backend *be) {
     be->bias_gelu_fwd = ocl_bias_gelu_fwd;
     be->bias_gelu_bwd = ocl_bias_gelu_bwd;
     be->bias_dropout_add = ocl_bias_dropout_add;
+    be->add_dropout = ocl_add_dropout;
     be->residual_layernorm_fwd = ocl_residual_layernorm_fwd;
     be->softmax_dropout_fwd = ocl_softmax_dropout_fwd;
     be->dropout_softmax_bwd = ocl_dropout_softmax_bwd;

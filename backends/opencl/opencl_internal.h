@@ -40,7 +40,7 @@ struct bt_buffer {
     X(lamb_multi_moments) X(lamb_multi_trust) X(lamb_multi_apply) X(step_gate_decide) X(cast_f32_to_bf16)   \
     X(cast_f32_to_f16) X(cast_bf16_to_f32) X(cast_f16_to_f32) X(cast_bf16_to_f16)       \
     X(cast_f16_to_bf16) X(round16_bf16) X(round16_f16) X(bias_gelu_fwd)  \
-    X(bias_gelu_bwd) X(bias_dropout_add) X(residual_layernorm_fwd) X(softmax_dropout_fwd)   \
+    X(bias_gelu_bwd) X(bias_dropout_add) X(add_dropout) X(residual_layernorm_fwd) X(softmax_dropout_fwd)   \
     X(dropout_softmax_bwd) X(attention_fwd) X(attention_bwd_dq) X(attention_bwd_dkv)
 
 #define OCL_KERNEL_ENUM(name) K_##name,

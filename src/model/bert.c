@@ -453,7 +453,18 @@ static void join_layernorm_bwd(bert_run *r, size_t w, size_t b, bool dh16, bool 
     r->dA16 = out16;
 }
 
-/* Backward of layer_fwd: dA holds d(layer output); on return it holds d(x_in). */
+/* Whether layer l's attention join (its dH into dA) is left to the
+ * embeddings' backward, whose dropout adds the two as it reads them
+ * (add_dropout): the first layer that runs, not the top one (its join is
+ * its own), with the join fusion and omega 1. */
+static bool emb_takes_join(const bert_run *r, int l, layer_dims d) {
+    return layer_before(r->pass, l) < 0 && !d.top && fused(r->m, BERT_FUSE_JOIN) &&
+           omega_at(r->m, l, SITE_ATTN_OUT) == 1.0f;
+}
+
+/* Backward of layer_fwd: dA holds d(layer output); on return it holds d(x_in),
+ * or with r->pending_join set d(x_in) less dH, the attention branch's share
+ * (in 16 bits where r->pending_join16), which the next op adds. */
 static void layer_bwd(bert_run *r, int l, size_t x_in) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_acts *la = &a->layer[l];
@@ -467,7 +478,10 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         join_bwd(r, l, SITE_FFN_OUT, d, false); /* d res1 */
         attn_block_bwd(r, l, la->ln1, true, NULL);
         op_layernorm_bwd(r, a->dH, w->ln1_w, w->ln1_b, a->dH, x_in, la->mean1, la->rstd1, N, NULL);
-        join_bwd(r, l, SITE_ATTN_OUT, d, false); /* d x_in */
+        if (emb_takes_join(r, l, d)) /* dH: rounded by LN1's backward */
+            r->pending_join = true, r->pending_join16 = false;
+        else
+            join_bwd(r, l, SITE_ATTN_OUT, d, false); /* d x_in */
     } else {
         /* d ln1 = dA + dH and LN1's backward: one op where the join is fused */
         const bool join = fused(r->m, BERT_FUSE_JOIN) && omega_at(r->m, l, SITE_FFN_OUT) == 1.0f;
@@ -509,9 +523,9 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         }
         /* the top layer's d x_in, read next by the LN2 backward below (which rounds it):
          * its dH may come in 16 bits from its GEMM (bert_top_join_grad) */
-        const bool top16 = d.top && below >= 0;
-        const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer && !top16, attn_drop);
-        if (defer) {
+        const bool top16 = d.top && below >= 0, to_emb = emb_takes_join(r, l, d);
+        const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer && !top16 && !to_emb, attn_drop);
+        if (defer || to_emb) { /* dH unstored: add_dropout, like LN2's backward, rounds it */
             r->pending_join = true;
             r->pending_join16 = attn_dh16;
         } else if (top16) {

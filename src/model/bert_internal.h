@@ -35,7 +35,8 @@ typedef struct {
                                 * layer's (model.recompute "attention"): compute them again */
     bool pending_join;         /* backward: dH holds the attention branch's gradient of the
                                 * layer above, not yet added to dA: the next LayerNorm
-                                * backward takes it (Post-LN's deferred join) */
+                                * backward takes it (Post-LN's deferred join), or after the
+                                * first layer the embeddings' dropout (add_dropout) */
     bool pending_join16;       /* ... in the storage's 16 bits (written so by its GEMM) */
     bool dA16;                 /* backward: the residual stream's gradient is in dA16 (the
                                 * storage's 16 bits), not dA, as a LayerNorm backward wrote

@@ -1,12 +1,12 @@
 /* The composed fallbacks of the fused ops (backends/common/composed.c): on
  * every backend here (the CPU, and OpenCL's first device when built and
- * present), each of the six fused ops, its slot emptied and filled by
+ * present), each of the seven fused ops, its slot emptied and filled by
  * bt_compose_missing, gives the bits of the backend's own fused op on the
  * same inputs: every output, including the inputs a fused op updates (y of
  * bias_gelu_fwd, dbias, its 16-bit copies and 16-bit inputs), with dropout
  * on and the in-place forms (bias_gelu_fwd's second form: y absent, its
- * pre-activation given in 16 bits), and residual_layernorm_fwd again with
- * its residual in 16 bits. */
+ * pre-activation given in 16 bits), residual_layernorm_fwd again with its
+ * residual in 16 bits, and add_dropout with b in 16 bits. */
 #include "backends/common/composed.h"
 #include "backends/registry.h"
 
@@ -65,7 +65,7 @@ static unsigned char *finish(bt_backend *be, tensors *t, int nt, size_t *bytes) 
 #define P(i) ((bt_ptr){t.buf[i], 0})
 
 /* One run of fused op `op` (0..5; 6: residual_layernorm_fwd with a 16-bit
- * residual) on be as its table is now. */
+ * residual; 7: add_dropout) on be as its table is now. */
 static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
     const size_t rc = (size_t)ROWS * COLS, att = (size_t)B * H * T * T;
     const bt_rng_key key = {1234, 5};
@@ -140,6 +140,16 @@ static unsigned char *run(bt_backend *be, int op, bool inplace, size_t *bytes) {
                                    out16, true, BT_F16, true);
         return finish(be, &t, 10, bytes);
     }
+    case 7: { /* add_dropout: out, a, b; bf16 storage with b in bf16 (its values' copy
+                 after b) out of place, fp32 storage in place */
+        const size_t n[] = {rc, rc, rc, (rc + 1) / 2};
+        setup(be, &t, n, 4, -1);
+        if (!inplace) be->cast(be, P(3), BT_BF16, P(2), BT_F32, rc);
+        be->add_dropout(be, inplace ? P(1) : P(0), P(1), inplace ? P(2) : P(3),
+                        inplace ? BT_F32 : BT_BF16, rc, 5 * COLS, 3, 0.25f, key,
+                        inplace ? BT_F32 : BT_BF16);
+        return finish(be, &t, 4, bytes);
+    }
     case 4: { /* softmax_dropout_fwd: dropped, probs, scores, key_mask, and (bf16) the
                  16-bit copies of dropped and probs */
         const size_t n[] = {att, att, att, (size_t)B * T, att};
@@ -172,9 +182,10 @@ static void check_backend(bt_backend *be, const char *spec) {
                                         "residual_layernorm_fwd",
                                         "softmax_dropout_fwd",
                                         "dropout_softmax_bwd",
-                                        "residual_layernorm_fwd, residual in f16,"};
+                                        "residual_layernorm_fwd, residual in f16,",
+                                        "add_dropout"};
     const bt_backend own = *be; /* its fused ops */
-    for (int op = 0; op < 7; op++)
+    for (int op = 0; op < 8; op++)
         for (int inplace = 0; inplace < 2; inplace++) {
             /* a 16-bit residual may not alias the sum (bias_gelu_fwd's out may
              * not alias y: its second run is the one with y given in 16 bits) */
@@ -184,10 +195,10 @@ static void check_backend(bt_backend *be, const char *spec) {
             unsigned char *fused = run(be, op, inplace, &nf);
             be->bias_gelu_fwd = NULL, be->bias_gelu_bwd = NULL, be->bias_dropout_add = NULL;
             be->residual_layernorm_fwd = NULL, be->softmax_dropout_fwd = NULL;
-            be->dropout_softmax_bwd = NULL;
+            be->dropout_softmax_bwd = NULL, be->add_dropout = NULL;
             const int filled = bt_compose_missing(be);
             unsigned char *composed = run(be, op, inplace, &nc);
-            const bool same = filled == 6 && nf == nc && memcmp(fused, composed, nf) == 0;
+            const bool same = filled == 7 && nf == nc && memcmp(fused, composed, nf) == 0;
             if (!same && nf == nc) /* where: the first byte that differs */
                 for (size_t j = 0; j < nf; j++)
                     if (fused[j] != composed[j]) {
