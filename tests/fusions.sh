@@ -152,26 +152,35 @@ check_cast() {
 }
 
 # 16-bit storage rounds a layer's activations where they are written
-# (DESIGN-NOTES.md, notes 27, 35, 44): on the emulated A100, Post-LN bf16
-# with every fusion, a step of L layers (1 micro-batch, no NSP) makes
-# these round16 passes and no others:
+# (DESIGN-NOTES.md, notes 27, 35, 44, 45): on the emulated A100, Post-LN
+# bf16 with every fusion, a step of L layers (1 micro-batch) makes these
+# round16 passes and no others:
 #  - the gradients, rounded once a step in each range that op_grads_done
 #    reports: the heads', each layer's and the embeddings': L + 2;
-#  - forward: none (every LayerNorm and the fused GELU round their outputs
-#    themselves; the MLM head's dense layer writes its output in 16 bits);
-#  - backward: the MLM head's d hidden, scattered beside NSP's rows (1)
-#    (the top layer's dH comes in 16 bits from its GEMM and widens into dA
-#    as its join adds the heads' rows; the first layer's, in 16 bits too,
-#    joins dA in the embeddings' dropout: add_dropout).
-# So L + 3, at 2 and at 3 layers: a middle layer adds one, its gradient's.
+#  - no activation's: every LayerNorm and the fused GELU round their
+#    outputs themselves; the MLM head's dense layer writes its output in
+#    16 bits; the top layer's dH comes in 16 bits from its GEMM and widens
+#    into dA as its join adds the heads' rows; the first layer's, in 16
+#    bits too, joins dA in the embeddings' dropout (add_dropout); the MLM
+#    head's d hidden, scattered onto rows no other head's gradient reaches
+#    (bench masks no [CLS] row), is rounded by its reader;
+#  - with NSP on, the NSP head's, at its B rows: the pooler's and the
+#    classifier's outputs on op_linear's fp32 path (2 each: the bias rows
+#    and the output), tanh's output, and in the backward the classifier's
+#    and the pooler's input gradients and tanh's: 8.
+# So L + 2 at 2 and at 3 layers (a middle layer adds one, its gradient's),
+# and L + 10 at 2 layers with NSP.
 check_round16() {
-    for layers in 2 3; do
-        bench cuda-emu:0 "r16-$layers" --layers "$layers" --precision bf16 --unfused none
-        n=$(calls "r16-$layers" round16)
-        [ -n "$n" ] || fail "cuda-emu, $layers layers: no round16 count in the profile"
-        awk -v n="$n" -v want=$((layers + 3)) 'BEGIN { exit !(n == want) }' ||
-            fail "cuda-emu, Post-LN bf16, $layers layers: $n round16 passes a step, want $((layers + 3)) (L + 2 gradient ranges, 1 at the model's edges)"
-        echo "ok   cuda-emu, Post-LN bf16, $layers layers: $n round16 passes a step: the $((layers + 2)) gradient ranges and 1 at the model's edges"
+    for run in 2 3 2-nsp; do
+        layers=${run%-nsp} want=$((${run%-nsp} + 2)) nsp=
+        [ "$run" = "$layers" ] || { want=$((layers + 10)); nsp="--set model.nsp=true --set data.mode=sentence_pairs"; }
+        # shellcheck disable=SC2086
+        bench cuda-emu:0 "r16-$run" --layers "$layers" --precision bf16 --unfused none $nsp
+        n=$(calls "r16-$run" round16)
+        [ -n "$n" ] || fail "cuda-emu, $run layers: no round16 count in the profile"
+        awk -v n="$n" -v want="$want" 'BEGIN { exit !(n == want) }' ||
+            fail "cuda-emu, Post-LN bf16, $run layers: $n round16 passes a step, want $want (L + 2 gradient ranges${nsp:+, 8 in the NSP head})"
+        echo "ok   cuda-emu, Post-LN bf16, $run layers: $n round16 passes a step: the $((layers + 2)) gradient ranges${nsp:+ and 8 in the NSP head}, none at the layers' or the MLM head's activations"
     done
 }
 

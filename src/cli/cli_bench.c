@@ -187,7 +187,8 @@ static bool bench_config(bench_opts *o, const bench_given *g, bt_config *cfg) {
 }
 
 /* A micro-batch of step s, samples [first, first + B) of the step's total:
- * random tokens with BERT's special ids at 0..4, masked as training masks.
+ * random tokens with BERT's special ids at 0..4, masked as training masks,
+ * and a random next-sentence label (read where model.nsp is on).
  * Each sample's tokens and mask depend on (s, its place in the step) only,
  * so K micro-batches of B samples hold the batch of K x B samples. */
 static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_config *cfg, int s,
@@ -204,6 +205,9 @@ static void random_batch(bt_batch_buf *mb, const bt_vocab *vocab, const bt_confi
             mb->token_type_ids[(size_t)b * seq + t] = t >= seq / 2;
             mb->attention_mask[(size_t)b * seq + t] = 1;
         }
+        uint32_t r[4]; /* the counter after the tokens' */
+        rng_block(cfg->seed, RNG_STREAM_BENCH, (uint32_t)seq, (uint32_t)(s * total + first + b), r);
+        mb->nsp_labels[b] = (int32_t)(r[0] & 1);
         mb->n_masked += mask_sequence(ids, seq, vocab, vocab->size, BENCH_MASK_PROB, max_pred, cfg->seed,
                                       (uint64_t)s, (uint64_t)(first + b), b * seq,
                                       mb->mlm_positions + mb->n_masked,

@@ -664,7 +664,9 @@ static void begin_forward(bert_model *m, const bert_batch *bt, const bert_pass *
     const int top = bert_top_layer(m, pass, layer_before(pass, L));
     int n_head, top_read;
     const int S = upload_batch(m, bt, top, &n_head, &top_read); /* with the top layer's rows */
-    *tape = (bert_tape){B, T, M, S > 0 ? top : -1, S, top_read, n_head, ++m->forwards};
+    *tape = (bert_tape){B,        T,         M,           S > 0 ? top : -1,
+                        S,        top_read,  n_head,      ++m->forwards,
+                        bert_heads_distinct(bt, nsp_on(m, bt))};
     m->acts_of = tape->forward_id;
 }
 
@@ -730,12 +732,13 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
     bert_run r = {.m = m, .bt = bt, .pass = pass, .tape = tape, .layer = -1, .half_layer = -1};
     const int rows = bert_top_hidden_rows(&r); /* of the encoder's output */
 
-    if (bt->n_masked > 0) bert_mlm_head_bwd(&r);
-    if (nsp_on(m, bt)) bert_nsp_head_bwd(&r);
     /* read next by a LayerNorm backward, which rounds it as it reads it: Pre-LN's final
      * one, or Post-LN's LN2 of the last layer that runs (the embeddings' dropout where
-     * none runs) */
+     * none runs); so is the MLM head's d hidden where the scatter adds it to nothing
+     * but zeros */
     const bool ln_next = m->cfg.norm == BERT_NORM_PRE || layer_before(pass, L) >= 0;
+    if (bt->n_masked > 0) bert_mlm_head_bwd(&r, !(ln_next && tape->heads_distinct));
+    if (nsp_on(m, bt)) bert_nsp_head_bwd(&r);
     op_gathers_bwd(&r, a->dA, (size_t)rows * H, a->t2, bert_top_mlm_rows(&r), tape->n_head,
                    a->pool_pre, bert_top_cls_rows(&r), nsp_on(m, bt) ? bt->B : 0, H, !ln_next);
     /* the heads' parameters (after the layers in the flat buffer) are final */

@@ -185,6 +185,8 @@ typedef struct {
                                * rows are (top_rows_multiple, rows_to_capacity), the added
                                * ones labelled -1 */
     unsigned long forward_id; /* which of the model's forward passes this is */
+    bool heads_distinct;      /* no row of the encoder's output gets two heads' gradients
+                               * (bert_heads_distinct) */
 } bert_tape;
 
 typedef struct bert_model bert_model;

@@ -4,6 +4,8 @@
 #include "bert_internal.h"
 #include "bert_ops.h"
 
+#include <stdlib.h>
+
 /* The MLM logits' gradient in 16 bits only, where the operand16 buffer
  * holds it (16-bit GEMM hardware): xent writes it there (over the logits,
  * which the decoder's bias_add writes there in 16 bits), and the decoder's
@@ -65,14 +67,30 @@ void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
     st->n_masked = r->bt->n_masked;
 }
 
+bool bert_heads_distinct(const bert_batch *bt, bool nsp) {
+    const size_t N = (size_t)bt->B * bt->T;
+    unsigned char *seen = calloc(N ? N : 1, 1);
+    if (!seen) return false;
+    bool distinct = true;
+    for (int b = 0; nsp && b < bt->B; b++) seen[(size_t)b * bt->T] = 1;
+    for (int i = 0; i < bt->n_masked && distinct; i++) {
+        const int32_t row = bt->mlm_positions[i];
+        distinct = row >= 0 && (size_t)row < N && !seen[row];
+        if (distinct) seen[row] = 1;
+    }
+    free(seen);
+    return distinct;
+}
+
 /* Backward of bert_mlm_head_fwd (the logits, or mlm_dlogits16, hold d loss /
- * d logits): d hidden at the masked rows into t2 (free again). The decoder's
+ * d logits): d hidden at the masked rows into t2 (free again), stored
+ * (rounded) where d_hidden_stored, else as its GEMM wrote it. The decoder's
  * input gradient is not stored (rounded) by a pass: the LayerNorm backward
  * rounds it as it reads it. GELU's backward: with the GELU fusion one op
  * with the dense layer's bias gradient, rounding as it writes (and its
  * 16-bit copy for the GEMMs where operand16 has room); else gelu_bwd,
  * unrounded, its reader rounding (op_linear_bwd_unrounded). */
-void bert_mlm_head_bwd(bert_run *r) {
+void bert_mlm_head_bwd(bert_run *r, bool d_hidden_stored) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
     const bert_views *v = &m->v;
@@ -92,7 +110,7 @@ void bert_mlm_head_bwd(bert_run *r) {
         op_gelu_bwd(r, a->dhm, a->dhm, a->t1, (size_t)M * H, false);
         op_linear_bwd_unrounded(r, a->t2, v->head_w, v->head_b, a->dhm, a->hm, M, H, H);
     }
-    op_stored(r, a->t2, (size_t)M * H);
+    if (d_hidden_stored) op_stored(r, a->t2, (size_t)M * H);
 }
 
 /* NSP head on the [CLS] rows of hidden: pooler dense -> tanh -> 2-way

@@ -192,7 +192,14 @@ void bert_embeddings_bwd(bert_run *r);
  * the loss, its statistics (r->st) and its gradient; and its backward, d
  * hidden at those rows into t2 (bert_heads.c). */
 void bert_mlm_head_fwd(bert_run *r, size_t hidden);
-void bert_mlm_head_bwd(bert_run *r);
+void bert_mlm_head_bwd(bert_run *r, bool d_hidden_stored);
+/* Whether every row of the encoder's output that the heads read gets one
+ * head's gradient at most: no masked position twice, none at a [CLS] row
+ * where the NSP head runs (nsp). The scatter of the heads' gradients then
+ * adds each to zeros (and the padded rows' exact zeros), so a gradient that
+ * its reader rounds needs no rounding before it. False where the host has
+ * no memory to tell. */
+bool bert_heads_distinct(const bert_batch *bt, bool nsp);
 /* The NSP head at the [CLS] rows of hidden: pooler, tanh, the 2-way
  * classifier, its loss, statistics and gradient; and its backward, d hidden
  * at those rows into pool_pre. */
