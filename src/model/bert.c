@@ -737,8 +737,9 @@ void bert_backward(bert_model *m, const bert_batch *bt, const bert_pass *pass,
      * none runs); so is the MLM head's d hidden where the scatter adds it to nothing
      * but zeros */
     const bool ln_next = m->cfg.norm == BERT_NORM_PRE || layer_before(pass, L) >= 0;
-    if (bt->n_masked > 0) bert_mlm_head_bwd(&r, !(ln_next && tape->heads_distinct));
-    if (nsp_on(m, bt)) bert_nsp_head_bwd(&r);
+    const bool d_hidden_stored = !(ln_next && tape->heads_distinct);
+    if (bt->n_masked > 0) bert_mlm_head_bwd(&r, d_hidden_stored);
+    if (nsp_on(m, bt)) bert_nsp_head_bwd(&r, d_hidden_stored);
     op_gathers_bwd(&r, a->dA, (size_t)rows * H, a->t2, bert_top_mlm_rows(&r), tape->n_head,
                    a->pool_pre, bert_top_cls_rows(&r), nsp_on(m, bt) ? bt->B : 0, H, !ln_next);
     /* the heads' parameters (after the layers in the flat buffer) are final */

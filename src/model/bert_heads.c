@@ -137,12 +137,15 @@ void bert_nsp_head_fwd(bert_run *r, size_t hidden) {
 }
 
 /* Backward of bert_nsp_head_fwd: d hidden at the [CLS] rows into pool_pre (free
- * again). */
-void bert_nsp_head_bwd(bert_run *r) {
+ * again), stored (rounded) where d_hidden_stored, else as its GEMM wrote it.
+ * tanh's gradient is not stored: the pooler's backward rounds it as it reads
+ * it (op_linear_bwd_unrounded). */
+void bert_nsp_head_bwd(bert_run *r, bool d_hidden_stored) {
     const struct bert_act_layout *a = r->m->act;
     const bert_views *v = &r->m->v;
     const int B = r->bt->B, H = r->m->cfg.hidden_size;
     op_linear_bwd(r, a->dcls, v->nsp_w, v->nsp_b, a->nsp_logits, a->pooled, B, H, 2);
-    op_tanh_bwd(r, a->dcls, a->dcls, a->pooled, (size_t)B * H);
-    op_linear_bwd(r, a->pool_pre, v->pool_w, v->pool_b, a->dcls, a->cls, B, H, H);
+    op_tanh_bwd(r, a->dcls, a->dcls, a->pooled, (size_t)B * H, false);
+    op_linear_bwd_unrounded(r, a->pool_pre, v->pool_w, v->pool_b, a->dcls, a->cls, B, H, H);
+    if (d_hidden_stored) op_stored(r, a->pool_pre, (size_t)B * H);
 }

@@ -204,6 +204,6 @@ bool bert_heads_distinct(const bert_batch *bt, bool nsp);
  * classifier, its loss, statistics and gradient; and its backward, d hidden
  * at those rows into pool_pre. */
 void bert_nsp_head_fwd(bert_run *r, size_t hidden);
-void bert_nsp_head_bwd(bert_run *r);
+void bert_nsp_head_bwd(bert_run *r, bool d_hidden_stored);
 
 #endif

@@ -303,9 +303,9 @@ void op_tanh(bert_run *r, size_t out, size_t in, size_t n) {
     store(r, out, n);
 }
 
-void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n) {
+void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n, bool stored) {
     r->m->be->tanh_bwd(r->m->be, act(r->m, dx), act(r->m, dy), act(r->m, y), n);
-    store(r, dx, n);
+    if (stored) store(r, dx, n);
 }
 
 void op_bias_add(bert_run *r, size_t x, size_t b, int rows, int cols) {

@@ -134,9 +134,10 @@ bool op_bias_gelu_bwd(bert_run *r, size_t d, bt_ptr dout16, size_t fc1, bt_ptr f
 void op_gelu(bert_run *r, size_t out, size_t in, size_t n);
 void op_gelu_bwd(bert_run *r, size_t dx, size_t dy, size_t x, size_t n, bool stored);
 
-/* out = tanh(in) and its backward dx = dy * (1 - y^2), n values. */
+/* out = tanh(in) and its backward dx = dy * (1 - y^2), n values; with
+ * stored false dx is left as the op wrote it (as op_gelu_bwd's). */
 void op_tanh(bert_run *r, size_t out, size_t in, size_t n);
-void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n);
+void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n, bool stored);
 
 /* x (rows, cols) += b in every row, the sums rounded by the op (16-bit
  * storage). */
