@@ -20,7 +20,7 @@ cd "$src" || fail "no copy"
 ( autoreconf -fi && ./configure --enable-sanitizers --without-mpi CFLAGS="-O1 -g" ) > "$tmpdir/configure.log" 2>&1 ||
     { tail -20 "$tmpdir/configure.log"; fail "configure --enable-sanitizers failed"; }
 grep -q "sanitizers: *yes" "$tmpdir/configure.log" || fail "configure did not enable the sanitizers"
-progs="bertrain tests/c/bertrain_test tests/c/test_shards tests/c/test_loss_scale tests/c/test_layerdrop tests/c/test_stash16 tests/c/test_cpu_simd tests/c/test_composed tests/c/st_compare
+progs="bertrain tests/c/bertrain_test tests/c/test_shards tests/c/test_loss_scale tests/c/test_layerdrop tests/c/test_stash16 tests/c/test_cpu_simd tests/c/test_composed tests/c/test_heads tests/c/st_compare
        tests/fuzz/fuzz_config tests/fuzz/fuzz_shard tests/fuzz/fuzz_safetensors tests/fuzz/fuzz_state
        tests/fuzz/fuzz_vocab tests/fuzz/fuzz_tokenizer tests/fuzz/fuzz_sizes tests/fuzz/fuzz_optim
        tests/fuzz/fuzz_import"
@@ -31,7 +31,7 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=99
 export top_srcdir="$src" top_builddir="$src" OMP_NUM_THREADS=2
 
 reports() { grep -l "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$@" 2> /dev/null; }
-for t in test_shards test_loss_scale test_layerdrop test_stash16 test_cpu_simd test_composed; do
+for t in test_shards test_loss_scale test_layerdrop test_stash16 test_cpu_simd test_composed test_heads; do
     "tests/c/$t" > "$tmpdir/$t.log" 2>&1 || { tail -30 "$tmpdir/$t.log"; fail "sanitized $t failed"; }
 done
 echo "ok   C unit tests under ASan+UBSan"
