@@ -146,10 +146,10 @@ BT_KERNEL void bt_add_dropout(BT_OUT(float, out), BT_IN(float, a), BT_IN(float, 
     BT_BIND(b16);
     const size_t blk = get_global_id(0);
     if (blk >= blocks) return;
-    const size_t s = blk / blocks_per_sample, e0 = (blk % blocks_per_sample) * 4;
-    uint r[4] = {(uint)(e0 >> 2), first_sample + (uint)s, stream_lo, stream_hi};
-    philox4x32(r, seed_lo, seed_hi);
-    const size_t base = s * per_sample;
+    uint r[4];
+    size_t e0;
+    const size_t base = drop_block(blk, per_sample, blocks_per_sample, first_sample, seed_lo,
+                                   seed_hi, stream_lo, stream_hi, r, &e0);
     for (size_t e = e0; e < e0 + 4 && e < per_sample; e++) {
         const size_t i = base + e;
         const float bv = b_is16 ? kind16_value(b16[i], kind16) : round_kind16(b[i], kind16);

@@ -36,6 +36,23 @@ BT_FN bool drop_keep(size_t i, ulong per_sample, uint first_sample, uint thr, ui
     return philox_word(r, (uint)(e & 3)) >= thr;
 }
 
+/* The Philox block of dropout's work-item blk (four consecutive elements of
+ * one sample, blocks_per_sample to a sample of per_sample elements) drawn
+ * into r: *e0 gets the block's first element within its sample; returns the
+ * sample's first element. */
+BT_FN size_t drop_block(size_t blk, ulong per_sample, ulong blocks_per_sample, uint first_sample,
+                        uint seed_lo, uint seed_hi, uint stream_lo, uint stream_hi, uint r[4],
+                        size_t *e0) {
+    const size_t s = blk / blocks_per_sample;
+    *e0 = (blk % blocks_per_sample) * 4;
+    r[0] = (uint)(*e0 >> 2);
+    r[1] = first_sample + (uint)s;
+    r[2] = stream_lo;
+    r[3] = stream_hi;
+    philox4x32(r, seed_lo, seed_hi);
+    return s * per_sample;
+}
+
 /* Whether dropout keeps element e of sample `sample` (counted from
  * first_sample): drop_keep's draw, from the Philox block in r when *drawn
  * says r holds it (e / 4), else drawn into r. Start with *drawn = ~0: keys
