@@ -666,7 +666,8 @@ static void begin_forward(bert_model *m, const bert_batch *bt, const bert_pass *
     const int S = upload_batch(m, bt, top, &n_head, &top_read); /* with the top layer's rows */
     *tape = (bert_tape){B,        T,         M,           S > 0 ? top : -1,
                         S,        top_read,  n_head,      ++m->forwards,
-                        bert_heads_distinct(bt, nsp_on(m, bt))};
+                        /* the staging is free again once uploaded: N bytes of it */
+                        bert_heads_distinct(bt, nsp_on(m, bt), (unsigned char *)m->ints_host)};
     m->acts_of = tape->forward_id;
 }
 

@@ -4,7 +4,7 @@
 #include "bert_internal.h"
 #include "bert_ops.h"
 
-#include <stdlib.h>
+#include <string.h>
 
 /* The MLM logits' gradient in 16 bits only, where the operand16 buffer
  * holds it (16-bit GEMM hardware): xent writes it there (over the logits,
@@ -67,10 +67,9 @@ void bert_mlm_head_fwd(bert_run *r, size_t hidden) {
     st->n_masked = r->bt->n_masked;
 }
 
-bool bert_heads_distinct(const bert_batch *bt, bool nsp) {
+bool bert_heads_distinct(const bert_batch *bt, bool nsp, unsigned char *seen) {
     const size_t N = (size_t)bt->B * bt->T;
-    unsigned char *seen = calloc(N ? N : 1, 1);
-    if (!seen) return false;
+    memset(seen, 0, N);
     bool distinct = true;
     for (int b = 0; nsp && b < bt->B; b++) seen[(size_t)b * bt->T] = 1;
     for (int i = 0; i < bt->n_masked && distinct; i++) {
@@ -78,7 +77,6 @@ bool bert_heads_distinct(const bert_batch *bt, bool nsp) {
         distinct = row >= 0 && (size_t)row < N && !seen[row];
         if (distinct) seen[row] = 1;
     }
-    free(seen);
     return distinct;
 }
 

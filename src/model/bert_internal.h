@@ -197,9 +197,9 @@ void bert_mlm_head_bwd(bert_run *r, bool d_hidden_stored);
  * head's gradient at most: no masked position twice, none at a [CLS] row
  * where the NSP head runs (nsp). The scatter of the heads' gradients then
  * adds each to zeros (and the padded rows' exact zeros), so a gradient that
- * its reader rounds needs no rounding before it. False where the host has
- * no memory to tell. */
-bool bert_heads_distinct(const bert_batch *bt, bool nsp);
+ * its reader rounds needs no rounding before it. seen: B T bytes of
+ * scratch (the model's: its batch staging once uploaded). */
+bool bert_heads_distinct(const bert_batch *bt, bool nsp, unsigned char *seen);
 /* The NSP head at the [CLS] rows of hidden: pooler, tanh, the 2-way
  * classifier, its loss, statistics and gradient; and its backward, d hidden
  * at those rows into pool_pre. */
