@@ -333,10 +333,14 @@ struct bt_backend {
     void (*gelu_fwd)(bt_backend *be, bt_ptr out, bt_ptr x, size_t n);
     /* dx = dout * gelu'(x) */
     void (*gelu_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n);
-    /* out = tanh(x) */
-    void (*tanh_fwd)(bt_backend *be, bt_ptr out, bt_ptr x, size_t n);
-    /* dx = dout * (1 - y^2), y = tanh output */
-    void (*tanh_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n);
+    /* out = tanh(x). dtype BT_F32: fp32 out and x; BT_BF16 or BT_F16 (16-bit
+     * storage): out and x are 16-bit values of dtype, x read as it is and out
+     * rounded as it is written (the fp32 op on x widened, then cast's bits):
+     * a 16-bit activation with no fp32 copy and no rounding pass. */
+    void (*tanh_fwd)(bt_backend *be, bt_ptr out, bt_ptr x, size_t n, bt_dtype dtype);
+    /* dx = dout * (1 - y^2), y = tanh output. dtype as tanh_fwd's: with a
+     * 16-bit dtype dx, dout and y are 16-bit values, dx rounded as written. */
+    void (*tanh_bwd)(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n, bt_dtype dtype);
     /* probs[b,h,i,:] = softmax_j(scale * scores[b,h,i,j]) over keys j with
      * key_mask[b,j] != 0; masked keys get probability 0.
      * scores, probs: (B, H, T, T); key_mask: int32 (B, T). In-place allowed. */

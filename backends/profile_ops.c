@@ -193,11 +193,13 @@ static void p_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
 static void p_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n) {
     TIMED(be, gelu_bwd, 0, F4 * 3.0 * n, in->gelu_bwd(in, dx, dout, x, n));
 }
-static void p_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
-    TIMED(be, tanh_fwd, 0, F4 * 2.0 * n, in->tanh_fwd(in, out, x, n));
+static void p_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n, bt_dtype dtype) {
+    TIMED(be, tanh_fwd, 0, bt_dtype_size(dtype) * 2.0 * n, in->tanh_fwd(in, out, x, n, dtype));
 }
-static void p_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n) {
-    TIMED(be, tanh_bwd, 0, F4 * 3.0 * n, in->tanh_bwd(in, dx, dout, y, n));
+static void p_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n,
+                       bt_dtype dtype) {
+    TIMED(be, tanh_bwd, 0, bt_dtype_size(dtype) * 3.0 * n,
+          in->tanh_bwd(in, dx, dout, y, n, dtype));
 }
 static void p_softmax_fwd(bt_backend *be, bt_ptr probs, bt_ptr scores, bt_ptr mask, int B, int H,
                           int T, float scale) {

@@ -111,6 +111,7 @@ void run_bias_add(bt_backend *be, tensor *t, void *a, double *s);
 typedef struct {
     size_t n;
     int inplace;
+    bt_dtype dt; /* tanh's: BT_F32, or its tensors in 16 bits of dt */
 } unary_args;
 /* Issue gelu_fwd(out = t[0], x = t[1]) with the unary_args at a. */
 void run_gelu_fwd(bt_backend *be, tensor *t, void *a, double *s);

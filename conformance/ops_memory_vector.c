@@ -406,7 +406,7 @@ void test_nan_propagation(bt_backend *be) {
     b[N - 1] = NAN;
     en[0] = en[17] = en[N - 1] = true;
     vec_args q = {N, 0.5f, 0};
-    unary_args u = {N, 0};
+    unary_args u = {N, 0, BT_F32};
     const char *d2 = "n=37 NaN@0,17 (x) @36 (y)";
     {
         tensor t[] = {tensor_in("a", a, N), tensor_in("b", b, N), tensor_out("out", NULL, N)};

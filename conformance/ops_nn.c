@@ -598,7 +598,7 @@ void run_gelu_fwd(bt_backend *be, tensor *t, void *a, double *s) {
 }
 void run_tanh_fwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
-    be->tanh_fwd(be, t[0].p, t[1].p, ((unary_args *)a)->n);
+    be->tanh_fwd(be, t[0].p, t[1].p, ((unary_args *)a)->n, ((unary_args *)a)->dt);
 }
 /* t: dout, x|y, [dx]; inplace: dx aliases dout (as the engine calls them) */
 static void run_gelu_bwd(bt_backend *be, tensor *t, void *a, double *s) {
@@ -609,7 +609,67 @@ static void run_gelu_bwd(bt_backend *be, tensor *t, void *a, double *s) {
 static void run_tanh_bwd(bt_backend *be, tensor *t, void *a, double *s) {
     (void)s;
     unary_args *q = a;
-    be->tanh_bwd(be, q->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, q->n);
+    be->tanh_bwd(be, q->inplace ? t[0].p : t[2].p, t[0].p, t[1].p, q->n, q->dt);
+}
+
+/* tanh_fwd and tanh_bwd in 16 bits of dt (every tensor): the bits of the
+ * fp32 op on the inputs widened, its output cast (cast's bits), and within
+ * the storage's rounding of float64 on the same inputs. x, dout: fp32 values
+ * that are rounded to dt first. */
+static void check_tanh16(bt_backend *be, const float *x, const float *dout, size_t n,
+                         bt_dtype dt) {
+    uint16_t *x16 = malloc(n * 2), *d16 = malloc(n * 2), *y16 = malloc(n * 2);
+    float *xw = malloc(n * 4), *dw = malloc(n * 4), *yw = malloc(n * 4);
+    double *r = malloc(n * 8);
+    if (!x16 || !d16 || !y16 || !xw || !dw || !yw || !r) exit(99);
+    const char *dn = dt == BT_BF16 ? "bf16" : "f16";
+    for (size_t i = 0; i < n; i++) {
+        x16[i] = bits16_of(x[i], dt), xw[i] = widen16(x16[i], dt);
+        d16[i] = bits16_of(dout[i], dt), dw[i] = widen16(d16[i], dt);
+    }
+    unary_args q = {n, 0, dt}, q32 = {n, 0, BT_F32};
+    if (want_op("tanh_fwd")) {
+        tensor t[] = {tensor_16bit("out16", NULL, n, true), tensor_16bit("x16", x16, n, false)},
+               u[] = {tensor_out("out", NULL, n), tensor_in("x widened", xw, n)};
+        verdict v = v_new();
+        for (size_t i = 0; i < n; i++) r[i] = tanh((double)xw[i]);
+        if (exec_op(&v, be, t, 2, run_tanh_fwd, &q, NULL) &&
+            exec_op(&v, be, u, 2, run_tanh_fwd, &q32, NULL)) {
+            v_bits16_of(&v, "out16 vs fp32 op, cast", t[0].res, RES(u[0]), n, dt);
+            for (size_t i = 0; i < n; i++) yw[i] = widen16(((const uint16_t *)t[0].res)[i], dt);
+            v_nmse(&v, "out16", yw, r, NULL, n, round16_thr(dt));
+        }
+        v_report(&v, "tanh_fwd", "n=%zu in %s", n, dn);
+        tensors_free(t, 2);
+        tensors_free(u, 2);
+    }
+    for (size_t i = 0; i < n; i++) { /* y: tanh's output in dt */
+        y16[i] = bits16_of((float)tanh((double)xw[i]), dt);
+        yw[i] = widen16(y16[i], dt);
+    }
+    for (int inpl = 0; inpl < 2 && want_op("tanh_bwd"); inpl++) {
+        q.inplace = q32.inplace = inpl;
+        tensor t[] = {tensor_16bit("dout16", d16, n, inpl), tensor_16bit("y16", y16, n, false), tensor_16bit("dx16", NULL, n, true)},
+               u[] = {inpl ? tensor_out("dout", dw, n) : tensor_in("dout", dw, n),
+                      tensor_in("y widened", yw, n), tensor_out("dx", NULL, n)};
+        const int nt = inpl ? 2 : 3, o = inpl ? 0 : 2;
+        verdict v = v_new();
+        for (size_t i = 0; i < n; i++) r[i] = (double)dw[i] * (1.0 - (double)yw[i] * yw[i]);
+        if (exec_op(&v, be, t, nt, run_tanh_bwd, &q, NULL) &&
+            exec_op(&v, be, u, nt, run_tanh_bwd, &q32, NULL)) {
+            v_bits16_of(&v, "dx16 vs fp32 op, cast", t[o].res, RES(u[o]), n, dt);
+            float *got = malloc(n * 4);
+            double *ad = ref_abs(dw, n); /* 1 - y*y cancels as |y| -> 1 */
+            if (!got) exit(99);
+            for (size_t i = 0; i < n; i++) got[i] = widen16(((const uint16_t *)t[o].res)[i], dt);
+            v_nmse(&v, "dx16", got, r, ad, n, round16_thr(dt));
+            free(got), free(ad);
+        }
+        v_report(&v, "tanh_bwd", "n=%zu in %s%s", n, dn, inpl ? " dx=dout" : "");
+        tensors_free(t, 3);
+        tensors_free(u, 3);
+    }
+    free(x16), free(d16), free(y16), free(xw), free(dw), free(yw), free(r);
 }
 
 typedef struct {
@@ -626,7 +686,7 @@ void test_activations(bt_backend *be) {
     for (size_t si = 0; si < sizeof VECTOR_SHAPES / sizeof *VECTOR_SHAPES; si++) {
         if (skip_shape(VECTOR_SHAPES[si].quick)) continue;
         reseed("activations", si);
-        unary_args q = {VECTOR_SHAPES[si].n, 0};
+        unary_args q = {VECTOR_SHAPES[si].n, 0, BT_F32};
         size_t n = q.n;
         float *x = rand_floats(n, 3.0, 0.0), *dout = rand_floats(n, 1.0, 0.0), *y = ref_alloc(n * 4);
         double *rx = ref_dup(x, n), *rd = ref_dup(dout, n), *r = ref_alloc(n * 8),
@@ -670,6 +730,8 @@ void test_activations(bt_backend *be) {
                 FD_REPORT(f, bname, "n=%zu vs FD of fwd", n);
             }
         }
+        check_tanh16(be, x, dout, n, BT_BF16);
+        check_tanh16(be, x, dout, n, BT_F16);
         free(x), free(dout), free(y), free(rx), free(rd), free(r), free(ax), free(ad);
     }
 }

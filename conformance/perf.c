@@ -162,9 +162,11 @@ static void call_gelu_fwd(bt_backend *be, perf_case *c) { be->gelu_fwd(be, c->t[
 static void call_gelu_bwd(bt_backend *be, perf_case *c) {
     be->gelu_bwd(be, c->t[2], c->t[1], c->t[0], c->n);
 }
-static void call_tanh_fwd(bt_backend *be, perf_case *c) { be->tanh_fwd(be, c->t[1], c->t[0], c->n); }
+static void call_tanh_fwd(bt_backend *be, perf_case *c) {
+    be->tanh_fwd(be, c->t[1], c->t[0], c->n, BT_F32);
+}
 static void call_tanh_bwd(bt_backend *be, perf_case *c) {
-    be->tanh_bwd(be, c->t[2], c->t[1], c->t[0], c->n);
+    be->tanh_bwd(be, c->t[2], c->t[1], c->t[0], c->n, BT_F32);
 }
 static void call_sm_fwd(bt_backend *be, perf_case *c) {
     be->softmax_fwd(be, c->t[1], c->t[0], c->t[2], c->i[0], c->i[1], c->i[2], 0.125f);

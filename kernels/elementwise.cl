@@ -1,6 +1,7 @@
 /* Elementwise ops: fill, add, scale, axpy, bias_add, GELU and tanh forward and
- * backward, dropout. Geometry: one work-item per element (dropout: per four
- * elements), work-groups of BT_WG, global size n rounded up to BT_WG.
+ * backward (tanh in fp32 and in 16 bits), dropout. Geometry: one work-item
+ * per element (dropout: per four elements), work-groups of BT_WG, global
+ * size n rounded up to BT_WG.
  * Outputs may alias inputs read at the same index (backend.h). */
 
 /* out[i] = value                                         out: (n) */
@@ -121,6 +122,28 @@ BT_KERNEL void bt_tanh_bwd(BT_OUT(float, dx), BT_IN(float, dout), BT_IN(float, y
     if (i >= n) return;
     const float yi = y[i];
     dx[i] = dout[i] * (1.0f - yi * yi);
+}
+
+/* out = tanh(x) in the 16-bit storage kind `kind` (BT_KIND16_BF16 or _F16):
+ * x read as it is, out rounded to the kind as it is written.     (n) */
+BT_KERNEL void bt_tanh_fwd16(BT_OUT(ushort, out), BT_IN(ushort, x), ulong n, int kind) {
+    BT_BIND(out);
+    BT_BIND(x);
+    const size_t i = get_global_id(0);
+    if (i < n) out[i] = f32_to_kind16(tanh(kind16_value(x[i], kind)), kind);
+}
+
+/* dx = dout * (1 - y^2) in the 16-bit storage kind `kind`: dout and y read
+ * as they are, dx rounded to the kind as it is written.          (n) */
+BT_KERNEL void bt_tanh_bwd16(BT_OUT(ushort, dx), BT_IN(ushort, dout), BT_IN(ushort, y), ulong n,
+                             int kind) {
+    BT_BIND(dx);
+    BT_BIND(dout);
+    BT_BIND(y);
+    const size_t i = get_global_id(0);
+    if (i >= n) return;
+    const float yi = kind16_value(y[i], kind);
+    dx[i] = f32_to_kind16(kind16_value(dout[i], kind) * (1.0f - yi * yi), kind);
 }
 
 /* out[i] = draw >= thr ? in[i] * keep_scale : 0, for `samples` samples of

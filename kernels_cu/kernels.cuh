@@ -22,6 +22,10 @@ __global__ void bt_gelu_fwd(float *out, const float *x, unsigned long long n);
 __global__ void bt_gelu_bwd(float *dx, const float *dout, const float *x, unsigned long long n);
 __global__ void bt_tanh_fwd(float *out, const float *x, unsigned long long n);
 __global__ void bt_tanh_bwd(float *dx, const float *dout, const float *y, unsigned long long n);
+__global__ void bt_tanh_fwd16(unsigned short *out, const unsigned short *x, unsigned long long n,
+                              int kind);
+__global__ void bt_tanh_bwd16(unsigned short *dx, const unsigned short *dout,
+                              const unsigned short *y, unsigned long long n, int kind);
 __global__ void bt_dropout(float *out, const float *in, unsigned short *out16,
                            const unsigned short *in16, unsigned long long per_sample,
                            unsigned long long blocks_per_sample, unsigned long long blocks,

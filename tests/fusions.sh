@@ -164,26 +164,34 @@ check_cast() {
 #    bits too, joins dA in the embeddings' dropout (add_dropout); the MLM
 #    head's d hidden, scattered onto rows no other head's gradient reaches
 #    (bench masks no [CLS] row), is rounded by its reader;
-#  - with NSP on, the NSP head's, at its B rows: the pooler's and the
-#    classifier's outputs on op_linear's fp32 path (2 each: the bias rows
-#    and the output), tanh's output, and in the backward the classifier's
-#    input gradient (read by tanh's backward, which does not round): 6
-#    (tanh's gradient and the pooler's input gradient are rounded by their
-#    readers).
+#  - with NSP on, none in the NSP head either: its pooler's output, tanh's
+#    and the logits live in 16 bits alone, written rounded by the biased
+#    16-bit GEMMs, tanh_fwd and the cross-entropy, and so do the gradients
+#    between its GEMMs (tanh_bwd in 16 bits); its d hidden is rounded by
+#    its reader as the MLM head's.
 # So L + 2 at 2 and at 3 layers (a middle layer adds one, its gradient's),
-# and L + 8 at 2 layers with NSP.
+# and with NSP at 2 layers.
 check_round16() {
     for run in 2 3 2-nsp; do
         layers=${run%-nsp} want=$((${run%-nsp} + 2)) nsp=
-        [ "$run" = "$layers" ] || { want=$((layers + 8)); nsp="--set model.nsp=true --set data.mode=sentence_pairs"; }
+        [ "$run" = "$layers" ] || nsp="--set model.nsp=true --set data.mode=sentence_pairs"
         # shellcheck disable=SC2086
         bench cuda-emu:0 "r16-$run" --layers "$layers" --precision bf16 --unfused none $nsp
         n=$(calls "r16-$run" round16)
         [ -n "$n" ] || fail "cuda-emu, $run layers: no round16 count in the profile"
         awk -v n="$n" -v want="$want" 'BEGIN { exit !(n == want) }' ||
-            fail "cuda-emu, Post-LN bf16, $run layers: $n round16 passes a step, want $want (L + 2 gradient ranges${nsp:+, 6 in the NSP head})"
-        echo "ok   cuda-emu, Post-LN bf16, $run layers: $n round16 passes a step: the $((layers + 2)) gradient ranges${nsp:+ and 6 in the NSP head}, none at the layers' or the MLM head's activations"
+            fail "cuda-emu, Post-LN bf16, $run layers: $n round16 passes a step, want $want (L + 2 gradient ranges)"
+        echo "ok   cuda-emu, Post-LN bf16, $run layers: $n round16 passes a step: the $((layers + 2)) gradient ranges, none at the layers' or the heads' activations"
     done
+    # the NSP head in 16 bits (under the cast fusion) gives the bits of its
+    # fp32 path with its rounding passes (without it)
+    # shellcheck disable=SC2086
+    bench cuda-emu:0 "r16-2-nsp-nocast" --layers 2 --precision bf16 --unfused cast $nsp
+    a=$(grep "^last step:" "$tmpdir/r16-2-nsp") b=$(grep "^last step:" "$tmpdir/r16-2-nsp-nocast")
+    [ -n "$a" ] && [ "$a" = "$b" ] ||
+        fail "cuda-emu, Post-LN bf16 with NSP: the NSP head in 16 bits '$a', in fp32 with passes '$b'"
+    [ "$(calls r16-2-nsp tanh_fwd)" = 1.0 ] || fail "cuda-emu, with NSP: want one tanh_fwd a step"
+    echo "ok   cuda-emu, Post-LN bf16 with NSP: its head in 16 bits gives the bits of its fp32 path ($a)"
 }
 
 if [ -f "$BERTRAIN_CUDA_EMU" ]; then

@@ -175,16 +175,52 @@ static void cpu_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_
     }
 }
 
-static void cpu_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+/* The value of the 16 bits h of dt (BT_BF16 or BT_F16), widened exactly. */
+static inline float from16_value(uint16_t h, bt_dtype dt) {
+    uint32_t b;
+    cpu_from16_span(&b, &h, dt, 1);
+    float x;
+    memcpy(&x, &b, 4);
+    return x;
+}
+
+/* The 16 bits of x in dt (BT_BF16 or BT_F16): cast's rounding. */
+static inline uint16_t to16_value(float x, bt_dtype dt) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    uint16_t h;
+    cpu_to16_span(&h, &b, dt, 1);
+    return h;
+}
+
+static void cpu_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n, bt_dtype dtype) {
     (void)be;
+    if (dtype != BT_F32) { /* 16 bits in and out */
+        uint16_t *O = cpu_u16(out);
+        const uint16_t *X = cpu_u16(x);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) O[i] = to16_value(tanhf(from16_value(X[i], dtype)), dtype);
+        return;
+    }
     float *O = cpu_f32(out);
     const float *X = cpu_f32(x);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) O[i] = tanhf(X[i]);
 }
 
-static void cpu_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n) {
+static void cpu_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n,
+                         bt_dtype dtype) {
     (void)be;
+    if (dtype != BT_F32) { /* 16 bits in and out */
+        uint16_t *DX = cpu_u16(dx);
+        const uint16_t *D = cpu_u16(dout), *Y = cpu_u16(y);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            const float yi = from16_value(Y[i], dtype);
+            DX[i] = to16_value(from16_value(D[i], dtype) * (1.0f - yi * yi), dtype);
+        }
+        return;
+    }
     float *DX = cpu_f32(dx);
     const float *D = cpu_f32(dout), *Y = cpu_f32(y);
 #pragma omp parallel for schedule(static)

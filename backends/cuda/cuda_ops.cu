@@ -52,14 +52,24 @@ static void cu_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t
     LAUNCH(c, gelu_bwd, n, cu_f32(dx), cu_f32(dout), cu_f32(x), n);
 }
 
-static void cu_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
+static void cu_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n, bt_dtype dtype) {
     cu_ctx *c = cu(be);
-    LAUNCH(c, tanh_fwd, n, cu_f32(out), cu_f32(x), n);
+    if (dtype == BT_F32)
+        LAUNCH(c, tanh_fwd, n, cu_f32(out), cu_f32(x), n);
+    else
+        LAUNCH(c, tanh_fwd16, n, (unsigned short *)cu_addr(out, 2),
+               (const unsigned short *)cu_addr(x, 2), n, BT_KIND16_OF(dtype));
 }
 
-static void cu_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n) {
+static void cu_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n,
+                        bt_dtype dtype) {
     cu_ctx *c = cu(be);
-    LAUNCH(c, tanh_bwd, n, cu_f32(dx), cu_f32(dout), cu_f32(y), n);
+    if (dtype == BT_F32)
+        LAUNCH(c, tanh_bwd, n, cu_f32(dx), cu_f32(dout), cu_f32(y), n);
+    else
+        LAUNCH(c, tanh_bwd16, n, (unsigned short *)cu_addr(dx, 2),
+               (const unsigned short *)cu_addr(dout, 2), (const unsigned short *)cu_addr(y, 2),
+               n, BT_KIND16_OF(dtype));
 }
 
 /* The keep threshold and 1/(1-p) are computed here, on the host, exactly as

@@ -32,7 +32,7 @@ struct bt_buffer {
  * created once, at backend creation. */
 #define OCL_KERNELS(X)                                                                  \
     X(fill) X(add) X(scale) X(axpy) X(bias_add) X(gelu_fwd) X(gelu_bwd) X(tanh_fwd)     \
-    X(tanh_bwd) X(dropout) X(dropout_rows) X(bias_grad) X(bias_grad_partial) X(sum_partial) X(sumsq_partial) X(all_finite)   \
+    X(tanh_bwd) X(tanh_fwd16) X(tanh_bwd16) X(dropout) X(dropout_rows) X(bias_grad) X(bias_grad_partial) X(sum_partial) X(sumsq_partial) X(all_finite)   \
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_dx_params) X(layernorm_bwd_params)   \
     X(layernorm_bwd_params_partial) X(layernorm_bwd_params_sum) X(softmax_fwd)          \
     X(softmax_bwd) X(embed_fwd) X(embed_bwd_type) X(embed_bwd_type_partial) \

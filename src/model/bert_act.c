@@ -101,6 +101,9 @@ struct bert_act_layout *bert_act_layout_new(const bert_config *c, int Bm, int Tm
     TAKE(nsp_loss, (size_t)Bm);
     TAKE(nsp_correct, (size_t)Bm);
     TAKE(nsp_log_z, (size_t)Bm);
+    TAKE(pool_pre16, c->storage != BT_F32 ? ((size_t)Bm * H + 1) / 2 : 0);
+    TAKE(pooled16, c->storage != BT_F32 ? ((size_t)Bm * H + 1) / 2 : 0);
+    TAKE(nsp_logits16, c->storage != BT_F32 ? (size_t)Bm : 0);
     if (c->norm == BERT_NORM_PRE) {
         TAKE(final_out, N * H);
         TAKE(final_mean, N);

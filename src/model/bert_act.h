@@ -34,6 +34,9 @@ struct bert_act_layout {
                    * head's dense output where its 16-bit GEMM writes it alone) */
     size_t logits, mlm_loss, mlm_correct, mlm_log_z; /* (M, V), (M), (M), (M) */
     size_t cls, pool_pre, pooled, nsp_logits, nsp_loss, nsp_correct, nsp_log_z; /* NSP: (B, H) ... */
+    /* with 16-bit storage: NSP's pooler output, tanh's output and the logits
+     * in 16 bits, (B, H), (B, H), (B, 2) of 2 bytes (bert_heads.c's nsp16) */
+    size_t pool_pre16, pooled16, nsp_logits16;
     size_t final_out, final_mean, final_rstd; /* Pre-LN final LayerNorm: (N, H), (N), (N) */
     /* mixed precision: the input of the layer in flight (N, H), unpacked from
      * the stash (0 without a stash) */

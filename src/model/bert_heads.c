@@ -111,8 +111,29 @@ void bert_mlm_head_bwd(bert_run *r, bool d_hidden_stored) {
     if (d_hidden_stored) op_stored(r, a->t2, (size_t)M * H);
 }
 
+/* The NSP head in 16 bits: where the GEMMs run in 16 bits under the cast
+ * fusion and the logits are not read back, the pooler's output, tanh's and the logits live in 16 bits
+ * alone (pool_pre16, pooled16, nsp_logits16), written rounded by the ops
+ * that make them (a biased 16-bit GEMM, tanh_fwd, xent's gradient over the
+ * logits) and read so by the next: no rounding pass and no fp32 copy. The
+ * backward's gradients take the same homes: the classifier's input gradient
+ * and tanh's over pool_pre16, the logits' gradient over the logits. */
+static bool nsp16(const bert_run *r) {
+    const bert_model *m = r->m;
+    return m->gemm16 && m->cfg.storage != BT_F32 && fused(m, BERT_FUSE_CAST) &&
+           !r->pass->nsp_logits_out;
+}
+
+/* The GEMMs of the ops between this and the next call read activation off
+ * from x16 (its only copy); BT_NO_PTR: as before (the heads run with none). */
+static void nsp_operand16(bert_run *r, size_t off, bt_ptr x16) {
+    r->half_input = x16;
+    r->half_input_of = off;
+}
+
 /* NSP head on the [CLS] rows of hidden: pooler dense -> tanh -> 2-way
- * classifier, the loss and its gradient (into the logits). */
+ * classifier, the loss and its gradient (into the logits, or in 16 bits:
+ * nsp16). */
 void bert_nsp_head_fwd(bert_run *r, size_t hidden) {
     const bert_model *m = r->m;
     const struct bert_act_layout *a = m->act;
@@ -120,13 +141,27 @@ void bert_nsp_head_fwd(bert_run *r, size_t hidden) {
     bert_stats *st = r->st;
     const int B = r->bt->B, H = m->cfg.hidden_size;
     m->be->gather_rows(m->be, act(m, a->cls), act(m, hidden), ints(m, bert_top_cls_rows(r)), B, H);
-    op_linear(r, a->pool_pre, a->cls, v->pool_w, v->pool_b, B, H, H);
-    op_tanh(r, a->pooled, a->pool_pre, (size_t)B * H);
-    op_linear(r, a->nsp_logits, a->pooled, v->nsp_w, v->nsp_b, B, H, 2);
-    if (r->pass->nsp_logits_out)
-        m->be->download(m->be, r->pass->nsp_logits_out, act(m, a->nsp_logits), (size_t)B * 2 * 4);
-    op_xent(r, a->nsp_logits, a->nsp_loss, a->nsp_correct, a->nsp_log_z, a->nsp_labels, B, 2,
-            r->pass->nsp_grad_scale, 0.0f, BT_NO_PTR);
+    if (nsp16(r)) {
+        const bt_dtype s = (bt_dtype)m->cfg.storage;
+        const bt_ptr pre16 = act(m, a->pool_pre16), y16 = act(m, a->pooled16),
+                     z16 = act(m, a->nsp_logits16);
+        op_linear_to16(r, pre16, a->pool_pre, a->cls, v->pool_w, v->pool_b, B, H, H);
+        m->be->tanh_fwd(m->be, y16, pre16, (size_t)B * H, s);
+        nsp_operand16(r, a->pooled, y16);
+        op_linear_to16(r, z16, a->nsp_logits, a->pooled, v->nsp_w, v->nsp_b, B, H, 2);
+        nsp_operand16(r, 0, BT_NO_PTR);
+        op_xent_from16(r, z16, a->nsp_loss, a->nsp_correct, a->nsp_log_z, a->nsp_labels, B, 2,
+                       r->pass->nsp_grad_scale, 0.0f);
+    } else {
+        op_linear(r, a->pool_pre, a->cls, v->pool_w, v->pool_b, B, H, H);
+        op_tanh(r, a->pooled, a->pool_pre, (size_t)B * H);
+        op_linear(r, a->nsp_logits, a->pooled, v->nsp_w, v->nsp_b, B, H, 2);
+        if (r->pass->nsp_logits_out)
+            m->be->download(m->be, r->pass->nsp_logits_out, act(m, a->nsp_logits),
+                            (size_t)B * 2 * 4);
+        op_xent(r, a->nsp_logits, a->nsp_loss, a->nsp_correct, a->nsp_log_z, a->nsp_labels, B,
+                2, r->pass->nsp_grad_scale, 0.0f, BT_NO_PTR);
+    }
     st->nsp_loss_sum =
         stat_sum(r, BT_REDUCE_SUM, act(m, a->nsp_loss), (size_t)B, &st->ticket.nsp_loss);
     st->nsp_correct =
@@ -136,14 +171,27 @@ void bert_nsp_head_fwd(bert_run *r, size_t hidden) {
 
 /* Backward of bert_nsp_head_fwd: d hidden at the [CLS] rows into pool_pre (free
  * again), stored (rounded) where d_hidden_stored, else as its GEMM wrote it.
- * tanh's gradient is not stored: the pooler's backward rounds it as it reads
- * it (op_linear_bwd_unrounded). */
+ * tanh's gradient is not stored by a pass: in 16 bits tanh_bwd rounds it as
+ * it writes it, else the pooler's backward rounds it as it reads it
+ * (op_linear_bwd_unrounded). */
 void bert_nsp_head_bwd(bert_run *r, bool d_hidden_stored) {
-    const struct bert_act_layout *a = r->m->act;
-    const bert_views *v = &r->m->v;
-    const int B = r->bt->B, H = r->m->cfg.hidden_size;
-    op_linear_bwd(r, a->dcls, v->nsp_w, v->nsp_b, a->nsp_logits, a->pooled, B, H, 2);
-    op_tanh_bwd(r, a->dcls, a->dcls, a->pooled, (size_t)B * H, false);
-    op_linear_bwd_unrounded(r, a->pool_pre, v->pool_w, v->pool_b, a->dcls, a->cls, B, H, H);
+    const bert_model *m = r->m;
+    const struct bert_act_layout *a = m->act;
+    const bert_views *v = &m->v;
+    const int B = r->bt->B, H = m->cfg.hidden_size;
+    if (nsp16(r)) {
+        const bt_ptr d16 = act(m, a->pool_pre16), y16 = act(m, a->pooled16);
+        nsp_operand16(r, a->pooled, y16);
+        op_linear_bwd_from16(r, 0, d16, v->nsp_w, v->nsp_b, act(m, a->nsp_logits16), a->pooled,
+                             B, H, 2);
+        nsp_operand16(r, 0, BT_NO_PTR);
+        m->be->tanh_bwd(m->be, d16, d16, y16, (size_t)B * H, (bt_dtype)m->cfg.storage);
+        op_linear_bwd_from16(r, a->pool_pre, BT_NO_PTR, v->pool_w, v->pool_b, d16, a->cls, B, H,
+                             H);
+    } else {
+        op_linear_bwd(r, a->dcls, v->nsp_w, v->nsp_b, a->nsp_logits, a->pooled, B, H, 2);
+        op_tanh_bwd(r, a->dcls, a->dcls, a->pooled, (size_t)B * H, false);
+        op_linear_bwd_unrounded(r, a->pool_pre, v->pool_w, v->pool_b, a->dcls, a->cls, B, H, H);
+    }
     if (d_hidden_stored) op_stored(r, a->pool_pre, (size_t)B * H);
 }

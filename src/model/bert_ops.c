@@ -299,12 +299,12 @@ void op_gelu_bwd(bert_run *r, size_t dx, size_t dy, size_t x, size_t n, bool sto
 }
 
 void op_tanh(bert_run *r, size_t out, size_t in, size_t n) {
-    r->m->be->tanh_fwd(r->m->be, act(r->m, out), act(r->m, in), n);
+    r->m->be->tanh_fwd(r->m->be, act(r->m, out), act(r->m, in), n, BT_F32);
     store(r, out, n);
 }
 
 void op_tanh_bwd(bert_run *r, size_t dx, size_t dy, size_t y, size_t n, bool stored) {
-    r->m->be->tanh_bwd(r->m->be, act(r->m, dx), act(r->m, dy), act(r->m, y), n);
+    r->m->be->tanh_bwd(r->m->be, act(r->m, dx), act(r->m, dy), act(r->m, y), n, BT_F32);
     if (stored) store(r, dx, n);
 }
 
