@@ -171,22 +171,30 @@ check_cast() {
 #    its reader as the MLM head's.
 # So L + 2 at 2 and at 3 layers (a middle layer adds one, its gradient's),
 # and with NSP at 2 layers.
+# Pre-LN: L + 3 gradient ranges (the final LayerNorm's too) and 2 more: the
+# embeddings' output (its first LayerNorm reads it in fp32, rounded) and
+# the top layer's attention join (its S rows scattered onto dH, copied to
+# dA and rounded). Each branch's dH is left to its LayerNorm's backward,
+# which rounds it as it reads it, and the joins' sums are rounded as
+# add_dropout (with no dropout) makes them: L + 5 at 2 and 3 layers.
 check_round16() {
-    for run in 2 3 2-nsp; do
-        layers=${run%-nsp} want=$((${run%-nsp} + 2)) nsp=
-        [ "$run" = "$layers" ] || nsp="--set model.nsp=true --set data.mode=sentence_pairs"
+    for run in 2 3 2-nsp 2-pre 3-pre; do
+        layers=${run%-*} want=$((${run%-*} + 2)) nsp= norm=post
+        case $run in
+        *-nsp) nsp="--set model.nsp=true --set data.mode=sentence_pairs" ;;
+        *-pre) norm=pre want=$((layers + 5)) ;;
+        esac
         # shellcheck disable=SC2086
-        bench cuda-emu:0 "r16-$run" --layers "$layers" --precision bf16 --unfused none $nsp
+        bench cuda-emu:0 "r16-$run" --layers "$layers" --precision bf16 --unfused none --norm $norm $nsp
         n=$(calls "r16-$run" round16)
         [ -n "$n" ] || fail "cuda-emu, $run layers: no round16 count in the profile"
         awk -v n="$n" -v want="$want" 'BEGIN { exit !(n == want) }' ||
-            fail "cuda-emu, Post-LN bf16, $run layers: $n round16 passes a step, want $want (L + 2 gradient ranges)"
-        echo "ok   cuda-emu, Post-LN bf16, $run layers: $n round16 passes a step: the $((layers + 2)) gradient ranges, none at the layers' or the heads' activations"
+            fail "cuda-emu, $norm-LN bf16, $layers layers${nsp:+ with NSP}: $n round16 passes a step, want $want"
+        echo "ok   cuda-emu, $norm-LN bf16, $layers layers${nsp:+ with NSP}: $n round16 passes a step (the gradient ranges$([ $norm = pre ] && echo ", the embeddings' output and the top layer's join"))"
     done
     # the NSP head in 16 bits (under the cast fusion) gives the bits of its
     # fp32 path with its rounding passes (without it)
-    # shellcheck disable=SC2086
-    bench cuda-emu:0 "r16-2-nsp-nocast" --layers 2 --precision bf16 --unfused cast $nsp
+    bench cuda-emu:0 "r16-2-nsp-nocast" --layers 2 --precision bf16 --unfused cast --set model.nsp=true --set data.mode=sentence_pairs
     a=$(grep "^last step:" "$tmpdir/r16-2-nsp") b=$(grep "^last step:" "$tmpdir/r16-2-nsp-nocast")
     [ -n "$a" ] && [ "$a" = "$b" ] ||
         fail "cuda-emu, Post-LN bf16 with NSP: the NSP head in 16 bits '$a', in fp32 with passes '$b'"

@@ -327,13 +327,18 @@ static void attn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const jo
     join_fwd(r, l, SITE_ATTN_OUT, a->layer[l].res1, resid, w->ao_b, norm, d);
 }
 
+/* How a block's backward leaves dH, its input gradient: rounded by a pass
+ * (DH_STORED), or unrounded for its reader, a LayerNorm backward, which
+ * rounds it as it reads it: in fp32 (DH_UNROUNDED), or where the GEMM that
+ * writes it runs in 16 bits and the reader takes them, in the storage's 16
+ * bits (DH_UNROUNDED_OR_16: a join's LayerNorm backward). */
+typedef enum { DH_STORED, DH_UNROUNDED, DH_UNROUNDED_OR_16 } dh_store;
+
 /* Backward of attn_block_fwd's branch: dA holds d res1 (the top layer: at its
- * rows); dH gets d in (every row), stored unless stored_dh is false (its
- * reader, a join's LayerNorm backward, rounds it as it reads it). Returns
- * whether dH was written in the storage's 16 bits instead, by its GEMM
- * (with stored_dh false, where that GEMM runs in 16 bits). dropped: the
+ * rows); dH gets d in (every row), as dh says. Returns whether dH was
+ * written in the storage's 16 bits (DH_UNROUNDED_OR_16 only). dropped: the
  * branch's gradient as the LayerNorm backward before made it (branch_bwd). */
-static bool attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh,
+static bool attn_block_bwd(bert_run *r, int l, size_t in, dh_store dh,
                            const bt_ln_bwd_drop *dropped) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_views *w = &r->m->v.layer[l];
@@ -358,13 +363,13 @@ static bool attn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh,
     }
     const bt_ptr dqkv16 = bert_attention_bwd(r, l, dctx16);
     const int N = r->bt->B * r->bt->T;
-    const bool dh_16bit = !stored_dh && dqkv16.buf;
+    const bool dh_16bit = dh == DH_UNROUNDED_OR_16 && dqkv16.buf;
     if (dqkv16.buf)
         op_linear_bwd_from16(r, a->dH, dh_16bit ? act(r->m, a->dH) : BT_NO_PTR, w->qkv_w, w->qkv_b,
                              dqkv16, in, N, d.H, 3 * d.H);
     else
         op_linear_bwd_unrounded(r, a->dH, w->qkv_w, w->qkv_b, a->dqkv, in, N, d.H, 3 * d.H);
-    if (stored_dh) op_stored(r, a->dH, (size_t)N * d.H);
+    if (dh == DH_STORED) op_stored(r, a->dH, (size_t)N * d.H);
     return dh_16bit;
 }
 
@@ -381,12 +386,10 @@ static void ffn_block_fwd(bert_run *r, int l, size_t in, size_t resid, const joi
 }
 
 /* Backward of ffn_block_fwd's branch: dA holds d res2; dH gets d in (the
- * residual's share is join_bwd's), stored unless stored_dh is false (its
- * reader, a join's LayerNorm backward, rounds it as it reads it). Returns
- * whether dH was written in the storage's 16 bits instead, by its GEMM
- * (with stored_dh false, where that GEMM runs in 16 bits). dropped: as
+ * residual's share is join_bwd's), as dh says. Returns whether dH was
+ * written in the storage's 16 bits (DH_UNROUNDED_OR_16 only). dropped: as
  * attn_block_bwd's. */
-static bool ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh,
+static bool ffn_block_bwd(bert_run *r, int l, size_t in, dh_store dh,
                           const bt_ln_bwd_drop *dropped) {
     const struct bert_act_layout *a = r->m->act;
     const bert_layer_acts *la = &a->layer[l];
@@ -409,12 +412,12 @@ static bool ffn_block_bwd(bert_run *r, int l, size_t in, bool stored_dh,
     const bool bias_done =
         op_bias_gelu_bwd(r, a->dI, di_in16, la->fc1, BT_NO_PTR, w->fc1_b, d.N, d.I, &di16);
     const size_t b1 = bias_done ? NO_BIAS : w->fc1_b;
-    const bool dh_16bit = !stored_dh && di16.buf;
+    const bool dh_16bit = dh == DH_UNROUNDED_OR_16 && di16.buf;
     if (dh_16bit)
         op_linear_bwd_to16(r, act(r->m, a->dH), w->fc1_w, b1, a->dI, di16, in, d.N, d.H, d.I);
     else
         op_linear_bwd_given16(r, a->dH, w->fc1_w, b1, a->dI, di16, in, d.N, d.H, d.I);
-    if (stored_dh) op_stored(r, a->dH, (size_t)d.N * d.H);
+    if (dh == DH_STORED) op_stored(r, a->dH, (size_t)d.N * d.H);
     return dh_16bit;
 }
 
@@ -472,11 +475,12 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
     const layer_dims d = dims_of(r, l); /* d.N: the rows after attention */
     const int N = r->bt->B * r->bt->T;
     if (r->m->cfg.norm == BERT_NORM_PRE) {
-        ffn_block_bwd(r, l, la->ln2, true, NULL);
+        /* each branch's dH read by its LayerNorm's backward alone, which rounds it */
+        ffn_block_bwd(r, l, la->ln2, DH_UNROUNDED, NULL);
         op_layernorm_bwd(r, a->dH, w->ln2_w, w->ln2_b, a->dH, la->res1, la->mean2, la->rstd2, d.N,
                          NULL);
         join_bwd(r, l, SITE_FFN_OUT, d, false); /* d res1 */
-        attn_block_bwd(r, l, la->ln1, true, NULL);
+        attn_block_bwd(r, l, la->ln1, DH_UNROUNDED, NULL);
         op_layernorm_bwd(r, a->dH, w->ln1_w, w->ln1_b, a->dH, x_in, la->mean1, la->rstd1, N, NULL);
         if (emb_takes_join(r, l, d)) /* dH: rounded by LN1's backward */
             r->pending_join = true, r->pending_join16 = false;
@@ -510,7 +514,8 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
                              la->rstd2, d.N, ffn_drop);
         }
         r->pending_join = false;
-        const bool ffn_dh16 = ffn_block_bwd(r, l, la->ln1, !join, ffn_drop);
+        const bool ffn_dh16 =
+            ffn_block_bwd(r, l, la->ln1, join ? DH_UNROUNDED_OR_16 : DH_STORED, ffn_drop);
         const bt_ln_bwd_drop *attn_drop =
             branch_drop(r, l, SITE_ATTN_OUT, d, attn_dh16_at(r, d), &attn_room);
         if (join) {
@@ -524,7 +529,8 @@ static void layer_bwd(bert_run *r, int l, size_t x_in) {
         /* the top layer's d x_in, read next by the LN2 backward below (which rounds it):
          * its dH may come in 16 bits from its GEMM (bert_top_join_grad) */
         const bool top16 = d.top && below >= 0, to_emb = emb_takes_join(r, l, d);
-        const bool attn_dh16 = attn_block_bwd(r, l, x_in, !defer && !top16 && !to_emb, attn_drop);
+        const bool attn_dh16 = attn_block_bwd(
+            r, l, x_in, defer || top16 || to_emb ? DH_UNROUNDED_OR_16 : DH_STORED, attn_drop);
         if (defer || to_emb) { /* dH unstored: add_dropout, like LN2's backward, rounds it */
             r->pending_join = true;
             r->pending_join16 = attn_dh16;

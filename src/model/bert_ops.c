@@ -340,6 +340,15 @@ void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t 
                      bool stored) {
     const bert_model *m = r->m;
     bt_backend *be = m->be;
+    const bt_dtype s = (bt_dtype)m->cfg.storage;
+    if (stored && omega == 1.0f && s != BT_F32 && fused(m, BERT_FUSE_JOIN)) {
+        /* round16(d + round16(dbranch)), dbranch's rounding changing nothing: the
+         * add and the store's rounding in one pass (p 0: no draw drops a value) */
+        be->add_dropout(be, act(m, d), act(m, d), act(m, dbranch), BT_F32, n, n, 0, 0.0f,
+                        (bt_rng_key){0, 0}, s);
+        store_rounded(r, d, n);
+        return;
+    }
     if (omega != 1.0f) be->scale(be, act(m, d), omega, n);
     be->add(be, act(m, d), act(m, d), act(m, dbranch), n);
     if (stored) store(r, d, n);

@@ -155,7 +155,9 @@ void op_residual(bert_run *r, size_t out, float omega, size_t resid, size_t bran
 
 /* Backward of op_residual for its input: d = omega * d + dbranch. With stored false the sum is left as the
  * ops wrote it, not stored (rounded): for a sum whose one reader rounds it
- * as it reads it (layernorm_bwd). */
+ * as it reads it (layernorm_bwd). With stored true dbranch must hold stored
+ * values (rounded): with 16-bit storage, omega 1 and the join fusion the sum
+ * is rounded as it is made (add_dropout with no dropout), not by a pass. */
 void op_residual_bwd(bert_run *r, size_t d, float omega, size_t dbranch, size_t n,
                      bool stored);
 
