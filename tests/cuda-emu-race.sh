@@ -32,15 +32,16 @@ grep -m5 'data race' "$tmpdir/clean.log"
 echo "ok   every kernel, instrumented: $(tail -1 "$tmpdir/clean.log"), no race"
 
 # planted NAME PERL-EXPRESSION REPORT: kernels/common.cl changed by the
-# expression, built instrumented; the conformance run of sum (sum_partial, a
-# wg_sum) on it must fail with a line matching REPORT.
+# expression, the reductions (kernels/reduce.cl, through cu/reduce.cpp) built
+# instrumented with it (the other kernels, which the run does not launch, as
+# the emulator has them); the conformance run of sum (sum_partial, a wg_sum)
+# on it must fail with a line matching REPORT.
 planted() {
     name=$1 expr=$2 want=$3 src="$tmpdir/$(echo "$1" | tr " " -)"
     mkdir -p "$src" && cp -R backends kernels kernels_cu "$src/"
     perl -0pi -e "$expr" "$src/kernels/common.cl"
     cmp -s kernels/common.cl "$src/kernels/common.cl" && fail "$name no longer applies to kernels/common.cl: update this test"
-    # shellcheck disable=SC2086
-    emu_plugin "$src.so" "$src" "$FLAGS" $KERNELS
+    emu_plugin "$src.so" "$src" "$FLAGS" reduce
     rc=0
     BERTRAIN_CUDA_EMU="$src.so" "$CONF" --backend cuda-emu --quick --op sum > "$src.log" 2>&1 || rc=$?
     [ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q "kernel bt_sum_partial.*$want" "$src.log" ||
