@@ -83,31 +83,28 @@ static void ocl_gelu_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n) {
 static void ocl_gelu_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr x, size_t n) {
     binary(be, K_gelu_bwd, dx, dout, x, n);
 }
-static void ocl_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n, bt_dtype dtype) {
-    if (dtype == BT_F32) {
-        unary(be, K_tanh_fwd, out, x, n);
-        return;
-    }
-    args a = begin(be, K_tanh_fwd16);
-    arg_ptr(&a, out, 2);
-    arg_ptr(&a, x, 2);
+/* An elementwise kernel in 16 bits: its `count` 16-bit tensors t, then n
+ * and the storage kind of dtype. */
+static void elementwise16(bt_backend *be, ocl_kernel_id id, const bt_ptr *t, int count, size_t n,
+                          bt_dtype dtype) {
+    args a = begin(be, id);
+    for (int i = 0; i < count; i++) arg_ptr(&a, t[i], 2);
     arg_ul(&a, n);
     arg_i(&a, BT_KIND16_OF(dtype));
     launch(be, &a, n);
 }
+static void ocl_tanh_fwd(bt_backend *be, bt_ptr out, bt_ptr x, size_t n, bt_dtype dtype) {
+    if (dtype == BT_F32)
+        unary(be, K_tanh_fwd, out, x, n);
+    else
+        elementwise16(be, K_tanh_fwd16, (const bt_ptr[]){out, x}, 2, n, dtype);
+}
 static void ocl_tanh_bwd(bt_backend *be, bt_ptr dx, bt_ptr dout, bt_ptr y, size_t n,
                          bt_dtype dtype) {
-    if (dtype == BT_F32) {
+    if (dtype == BT_F32)
         binary(be, K_tanh_bwd, dx, dout, y, n);
-        return;
-    }
-    args a = begin(be, K_tanh_bwd16);
-    arg_ptr(&a, dx, 2);
-    arg_ptr(&a, dout, 2);
-    arg_ptr(&a, y, 2);
-    arg_ul(&a, n);
-    arg_i(&a, BT_KIND16_OF(dtype));
-    launch(be, &a, n);
+    else
+        elementwise16(be, K_tanh_bwd16, (const bt_ptr[]){dx, dout, y}, 3, n, dtype);
 }
 
 /* The keep threshold and 1/(1-p) are computed here, on the host, exactly as
