@@ -112,12 +112,13 @@ void bert_mlm_head_bwd(bert_run *r, bool d_hidden_stored) {
 }
 
 /* The NSP head in 16 bits: where the GEMMs run in 16 bits under the cast
- * fusion and the logits are not read back, the pooler's output, tanh's and the logits live in 16 bits
- * alone (pool_pre16, pooled16, nsp_logits16), written rounded by the ops
- * that make them (a biased 16-bit GEMM, tanh_fwd, xent's gradient over the
- * logits) and read so by the next: no rounding pass and no fp32 copy. The
- * backward's gradients take the same homes: the classifier's input gradient
- * and tanh's over pool_pre16, the logits' gradient over the logits. */
+ * fusion and the logits are not read back, the pooler's output, tanh's and
+ * the logits live in 16 bits alone (pool_pre16, pooled16, nsp_logits16),
+ * written rounded by the ops that make them (a biased 16-bit GEMM,
+ * tanh_fwd, the GEMM again) and read so by the next: no rounding pass and
+ * no fp32 copy. The backward's gradients take the same homes: the logits'
+ * gradient over the logits (xent), the classifier's input gradient and
+ * tanh's over pool_pre16. */
 static bool nsp16(const bert_run *r) {
     const bert_model *m = r->m;
     return m->gemm16 && m->cfg.storage != BT_F32 && fused(m, BERT_FUSE_CAST) &&
