@@ -649,7 +649,8 @@ static void check_tanh16(bt_backend *be, const float *x, const float *dout, size
     }
     for (int inpl = 0; inpl < 2 && want_op("tanh_bwd"); inpl++) {
         q.inplace = q32.inplace = inpl;
-        tensor t[] = {tensor_16bit("dout16", d16, n, inpl), tensor_16bit("y16", y16, n, false), tensor_16bit("dx16", NULL, n, true)},
+        tensor t[] = {tensor_16bit("dout16", d16, n, inpl), tensor_16bit("y16", y16, n, false),
+                      tensor_16bit("dx16", NULL, n, true)},
                u[] = {inpl ? tensor_out("dout", dw, n) : tensor_in("dout", dw, n),
                       tensor_in("y widened", yw, n), tensor_out("dx", NULL, n)};
         const int nt = inpl ? 2 : 3, o = inpl ? 0 : 2;
