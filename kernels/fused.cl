@@ -11,7 +11,7 @@
  * not touched), with BT_COPY16_OUT_ONLY out16 only (out is not touched),
  * with BT_COPY16_IN_ONLY y16 only (y keeps its input); with
  * BT_COPY16_IN_GIVEN (and _IN_ONLY) y16 holds the pre-activation instead,
- * in kind16, read as it is: no bias added, y not read.
+ * in kind16, read as it is: no bias added, y and bias not read.
  *                        y, out, y16, out16: (rows, cols)
  * Geometry: BT_BIAS_ROWS rows of a column per work-item, as bias_add;
  * global: BT_BIAS_ITEMS(rows, cols). */
@@ -27,7 +27,7 @@ BT_KERNEL void bt_bias_gelu_fwd(BT_OUT(float, out), BT_OUT(float, y), BT_IN(floa
     if (item >= BT_BIAS_ITEMS(rows, cols)) return;
     const size_t c = item % (size_t)cols, r0 = item / (size_t)cols * BT_BIAS_ROWS,
                  r1 = bt_min_size(r0 + BT_BIAS_ROWS, (size_t)rows);
-    const float b = bias[c];
+    const float b = copies16 & BT_COPY16_IN_GIVEN ? 0.0f : bias[c]; /* given: not read */
     for (size_t i = r0 * cols + c; i < r1 * cols; i += cols) {
         const float v = copies16 & BT_COPY16_IN_GIVEN ? kind16_value(y16[i], kind16)
                                                       : round_kind16(y[i] + b, kind16);
