@@ -18,7 +18,9 @@
 #     step, after a warm-up, attention's 12 gemm_grid calls are 12 launches:
 #     their address sets were uploaded in the warm-up and found again); on
 #     the ordinary one it refuses in one line; with --accum 2 the step has
-#     twice the GEMMs, gemm_grid launches and uploads and one update.
+#     twice the GEMMs, gemm_grid launches and uploads and one update;
+#  5. in a bf16 step bias_gelu_fwd reads its 16-bit pre-activation alone:
+#     no launch reads more bytes than it writes.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 use_cuda_emu
@@ -124,4 +126,17 @@ echo "ok   without counts: $(cat "$tmpdir/plain.err")"
 rc=$?
 [ $rc -eq 1 ] && grep -q 'was not written by this run' "$tmpdir/cpu.err" || { cat "$tmpdir/cpu.err"; fail "bench --project on the CPU: exit $rc"; }
 echo "ok   on the CPU: $(cat "$tmpdir/cpu.err")"
+# ---- 5. a 16-bit step's GELU reads only its 16-bit pre-activation ----
+# With bf16 GEMMs fc1's GEMM writes the pre-activation in 16 bits, bias
+# included, and the MLM head's dense layer too: bias_gelu_fwd reads 2 bytes
+# an element and writes 2 (or 2 + 4 where the fp32 output is kept), never
+# more than it writes. Reading the bias it does not add fails this.
+# shellcheck disable=SC2086
+CUDA_EMU_TRACE="$tmpdir/bf16.trace" BERTRAIN_CUDA_EMU="$tmpdir/count.so" "$BERTRAIN" bench $BENCH \
+    --precision bf16 --project h100-sxm > "$tmpdir/bf16.out" 2>&1 || { cat "$tmpdir/bf16.out"; fail "bench --project --precision bf16 failed"; }
+gelu=$(grep -c '^launch bt_bias_gelu_fwd ' "$tmpdir/bf16.trace")
+[ "$gelu" -gt 0 ] || fail "bf16 bench: no bias_gelu_fwd launch in the trace"
+over=$(awk '$1 == "launch" && $2 == "bt_bias_gelu_fwd" && $9 > $10' "$tmpdir/bf16.trace")
+[ -z "$over" ] || { printf '%s\n' "$over"; fail "bf16 bench: bias_gelu_fwd reads more bytes than it writes (fields 9, 10: read, written): more than its 16-bit input"; }
+echo "ok   bf16: $gelu bias_gelu_fwd launches, each reading no more than it writes"
 finish "the emulated device counts global bytes and accesses exactly; a double read counts double"
