@@ -95,6 +95,10 @@ typedef struct {
      * step 1.5-2.6x slower (docs/PERFORMANCE.md, "Fused attention"), and on
      * the CPU the GEMM path is faster */
     bool fused_attention_pays;
+    /* the tuned parameters this device's kernels run with and where they came
+     * from (OpenCL: "CLBlast tuning for Xgemm from FILE"), for the start-up
+     * lines; "" when none were loaded */
+    char tuning[320];
 } bt_device_info;
 
 /* Key of a counter-based random stream (Philox-4x32-10): the value for element

@@ -155,8 +155,9 @@ static bool apply_tuning(ocl_ctx *c, const char *path) {
     else if (cJSON_IsString(best_k) && best_p)
         ok = apply_kernel(c, path, best_k->valuestring, best_p, loaded, sizeof loaded);
     cJSON_Delete(root);
-    if (ok && *loaded)
-        fprintf(stderr, "bertrain: opencl: CLBlast tuning for %s from %s\n", loaded, path);
+    if (ok && *loaded) /* said in the start-up lines (bt_device_info.tuning) */
+        snprintf(c->info.tuning, sizeof c->info.tuning, "CLBlast tuning for %s from %s", loaded,
+                 path);
     else if (ok)
         fprintf(stderr, "bertrain: opencl: %s: no kernels\n", path);
     return ok && *loaded;

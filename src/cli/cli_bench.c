@@ -305,6 +305,7 @@ static void report_text(const bench_opts *o, const bt_config *cfg, bt_backend *b
            "warm-up, backend %s (%s)\n", o->preset, cfg->model.num_hidden_layers,
            (double)cfg->model.layerdrop, o->seq, o->batch, accum, o->steps, o->warmup, be->name,
            info.name);
+    if (*info.tuning) printf("tuning: %s\n", info.tuning);
     printf("fused ops: %s\n", !f->unfused ? "all" : f->unfused == BERT_FUSE_ALL ? "none" : "some");
     printf("fp32 GEMMs: %s\n", info.gemm_tf32 ? "TF32 tensor cores" : "fp32");
     printf("ms/step: %.1f\n", f->ms_per_step);

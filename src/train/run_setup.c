@@ -240,8 +240,9 @@ static void print_start(const run_state *s, const bt_config *cfg) {
     static const char *const recompute[] = {"", "; the backward recomputes the attention "
                                                 "probabilities", "; the backward recomputes "
                                                 "each layer"};
-    printf("bertrain: device %s (%s); activations %.1f MB%s, stored in %s%s%s\n", info.name,
-           s->be->name, bert_activation_bytes(s->m) / 1e6, split,
+    printf("bertrain: device %s (%s%s%s); activations %.1f MB%s, stored in %s%s%s\n", info.name,
+           s->be->name, *info.tuning ? "; " : "", info.tuning, bert_activation_bytes(s->m) / 1e6,
+           split,
            mc->storage == BT_BF16 ? "bf16" : mc->storage == BT_F16 ? "fp16" : "fp32",
            recompute[mc->recompute],
            info.gemm_tf32 ? "; fp32 GEMMs on TF32 tensor cores (tf32: false for exact fp32)"
