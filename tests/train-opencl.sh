@@ -4,6 +4,7 @@
 # relative, and the final parameters within 1e-4 relative L2. Skips (77)
 # without an OpenCL build or device (BERTRAIN_TEST_OPENCL_DEVICE, default
 # opencl:0:0: PoCL's CPU device where there is no GPU).
+# Also: a device by name, and a CLBlast tuning file named in the start-up lines.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 spec=${BERTRAIN_TEST_OPENCL_DEVICE:-opencl:0:0}
@@ -33,6 +34,30 @@ rc=0
     grep -q "no OpenCL device name or vendor contains 'no-such-device-xyz'" "$tmpdir/noname" ||
     { cat "$tmpdir/noname"; fail "an unknown device name must give one clear line and fail"; }
 echo "ok   opencl:no-such-device-xyz: $(cat "$tmpdir/noname")"
+
+# a CLBlast tuning file for this device (BERTRAIN_CLBLAST_TUNING; the shipped
+# file's parameters under this device's name) is named in train's device line
+# and bench's "tuning:" line, and says nothing on stderr; "none" loads none
+tuning="$tmpdir/tuning.json"
+sed "s/\"device\": \"[^\"]*\"/\"device\": \"$(printf '%s' "$name" | sed 's/[\/&]/\\&/g')\"/" \
+    backends/opencl/tuning/pthread_skylake_avx512_intel_r_xeon_r_processor.json > "$tuning"
+one_step() { # TUNING NAME: one training step on $spec with BERTRAIN_CLBLAST_TUNING=TUNING
+    BERTRAIN_CLBLAST_TUNING=$1 "$BERTRAIN" train tests/fixtures/base.json --set train_steps=1 \
+        --set data.seq_len=16 --set data.valid='""' --set device="\"$spec\"" \
+        --set output_dir="\"$tmpdir/$2\"" > "$tmpdir/$2.out" 2> "$tmpdir/$2.err" ||
+        { cat "$tmpdir/$2.err"; fail "one step with BERTRAIN_CLBLAST_TUNING=$1 failed"; }
+}
+one_step "$tuning" tuned
+grep -qF "(opencl; CLBlast tuning for Xgemm from $tuning)" "$tmpdir/tuned.out" && [ ! -s "$tmpdir/tuned.err" ] ||
+    { cat "$tmpdir/tuned.out" "$tmpdir/tuned.err"; fail "the tuning loaded is not named in the device line alone"; }
+one_step none untuned
+grep -q "^bertrain: device .* (opencl); " "$tmpdir/untuned.out" ||
+    { cat "$tmpdir/untuned.out"; fail "BERTRAIN_CLBLAST_TUNING=none: the device line names a tuning"; }
+BERTRAIN_CLBLAST_TUNING=$tuning "$BERTRAIN" bench --preset tiny --seq 16 --batch 1 --steps 1 --warmup 0 \
+    --backend "$spec" > "$tmpdir/tuned-bench" 2>&1
+grep -qxF "tuning: CLBlast tuning for Xgemm from $tuning" "$tmpdir/tuned-bench" ||
+    { cat "$tmpdir/tuned-bench"; fail "bench does not name the tuning it loaded"; }
+echo "ok   a tuning file is named in the start-up lines: $(grep -o '(opencl; CLBlast tuning[^)]*)' "$tmpdir/tuned.out")"
 
 for dev in cpu "$spec"; do
     name=${dev%%:*}
