@@ -55,6 +55,11 @@ void dist_init(int *argc, char ***argv) {
      * is shorter than the ranks' power of two) instead, unless the user chose
      * (docs/DISTRIBUTED.md). */
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
+    /* A process started without mpiexec or srun is an MPI singleton: Open MPI 4 then
+     * spawns its own runtime daemon (orted) first, 0.4 s a start here and 5 s where the
+     * host's name does not resolve (a fresh Debian 12 chroot). bertrain never spawns
+     * processes, so a singleton runs without one; under a launcher this changes nothing. */
+    setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     g_started = true;
