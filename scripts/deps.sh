@@ -34,6 +34,8 @@ if [ "$what" = test ]; then
     pkgs="$pkgs python3-protobuf python3-absl python3-six"
     # tests/slurm.sh: a one-node Slurm cluster (munged, slurmctld, slurmd, sbatch)
     pkgs="$pkgs munge slurmctld slurmd slurm-client"
+    # tests/startup.sh: the programs a run executes (no orted for an MPI singleton)
+    pkgs="$pkgs strace"
 fi
 # The last releases that work with Debian 12's torch 1.13 and Python 3.11.
 PYPI_PKGS="transformers==4.40.2 tokenizers==0.19.1 huggingface_hub==0.23.5 safetensors==0.4.3"

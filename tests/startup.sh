@@ -5,7 +5,8 @@
 #    (OMPI_MCA_pml), MPI_Init fails, so train fails and they must not;
 #  - version, prep, vocab, export, import and predict load no CUDA library
 #    (the CUDA backend is a plugin loaded only for a CUDA device);
-#  - prep and vocab work under `ulimit -v 400000` (400 MB of address space).
+#  - prep and vocab work under `ulimit -v 400000` (400 MB of address space);
+#  - train without a launcher (an MPI singleton) starts no orted daemon.
 # The time itself is measured in docs/PERFORMANCE.md (scripts/bench-startup.sh).
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
@@ -38,6 +39,30 @@ if "$BERTRAIN" version | grep -q "; mpi)"; then
     OMPI_MCA_pml=bertrain_no_such_component "$BERTRAIN" devices > /dev/null 2>&1 ||
         fail "devices started MPI"
     echo "ok   version, prep, vocab, export, import, predict, devices run where MPI_Init fails (train does not)"
+    # train without a launcher is an isolated MPI singleton: Open MPI starts no
+    # orted for it (the programs it executes, seen by strace); told otherwise
+    # (OMPI_MCA_ess_singleton_isolated=0, which bertrain leaves as set) it
+    # does, which shows that the trace sees the daemon
+    if command -v strace > /dev/null 2>&1; then
+        singleton() { # LOG [ENV...]: a 1-step train under strace -f, its execve calls in LOG
+            log=$1
+            shift
+            # shellcheck disable=SC2086
+            env "$@" strace -f -qq -e trace=execve -o "$log" "$BERTRAIN" train tests/fixtures/base.json \
+                $small --set output_dir="\"$tmpdir/single-$(basename "$log")\"" > "$log.out" 2>&1 ||
+                { cat "$log.out"; fail "train under strace failed"; }
+        }
+        singleton "$tmpdir/isolated.trace"
+        singleton "$tmpdir/daemon.trace" OMPI_MCA_ess_singleton_isolated=0
+        grep -q 'execve("[^"]*orted"' "$tmpdir/daemon.trace" ||
+            { grep execve "$tmpdir/daemon.trace" | head; fail "no orted seen with OMPI_MCA_ess_singleton_isolated=0: the trace cannot see the daemon"; }
+        if grep 'execve("[^"]*orted"' "$tmpdir/isolated.trace"; then
+            fail "train without a launcher started orted (the MPI singleton is not isolated)"
+        fi
+        echo "ok   train without a launcher starts no orted ($(grep -c 'execve(' "$tmpdir/isolated.trace") execve; $(grep -c 'execve(' "$tmpdir/daemon.trace") with OMPI_MCA_ess_singleton_isolated=0, orted among them)"
+    else
+        skip_part "the MPI singleton's daemon check (no strace: apt-get install strace)"
+    fi
 else
     skip_part "the MPI check (bertrain was built without MPI)"
 fi
