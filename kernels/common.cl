@@ -344,13 +344,30 @@ BT_FN int sm_lane_key(int k) {
     return 4 * (get_local_id(0) % BT_ROW_LANES) + (k / 4) * 4 * BT_ROW_LANES + k % 4;
 }
 
+/* The key mask of a work-group's rows, T <= BT_ROW_LANES * BT_SM_LANE_KEYS
+ * ints of key_mask (B, T), staged into lkm where all its rows (of `rows`,
+ * HT = H * T a sample) are of one sample, and whether they are: read once a
+ * work-group instead of once a row. Must be reached by all work-items of
+ * the group (the answer is the same for all). */
+BT_FN bool stage_key_mask(BT_LOCAL_PTR int *lkm, __global const int *key_mask, int rows, int HT,
+                          int T) {
+    const int first = get_group_id(0) * (BT_WG / BT_ROW_LANES), end = first + BT_WG / BT_ROW_LANES;
+    const int last = (end < rows ? end : rows) - 1;
+    if (first / HT != last / HT) return false;
+    __global const int *km = key_mask + (size_t)(first / HT) * T;
+    for (int j = get_local_id(0); j < T; j += BT_WG) lkm[j] = km[j];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return true;
+}
+
 /* softmax_row with the row read once: v[k] gets key sm_lane_key(k)'s
  * probability, rounded to the storage kind kind16 (BT_KIND16_NONE: not
  * rounded), and p (0: none) gets the same values: softmax_row's arithmetic
- * in its order, so its bits (and round16's after it), written once. */
+ * in its order, so its bits (and round16's after it), written once. The
+ * mask from lkm where `staged` (stage_key_mask), else from km. */
 BT_FN void softmax_row_cached(__global float *p, __global const float *s,
-                              __global const int *km, int T, float scale, int kind16,
-                              BT_LOCAL_PTR float *red, float *v) {
+                              __global const int *km, BT_LOCAL_PTR const int *lkm, bool staged,
+                              int T, float scale, int kind16, BT_LOCAL_PTR float *red, float *v) {
     uint keep = 0; /* bit k: key sm_lane_key(k) is not masked */
     float mx = -INFINITY;
     BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
@@ -358,7 +375,7 @@ BT_FN void softmax_row_cached(__global float *p, __global const float *s,
         v[k] = 0.0f;
         if (j >= T) continue;
         v[k] = scale * s[j];
-        if (km[j]) {
+        if (staged ? lkm[j] : km[j]) {
             keep |= 1u << k;
             if (v[k] > mx) mx = v[k];
         }

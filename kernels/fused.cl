@@ -261,6 +261,7 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
     BT_BIND(dropped16);
     BT_BIND(probs16);
     __local float red[BT_WG];
+    __local int lkm[BT_ROW_LANES * BT_SM_LANE_KEYS];
     const int r = row_of(), n = row_keys(r, rows, T), lane = get_local_id(0) % BT_ROW_LANES;
     const int rr = n ? r : 0;
     const size_t row = (size_t)rr * T;
@@ -271,10 +272,12 @@ BT_KERNEL_WG void bt_softmax_dropout_fwd(BT_OUT(float, dropped), BT_OUT(float, p
     __global const int *km = key_mask + (size_t)(rr / HT) * T;
     ulong drawn = ~(ulong)0;
     uint draw[4];
-    if (BT_SM_CACHED(T)) { /* the row read once, the probabilities written once */
+    if (BT_SM_CACHED(T)) { /* the row read once, the probabilities written once, the
+                            * mask read once a work-group (stage_key_mask) */
         float v[BT_SM_LANE_KEYS];
-        softmax_row_cached(copies16 & BT_COPY16_IN_ONLY ? 0 : p, scores + row, km, n, scale,
-                           kind16, red, v);
+        const bool staged = stage_key_mask(lkm, key_mask, rows, HT, T);
+        softmax_row_cached(copies16 & BT_COPY16_IN_ONLY ? 0 : p, scores + row, km, lkm, staged,
+                           n, scale, kind16, red, v);
         BT_UNROLL for (int k = 0; k < BT_SM_LANE_KEYS; k++) {
             const int j = sm_lane_key(k);
             if (j >= n) continue;

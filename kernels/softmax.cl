@@ -6,7 +6,8 @@
  * In place allowed: each work-item rewrites only the keys it read.
  * Geometry: BT_ROW_LANES work-items a row (ROW_KEYS_FOR), BT_WG / BT_ROW_LANES
  * rows a work-group; max and sum by fixed trees; a row of up to 512 keys
- * read once into registers (BT_SM_CACHED). global: ceil(rows /
+ * read once into registers (BT_SM_CACHED), its sample's key mask once a
+ * work-group where the group's rows are of one sample (stage_key_mask). global: ceil(rows /
  * (BT_WG / BT_ROW_LANES)) * BT_WG. */
 BT_KERNEL_WG void bt_softmax_fwd(BT_OUT(float, probs), BT_IN(float, scores), BT_IN(int, key_mask),
                                  int rows, int HT, int T, float scale) {
@@ -14,12 +15,15 @@ BT_KERNEL_WG void bt_softmax_fwd(BT_OUT(float, probs), BT_IN(float, scores), BT_
     BT_BIND(scores);
     BT_BIND(key_mask);
     __local float red[BT_WG];
+    __local int lkm[BT_ROW_LANES * BT_SM_LANE_KEYS];
     const int r = row_of(), n = row_keys(r, rows, T);
     const size_t row = (size_t)(n ? r : 0) * T;
     __global const int *km = key_mask + (size_t)((n ? r : 0) / HT) * T;
-    if (BT_SM_CACHED(T)) { /* the row read once */
+    if (BT_SM_CACHED(T)) { /* the row read once, the mask once a work-group */
         float v[BT_SM_LANE_KEYS];
-        softmax_row_cached(probs + row, scores + row, km, n, scale, BT_KIND16_NONE, red, v);
+        const bool staged = stage_key_mask(lkm, key_mask, rows, HT, T);
+        softmax_row_cached(probs + row, scores + row, km, lkm, staged, n, scale, BT_KIND16_NONE,
+                           red, v);
     } else {
         softmax_row(probs + row, scores + row, km, n, scale, red);
     }
