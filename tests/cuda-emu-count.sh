@@ -20,7 +20,10 @@
 #     the ordinary one it refuses in one line; with --accum 2 the step has
 #     twice the GEMMs, gemm_grid launches and uploads and one update;
 #  5. in a bf16 step bias_gelu_fwd reads its 16-bit pre-activation alone:
-#     no launch reads more bytes than it writes.
+#     no launch reads more bytes than it writes;
+#  6. in that step softmax_dropout_fwd reads a sample's key mask once a
+#     work-group, not once a row: no launch reads more than 1.25x the bytes
+#     it writes.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 use_cuda_emu
@@ -139,4 +142,15 @@ gelu=$(grep -c '^launch bt_bias_gelu_fwd ' "$tmpdir/bf16.trace")
 over=$(awk '$1 == "launch" && $2 == "bt_bias_gelu_fwd" && $9 > $10' "$tmpdir/bf16.trace")
 [ -z "$over" ] || { printf '%s\n' "$over"; fail "bf16 bench: bias_gelu_fwd reads more bytes than it writes (fields 9, 10: read, written): more than its 16-bit input"; }
 echo "ok   bf16: $gelu bias_gelu_fwd launches, each reading no more than it writes"
-finish "the emulated device counts global bytes and accesses exactly; a double read counts double"
+# ---- 6. the attention's key mask read once a work-group ----
+# softmax_dropout_fwd reads a score in fp32 (4 bytes) and writes the dropped
+# and undropped probabilities in 16 bits (2 + 2); a work-group's 8 rows, of
+# one sample here (2 heads x 16 tokens a sample), read the sample's key mask
+# once: 4 bytes a key for 8 rows, so 4.5 bytes read a score for 4 written.
+# A mask read by every row (4 bytes a score more: 2x) fails this.
+sm=$(grep -c '^launch bt_softmax_dropout_fwd ' "$tmpdir/bf16.trace")
+[ "$sm" -gt 0 ] || fail "bf16 bench: no softmax_dropout_fwd launch in the trace"
+over=$(awk '$1 == "launch" && $2 == "bt_softmax_dropout_fwd" && $9 > 1.25 * $10' "$tmpdir/bf16.trace")
+[ -z "$over" ] || { printf '%s\n' "$over"; fail "bf16 bench: softmax_dropout_fwd reads more than 1.25x what it writes (fields 9, 10: read, written): the key mask read by every row?"; }
+echo "ok   bf16: $sm softmax_dropout_fwd launches, each reading at most 1.25x what it writes ($(awk '$1 == "launch" && $2 == "bt_softmax_dropout_fwd" { printf "%d / %d bytes", $9, $10; exit }' "$tmpdir/bf16.trace"))"
+finish "the emulated device counts global bytes and accesses exactly; a double read counts double; a bf16 step's GELU and softmax read no more than they must"
