@@ -575,6 +575,37 @@ struct bt_backend {
                                 int B, int H, int T, float scale, bt_dtype round16,
                                 uint32_t first_sample, float p, bt_rng_key key,
                                 bt_dtype probs_dtype, bt_ptr dscores16, bool dscores_kept);
+    /* ---- a linear layer's bias in its GEMM's epilogue (16-bit GEMMs) ---- */
+    /* A linear layer's forward: c16 (m, n) = A B^T + bias broadcast over the
+     * rows, in dtype (BT_BF16, BT_F16) with one rounding of each sum: the
+     * bits of bias_add(NO_PTR, bias, m, n, dtype, c16, false) (the bias in
+     * 16 bits) then gemm16(dtype, stored16 | BT_GEMM_C16, no trans_a,
+     * trans_b, alpha 1, beta 1, batch 1) adding the product onto it. A (m, k)
+     * the input, B (n, k) the weight, each in dtype where stored16 has
+     * BT_GEMM_A16 / BT_GEMM_B16 (2 bytes an element, offset in bytes), else
+     * fp32 that gemm16 rounds as it reads it; every matrix dense (row
+     * strides k, k, n). bias: n fp32 values; bias16: the same in dtype
+     * (cast's bits; buf NULL: none), which a backend may read instead
+     * (cuBLASLt's BIAS epilogue takes the bias in the output's type). c16
+     * (2 bytes an element, offset in bytes) is overwritten and aliases none
+     * of the others. CUDA: one cuBLASLt GEMM with the BIAS epilogue, no
+     * pass writing the broadcast. */
+    void (*gemm16_bias)(bt_backend *be, bt_dtype dtype, unsigned stored16, int m, int n, int k,
+                        bt_ptr a, bt_ptr b, bt_ptr bias, bt_ptr bias16, bt_ptr c16);
+    /* A linear layer's weight and bias gradients from one read of the output
+     * gradient: c (m, n) += A^T B in fp32 (gemm16 with trans_a, alpha 1,
+     * beta 1, batch 1) and dbias[i] += sum_r A[r, i] (r < k), where A (k, m)
+     * is the output gradient in dtype (BT_BF16, BT_F16; 2 bytes an element,
+     * its offset in bytes) and B (k, n) the layer's input, in dtype where
+     * stored16 has BT_GEMM_B16, else fp32 that gemm16 rounds as it reads it;
+     * every matrix dense (row strides m, n, n). The values of gemm16 then
+     * bias_grad(dbias, a, k, m, BT_F32, dtype); the bias sums' order is the
+     * backend's (CUDA: cuBLASLt's BGRADB epilogue sums A's columns inside
+     * the GEMM into a scratch vector that one launch adds to dbias), fixed
+     * for a shape, so the same bits on every run. dbias (m fp32) aliases
+     * none of the others. */
+    void (*gemm16_bias_grad)(bt_backend *be, bt_dtype dtype, unsigned stored16, int m, int n,
+                             int k, bt_ptr a, bt_ptr b, bt_ptr c, bt_ptr dbias);
     /* ---- fused attention: the probabilities never stored ---- */
     /* ctx (B T, NH D) = dropout(softmax(scale Q K^T over the keys j with
      * key_mask[b, j] != 0)) V for every head, Q, K, V the token-major QKV

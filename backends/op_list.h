@@ -23,7 +23,8 @@
     X(reduce_fetch, OP) X(step_gate, OP) X(adamw_step, OP) X(lamb_update, OP)            \
     X(adamw_multi, OP) X(lamb_multi, OP) X(bias_gelu_fwd, FUSED) X(bias_gelu_bwd, FUSED) \
     X(bias_dropout_add, FUSED) X(add_dropout, FUSED) X(residual_layernorm_fwd, FUSED)     \
-    X(softmax_dropout_fwd, FUSED) X(dropout_softmax_bwd, FUSED) X(attention_fwd, OP)     \
+    X(softmax_dropout_fwd, FUSED) X(dropout_softmax_bwd, FUSED) X(gemm16_bias, FUSED)   \
+    X(gemm16_bias_grad, FUSED) X(attention_fwd, OP)                                      \
     X(attention_bwd, OP) X(cast, OP) X(round16, OP) X(counters, ADMIN) X(mark, ADMIN)    \
     X(mark_seconds, ADMIN)                                                               \
     X(marks_reset, ADMIN) X(graph_begin, ADMIN) X(graph_end, ADMIN)

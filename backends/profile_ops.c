@@ -130,6 +130,28 @@ static void p_gemm16(bt_backend *be, bt_dtype dt, unsigned s16, bool ta, bool tb
                                  .sa = sa, .sb = sb, .sc = sc, .beta = beta};
     note_gemm_shape(be->ctx, &key);
 }
+static void p_gemm16_bias(bt_backend *be, bt_dtype dt, unsigned s16, int m, int n, int k,
+                          bt_ptr a, bt_ptr b, bt_ptr bias, bt_ptr bias16, bt_ptr c16) {
+    /* the GEMM's operands and its 16-bit output, and the bias once */
+    TIMED(be, gemm16_bias, 2.0 * m * n * k,
+          gemm_bytes(m, n, k, 0.0f, 1, s16) - 2.0 * m * n + F4 * n,
+          in->gemm16_bias(in, dt, s16, m, n, k, a, b, bias, bias16, c16));
+    const prof_gemm_shape key = {.dtype = (int)dt, .stored16 = s16 | BT_GEMM_C16, .tb = true,
+                                 .m = m, .n = n, .k = k, .lda = k, .ldb = k, .ldc = n,
+                                 .batch = 1, .beta = 1.0f};
+    note_gemm_shape(be->ctx, &key);
+}
+static void p_gemm16_bias_grad(bt_backend *be, bt_dtype dt, unsigned s16, int m, int n, int k,
+                               bt_ptr a, bt_ptr b, bt_ptr c, bt_ptr dbias) {
+    /* the GEMM's (C read and written) and dbias read and written */
+    TIMED(be, gemm16_bias_grad, 2.0 * m * n * k,
+          gemm_bytes(m, n, k, 1.0f, 1, s16 | BT_GEMM_A16) + 2.0 * F4 * m,
+          in->gemm16_bias_grad(in, dt, s16, m, n, k, a, b, c, dbias));
+    const prof_gemm_shape key = {.dtype = (int)dt, .stored16 = s16 | BT_GEMM_A16, .ta = true,
+                                 .m = m, .n = n, .k = k, .lda = m, .ldb = n, .ldc = n,
+                                 .batch = 1, .beta = 1.0f};
+    note_gemm_shape(be->ctx, &key);
+}
 static void p_gemm_grid(bt_backend *be, bt_dtype dt, unsigned s16, bool ta, bool tb, int m,
                         int n, int k, float alpha, bt_ptr a, int lda, bt_ptr b, int ldb,
                         float beta, bt_ptr c, int ldc, const bt_gemm_grid *g) {
@@ -432,6 +454,8 @@ void prof_fill_ops(bt_backend *w) {
     w->gemm = p_gemm;
     w->gemm16 = p_gemm16;
     w->gemm_grid = p_gemm_grid;
+    w->gemm16_bias = p_gemm16_bias;
+    w->gemm16_bias_grad = p_gemm16_bias_grad;
     w->bias_add = p_bias_add;
     w->bias_grad = p_bias_grad;
     w->embed_fwd = p_embed_fwd;

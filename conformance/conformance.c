@@ -40,6 +40,7 @@ static void run_pass(bt_backend *be) {
     test_gemm(be);
     test_gemm16(be);
     test_gemm_grid(be);
+    test_gemm16_epilogues(be);
     test_bias(be);
     test_embed(be);
     test_layernorm(be);

@@ -30,6 +30,9 @@ void test_gemm16(bt_backend *be);
 /* Check gemm_grid (two-level batches: attention's heads of each sequence in
  * token-major layouts) in fp32 and with 16-bit operands. */
 void test_gemm_grid(bt_backend *be);
+/* Check gemm16_bias and gemm16_bias_grad (a linear layer's GEMMs with their
+ * bias and bias gradient) against float64 loops. */
+void test_gemm16_epilogues(bt_backend *be);
 /* Check bias_add and bias_grad over the MATRIX_SHAPES shapes. */
 void test_bias(bt_backend *be);
 

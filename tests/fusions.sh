@@ -10,7 +10,10 @@
 # device's own choice (fused on the CPU, not on an
 # OpenCL CPU device) is checked too, and on the emulated A100 the cast
 # fusion's bits and launches (check_cast) and the round16 passes of a step
-# (check_round16). A part that cannot run here is a SKIP with its reason.
+# (check_round16). The GEMM epilogues (--unfused epilogue) are checked
+# apart (check_epilogue): on CUDA their bias gradients are summed in
+# cuBLASLt's order, so the fused runs above leave them out. A part that
+# cannot run here is a SKIP with its reason.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 every_device_env
@@ -19,11 +22,14 @@ fwd_ops="bias_gelu_fwd residual_layernorm_fwd softmax_dropout_fwd"
 bwd_ops="bias_gelu_bwd dropout_softmax_bwd"
 
 # bench DEVICE LABEL ARGS...: 2 profiled steps of tiny at seq 32, batch 4
-bench() {
-    dev=$1 label=$2
-    shift 2
-    "$BERTRAIN" bench --preset tiny --seq 32 --batch 4 --steps 2 --warmup 1 --backend "$dev" \
-        --profile "$@" > "$tmpdir/$label" 2>&1 || { tail -20 "$tmpdir/$label"; fail "$label: bench failed"; }
+bench() { bench_steps 2 1 "$@"; }
+# bench_steps STEPS WARMUP DEVICE LABEL ARGS...: as bench, STEPS steps after WARMUP
+bench_steps() {
+    steps=$1 warmup=$2 dev=$3 label=$4
+    shift 4
+    "$BERTRAIN" bench --preset tiny --seq 32 --batch 4 --steps "$steps" --warmup "$warmup" \
+        --backend "$dev" --profile "$@" > "$tmpdir/$label" 2>&1 ||
+        { tail -20 "$tmpdir/$label"; fail "$label: bench failed"; }
 }
 
 # has LABEL OP: the profile of run LABEL lists op OP
@@ -33,7 +39,7 @@ check_device() {
     dev=$1 tag=${1%%:*}
     for run in post-fp32 pre-fp32 post-bf16 pre-bf16; do
         norm=${run%-*} prec=${run#*-}
-        bench "$dev" "$tag-$run-fused" --norm "$norm" --precision "$prec" --unfused none
+        bench "$dev" "$tag-$run-fused" --norm "$norm" --precision "$prec" --unfused epilogue
         bench "$dev" "$tag-$run-unfused" --norm "$norm" --precision "$prec" --unfused all
         a=$(grep "^last step:" "$tmpdir/$tag-$run-fused")
         b=$(grep "^last step:" "$tmpdir/$tag-$run-unfused")
@@ -129,8 +135,8 @@ calls() { awk -v op="$2" '$1 == op { print $2 }' "$tmpdir/$1"; }
 check_cast() {
     for run in post-bf16 post-fp16 pre-bf16; do
         norm=${run%-*} prec=${run#*-}
-        bench cuda-emu:0 "cast-$run-on" --norm "$norm" --precision "$prec" --unfused none
-        bench cuda-emu:0 "cast-$run-off" --norm "$norm" --precision "$prec" --unfused cast
+        bench cuda-emu:0 "cast-$run-on" --norm "$norm" --precision "$prec" --unfused epilogue
+        bench cuda-emu:0 "cast-$run-off" --norm "$norm" --precision "$prec" --unfused cast,epilogue
         a=$(grep "^last step:" "$tmpdir/cast-$run-on")
         b=$(grep "^last step:" "$tmpdir/cast-$run-off")
         [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu, $run: cast once '$a', in each GEMM '$b'"
@@ -185,7 +191,7 @@ check_round16() {
         *-pre) norm=pre want=$((layers + 5)) ;;
         esac
         # shellcheck disable=SC2086
-        bench cuda-emu:0 "r16-$run" --layers "$layers" --precision bf16 --unfused none --norm $norm $nsp
+        bench cuda-emu:0 "r16-$run" --layers "$layers" --precision bf16 --unfused epilogue --norm $norm $nsp
         n=$(calls "r16-$run" round16)
         [ -n "$n" ] || fail "cuda-emu, $run layers: no round16 count in the profile"
         awk -v n="$n" -v want="$want" 'BEGIN { exit !(n == want) }' ||
@@ -194,7 +200,7 @@ check_round16() {
     done
     # the NSP head in 16 bits (under the cast fusion) gives the bits of its
     # fp32 path with its rounding passes (without it)
-    bench cuda-emu:0 "r16-2-nsp-nocast" --layers 2 --precision bf16 --unfused cast --set model.nsp=true --set data.mode=sentence_pairs
+    bench cuda-emu:0 "r16-2-nsp-nocast" --layers 2 --precision bf16 --unfused cast,epilogue --set model.nsp=true --set data.mode=sentence_pairs
     a=$(grep "^last step:" "$tmpdir/r16-2-nsp") b=$(grep "^last step:" "$tmpdir/r16-2-nsp-nocast")
     [ -n "$a" ] && [ "$a" = "$b" ] ||
         fail "cuda-emu, Post-LN bf16 with NSP: the NSP head in 16 bits '$a', in fp32 with passes '$b'"
@@ -202,10 +208,53 @@ check_round16() {
     echo "ok   cuda-emu, Post-LN bf16 with NSP: its head in 16 bits gives the bits of its fp32 path ($a)"
 }
 
+# The GEMM epilogues (16-bit GEMMs on tensor cores: the emulated A100, and
+# the V100 in fp16). A step with them (--unfused none) against one without
+# (--unfused epilogue): every linear layer's forward whose output the model
+# keeps in 16 bits alone takes its bias in gemm16_bias, so bias_add is
+# called fewer times by as many, and its forward gives the same bits (the
+# same fp32 sums, one rounding): the step's loss is equal; the weight
+# gradients whose bias gradients sum the 16-bit output gradient take them
+# in gemm16_bias_grad, fewer bias_grad calls by as many, and those sums in
+# cuBLASLt's order (the emulation's: row by row), may differ in the last bits:
+# the gradient norm agrees to 1e-6 (a sum of fp32 roundings of |g| ~ 1e-7
+# relative each).
+check_epilogue() {
+    for run in post-bf16-80 pre-bf16-80 post-fp16-70; do
+        norm=${run%%-*} rest=${run#*-} prec=${rest%-*} arch=${run##*-}
+        for mode in on off; do
+            unf=none
+            [ $mode = off ] && unf=epilogue
+            CUDA_EMU_ARCH=$arch bench_steps 1 0 cuda-emu:0 "ep-$run-$mode" --norm "$norm" \
+                --precision "$prec" --unfused $unf
+        done
+        for op in gemm16_bias gemm16_bias_grad; do
+            has "ep-$run-on" $op || fail "cuda-emu sm_$arch, $run: the step never called $op"
+            ! has "ep-$run-off" $op || fail "cuda-emu sm_$arch, $run: --unfused epilogue called $op"
+        done
+        fw=$(calls "ep-$run-on" gemm16_bias) bw=$(calls "ep-$run-on" gemm16_bias_grad)
+        ba_on=$(calls "ep-$run-on" bias_add) ba_off=$(calls "ep-$run-off" bias_add)
+        bg_on=$(calls "ep-$run-on" bias_grad) bg_off=$(calls "ep-$run-off" bias_grad)
+        awk -v f="$fw" -v b="$bw" -v a1="${ba_on:-0}" -v a0="$ba_off" -v g1="${bg_on:-0}" \
+            -v g0="$bg_off" 'BEGIN { exit !(a0 - a1 == f && g0 - g1 == b && f > 0 && b > 0) }' ||
+            fail "cuda-emu sm_$arch, $run: gemm16_bias $fw and gemm16_bias_grad $bw calls a step, bias_add ${ba_on:-0} against $ba_off, bias_grad ${bg_on:-0} against $bg_off"
+        a=$(sed -n 's/^last step: loss \([^,]*\), grad_norm \(.*\)/\1 \2/p' "$tmpdir/ep-$run-on")
+        b=$(sed -n 's/^last step: loss \([^,]*\), grad_norm \(.*\)/\1 \2/p' "$tmpdir/ep-$run-off")
+        [ -n "$a" ] && [ -n "$b" ] || fail "cuda-emu sm_$arch, $run: no 'last step:' line"
+        # shellcheck disable=SC2086
+        set -- $a $b
+        [ "$1" = "$3" ] || fail "cuda-emu sm_$arch, $run: the loss with the epilogues $1, without $3"
+        awk -v x="$2" -v y="$4" 'BEGIN { d = x - y; if (d < 0) d = -d; exit !(d <= 1e-6 * y) }' ||
+            fail "cuda-emu sm_$arch, $run: the gradient norm with the epilogues $2, without $4"
+        echo "ok   cuda-emu sm_$arch, $norm-LN $prec: $fw biases in gemm16_bias (bias_add ${ba_on:-0} calls, not $ba_off), $bw bias gradients in gemm16_bias_grad (bias_grad ${bg_on:-0}, not $bg_off); loss $1 equal, gradient norm $2 against $4"
+    done
+}
+
 if [ -f "$BERTRAIN_CUDA_EMU" ]; then
     check_device cuda-emu:0 all
     check_cast
     check_round16
+    check_epilogue
 else
     skip_part "the emulated CUDA device is not built (configure found no C++17 compiler)"
 fi

@@ -172,11 +172,11 @@ use_cuda_emu() {
 # than the emulated device's plugin. The plugin is a test program, built by
 # `make check` and not by `make`, so after a change and a plain `make` a test
 # would run the old kernels (and emu_plugin would link the old host code).
-# selftest.cpp is not in the plugin (it is emu_selftest's own).
+# selftest*.cpp and selftest.h are not in the plugin (they are emu_selftest's own).
 emu_current() {
     so="$top_builddir/tests/cuda_emu/bertrain-cuda-emu.so"
     newer=$(find "$top_srcdir/kernels" "$top_srcdir/kernels_cu" "$top_srcdir/backends/cuda" \
-        "$top_srcdir/tests/cuda_emu" -type f -newer "$so" ! -name selftest.cpp \
+        "$top_srcdir/tests/cuda_emu" -type f -newer "$so" ! -name 'selftest*' \
         \( -name '*.cl' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cpp' \) | head -1)
     [ -z "$newer" ] ||
         fail "$so is older than $newer: rebuild it (make check TESTS=, or make tests/cuda_emu/bertrain-cuda-emu.so)"

@@ -188,6 +188,26 @@ static void composed_dropout_softmax_bwd(bt_backend *be, bt_ptr dscores, bt_ptr 
     if (wide) be->free(be, wide); /* the backends free it once the queued ops are done */
 }
 
+void bt_composed_gemm16_bias(bt_backend *be, bt_dtype dtype, unsigned stored16, int m, int n,
+                             int k, bt_ptr a, bt_ptr b, bt_ptr bias, bt_ptr bias16, bt_ptr c16) {
+    (void)bias16; /* bias_add rounds the fp32 bias to the same bits */
+    be->bias_add(be, BT_NO_PTR, bias, m, n, dtype, c16, false);
+    be->gemm16(be, dtype, stored16 | BT_GEMM_C16, false, true, m, n, k, 1.0f, a, k, 0, b, k, 0,
+               1.0f, c16, n, 0, 1);
+}
+
+void bt_composed_gemm16_bias_grad(bt_backend *be, bt_dtype dtype, unsigned stored16, int m,
+                                  int n, int k, bt_ptr a, bt_ptr b, bt_ptr c, bt_ptr dbias) {
+    be->gemm16(be, dtype, (stored16 & BT_GEMM_B16) | BT_GEMM_A16, true, false, m, n, k, 1.0f, a,
+               m, 0, b, n, 0, 1.0f, c, n, 0, 1);
+    be->bias_grad(be, dbias, a, k, m, BT_F32, dtype);
+}
+
+/* the two GEMM epilogues' compositions are public (composed.h): the CPU and
+ * OpenCL backends have no faster way, and fill their slots with them */
+#define composed_gemm16_bias bt_composed_gemm16_bias
+#define composed_gemm16_bias_grad bt_composed_gemm16_bias_grad
+
 int bt_compose_missing(bt_backend *be) {
     int filled = 0;
     /* every FUSED op of the list: a new one without its composed_ function

@@ -3,6 +3,7 @@
  * the expressions of the ops it replaces, in their order, so it gives their
  * bits; what it saves is the passes over memory between them. */
 #include "cpu_internal.h"
+#include "../common/composed.h"
 
 /* A fused op whose fp32 output is left out (its 16-bit copy given) makes
  * that output in pieces of this many values on the stack. */
@@ -274,4 +275,7 @@ void cpu_fill_fused_ops(bt_backend *be) {
     be->residual_layernorm_fwd = cpu_residual_layernorm_fwd;
     be->softmax_dropout_fwd = cpu_softmax_dropout_fwd;
     be->dropout_softmax_bwd = cpu_dropout_softmax_bwd;
+    /* the GEMM and the bias pass as they are: no GEMM here has an epilogue */
+    be->gemm16_bias = bt_composed_gemm16_bias;
+    be->gemm16_bias_grad = bt_composed_gemm16_bias_grad;
 }

@@ -360,7 +360,8 @@ static void cu_destroy(bt_backend *be) {
                 if (!cu_graph_owns_event(c, (cudaEvent_t)ev)) (void)cudaEventDestroy((cudaEvent_t)ev);
             cu_graph_release(c);
             if (c->blas) (void)cublasDestroy(c->blas);
-            for (int i = 0; i < 3; i++)
+            cu_lt_release(c);
+            for (int i = 0; i < 4; i++)
                 if (c->stage[i].buf) {
                     (void)cudaFree(c->stage[i].buf->ptr);
                     free(c->stage[i].buf);
@@ -408,6 +409,8 @@ static void fill_table(bt_backend *be) {
     be->gemm = cu_gemm;
     be->gemm16 = cu_gemm16;
     be->gemm_grid = cu_gemm_grid;
+    be->gemm16_bias = cu_gemm16_bias;
+    be->gemm16_bias_grad = cu_gemm16_bias_grad;
     be->counters = cu_counters;
     be->mark = cu_mark;
     be->mark_seconds = cu_mark_seconds;
@@ -494,6 +497,7 @@ bt_backend *bt_cuda_backend_create(int device, const bt_backend_options *opts, c
     /* the same bits on every run: no atomics inside cuBLAS routines */
     CUBLAS_TRY(cublasSetAtomicsMode(c->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
     CUBLAS_TRY(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)); /* fp32; TF32 per call */
+    CUBLAS_TRY(cu_lt_create(c, &prop));
     {
         bt_device_info *i = &c->info;
         memset(i, 0, sizeof *i);

@@ -96,11 +96,8 @@ static void gemm_issue(bt_backend *be, bool trans_a, bool trans_b, int m, int n,
     CU_SYNC_IF_DEBUG(x);
 }
 
-/* The operand's span in dt for cuBLAS's 16-bit inputs: src itself where it is
- * stored in dt (half), else converted into staging area i (the same leading
- * dimension and batch stride, from element 0). */
-static const void *operand16(bt_backend *be, int i, bt_ptr src, size_t span, bt_dtype dt,
-                             bool half) {
+const void *cu_operand16(bt_backend *be, int i, bt_ptr src, size_t span, bt_dtype dt,
+                         bool half) {
     if (half) return cu_addr(src, 2);
     cu_ctx *x = cu(be);
     bt_ptr p = {bt_stage_reserve(be, &x->stage[i], span * 2, "16-bit GEMM operand"), 0};
@@ -150,8 +147,8 @@ static void gemm16_issue(bt_backend *be, bt_dtype dt, unsigned stored16, bool tr
                                                batch),
                  span_b = bt_gemm_operand_span(trans_b ? n : k, trans_b ? k : n, ldb, stride_b,
                                                batch);
-    const void *A = operand16(be, 0, a, span_a, dt, stored16 & BT_GEMM_A16),
-               *B = operand16(be, 1, b, span_b, dt, stored16 & BT_GEMM_B16);
+    const void *A = cu_operand16(be, 0, a, span_a, dt, stored16 & BT_GEMM_A16),
+               *B = cu_operand16(be, 1, b, span_b, dt, stored16 & BT_GEMM_B16);
     const cudaDataType_t t = dt == BT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     const bool c16 = stored16 & BT_GEMM_C16;
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(
@@ -229,7 +226,7 @@ static const char *grid_operand(bt_backend *be, int i, bt_ptr p, size_t span, bt
                                 bool half, size_t *esz) {
     *esz = dt == BT_F32 ? 4 : 2;
     if (dt == BT_F32) return (const char *)cu_f32(p);
-    return (const char *)operand16(be, i, p, span, dt, half);
+    return (const char *)cu_operand16(be, i, p, span, dt, half);
 }
 
 static void gemm_grid_issue(bt_backend *be, bt_dtype dt, unsigned stored16, bool ta, bool tb,

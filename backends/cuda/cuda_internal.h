@@ -9,6 +9,7 @@
 #ifndef BT_CUDA_INTERNAL_H
 #define BT_CUDA_INTERNAL_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -146,6 +147,29 @@ typedef struct {
     bool log;               /* BERTRAIN_CUDA_GRAPHS=log */
 } cu_graphs;
 
+/* cuBLASLt, for the GEMMs with an epilogue (cuda_gemm_lt.cu): its handle,
+ * a workspace allocated with the context (cudaMalloc cannot run inside a
+ * graph's capture), and each shape's algorithm, chosen once. */
+#define CU_LT_PLANS 64
+typedef struct {
+    int epilogue, dtype;           /* cublasLtEpilogue_t; cudaDataType_t of A and B */
+    int m, n, k;                   /* backend.h's (row-major) shape */
+    unsigned align;                /* the operands' address alignment, bytes (<= 256) */
+} cu_lt_key;
+typedef struct {
+    cu_lt_key key;
+    bool ok;                       /* cuBLASLt has an algorithm: algo; else composed */
+    cublasLtMatmulAlgo_t algo;
+} cu_lt_plan;
+typedef struct {
+    cublasLtHandle_t handle;       /* NULL: no 16-bit tensor cores, every call composed */
+    void *workspace;
+    size_t workspace_bytes;
+    cu_lt_plan plans[CU_LT_PLANS];
+    int n_plans, next_evict;
+    bool told;                     /* the fallback's one line was printed */
+} cu_lt;
+
 typedef struct cu_ctx {
     int device;              /* CUDA ordinal */
     cudaStream_t stream;     /* the one stream: every op is issued on it, in order */
@@ -153,8 +177,10 @@ typedef struct cu_ctx {
     bool tf32;               /* GEMMs in TF32 (bt_backend_options.tf32) */
     void *scratch;           /* reduction partials, flags, overlapping copies; grown on demand */
     size_t scratch_bytes;
-    bt_stage stage[3];       /* gemm16: A and B converted to 16 bits (or rounded), a 16-bit C
-                              * widened (no tensor cores), grown on demand */
+    bt_stage stage[4];       /* gemm16: A and B converted to 16 bits (or rounded), a 16-bit C
+                              * widened (no tensor cores); gemm16_bias_grad's bias gradient;
+                              * grown on demand */
+    cu_lt lt;                /* the GEMMs with an epilogue (cuda_gemm_lt.cu) */
     cu_grid_sets grid_sets;  /* gemm_grid: the matrices' addresses */
     bool sync_each;          /* synchronise after every launch and cuBLAS call (debugging) */
     bt_counters count;       /* what the profiler reads (launches: kernels and cuBLAS calls) */
@@ -335,6 +361,24 @@ void cu_gemm_grid(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, 
 
 /* Free gemm_grid's address sets. */
 void cu_grid_release(cu_ctx *c);
+
+/* The operand's span in dt for cuBLAS's 16-bit inputs: src itself where it is
+ * stored in dt (half), else converted into staging area i (the same leading
+ * dimension and batch stride, from element 0). */
+const void *cu_operand16(bt_backend *be, int i, bt_ptr src, size_t span, bt_dtype dt, bool half);
+
+/* ---- cuda_gemm_lt.cu ---- */
+/* Create the context's cuBLASLt handle and workspace where the device has
+ * 16-bit tensor cores (cuBLASLt's status; CUBLAS_STATUS_SUCCESS, doing
+ * nothing, where it has not), and release them at destroy. */
+cublasStatus_t cu_lt_create(cu_ctx *c, const cudaDeviceProp *prop);
+void cu_lt_release(cu_ctx *c);
+/* backend.h's gemm16_bias and gemm16_bias_grad on cuBLASLt's BIAS and
+ * BGRADB epilogues (composed where cuBLASLt has no algorithm for one). */
+void cu_gemm16_bias(bt_backend *be, bt_dtype dt, unsigned stored16, int m, int n, int k, bt_ptr a,
+                    bt_ptr b, bt_ptr bias, bt_ptr bias16, bt_ptr c16);
+void cu_gemm16_bias_grad(bt_backend *be, bt_dtype dt, unsigned stored16, int m, int n, int k,
+                         bt_ptr a, bt_ptr b, bt_ptr c, bt_ptr dbias);
 
 /* gemm with 16-bit operands on tensor cores (backend.h's gemm16). */
 void cu_gemm16(bt_backend *be, bt_dtype dt, unsigned stored16, bool trans_a, bool trans_b, int m, int n, int k,

@@ -2,6 +2,7 @@
  * gives the bits of the ops it replaces on this backend; the column sum of
  * bias_gelu_bwd takes bias_grad's two passes beyond OCL_COL_ROWS rows. */
 #include "opencl_launch.h"
+#include "../common/composed.h"
 
 /* An absent 16-bit copy's address is out's, which the kernel then does not
  * touch (BT_COPY16_* say which are written). */
@@ -194,4 +195,7 @@ void ocl_fill_fused_ops(bt_backend *be) {
     be->residual_layernorm_fwd = ocl_residual_layernorm_fwd;
     be->softmax_dropout_fwd = ocl_softmax_dropout_fwd;
     be->dropout_softmax_bwd = ocl_dropout_softmax_bwd;
+    /* the GEMM and the bias pass as they are: no GEMM here has an epilogue */
+    be->gemm16_bias = bt_composed_gemm16_bias;
+    be->gemm16_bias_grad = bt_composed_gemm16_bias_grad;
 }

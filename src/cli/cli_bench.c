@@ -25,7 +25,7 @@
     "       [--steps N]\n"                                                                  \
     "       [--warmup N] [--threads N] [--layers L] [--layerdrop P]\n"                        \
     "       [--precision fp32|bf16|fp16] [--norm post|pre]\n"                                 \
-    "       [--unfused gelu,join,attention,cast|all|none] [--dense-top]\n"                    \
+    "       [--unfused gelu,join,attention,cast,epilogue|all|none] [--dense-top]\n"           \
     "       [--profile] [--ceiling] [--json] [--project CARD[,CARD...] [--counts FILE]]\n"  \
     "       [--set key.path=value]...\n"                                                     \
     "  --preset, --seq, --batch, --precision, --layers, --layerdrop, --norm: the config\n"   \
@@ -38,7 +38,8 @@
     "             it; applied after the options above\n"                                    \
     "  --unfused: the model's fused ops (bias+GELU; bias+dropout+residual\n"                 \
     "             (+LayerNorm), and residual+LayerNorm backward; softmax+dropout;\n"     \
-    "             one 16-bit copy of a backward operand for its two GEMMs) done\n"        \
+    "             one 16-bit copy of a backward operand for its two GEMMs; a linear\n"    \
+    "             layer's bias and bias gradient in its 16-bit GEMMs' epilogues) done\n"  \
     "             op by op, to measure them\n"                                             \
     "             (none: all fused, also where the device says they do not pay)\n"          \
     "  --dense-top: the last layer at every row, not only at the heads' rows\n"              \
@@ -67,12 +68,13 @@ typedef struct {
     const char *norm;         /* post (the preset's) or pre */
 } bench_opts;
 
-/* The BERT_FUSE_* bits of a comma list of gelu, join, attention, cast, all;
+/* The BERT_FUSE_* bits of a comma list of gelu, join, attention, cast, epilogue, all;
  * false on an unknown name. */
 static bool parse_unfused(const char *list, unsigned *out) {
     static const struct { const char *name; unsigned bit; } names[] = {
         {"gelu", BERT_FUSE_GELU}, {"join", BERT_FUSE_JOIN},
-        {"attention", BERT_FUSE_ATTENTION}, {"cast", BERT_FUSE_CAST}, {"all", BERT_FUSE_ALL},
+        {"attention", BERT_FUSE_ATTENTION}, {"cast", BERT_FUSE_CAST},
+        {"epilogue", BERT_FUSE_EPILOGUE}, {"all", BERT_FUSE_ALL},
         {"none", 0}};
     *out = 0;
     for (const char *p = list; *p;) {
@@ -83,7 +85,7 @@ static bool parse_unfused(const char *list, unsigned *out) {
             i++;
         if (i == sizeof names / sizeof *names) {
             fprintf(stderr, "bertrain bench: --unfused %s: expected a comma list of "
-                            "gelu, join, attention, cast, all, none\n", list);
+                            "gelu, join, attention, cast, epilogue, all, none\n", list);
             return false;
         }
         *out |= names[i].bit;

@@ -239,8 +239,10 @@ struct bert_model {
 #define BERT_TOP_ROWS_MULTIPLE_MAX 128
 
 /* The fused ops the model uses, each a bit of bert_model.unfused to turn it
- * off. Results are the same bits either way, in every storage: with 16-bit
- * storage the fused kernels round what the unfused ops' stores round. */
+ * off. Results are the same bits either way, in every storage (with 16-bit
+ * storage the fused kernels round what the unfused ops' stores round), but
+ * for BERT_FUSE_EPILOGUE's bias gradients on CUDA, which cuBLASLt sums in
+ * its own (fixed) order. */
 enum {
     BERT_FUSE_GELU = 1,      /* bias_gelu_fwd, bias_gelu_bwd */
     BERT_FUSE_JOIN = 2,      /* bias_dropout_add, residual_layernorm_fwd; Post-LN's backward
@@ -250,7 +252,9 @@ enum {
     BERT_FUSE_ATTENTION = 4, /* softmax_dropout_fwd, dropout_softmax_bwd */
     BERT_FUSE_CAST = 8,      /* one 16-bit copy of a backward operand for its two GEMMs
                               * (bert_operand16), not a conversion in each */
-    BERT_FUSE_ALL = 15
+    BERT_FUSE_EPILOGUE = 16, /* gemm16_bias, gemm16_bias_grad: a linear layer's bias and its
+                              * gradient in the GEMMs (16-bit GEMMs only) */
+    BERT_FUSE_ALL = 31
 };
 
 /* Fill cfg with a named preset (tiny, mini, small, medium, base, large);

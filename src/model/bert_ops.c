@@ -33,6 +33,12 @@ void op_linear_nobias(bert_run *r, size_t out, size_t in, size_t w, int rows, in
 static void linear16_biased(bert_run *r, bt_ptr out16, bt_ptr x, unsigned s16, size_t w,
                             size_t b, int rows, int in_f, int out_f) {
     const bert_model *m = r->m;
+    if (fused(m, BERT_FUSE_EPILOGUE)) { /* the same sums, the bias in the GEMM's epilogue */
+        m->be->gemm16_bias(m->be, (bt_dtype)m->cfg.storage, s16 | BT_GEMM_B16, rows, out_f, in_f,
+                           x, (bt_ptr){m->params16, w * 2}, par(m, b),
+                           (bt_ptr){m->params16, b * 2}, out16);
+        return;
+    }
     m->be->bias_add(m->be, BT_NO_PTR, par(m, b), rows, out_f, (bt_dtype)m->cfg.storage, out16,
                     false);
     mm_weight(m, rows, out_f, in_f, x, s16 | BT_GEMM_C16, w, true, in_f, 1.0f, out16);
@@ -111,12 +117,22 @@ static void linear_bwd(bert_run *r, size_t din, bt_ptr din16, size_t w, size_t b
     if (!d16.buf) d16 = bert_operand16(m, dout, (size_t)rows * out_f);
     const bt_ptr d = d16.buf ? d16 : act(m, dout);
     const unsigned d_a16 = d16.buf ? BT_GEMM_A16 : 0;
-    mm(m, s16 | d_a16, true, false, out_f, in_f, rows, 1.0f, d, out_f, 0, x, in_f, 0, 1.0f,
-       grd(m, w), in_f, 0, 1);
-    if (b != NO_BIAS && dout == NO_DOUT)
-        m->be->bias_grad(m->be, grd(m, b), d16, rows, out_f, BT_F32, (bt_dtype)m->cfg.storage);
-    else if (b != NO_BIAS)
-        m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f, bias_round16, BT_F32);
+    /* the bias gradient in the weight gradient's GEMM where it sums d16's
+     * values (as the bias_grad below would) */
+    const bool epilogue = b != NO_BIAS && m->gemm16 && d16.buf && fused(m, BERT_FUSE_EPILOGUE) &&
+                          (dout == NO_DOUT || bias_round16 == (bt_dtype)m->cfg.storage);
+    if (epilogue) {
+        m->be->gemm16_bias_grad(m->be, (bt_dtype)m->cfg.storage, s16, out_f, in_f, rows, d, x,
+                                grd(m, w), grd(m, b));
+    } else {
+        mm(m, s16 | d_a16, true, false, out_f, in_f, rows, 1.0f, d, out_f, 0, x, in_f, 0, 1.0f,
+           grd(m, w), in_f, 0, 1);
+        if (b != NO_BIAS && dout == NO_DOUT)
+            m->be->bias_grad(m->be, grd(m, b), d16, rows, out_f, BT_F32,
+                             (bt_dtype)m->cfg.storage);
+        else if (b != NO_BIAS)
+            m->be->bias_grad(m->be, grd(m, b), act(m, dout), rows, out_f, bias_round16, BT_F32);
+    }
     if (r->pass->between_ops) r->pass->between_ops(r->pass->grads_ready_ctx);
     if (din16.buf) /* din in 16 bits only */
         mm_weight(m, rows, in_f, out_f, d, d_a16 | BT_GEMM_C16, w, false, in_f, 0.0f, din16);

@@ -17,9 +17,11 @@
  * fp32); TF32 rounds the fp32 operands to 10 mantissa bits, to nearest with
  * ties away from zero, as cvt.rna.tf32.f32. k = 0 is undocumented in
  * cuBLAS: the emulation takes the least helpful reading and leaves C as it
- * was, so a caller that needs C = beta * C must do it itself. */
-#include "emu.h"
-#include "include/cublas_v2.h"
+ * was, so a caller that needs C = beta * C must do it itself.
+ *
+ * The GEMM itself (gemm.h: the call as queued, its checks, its run) serves
+ * cuBLASLt's matmul too (cublas_lt.cpp), whose epilogues run_gemm applies. */
+#include "gemm.h"
 #include "../../backends/common/half.h"
 
 #include <cblas.h>
@@ -41,12 +43,19 @@ using namespace cuemu;
  * the emulation's workers. */
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
-cublasStatus_t cublasCreate(cublasHandle_t *handle) {
+namespace cuemu {
+
+bool blas_device_ready() {
     if (openblas_set_num_threads) openblas_set_num_threads(1);
-    if (sticky() != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (sticky() != cudaSuccess) return false;
     int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
+    return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+}  // namespace cuemu
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle) {
+    if (!blas_device_ready()) return CUBLAS_STATUS_NOT_INITIALIZED;
     cublasContext *h = new cublasContext;
     h->device = current_device();
     *handle = h;
@@ -92,34 +101,10 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-namespace {
-
-/* One GEMM as queued: column-major, C (m x n) = alpha op(A) op(B) + beta C. */
-struct gemm_call {
-    const char *name;
-    bool ta, tb;
-    int m, n, k, lda, ldb, ldc, batch;
-    long long sa, sb, sc;
-    float alpha, beta;
-    const void *A, *B;
-    void *C;
-    cudaDataType_t type; /* of A and B */
-    bool tf32;
-    /* cublasGemmBatchedEx: device arrays of batch matrix addresses (A, B and C
-     * above unused, sa, sb, sc 0), else NULL */
-    const void *const *Aarr, *const *Barr;
-    void *const *Carr;
-    cudaDataType_t ctype; /* of C: fp32, or A's 16-bit type */
-};
+/* ---- elements (gemm.h) ---- */
+namespace cuemu {
 
 size_t type_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
-
-/* Elements an operand spans: batch matrices of rows x cols (column-major,
- * leading dimension ld) with batch stride s. */
-size_t span(int rows, int cols, int ld, long long s, int batch) {
-    if (rows <= 0 || cols <= 0 || batch <= 0) return 0;
-    return (size_t)(batch - 1) * (size_t)s + (size_t)(cols - 1) * (size_t)ld + (size_t)rows;
-}
 
 float widen(const void *p, size_t i, cudaDataType_t t) {
     if (t == CUDA_R_32F) {
@@ -130,6 +115,28 @@ float widen(const void *p, size_t i, cudaDataType_t t) {
     uint16_t h;
     memcpy(&h, (const char *)p + 2 * i, 2);
     return bt_f32_from_bits(t == CUDA_R_16BF ? bf16_to_f32(h) : f16_to_f32(h));
+}
+
+void store(void *p, size_t i, float v, cudaDataType_t t) {
+    if (t == CUDA_R_32F) {
+        memcpy((char *)p + 4 * i, &v, 4);
+        return;
+    }
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    const uint16_t h = t == CUDA_R_16BF ? f32_to_bf16(u) : f32_to_f16(u);
+    memcpy((char *)p + 2 * i, &h, 2);
+}
+
+}  // namespace cuemu
+
+namespace {
+
+/* Elements an operand spans: batch matrices of rows x cols (column-major,
+ * leading dimension ld) with batch stride s. */
+size_t span(int rows, int cols, int ld, long long s, int batch) {
+    if (rows <= 0 || cols <= 0 || batch <= 0) return 0;
+    return (size_t)(batch - 1) * (size_t)s + (size_t)(cols - 1) * (size_t)ld + (size_t)rows;
 }
 
 /* fp32 -> TF32 (10 mantissa bits), nearest, ties away from zero. */
@@ -152,6 +159,9 @@ std::vector<float> as_f32(const void *p, size_t n, cudaDataType_t t, bool round_
     return v;
 }
 
+/* The call's work, as its stream runs it (device memory reachable): the
+ * product in fp32 by CBLAS, the epilogue's bias added to C's fp32 result,
+ * a 16-bit C converted back once, then the epilogue's bias gradient. */
 void run_gemm(const gemm_call &g) {
     if (g.m == 0 || g.n == 0 || g.batch == 0 || g.k == 0) return; /* k = 0: see the top */
     const int ra = g.ta ? g.k : g.m, ca = g.ta ? g.m : g.k;
@@ -176,28 +186,70 @@ void run_gemm(const gemm_call &g) {
                     g.tb ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, g.alpha,
                     A + (size_t)i * (size_t)g.sa, g.lda, B + (size_t)i * (size_t)g.sb, g.ldb,
                     g.beta, C + (size_t)i * (size_t)g.sc, g.ldc);
-    if (g.ctype == CUDA_R_32F) return;
-    for (int i = 0; i < g.batch; i++)
-        for (int col = 0; col < g.n; col++)
-            for (int row = 0; row < g.m; row++) {
-                const size_t at = (size_t)i * (size_t)g.sc + (size_t)col * (size_t)g.ldc + row;
-                uint32_t u;
-                memcpy(&u, &C[at], 4);
-                const uint16_t h = g.ctype == CUDA_R_16BF ? f32_to_bf16(u) : f32_to_f16(u);
-                memcpy((char *)g.C + 2 * at, &h, 2);
-            }
+    if (g.epilogue == EPI_BIAS) epilogue_bias(g, C);
+    if (g.ctype != CUDA_R_32F)
+        for (int i = 0; i < g.batch; i++)
+            for (int col = 0; col < g.n; col++)
+                for (int row = 0; row < g.m; row++) {
+                    const size_t at = (size_t)i * (size_t)g.sc + (size_t)col * (size_t)g.ldc + row;
+                    store(g.C, at, C[at], g.ctype);
+                }
+    if (g.epilogue == EPI_BGRADA || g.epilogue == EPI_BGRADB) epilogue_bias_grad(g);
 }
 
-/* Whether C's span (bytes from c) overlaps an operand's (from p): cuBLAS
- * does not allow C to alias A or B (its blocks would read what others have
- * written), and the emulation, which reads every operand before it writes,
- * would hide it; reported as the error it is. */
-bool c_overlaps(const char *name, const char *what, const void *c, size_t c_bytes, const void *p,
-                size_t p_bytes) {
-    const char *c0 = (const char *)c, *p0 = (const char *)p;
-    if (!c_bytes || !p_bytes || c0 >= p0 + p_bytes || p0 >= c0 + c_bytes) return false;
-    report("%s: C overlaps operand %s (cuBLAS does not allow it)", name, what);
+/* An operand of a call: its name in reports, and its bytes from p. */
+struct operand {
+    const char *what;
+    const void *p;
+    size_t bytes;
+};
+
+/* Whether w's span, which the call writes (C, a bias gradient) or reads
+ * beside C (a bias), overlaps o's: cuBLAS does not allow C to alias A or B
+ * (its blocks would read what others have written), nor cuBLASLt a bias
+ * vector to alias D, and the emulation, which reads every operand before it
+ * writes, would hide it; reported as the error it is. */
+bool overlaps(const char *name, const operand &w, const operand &o) {
+    const char *w0 = (const char *)w.p, *o0 = (const char *)o.p;
+    if (!w.bytes || !o.bytes || w0 >= o0 + o.bytes || o0 >= w0 + w.bytes) return false;
+    report("%s: %s overlaps operand %s (cuBLAS does not allow it)", name, w.what, o.what);
     return true;
+}
+
+/* Whether any of ops lies outside the allocations of `device` (each
+ * reported, prefixed by `what`): a GPU's illegal address when it runs. */
+template <size_t N>
+bool outside(const char *name, const char *what, const operand (&ops)[N], int device) {
+    bool fault = false;
+    for (const operand &o : ops) {
+        char why[256];
+        if (o.bytes && bad_range(o.p, o.bytes, device, why, sizeof why)) {
+            report("%s: %s%s: %s", name, what, o.what, why);
+            fault = true;
+        }
+    }
+    return fault;
+}
+
+/* A strided call's operands (A, B, C and an epilogue's bias vector) checked
+ * as a GPU faults: each span inside one allocation of `device`, and no
+ * overlap that cuBLAS forbids. True (reported) when the call must fail. */
+bool operands_fault(const gemm_call &g, int device) {
+    const int ra = g.ta ? g.k : g.m, ca = g.ta ? g.m : g.k;
+    const int rb = g.tb ? g.n : g.k, cb = g.tb ? g.k : g.n;
+    const operand ops[4] = {
+        {"A", g.A, span(ra, ca, g.lda, g.sa, g.batch) * type_bytes(g.type)},
+        {"B", g.B, span(rb, cb, g.ldb, g.sb, g.batch) * type_bytes(g.type)},
+        {g.c_name, g.C, span(g.m, g.n, g.ldc, g.sc, g.batch) * type_bytes(g.ctype)},
+        {"bias", g.bias, (size_t)bias_elems(g) * type_bytes(g.bias_type)},
+    };
+    const bool fault = outside(g.name, "operand ", ops, device);
+    const bool grad = g.epilogue == EPI_BGRADA || g.epilogue == EPI_BGRADB;
+    const bool overlap =
+        g.k && (overlaps(g.name, ops[2], ops[0]) || overlaps(g.name, ops[2], ops[1]) ||
+                overlaps(g.name, ops[3], ops[2]) ||
+                (grad && (overlaps(g.name, ops[3], ops[0]) || overlaps(g.name, ops[3], ops[1]))));
+    return fault || overlap;
 }
 
 /* Each matrix of a batched call (pointer arrays, read now: the device reads
@@ -210,33 +262,39 @@ bool run_gemm_arrays(const gemm_call &g, int device) {
                              span(rb, cb, g.ldb, 0, 1) * type_bytes(g.type),
                              span(g.m, g.n, g.ldc, 0, 1) * type_bytes(g.ctype)};
     for (int i = 0; i < g.batch; i++) {
-        const void *p[3] = {g.Aarr[i], g.Barr[i], g.Carr[i]};
-        for (int o = 0; o < 3; o++) {
-            char why[256];
-            if (bytes[o] && bad_range(p[o], bytes[o], device, why, sizeof why)) {
-                report("%s: matrix %d of operand %c: %s", g.name, i, "ABC"[o], why);
-                return false;
-            }
-        }
-        if (g.k && (c_overlaps(g.name, "A", p[2], bytes[2], p[0], bytes[0]) ||
-                    c_overlaps(g.name, "B", p[2], bytes[2], p[1], bytes[1])))
+        const operand ops[3] = {{"A", g.Aarr[i], bytes[0]}, {"B", g.Barr[i], bytes[1]},
+                                {"C", g.Carr[i], bytes[2]}};
+        char what[32];
+        snprintf(what, sizeof what, "matrix %d of operand ", i);
+        if (outside(g.name, what, ops, device)) return false;
+        if (g.k && (overlaps(g.name, ops[2], ops[0]) || overlaps(g.name, ops[2], ops[1])))
             return false;
         gemm_call one = g;
         one.batch = 1;
-        one.A = p[0];
-        one.B = p[1];
+        one.A = ops[0].p;
+        one.B = ops[1].p;
         one.C = g.Carr[i];
         run_gemm(one);
     }
     return true;
 }
 
-/* The checks of all GEMMs, then the call queued on the handle's stream. */
-cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+/* A batched call's three address arrays checked as a GPU faults when it
+ * reads them (the matrices are checked when it runs). */
+bool arrays_fault(const gemm_call &g, int device) {
+    const size_t bytes = (size_t)g.batch * sizeof(void *);
+    const operand arr[3] = {{"A", g.Aarr, bytes}, {"B", g.Barr, bytes}, {"C", g.Carr, bytes}};
+    return outside(g.name, "the address array of ", arr, device);
+}
+
+}  // namespace
+
+namespace cuemu {
+
+cublasStatus_t queue_gemm_on(int device, cudaStream_t st, const gemm_call &g) {
     if (sticky() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
-    if (current_device() != h->device) {
-        report("%s: a handle of device %d used while device %d is current", g.name, h->device,
+    if (current_device() != device) {
+        report("%s: a handle of device %d used while device %d is current", g.name, device,
                current_device());
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
@@ -247,45 +305,14 @@ cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
                g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    stream *s = stream_of(h->stream, h->device);
+    stream *s = stream_of(st, device);
     if (!s) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (capture_refuses(s)) { /* its kernel's launch fails */
         record(cudaErrorStreamCaptureInvalidated);
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
-    bool fault = false;
-    if (g.Aarr && g.m && g.n && g.batch) { /* the address arrays; the matrices when it runs */
-        const void *arr[3] = {g.Aarr, g.Barr, g.Carr};
-        for (int o = 0; o < 3; o++) {
-            char why[256];
-            if (bad_range(arr[o], (size_t)g.batch * sizeof(void *), h->device, why, sizeof why)) {
-                report("%s: the address array of %c: %s", g.name, "ABC"[o], why);
-                fault = true;
-            }
-        }
-    } else if (g.m && g.n && g.batch) {
-        const int ca = g.ta ? g.m : g.k, cb = g.tb ? g.k : g.n;
-        struct {
-            const char *what;
-            const void *p;
-            size_t bytes;
-        } ops[3] = {
-            {"A", g.A, span(ra, ca, g.lda, g.sa, g.batch) * type_bytes(g.type)},
-            {"B", g.B, span(rb, cb, g.ldb, g.sb, g.batch) * type_bytes(g.type)},
-            {"C", g.C, span(g.m, g.n, g.ldc, g.sc, g.batch) * type_bytes(g.ctype)},
-        };
-        for (auto &o : ops) {
-            char why[256];
-            if (o.bytes && bad_range(o.p, o.bytes, h->device, why, sizeof why)) {
-                report("%s: operand %s: %s", g.name, o.what, why);
-                fault = true;
-            }
-        }
-        if (g.k && (c_overlaps(g.name, "A", ops[2].p, ops[2].bytes, ops[0].p, ops[0].bytes) ||
-                    c_overlaps(g.name, "B", ops[2].p, ops[2].bytes, ops[1].p, ops[1].bytes)))
-            fault = true;
-    }
-    const int device = h->device;
+    const bool any = g.m && g.n && g.batch;
+    const bool fault = any && (g.Aarr ? arrays_fault(g, device) : operands_fault(g, device));
     s->push([g, fault, device] {
         if (fault || (g.Aarr && g.k && !run_gemm_arrays(g, device))) /* a GPU: illegal address */
             set_sticky(cudaErrorIllegalAddress);
@@ -299,7 +326,33 @@ cublasStatus_t queue_gemm(cublasHandle_t h, gemm_call g) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-}  // namespace
+cublasStatus_t check_gemm_types(const char *name, cudaDataType_t Atype, cudaDataType_t Btype,
+                                cudaDataType_t Ctype, cublasComputeType_t computeType) {
+    const bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F;
+    const bool f16 = Atype == CUDA_R_16F && Btype == CUDA_R_16F;
+    const bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF;
+    const bool fast_tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
+    const bool c_ok = Ctype == CUDA_R_32F || ((f16 || bf16) && Ctype == Atype && !fast_tf32);
+    if (!c_ok || !(f32 || f16 || bf16) || (fast_tf32 && !f32) ||
+        (computeType != CUBLAS_COMPUTE_32F && !fast_tf32)) {
+        report("%s: types A %d, B %d, C %d, compute %d: not supported", name, (int)Atype,
+               (int)Btype, (int)Ctype, (int)computeType);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (bf16 && cfg().arch < 80) {
+        report("%s: bf16 operands on an sm_%d device: not supported", name, cfg().arch);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace cuemu
+
+/* A cuBLAS call: queued on its handle's stream and device. */
+static cublasStatus_t queue_gemm(cublasHandle_t h, const gemm_call &g) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    return queue_gemm_on(h->device, h->stream, g);
+}
 
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t transa,
                                          cublasOperation_t transb, int m, int n, int k,
@@ -317,29 +370,22 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t tra
 
 /* The types of an Ex call as cuBLAS checks them (the emulation supports what
  * the backend uses: fp32, TF32, fp16 and bf16 inputs, fp32 output or, with
- * 16-bit inputs and fp32 compute, output in the inputs' type); on
- * success *tf32 says whether the fp32 operands are rounded to TF32. */
+ * 16-bit inputs and fp32 compute, output in the inputs' type; the default
+ * algorithm); on success *tf32 says whether the fp32 operands are rounded to
+ * TF32. */
 static cublasStatus_t check_ex_types(const char *name, cublasHandle_t h, cudaDataType_t Atype,
                                      cudaDataType_t Btype, cudaDataType_t Ctype,
                                      cublasComputeType_t computeType, cublasGemmAlgo_t algo,
                                      bool *tf32) {
-    const bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F;
-    const bool f16 = Atype == CUDA_R_16F && Btype == CUDA_R_16F;
-    const bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF;
-    const bool fast_tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
-    const bool c_ok = Ctype == CUDA_R_32F || ((f16 || bf16) && Ctype == Atype && !fast_tf32);
-    if (!c_ok || algo != CUBLAS_GEMM_DEFAULT || !(f32 || f16 || bf16) ||
-        (fast_tf32 && !f32) || (computeType != CUBLAS_COMPUTE_32F && !fast_tf32)) {
-        report("%s: types A %d, B %d, C %d, compute %d, algo %d: not supported", name,
-               (int)Atype, (int)Btype, (int)Ctype, (int)computeType, (int)algo);
+    if (algo != CUBLAS_GEMM_DEFAULT) {
+        report("%s: algo %d: not supported", name, (int)algo);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    if (bf16 && cfg().arch < 80) {
-        report("%s: bf16 operands on an sm_%d device: not supported", name, cfg().arch);
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    }
-    *tf32 = (fast_tf32 || (h && h->math == CUBLAS_TF32_TENSOR_OP_MATH)) && f32 &&
-            cfg().arch >= 80;
+    const cublasStatus_t st = check_gemm_types(name, Atype, Btype, Ctype, computeType);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    *tf32 = (computeType == CUBLAS_COMPUTE_32F_FAST_TF32 ||
+             (h && h->math == CUBLAS_TF32_TENSOR_OP_MATH)) &&
+            Atype == CUDA_R_32F && cfg().arch >= 80;
     return CUBLAS_STATUS_SUCCESS;
 }
 

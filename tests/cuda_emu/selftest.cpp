@@ -8,28 +8,37 @@
  *     read-past-end        a kernel reads one element past its buffer: the
  *                          process ends with a report naming the kernel
  *     host-touch           host code reads device memory: the same
+ *     lt-sm70, lt-bias-fault, lt-bias-overlap, lt-trace
+ *                          cuBLASLt checks that the run without CASE runs
+ *                          in a process of their own (a pose, a broken
+ *                          device, a trace)
  *
  * Each check compares what the emulation does with what a GPU does: launch
  * limits, pointer checks, stream order and waits between streams, races at
- * a missing barrier, divergent barriers, cuBLAS statuses and numerics. */
+ * a missing barrier, divergent barriers, cuBLAS statuses and numerics. This
+ * file holds those checks, the check counter and main(); the cuBLASLt
+ * statuses and numerics are in selftest_lt.cpp (selftest.h: what the two
+ * share). */
+#include "selftest.h"
 #include "emu.h"
 #include "include/cublas_v2.h"
 
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-static int failures = 0;
+int failures = 0;
 
-static void check(bool ok, const char *what) {
+/* One check's line, ok or FAIL and what it checked; a failure counted for
+ * the exit status. */
+void check(bool ok, const char *what) {
     printf("%s %s\n", ok ? "ok  " : "FAIL", what);
     failures += !ok;
 }
 
 /* ---- kernels of the checks ---- */
 
+/* out[i] = i over a grid that may be larger than n */
 __global__ void write_index(int *out, int n) {
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n) out[i] = i;
@@ -57,6 +66,7 @@ __global__ void divergent_barrier(float *out) {
     out[threadIdx.x] = s[threadIdx.x];
 }
 
+/* a block with more static __shared__ than a block may have: refused */
 __global__ void big_shared(float *out) {
     __shared__ float s[13 * 1024]; /* 52 KiB: over the 48 KiB a block may have */
     s[threadIdx.x] = 1.0f;
@@ -64,6 +74,7 @@ __global__ void big_shared(float *out) {
     out[threadIdx.x] = s[threadIdx.x];
 }
 
+/* out[0] = x[i], for an i past x's end */
 __global__ void read_one(float *out, const float *x, int i) { out[0] = x[i]; }
 
 /* per warp of 32: the sum of x by shuffles (down, then xor), and the ballot of
@@ -88,6 +99,8 @@ __global__ void warp_ops(float *sum_down, float *sum_xor, unsigned *ballot, cons
 
 /* ---- the checks ---- */
 
+/* Launches past a GPU's limits (block size, grid y, an empty grid, shared
+ * memory) are refused with its errors, and a valid one after them runs. */
 static void launch_limits() {
     int *d;
     cudaMalloc((void **)&d, 4096);
@@ -116,6 +129,7 @@ static void launch_limits() {
     cudaFree(d);
 }
 
+/* out[i] += v for i under n: work whose order shows */
 __global__ void add_value(int *out, int n, int v) {
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n) out[i] += v;
@@ -268,6 +282,9 @@ static void graph_forks() {
     cudaStreamDestroy(s);
 }
 
+/* Work on a stream runs at its sync, in order: an async download read before
+ * it sees the old bytes. New device memory holds NaN bytes: cudaMalloc does
+ * not zero it, and a program that counts on zeros must fail here too. */
 static void stream_order() {
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -325,6 +342,8 @@ static void stream_wait() {
     cudaStreamDestroy(a);
 }
 
+/* Copies a GPU refuses: past an allocation's end, between overlapping device
+ * ranges. */
 static void pointer_checks() {
     float *d;
     cudaMalloc((void **)&d, 256 * 4);
@@ -337,6 +356,8 @@ static void pointer_checks() {
     (void)cudaGetLastError();
 }
 
+/* A block reduction is exact with its barriers; without the first, most
+ * blocks read stale shared memory (the emulation's thread orders show it). */
 static void races() {
     const int blocks = 64;
     float *x, *out;
@@ -363,6 +384,7 @@ static void races() {
     cudaFree(out);
 }
 
+/* A barrier half the block never reaches fails the launch, stickily. */
 static void divergence() {
     float *d;
     cudaMalloc((void **)&d, 256 * 4);
@@ -372,6 +394,8 @@ static void divergence() {
     check(cudaGetLastError() == cudaErrorLaunchFailure, "and every later call says so");
 }
 
+/* cuBLAS: invalid shapes refused, SGEMM column-major, TF32 rounding, bf16
+ * from sm_80 only. */
 static void gemm_checks() {
     cublasHandle_t h;
     cublasCreate(&h);
@@ -419,6 +443,8 @@ static void gemm_checks() {
 
 /* ---- the checks that leave the device broken ---- */
 
+/* emu_selftest host-pointer: a kernel handed a host pointer fails its sync
+ * with an illegal address (exit 0 when it does). */
 static int host_pointer() {
     int host[32];
     CUEMU_LAUNCH(write_index, 1, 32, 0, nullptr, host, 32);
@@ -427,6 +453,8 @@ static int host_pointer() {
     return failures ? 1 : 0;
 }
 
+/* emu_selftest read-past-end: a read one element past a buffer; the guard
+ * page ends the process with a report (returning is the failure). */
 static int read_past_end() {
     float *x, *out;
     cudaMalloc((void **)&x, 1024 * 4); /* a whole number of pages: the guard page follows */
@@ -496,6 +524,8 @@ static int gemm_overlap() {
     return e == cudaSuccess ? 0 : 1;
 }
 
+/* emu_selftest host-touch: host code reads device memory; the process ends
+ * with a report (returning is the failure). */
 static int host_touch() {
     float *x;
     cudaMalloc((void **)&x, 64);
@@ -505,6 +535,8 @@ static int host_touch() {
     return 0;
 }
 
+/* With a CASE, that case alone (it leaves the device broken, or poses as
+ * another one); without, every check that returns, and the count failed. */
 int main(int argc, char **argv) {
     int n;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -516,9 +548,13 @@ int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "host-touch")) return host_touch();
     if (argc == 2 && !strcmp(argv[1], "warp-mask")) return warps(0x0000ffffu);
     if (argc == 2 && !strcmp(argv[1], "gemm-overlap")) return gemm_overlap();
+    if (argc == 2 && !strcmp(argv[1], "lt-sm70")) return lt_sm70();
+    if (argc == 2 && !strcmp(argv[1], "lt-bias-fault")) return lt_bias_fault(false);
+    if (argc == 2 && !strcmp(argv[1], "lt-bias-overlap")) return lt_bias_fault(true);
+    if (argc == 2 && !strcmp(argv[1], "lt-trace")) return lt_trace();
     if (argc != 1) {
         fprintf(stderr, "usage: emu_selftest [host-pointer | read-past-end | host-touch | warp-mask "
-                        "| gemm-overlap]\n");
+                        "| gemm-overlap | lt-sm70 | lt-bias-fault | lt-bias-overlap | lt-trace]\n");
         return 2;
     }
     launch_limits();
@@ -527,6 +563,9 @@ int main(int argc, char **argv) {
     pointer_checks();
     races();
     gemm_checks();
+    lt_numerics();
+    lt_statuses();
+    lt_children();
     warps(0xffffffffu);
     graphs();
     graph_forks();
