@@ -21,6 +21,10 @@
 #     after 3 warm-up ones, with graphs (the default) and with
 #     BERTRAIN_CUDA_GRAPHS=0: the same last step's loss and gradient norm,
 #     1 launch a step with graphs, and both speeds;
+#  3c. the GEMM epilogues on cuBLASLt: bench --preset base, bf16, seq 128,
+#     batch 32 with them (the default) and with --unfused epilogue: no line
+#     that cuBLASLt lacked an algorithm, gemm16_bias and gemm16_bias_grad in
+#     the profile, the last step's loss within 1e-3 relative, both speeds;
 #  4. compute-sanitizer memcheck and racecheck on the conformance suite
 #     (--quick), when compute-sanitizer is installed.
 # The conformance suite and the equivalence run in exact fp32 (BERTRAIN_CUDA_TF32
@@ -246,6 +250,31 @@ if graphs_bench 1 && graphs_bench 0; then
     fi
 else
     tail -20 "$tmp/bench-graphs-1.log" "$tmp/bench-graphs-0.log"
+    record "$what" FAIL "bertrain bench failed (logs above)"
+fi
+
+# ---- 3c. the GEMM epilogues on cuBLASLt ----
+epilogue_bench() { # UNFUSED -> the bench's log in $tmp/bench-epilogue-UNFUSED.log; status
+    BERTRAIN_CUDA_TF32= "$BERTRAIN" bench --preset base --seq 128 --batch 32 --precision bf16 \
+        --steps 2 --warmup 1 --profile --unfused "$1" --backend "$DEV" \
+        > "$tmp/bench-epilogue-$1.log" 2>&1
+}
+what="GEMM epilogues on cuBLASLt (bench base bf16, seq 128, batch 32)"
+if epilogue_bench none && epilogue_bench epilogue; then
+    on="$tmp/bench-epilogue-none.log" off="$tmp/bench-epilogue-epilogue.log"
+    speeds="$(sed -n 's/^samples\/s: //p' "$on") samples/s with them, $(sed -n 's/^samples\/s: //p' "$off") without"
+    lacked=$(grep 'cuBLASLt has no' "$on" | head -1)
+    calls=$(awk '$1 == "gemm16_bias" || $1 == "gemm16_bias_grad" { printf "%s %s; ", $1, $2 }' "$on")
+    l_on=$(sed -n 's/^last step: loss \([^,]*\),.*/\1/p' "$on")
+    l_off=$(sed -n 's/^last step: loss \([^,]*\),.*/\1/p' "$off")
+    if [ -z "$lacked" ] && [ -n "$calls" ] && [ -n "$l_on" ] && [ -n "$l_off" ] &&
+        awk -v a="$l_on" -v b="$l_off" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * b) }'; then
+        record "$what" PASS "$speeds; calls a step: $calls loss $l_on against $l_off"
+    else
+        record "$what" FAIL "$speeds; ${lacked:-no fallback}; calls a step: ${calls:-none}; loss $l_on against $l_off"
+    fi
+else
+    tail -20 "$tmp/bench-epilogue-none.log" "$tmp/bench-epilogue-epilogue.log"
     record "$what" FAIL "bertrain bench failed (logs above)"
 fi
 
