@@ -578,9 +578,11 @@ struct bt_backend {
     /* ---- a linear layer's bias in its GEMM's epilogue (16-bit GEMMs) ---- */
     /* A linear layer's forward: c16 (m, n) = A B^T + bias broadcast over the
      * rows, in dtype (BT_BF16, BT_F16) with one rounding of each sum: the
-     * bits of bias_add(NO_PTR, bias, m, n, dtype, c16, false) (the bias in
+     * values of bias_add(NO_PTR, bias, m, n, dtype, c16, false) (the bias in
      * 16 bits) then gemm16(dtype, stored16 | BT_GEMM_C16, no trans_a,
-     * trans_b, alpha 1, beta 1, batch 1) adding the product onto it. A (m, k)
+     * trans_b, alpha 1, beta 1, batch 1) adding the product onto it, the
+     * products summed in the backend's GEMM order (its bits where that is
+     * gemm16's: the CPU, OpenCL, the emulated device). A (m, k)
      * the input, B (n, k) the weight, each in dtype where stored16 has
      * BT_GEMM_A16 / BT_GEMM_B16 (2 bytes an element, offset in bytes), else
      * fp32 that gemm16 rounds as it reads it; every matrix dense (row
