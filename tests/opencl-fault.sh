@@ -6,7 +6,8 @@
 #   gelu_tanh_approx     gelu_fwd uses the tanh approximation (|err| ~ 1e-3)
 # Each fault must fail its op, and no op but it and the fused ops whose
 # unfused sequence contains it (their rows compare with that sequence bit for
-# bit); without a fault every op passes. A compiler that rejects work-groups
+# bit, or OpenCL composes them of it: gemm16_bias); without a fault every
+# op passes. A compiler that rejects work-groups
 # above 64 (the fault wg_above_64) makes the backend build again at half the
 # size, saying so in one line a try, and every op then passes. Skips (77)
 # without an OpenCL build or device.
@@ -23,7 +24,7 @@ rc=0
 [ "$rc" -eq 0 ] || { cat "$tmpdir/clean"; fail "the fault build fails without a fault"; }
 echo "no fault: $(tail -1 "$tmpdir/clean")"
 
-for case in bias_add_off_by_one:bias_add:bias_gelu_fwd,bias_dropout_add,residual_layernorm_fwd \
+for case in bias_add_off_by_one:bias_add:bias_gelu_fwd,bias_dropout_add,residual_layernorm_fwd,gemm16_bias \
     gelu_tanh_approx:gelu_fwd:bias_gelu_fwd; do
     fault=${case%%:*} rest=${case#*:}
     op=${rest%%:*} fused=$(echo "${rest#*:}" | tr , '|')
