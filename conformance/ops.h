@@ -33,6 +33,13 @@ void test_gemm_grid(bt_backend *be);
 /* Check gemm16_bias and gemm16_bias_grad (a linear layer's GEMMs with their
  * bias and bias gradient) against float64 loops. */
 void test_gemm16_epilogues(bt_backend *be);
+/* The GEMM checks' operands (ops_linear.c): x[i] rounded to dt, as gemm16
+ * multiplies it (BT_F32: unchanged); and fp32 values x (already rounded to
+ * dt), or with half their dt encodings (*bits, freed by the caller), as a
+ * 2-byte tensor. */
+void round_operand(double *x, size_t n, bt_dtype dt);
+tensor gemm_operand(const char *name, const float *x, size_t n, bt_dtype dt, bool half,
+                    uint16_t **bits);
 /* Check bias_add and bias_grad over the MATRIX_SHAPES shapes. */
 void test_bias(bt_backend *be);
 

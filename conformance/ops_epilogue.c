@@ -1,7 +1,6 @@
 /* Conformance checks of the GEMMs with an epilogue (backend.h's gemm16_bias
  * and gemm16_bias_grad): a linear layer's forward with its bias, and its
  * weight gradient with its bias gradient, against float64 loops. */
-#include "backends/common/half.h"
 #include "ops.h"
 
 #include <math.h>
@@ -14,23 +13,12 @@ typedef struct {
     int m, n, k;
 } epilogue_args;
 
-/* values x rounded to dt, as doubles (what the op multiplies) */
-static double *rounded(const float *x, size_t n, bt_dtype dt) {
-    double *r = ref_alloc(n * sizeof(double));
-    for (size_t i = 0; i < n; i++) r[i] = round16_host(x[i], dt);
-    return r;
-}
-
-/* An operand: x's values rounded to dt in place, given in 16 bits where
- * half (bits: their encodings, freed by the caller), else in fp32. */
+/* An operand: x's values rounded to dt in place, then given in 16 bits
+ * where half, else in fp32 (gemm_operand). */
 static tensor operand(const char *name, float *x, size_t n, bt_dtype dt, bool half,
                       uint16_t **bits) {
-    *bits = NULL;
     for (size_t i = 0; i < n; i++) x[i] = round16_host(x[i], dt);
-    if (!half) return tensor_in(name, x, n);
-    *bits = ref_alloc(n * 2);
-    for (size_t i = 0; i < n; i++) (*bits)[i] = bits16_of(x[i], dt);
-    return tensor_16bit(name, *bits, n, false);
+    return gemm_operand(name, x, n, dt, half, bits);
 }
 
 /* ---- gemm16_bias ---- */
@@ -58,7 +46,8 @@ static void bias_case(bt_backend *be, epilogue_args g) {
                   tensor_in("bias", bias, (size_t)g.n),
                   tensor_16bit("bias16", bias16, (size_t)g.n, false),
                   tensor_16bit("C16", c16, nc, true)};
-    double *rA = ref_dup(A, na), *rB = ref_dup(B, nb), *rb = rounded(bias, (size_t)g.n, g.dt);
+    double *rA = ref_dup(A, na), *rB = ref_dup(B, nb), *rb = ref_dup(bias, (size_t)g.n);
+    round_operand(rb, (size_t)g.n, g.dt);
     double *rC = ref_alloc(nc * sizeof(double)), *mC = ref_alloc(nc * sizeof(double));
     double *aA = ref_abs(A, na), *aB = ref_abs(B, nb);
     for (int i = 0; i < g.m; i++)

@@ -32,14 +32,14 @@ static void run_gemm(bt_backend *be, tensor *t, void *arg, double *s) {
 }
 
 /* x[i] = x rounded to dt (the operands gemm16 multiplies) */
-static void round_operand(double *x, size_t n, bt_dtype dt) {
+void round_operand(double *x, size_t n, bt_dtype dt) {
     if (dt == BT_F32) return;
     for (size_t i = 0; i < n; i++) x[i] = dt == BT_F16 ? ref_round_f16(x[i]) : ref_round_bf16(x[i]);
 }
 
 /* An operand of gemm_case: fp32 values x, or with half their dt encodings
  * (x rounded to dt already), a 2-byte tensor. */
-static tensor gemm_operand(const char *name, const float *x, size_t n, bt_dtype dt, bool half,
+tensor gemm_operand(const char *name, const float *x, size_t n, bt_dtype dt, bool half,
                            uint16_t **bits) {
     *bits = NULL;
     if (!half) return tensor_in(name, x, n);

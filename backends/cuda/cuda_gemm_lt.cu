@@ -172,20 +172,35 @@ static bool lt_begin(const cu_ctx *c, bt_dtype dt, int k, cublasLtEpilogue_t ep,
     return tensor && k > 0;
 }
 
-/* ---- gemm16_bias ---- */
-
+/* An epilogue op's arguments, as a graph region records them (padding
+ * zeroed, so that equal calls compare equal byte for byte): gemm16_bias's
+ * c16, bias and bias16 in c, vec and vec16; gemm16_bias_grad's c and dbias in
+ * c and vec. */
 typedef struct {
     bt_dtype dt;
     unsigned stored16;
     int m, n, k;
-    bt_ptr a, b, bias, bias16, c16;
-} bias_call;
+    bt_ptr a, b, c, vec, vec16;
+} lt_call;
+
+static lt_call lt_call_of(bt_dtype dt, unsigned stored16, int m, int n, int k, bt_ptr a,
+                          bt_ptr b, bt_ptr c, bt_ptr vec, bt_ptr vec16) {
+    lt_call g;
+    memset(&g, 0, sizeof g);
+    g.dt = dt;
+    g.stored16 = stored16;
+    g.m = m, g.n = n, g.k = k;
+    g.a = a, g.b = b, g.c = c, g.vec = vec, g.vec16 = vec16;
+    return g;
+}
+
+/* ---- gemm16_bias ---- */
 
 static void bias_issue(bt_backend *be, const void *p) {
-    const bias_call *g = (const bias_call *)p;
+    const lt_call *g = (const lt_call *)p;
     if (g->m <= 0 || g->n <= 0) return;
     lt_gemm l;
-    if (lt_begin(cu(be), g->dt, g->k, CUBLASLT_EPILOGUE_BIAS, false, &l) && g->bias16.buf) {
+    if (lt_begin(cu(be), g->dt, g->k, CUBLASLT_EPILOGUE_BIAS, false, &l) && g->vec16.buf) {
         const size_t span_a = (size_t)g->m * g->k, span_b = (size_t)g->n * g->k;
         l.op_a = CUBLAS_OP_T; /* the weight (n, k) row-major: k x n stored */
         l.op_b = CUBLAS_OP_N; /* the input (m, k) row-major: k x m stored */
@@ -193,37 +208,25 @@ static void bias_issue(bt_backend *be, const void *p) {
         l.m = g->n, l.n = g->m, l.k = g->k;
         l.A = cu_operand16(be, 1, g->b, span_b, g->dt, g->stored16 & BT_GEMM_B16);
         l.B = cu_operand16(be, 0, g->a, span_a, g->dt, g->stored16 & BT_GEMM_A16);
-        l.vector = cu_addr(g->bias16, 2);
-        l.D = cu_addr(g->c16, 2);
+        l.vector = cu_addr(g->vec16, 2);
+        l.D = cu_addr(g->c, 2);
         l.beta = 0.0f;
         if (lt_run(be, &l)) return;
     }
-    bt_composed_gemm16_bias(be, g->dt, g->stored16, g->m, g->n, g->k, g->a, g->b, g->bias,
-                            g->bias16, g->c16);
+    bt_composed_gemm16_bias(be, g->dt, g->stored16, g->m, g->n, g->k, g->a, g->b, g->vec,
+                            g->vec16, g->c);
 }
 
 void cu_gemm16_bias(bt_backend *be, bt_dtype dt, unsigned stored16, int m, int n, int k, bt_ptr a,
                     bt_ptr b, bt_ptr bias, bt_ptr bias16, bt_ptr c16) {
-    bias_call g;
-    memset(&g, 0, sizeof g); /* padding zeroed: a graph compares the bytes */
-    g.dt = dt;
-    g.stored16 = stored16;
-    g.m = m, g.n = n, g.k = k;
-    g.a = a, g.b = b, g.bias = bias, g.bias16 = bias16, g.c16 = c16;
+    const lt_call g = lt_call_of(dt, stored16, m, n, k, a, b, c16, bias, bias16);
     cu_graph_op(be, bias_issue, &g, sizeof g);
 }
 
 /* ---- gemm16_bias_grad ---- */
 
-typedef struct {
-    bt_dtype dt;
-    unsigned stored16;
-    int m, n, k;
-    bt_ptr a, b, c, dbias;
-} bias_grad_call;
-
 static void bias_grad_issue(bt_backend *be, const void *p) {
-    const bias_grad_call *g = (const bias_grad_call *)p;
+    const lt_call *g = (const lt_call *)p;
     if (g->m <= 0 || g->n <= 0) return;
     cu_ctx *c = cu(be);
     lt_gemm l; /* D in fp32, and so the bias gradient */
@@ -240,21 +243,16 @@ static void bias_grad_issue(bt_backend *be, const void *p) {
         l.D = cu_f32(g->c);
         l.beta = 1.0f;
         if (lt_run(be, &l)) { /* the epilogue writes the sums: added to dbias */
-            be->add(be, g->dbias, g->dbias, grad, (size_t)g->m);
+            be->add(be, g->vec, g->vec, grad, (size_t)g->m);
             return;
         }
     }
     bt_composed_gemm16_bias_grad(be, g->dt, g->stored16, g->m, g->n, g->k, g->a, g->b, g->c,
-                                 g->dbias);
+                                 g->vec);
 }
 
 void cu_gemm16_bias_grad(bt_backend *be, bt_dtype dt, unsigned stored16, int m, int n, int k,
                          bt_ptr a, bt_ptr b, bt_ptr c, bt_ptr dbias) {
-    bias_grad_call g;
-    memset(&g, 0, sizeof g); /* padding zeroed: a graph compares the bytes */
-    g.dt = dt;
-    g.stored16 = stored16;
-    g.m = m, g.n = n, g.k = k;
-    g.a = a, g.b = b, g.c = c, g.dbias = dbias;
+    const lt_call g = lt_call_of(dt, stored16, m, n, k, a, b, c, dbias, BT_NO_PTR);
     cu_graph_op(be, bias_grad_issue, &g, sizeof g);
 }
