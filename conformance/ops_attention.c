@@ -259,6 +259,10 @@ void test_attention(bt_backend *be) {
         if (skip_shape(shapes[si].quick == 1)) continue;
         for (int di = 0; di < 3; di++) {
             if (di > 0 && shapes[si].T > 128) continue; /* 16-bit: the short shapes suffice */
+            /* with --quick (Oclgrind's time) the wide heads in one 16-bit type each:
+             * f16 at D = 128, bf16 at D = 96 (both at D = 16) */
+            if (g_quick && shapes[si].D >= 64 && di == (shapes[si].D % 128 == 0 ? 1 : 2))
+                continue;
             reseed("attention", (size_t)(si * 3 + di));
             const attn_case c = {shapes[si].B, shapes[si].NH, shapes[si].T, shapes[si].D,
                                  shapes[si].p, dtypes[di], 3, {0x5eedULL + (uint64_t)si, 7},

@@ -398,6 +398,9 @@ void test_layernorm_bwd_dropout(bt_backend *be) {
         float *mu = ref_alloc(r * 4), *rs = ref_alloc(r * 4);
         for (size_t i = 0; i < r; i++) mu[i] = (float)rmu[i], rs[i] = (float)rrs[i];
         for (int k = 0; k < 4; k++) { /* bf16, f16; dx in fp32, in 16 bits in place */
+            /* with --quick (Oclgrind's time) past 65 x 3 bf16 into fp32 and f16
+             * in place alone: the mask and the rounding are per element */
+            if (g_quick && ci != 0 && (k == 1 || k == 2)) continue;
             const bt_dtype dt = k & 1 ? BT_F16 : BT_BF16;
             const int inplace = k >= 2;
             ln_drop_args q = {rows, cols, inplace,

@@ -493,15 +493,17 @@ static void test_layernorm_bwd_chunks(bt_backend *be) {
         for (size_t i = 0; i < r; i++) mu[i] = (float)rmu[i], rs[i] = (float)rrs[i];
         float *dbr = rand_floats(n, 1, 0); /* a residual branch's gradient */
         for (int k = 0; k < 4; k++) { /* fp32 apart and in place; bf16 apart, f16 in place */
+            /* with --quick (Oclgrind's time) the 16-bit dx at 65 x 3 alone: its
+             * rounding is per element, the larger shapes' chunks the same for
+             * every dtype */
+            if (g_quick && si != 0 && k >= 2) continue;
             q.inplace = k & 1;
             q.round16 = k < 2 ? BT_F32 : k == 2 ? BT_BF16 : BT_F16;
             check_ln_bwd(be, q, x, g, dout, dg, db, mu, rs);
             check_ln_bwd_branch(be, q, x, g, dout, dbr, dg, db, mu, rs);
-            /* the 16-bit inputs and outputs below: with --quick (Oclgrind's time;
-             * tests/oclgrind.sh) at 65 x 3 alone, where most lanes of a row have
-             * no column; the larger shapes' chunks of rows and of partials are
-             * the same code for every dtype, and run above in each */
-            if (k < 2 || (g_quick && si != 0)) continue;
+            /* the 16-bit inputs and outputs below: with --quick at 65 x 3 alone,
+             * where most lanes of a row have no column */
+            if (k < 2) continue;
             check_ln_bwd_branch16(be, q, x, g, dout, dbr, dg, db, mu, rs);
             for (int form = 0; form < 4; form++) {
                 check_ln_bwd_io16(be, q, form, x, g, dout, dbr, dg, db, mu, rs);
