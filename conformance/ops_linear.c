@@ -40,7 +40,7 @@ void round_operand(double *x, size_t n, bt_dtype dt) {
 /* An operand of gemm_case: fp32 values x, or with half their dt encodings
  * (x rounded to dt already), a 2-byte tensor. */
 tensor gemm_operand(const char *name, const float *x, size_t n, bt_dtype dt, bool half,
-                           uint16_t **bits) {
+                    uint16_t **bits) {
     *bits = NULL;
     if (!half) return tensor_in(name, x, n);
     *bits = ref_alloc(n * 2);

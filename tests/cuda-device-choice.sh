@@ -20,9 +20,10 @@
 #     BERTRAIN_CUDA_TF32=0, and never on a V100, which has none;
 #  6. free memory: on a card whose memory other processes hold
 #     (CUDA_EMU_HELD_MB: 2036 of 2048 MiB, of the rest the context takes
-#     its own, cuBLASLt's 4 MiB workspace among it), train refuses a micro-batch that does not fit what
-#     is free, before allocating, in one line naming the card, the need and
-#     the free memory; with the memory free the same run trains.
+#     its own, cuBLASLt's 4 MiB workspace among it), train refuses a
+#     micro-batch that does not fit what is free, before allocating, in one
+#     line naming the card, the need and the free memory; with the memory
+#     free the same run trains.
 . "$(dirname "$0")/lib.sh"
 cd "$top_srcdir" || fail "no source dir"
 use_cuda_emu
